@@ -1,0 +1,190 @@
+package commands
+
+import (
+	"strings"
+)
+
+// Role names a group of people who may run a command. Roles are persisted
+// (in refusal events and configuration) as these exact strings; never rename
+// one.
+type Role string
+
+// The roles of issue 3's command table. Whether a commenter holds a role is
+// decided by the caller when the command runs, from configuration (operators,
+// approvers per project) and GitLab access (membership, protected branches).
+const (
+	// RoleAnyone is anyone who can see the merge request.
+	RoleAnyone Role = "anyone"
+	// RoleRequester is the person (or portal account) who submitted the change.
+	RoleRequester Role = "requester"
+	// RoleAuthor is the merge request's author. Issue 3 lets the MR author
+	// /retry; it differs from the requester when a developer opens the MR in
+	// a watched project.
+	RoleAuthor Role = "author"
+	// RoleDeveloper is a project member with Developer access or more
+	// (inherited membership included).
+	RoleDeveloper Role = "developer"
+	// RoleApprover is a configured approver of the project (in-GitLab
+	// approval mode).
+	RoleApprover Role = "approver"
+	// RoleOperator is a configured changebot operator.
+	RoleOperator Role = "operator"
+)
+
+// Command names. They are persisted (in events, job arguments and
+// configuration) as these exact strings: lower-case, without the slash.
+const (
+	NameRetry   = "retry"
+	NameResume  = "resume"
+	NameStatus  = "status"
+	NameCancel  = "cancel"
+	NameApprove = "approve"
+	NameReject  = "reject"
+	NameHelp    = "help"
+)
+
+// Command is one entry of the command registry: what a person types, what it
+// does and who may run it. The handler that runs it lives with the caller,
+// keyed by Name, so this package stays free of flows and storage.
+type Command struct {
+	// Name is the persisted command name, lower-case without the slash,
+	// for example "retry".
+	Name string
+	// Usage is how to type the command, for example "/retry".
+	Usage string
+	// Description says what the command does, in one sentence for people.
+	Description string
+	// Who lists the roles that may run the command; holding any one of
+	// them is enough. RoleAnyone means no check.
+	Who []Role
+	// WhoText says who may run the command in words, for help replies,
+	// refusals and the README.
+	WhoText string
+	// ChangesState reports whether the command moves the change (through
+	// the one transition function) rather than only reading it.
+	ChangesState bool
+}
+
+// Registry returns every command changebot understands, in the order help
+// lists them: retry, resume, status, cancel, approve, reject, help. The texts
+// follow the command table of issue 3. Each call returns a fresh slice the
+// caller may modify; registration is explicit (STYLE rule 21): adding a
+// command means adding it here.
+func Registry() []Command {
+	return []Command{
+		{
+			Name:  NameRetry,
+			Usage: "/retry",
+			Description: "Re-run the failed step of this merge request's change: after CREATE_FAILED a new pipeline " +
+				"for the head (or recreate what is missing), after HANDLE_FAILED handle it again " +
+				"(for example once a rebase conflict is resolved).",
+			Who:          []Role{RoleRequester, RoleAuthor, RoleDeveloper},
+			WhoText:      "the change's requester, the MR author, project members with Developer access or more",
+			ChangesState: true,
+		},
+		{
+			Name:  NameResume,
+			Usage: "/resume",
+			Description: "Continue a change parked in a pending step (pipeline outcome unknown, rebase stuck, " +
+				"interrupted job) by running its current step again.",
+			Who:          []Role{RoleOperator},
+			WhoText:      "operators only",
+			ChangesState: true,
+		},
+		{
+			Name:        NameStatus,
+			Usage:       "/status",
+			Description: "Re-render the status comment now.",
+			Who:         []Role{RoleAnyone},
+			WhoText:     "anyone who can see the MR",
+		},
+		{
+			Name:  NameCancel,
+			Usage: "/cancel",
+			Description: "Close the change: close the merge request unless it is already closed or merged; " +
+				"the change ends CLOSED and may be submitted again.",
+			Who:          []Role{RoleRequester, RoleOperator},
+			WhoText:      "the requester, operators",
+			ChangesState: true,
+		},
+		{
+			Name:         NameApprove,
+			Usage:        "/approve",
+			Description:  "Approve the change (in-GitLab approval mode).",
+			Who:          []Role{RoleApprover},
+			WhoText:      "approvers",
+			ChangesState: true,
+		},
+		{
+			Name:         NameReject,
+			Usage:        "/reject",
+			Description:  "Reject the change (in-GitLab approval mode).",
+			Who:          []Role{RoleApprover},
+			WhoText:      "approvers",
+			ChangesState: true,
+		},
+		{
+			Name:        NameHelp,
+			Usage:       "/help",
+			Description: "List the commands you may run now, on this change, in its current state.",
+			Who:         []Role{RoleAnyone},
+			WhoText:     "anyone",
+		},
+	}
+}
+
+// Lookup returns the registry entry for name and whether it exists. Name is
+// matched case-insensitively and may carry a leading slash ("/Retry" finds
+// "retry").
+func Lookup(name string) (Command, bool) {
+	name = strings.ToLower(strings.TrimPrefix(name, "/"))
+	for _, c := range Registry() {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Command{}, false
+}
+
+// Known reports whether name is a registered command (see Lookup for how the
+// name is matched). The parser returns unknown names too, so that the caller
+// can answer them with one reply listing the valid commands (issue 3).
+func Known(name string) bool {
+	_, ok := Lookup(name)
+	return ok
+}
+
+// HelpMarkdown renders cmds as a Markdown table with the columns
+// "| command | what it does | who |", one row per command in the given order,
+// ending with a newline. Pipes and line breaks in the texts are escaped so
+// that a row never breaks the table. An empty cmds gives the header alone.
+func HelpMarkdown(cmds []Command) string {
+	var b strings.Builder
+	b.WriteString("| command | what it does | who |\n")
+	b.WriteString("| --- | --- | --- |\n")
+	for _, c := range cmds {
+		b.WriteString("| `")
+		b.WriteString(cell(c.Usage))
+		b.WriteString("` | ")
+		b.WriteString(cell(c.Description))
+		b.WriteString(" | ")
+		b.WriteString(cell(c.WhoText))
+		b.WriteString(" |\n")
+	}
+	return b.String()
+}
+
+// ReadmeTable returns the command table of the README: HelpMarkdown of the
+// whole Registry. A test of the README compares its command section with it.
+func ReadmeTable() string {
+	return HelpMarkdown(Registry())
+}
+
+// cell makes s safe inside one Markdown table cell: pipes are escaped and
+// line breaks become spaces.
+func cell(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", " ")
+	s = strings.ReplaceAll(s, "\n", " ")
+	s = strings.ReplaceAll(s, "\r", " ")
+	return strings.ReplaceAll(s, "|", `\|`)
+}

@@ -1,0 +1,411 @@
+package gitlab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+
+	"changebot/platform"
+)
+
+// Endpoint names passed to Config.ObserveFunc and logged as "endpoint". They
+// are metric label values: keep them few and stable.
+const (
+	epUserGet                   = "user_get"
+	epProjectGet                = "project_get"
+	epMemberGet                 = "project_member_get"
+	epBranchGet                 = "branch_get"
+	epBranchCreate              = "branch_create"
+	epCommitCreate              = "commit_create"
+	epCommitGet                 = "commit_get"
+	epMergeBaseGet              = "merge_base_get"
+	epMergeRequestList          = "merge_request_list"
+	epMergeRequestCreate        = "merge_request_create"
+	epMergeRequestGet           = "merge_request_get"
+	epMergeRequestUpdate        = "merge_request_update"
+	epMergeRequestApprovalsGet  = "merge_request_approvals_get"
+	epMergeRequestApprove       = "merge_request_approve"
+	epMergeRequestMerge         = "merge_request_merge"
+	epMergeRequestRebase        = "merge_request_rebase"
+	epMergeRequestPipelinesList = "merge_request_pipelines_list"
+	epMergeRequestPipelineNew   = "merge_request_pipeline_create"
+	epPipelinesList             = "pipelines_list"
+	epNoteCreate                = "note_create"
+	epNoteUpdate                = "note_update"
+	epNoteGet                   = "note_get"
+	epNotesList                 = "notes_list"
+)
+
+// Log attribute keys (STYLE.md rule 9).
+const (
+	attrEndpoint = "endpoint"
+	attrMethod   = "method"
+	attrPath     = "path"
+	attrStatus   = "status"
+	attrDuration = "duration"
+	attrAttempt  = "attempt"
+)
+
+// eventUUIDHeader must never be sent back to GitLab: GitLab would treat the
+// hooks our calls cause as recursive and block them (GITLAB-FACTS.md §1.1,
+// DESIGN.md §1).
+const eventUUIDHeader = "X-Gitlab-Event-Uuid"
+
+// maxErrorBody bounds how much of an error answer is kept for the message.
+const maxErrorBody = 64 << 10
+
+// maxMessage bounds platform.Error.Message.
+const maxMessage = 500
+
+// record collects what the transport saw during one call (all attempts).
+type record struct {
+	attempts int
+	method   string
+	url      *url.URL
+	body     []byte // body of the last error answer, at most maxErrorBody
+}
+
+type recordKey struct{}
+
+// call runs one client-go call with ctx, observes and logs it, and translates
+// a failure into a *platform.Error when GitLab answered with a non-2xx status.
+func call[T any](ctx context.Context, c *Client, endpoint string, fn func(gl.RequestOptionFunc) (T, *gl.Response, error)) (T, error) {
+	v, _, err := callResp(ctx, c, endpoint, fn)
+	return v, err
+}
+
+// callResp is call that also returns client-go's response (for pagination and
+// the exact status of a success).
+func callResp[T any](ctx context.Context, c *Client, endpoint string, fn func(gl.RequestOptionFunc) (T, *gl.Response, error)) (T, *gl.Response, error) {
+	rec := &record{}
+	start := time.Now()
+	v, resp, err := fn(gl.WithContext(context.WithValue(ctx, recordKey{}, rec)))
+	d := time.Since(start)
+
+	status := 0
+	if resp != nil && resp.Response != nil {
+		status = resp.StatusCode
+	}
+	path := ""
+	if rec.url != nil {
+		path = c.apiPath(rec.url)
+	}
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "gitlab call",
+		slog.String(attrEndpoint, endpoint),
+		slog.String(attrMethod, rec.method),
+		slog.String(attrPath, path),
+		slog.Int(attrStatus, status),
+		slog.Duration(attrDuration, d),
+		slog.Int(attrAttempt, rec.attempts),
+	)
+	if c.observe != nil {
+		c.observe(endpoint, status, d)
+	}
+	if err != nil {
+		var zero T
+		return zero, resp, c.translate(err, resp, rec)
+	}
+	return v, resp, nil
+}
+
+// translate turns a failed call into a *platform.Error when GitLab answered
+// with a status client-go treats as failure (anything but 200, 201, 202, 204,
+// 304). Other failures (network, timeout, cancelled context, undecodable
+// body) are returned unchanged except for token redaction; platform.IsTransient
+// treats them as transient.
+func (c *Client) translate(err error, resp *gl.Response, rec *record) error {
+	if resp == nil || resp.Response == nil || successStatus(resp.StatusCode) {
+		return c.redact(err)
+	}
+	hr := resp.Response
+	var er *gl.ErrorResponse
+	if !errors.As(err, &er) {
+		// client-go answers a 404 with its own gl.ErrNotFound and drops the
+		// body; rebuild the ErrorResponse so callers always find one.
+		er = &gl.ErrorResponse{Response: hr, Body: rec.body}
+	}
+	body := er.Body
+	if len(body) == 0 {
+		body = rec.body
+	}
+	msg := c.redactString(messageOf(body, hr.StatusCode, hr.Header.Get("Content-Type")))
+	// The ErrorResponse is wrapped too: scrub it so that neither its Error()
+	// nor its Body can echo a token GitLab might have quoted.
+	er.Message = c.redactString(er.Message)
+	if er.Message == "" {
+		er.Message = msg
+	}
+	er.Body = []byte(c.redactString(string(body)))
+	method, path := "", ""
+	if hr.Request != nil {
+		method, path = hr.Request.Method, c.apiPath(hr.Request.URL)
+	}
+	return &platform.Error{
+		Method:     method,
+		Path:       path,
+		Status:     hr.StatusCode,
+		Message:    msg,
+		RetryAfter: retryAfter(hr.Header, c.now()),
+		Err:        er,
+	}
+}
+
+// successStatus mirrors client-go's CheckResponse.
+func successStatus(code int) bool {
+	switch code {
+	case 200, 201, 202, 204, 304:
+		return true
+	}
+	return false
+}
+
+// apiPath returns u's escaped path relative to the API root, for example
+// "/projects/group%2Frepo/merge_requests/7/merge".
+func (c *Client) apiPath(u *url.URL) string {
+	p := u.EscapedPath()
+	if rest, ok := strings.CutPrefix(p, c.basePath); ok && rest != "" {
+		return rest
+	}
+	return p
+}
+
+// messageOf extracts GitLab's message from an error body. GitLab answers
+// {"message": "..."} (render_api_error!), {"message": ["..."]} (409 on MR
+// create), {"message": {"field": ["..."]}} (validation), {"error": "..."}
+// (Grape and OAuth), or plain text such as Rack::Attack's "Retry later"
+// (GITLAB-FACTS.md §2.3, §2.12). An empty or HTML body yields "<code> <text>".
+func messageOf(body []byte, status int, contentType string) string {
+	b := bytes.TrimSpace(body)
+	fallback := strconv.Itoa(status) + " " + http.StatusText(status)
+	if len(b) == 0 {
+		return fallback
+	}
+	var raw any
+	if json.Unmarshal(b, &raw) == nil {
+		if m, ok := raw.(map[string]any); ok {
+			if v, ok := m["message"]; ok {
+				if s := flatten(v); s != "" {
+					return truncate(s)
+				}
+			}
+			if v, ok := m["error"]; ok {
+				s := flatten(v)
+				if d, ok := m["error_description"].(string); ok && d != "" {
+					s += ": " + d
+				}
+				if s != "" {
+					return truncate(s)
+				}
+			}
+		}
+		if s := flatten(raw); s != "" {
+			return truncate(s)
+		}
+		return fallback
+	}
+	if mt, _, _ := mime.ParseMediaType(contentType); mt == "text/html" || bytes.HasPrefix(b, []byte("<")) {
+		return fallback
+	}
+	return truncate(string(b))
+}
+
+// flatten renders a decoded JSON message as one line: strings as they are,
+// arrays joined with "; ", objects as sorted "key: value" pairs.
+func flatten(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, e := range v {
+			if s := flatten(e); s != "" {
+				parts = append(parts, s)
+			}
+		}
+		return strings.Join(parts, "; ")
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			if s := flatten(v[k]); s != "" {
+				parts = append(parts, k+": "+s)
+			}
+		}
+		return strings.Join(parts, "; ")
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+func truncate(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= maxMessage {
+		return s
+	}
+	r := []rune(s)
+	if len(r) <= maxMessage {
+		return s
+	}
+	return string(r[:maxMessage]) + "…"
+}
+
+// retryAfter reads how long GitLab asked us to wait: Retry-After in seconds
+// (or as an HTTP date), else RateLimit-Reset as a Unix time
+// (doc/administration/settings/user_and_ip_rate_limits.md "Response
+// headers"). Zero when neither is present or the moment has passed.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+			if s > 0 {
+				return time.Duration(s) * time.Second
+			}
+			return 0
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			if d := t.Sub(now); d > 0 {
+				return d
+			}
+			return 0
+		}
+	}
+	if v := strings.TrimSpace(h.Get("RateLimit-Reset")); v != "" {
+		if u, err := strconv.ParseInt(v, 10, 64); err == nil && u > 0 {
+			if d := time.Unix(u, 0).Sub(now); d > 0 {
+				return d.Round(time.Second)
+			}
+		}
+	}
+	return 0
+}
+
+// retryPolicy is the in-client retry of client-go's retryablehttp layer.
+type retryPolicy struct {
+	max              int
+	waitMin, waitMax time.Duration
+	now              func() time.Time
+}
+
+// checkRetry retries a 429 when GitLab asks for no more than waitMax, a 5xx
+// (except 501) of a GET or HEAD, and network errors known to happen before
+// the request reached GitLab (dial, DNS). Everything else surfaces at once.
+func (rp retryPolicy) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if err != nil {
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) {
+			return !dnsErr.IsNotFound, nil
+		}
+		var opErr *net.OpError
+		if errors.As(err, &opErr) && opErr.Op == "dial" {
+			return true, nil
+		}
+		return false, nil
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		return retryAfter(resp.Header, rp.now()) <= rp.waitMax, nil
+	case resp.StatusCode == 0 || (resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented):
+		if resp.Request == nil {
+			return false, nil
+		}
+		m := resp.Request.Method
+		return m == http.MethodGet || m == http.MethodHead, nil
+	}
+	return false, nil
+}
+
+// backoff waits what a 429 asked for, else waitMin doubled per attempt with
+// jitter, never more than waitMax.
+func (rp retryPolicy) backoff(waitMin, waitMax time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil && resp.StatusCode == http.StatusTooManyRequests {
+		if d := retryAfter(resp.Header, rp.now()); d > 0 {
+			return min(d, waitMax)
+		}
+	}
+	d := waitMin
+	for i := 0; i < attempt && d < waitMax; i++ {
+		d *= 2
+	}
+	d = min(d, waitMax)
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// recordingTransport wraps the HTTP transport under client-go: it strips
+// X-Gitlab-Event-UUID, counts attempts, keeps the body of error answers
+// (client-go drops the body of a 404) and logs retries.
+type recordingTransport struct {
+	base   http.RoundTripper
+	logger *slog.Logger
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if _, ok := req.Header[eventUUIDHeader]; ok {
+		req = req.Clone(req.Context())
+		req.Header.Del(eventUUIDHeader)
+	}
+	rec, _ := req.Context().Value(recordKey{}).(*record)
+	if rec != nil {
+		rec.attempts++
+		rec.method, rec.url = req.Method, req.URL
+		rec.body = nil
+		if rec.attempts > 1 {
+			t.logger.LogAttrs(req.Context(), slog.LevelDebug, "gitlab call retry",
+				slog.String(attrMethod, req.Method),
+				slog.Int(attrAttempt, rec.attempts),
+			)
+		}
+	}
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(req)
+	if err != nil || resp == nil || rec == nil || resp.StatusCode < 300 {
+		return resp, err
+	}
+	buf, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	rec.body = buf
+	rest := resp.Body
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), errReader{readErr}, rest), rest}
+	return resp, nil
+}
+
+// errReader replays a read error after the buffered prefix of a body.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	return 0, io.EOF
+}

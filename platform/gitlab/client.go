@@ -1,0 +1,347 @@
+// Package gitlab is changebot's GitLab adapter: the only package that imports
+// the GitLab client library (gitlab.com/gitlab-org/api/client-go). It
+// implements the REST calls the change flow needs, speaks only in platform
+// types, and turns every non-2xx answer into a wrapped *platform.Error that
+// keeps the real HTTP status, GitLab's message, the wait GitLab asked for and
+// the client library's *gitlab.ErrorResponse.
+//
+// It must not hold change state, decide what a status means for a flow, sleep
+// for longer than a short in-client retry, or let a token reach an error, a
+// log line or a metric label. The in-memory GitLab used by tests lives in the
+// subpackage gitlabfake.
+package gitlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+
+	"changebot/platform"
+)
+
+// Defaults applied by New when the corresponding Config field is zero.
+const (
+	// DefaultRetryMax is the number of in-client retries of one call.
+	DefaultRetryMax = 2
+	// DefaultRetryWaitMin is the first in-client backoff; it doubles per retry.
+	DefaultRetryWaitMin = 100 * time.Millisecond
+	// DefaultRetryWaitMax caps one in-client wait. A 429 that asks for a longer
+	// wait (Retry-After or RateLimit-Reset) is not retried in the client: the
+	// error carries RetryAfter so the calling job can snooze instead.
+	DefaultRetryWaitMax = 2 * time.Second
+)
+
+// defaultHTTPTimeout bounds one attempt when Config.HTTPClient is nil.
+const defaultHTTPTimeout = 30 * time.Second
+
+// userAgent is sent on every request so GitLab admins can tell the bot apart.
+const userAgent = "changebot"
+
+// Config configures New. BaseURL and Token are required; everything else is
+// optional.
+type Config struct {
+	// BaseURL is the GitLab instance, for example "https://gitlab.example.com"
+	// or "https://gitlab.example.com/api/v4"; a trailing slash and the
+	// "/api/v4" suffix are normalised away (doc/api/rest/_index.md).
+	BaseURL string
+	// Token is the personal, project or group access token of the robot
+	// account that authors branches, commits, merge requests and notes. It is
+	// sent as PRIVATE-TOKEN and never appears in errors or logs.
+	Token string
+	// ReviewerTokens are the tokens of the reviewer robots, one client each,
+	// addressed by index in Reviewer and Approve. Each approves separately
+	// (DESIGN.md §5 "Reviewer approval").
+	ReviewerTokens []string
+	// HTTPClient is the HTTP client to use; nil means one with
+	// http.DefaultTransport and a 30 s timeout per attempt. New copies it and
+	// wraps its transport; the caller's value is not changed.
+	HTTPClient *http.Client
+	// Logger receives one debug record per call and one per in-client retry;
+	// nil discards. Records carry endpoint, method, path, status, duration and
+	// attempt; never headers or tokens.
+	Logger *slog.Logger
+	// RetryMax is how many times one call is retried inside the client: 429
+	// for every method (GitLab did not process the request) and 5xx for GET
+	// only (a POST or PUT that answered 5xx may have taken effect; the calling
+	// job, which is idempotent against GitLab's state, decides). Zero means
+	// DefaultRetryMax; a negative value disables in-client retries, so the
+	// job's own backoff governs alone. GITLAB-FACTS.md §2.12.
+	RetryMax int
+	// RetryWaitMin and RetryWaitMax bound the in-client backoff; zero means
+	// DefaultRetryWaitMin and DefaultRetryWaitMax. A 429 asking to wait longer
+	// than RetryWaitMax is returned at once with RetryAfter set.
+	RetryWaitMin, RetryWaitMax time.Duration
+	// ObserveFunc, when set, is called once after every call (after in-client
+	// retries) with a low-cardinality endpoint name such as
+	// "merge_request_get", the final HTTP status (0 when no answer arrived)
+	// and the call's duration. The bot exports it as
+	// changebot_gitlab_calls_total and changebot_gitlab_call_duration_seconds;
+	// this package does not import Prometheus.
+	ObserveFunc func(endpoint string, status int, d time.Duration)
+	// NowFunc is the clock used to turn RateLimit-Reset (a Unix time) into a
+	// wait; nil means time.Now.
+	NowFunc func() time.Time
+}
+
+// Client calls GitLab as the robot account and as each reviewer robot. It is
+// safe for concurrent use. Build it with New.
+type Client struct {
+	robot     *gl.Client
+	reviewers []*gl.Client
+
+	basePath string // "/api/v4" or "/<prefix>/api/v4", stripped from error paths
+	secrets  []string
+	logger   *slog.Logger
+	observe  func(endpoint string, status int, d time.Duration)
+	now      func() time.Time
+
+	mu            sync.Mutex
+	robotUser     *platform.User
+	reviewerUsers []*platform.User
+}
+
+// New validates cfg, reporting every problem at once, and builds one
+// client-go client for the robot token and one per reviewer token. It makes
+// no request.
+func New(cfg Config) (*Client, error) {
+	base, err := normalizeBaseURL(cfg.BaseURL)
+	var problems []error
+	if err != nil {
+		problems = append(problems, err)
+	}
+	if strings.TrimSpace(cfg.Token) == "" {
+		problems = append(problems, errors.New("robot token is empty"))
+	}
+	for i, t := range cfg.ReviewerTokens {
+		if strings.TrimSpace(t) == "" {
+			problems = append(problems, fmt.Errorf("reviewer token %d is empty", i))
+		}
+	}
+	if cfg.RetryWaitMin < 0 || cfg.RetryWaitMax < 0 {
+		problems = append(problems, errors.New("retry waits must not be negative"))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("configuring gitlab client: %w", errors.Join(problems...))
+	}
+
+	c := &Client{
+		basePath:      strings.TrimSuffix(base.Path, "/") + "/api/v4",
+		secrets:       append([]string{cfg.Token}, cfg.ReviewerTokens...),
+		logger:        cfg.Logger,
+		observe:       cfg.ObserveFunc,
+		now:           cfg.NowFunc,
+		reviewerUsers: make([]*platform.User, len(cfg.ReviewerTokens)),
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	rp := retryPolicy{max: cfg.RetryMax, waitMin: cfg.RetryWaitMin, waitMax: cfg.RetryWaitMax, now: c.now}
+	if rp.max == 0 {
+		rp.max = DefaultRetryMax
+	}
+	if rp.waitMin == 0 {
+		rp.waitMin = DefaultRetryWaitMin
+	}
+	if rp.waitMax == 0 {
+		rp.waitMax = DefaultRetryWaitMax
+	}
+	if rp.waitMax < rp.waitMin {
+		rp.waitMax = rp.waitMin
+	}
+
+	build := func(token string) (*gl.Client, error) {
+		return gl.NewClient(token, c.clientOptions(base.String(), cfg.HTTPClient, rp)...)
+	}
+	if c.robot, err = build(cfg.Token); err != nil {
+		return nil, fmt.Errorf("building robot gitlab client: %w", c.redact(err))
+	}
+	for i, t := range cfg.ReviewerTokens {
+		rc, err := build(t)
+		if err != nil {
+			return nil, fmt.Errorf("building reviewer %d gitlab client: %w", i, c.redact(err))
+		}
+		c.reviewers = append(c.reviewers, rc)
+	}
+	return c, nil
+}
+
+// clientOptions are the client-go options shared by every token's client.
+func (c *Client) clientOptions(base string, hc *http.Client, rp retryPolicy) []gl.ClientOptionFunc {
+	h := http.Client{Timeout: defaultHTTPTimeout}
+	if hc != nil {
+		h = *hc
+	}
+	h.Transport = &recordingTransport{base: h.Transport, logger: c.logger}
+	opts := []gl.ClientOptionFunc{
+		gl.WithBaseURL(base),
+		gl.WithHTTPClient(&h),
+		gl.WithUserAgent(userAgent),
+		gl.WithURLWarningLogger(c.logger),
+		gl.WithCustomRetryWaitMinMax(rp.waitMin, rp.waitMax),
+		gl.WithCustomBackoff(rp.backoff),
+		gl.WithCustomRetry(rp.checkRetry),
+	}
+	// checkRetry replaces client-go's own check, so RetryMax alone decides:
+	// zero retries when retries are disabled.
+	return append(opts, gl.WithCustomRetryMax(max(rp.max, 0)))
+}
+
+// normalizeBaseURL parses raw and strips a trailing slash and "/api/v4", so
+// that client-go, which appends "/api/v4" itself, sees the instance root.
+func normalizeBaseURL(raw string) (*url.URL, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return nil, errors.New("base URL is empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parsing base URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("base URL %q: scheme must be http or https", u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("base URL %q: host is empty", u.Redacted())
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("base URL %q: must not carry user info, query or fragment", u.Redacted())
+	}
+	p := strings.TrimRight(u.Path, "/")
+	p = strings.TrimSuffix(p, "/api/v4")
+	u.Path = strings.TrimRight(p, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// redactString replaces every configured token in s with "[REDACTED]".
+func (c *Client) redactString(s string) string {
+	for _, t := range c.secrets {
+		if t != "" {
+			s = strings.ReplaceAll(s, t, "[REDACTED]")
+		}
+	}
+	return s
+}
+
+// redact returns err unchanged unless its text contains a token, in which
+// case it returns a plain error with the token removed.
+func (c *Client) redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	if s := err.Error(); c.redactString(s) != s {
+		return errors.New(c.redactString(s))
+	}
+	return err
+}
+
+// CurrentUser returns the robot account (GET /user, doc/api/users.md), read
+// once and cached after the first success.
+func (c *Client) CurrentUser(ctx context.Context) (platform.User, error) {
+	c.mu.Lock()
+	cached := c.robotUser
+	c.mu.Unlock()
+	if cached != nil {
+		return *cached, nil
+	}
+	u, err := c.readUser(ctx, c.robot)
+	if err != nil {
+		return platform.User{}, fmt.Errorf("reading robot user: %w", err)
+	}
+	c.mu.Lock()
+	c.robotUser = &u
+	c.mu.Unlock()
+	return u, nil
+}
+
+// ReviewerCount returns how many reviewer robots are configured
+// (len(Config.ReviewerTokens)).
+func (c *Client) ReviewerCount() int { return len(c.reviewers) }
+
+// Reviewer returns reviewer robot i (0-based, in Config.ReviewerTokens order)
+// as GET /user answers with its token, cached after the first success.
+func (c *Client) Reviewer(ctx context.Context, i int) (platform.User, error) {
+	if i < 0 || i >= len(c.reviewers) {
+		return platform.User{}, fmt.Errorf("reading reviewer %d: only %d reviewers configured", i, len(c.reviewers))
+	}
+	c.mu.Lock()
+	cached := c.reviewerUsers[i]
+	c.mu.Unlock()
+	if cached != nil {
+		return *cached, nil
+	}
+	u, err := c.readUser(ctx, c.reviewers[i])
+	if err != nil {
+		return platform.User{}, fmt.Errorf("reading reviewer %d: %w", i, err)
+	}
+	c.mu.Lock()
+	c.reviewerUsers[i] = &u
+	c.mu.Unlock()
+	return u, nil
+}
+
+func (c *Client) readUser(ctx context.Context, api *gl.Client) (platform.User, error) {
+	u, err := call(ctx, c, epUserGet, func(o gl.RequestOptionFunc) (*gl.User, *gl.Response, error) {
+		return api.Users.CurrentUser(o)
+	})
+	if err != nil {
+		return platform.User{}, err
+	}
+	return platform.User{ID: u.ID, Username: u.Username}, nil
+}
+
+// Project reads a project (GET /projects/:id, doc/api/projects.md). project is
+// a numeric id ("42") or a full path ("group/sub/repo"); a 404 matches
+// platform.ErrNotFound.
+func (c *Client) Project(ctx context.Context, project string) (platform.Project, error) {
+	if project == "" {
+		return platform.Project{}, errors.New("reading project: project is empty")
+	}
+	var pid any = project
+	if n, err := strconv.ParseInt(project, 10, 64); err == nil {
+		pid = n
+	}
+	p, err := call(ctx, c, epProjectGet, func(o gl.RequestOptionFunc) (*gl.Project, *gl.Response, error) {
+		return c.robot.Projects.GetProject(pid, nil, o)
+	})
+	if err != nil {
+		return platform.Project{}, fmt.Errorf("reading project %s: %w", project, err)
+	}
+	return platform.Project{
+		ID:                p.ID,
+		PathWithNamespace: p.PathWithNamespace,
+		DefaultBranch:     p.DefaultBranch,
+		WebURL:            p.WebURL,
+		SquashOption:      string(p.SquashOption),
+		MergeMethod:       string(p.MergeMethod),
+	}, nil
+}
+
+// MemberAccess returns the access level (10 guest … 50 owner) userID has on
+// the project, inherited memberships included (GET
+// /projects/:id/members/all/:user_id, doc/api/members.md). A user who is not
+// a member yields 0 and a nil error.
+func (c *Client) MemberAccess(ctx context.Context, projectID, userID int64) (int, error) {
+	m, err := call(ctx, c, epMemberGet, func(o gl.RequestOptionFunc) (*gl.ProjectMember, *gl.Response, error) {
+		return c.robot.ProjectMembers.GetInheritedProjectMember(projectID, userID, o)
+	})
+	if errors.Is(err, platform.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading access of user %d on project %d: %w", userID, projectID, err)
+	}
+	return int(m.AccessLevel), nil
+}

@@ -1,0 +1,276 @@
+package gitlabfake
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fixturesDir holds the real GitLab payloads; the repository is checked out
+// with shared/ beside it (see the fixtures' README).
+const fixturesDir = "../../../../shared/fixtures/gitlab"
+
+// keyPaths adds every key path of v to out: "a.b", "list[].c"; array
+// elements are merged, scalar array elements give "list[]".
+func keyPaths(v any, prefix string, out map[string]bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			out[p] = true
+			keyPaths(x, p, out)
+		}
+	case []any:
+		for _, x := range t {
+			out[prefix+"[]"] = true
+			keyPaths(x, prefix+"[]", out)
+		}
+	}
+}
+
+func pathsOf(t *testing.T, raw []byte) map[string]bool {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("decoding %s: %v", raw, err)
+	}
+	out := map[string]bool{}
+	keyPaths(v, "", out)
+	return out
+}
+
+// missingPaths returns the fixture's key paths absent from got, except
+// those covered by an exception (the path itself or anything below it).
+func missingPaths(fixture, got map[string]bool, exceptions map[string]string) []string {
+	var miss []string
+	for p := range fixture {
+		if got[p] || excepted(p, exceptions) {
+			continue
+		}
+		miss = append(miss, p)
+	}
+	slices.Sort(miss)
+	return miss
+}
+
+func excepted(p string, exceptions map[string]string) bool {
+	for e := range exceptions {
+		if p == e || strings.HasPrefix(p, e+".") || strings.HasPrefix(p, e+"[]") {
+			return true
+		}
+	}
+	return false
+}
+
+// Exceptions shared by several payloads, each with its reason.
+var (
+	noLabelsAssignees = map[string]string{
+		"labels[]":                   "the fake has no labels: arrays are empty",
+		"object_attributes.labels[]": "the fake has no labels",
+		"assignees[]":                "the fake has no assignees: arrays are empty",
+		"reviewers[]":                "the fake has no reviewers: arrays are empty",
+		"changes.labels":             "labels never change in the fake",
+	}
+	mrHookExceptions = merge(noLabelsAssignees, map[string]string{
+		"object_attributes.assignee_ids[]": "the fake has no assignees",
+		"object_attributes.reviewer_ids[]": "the fake has no reviewers",
+	})
+)
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// captured runs one scenario touching every payload kind and REST answer
+// the fake produces and returns them by name.
+func captured(t *testing.T) map[string][]byte {
+	t.Helper()
+	e := setup(t, ProjectSpec{ApprovalsRequired: 1})
+	out := map[string][]byte{}
+	rec := func(name string, want int, method, path, tok string, body any) {
+		t.Helper()
+		st, _, b := e.call(method, path, tok, body)
+		if st != want {
+			t.Fatalf("%s: %s %s answered %d, want %d: %s", name, method, path, st, want, b)
+		}
+		out[name] = b
+	}
+	e.must(201, "POST", e.projPath("/repository/branches"), robotToken, map[string]any{"branch": "feature", "ref": "main"})
+	rec("commit", 201, "POST", e.projPath("/repository/commits"), robotToken, map[string]any{
+		"branch": "feature", "commit_message": "Add file",
+		"actions": []any{map[string]any{"action": "create", "file_path": "a.yaml", "content": "a: 1\n"}},
+	})
+	// From "feature", whose head has a parent (main's initial commit has none).
+	rec("branch", 201, "POST", e.projPath("/repository/branches"), robotToken, map[string]any{"branch": "feature-copy", "ref": "feature"})
+	mr := e.must(201, "POST", e.projPath("/merge_requests"), robotToken, map[string]any{
+		"source_branch": "feature", "target_branch": "main", "title": "Change", "remove_source_branch": true,
+	})
+	e.idle()
+	e.must(201, "POST", e.projPath("/repository/commits"), robotToken, map[string]any{
+		"branch": "feature", "commit_message": "Update file",
+		"actions": []any{map[string]any{"action": "update", "file_path": "a.yaml", "content": "a: 2\n"}},
+	})
+	e.must(200, "PUT", mrPath(e, mr, ""), robotToken, map[string]any{"title": "Change, edited", "description": "Edited."})
+	e.idle()
+	rec("mr", 200, "GET", mrPath(e, mr, ""), robotToken, nil)
+	rec("approve", 201, "POST", mrPath(e, mr, "/approve"), reviewerToken, nil)
+	rec("approvals", 200, "GET", mrPath(e, mr, "/approvals"), robotToken, nil)
+	rec("note", 201, "POST", mrPath(e, mr, "/notes"), robotToken, map[string]any{"body": "status"})
+	var n map[string]any
+	_ = json.Unmarshal(out["note"], &n)
+	e.must(200, "PUT", mrPath(e, mr, "/notes/"+itoa(int64(n["id"].(float64)))), robotToken, map[string]any{"body": "status, edited"})
+	rec("mr-pipelines", 200, "GET", mrPath(e, mr, "/pipelines"), robotToken, nil)
+	rec("mr-pipeline-create", 201, "POST", mrPath(e, mr, "/pipelines"), robotToken, nil)
+	rec("rebase", 202, "PUT", mrPath(e, mr, "/rebase"), robotToken, nil)
+	e.idle()
+	e.must(200, "PUT", mrPath(e, mr, "/merge"), robotToken, map[string]any{})
+	other := e.openMR("other")
+	e.must(200, "PUT", mrPath(e, other, ""), robotToken, map[string]any{"state_event": "close"})
+	e.idle()
+
+	hook := func(name, event, action string) {
+		t.Helper()
+		got := e.recv.find(event, action)
+		if len(got) == 0 {
+			t.Fatalf("%s: no %s with action/status %q delivered", name, event, action)
+		}
+		b, _ := json.Marshal(got[0])
+		out[name] = b
+	}
+	hook("hook-mr-open", EventMergeRequest, "open")
+	hook("hook-mr-approved", EventMergeRequest, "approved")
+	hook("hook-mr-merge", EventMergeRequest, "merge")
+	hook("hook-mr-close", EventMergeRequest, "close")
+	hook("hook-note-create", EventNote, "create")
+	hook("hook-note-update", EventNote, "update")
+	for _, b := range e.recv.find(EventMergeRequest, "update") {
+		oa := b["object_attributes"].(map[string]any)
+		name := "hook-mr-update-edit"
+		if _, ok := oa["oldrev"]; ok {
+			name = "hook-mr-update-push"
+		}
+		out[name], _ = json.Marshal(b)
+	}
+	for _, b := range e.recv.find(EventPipeline, "success") {
+		name := "hook-pipeline-push"
+		if b["merge_request"] != nil {
+			name = "hook-pipeline-mr"
+		}
+		out[name], _ = json.Marshal(b)
+	}
+	return out
+}
+
+func TestFixtureShapes(t *testing.T) {
+	got := captured(t)
+	pipelineExceptions := map[string]string{
+		"source_pipeline":               "only multi-project and child pipelines have an upstream (source_pipeline)",
+		"object_attributes.variables[]": "the fake's pipelines have no variables",
+		"builds[].runner.tags[]":        "the fake runner has no tags",
+		"builds[].environment":          "only deploy jobs have an environment: null for the MR pipeline's test job, set for push pipelines",
+	}
+	noteMR := map[string]string{
+		"merge_request.labels[]": "the fake has no labels",
+		"merge_request.assignee": "the fake has no assignees (assignee_id is null)",
+	}
+	mrREST := map[string]string{
+		"assignee":               "the fake has no assignees: null",
+		"assignees[]":            "the fake has no assignees: empty",
+		"reviewers[]":            "the fake has no reviewers: empty",
+		"labels[]":               "the fake has no labels: empty",
+		"milestone":              "the fake has no milestones: null",
+		"approvals_before_merge": "deprecated (16.0); the docs example's duplicate key holds an object, the fake sends null",
+	}
+	tests := []struct {
+		name, fixture, got string
+		exceptions         map[string]string
+	}{
+		{"MR hook open", "webhook-merge_request-open.json", "hook-mr-open", merge(mrHookExceptions, map[string]string{
+			"changes.state_id":      "client-go's open fixture is test data (state_id 4->3 is a merge); real opens (the gitlab.com fixture) report merge_status, prepared_at, updated_at",
+			"changes.updated_by_id": "same test data; a real open has no updated_by_id change",
+		})},
+		{"MR hook open (gitlab.com)", "webhook-merge_request-open-gitlabcom.json", "hook-mr-open", mrHookExceptions},
+		{"MR hook update after push", "webhook-merge_request-update-push.json", "hook-mr-update-push", mrHookExceptions},
+		{"MR hook update after edit", "webhook-merge_request-update-edit.json", "hook-mr-update-edit", mrHookExceptions},
+		{"MR hook approved (shape of unapproved)", "webhook-merge_request-unapproved.json", "hook-mr-approved", mrHookExceptions},
+		{"MR hook merge", "webhook-merge_request-merge.json", "hook-mr-merge", mrHookExceptions},
+		{"MR hook close", "webhook-merge_request-close.json", "hook-mr-close", mrHookExceptions},
+		{"pipeline hook MR", "webhook-pipeline-mr-success.json", "hook-pipeline-mr", pipelineExceptions},
+		{"pipeline hook push", "webhook-pipeline-mr-success.json", "hook-pipeline-push", map[string]string{
+			"source_pipeline":               pipelineExceptions["source_pipeline"],
+			"object_attributes.variables[]": pipelineExceptions["object_attributes.variables[]"],
+			"builds[].runner.tags[]":        pipelineExceptions["builds[].runner.tags[]"],
+			"merge_request":                 "only MR pipelines carry merge_request",
+		}},
+		{"note hook create", "webhook-note-mr.json", "hook-note-create", noteMR},
+		{"note hook update", "webhook-note-mr.json", "hook-note-update", noteMR},
+		{"GET MR", "api-mr-get.json", "mr", mrREST},
+		{"GET MR (docs)", "api-mr-get-doc.json", "mr", mrREST},
+		{"create branch", "api-branch-create.json", "branch", nil},
+		{"create commit", "api-commit-create.json", "commit", nil},
+		{"GET approvals", "api-mr-approvals-get.json", "approvals", nil},
+		{"approve", "api-mr-approve.json", "approve", nil},
+		{"create note", "api-mr-note-get.json", "note", nil},
+		{"MR pipelines", "api-mr-pipelines-list.json", "mr-pipelines", nil},
+		{"create MR pipeline", "api-mr-pipeline-create.json", "mr-pipeline-create", nil},
+		{"rebase accepted", "api-mr-rebase-accepted.json", "rebase", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			raw, err := os.ReadFile(filepath.Join(fixturesDir, tt.fixture))
+			if err != nil {
+				t.Fatalf("reading fixture (shared/ must sit beside the repository): %v", err)
+			}
+			body, ok := got[tt.got]
+			if !ok {
+				t.Fatalf("scenario captured no %q", tt.got)
+			}
+			for e, reason := range tt.exceptions {
+				if reason == "" {
+					t.Errorf("exception %q has no reason", e)
+				}
+			}
+			if miss := missingPaths(pathsOf(t, raw), pathsOf(t, body), tt.exceptions); len(miss) > 0 {
+				t.Errorf("%s lacks key paths of %s:\n  %s\npayload: %s", tt.got, tt.fixture, strings.Join(miss, "\n  "), body)
+			}
+		})
+	}
+}
+
+func TestMissingPathsDetectsDrift(t *testing.T) {
+	t.Parallel()
+	fixture := map[string]bool{"a": true, "a.b": true, "list[]": true, "list[].c": true, "x": true}
+	tests := []struct {
+		name       string
+		got        map[string]bool
+		exceptions map[string]string
+		want       []string
+	}{
+		{"all present", fixture, nil, nil},
+		{"nested key missing", map[string]bool{"a": true, "list[]": true, "list[].c": true, "x": true}, nil, []string{"a.b"}},
+		{"empty array", map[string]bool{"a": true, "a.b": true, "x": true}, nil, []string{"list[]", "list[].c"}},
+		{"excepted array", map[string]bool{"a": true, "a.b": true, "x": true}, map[string]string{"list[]": "r"}, nil},
+		{"excepted subtree", map[string]bool{"list[]": true, "list[].c": true, "x": true}, map[string]string{"a": "r"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := missingPaths(fixture, tt.got, tt.exceptions); !slices.Equal(got, tt.want) {
+				t.Errorf("missingPaths = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,184 @@
+package gitlabfake
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// RebaseBehavior scripts how PUT .../rebase of one MR ends.
+type RebaseBehavior struct {
+	// Conflict makes the rebase fail: merge_error "Rebase failed. Please
+	// rebase locally", has_conflicts true, detailed_merge_status
+	// "conflict" until the source branch gets a new head.
+	Conflict bool
+	// Duration is how long rebase_in_progress stays true (0: finishes
+	// asynchronously right away).
+	Duration time.Duration
+	// StuckForever keeps rebase_in_progress true for good.
+	StuckForever bool
+}
+
+// rebaseLockMessage is MergeRequest::REBASE_LOCK_MESSAGE, answered with 409
+// when a rebase is requested while one runs or on an MR that is not open
+// (rebase_async raises StaleObjectError, turned into RebaseLockTimeout).
+const rebaseLockMessage = "Failed to enqueue the rebase operation, possibly due to a long-lived transaction. Try again later."
+
+// SetRebaseBehavior scripts the next rebases of MR !iid.
+func (s *Server) SetRebaseBehavior(projectID, iid int64, b RebaseBehavior) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.projects[projectID]; p != nil && p.mrs[iid] != nil {
+		p.mrs[iid].rebase = b
+	}
+}
+
+// merge serves PUT /projects/:id/merge_requests/:iid/merge in GitLab's order
+// (GITLAB-FACTS §2.6): 401 "401 Unauthorized" below
+// ProjectSpec.MergeAccessLevel; 409 "SHA does not match HEAD of source
+// branch: <head>" when sha is given and differs; 405 "405 Method Not
+// Allowed" unless detailed_merge_status is "mergeable" and no rebase runs
+// (closed and merged MRs included). Otherwise it merges (merge commit,
+// or fast-forward for merge method ff; squash commit when squashing), emits
+// the Merge Request Hook "merge", starts the deploy pipeline on a
+// protected target, and answers 200 with the MR.
+func (s *Server) merge(rc *reqCtx) {
+	p, mr := s.mr(rc)
+	if mr == nil {
+		return
+	}
+	if p.access(rc.user) < p.MergeAccessLevel {
+		rc.fail(http.StatusUnauthorized, "401 Unauthorized")
+		return
+	}
+	if sha, ok := rc.str("sha"); ok && sha != "" && sha != mr.sha {
+		rc.fail(http.StatusConflict, "SHA does not match HEAD of source branch: "+mr.sha)
+		return
+	}
+	if mr.rebaseInProgress || s.detailedStatus(mr) != "mergeable" {
+		rc.fail(http.StatusMethodNotAllowed, "405 Method Not Allowed")
+		return
+	}
+	squash, given := rc.boolean("squash")
+	squash = mr.squashOnMerge(squash, given)
+	remove, given := rc.boolean("should_remove_source_branch")
+	if !given {
+		remove = mr.removeSource
+	}
+	s.doMerge(mr, rc.user, squash, remove, rc.get("merge_commit_message"))
+	rc.writeJSON(http.StatusOK, s.mrJSON(mr, rc.user, false))
+}
+
+// squashOnMerge decides squashing from the merge call's squash parameter
+// (when given), else the MR's squash flag or the project's default_on, and
+// the project's always/never, which win.
+func (mr *mergeRequest) squashOnMerge(param, given bool) bool {
+	squash := param
+	if !given {
+		squash = mr.squash || mr.p.SquashOption == "default_on"
+	}
+	switch mr.p.SquashOption {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	return squash
+}
+
+func (s *Server) doMerge(mr *mergeRequest, by *user, squash, removeSource bool, msg string) {
+	p, r := mr.p, mr.p.repo
+	target := r.branches[mr.targetBranch]
+	head := mr.sha
+	if squash {
+		parent := r.mergeBase(head, target)
+		if p.MergeMethod == "ff" {
+			parent = target
+		}
+		sc := s.newCommit(p, []string{parent}, mr.title, r.commits[head].files, mr.author)
+		mr.squashCommit, head = sc.id, sc.id
+	}
+	newTarget := head
+	if p.MergeMethod != "ff" {
+		if msg == "" {
+			msg = fmt.Sprintf("Merge branch '%s' into '%s'\n\n%s\n\nSee merge request %s!%d",
+				mr.sourceBranch, mr.targetBranch, mr.title, p.PathWithNamespace, mr.iid)
+		}
+		files := r.threeWay(r.mergeBase(head, target), head, target)
+		mc := s.newCommit(p, []string{target, head}, msg, files, by)
+		mr.mergeCommitSHA, newTarget = mc.id, mc.id
+	}
+	prev := mr.updated
+	mr.state, mr.mergedBy, mr.mergedAt, mr.updated = stateMerged, by, s.now(), s.now()
+	s.addSystemNote(mr, by, "merged")
+	s.emitMRHook(mr, by, "merge", hookExtra{changes: map[string]any{
+		"state_id":   change(4, 3), // opened -> locked -> merged, as GitLab reports it
+		"updated_at": change(hookTime(prev), hookTime(mr.updated)),
+	}})
+	if removeSource {
+		delete(r.branches, mr.sourceBranch)
+	}
+	s.moveBranch(p, mr.targetBranch, newTarget, by)
+}
+
+// rebase serves PUT .../rebase: 202 {"rebase_in_progress": true}; 403
+// "403 Forbidden - Cannot push to source branch" below Developer, "403
+// Forbidden - Source branch does not exist"; 409 with rebaseLockMessage
+// while a rebase runs or when the MR is not open. The rebase finishes after
+// RebaseBehavior.Duration: a conflict sets merge_error, success moves the
+// source branch onto the target (new head, new MR pipeline, Merge Request
+// Hook "update" with oldrev). A branch already on top of the target is left
+// as is. skip_ci is ignored.
+func (s *Server) rebase(rc *reqCtx) {
+	p, mr := s.mr(rc)
+	if mr == nil {
+		return
+	}
+	if p.access(rc.user) < AccessDeveloper {
+		rc.fail(http.StatusForbidden, "403 Forbidden - Cannot push to source branch")
+		return
+	}
+	if _, ok := p.repo.branches[mr.sourceBranch]; !ok {
+		rc.fail(http.StatusForbidden, "403 Forbidden - Source branch does not exist")
+		return
+	}
+	if !s.startRebase(mr, rc.user) {
+		rc.fail(http.StatusConflict, rebaseLockMessage)
+		return
+	}
+	rc.writeJSON(http.StatusAccepted, map[string]any{"rebase_in_progress": true})
+}
+
+// startRebase marks the rebase running and schedules its end; false when
+// the MR is not open or a rebase already runs.
+func (s *Server) startRebase(mr *mergeRequest, by *user) bool {
+	if mr.state != stateOpened || mr.rebaseInProgress {
+		return false
+	}
+	mr.rebaseInProgress, mr.mergeError = true, ""
+	if !mr.rebase.StuckForever {
+		s.schedule(mr.rebase.Duration, func() { s.finishRebase(mr, by) })
+	}
+	return true
+}
+
+func (s *Server) finishRebase(mr *mergeRequest, by *user) {
+	mr.rebaseInProgress = false
+	if mr.state != stateOpened {
+		return
+	}
+	p, r := mr.p, mr.p.repo
+	if mr.rebase.Conflict {
+		mr.mergeError, mr.hasConflicts, mr.updated = "Rebase failed. Please rebase locally", true, s.now()
+		return
+	}
+	mr.mergeError, mr.hasConflicts = "", false
+	source, ok := r.branches[mr.sourceBranch]
+	target, ok2 := r.branches[mr.targetBranch]
+	if !ok || !ok2 || r.isAncestor(target, source) {
+		return
+	}
+	files := r.threeWay(r.mergeBase(source, target), source, target)
+	c := s.newCommit(p, []string{target}, r.commits[source].message, files, r.commits[source].author)
+	s.moveBranch(p, mr.sourceBranch, c.id, by)
+}

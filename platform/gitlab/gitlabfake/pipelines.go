@@ -1,0 +1,246 @@
+package gitlabfake
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// PipelineScript decides how a project's future pipelines end.
+type PipelineScript struct {
+	// MR decides the outcome of each MR pipeline in creation order:
+	// outcomes[0] for the first, etc.; the last entry repeats. Empty =
+	// always "success". Values: "success" | "failed" | "canceled" |
+	// "running" (never finishes).
+	MR []string
+	// Deploy decides the outcome of pipelines on protected branches
+	// (source "push", started by a merge or any other push to them), in the
+	// same way.
+	Deploy []string
+	// Duration is how long a pipeline stays "running" before finishing
+	// (0 = finishes right away, still emitting the "running" and the final
+	// Pipeline Hook asynchronously).
+	Duration time.Duration
+}
+
+// SetPipelineScript sets how future pipelines of the project behave and
+// restarts the outcome sequences at their first entries.
+func (s *Server) SetPipelineScript(projectID int64, script PipelineScript) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.projects[projectID]; p != nil {
+		p.script, p.mrRuns, p.deployRun = script, 0, 0
+	}
+}
+
+// nullSHA is GitLab's before_sha for a pipeline without a previous commit.
+const nullSHA = "0000000000000000000000000000000000000000"
+
+type pipeline struct {
+	id, iid                             int64
+	p                                   *project
+	sha, before, ref, source            string
+	status, outcome                     string
+	mr                                  *mergeRequest // nil unless source merge_request_event
+	user                                *user
+	jobID                               int64
+	created, updated, started, finished time.Time
+}
+
+type pipelineSpec struct {
+	sha, before, ref, source string
+	mr                       *mergeRequest
+	user                     *user
+}
+
+func nextOutcome(outcomes []string, n *int) string {
+	if len(outcomes) == 0 {
+		return "success"
+	}
+	o := outcomes[min(*n, len(outcomes)-1)]
+	*n++
+	return o
+}
+
+// startPipeline creates a pending pipeline that turns "running" right away
+// and reaches its scripted outcome after PipelineScript.Duration, emitting a
+// Pipeline Hook at each of those two changes.
+func (s *Server) startPipeline(p *project, spec pipelineSpec) *pipeline {
+	outcome := nextOutcome(p.script.Deploy, &p.deployRun)
+	if spec.mr != nil {
+		outcome = nextOutcome(p.script.MR, &p.mrRuns)
+	}
+	s.ids.pipeline++
+	s.ids.job++
+	p.pipeIID++
+	now := s.now()
+	pl := &pipeline{
+		id: s.ids.pipeline, iid: p.pipeIID, p: p, sha: spec.sha, before: cmpOr(spec.before, nullSHA),
+		ref: spec.ref, source: spec.source, status: "pending", outcome: outcome, mr: spec.mr,
+		user: spec.user, jobID: s.ids.job, created: now, updated: now,
+	}
+	p.pipelines = append(p.pipelines, pl)
+	dur := p.script.Duration
+	s.schedule(0, func() {
+		pl.status, pl.started, pl.updated = "running", s.now(), s.now()
+		s.emitPipelineHook(pl)
+		if outcome == "running" {
+			return
+		}
+		s.schedule(dur, func() {
+			pl.status, pl.finished, pl.updated = outcome, s.now(), s.now()
+			s.emitPipelineHook(pl)
+		})
+	})
+	return pl
+}
+
+// startMRPipeline starts a detached MR pipeline for the MR head
+// (ref refs/merge-requests/<iid>/head, source merge_request_event).
+func (s *Server) startMRPipeline(mr *mergeRequest, by *user) *pipeline {
+	return s.startPipeline(mr.p, pipelineSpec{
+		sha: mr.sha, ref: fmt.Sprintf("refs/merge-requests/%d/head", mr.iid),
+		source: "merge_request_event", mr: mr, user: by,
+	})
+}
+
+// headPipeline is the newest MR pipeline for the MR's current head, nil if
+// none.
+func (s *Server) headPipeline(mr *mergeRequest) *pipeline {
+	ps := mr.p.pipelines
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].mr == mr && ps[i].sha == mr.sha {
+			return ps[i]
+		}
+	}
+	return nil
+}
+
+func (pl *pipeline) duration() any {
+	if pl.finished.IsZero() || pl.started.IsZero() {
+		return nil
+	}
+	return int(pl.finished.Sub(pl.started).Seconds())
+}
+
+// statusText is detailed_status.text ("passed" for success).
+func statusText(status string) string {
+	if status == "success" {
+		return "passed"
+	}
+	return status
+}
+
+func (s *Server) pipelineURL(pl *pipeline) string {
+	return fmt.Sprintf("%s/-/pipelines/%d", s.projectURL(pl.p), pl.id)
+}
+
+// pipelineJSON is API::Entities::Ci::PipelineBasic, or with detail
+// Ci::Pipeline (head_pipeline in api-mr-get.json, api-mr-pipeline-create.json).
+func (s *Server) pipelineJSON(pl *pipeline, detail bool) map[string]any {
+	m := map[string]any{
+		"id": pl.id, "iid": pl.iid, "project_id": pl.p.id, "sha": pl.sha, "ref": pl.ref,
+		"status": pl.status, "source": pl.source, "name": nil,
+		"created_at": restTime(pl.created), "updated_at": restTime(pl.updated), "web_url": s.pipelineURL(pl),
+	}
+	if !detail {
+		return m
+	}
+	text := statusText(pl.status)
+	m["before_sha"] = pl.before
+	m["tag"] = false
+	m["yaml_errors"] = nil
+	m["user"] = s.userBasic(pl.user)
+	m["started_at"] = timeOrNil(pl.started)
+	m["finished_at"] = timeOrNil(pl.finished)
+	m["committed_at"] = nil
+	m["duration"] = pl.duration()
+	m["queued_duration"] = 0
+	m["coverage"] = nil
+	path := fmt.Sprintf("/%s/-/pipelines/%d", pl.p.PathWithNamespace, pl.id)
+	m["detailed_status"] = map[string]any{
+		"icon": "status_" + pl.status, "text": text, "label": text, "group": pl.status,
+		"tooltip": text, "has_details": true, "details_path": path, "illustration": nil,
+		"favicon": "/assets/ci_favicons/favicon_status_" + pl.status + ".png",
+	}
+	return m
+}
+
+// listMRPipelines serves GET .../merge_requests/:iid/pipelines, newest
+// first (fixture api-mr-pipelines-list.json).
+func (s *Server) listMRPipelines(rc *reqCtx) {
+	_, mr := s.mr(rc)
+	if mr == nil {
+		return
+	}
+	items := []any{}
+	ps := mr.p.pipelines
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].mr == mr {
+			items = append(items, s.pipelineJSON(ps[i], false))
+		}
+	}
+	rc.paginate(items)
+}
+
+// createMRPipeline serves POST .../merge_requests/:iid/pipelines: a new MR
+// pipeline for the head, 201 (fixture api-mr-pipeline-create.json).
+func (s *Server) createMRPipeline(rc *reqCtx) {
+	_, mr := s.mr(rc)
+	if mr == nil || !rc.requireAccess(mr.p, AccessDeveloper) {
+		return
+	}
+	if mr.state != stateOpened {
+		rc.fail(http.StatusBadRequest, "Merge request is not open")
+		return
+	}
+	rc.writeJSON(http.StatusCreated, s.pipelineJSON(s.startMRPipeline(mr, rc.user), true))
+}
+
+// listPipelines serves GET /projects/:id/pipelines (ref, sha, status,
+// source filters; newest first, sort=asc for oldest first).
+func (s *Server) listPipelines(rc *reqCtx) {
+	p := s.project(rc)
+	if p == nil {
+		return
+	}
+	items := []any{}
+	asc := rc.get("sort") == "asc"
+	for i := range p.pipelines {
+		pl := p.pipelines[len(p.pipelines)-1-i]
+		if asc {
+			pl = p.pipelines[i]
+		}
+		if f := rc.get("ref"); f != "" && pl.ref != f {
+			continue
+		}
+		if f := rc.get("sha"); f != "" && pl.sha != f {
+			continue
+		}
+		if f := rc.get("status"); f != "" && pl.status != f {
+			continue
+		}
+		if f := rc.get("source"); f != "" && pl.source != f {
+			continue
+		}
+		items = append(items, s.pipelineJSON(pl, false))
+	}
+	rc.paginate(items)
+}
+
+// getPipeline serves GET /projects/:id/pipelines/:pipeline_id.
+func (s *Server) getPipeline(rc *reqCtx) {
+	p := s.project(rc)
+	if p == nil {
+		return
+	}
+	id, _ := strconv.ParseInt(rc.params["pipeline_id"], 10, 64)
+	for _, pl := range p.pipelines {
+		if pl.id == id {
+			rc.writeJSON(http.StatusOK, s.pipelineJSON(pl, true))
+			return
+		}
+	}
+	rc.fail(http.StatusNotFound, "404 Not found")
+}

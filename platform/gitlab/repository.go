@@ -1,0 +1,104 @@
+package gitlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+
+	"changebot/platform"
+)
+
+// Branch reads a branch (GET /projects/:id/repository/branches/:branch,
+// doc/api/branches.md; fixture api-branch-create.json). A missing branch
+// matches platform.ErrNotFound.
+func (c *Client) Branch(ctx context.Context, projectID int64, name string) (platform.Branch, error) {
+	b, err := call(ctx, c, epBranchGet, func(o gl.RequestOptionFunc) (*gl.Branch, *gl.Response, error) {
+		return c.robot.Branches.GetBranch(projectID, name, o)
+	})
+	if err != nil {
+		return platform.Branch{}, fmt.Errorf("reading branch %q of project %d: %w", name, projectID, err)
+	}
+	return toBranch(b), nil
+}
+
+// CreateBranch creates branch name at ref, a branch name or a commit sha
+// (POST /projects/:id/repository/branches, 201; fixture
+// api-branch-create.json). GitLab answers 400 "Branch already exists" when it
+// exists (GITLAB-FACTS.md §2.1): callers that must be idempotent read the
+// branch first.
+func (c *Client) CreateBranch(ctx context.Context, projectID int64, name, ref string) (platform.Branch, error) {
+	b, err := call(ctx, c, epBranchCreate, func(o gl.RequestOptionFunc) (*gl.Branch, *gl.Response, error) {
+		return c.robot.Branches.CreateBranch(projectID, &gl.CreateBranchOptions{Branch: &name, Ref: &ref}, o)
+	})
+	if err != nil {
+		return platform.Branch{}, fmt.Errorf("creating branch %q from %q in project %d: %w", name, ref, projectID, err)
+	}
+	return toBranch(b), nil
+}
+
+// CreateCommit commits p.Actions on p.Branch as the robot (POST
+// /projects/:id/repository/commits, doc/api/commits.md; fixtures
+// api-commit-create-request.json, api-commit-create.json). The branch must
+// exist. GitLab answers 400 with the service message when an action does not
+// apply (for example creating a file that exists) and 403 when the robot may
+// not push (GITLAB-FACTS.md §2.2).
+func (c *Client) CreateCommit(ctx context.Context, projectID int64, p platform.CommitParams) (platform.Commit, error) {
+	if len(p.Actions) == 0 {
+		return platform.Commit{}, fmt.Errorf("committing to branch %q of project %d: no file actions", p.Branch, projectID)
+	}
+	opt := &gl.CreateCommitOptions{
+		Branch:        gl.Ptr(p.Branch),
+		CommitMessage: gl.Ptr(p.Message),
+		Actions:       make([]*gl.CommitActionOptions, 0, len(p.Actions)),
+	}
+	for _, a := range p.Actions {
+		act := gl.FileActionValue(a.Action)
+		ao := &gl.CommitActionOptions{Action: &act, FilePath: gl.Ptr(a.FilePath)}
+		if a.Action != string(gl.FileDelete) {
+			ao.Content = gl.Ptr(a.Content)
+		}
+		opt.Actions = append(opt.Actions, ao)
+	}
+	cm, err := call(ctx, c, epCommitCreate, func(o gl.RequestOptionFunc) (*gl.Commit, *gl.Response, error) {
+		return c.robot.Commits.CreateCommit(projectID, opt, o)
+	})
+	if err != nil {
+		return platform.Commit{}, fmt.Errorf("committing to branch %q of project %d: %w", p.Branch, projectID, err)
+	}
+	return toCommit(cm), nil
+}
+
+// Commit reads a commit by sha or ref (GET
+// /projects/:id/repository/commits/:sha, doc/api/commits.md). An unknown sha
+// matches platform.ErrNotFound.
+func (c *Client) Commit(ctx context.Context, projectID int64, sha string) (platform.Commit, error) {
+	cm, err := call(ctx, c, epCommitGet, func(o gl.RequestOptionFunc) (*gl.Commit, *gl.Response, error) {
+		return c.robot.Commits.GetCommit(projectID, sha, nil, o)
+	})
+	if err != nil {
+		return platform.Commit{}, fmt.Errorf("reading commit %s of project %d: %w", sha, projectID, err)
+	}
+	return toCommit(cm), nil
+}
+
+// IsAncestor reports whether commit ancestor is an ancestor of (or equal to)
+// descendant, using GET /projects/:id/repository/merge_base?refs[]=a&refs[]=b
+// (doc/api/repositories.md "Merge base"): ancestor iff the merge base is
+// ancestor itself. ancestor must be a full commit sha; descendant may be any
+// ref.
+func (c *Client) IsAncestor(ctx context.Context, projectID int64, ancestor, descendant string) (bool, error) {
+	if ancestor == "" || descendant == "" {
+		return false, errors.New("checking ancestry: empty ref")
+	}
+	refs := []string{ancestor, descendant}
+	mb, err := call(ctx, c, epMergeBaseGet, func(o gl.RequestOptionFunc) (*gl.Commit, *gl.Response, error) {
+		return c.robot.Repositories.MergeBase(projectID, &gl.MergeBaseOptions{Ref: &refs}, o)
+	})
+	if err != nil {
+		return false, fmt.Errorf("checking whether %s is an ancestor of %s in project %d: %w", ancestor, descendant, projectID, err)
+	}
+	return mb != nil && strings.EqualFold(mb.ID, ancestor), nil
+}

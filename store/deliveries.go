@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+)
+
+// Delivery is one stored webhook delivery (table webhook_deliveries).
+type Delivery struct {
+	ID int64
+	// DedupeKey is "idem:<Idempotency-Key>" or "sha256:<body hash>"; unique.
+	DedupeKey   string
+	Event       string // X-Gitlab-Event, e.g. "Pipeline Hook"
+	ProjectID   int64
+	Body        []byte // raw JSON body
+	ReceivedAt  time.Time
+	ProcessedAt *time.Time
+	Outcome     string
+}
+
+// InsertDelivery stores d and enqueues the job that processes it, in one
+// transaction: the webhook's single database transaction on the request
+// path (DESIGN §9). job receives the new delivery id. inserted is false (and
+// nothing is written or enqueued) when the dedupe key was seen before.
+func (s *Store) InsertDelivery(ctx context.Context, d Delivery, job func(id int64) river.InsertManyParams) (id int64, inserted bool, err error) {
+	err = s.InTx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`,
+			d.DedupeKey, d.Event, d.ProjectID, d.Body, s.Now()).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("inserting delivery: %w", err)
+		}
+		inserted = true
+		return s.Enqueue(ctx, tx, []river.InsertManyParams{job(id)})
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("storing %s delivery: %w", d.Event, err)
+	}
+	return id, inserted, nil
+}
+
+// GetDelivery reads one delivery; ErrNotFound when there is none.
+func (s *Store) GetDelivery(ctx context.Context, db DBTX, id int64) (Delivery, error) {
+	var d Delivery
+	err := db.QueryRow(ctx, `SELECT id, dedupe_key, event, project_id, body, received_at, processed_at, outcome
+		FROM webhook_deliveries WHERE id = $1`, id).
+		Scan(&d.ID, &d.DedupeKey, &d.Event, &d.ProjectID, &d.Body, &d.ReceivedAt, &d.ProcessedAt, &d.Outcome)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Delivery{}, fmt.Errorf("reading delivery %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Delivery{}, fmt.Errorf("reading delivery %d: %w", id, err)
+	}
+	return d, nil
+}
+
+// MarkDeliveryProcessed records the outcome of processing a delivery.
+func (s *Store) MarkDeliveryProcessed(ctx context.Context, db DBTX, id int64, outcome string) error {
+	_, err := db.Exec(ctx, `UPDATE webhook_deliveries SET processed_at = $2, outcome = $3 WHERE id = $1`, id, s.Now(), outcome)
+	if err != nil {
+		return fmt.Errorf("marking delivery %d processed: %w", id, err)
+	}
+	return nil
+}
+
+// CountDeliveries returns how many deliveries are stored.
+func (s *Store) CountDeliveries(ctx context.Context, db DBTX) (int, error) {
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting deliveries: %w", err)
+	}
+	return n, nil
+}
+
+// InsertCallbackRequest records a callback's request id in tx. It returns
+// ErrDuplicate when the id was recorded before (the whole transaction should
+// then be abandoned).
+func (s *Store) InsertCallbackRequest(ctx context.Context, db DBTX, requestID, kind, operationID, result string) error {
+	tag, err := db.Exec(ctx, `INSERT INTO callback_requests (request_id, kind, operation_id, result, received_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (request_id) DO NOTHING`, requestID, kind, operationID, result, s.Now())
+	if err != nil {
+		return fmt.Errorf("recording callback request %s: %w", requestID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrDuplicate
+	}
+	return nil
+}
+
+// CallbackResult returns the recorded result of a callback request id;
+// ErrNotFound when unseen.
+func (s *Store) CallbackResult(ctx context.Context, db DBTX, requestID string) (string, error) {
+	var r string
+	err := db.QueryRow(ctx, `SELECT result FROM callback_requests WHERE request_id = $1`, requestID).Scan(&r)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading callback request %s: %w", requestID, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,273 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+)
+
+const opColumns = `id, subject_id, target_key, project, project_id, target_branch, source_branch,
+	title, description, files, requested_by, approval_first, step, status, version, ticket_id,
+	mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail,
+	coalesce(idempotency_key, ''), step_started_at, created_at, updated_at`
+
+func scanOperation(row pgx.Row) (Operation, error) {
+	var op Operation
+	var files []byte
+	err := row.Scan(&op.ID, &op.SubjectID, &op.TargetKey, &op.Project, &op.ProjectID, &op.TargetBranch,
+		&op.SourceBranch, &op.Title, &op.Description, &files, &op.RequestedBy, &op.ApprovalFirst,
+		&op.Step, &op.Status, &op.Version, &op.TicketID, &op.MRIID, &op.MRWebURL, &op.HeadSHA,
+		&op.PipelineID, &op.PipelineURL, &op.MergeCommitSHA, &op.Rounds, &op.Detail,
+		&op.IdempotencyKey, &op.StepStartedAt, &op.CreatedAt, &op.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Operation{}, ErrNotFound
+	}
+	if err != nil {
+		return Operation{}, err
+	}
+	if err := json.Unmarshal(files, &op.Files); err != nil {
+		return Operation{}, fmt.Errorf("decoding files of %s: %w", op.ID, err)
+	}
+	op.StepStartedAt = op.StepStartedAt.UTC()
+	op.CreatedAt = op.CreatedAt.UTC()
+	op.UpdatedAt = op.UpdatedAt.UTC()
+	return op, nil
+}
+
+func collectOperations(rows pgx.Rows, err error) ([]Operation, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Operation
+	for rows.Next() {
+		op, err := scanOperation(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, op)
+	}
+	return out, rows.Err()
+}
+
+// GetOperation reads one operation; ErrNotFound when there is none.
+func (s *Store) GetOperation(ctx context.Context, db DBTX, id string) (Operation, error) {
+	op, err := scanOperation(db.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE id = $1`, id))
+	if err != nil {
+		return Operation{}, fmt.Errorf("reading operation %s: %w", id, err)
+	}
+	return op, nil
+}
+
+// OperationExists reports whether an operation row with id exists (the
+// create step's insert-or-advance question, DESIGN §3 step 4).
+func (s *Store) OperationExists(ctx context.Context, db DBTX, id string) (bool, error) {
+	var ok bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM operations WHERE id = $1)`, id).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("checking operation %s: %w", id, err)
+	}
+	return ok, nil
+}
+
+// FindOperationByMR returns the newest operation that opened merge request
+// iid in project projectID; ErrNotFound when none did.
+func (s *Store) FindOperationByMR(ctx context.Context, db DBTX, projectID, iid int64) (Operation, error) {
+	op, err := scanOperation(db.QueryRow(ctx, `SELECT `+opColumns+` FROM operations
+		WHERE project_id = $1 AND mr_iid = $2 ORDER BY created_at DESC LIMIT 1`, projectID, iid))
+	if err != nil {
+		return Operation{}, fmt.Errorf("finding operation of !%d in project %d: %w", iid, projectID, err)
+	}
+	return op, nil
+}
+
+// ListOperationsByStatus returns up to limit operations in one of statuses
+// whose updated_at lies in [from, to), oldest first. One query.
+func (s *Store) ListOperationsByStatus(ctx context.Context, db DBTX, statuses []string, from, to any, limit int) ([]Operation, error) {
+	ops, err := collectOperations(db.Query(ctx, `SELECT `+opColumns+` FROM operations
+		WHERE status = ANY($1) AND updated_at >= $2 AND updated_at < $3
+		ORDER BY updated_at LIMIT $4`, statuses, from, to, limit))
+	if err != nil {
+		return nil, fmt.Errorf("listing operations by status: %w", err)
+	}
+	return ops, nil
+}
+
+// ListMergedByProject returns MERGED operations of projectID whose merge
+// commit is set, oldest first. One query.
+func (s *Store) ListMergedByProject(ctx context.Context, db DBTX, projectID int64, limit int) ([]Operation, error) {
+	ops, err := collectOperations(db.Query(ctx, `SELECT `+opColumns+` FROM operations
+		WHERE project_id = $1 AND status = $2 AND merge_commit_sha <> ''
+		ORDER BY updated_at LIMIT $3`, projectID, StatusMerged, limit))
+	if err != nil {
+		return nil, fmt.Errorf("listing merged operations of project %d: %w", projectID, err)
+	}
+	return ops, nil
+}
+
+// CountActive counts operations whose status is not terminal for a binding:
+// everything except VALIDATED and the reappliable statuses. Used for
+// admission control and gauges. One query.
+func (s *Store) CountActive(ctx context.Context, db DBTX) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM operations WHERE NOT (status = ANY($1))`,
+		append(reappliableList(), StatusValidated)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("counting active operations: %w", err)
+	}
+	return n, nil
+}
+
+// CountByStatus returns the number of operations per status. One query.
+func (s *Store) CountByStatus(ctx context.Context, db DBTX) (map[string]int, error) {
+	rows, err := db.Query(ctx, `SELECT status, count(*) FROM operations GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("counting operations by status: %w", err)
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out[st] = n
+	}
+	return out, rows.Err()
+}
+
+func reappliableList() []string {
+	out := make([]string, 0, len(Reappliable))
+	for st := range Reappliable {
+		out = append(out, st)
+	}
+	return out
+}
+
+// CreateParams are the arguments of CreateOperation.
+type CreateParams struct {
+	// Operation to insert; ID, Step, Status and the request fields must be set.
+	Operation Operation
+	// Event is the first event ("submitted").
+	Event EventParams
+	// Jobs are enqueued in the same transaction.
+	Jobs []river.InsertManyParams
+}
+
+// CreateOperation inserts the operation, takes its binding (inserting it, or
+// resetting it in place with the new operation id when its status is
+// reappliable), appends the first event and enqueues jobs, in one
+// transaction. With an IdempotencyKey already used it returns the existing
+// operation and created=false. ErrActiveChange (wrapped) when the binding
+// belongs to an operation that is not reappliable.
+func (s *Store) CreateOperation(ctx context.Context, p CreateParams) (op Operation, created bool, err error) {
+	op = p.Operation
+	now := s.Now()
+	op.Version, op.CreatedAt, op.UpdatedAt, op.StepStartedAt = 1, now, now, now
+	files, err := marshalFiles(op.Files)
+	if err != nil {
+		return Operation{}, false, fmt.Errorf("encoding files: %w", err)
+	}
+	err = s.InTx(ctx, func(tx pgx.Tx) error {
+		if op.IdempotencyKey != "" {
+			existing, err := scanOperation(tx.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = $1`, op.IdempotencyKey))
+			if err == nil {
+				op, created = existing, false
+				return nil
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
+		var bindingOp, bindingStatus string
+		err := tx.QueryRow(ctx, `SELECT operation_id, status FROM bindings WHERE subject_id = $1 AND target_key = $2 FOR UPDATE`,
+			op.SubjectID, op.TargetKey).Scan(&bindingOp, &bindingStatus)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("locking binding: %w", err)
+		case !IsReappliable(bindingStatus):
+			return &ActiveChangeError{OperationID: bindingOp, Status: bindingStatus}
+		}
+		var idem any
+		if op.IdempotencyKey != "" {
+			idem = op.IdempotencyKey
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO operations (id, subject_id, target_key, project, project_id,
+			target_branch, source_branch, title, description, files, requested_by, approval_first,
+			step, status, version, idempotency_key, step_started_at, created_at, updated_at)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,1,$15,$16,$16,$16)`,
+			op.ID, op.SubjectID, op.TargetKey, op.Project, op.ProjectID, op.TargetBranch, op.SourceBranch,
+			op.Title, op.Description, files, op.RequestedBy, op.ApprovalFirst, op.Step, op.Status, idem, now)
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "23505" && op.IdempotencyKey != "" {
+				return ErrDuplicate
+			}
+			return fmt.Errorf("inserting operation: %w", err)
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO bindings (subject_id, target_key, operation_id, status, version, updated_at)
+			VALUES ($1, $2, $3, $4, 1, $5)
+			ON CONFLICT (subject_id, target_key) DO UPDATE
+			SET operation_id = EXCLUDED.operation_id, status = EXCLUDED.status,
+			    version = bindings.version + 1, updated_at = EXCLUDED.updated_at`,
+			op.SubjectID, op.TargetKey, op.ID, op.Status, now)
+		if err != nil {
+			return fmt.Errorf("taking binding: %w", err)
+		}
+		if _, err := s.appendEventSteps(ctx, tx, op.ID, p.Event, 0, op.Step, "", op.Status); err != nil {
+			return err
+		}
+		created = true
+		return s.Enqueue(ctx, tx, p.Jobs)
+	})
+	if errors.Is(err, ErrDuplicate) {
+		// A concurrent request with the same idempotency key won the insert.
+		existing, gerr := scanOperation(s.pool.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = $1`, op.IdempotencyKey))
+		if gerr != nil {
+			return Operation{}, false, fmt.Errorf("reading operation of idempotency key: %w", gerr)
+		}
+		return existing, false, nil
+	}
+	if err != nil {
+		return Operation{}, false, fmt.Errorf("creating operation for %s/%s: %w", op.SubjectID, op.TargetKey, err)
+	}
+	return op, created, nil
+}
+
+// ActiveChangeError is returned (wrapped) by CreateOperation when the binding
+// has an active operation; errors.Is(err, ErrActiveChange) holds.
+type ActiveChangeError struct {
+	OperationID string
+	Status      string
+}
+
+// Error implements error.
+func (e *ActiveChangeError) Error() string {
+	return fmt.Sprintf("binding has an active change %s in status %s", e.OperationID, e.Status)
+}
+
+// Is makes errors.Is(err, ErrActiveChange) hold.
+func (e *ActiveChangeError) Is(target error) bool { return target == ErrActiveChange }
+
+// GetBinding reads a binding; ErrNotFound when there is none.
+func (s *Store) GetBinding(ctx context.Context, db DBTX, subjectID, targetKey string) (Binding, error) {
+	var b Binding
+	err := db.QueryRow(ctx, `SELECT subject_id, target_key, operation_id, status, version, updated_at
+		FROM bindings WHERE subject_id = $1 AND target_key = $2`, subjectID, targetKey).
+		Scan(&b.SubjectID, &b.TargetKey, &b.OperationID, &b.Status, &b.Version, &b.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Binding{}, fmt.Errorf("reading binding %s/%s: %w", subjectID, targetKey, ErrNotFound)
+	}
+	if err != nil {
+		return Binding{}, fmt.Errorf("reading binding %s/%s: %w", subjectID, targetKey, err)
+	}
+	b.UpdatedAt = b.UpdatedAt.UTC()
+	return b, nil
+}

@@ -1,0 +1,134 @@
+package templates
+
+import "time"
+
+// StatusView is everything the status comment shows about one change. The
+// caller (flows) builds it from the operation, its binding, its events and
+// the step catalogue; the renderer only formats it. User-controlled texts
+// (Title, SubjectID, TargetKey, RequestedBy, Detail, actors) are escaped by
+// the templates.
+type StatusView struct {
+	// OperationID is the change's operation id ("op_…"); it must not be
+	// empty, and it goes into the hidden marker (see Marker).
+	OperationID string
+	// Title is the change's title as the requester wrote it.
+	Title string
+	// SubjectID and TargetKey identify the binding the change applies for.
+	SubjectID, TargetKey string
+	// RequestedBy names the requester (a username or a portal account).
+	RequestedBy string
+	// Status is the binding status, for example "MERGING".
+	Status string
+	// StepCode and StepName are the operation's step, for example 10101
+	// "HANDLE_STARTED".
+	StepCode int
+	StepName string
+	// Hint says what to do now, from the step catalogue.
+	Hint string
+	// Terminal reports that the change will not move again.
+	Terminal bool
+	// Failed reports a failure status (CREATE_FAILED, HANDLE_FAILED,
+	// REJECTED); the comment then carries a warning line.
+	Failed bool
+	// Detail is the failure reason as GitLab or the approval system gave it;
+	// it may be empty or span several lines.
+	Detail string
+	// MR is the change's merge request; IID 0 means none yet.
+	MR MRView
+	// PipelineURL links the merge request pipeline of the current head.
+	PipelineURL string
+	// TicketID and ApprovalURL identify the approval ticket.
+	TicketID, ApprovalURL string
+	// Timeline lists the change's events, oldest first.
+	Timeline []TimelineEntry
+	// Commands are the commands usable now, on this change in its state.
+	Commands []CommandHelp
+	// Seq is the sequence number of the last event this render reflects;
+	// the footer shows it so that readers (and the coalescing edit job)
+	// can tell an older render from a newer one.
+	Seq int64
+}
+
+// MRView identifies a merge request in the status comment.
+type MRView struct {
+	// IID is the merge request's project-local number (the "!42"); 0 means
+	// the merge request does not exist yet.
+	IID int64
+	// WebURL is the merge request's page.
+	WebURL string
+}
+
+// TimelineEntry is one row of the status comment's timeline: one event of
+// the change.
+type TimelineEntry struct {
+	// At is when the event happened; it is rendered in UTC as
+	// "2006-01-02 15:04:05Z".
+	At time.Time
+	// StepName and Status are the step and binding status the event moved
+	// the change to.
+	StepName, Status string
+	// Actor is who caused the event (a username, "changebot", "sweeper").
+	Actor string
+	// Source is where the event came from ("api", "webhook", "callback",
+	// "command", "sweeper", "reconciler").
+	Source string
+}
+
+// CommandHelp is one command as replies and the status comment list it.
+type CommandHelp struct {
+	// Usage is how to type the command, for example "/retry".
+	Usage string
+	// Description says what the command does.
+	Description string
+	// Who says who may run it, for example "operators only".
+	Who string
+}
+
+// HelpReply is the data of the "help" reply: the commands the commenter may
+// run now.
+type HelpReply struct {
+	// Commands are the commands the commenter may run now; empty means none.
+	Commands []CommandHelp
+	// BotUsername, when set, is the bot's username, to explain the mention
+	// form "@<bot> <command>".
+	BotUsername string
+}
+
+// UnknownCommandReply is the data of the "unknown_command" reply, one per
+// note however many unknown commands it holds.
+type UnknownCommandReply struct {
+	// Names are the unknown command names as parsed (lower-case, no slash).
+	Names []string
+	// Commands are the valid commands.
+	Commands []CommandHelp
+}
+
+// RefusedReply is the data of the "refused" reply to a command the commenter
+// may not run.
+type RefusedReply struct {
+	// Name is the refused command's name (lower-case, no slash).
+	Name string
+	// Who says who may run it, for example "operators only".
+	Who string
+	// Reason optionally says more, for example "merging into the protected
+	// branch main needs the right to merge".
+	Reason string
+}
+
+// NoChangeReply is the data of the "no_change" reply to commands on a merge
+// request that carries no changebot change.
+type NoChangeReply struct {
+	// Names are the commands of the note (lower-case, no slash).
+	Names []string
+}
+
+// RateLimitedReply is the data of the "rate_limited" reply, sent once when a
+// user exceeds the per-user command rate.
+type RateLimitedReply struct {
+	// Limit is how many commands a user may send per Window.
+	Limit int
+	// Window is the rate limit's period.
+	Window time.Duration
+	// Until is when the user's commands are accepted again; rendered in UTC.
+	Until time.Time
+}
