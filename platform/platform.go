@@ -126,6 +126,8 @@ type Commit struct {
 	SHA       string
 	ParentIDs []string
 	Title     string
+	// Message is the full commit message.
+	Message string
 }
 
 // Pipeline is a CI pipeline as GitLab reports it (GET .../pipelines, Pipeline

@@ -30,6 +30,7 @@ const (
 	epProjectGet                = "project_get"
 	epMemberGet                 = "project_member_get"
 	epBranchGet                 = "branch_get"
+	epFileRaw                   = "file_raw"
 	epBranchCreate              = "branch_create"
 	epCommitCreate              = "commit_create"
 	epCommitGet                 = "commit_get"

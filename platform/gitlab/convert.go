@@ -24,7 +24,7 @@ func toCommit(c *gl.Commit) platform.Commit {
 	if c == nil {
 		return platform.Commit{}
 	}
-	return platform.Commit{SHA: c.ID, ParentIDs: c.ParentIDs, Title: c.Title}
+	return platform.Commit{SHA: c.ID, ParentIDs: c.ParentIDs, Title: c.Title, Message: c.Message}
 }
 
 func toUser(u *gl.BasicUser) platform.User {

@@ -102,3 +102,20 @@ func (c *Client) IsAncestor(ctx context.Context, projectID int64, ancestor, desc
 	}
 	return mb != nil && strings.EqualFold(mb.ID, ancestor), nil
 }
+
+// FileExists reports whether path exists at ref (GET
+// /projects/:id/repository/files/:file_path/raw?ref=, doc/api/repository_files.md).
+// A 404 is (false, nil). The create step uses it to choose between the
+// "create" and "update" commit actions for files submitted without one.
+func (c *Client) FileExists(ctx context.Context, projectID int64, path, ref string) (bool, error) {
+	_, err := call(ctx, c, epFileRaw, func(o gl.RequestOptionFunc) ([]byte, *gl.Response, error) {
+		return c.robot.RepositoryFiles.GetRawFile(projectID, path, &gl.GetRawFileOptions{Ref: &ref}, o)
+	})
+	if errors.Is(err, platform.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading file %q at %q of project %d: %w", path, ref, projectID, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,67 @@
+# changebot developer targets. `make test` expects PostgreSQL at
+# TEST_DATABASE_URL (start the local one with `make db-up`); .ci/run does both.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+GO ?= go
+LOCAL_DATABASE_URL := postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+TEST_DATABASE_URL ?= $(LOCAL_DATABASE_URL)
+DATABASE_URL ?= $(TEST_DATABASE_URL)
+export TEST_DATABASE_URL
+
+GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+FUZZTIME ?= 5s
+BENCHCOUNT ?= 6
+CHAOS_N ?= 1000
+
+.PHONY: all build test vet fuzz demo lint bench chaos db-up clean
+
+all: build lint test
+
+## build: compile bin/changebot
+build:
+	$(GO) build -o bin/changebot ./cmd/changebot
+
+## test: vet, all tests with the race detector (PostgreSQL tests included), a bounded fuzz run
+test: vet
+	$(GO) test -race -count=1 -timeout 15m ./...
+	$(MAKE) --no-print-directory fuzz
+
+vet:
+	$(GO) vet ./...
+
+fuzz:
+	$(GO) test ./commands -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME)
+
+## demo: run one change end to end against gitlabfake and PostgreSQL at DATABASE_URL
+demo:
+	DATABASE_URL='$(DATABASE_URL)' $(GO) run ./cmd/changebot demo
+
+## lint: golangci-lint with .golangci.yml
+lint:
+	$(GOLANGCI_LINT) run ./...
+
+## bench: benchmarks, $(BENCHCOUNT) runs each, summarised by benchstat
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) ./... | tee bench.txt
+	$(BENCHSTAT) bench.txt
+
+## chaos: long randomised fault-injection run (package chaos)
+chaos:
+	$(GO) test ./chaos -run TestChaos -chaos.n=$(CHAOS_N) -timeout 30m
+
+## db-up: start the local PostgreSQL cluster unless it already answers
+db-up:
+	@if pg_isready -q -h 127.0.0.1 -p 5432; then \
+		echo "PostgreSQL is up"; \
+	else \
+		pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start; \
+		for i in $$(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done; \
+		pg_isready -h 127.0.0.1 -p 5432; \
+	fi
+
+clean:
+	rm -rf bin bench.txt

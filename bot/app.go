@@ -1,0 +1,188 @@
+// Package bot wires changebot together: configuration, the store, the GitLab
+// adapter, the flow engine and its River workers, the HTTP router (webhooks,
+// callbacks, REST API, health and metrics) and the CLI subcommands
+// (serve, migrate, demo). It holds no business rules of its own; nothing
+// imports it but cmd/changebot.
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"changebot/flows"
+	"changebot/platform/approval"
+	"changebot/platform/gitlab"
+	"changebot/store"
+	"changebot/templates"
+)
+
+// AppOpts are optional settings of NewApp; nil means defaults.
+type AppOpts struct {
+	Logger *slog.Logger
+	// Schema is the PostgreSQL schema holding every table (tests, demo);
+	// empty means the connection's search_path.
+	Schema string
+	// Poll overrides the polling schedule (demo and tests use short ones).
+	Poll flows.PollConfig
+	// Registry receives the metrics; nil means a new registry.
+	Registry *prometheus.Registry
+	// ClientID names this replica in River; empty lets River choose.
+	ClientID string
+}
+
+// App is one running replica: HTTP intake plus job workers.
+type App struct {
+	cfg      Config
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	store    *store.Store
+	engine   *flows.Engine
+	jobs     *river.Client[pgx.Tx]
+	gitlab   *gitlab.Client
+	registry *prometheus.Registry
+	router   http.Handler
+	schema   string
+}
+
+// NewApp connects to the database and builds every subsystem; it starts
+// nothing (see Run).
+func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
+	if opts == nil {
+		opts = &AppOpts{}
+	}
+	a := &App{cfg: cfg, log: opts.Logger, registry: opts.Registry, schema: opts.Schema}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.registry == nil {
+		a.registry = prometheus.NewRegistry()
+		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing database url: %w", errors.New("invalid DATABASE_URL"))
+	}
+	if opts.Schema != "" {
+		poolCfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	}
+	a.pool, err = pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the database: %w", err)
+	}
+	if err := a.build(ctx, opts); err != nil {
+		a.pool.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *App) build(ctx context.Context, opts *AppOpts) error {
+	var err error
+	a.store, err = store.New(a.pool, &store.StoreOpts{Logger: a.log, Schema: a.schema})
+	if err != nil {
+		return err
+	}
+	gm := newGitLabMetrics(a.registry)
+	a.gitlab, err = gitlab.New(gitlab.Config{BaseURL: a.cfg.GitLabURL, Token: a.cfg.GitLabToken,
+		ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: gm.observe})
+	if err != nil {
+		return fmt.Errorf("configuring the GitLab client: %w", err)
+	}
+	renderer, err := templates.NewRenderer(nil)
+	if err != nil {
+		return err
+	}
+	fm := flows.NewMetrics(a.registry)
+	a.engine, err = flows.NewEngine(flows.EngineConfig{
+		Store: a.store, GitLab: a.gitlab, Renderer: renderer, Metrics: fm, Logger: a.log,
+		Approvals:   approvalAdapter{approval.New(a.cfg.ApprovalURL, nil)},
+		ExternalURL: a.cfg.ExternalURL, Poll: opts.Poll, DecodeHook: gitlab.DecodeHook,
+		CommandsFunc: commandsFor,
+	})
+	if err != nil {
+		return err
+	}
+	workers := river.NewWorkers()
+	a.engine.AddWorkers(workers)
+	a.jobs, err = river.NewClient(riverpgxv5.New(a.pool), &river.Config{
+		ID: opts.ClientID, Logger: a.log, Schema: a.schema, Workers: workers,
+		Queues: map[string]river.QueueConfig{
+			flows.QueueDefault: {MaxWorkers: a.cfg.Workers},
+			flows.QueueEvents:  {MaxWorkers: a.cfg.Workers},
+		},
+		FetchCooldown:        50 * time.Millisecond,
+		FetchPollInterval:    time.Second,
+		RescueStuckJobsAfter: 5 * time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("configuring the job queue: %w", err)
+	}
+	a.router, err = a.routes(fm)
+	return err
+}
+
+// approvalAdapter turns the flow's ApprovalSystem call into the HTTP client's.
+type approvalAdapter struct{ c *approval.Client }
+
+// RequestApproval implements flows.ApprovalSystem.
+func (a approvalAdapter) RequestApproval(ctx context.Context, r flows.ApprovalRequest) (string, error) {
+	return a.c.Request(ctx, approval.Request(r))
+}
+
+// Handler returns the HTTP router.
+func (a *App) Handler() http.Handler { return a.router }
+
+// Engine returns the flow engine.
+func (a *App) Engine() *flows.Engine { return a.engine }
+
+// Store returns the store.
+func (a *App) Store() *store.Store { return a.store }
+
+// Run serves HTTP on ln and runs the job workers until ctx is cancelled,
+// then stops intake, lets running jobs finish within the grace period, and
+// returns. Unfinished work stays in the database for the next start.
+func (a *App) Run(ctx context.Context, ln net.Listener) error {
+	if err := a.jobs.Start(ctx); err != nil {
+		return fmt.Errorf("starting job workers: %w", err)
+	}
+	srv := &http.Server{Handler: a.router, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	a.log.Info("changebot serving", "addr", ln.Addr().String())
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	grace := a.cfg.ShutdownGrace
+	if grace <= 0 {
+		grace = 20 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := a.jobs.Stop(sctx); err != nil {
+		a.log.Warn("job workers did not stop within the grace period", "err", err)
+		_ = a.jobs.StopAndCancel(context.Background())
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+// Close releases the database pool.
+func (a *App) Close() { a.pool.Close() }

@@ -1,0 +1,148 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"changebot/store"
+)
+
+const usage = `changebot carries configuration changes through GitLab merge requests.
+
+Usage:
+  changebot serve   [-config file]          run the HTTP server and the job workers
+  changebot migrate [-config file] [-down]  apply (or revert) the database migrations
+  changebot demo    [-timeout 90s]          carry one change end to end against an in-memory GitLab
+  changebot help
+
+Configuration comes from the YAML file and the environment (see README.md).
+`
+
+// Main runs the changebot command line and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "serve":
+		err = cmdServe(ctx, args[1:], stderr)
+	case "migrate":
+		err = cmdMigrate(ctx, args[1:], stdout)
+	case "demo":
+		err = cmdDemo(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "changebot %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, cfg Config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(*path, nil, nil)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg)
+	log.Info("starting changebot", "config", cfg)
+	if cfg.AutoMigrate {
+		if err := migrateURL(ctx, cfg.DatabaseURL, false); err != nil {
+			return err
+		}
+	}
+	app, err := NewApp(ctx, cfg, &AppOpts{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	return app.Run(ctx, ln)
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
+	down := fs.Bool("down", false, "revert every migration (drops changebot's tables)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// Migrating needs only the database: other configuration problems are
+	// reported by serve.
+	cfg, err := LoadConfig(*path, nil, nil)
+	if cfg.DatabaseURL == "" {
+		if err != nil {
+			return err
+		}
+		return errors.New("DATABASE_URL is required")
+	}
+	if err := migrateURL(ctx, cfg.DatabaseURL, *down); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "migrations %s (version %d)\n", map[bool]string{false: "applied", true: "reverted"}[*down], store.LatestMigration)
+	return nil
+}
+
+func migrateURL(ctx context.Context, url string, down bool) error {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	defer pool.Close()
+	return store.Migrate(ctx, pool, &store.MigrateOpts{Down: down})
+}
+
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 90*time.Second, "give up after this long")
+	verbose := fs.Bool("v", false, "log the bot's own lines")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return RunDemo(ctx, DemoOpts{DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log})
+}

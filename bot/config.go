@@ -1,0 +1,874 @@
+package bot
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+)
+
+// API token roles (issue 2 point 8). They are the exact strings accepted in
+// CHANGEBOT_API_TOKENS ("role:token").
+const (
+	RoleSubmitter = "submitter"
+	RoleOperator  = "operator"
+)
+
+// redacted replaces every secret value in String, GoString and LogValue.
+const redacted = "[REDACTED]"
+
+// Config is the bot's validated start-up configuration (STYLE rule 28). It is
+// loaded by LoadConfig from an optional YAML file and the environment; each
+// field's environment variable, YAML key and default are listed by
+// ConfigReference. Fields marked secret never appear whole in String,
+// GoString, LogValue or any error.
+type Config struct {
+	// Listen is the HTTP listen address, host:port (":8080").
+	Listen string
+	// DatabaseURL is the PostgreSQL connection string, URL or key=value
+	// form. It may hold a password: print RedactedDatabaseURL instead.
+	DatabaseURL string
+	// GitLabURL is GitLab's base URL without "/api/v4" and without a
+	// trailing slash (LoadConfig strips both); see GitLabAPIURL.
+	GitLabURL string
+	// GitLabToken is the token of the robot account that authors branches,
+	// commits, merge requests and the status comment. Secret.
+	GitLabToken string
+	// ReviewerTokens are the tokens of the reviewer robots, each of which
+	// approves separately (DESIGN §5). Secret.
+	ReviewerTokens []string
+	// WebhookSecrets are the accepted X-Gitlab-Token values; several allow
+	// rotation. At least one is required. Secret.
+	WebhookSecrets []string
+	// CallbackSecret is the HMAC-SHA256 key of X-Changebot-Signature on
+	// approval and deploy callbacks. Secret.
+	CallbackSecret string
+	// APITokens are the REST API bearer tokens with their roles. Secret.
+	APITokens []APIToken
+	// ApprovalURL is the external approval system's base URL; the bot calls
+	// POST {ApprovalURL}/approvals. Required unless the initial setting
+	// approval.provider is "gitlab". No trailing slash.
+	ApprovalURL string
+	// ExternalURL is the bot's public base URL, used to build callback_url
+	// and status links. No trailing slash.
+	ExternalURL string
+	// Operators are GitLab usernames that hold the operator role in MR
+	// comments.
+	Operators []string
+	// BotUsers are other bot accounts whose notes are ignored (the robot and
+	// the reviewer robots are always ignored).
+	BotUsers []string
+	// LogLevel is one of debug, info, warn, error.
+	LogLevel string
+	// LogFormat is text or json.
+	LogFormat string
+	// Workers is the maximum number of jobs one replica runs at once.
+	Workers int
+	// MaxBodyBytes bounds every request body (webhooks, callbacks, API).
+	MaxBodyBytes int64
+	// ShutdownGrace is how long serve drains in-flight work after SIGTERM.
+	ShutdownGrace time.Duration
+	// AutoMigrate makes serve and demo apply database migrations at start.
+	AutoMigrate bool
+	// Settings are initial runtime settings (issue 4 point 9), key to value
+	// as written in the config file's "settings:" map. The settings package
+	// validates keys and values; Config only checks they are non-empty keys.
+	Settings map[string]string
+}
+
+// APIToken is one REST API bearer token and the role it grants
+// (RoleSubmitter or RoleOperator). Its String, GoString and LogValue hide the
+// token.
+type APIToken struct {
+	Role  string
+	Token string
+}
+
+// String returns "role:[REDACTED]".
+func (t APIToken) String() string {
+	if t.Token == "" {
+		return t.Role + ":"
+	}
+	return t.Role + ":" + redacted
+}
+
+// GoString is String, so that %#v cannot print the token either.
+func (t APIToken) GoString() string { return t.String() }
+
+// LogValue implements slog.LogValuer without the token.
+func (t APIToken) LogValue() slog.Value { return slog.StringValue(t.String()) }
+
+// ConfigVar describes one configuration input: its environment variable (""
+// when it has none), its key in the YAML file, its default as it would be
+// written in either ("" when there is none), whether it is secret (never
+// printed; may also be given as Env+"_FILE", whose content is trimmed) and
+// what it means. ConfigReference lists them; the README table is generated
+// from that list.
+type ConfigVar struct {
+	Env         string
+	YAML        string
+	Default     string
+	Secret      bool
+	Description string
+}
+
+// ConfigError is the error LoadConfig and Config.Validate return: every
+// problem found, one per line, none quoting a secret value.
+type ConfigError struct {
+	Problems []string
+}
+
+// Error lists every problem on its own line.
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid configuration (%d problem", len(e.Problems))
+	if len(e.Problems) != 1 {
+		b.WriteString("s")
+	}
+	b.WriteString("):")
+	for _, p := range e.Problems {
+		b.WriteString("\n  - ")
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// problems collects configuration problems in the order they are found.
+type problems []string
+
+func (p *problems) addf(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
+
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return &ConfigError{Problems: slices.Clone(p)}
+}
+
+// configField is one row of the configuration table: its documentation and
+// how a textual value is applied to a Config. Exactly one of set and setList
+// is non-nil. set may return an error quoting the value only for fields that
+// are not secret.
+type configField struct {
+	ConfigVar
+	set     func(c *Config, v string) error
+	setList func(c *Config, v []string)
+}
+
+// configFields is the single table behind LoadConfig, DefaultConfig and
+// ConfigReference, in the order the README shows them.
+var configFields = []configField{
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_LISTEN", YAML: "listen", Default: ":8080",
+		Description: "HTTP listen address, host:port."},
+		set: func(c *Config, v string) error { c.Listen = v; return nil }},
+	{ConfigVar: ConfigVar{Env: "DATABASE_URL", YAML: "database_url", Secret: true,
+		Description: "PostgreSQL connection string (URL or key=value). Required. Printed with its password removed."},
+		set: func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITLAB_URL", YAML: "gitlab_url",
+		Description: "GitLab base URL, http or https, with or without /api/v4. Required."},
+		set: func(c *Config, v string) error { c.GitLabURL = trimGitLabURL(v); return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITLAB_TOKEN", YAML: "gitlab_token", Secret: true,
+		Description: "Token of the robot account that authors branches, commits, merge requests and the status comment. Required."},
+		set: func(c *Config, v string) error { c.GitLabToken = v; return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_REVIEWER_TOKENS", YAML: "reviewer_tokens", Secret: true,
+		Description: "Tokens of the reviewer robots, comma-separated (in a _FILE also one per line). Each approves separately; none may be the robot's own token."},
+		setList: func(c *Config, v []string) { c.ReviewerTokens = v }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_WEBHOOK_SECRETS", YAML: "webhook_secrets", Secret: true,
+		Description: "Accepted X-Gitlab-Token values, comma-separated (several allow rotation). At least one is required: the bot refuses to start without one."},
+		setList: func(c *Config, v []string) { c.WebhookSecrets = v }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_CALLBACK_SECRET", YAML: "callback_secret", Secret: true,
+		Description: "HMAC-SHA256 key of X-Changebot-Signature on approval and deploy callbacks. Required."},
+		set: func(c *Config, v string) error { c.CallbackSecret = v; return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_API_TOKENS", YAML: "api_tokens", Secret: true,
+		Description: "REST API bearer tokens, comma-separated role:token with role submitter or operator. At least one is required."},
+		setList: func(c *Config, v []string) { c.APITokens = parseAPITokens(v) }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_APPROVAL_URL", YAML: "approval_url",
+		Description: "Base URL of the external approval system (the bot calls POST {url}/approvals). Required unless the setting approval.provider is gitlab."},
+		set: func(c *Config, v string) error { c.ApprovalURL = strings.TrimRight(v, "/"); return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_EXTERNAL_URL", YAML: "external_url",
+		Description: "The bot's public base URL, used for callback_url and links. Required."},
+		set: func(c *Config, v string) error { c.ExternalURL = strings.TrimRight(v, "/"); return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_OPERATORS", YAML: "operators",
+		Description: "GitLab usernames with the operator role in MR comments, comma-separated."},
+		setList: func(c *Config, v []string) { c.Operators = trimAt(v) }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_BOT_USERS", YAML: "bot_users",
+		Description: "Other bot accounts whose notes are ignored, comma-separated (the robot and the reviewer robots are always ignored)."},
+		setList: func(c *Config, v []string) { c.BotUsers = trimAt(v) }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_LOG_LEVEL", YAML: "log_level", Default: "info",
+		Description: "Log level: debug, info, warn or error."},
+		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(v); return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_LOG_FORMAT", YAML: "log_format", Default: "json",
+		Description: "Log format: text or json."},
+		set: func(c *Config, v string) error { c.LogFormat = strings.ToLower(v); return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_WORKERS", YAML: "workers", Default: "20",
+		Description: "Maximum number of jobs one replica runs at once."},
+		set: setWorkers},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_MAX_BODY_BYTES", YAML: "max_body_bytes", Default: "5MiB",
+		Description: "Largest accepted request body, in bytes or with a KiB, MiB or GiB suffix."},
+		set: setMaxBodyBytes},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_SHUTDOWN_GRACE", YAML: "shutdown_grace", Default: "20s",
+		Description: "How long serve drains in-flight requests and jobs after SIGTERM (a Go duration such as 20s)."},
+		set: setShutdownGrace},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_AUTO_MIGRATE", YAML: "auto_migrate", Default: "false",
+		Description: "Apply database migrations when serve or demo starts (otherwise run changebot migrate)."},
+		set: setAutoMigrate},
+}
+
+// settingsVar documents the YAML-only "settings:" map.
+var settingsVar = ConfigVar{YAML: "settings",
+	Description: "Initial values of runtime settings (key: value, e.g. flow.approval_first: true), used until an operator changes them."}
+
+// ConfigReference lists every configuration input in README order: one
+// entry per Config field, then the YAML-only settings map.
+func ConfigReference() []ConfigVar {
+	ref := make([]ConfigVar, 0, len(configFields)+1)
+	for _, f := range configFields {
+		ref = append(ref, f.ConfigVar)
+	}
+	return append(ref, settingsVar)
+}
+
+// DefaultConfig returns a Config holding only the defaults of
+// ConfigReference. It does not pass Validate on its own.
+func DefaultConfig() Config {
+	var c Config
+	for _, f := range configFields {
+		if f.Default == "" {
+			continue
+		}
+		if err := f.set(&c, f.Default); err != nil {
+			panic(fmt.Sprintf("bot: default of %s does not parse: %v", f.Env, err))
+		}
+	}
+	return c
+}
+
+// LoadConfig builds the Config from, in increasing precedence: the YAML file
+// at path (skipped when path is ""; strict: an unknown key is an error), the
+// environment read through getenv (an empty variable counts as unset), and
+// the files named by the *_FILE variables of secrets (their content is
+// trimmed; setting both X and X_FILE is an error). Defaults fill what none of
+// them set. It then validates the result and returns every problem at once
+// as a *ConfigError; no problem quotes a secret. A nil getenv or readFile
+// means os.Getenv or os.ReadFile.
+func LoadConfig(path string, getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if readFile == nil {
+		readFile = os.ReadFile
+	}
+	c := DefaultConfig()
+	var ps problems
+	if path != "" {
+		loadConfigFile(&c, path, readFile, &ps)
+	}
+	failed := make(map[string]bool) // labels whose secret source failed
+	for _, f := range configFields {
+		if !loadConfigEnv(&c, f, getenv, readFile, &ps) {
+			failed[configLabel(f.Env)] = true
+		}
+	}
+	if err := c.Validate(); err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				label, _, _ := strings.Cut(p, ":")
+				if !failed[label] { // "is required" would only repeat the cause
+					ps = append(ps, p)
+				}
+			}
+		}
+	}
+	return c, ps.err()
+}
+
+// loadConfigFile applies the YAML file at path to c.
+func loadConfigFile(c *Config, path string, readFile func(string) ([]byte, error), ps *problems) {
+	data, err := readFile(path)
+	if err != nil {
+		ps.addf("reading config file: %v", err)
+		return
+	}
+	var doc map[string]any
+	if err := yaml.UnmarshalWithOptions(data, &doc); err != nil {
+		ps.addf("config file %s: %s", path, describeYAMLError(err))
+		return
+	}
+	byKey := make(map[string]configField, len(configFields))
+	for _, f := range configFields {
+		byKey[f.YAML] = f
+	}
+	keys := make([]string, 0, len(doc))
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		label := fmt.Sprintf("config file key %q", k)
+		if k == settingsVar.YAML {
+			c.Settings = yamlSettings(doc[k], label, ps)
+			continue
+		}
+		f, ok := byKey[k]
+		if !ok {
+			ps.addf("%s: unknown key", label)
+			continue
+		}
+		applyYAMLValue(c, f, doc[k], label, ps)
+	}
+}
+
+// applyYAMLValue applies one decoded YAML value; null leaves the field as it is.
+func applyYAMLValue(c *Config, f configField, v any, label string, ps *problems) {
+	if v == nil {
+		return
+	}
+	if f.setList != nil {
+		switch v := v.(type) {
+		case []any:
+			list := make([]string, 0, len(v))
+			for i, e := range v {
+				s, ok := yamlScalar(e)
+				if !ok {
+					ps.addf("%s: entry %d is not a single value", label, i+1)
+					return
+				}
+				list = append(list, strings.TrimSpace(s))
+			}
+			f.setList(c, list)
+		case string:
+			f.setList(c, splitConfigList(v))
+		default:
+			ps.addf("%s: want a list or a comma-separated string", label)
+		}
+		return
+	}
+	s, ok := yamlScalar(v)
+	if !ok {
+		ps.addf("%s: want a single value", label)
+		return
+	}
+	if err := f.set(c, strings.TrimSpace(s)); err != nil {
+		ps.addf("%s: %v", label, err)
+	}
+}
+
+// yamlSettings converts the "settings:" map to strings.
+func yamlSettings(v any, label string, ps *problems) map[string]string {
+	if v == nil {
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		ps.addf("%s: want a map of setting keys to values", label)
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, e := range m {
+		s, ok := yamlScalar(e)
+		if !ok {
+			ps.addf("%s: value of %q is not a single value", label, k)
+			continue
+		}
+		out[k] = s
+	}
+	return out
+}
+
+// yamlScalar formats a decoded YAML scalar; maps, lists and null are not scalars.
+func yamlScalar(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case bool, int, int64, uint64, float64:
+		return fmt.Sprint(v), true
+	default:
+		return "", false
+	}
+}
+
+// describeYAMLError explains a YAML decoding error by position without the
+// source text: a syntax error's message can quote a value, which may be a
+// secret, so it is reduced to its position.
+func describeYAMLError(err error) string {
+	var se *yaml.SyntaxError
+	if errors.As(err, &se) {
+		if se.Token != nil {
+			return fmt.Sprintf("invalid YAML at line %d, column %d", se.Token.Position.Line, se.Token.Position.Column)
+		}
+		return "invalid YAML"
+	}
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		return yaml.FormatError(err, false, false)
+	}
+	return "invalid YAML"
+}
+
+// loadConfigEnv applies the environment variable of f, or for secrets the
+// file named by its _FILE variable. It reports false when the secret's
+// source could not be used (both set, unreadable or empty file).
+func loadConfigEnv(c *Config, f configField, getenv func(string) string, readFile func(string) ([]byte, error), ps *problems) bool {
+	val, label := getenv(f.Env), f.Env
+	if f.Secret {
+		if file := getenv(f.Env + "_FILE"); file != "" {
+			if val != "" {
+				ps.addf("%s and %s_FILE are both set: set only one", f.Env, f.Env)
+				return false
+			}
+			data, err := readFile(file)
+			if err != nil {
+				ps.addf("%s_FILE: reading secret file: %v", f.Env, err)
+				return false
+			}
+			val, label = strings.TrimSpace(string(data)), f.Env+"_FILE"
+			if val == "" {
+				ps.addf("%s_FILE: file %s is empty", f.Env, file)
+				return false
+			}
+		}
+	}
+	if val == "" {
+		return true
+	}
+	if f.setList != nil {
+		f.setList(c, splitConfigList(val))
+		return true
+	}
+	if err := f.set(c, strings.TrimSpace(val)); err != nil {
+		ps.addf("%s: %v", label, err)
+	}
+	return true
+}
+
+// splitConfigList splits a list value on commas and newlines, trimming each
+// entry. Empty entries are kept so that Validate can report them.
+func splitConfigList(s string) []string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	parts := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' })
+	var out []string
+	for _, line := range parts {
+		for e := range strings.SplitSeq(line, ",") {
+			out = append(out, strings.TrimSpace(e))
+		}
+	}
+	return out
+}
+
+// parseAPITokens splits each "role:token" entry at its first colon. Entries
+// without a colon get an empty role, which Validate reports.
+func parseAPITokens(entries []string) []APIToken {
+	out := make([]APIToken, 0, len(entries))
+	for _, e := range entries {
+		role, token, ok := strings.Cut(e, ":")
+		if !ok {
+			out = append(out, APIToken{Token: e})
+			continue
+		}
+		out = append(out, APIToken{Role: strings.ToLower(strings.TrimSpace(role)), Token: strings.TrimSpace(token)})
+	}
+	return out
+}
+
+func trimAt(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.TrimPrefix(n, "@")
+	}
+	return out
+}
+
+// trimGitLabURL removes a trailing slash and "/api/v4".
+func trimGitLabURL(s string) string {
+	s = strings.TrimRight(s, "/")
+	return strings.TrimRight(strings.TrimSuffix(s, "/api/v4"), "/")
+}
+
+func setWorkers(c *Config, v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", v)
+	}
+	c.Workers = n
+	return nil
+}
+
+func setMaxBodyBytes(c *Config, v string) error {
+	n, err := parseByteSize(v)
+	if err != nil {
+		return err
+	}
+	c.MaxBodyBytes = n
+	return nil
+}
+
+func setShutdownGrace(c *Config, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as 20s or 1m", v)
+	}
+	c.ShutdownGrace = d
+	return nil
+}
+
+func setAutoMigrate(c *Config, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	c.AutoMigrate = b
+	return nil
+}
+
+// parseByteSize parses "5242880", "512KiB", "5MiB" or "1GiB".
+func parseByteSize(v string) (int64, error) {
+	mult := int64(1)
+	num := v
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(v, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(v, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size such as 5242880 or 5MiB", v)
+	}
+	return n * mult, nil
+}
+
+// usernamePattern accepts GitLab usernames.
+var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+
+// Validate reports every problem of c at once as a *ConfigError, or nil.
+// Messages name the environment variable and YAML key, never a secret value.
+func (c Config) Validate() error {
+	var ps problems
+	c.validateEndpoints(&ps)
+	c.validateSecrets(&ps)
+	for _, l := range []struct {
+		env   string
+		names []string
+	}{{"CHANGEBOT_OPERATORS", c.Operators}, {"CHANGEBOT_BOT_USERS", c.BotUsers}} {
+		for i, n := range l.names {
+			switch {
+			case n == "":
+				ps.addf("%s: entry %d is empty", configLabel(l.env), i+1)
+			case !usernamePattern.MatchString(n):
+				ps.addf("%s: entry %d %q is not a GitLab username", configLabel(l.env), i+1, n)
+			}
+		}
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
+		ps.addf("%s: %q is not debug, info, warn or error", configLabel("CHANGEBOT_LOG_LEVEL"), c.LogLevel)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		ps.addf("%s: %q is not text or json", configLabel("CHANGEBOT_LOG_FORMAT"), c.LogFormat)
+	}
+	if c.Workers < 1 {
+		ps.addf("%s: must be at least 1, got %d", configLabel("CHANGEBOT_WORKERS"), c.Workers)
+	}
+	if c.MaxBodyBytes < 1 {
+		ps.addf("%s: must be positive, got %d", configLabel("CHANGEBOT_MAX_BODY_BYTES"), c.MaxBodyBytes)
+	}
+	if c.ShutdownGrace <= 0 {
+		ps.addf("%s: must be positive, got %s", configLabel("CHANGEBOT_SHUTDOWN_GRACE"), c.ShutdownGrace)
+	}
+	for k := range c.Settings {
+		if strings.TrimSpace(k) == "" {
+			ps.addf("config file key %q: a setting has an empty key", settingsVar.YAML)
+		}
+	}
+	return ps.err()
+}
+
+// validateEndpoints checks the listen address, the database and the URLs.
+func (c Config) validateEndpoints(ps *problems) {
+	if c.Listen == "" {
+		ps.addf("%s: is required", configLabel("CHANGEBOT_LISTEN"))
+	} else if _, port, err := net.SplitHostPort(c.Listen); err != nil {
+		ps.addf("%s: %q is not a host:port address such as :8080", configLabel("CHANGEBOT_LISTEN"), c.Listen)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		ps.addf("%s: %q has no port number between 0 and 65535", configLabel("CHANGEBOT_LISTEN"), c.Listen)
+	}
+	switch {
+	case c.DatabaseURL == "":
+		ps.addf("%s: is required", configLabel("DATABASE_URL"))
+	case !validDatabaseURL(c.DatabaseURL):
+		ps.addf("%s: is not a postgres:// URL or a key=value connection string (percent-encode special characters in the password)", configLabel("DATABASE_URL"))
+	}
+	validateHTTPURL(ps, "CHANGEBOT_GITLAB_URL", c.GitLabURL, true)
+	validateHTTPURL(ps, "CHANGEBOT_APPROVAL_URL", c.ApprovalURL, c.Settings["approval.provider"] != "gitlab")
+	validateHTTPURL(ps, "CHANGEBOT_EXTERNAL_URL", c.ExternalURL, true)
+}
+
+// validateSecrets checks the tokens and secrets without ever quoting one.
+func (c Config) validateSecrets(ps *problems) {
+	if c.GitLabToken == "" {
+		ps.addf("%s: is required", configLabel("CHANGEBOT_GITLAB_TOKEN"))
+	}
+	if c.CallbackSecret == "" {
+		ps.addf("%s: is required", configLabel("CHANGEBOT_CALLBACK_SECRET"))
+	}
+	validateSecretList(ps, "CHANGEBOT_REVIEWER_TOKENS", c.ReviewerTokens, false)
+	for i, t := range c.ReviewerTokens {
+		if t != "" && t == c.GitLabToken {
+			ps.addf("%s: entry %d is the robot's own CHANGEBOT_GITLAB_TOKEN (GitLab does not let an author approve)", configLabel("CHANGEBOT_REVIEWER_TOKENS"), i+1)
+		}
+	}
+	validateSecretList(ps, "CHANGEBOT_WEBHOOK_SECRETS", c.WebhookSecrets, true)
+	validateAPITokens(ps, c.APITokens)
+}
+
+// validateAPITokens checks roles, empty entries and duplicate tokens.
+func validateAPITokens(ps *problems, tokens []APIToken) {
+	label := configLabel("CHANGEBOT_API_TOKENS")
+	if len(tokens) == 0 {
+		ps.addf("%s: at least one is required", label)
+		return
+	}
+	first := make(map[string]int, len(tokens))
+	for i, t := range tokens {
+		switch {
+		case t.Role == "" && t.Token == "":
+			ps.addf("%s: entry %d is empty", label, i+1)
+		case t.Role == "":
+			ps.addf("%s: entry %d has no role: want role:token", label, i+1)
+		case t.Role != RoleSubmitter && t.Role != RoleOperator:
+			ps.addf("%s: entry %d: the role must be %s or %s", label, i+1, RoleSubmitter, RoleOperator)
+		case t.Token == "":
+			ps.addf("%s: entry %d (%s) has an empty token", label, i+1, t.Role)
+		}
+		if t.Token == "" {
+			continue
+		}
+		if j, ok := first[t.Token]; ok {
+			ps.addf("%s: entries %d and %d have the same token", label, j+1, i+1)
+			continue
+		}
+		first[t.Token] = i
+	}
+}
+
+// validateSecretList reports a missing list, empty entries and duplicates
+// by position only.
+func validateSecretList(ps *problems, env string, list []string, required bool) {
+	if required && len(list) == 0 {
+		ps.addf("%s: at least one is required", configLabel(env))
+		return
+	}
+	first := make(map[string]int, len(list))
+	for i, s := range list {
+		if s == "" {
+			ps.addf("%s: entry %d is empty", configLabel(env), i+1)
+			continue
+		}
+		if j, ok := first[s]; ok {
+			ps.addf("%s: entries %d and %d are the same", configLabel(env), j+1, i+1)
+			continue
+		}
+		first[s] = i
+	}
+}
+
+// validateHTTPURL checks an absolute http or https URL. The value is not
+// quoted: a URL may carry credentials.
+func validateHTTPURL(ps *problems, env, raw string, required bool) {
+	if raw == "" {
+		if required {
+			ps.addf("%s: is required", configLabel(env))
+		}
+		return
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		ps.addf("%s: is not a valid URL", configLabel(env))
+	case u.Scheme != "http" && u.Scheme != "https":
+		ps.addf("%s: must start with http:// or https://", configLabel(env))
+	case u.Host == "":
+		ps.addf("%s: has no host", configLabel(env))
+	case u.RawQuery != "" || u.Fragment != "":
+		ps.addf("%s: must not have a query or fragment", configLabel(env))
+	}
+}
+
+// configLabel names a variable with its YAML key, e.g.
+// "CHANGEBOT_LISTEN (listen)".
+func configLabel(env string) string {
+	for _, f := range configFields {
+		if f.Env == env {
+			return fmt.Sprintf("%s (%s)", env, f.YAML)
+		}
+	}
+	return env
+}
+
+// validDatabaseURL accepts a postgres:// or postgresql:// URL that parses
+// unambiguously, or a key=value connection string.
+func validDatabaseURL(s string) bool {
+	if !strings.Contains(s, "://") {
+		return strings.Contains(s, "=")
+	}
+	u, ok := parseDatabaseURL(s)
+	return ok && (u.Scheme == "postgres" || u.Scheme == "postgresql")
+}
+
+// parseDatabaseURL parses a URL-form connection string, refusing forms
+// where part of a password could end up outside the user info (an unescaped
+// '#', '?' or '/' in the password).
+func parseDatabaseURL(s string) (*url.URL, bool) {
+	u, err := url.Parse(s)
+	if err != nil || u.Fragment != "" || u.RawFragment != "" || strings.Contains(s, "#") {
+		return nil, false
+	}
+	if u.User == nil && strings.Contains(s, "@") {
+		return nil, false
+	}
+	return u, true
+}
+
+// dsnPassword matches password settings of a key=value connection string.
+var dsnPassword = regexp.MustCompile(`(?i)\b((?:ssl)?password)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
+
+// RedactedDatabaseURL returns DatabaseURL with any password replaced by
+// "xxxxx" (user info, password= and sslpassword= parameters), or "[REDACTED]"
+// when it cannot be parsed well enough to tell the password apart.
+func (c Config) RedactedDatabaseURL() string {
+	s := c.DatabaseURL
+	if s == "" {
+		return ""
+	}
+	if !strings.Contains(s, "://") {
+		if strings.Contains(s, "@") && !strings.Contains(s, "=") {
+			return redacted
+		}
+		return dsnPassword.ReplaceAllString(s, "${1}=xxxxx")
+	}
+	u, ok := parseDatabaseURL(s)
+	if !ok {
+		return redacted
+	}
+	q := u.Query()
+	for _, k := range []string{"password", "sslpassword"} {
+		if q.Has(k) {
+			q.Set(k, "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.Redacted()
+}
+
+// GitLabAPIURL returns GitLab's REST API base, GitLabURL + "/api/v4".
+func (c Config) GitLabAPIURL() string {
+	if c.GitLabURL == "" {
+		return ""
+	}
+	return trimGitLabURL(c.GitLabURL) + "/api/v4"
+}
+
+// SlogLevel returns LogLevel as a slog.Level (info when unrecognised).
+func (c Config) SlogLevel() slog.Level {
+	switch c.LogLevel {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// LogValue implements slog.LogValuer: every field, secrets as "[REDACTED]"
+// (lists keep their length; API tokens keep their role), the database URL
+// without its password and URLs without user info passwords.
+func (c Config) LogValue() slog.Value {
+	apiTokens := make([]string, len(c.APITokens))
+	for i, t := range c.APITokens {
+		apiTokens[i] = t.String()
+	}
+	return slog.GroupValue(
+		slog.String("listen", c.Listen),
+		slog.String("database_url", c.RedactedDatabaseURL()),
+		slog.String("gitlab_url", redactURL(c.GitLabURL)),
+		slog.String("gitlab_token", redactSecret(c.GitLabToken)),
+		slog.Any("reviewer_tokens", redactSecrets(c.ReviewerTokens)),
+		slog.Any("webhook_secrets", redactSecrets(c.WebhookSecrets)),
+		slog.String("callback_secret", redactSecret(c.CallbackSecret)),
+		slog.Any("api_tokens", apiTokens),
+		slog.String("approval_url", redactURL(c.ApprovalURL)),
+		slog.String("external_url", redactURL(c.ExternalURL)),
+		slog.Any("operators", c.Operators),
+		slog.Any("bot_users", c.BotUsers),
+		slog.String("log_level", c.LogLevel),
+		slog.String("log_format", c.LogFormat),
+		slog.Int("workers", c.Workers),
+		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Duration("shutdown_grace", c.ShutdownGrace),
+		slog.Bool("auto_migrate", c.AutoMigrate),
+		slog.Any("settings", c.Settings),
+	)
+}
+
+// String renders LogValue as space-separated key=value pairs.
+func (c Config) String() string {
+	var b strings.Builder
+	b.WriteString("Config{")
+	for i, a := range c.LogValue().Group() {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%v", a.Key, a.Value)
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// GoString is String, so that %#v cannot print a secret either.
+func (c Config) GoString() string { return c.String() }
+
+func redactSecret(s string) string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+func redactSecrets(list []string) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = redactSecret(s)
+	}
+	return out
+}
+
+// redactURL hides a password in a URL's user info; an unparseable URL is
+// hidden whole.
+func redactURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return redacted
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,149 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"changebot/store"
+)
+
+// DemoSchema is the PostgreSQL schema the demo recreates on every run, so
+// that it never touches the tables of a real installation.
+const DemoSchema = "changebot_demo"
+
+// DemoOpts configure RunDemo.
+type DemoOpts struct {
+	DatabaseURL string
+	Timeout     time.Duration
+	Out         io.Writer
+	Logger      *slog.Logger
+}
+
+// RunDemo carries one change from request to VALIDATED: it starts the
+// in-memory GitLab, the stand-in approval system and the bot (HTTP and
+// workers) on a fresh demo schema, submits a change through the REST API,
+// prints every state the change reaches and the final status comment. It
+// returns nil at VALIDATED, or an error naming the state the change was
+// stuck in.
+func RunDemo(ctx context.Context, o DemoOpts) error {
+	out := o.Out
+	fmt.Fprintf(out, "changebot demo: database %s, schema %s\n", redactURL(o.DatabaseURL), DemoSchema)
+	if err := resetSchema(ctx, o.DatabaseURL, DemoSchema); err != nil {
+		return err
+	}
+	env, err := newDemoEnv(o.DatabaseURL, true, 300*time.Millisecond, o.Logger)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	app, err := NewApp(ctx, env.Config, &AppOpts{Logger: o.Logger, Schema: DemoSchema, Poll: demoPoll})
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(runCtx, env.Listener) }()
+	defer func() { stop(); <-done }()
+
+	fmt.Fprintf(out, "bot at %s, GitLab (in memory) at %s, approval system at %s\n", env.BaseURL, env.GitLab.URL(), env.Approvals.URL())
+	opID, err := submitDemoChange(ctx, env)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "submitted change %s\n", opID)
+	view, err := followChange(ctx, env, opID, o.Timeout, func(v changeView) {
+		fmt.Fprintf(out, "  %-16s %-24s %s\n", v.Status, v.Step.Name, v.Hint)
+	})
+	if err != nil {
+		return err
+	}
+	if view.MergeRequest != nil {
+		// Give the coalesced status-note edit a moment to land.
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if c := env.StatusComment(view.MergeRequest.IID); bytes.Contains([]byte(c), []byte(store.StatusValidated)) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		fmt.Fprintf(out, "\nstatus comment on %s:\n\n%s\n", view.MergeRequest.WebURL, env.StatusComment(view.MergeRequest.IID))
+	}
+	fmt.Fprintf(out, "change %s reached %s with %d events\n", opID, view.Status, len(view.Events))
+	return nil
+}
+
+func submitDemoChange(ctx context.Context, env *demoEnv) (string, error) {
+	body, _ := json.Marshal(map[string]any{
+		"subject_id": "payments-api", "target_key": "prod/eu-west-1", "project": demoProject,
+		"title": "Raise payments-api replicas to 6", "requested_by": demoRequester,
+		"files": []map[string]string{{"path": "services/payments-api/prod.yaml", "content": "replicas: 6\n"}},
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.BaseURL+"/api/v1/changes", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("submitting the demo change: %w", err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		OperationID string `json:"operation_id"`
+	}
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(data, &out) != nil {
+		return "", fmt.Errorf("submitting the demo change: %d %s", resp.StatusCode, data)
+	}
+	return out.OperationID, nil
+}
+
+// followChange polls GET /api/v1/changes/{id}, calling onChange for every
+// new step, until the change is terminal (nil error only for VALIDATED) or
+// timeout passes (error naming the state it was in).
+func followChange(ctx context.Context, env *demoEnv, opID string, timeout time.Duration, onChange func(changeView)) (changeView, error) {
+	deadline := time.Now().Add(timeout)
+	var last changeView
+	for {
+		v, err := getChangeView(ctx, env, opID)
+		if err == nil && (v.Step.Code != last.Step.Code || last.OperationID == "") {
+			onChange(v)
+			last = v
+		}
+		if last.Terminal {
+			if last.Status == store.StatusValidated {
+				return last, nil
+			}
+			return last, fmt.Errorf("change %s ended in %s (%s): %s", opID, last.Status, last.Step.Name, last.Detail)
+		}
+		if time.Now().After(deadline) {
+			return last, fmt.Errorf("change %s did not reach VALIDATED within %s: stuck in %s (%s) %s",
+				opID, timeout, last.Status, last.Step.Name, last.Detail)
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func getChangeView(ctx context.Context, env *demoEnv, opID string) (changeView, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.BaseURL+"/api/v1/changes/"+opID, nil)
+	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return changeView{}, err
+	}
+	defer resp.Body.Close()
+	var v changeView
+	if resp.StatusCode != http.StatusOK {
+		return v, fmt.Errorf("reading change: %d", resp.StatusCode)
+	}
+	return v, json.NewDecoder(resp.Body).Decode(&v)
+}

@@ -1,0 +1,134 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"changebot/flows"
+	"changebot/platform/approval/approvalfake"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+	"changebot/templates"
+)
+
+// Demo identities and secrets: the demo and the end-to-end tests use the
+// in-memory GitLab, so these values never leave the process.
+const (
+	demoRobot          = "changebot"
+	demoRobotToken     = "demo-robot-token"
+	demoWebhookSecret  = "demo-webhook-secret"
+	demoCallbackSecret = "demo-callback-secret"
+	demoAPIToken       = "demo-api-token"
+	demoOperatorToken  = "demo-operator-token"
+	demoProject        = "platform/config"
+	demoRequester      = "alice"
+)
+
+var demoReviewers = []struct{ name, token string }{{"reviewer-1", "demo-reviewer-1"}, {"reviewer-2", "demo-reviewer-2"}}
+
+// demoPoll is a fast polling schedule for the demo and tests.
+var demoPoll = flows.PollConfig{ShortInterval: 500 * time.Millisecond, ShortCount: 20, LongInterval: 2 * time.Second,
+	PipelineDeadline: 2 * time.Minute, RebaseDeadline: time.Minute, DeployDeadline: 2 * time.Minute,
+	NoteDelay: 200 * time.Millisecond, MaxRounds: 3}
+
+// demoEnv is the bot with the in-memory GitLab and the stand-in approval
+// system around it: what `changebot demo` runs and the end-to-end tests use.
+type demoEnv struct {
+	GitLab    *gitlabfake.Server
+	Approvals *approvalfake.Server
+	Project   gitlabfake.Project
+	Config    Config
+	Listener  net.Listener
+	BaseURL   string
+}
+
+// newDemoEnv starts gitlabfake (sending webhooks to a listener the bot will
+// serve) and the stand-in approval system, and returns the bot's Config.
+func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Duration, logger *slog.Logger) (*demoEnv, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listening: %w", err)
+	}
+	base := "http://" + ln.Addr().String()
+	gl := gitlabfake.New(gitlabfake.Options{WebhookURL: base + "/webhooks/gitlab", WebhookSecret: demoWebhookSecret, Logger: logger})
+	gl.AddUser(demoRobot, demoRobotToken, gitlabfake.AsBot())
+	members := map[string]int{demoRobot: gitlabfake.AccessMaintainer, demoRequester: gitlabfake.AccessDeveloper}
+	var reviewerTokens []string
+	for _, r := range demoReviewers {
+		gl.AddUser(r.name, r.token, gitlabfake.AsBot())
+		members[r.name] = gitlabfake.AccessDeveloper
+		reviewerTokens = append(reviewerTokens, r.token)
+	}
+	gl.AddUser(demoRequester, "demo-alice-token")
+	proj := gl.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: demoProject, Members: members})
+	gl.SetPipelineScript(proj.ID, gitlabfake.PipelineScript{Duration: pipelineDuration})
+	decision := ""
+	if autoApprove {
+		decision = "approved"
+	}
+	ap := approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: decision, AutoDelay: 300 * time.Millisecond, Approver: "carol"})
+	cfg := DefaultConfig()
+	cfg.DatabaseURL = databaseURL
+	cfg.GitLabURL = gl.URL()
+	cfg.GitLabToken = demoRobotToken
+	cfg.ReviewerTokens = reviewerTokens
+	cfg.WebhookSecrets = []string{demoWebhookSecret}
+	cfg.CallbackSecret = demoCallbackSecret
+	cfg.APITokens = []APIToken{{Role: RoleSubmitter, Token: demoAPIToken}, {Role: RoleOperator, Token: demoOperatorToken}}
+	cfg.ApprovalURL = ap.URL()
+	cfg.ExternalURL = base
+	cfg.Workers = 10
+	cfg.ShutdownGrace = 5 * time.Second
+	return &demoEnv{GitLab: gl, Approvals: ap, Project: proj, Config: cfg, Listener: ln, BaseURL: base}, nil
+}
+
+// Close stops the fakes.
+func (d *demoEnv) Close() {
+	d.Approvals.Close()
+	d.GitLab.Close()
+}
+
+// StatusComment returns the body of the bot's status note on the MR.
+func (d *demoEnv) StatusComment(iid int64) string {
+	snap, ok := d.GitLab.MergeRequest(d.Project.ID, iid)
+	if !ok {
+		return ""
+	}
+	for _, n := range snap.Notes {
+		if _, ok := templates.ParseMarker(n.Body); ok {
+			return n.Body
+		}
+	}
+	return ""
+}
+
+// resetSchema drops and recreates schema and migrates it.
+func resetSchema(ctx context.Context, databaseURL, schema string) error {
+	pool, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+		return fmt.Errorf("dropping schema %s: %w", schema, err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return fmt.Errorf("creating schema %s: %w", schema, err)
+	}
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	sp, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sp.Close()
+	return store.Migrate(ctx, sp, &store.MigrateOpts{Schema: schema})
+}

@@ -1,0 +1,290 @@
+package bot
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"changebot/commands"
+	"changebot/flows"
+	"changebot/platform/gitlab"
+	"changebot/store"
+	"changebot/templates"
+	"changebot/webhooks"
+)
+
+func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
+	wm := webhooks.NewMetrics(a.registry)
+	hook, err := webhooks.NewGitLabHandler(webhooks.GitLabConfig{Secrets: a.cfg.WebhookSecrets,
+		MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Decode: gitlab.DecodeHook, Logger: a.log, Metrics: wm})
+	if err != nil {
+		return nil, err
+	}
+	cbCfg := webhooks.CallbackConfig{Secret: a.cfg.CallbackSecret, MaxBodyBytes: 1 << 20,
+		Approvals: approvalAcceptor{a.engine}, Deploys: deployAcceptor{a.engine}, Logger: a.log, Metrics: wm}
+	approvalCB, err := webhooks.NewApprovalCallbackHandler(cbCfg)
+	if err != nil {
+		return nil, err
+	}
+	deployCB, err := webhooks.NewDeployCallbackHandler(cbCfg)
+	if err != nil {
+		return nil, err
+	}
+	r := mux.NewRouter()
+	r.Handle("/webhooks/gitlab", hook).Methods(http.MethodPost)
+	r.Handle("/callbacks/approval", approvalCB).Methods(http.MethodPost)
+	r.Handle("/callbacks/deploy", deployCB).Methods(http.MethodPost)
+	api := r.PathPrefix("/api/v1").Subrouter()
+	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
+	api.Handle("/changes/{id}", a.auth("", http.HandlerFunc(a.getChange))).Methods(http.MethodGet)
+	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	r.HandleFunc("/readyz", a.readyz)
+	r.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+	return recoverPanics(fm.PanicCounter(), a, r), nil
+}
+
+// recoverPanics turns a handler panic into a 500 and a counted, logged
+// error (STYLE 13).
+func recoverPanics(c *prometheus.CounterVec, a *App, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				c.WithLabelValues("http").Inc()
+				a.log.Error("handler panicked", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// auth checks "Authorization: Bearer <token>" in constant time against every
+// configured API token; role "" accepts any role, "submitter" also accepts
+// operators.
+func (a *App) auth(role string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		matched := ""
+		for _, t := range a.cfg.APITokens {
+			if subtle.ConstantTimeCompare([]byte(got), []byte(t.Token)) == 1 && ok {
+				matched = t.Role
+			}
+		}
+		switch {
+		case matched == "":
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or invalid bearer token"})
+		case role == RoleOperator && matched != RoleOperator:
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.store.Ping(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "database unreachable"})
+		return
+	}
+	if _, current, err := store.MigrationStatus(a.pool, a.schema); err != nil || !current {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "migrations not applied: run changebot migrate"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// changeRequest is the body of POST /api/v1/changes.
+type changeRequest struct {
+	SubjectID    string       `json:"subject_id"`
+	TargetKey    string       `json:"target_key"`
+	Project      projectRef   `json:"project"`
+	TargetBranch string       `json:"target_branch"`
+	Title        string       `json:"title"`
+	Description  string       `json:"description"`
+	Files        []store.File `json:"files"`
+	RequestedBy  string       `json:"requested_by"`
+}
+
+func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes)
+	var req changeRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "malformed JSON body: " + err.Error()})
+		return
+	}
+	op, created, err := a.engine.Submit(r.Context(), flows.SubmitParams{
+		SubjectID: req.SubjectID, TargetKey: req.TargetKey, Project: string(req.Project),
+		TargetBranch: req.TargetBranch, Title: req.Title, Description: req.Description, Files: req.Files,
+		RequestedBy: req.RequestedBy, IdempotencyKey: r.Header.Get("Idempotency-Key"), ApprovalFirst: true,
+	})
+	if ve, ok := flows.IsValidation(err); ok {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid change", "fields": ve.Fields})
+		return
+	}
+	var active *store.ActiveChangeError
+	if errors.As(err, &active) {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "the binding has an active change",
+			"operation_id": active.OperationID, "status": active.Status})
+		return
+	}
+	if err != nil {
+		a.log.Error("submitting change", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the change, try again"})
+		return
+	}
+	status := http.StatusAccepted
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, map[string]string{"operation_id": op.ID, "status_url": a.cfg.ExternalURL + "/api/v1/changes/" + op.ID})
+}
+
+// projectRef accepts "project" as a path string ("group/repo") or a
+// numeric id.
+type projectRef string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (p *projectRef) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*p = projectRef(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err == nil {
+		if _, err := n.Int64(); err == nil {
+			*p = projectRef(n.String())
+			return nil
+		}
+	}
+	return errors.New("project must be a path or a numeric id")
+}
+
+// changeView is the body of GET /api/v1/changes/{id}.
+type changeView struct {
+	OperationID   string        `json:"operation_id"`
+	SubjectID     string        `json:"subject_id"`
+	TargetKey     string        `json:"target_key"`
+	Status        string        `json:"status"`
+	Step          stepView      `json:"step"`
+	Hint          string        `json:"hint"`
+	Terminal      bool          `json:"terminal"`
+	Detail        string        `json:"detail,omitempty"`
+	MergeRequest  *mrView       `json:"merge_request"`
+	Events        []store.Event `json:"events"`
+	ApprovalFirst bool          `json:"approval_first"`
+}
+
+type stepView struct {
+	Code int    `json:"code"`
+	Name string `json:"name"`
+}
+
+type mrView struct {
+	ProjectID int64  `json:"project_id"`
+	IID       int64  `json:"iid"`
+	WebURL    string `json:"web_url"`
+}
+
+func (a *App) getChange(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	op, events, err := a.engine.Get(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
+		return
+	}
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not read the change"})
+		return
+	}
+	st := flows.MustStep(flows.StepCode(op.Step))
+	v := changeView{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Status: op.Status,
+		Step: stepView{op.Step, st.Name}, Hint: st.Hint, Terminal: st.Terminal, Detail: op.Detail, Events: events,
+		ApprovalFirst: op.ApprovalFirst}
+	if op.MRIID > 0 {
+		v.MergeRequest = &mrView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
+	}
+	if v.Events == nil {
+		v.Events = []store.Event{}
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// commandsFor lists the commands usable now on op, from the command registry.
+func commandsFor(op store.Operation, st flows.Step) []templates.CommandHelp {
+	var out []templates.CommandHelp
+	for _, c := range commands.Registry() {
+		usable := false
+		switch c.Name {
+		case commands.NameRetry:
+			usable = st.Retryable
+		case commands.NameResume:
+			usable = st.Resumable
+		case commands.NameCancel:
+			usable = !st.Terminal && op.Status != store.StatusMerged
+		case commands.NameStatus, commands.NameHelp:
+			usable = true
+		}
+		if usable {
+			out = append(out, templates.CommandHelp{Usage: c.Usage, Description: c.Description, Who: c.WhoText})
+		}
+	}
+	return out
+}
+
+type approvalAcceptor struct{ e *flows.Engine }
+
+// AcceptApproval implements webhooks.ApprovalAcceptor.
+func (a approvalAcceptor) AcceptApproval(ctx context.Context, cb webhooks.ApprovalCallback) (string, error) {
+	return a.e.AcceptApproval(ctx, flows.ApprovalCallback(cb))
+}
+
+type deployAcceptor struct{ e *flows.Engine }
+
+// AcceptDeploy implements webhooks.DeployAcceptor.
+func (a deployAcceptor) AcceptDeploy(ctx context.Context, cb webhooks.DeployCallback) (string, error) {
+	return a.e.AcceptDeploy(ctx, flows.DeployCallback(cb))
+}
+
+// gitlabMetrics counts GitLab calls (changebot_gitlab_calls_total) and
+// their latency.
+type gitlabMetrics struct {
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newGitLabMetrics(reg prometheus.Registerer) *gitlabMetrics {
+	m := &gitlabMetrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "changebot_gitlab_calls_total",
+			Help: "GitLab API calls by endpoint and HTTP status (0: no answer)."}, []string{"endpoint", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "changebot_gitlab_call_duration_seconds",
+			Help: "GitLab API call latency by endpoint, in seconds.", Buckets: prometheus.DefBuckets}, []string{"endpoint"}),
+	}
+	reg.MustRegister(m.calls, m.duration)
+	return m
+}
+
+func (m *gitlabMetrics) observe(endpoint string, status int, d time.Duration) {
+	m.calls.WithLabelValues(endpoint, fmt.Sprint(status)).Inc()
+	m.duration.WithLabelValues(endpoint).Observe(d.Seconds())
+}

@@ -1,0 +1,10 @@
+// Command changebot is the changebot binary; all of it lives in package bot.
+package main
+
+import (
+	"os"
+
+	"changebot/bot"
+)
+
+func main() { os.Exit(bot.Main(os.Args[1:], os.Stdout, os.Stderr)) }

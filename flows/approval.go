@@ -1,0 +1,172 @@
+package flows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"changebot/store"
+)
+
+// Approval decisions of the callback contract.
+const (
+	DecisionApproved  = "approved"
+	DecisionRejected  = "rejected"
+	DecisionWithdrawn = "withdrawn"
+)
+
+// Callback results (the body of the 200 answer).
+const (
+	ResultAccepted       = "ACCEPTED"
+	ResultDuplicate      = "DUPLICATE"
+	ResultIgnoredStale   = "IGNORED_STALE"
+	ResultIgnoredUnknown = "IGNORED_UNKNOWN"
+)
+
+// awaitingApproval are the steps in which an approval decision is accepted:
+// SENDING too, because the callback can arrive before the SENT write has
+// committed (DESIGN §3 step 2).
+var awaitingApproval = map[StepCode]bool{ApprovalSending: true, ApprovalSendPending: true, ApprovalSent: true}
+
+// requestApproval runs at APPROVAL_SENDING (or at CREATE_SUCCEEDED in the
+// MR-first order, where it first moves to APPROVAL_SENDING).
+func (e *Engine) requestApproval(ctx context.Context, op store.Operation) error {
+	if StepCode(op.Step) == CreateSucceeded {
+		_, err := e.Transition(ctx, op, ApprovalSending, TransitionOpts{Source: "job:" + KindRequestApproval})
+		return err
+	}
+	ext := map[string]any{}
+	if op.MRIID > 0 {
+		// MR-first order: the ticket carries the MR so the callback knows
+		// which order to continue in, even after flow.approval_first flips.
+		ext["mr_iid"] = op.MRIID
+		ext["project_id"] = op.ProjectID
+		ext["mr_web_url"] = op.MRWebURL
+	}
+	ticket, err := e.cfg.Approvals.RequestApproval(ctx, ApprovalRequest{
+		OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Title: op.Title,
+		RequestedBy: op.RequestedBy, CallbackURL: e.cfg.ExternalURL + "/callbacks/approval", Ext: ext,
+	})
+	if err != nil {
+		return fmt.Errorf("requesting approval: %w", err)
+	}
+	_, err = e.Transition(ctx, op, ApprovalSent, TransitionOpts{Source: "job:" + KindRequestApproval,
+		Payload: map[string]any{"ticket_id": ticket},
+		Update:  func(o *store.Operation) { o.TicketID = ticket }})
+	if isConflict(err) {
+		// The decision arrived before this write: it already moved the change.
+		e.opLog(op).Info("approval decided before APPROVAL_SENT was written", "ticket_id", ticket)
+		return nil
+	}
+	return err
+}
+
+// ApprovalCallback is one decision from the approval system.
+type ApprovalCallback struct {
+	RequestID   string
+	OperationID string
+	TicketID    string
+	Decision    string
+	Approver    string
+	Ext         map[string]any
+}
+
+// AcceptApproval applies an approval decision (DESIGN §3 step 3). It is
+// deduplicated on RequestID and accepted only while the operation owns its
+// binding and awaits a decision; otherwise it answers IGNORED_STALE (or
+// IGNORED_UNKNOWN for an unknown operation) and changes nothing but the
+// request record. Approved continues with the MR (approval-first) or with
+// handling it (MR-first, recognised by an MR iid in Ext or on the operation);
+// rejected or withdrawn end the change as REJECTED.
+func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (string, error) {
+	if r, err := e.st.CallbackResult(ctx, e.st.Pool(), cb.RequestID); err == nil {
+		_ = r
+		return ResultDuplicate, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	for range 3 {
+		op, err := e.st.GetOperation(ctx, e.st.Pool(), cb.OperationID)
+		if errors.Is(err, store.ErrNotFound) {
+			return e.recordCallback(ctx, cb, ResultIgnoredUnknown)
+		}
+		if err != nil {
+			return "", err
+		}
+		if !awaitingApproval[StepCode(op.Step)] {
+			return e.recordCallback(ctx, cb, ResultIgnoredStale)
+		}
+		to := approvalTarget(op, cb)
+		_, err = e.Transition(ctx, op, to, TransitionOpts{
+			Actor: "approval:" + cb.Approver, Source: "callback:" + cb.RequestID, IgnoreVersion: true,
+			Payload: map[string]any{"decision": cb.Decision, "ticket_id": cb.TicketID},
+			Update: func(o *store.Operation) {
+				if cb.TicketID != "" {
+					o.TicketID = cb.TicketID
+				}
+				if to == ApprovalRejected || to == ApprovalWithdrawn {
+					o.Detail = fmt.Sprintf("%s by %s", cb.Decision, cb.Approver)
+				}
+			},
+			Guard: func(ctx context.Context, tx pgx.Tx, _ store.Operation, _ store.Binding) error {
+				return e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, "approval", cb.OperationID, ResultAccepted)
+			},
+		})
+		switch {
+		case err == nil:
+			return ResultAccepted, nil
+		case errors.Is(err, store.ErrDuplicate):
+			return ResultDuplicate, nil
+		case errors.Is(err, store.ErrBindingNotOwned):
+			return e.recordCallback(ctx, cb, ResultIgnoredStale)
+		case errors.Is(err, store.ErrStepMismatch):
+			continue // SENDING -> SENT raced us: read again and decide again
+		default:
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("accepting approval %s: operation kept moving", cb.RequestID)
+}
+
+// approvalTarget is where a decision moves the operation.
+func approvalTarget(op store.Operation, cb ApprovalCallback) StepCode {
+	switch cb.Decision {
+	case DecisionRejected:
+		return ApprovalRejected
+	case DecisionWithdrawn:
+		return ApprovalWithdrawn
+	}
+	if extMRIID(cb.Ext) > 0 || op.MRIID > 0 {
+		return HandleStarted // MR-first: the MR exists and passed its pipeline
+	}
+	return CreateStarted
+}
+
+func extMRIID(ext map[string]any) int64 {
+	switch v := ext["mr_iid"].(type) {
+	case float64:
+		return int64(v)
+	case int64:
+		return v
+	case int:
+		return int64(v)
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func (e *Engine) recordCallback(ctx context.Context, cb ApprovalCallback, result string) (string, error) {
+	err := e.st.InsertCallbackRequest(ctx, e.st.Pool(), cb.RequestID, "approval", cb.OperationID, result)
+	if errors.Is(err, store.ErrDuplicate) {
+		return ResultDuplicate, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return result, nil
+}

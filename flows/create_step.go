@@ -1,0 +1,124 @@
+package flows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"changebot/platform"
+	"changebot/store"
+)
+
+// commitMessage names the operation so that a repeated create step can
+// recognise its own commit at the branch tip.
+func commitMessage(op store.Operation) string {
+	return fmt.Sprintf("%s\n\n%s, requested by %s", op.Title, commitMarker(op), op.RequestedBy)
+}
+
+// createMR runs at CREATE_STARTED: branch, commit, merge request, each
+// idempotent against what GitLab already has (DESIGN §3 step 4), then
+// CREATE_MR_OPENED and the pipeline wait.
+func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
+	proj, err := e.gl.Project(ctx, op.Project)
+	if err != nil {
+		return notFoundIs(err, CreateFailed, "project %q not found or not visible to the robot", op.Project)
+	}
+	target := op.TargetBranch
+	if target == "" {
+		target = proj.DefaultBranch
+	}
+	source := e.prefix + op.ID
+	branch, err := e.gl.Branch(ctx, proj.ID, source)
+	if errors.Is(err, platform.ErrNotFound) {
+		branch, err = e.gl.CreateBranch(ctx, proj.ID, source, target)
+		if platform.StatusOf(err) == 400 {
+			// Created concurrently by an earlier attempt: read it.
+			branch, err = e.gl.Branch(ctx, proj.ID, source)
+		}
+	}
+	if err != nil {
+		return notFoundIs(err, CreateFailed, "target branch %q not found", target)
+	}
+	head := branch.CommitSHA
+	tip, err := e.gl.Commit(ctx, proj.ID, branch.CommitSHA)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(tip.Message, commitMarker(op)) {
+		actions, err := e.commitActions(ctx, proj.ID, source, op.Files)
+		if err != nil {
+			return err
+		}
+		c, err := e.gl.CreateCommit(ctx, proj.ID, platform.CommitParams{Branch: source, Message: commitMessage(op), Actions: actions})
+		if err != nil {
+			if s := platform.StatusOf(err); s == 400 || s == 403 {
+				return failTo(CreateFailed, "committing the files: %s", failureDetail(err))
+			}
+			return err
+		}
+		head = c.SHA
+	}
+	mr, err := e.gl.FindOpenMergeRequest(ctx, proj.ID, source)
+	if errors.Is(err, platform.ErrNotFound) {
+		mr, err = e.gl.CreateMergeRequest(ctx, proj.ID, platform.CreateMRParams{
+			SourceBranch: source, TargetBranch: target, Title: op.Title, RemoveSourceBranch: true,
+			Description: fmt.Sprintf("%s\n\nRequested by @%s through changebot (operation `%s`).", op.Description, op.RequestedBy, op.ID),
+		})
+		if platform.StatusOf(err) == 409 {
+			mr, err = e.gl.FindOpenMergeRequest(ctx, proj.ID, source)
+		}
+	}
+	if err != nil {
+		if s := platform.StatusOf(err); s >= 400 && s < 500 && s != 429 {
+			return failTo(CreateFailed, "opening the merge request: %s", failureDetail(err))
+		}
+		return err
+	}
+	if mr.SHA != "" {
+		head = mr.SHA
+	}
+	_, err = e.Transition(ctx, op, CreateMROpened, TransitionOpts{Source: "job:" + KindCreateMR,
+		Payload: map[string]any{"mr_iid": mr.IID, "head_sha": head, "project_id": proj.ID},
+		Update: func(o *store.Operation) {
+			o.ProjectID, o.TargetBranch, o.SourceBranch = proj.ID, target, source
+			o.MRIID, o.MRWebURL, o.HeadSHA, o.Detail = mr.IID, mr.WebURL, head, ""
+		}})
+	return err
+}
+
+// commitMarker is the line of our commit message that names the operation.
+func commitMarker(op store.Operation) string { return "changebot operation " + op.ID }
+
+// commitActions turns submitted files into commit actions, choosing create
+// or update for files submitted without an action.
+func (e *Engine) commitActions(ctx context.Context, projectID int64, ref string, files []store.File) ([]platform.FileAction, error) {
+	out := make([]platform.FileAction, 0, len(files))
+	for _, f := range files {
+		action := f.Action
+		if action == "" {
+			exists, err := e.gl.FileExists(ctx, projectID, f.Path, ref)
+			if err != nil {
+				return nil, err
+			}
+			action = "create"
+			if exists {
+				action = "update"
+			}
+		}
+		out = append(out, platform.FileAction{Action: action, FilePath: f.Path, Content: f.Content})
+	}
+	return out, nil
+}
+
+// notFoundIs maps a 404 (and other non-transient 4xx) to a recognised
+// failure; transient errors pass through for a retry.
+func notFoundIs(err error, step StepCode, format string, args ...any) error {
+	if errors.Is(err, platform.ErrNotFound) {
+		return failTo(step, format, args...)
+	}
+	if s := platform.StatusOf(err); s >= 400 && s < 500 && s != 429 {
+		return failTo(step, "%s", failureDetail(err))
+	}
+	return err
+}

@@ -1,0 +1,347 @@
+// Package flows owns the change flow: the step catalogue and the transition
+// table, the one function that moves an operation (Engine.Transition), the
+// steps as River job workers, the approval and deploy callbacks' rules, and
+// the processing of stored webhook deliveries. It declares the interfaces it
+// needs from the store, GitLab and the approval system. It must not import
+// bot, webhooks or commands, and it never talks HTTP itself.
+package flows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"changebot/platform"
+	"changebot/store"
+	"changebot/templates"
+)
+
+// Store is what flows needs from the store (implemented by *store.Store).
+type Store interface {
+	InTx(ctx context.Context, fn func(tx pgx.Tx) error) error
+	Pool() *pgxpool.Pool
+	Now() time.Time
+	GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error)
+	OperationExists(ctx context.Context, db store.DBTX, id string) (bool, error)
+	FindOperationByMR(ctx context.Context, db store.DBTX, projectID, iid int64) (store.Operation, error)
+	ListMergedByProject(ctx context.Context, db store.DBTX, projectID int64, limit int) ([]store.Operation, error)
+	CreateOperation(ctx context.Context, p store.CreateParams) (store.Operation, bool, error)
+	ApplyTransition(ctx context.Context, p store.TransitionParams) (store.Operation, store.Event, error)
+	AppendEvent(ctx context.Context, operationID string, p store.EventParams) (store.Event, error)
+	ListEvents(ctx context.Context, db store.DBTX, operationID string) ([]store.Event, error)
+	GetDelivery(ctx context.Context, db store.DBTX, id int64) (store.Delivery, error)
+	MarkDeliveryProcessed(ctx context.Context, db store.DBTX, id int64, outcome string) error
+	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
+	CallbackResult(ctx context.Context, db store.DBTX, requestID string) (string, error)
+	GetStatusNote(ctx context.Context, db store.DBTX, projectID, iid int64) (store.StatusNote, error)
+	SaveStatusNote(ctx context.Context, db store.DBTX, n store.StatusNote) (bool, error)
+	CountActive(ctx context.Context, db store.DBTX) (int, error)
+}
+
+// GitLab is what flows needs from the GitLab adapter (implemented by
+// *platform/gitlab.Client and exercised against gitlabfake).
+type GitLab interface {
+	CurrentUser(ctx context.Context) (platform.User, error)
+	ReviewerCount() int
+	Reviewer(ctx context.Context, i int) (platform.User, error)
+	Project(ctx context.Context, project string) (platform.Project, error)
+	Branch(ctx context.Context, projectID int64, name string) (platform.Branch, error)
+	CreateBranch(ctx context.Context, projectID int64, name, ref string) (platform.Branch, error)
+	CreateCommit(ctx context.Context, projectID int64, p platform.CommitParams) (platform.Commit, error)
+	Commit(ctx context.Context, projectID int64, sha string) (platform.Commit, error)
+	FileExists(ctx context.Context, projectID int64, path, ref string) (bool, error)
+	FindOpenMergeRequest(ctx context.Context, projectID int64, sourceBranch string) (platform.MergeRequest, error)
+	CreateMergeRequest(ctx context.Context, projectID int64, p platform.CreateMRParams) (platform.MergeRequest, error)
+	MergeRequest(ctx context.Context, projectID, iid int64, includeRebase bool) (platform.MergeRequest, error)
+	CloseMergeRequest(ctx context.Context, projectID, iid int64) (platform.MergeRequest, error)
+	Approvals(ctx context.Context, projectID, iid int64) ([]platform.User, error)
+	Approve(ctx context.Context, reviewer int, projectID, iid int64, sha string) error
+	Merge(ctx context.Context, projectID, iid int64, p platform.MergeParams) (platform.MergeRequest, error)
+	Rebase(ctx context.Context, projectID, iid int64) error
+	Pipelines(ctx context.Context, projectID int64, ref, sha string) ([]platform.Pipeline, error)
+	CreateNote(ctx context.Context, projectID, iid int64, body string) (platform.Note, error)
+	UpdateNote(ctx context.Context, projectID, iid, noteID int64, body string) (platform.Note, error)
+	FindNote(ctx context.Context, projectID, iid int64, marker string) (platform.Note, error)
+}
+
+// ApprovalRequest is what the bot sends to the external approval system
+// (README "Approval system contract").
+type ApprovalRequest struct {
+	OperationID string         `json:"operation_id"`
+	SubjectID   string         `json:"subject_id"`
+	TargetKey   string         `json:"target_key"`
+	Title       string         `json:"title"`
+	RequestedBy string         `json:"requested_by"`
+	CallbackURL string         `json:"callback_url"`
+	Ext         map[string]any `json:"ext"`
+}
+
+// ApprovalSystem asks an approver for a decision. It must be idempotent per
+// operation id (a crash between the call and our write repeats the call).
+// Errors that are not *platform.Error with a 4xx status are treated as
+// transient and retried.
+type ApprovalSystem interface {
+	RequestApproval(ctx context.Context, r ApprovalRequest) (ticketID string, err error)
+}
+
+// Renderer renders status comments (implemented by *templates.Renderer).
+type Renderer interface {
+	Status(v templates.StatusView) (string, error)
+}
+
+// PollConfig is the stepped polling schedule of every wait (DESIGN §3
+// step 5): ShortCount polls every ShortInterval, then every LongInterval,
+// until the wait's deadline.
+type PollConfig struct {
+	ShortInterval    time.Duration
+	ShortCount       int
+	LongInterval     time.Duration
+	PipelineDeadline time.Duration
+	RebaseDeadline   time.Duration
+	DeployDeadline   time.Duration
+	// NoteDelay is how long a status-note refresh waits so that several
+	// transitions coalesce into one edit.
+	NoteDelay time.Duration
+	// MaxRounds bounds rebase/merge rounds of one change.
+	MaxRounds int
+}
+
+// DefaultPollConfig is the schedule used when EngineConfig.Poll is zero.
+var DefaultPollConfig = PollConfig{
+	ShortInterval: 15 * time.Second, ShortCount: 8, LongInterval: 2 * time.Minute,
+	PipelineDeadline: 2 * time.Hour, RebaseDeadline: 15 * time.Minute, DeployDeadline: 6 * time.Hour,
+	NoteDelay: 2 * time.Second, MaxRounds: 3,
+}
+
+// EngineConfig wires an Engine.
+type EngineConfig struct {
+	Store     Store
+	GitLab    GitLab
+	Approvals ApprovalSystem
+	Renderer  Renderer
+	// ExternalURL is the bot's public base URL (callback_url is built from it).
+	ExternalURL string
+	// BranchPrefix prefixes source branches; default "changebot/".
+	BranchPrefix string
+	Poll         PollConfig
+	// DecodeHook decodes stored webhook deliveries.
+	DecodeHook HookDecoder
+	// Notes runs MR comment commands; nil ignores notes.
+	Notes NoteHandler
+	// CommandsFunc lists the commands usable now on op, for the status
+	// comment; nil lists none.
+	CommandsFunc func(op store.Operation, step Step) []templates.CommandHelp
+	Logger       *slog.Logger
+	Metrics      *Metrics
+	NowFunc      func() time.Time
+}
+
+// Engine runs the change flow.
+type Engine struct {
+	cfg    EngineConfig
+	st     Store
+	gl     GitLab
+	log    *slog.Logger
+	m      *Metrics
+	now    func() time.Time
+	poll   PollConfig
+	prefix string
+}
+
+// NewEngine validates cfg and returns an engine.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	var errs []error
+	if cfg.Store == nil {
+		errs = append(errs, errors.New("store is required"))
+	}
+	if cfg.GitLab == nil {
+		errs = append(errs, errors.New("gitlab is required"))
+	}
+	if cfg.Approvals == nil {
+		errs = append(errs, errors.New("approval system is required"))
+	}
+	if cfg.Renderer == nil {
+		errs = append(errs, errors.New("renderer is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("configuring flow engine: %w", err)
+	}
+	e := &Engine{cfg: cfg, st: cfg.Store, gl: cfg.GitLab, log: cfg.Logger, m: cfg.Metrics, now: cfg.NowFunc,
+		poll: cfg.Poll, prefix: cfg.BranchPrefix}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.m == nil {
+		e.m = NewMetrics(nil)
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.poll == (PollConfig{}) {
+		e.poll = DefaultPollConfig
+	}
+	if e.prefix == "" {
+		e.prefix = "changebot/"
+	}
+	return e, nil
+}
+
+// Log attribute keys (STYLE 9).
+const (
+	attrOperationID = "operation_id"
+	attrProjectID   = "project_id"
+	attrMRIID       = "mr_iid"
+	attrStep        = "step"
+	attrJobKind     = "job_kind"
+	attrDeliveryID  = "delivery_id"
+)
+
+func (e *Engine) opLog(op store.Operation) *slog.Logger {
+	return e.log.With(attrOperationID, op.ID, attrProjectID, op.ProjectID, attrMRIID, op.MRIID)
+}
+
+// TransitionOpts are the optional parts of a transition.
+type TransitionOpts struct {
+	Actor, Source string
+	Payload       map[string]any
+	// Update sets operation fields in the same write.
+	Update func(op *store.Operation)
+	// Guard runs in the transaction after the rows are locked.
+	Guard func(ctx context.Context, tx pgx.Tx, op store.Operation, b store.Binding) error
+	// IgnoreVersion checks only the step (for idempotent flips that several
+	// sources race to make, such as MERGED -> VALIDATED).
+	IgnoreVersion bool
+	// Delay schedules the follow-up job that far in the future.
+	Delay time.Duration
+}
+
+// Transition is the one function that moves an operation (DESIGN §2): it
+// checks the transition table, then in one database transaction compares
+// the version it read, updates operation and binding, appends the event and
+// enqueues the next step's job and a status-note refresh. Errors:
+// ErrIllegalTransition (nothing written), store.ErrStepMismatch /
+// ErrVersionConflict / ErrBindingNotOwned (someone else moved first).
+func (e *Engine) Transition(ctx context.Context, op store.Operation, to StepCode, o TransitionOpts) (store.Operation, error) {
+	from := StepCode(op.Step)
+	if err := CheckTransition(from, to); err != nil {
+		e.m.transitions.WithLabelValues(flowName(op), from.String(), to.String(), "illegal").Inc()
+		return op, fmt.Errorf("moving %s: %w", op.ID, err)
+	}
+	ts := MustStep(to)
+	if o.Actor == "" {
+		o.Actor = ActorBot
+	}
+	p := store.TransitionParams{
+		OperationID: op.ID, ExpectStep: op.Step, ToStep: int(to), ToStatus: ts.Status,
+		Update: o.Update, Guard: o.Guard,
+		Event: store.EventParams{Type: store.EventTransition, Actor: o.Actor, Source: o.Source, Payload: o.Payload},
+	}
+	if !o.IgnoreVersion {
+		p.ExpectVersion = op.Version
+	}
+	p.Jobs = e.followUps(op, to, o.Delay)
+	next, _, err := e.st.ApplyTransition(ctx, p)
+	if err != nil {
+		e.m.transitions.WithLabelValues(flowName(op), from.String(), to.String(), "conflict").Inc()
+		return op, err
+	}
+	e.m.transitions.WithLabelValues(flowName(op), from.String(), to.String(), "ok").Inc()
+	if from != to {
+		e.m.stateSeconds.WithLabelValues(from.String()).Observe(next.UpdatedAt.Sub(op.StepStartedAt).Seconds())
+	}
+	e.opLog(next).Info("transition", "from", from.String(), "to", to.String(), "status", next.Status, "actor", o.Actor, "source", o.Source)
+	return next, nil
+}
+
+func flowName(op store.Operation) string {
+	if op.ApprovalFirst {
+		return "approval_first"
+	}
+	return "mr_first"
+}
+
+// Actors recorded on events written by the bot itself.
+const (
+	ActorBot     = "changebot"
+	ActorSweeper = "sweeper"
+)
+
+// uniqueActive deduplicates a job per args (operation, step, version) while
+// one is waiting or running. Completed jobs are left out so that /resume can
+// enqueue the current step again; the version makes every transition's job
+// distinct, so a job finishing late never swallows the next one.
+var uniqueActive = &river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+	rivertype.JobStateRunning, rivertype.JobStateScheduled,
+}}
+
+// followUps returns the jobs a move to step `to` makes due.
+func (e *Engine) followUps(op store.Operation, to StepCode, delay time.Duration) []river.InsertManyParams {
+	args := OperationArgs{OperationID: op.ID, Step: int(to), Version: op.Version + 1}
+	opts := &river.InsertOpts{UniqueOpts: *uniqueActive, MaxAttempts: MaxAttempts}
+	if delay > 0 {
+		opts.ScheduledAt = e.now().Add(delay)
+	}
+	var jobs []river.InsertManyParams
+	add := func(a river.JobArgs) { jobs = append(jobs, river.InsertManyParams{Args: a, InsertOpts: opts}) }
+	switch to {
+	case ApprovalSending:
+		add(RequestApprovalArgs(args))
+	case CreateStarted:
+		add(CreateMRArgs(args))
+	case CreateMROpened, HandleAwaitPipeline:
+		if delay == 0 {
+			opts.ScheduledAt = e.now().Add(e.poll.ShortInterval)
+		}
+		add(AwaitPipelineArgs(args))
+	case CreateSucceeded:
+		if op.ApprovalFirst {
+			add(HandleArgs(args))
+		} else {
+			add(RequestApprovalArgs(args))
+		}
+	case HandleStarted, HandleApproved, HandleRebasing:
+		add(HandleArgs(args))
+	case HandleMerged:
+		if delay == 0 {
+			opts.ScheduledAt = e.now().Add(e.poll.ShortInterval)
+		}
+		add(AwaitDeployArgs(args))
+	}
+	if op.MRIID > 0 || to == CreateMROpened || to == CreateStarted {
+		jobs = append(jobs, e.refreshNoteJob(op.ID))
+	}
+	return jobs
+}
+
+func (e *Engine) refreshNoteJob(opID string) river.InsertManyParams {
+	return river.InsertManyParams{Args: RefreshNoteArgs{OperationID: opID}, InsertOpts: &river.InsertOpts{
+		ScheduledAt: e.now().Add(e.poll.NoteDelay), UniqueOpts: *uniqueActive}}
+}
+
+// Get returns an operation and its events.
+func (e *Engine) Get(ctx context.Context, id string) (store.Operation, []store.Event, error) {
+	op, err := e.st.GetOperation(ctx, e.st.Pool(), id)
+	if err != nil {
+		return store.Operation{}, nil, err
+	}
+	events, err := e.st.ListEvents(ctx, e.st.Pool(), id)
+	if err != nil {
+		return store.Operation{}, nil, err
+	}
+	return op, events, nil
+}
+
+// isConflict reports whether err means "someone else moved this operation
+// first": the caller's work is stale and it should stop quietly.
+func isConflict(err error) bool {
+	return errors.Is(err, store.ErrStepMismatch) || errors.Is(err, store.ErrVersionConflict) ||
+		errors.Is(err, store.ErrBindingNotOwned)
+}

@@ -1,0 +1,93 @@
+package flows
+
+import "github.com/riverqueue/river"
+
+// Job kinds (persisted in river_job.kind: never rename one).
+const (
+	KindRequestApproval = "request_approval"
+	KindCreateMR        = "create_merge_request"
+	KindAwaitPipeline   = "await_pipeline"
+	KindHandle          = "handle_merge_request"
+	KindAwaitDeploy     = "await_deploy"
+	KindProcessDelivery = "process_delivery"
+	KindRefreshNote     = "refresh_status_note"
+	KindCloseMR         = "close_merge_request"
+)
+
+// OperationArgs are the arguments of every job that advances one operation.
+// Step is the step the job was enqueued for: a job that finds its operation
+// at another step does nothing (steps are idempotent and resumable).
+type OperationArgs struct {
+	OperationID string `json:"operation_id"`
+	Step        int    `json:"step"`
+	// Version is the operation version the transition wrote; it makes the
+	// job unique per transition (a resume re-enqueues with the current one).
+	Version int64 `json:"version"`
+}
+
+// RequestApprovalArgs asks the approval system for a decision.
+type RequestApprovalArgs OperationArgs
+
+// Kind implements river.JobArgs.
+func (RequestApprovalArgs) Kind() string { return KindRequestApproval }
+
+// CreateMRArgs creates branch, commit and merge request.
+type CreateMRArgs OperationArgs
+
+// Kind implements river.JobArgs.
+func (CreateMRArgs) Kind() string { return KindCreateMR }
+
+// AwaitPipelineArgs waits for the MR pipeline of the current head (polling
+// fallback of the pipeline webhook). Polls counts the polls done so far.
+type AwaitPipelineArgs OperationArgs
+
+// Kind implements river.JobArgs.
+func (AwaitPipelineArgs) Kind() string { return KindAwaitPipeline }
+
+// HandleArgs approves as the reviewer robots and merges.
+type HandleArgs OperationArgs
+
+// Kind implements river.JobArgs.
+func (HandleArgs) Kind() string { return KindHandle }
+
+// AwaitDeployArgs waits for the deploy pipeline of the merge commit
+// (polling fallback of the target-branch pipeline webhook).
+type AwaitDeployArgs OperationArgs
+
+// Kind implements river.JobArgs.
+func (AwaitDeployArgs) Kind() string { return KindAwaitDeploy }
+
+// CloseMRArgs closes the merge request of a cancelled change.
+type CloseMRArgs OperationArgs
+
+// Kind implements river.JobArgs.
+func (CloseMRArgs) Kind() string { return KindCloseMR }
+
+// ProcessDeliveryArgs processes one stored webhook delivery.
+type ProcessDeliveryArgs struct {
+	DeliveryID int64 `json:"delivery_id"`
+}
+
+// Kind implements river.JobArgs.
+func (ProcessDeliveryArgs) Kind() string { return KindProcessDelivery }
+
+// RefreshNoteArgs re-renders an operation's status comment. Unique per
+// operation while waiting, so many transitions coalesce into one edit.
+type RefreshNoteArgs struct {
+	OperationID string `json:"operation_id"`
+}
+
+// Kind implements river.JobArgs.
+func (RefreshNoteArgs) Kind() string { return KindRefreshNote }
+
+// ProcessDeliveryJob returns the insert parameters of the job that processes
+// delivery id (used by the webhook intake in its one transaction).
+func ProcessDeliveryJob(id int64) river.InsertManyParams {
+	return river.InsertManyParams{Args: ProcessDeliveryArgs{DeliveryID: id}, InsertOpts: &river.InsertOpts{Queue: QueueEvents}}
+}
+
+// Queues.
+const (
+	QueueDefault = river.QueueDefault
+	QueueEvents  = "events"
+)

@@ -1,0 +1,61 @@
+package flows
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the flow's Prometheus metrics (DESIGN §8), prefix changebot_.
+type Metrics struct {
+	transitions  *prometheus.CounterVec
+	stateSeconds *prometheus.HistogramVec
+	validated    *prometheus.CounterVec
+	jobFailures  *prometheus.CounterVec
+	panics       *prometheus.CounterVec
+	active       *prometheus.GaugeVec
+	admission    prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: not
+// registered, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_transitions_total",
+			Help: "Operation transitions by flow, from step, to step and result (ok, conflict, illegal).",
+		}, []string{"flow", "from", "to", "result"}),
+		stateSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "changebot_state_seconds",
+			Help:    "Time spent in a step before leaving it, in seconds.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 4, 10),
+		}, []string{"step"}),
+		validated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_validated_total",
+			Help: "MERGED -> VALIDATED flips, counted after commit and only for a real flip, by source.",
+		}, []string{"source"}),
+		jobFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_job_failures_total",
+			Help: "Job attempts that returned an error, by job kind and kind of error (transient, declared).",
+		}, []string{"job_kind", "kind"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_panics_total",
+			Help: "Panics recovered at a job or handler boundary.",
+		}, []string{"where"}),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "changebot_active_changes",
+			Help: "Operations per binding status, read from the database so replicas agree.",
+		}, []string{"status"}),
+		admission: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "changebot_admission_rejected_total",
+			Help: "Submissions refused with 503 because the backlog was above admission.max_active.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.transitions, m.stateSeconds, m.validated, m.jobFailures, m.panics, m.active, m.admission)
+	}
+	return m
+}
+
+// ValidatedCounter exposes the validated counter (tests and the chaos run
+// compare it with the database).
+func (m *Metrics) ValidatedCounter() *prometheus.CounterVec { return m.validated }
+
+// PanicCounter exposes the panic counter for the HTTP layer.
+func (m *Metrics) PanicCounter() *prometheus.CounterVec { return m.panics }

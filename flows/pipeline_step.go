@@ -1,0 +1,125 @@
+package flows
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"changebot/platform"
+	"changebot/store"
+)
+
+// pipelineWaits are the steps that wait for the MR pipeline of the head,
+// in the create phase and (after a rebase or a moved head) the handle phase.
+var pipelineWaits = map[StepCode]bool{
+	CreateMROpened: true, CreatePipelinePending: true, HandleAwaitPipeline: true, HandlePipelinePending: true,
+}
+
+func inCreatePhase(s StepCode) bool { return s == CreateMROpened || s == CreatePipelinePending }
+
+// nextPoll returns how long to wait before the next poll of a wait that
+// started at since, or ok=false when its deadline has passed. N short
+// intervals, then long ones (DESIGN §3 step 5).
+func (e *Engine) nextPoll(since time.Time, deadline time.Duration) (time.Duration, bool) {
+	elapsed := e.now().Sub(since)
+	if elapsed >= deadline {
+		return 0, false
+	}
+	d := e.poll.LongInterval
+	if elapsed < time.Duration(e.poll.ShortCount)*e.poll.ShortInterval {
+		d = e.poll.ShortInterval
+	}
+	if rest := deadline - elapsed; d > rest {
+		d = rest
+	}
+	return d, true
+}
+
+// awaitPipeline is the polling fallback of the pipeline webhook: it reads the
+// MR's head pipeline and decides, or snoozes, or parks the change in a
+// pending step at the deadline.
+func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
+	step := StepCode(op.Step)
+	if step == CreatePipelinePending || step == HandlePipelinePending {
+		return nil // parked: webhooks, the reconciler or /resume move it on
+	}
+	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
+	if err != nil {
+		return err
+	}
+	if p := headPipeline(mr); p != nil && p.Finished() {
+		return e.pipelineFinished(ctx, op, mr.SHA, *p, "job:"+KindAwaitPipeline)
+	}
+	if mr.State == platform.MRStateMerged {
+		return e.finishMerged(ctx, op, mr, "job:"+KindAwaitPipeline)
+	}
+	if d, ok := e.nextPoll(op.StepStartedAt, e.poll.PipelineDeadline); ok {
+		return snoozeFor(d)
+	}
+	pending := HandlePipelinePending
+	if inCreatePhase(step) {
+		pending = CreatePipelinePending
+	}
+	_, err = e.Transition(ctx, op, pending, TransitionOpts{Source: "job:" + KindAwaitPipeline,
+		Payload: map[string]any{"deadline": e.poll.PipelineDeadline.String()},
+		Update: func(o *store.Operation) {
+			o.Detail = fmt.Sprintf("no pipeline result for %s after %s", short(mr.SHA), e.poll.PipelineDeadline)
+		}})
+	return err
+}
+
+// headPipeline returns the MR's pipeline for its current head: the head
+// pipeline when it ran on the head sha or on the MR's merge ref (merged
+// results pipelines run on a merge-ref commit, GITLAB-FACTS §1.4).
+func headPipeline(mr platform.MergeRequest) *platform.Pipeline {
+	p := mr.HeadPipeline
+	if p == nil {
+		return nil
+	}
+	if p.SHA == mr.SHA || p.Ref == fmt.Sprintf("refs/merge-requests/%d/merge", mr.IID) {
+		return p
+	}
+	return nil
+}
+
+// pipelineFinished applies a finished pipeline of head to op.
+func (e *Engine) pipelineFinished(ctx context.Context, op store.Operation, head string, p platform.Pipeline, source string) error {
+	step := StepCode(op.Step)
+	if !pipelineWaits[step] {
+		return nil
+	}
+	update := func(o *store.Operation) {
+		o.HeadSHA, o.PipelineID, o.PipelineURL = head, p.ID, p.WebURL
+	}
+	payload := map[string]any{"pipeline_id": p.ID, "pipeline_status": p.Status, "head_sha": head}
+	var to StepCode
+	switch {
+	case p.Status == platform.PipelineSuccess && inCreatePhase(step):
+		to = CreateSucceeded
+	case p.Status == platform.PipelineSuccess:
+		to = HandleStarted
+	case inCreatePhase(step):
+		to = CreatePipelineFailed
+	default:
+		to = HandleFailed
+	}
+	if to == CreatePipelineFailed || to == HandleFailed {
+		prev := update
+		update = func(o *store.Operation) {
+			prev(o)
+			o.Detail = fmt.Sprintf("pipeline %d %s for %s", p.ID, p.Status, short(head))
+		}
+	} else {
+		prev := update
+		update = func(o *store.Operation) { prev(o); o.Detail = "" }
+	}
+	_, err := e.Transition(ctx, op, to, TransitionOpts{Source: source, Payload: payload, Update: update})
+	return err
+}
+
+func short(sha string) string {
+	if len(sha) > 8 {
+		return sha[:8]
+	}
+	return sha
+}

@@ -1,0 +1,188 @@
+package flows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"changebot/platform"
+	"changebot/store"
+)
+
+// stepFailure is a failure a step recognised: move to Step with Detail.
+type stepFailure struct {
+	Step   StepCode
+	Detail string
+}
+
+func (f *stepFailure) Error() string { return fmt.Sprintf("%s: %s", f.Step, f.Detail) }
+
+// failTo returns a recognised failure.
+func failTo(step StepCode, format string, args ...any) error {
+	return &stepFailure{Step: step, Detail: fmt.Sprintf(format, args...)}
+}
+
+// snooze asks the runner to wake the job again after d (waiting is a
+// snoozed job, never a sleeping goroutine).
+type snooze struct{ d time.Duration }
+
+func (s *snooze) Error() string { return fmt.Sprintf("snooze %s", s.d) }
+
+func snoozeFor(d time.Duration) error { return &snooze{d: d} }
+
+// declaredFailure is the failure step each job kind declares for an
+// unexpected error, a panic or exhausted retries (DESIGN §2 "every exit path
+// ends in a state").
+func declaredFailure(kind string, op store.Operation) StepCode {
+	switch kind {
+	case KindRequestApproval:
+		return ApprovalSendPending
+	case KindCreateMR:
+		return CreateFailed
+	case KindAwaitPipeline:
+		if MustStep(StepCode(op.Step)).Phase == PhaseCreate || StepCode(op.Step) == CreatePipelinePending {
+			return CreatePipelinePending
+		}
+		return HandlePipelinePending
+	case KindHandle:
+		return HandleFailed
+	case KindAwaitDeploy:
+		return DeployPending
+	}
+	return 0
+}
+
+// DeclaredFailures lists, per job kind, the failure step it declares (for
+// documentation and the panic test).
+func DeclaredFailures() map[string]StepCode {
+	return map[string]StepCode{
+		KindRequestApproval: ApprovalSendPending, KindCreateMR: CreateFailed,
+		KindAwaitPipeline: CreatePipelinePending, KindHandle: HandleFailed, KindAwaitDeploy: DeployPending,
+	}
+}
+
+// stepFunc does one step of an operation. It returns nil when done, a
+// snooze, a *stepFailure, or an error (transient ones are retried).
+type stepFunc func(ctx context.Context, op store.Operation) error
+
+// runStep is the boundary of every step job: it loads the operation, drops
+// stale jobs, recovers panics and turns every exit into a state or a River
+// instruction (STYLE 12, 13).
+func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, attempt, maxAttempts int, run stepFunc) (err error) {
+	op, err := e.st.GetOperation(ctx, e.st.Pool(), a.OperationID)
+	if errors.Is(err, store.ErrNotFound) {
+		e.log.Warn("job for unknown operation", attrOperationID, a.OperationID, attrJobKind, kind)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := e.opLog(op).With(attrJobKind, kind, attrStep, StepCode(op.Step).String())
+	if op.Step != a.Step {
+		log.Debug("stale job: operation moved on", "job_step", StepCode(a.Step).String())
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			e.m.panics.WithLabelValues(kind).Inc()
+			log.Error("step panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = e.fail(ctx, op.ID, kind, declaredFailure(kind, op), fmt.Sprintf("internal error (panic): %v", r))
+		}
+	}()
+	err = run(ctx, op)
+	var sn *snooze
+	var sf *stepFailure
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &sn):
+		return river.JobSnooze(sn.d)
+	case isConflict(err):
+		log.Debug("operation moved concurrently", "err", err)
+		return nil
+	case errors.As(err, &sf):
+		e.m.jobFailures.WithLabelValues(kind, "recognised").Inc()
+		return e.fail(ctx, op.ID, kind, sf.Step, sf.Detail)
+	case platform.IsTransient(err) && attempt < maxAttempts:
+		e.m.jobFailures.WithLabelValues(kind, "transient").Inc()
+		log.Warn("step failed, will retry", "err", err, "attempt", attempt)
+		var pe *platform.Error
+		if errors.As(err, &pe) && pe.RetryAfter > 0 {
+			return river.JobSnooze(pe.RetryAfter)
+		}
+		return err
+	default:
+		e.m.jobFailures.WithLabelValues(kind, "declared").Inc()
+		log.Error("step failed", "err", err, "attempt", attempt)
+		return e.fail(ctx, op.ID, kind, declaredFailure(kind, op), failureDetail(err))
+	}
+}
+
+// failureDetail turns an error into text for people: GitLab's status and
+// message when there is one.
+func failureDetail(err error) string {
+	var pe *platform.Error
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("GitLab answered %d %s on %s %s", pe.Status, pe.Message, pe.Method, pe.Path)
+	}
+	return err.Error()
+}
+
+// fail moves the operation (re-read, since the step may have moved it) to
+// step with detail. When the move is illegal from where the operation now is
+// (it moved on), nothing is written.
+func (e *Engine) fail(ctx context.Context, opID, kind string, step StepCode, detail string) error {
+	op, err := e.st.GetOperation(ctx, e.st.Pool(), opID)
+	if err != nil {
+		return err
+	}
+	if step == 0 || !CanMove(StepCode(op.Step), step) {
+		e.opLog(op).Error("cannot record failure from this step", attrJobKind, kind, "to", step.String(), "detail", detail)
+		return nil
+	}
+	_, err = e.Transition(ctx, op, step, TransitionOpts{Source: "job:" + kind,
+		Payload: map[string]any{"detail": detail},
+		Update:  func(o *store.Operation) { o.Detail = detail }})
+	if isConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// stepWorker adapts a stepFunc to a River worker.
+type stepWorker[T river.JobArgs] struct {
+	river.WorkerDefaults[T]
+	e    *Engine
+	kind string
+	args func(T) OperationArgs
+	run  stepFunc
+}
+
+// Work implements river.Worker.
+func (w *stepWorker[T]) Work(ctx context.Context, job *river.Job[T]) error {
+	return w.e.runStep(ctx, w.kind, w.args(job.Args), job.Attempt, job.MaxAttempts, w.run)
+}
+
+// AddWorkers registers every job worker of the flow on workers.
+func (e *Engine) AddWorkers(workers *river.Workers) {
+	river.AddWorker(workers, &stepWorker[RequestApprovalArgs]{e: e, kind: KindRequestApproval,
+		args: func(a RequestApprovalArgs) OperationArgs { return OperationArgs(a) }, run: e.requestApproval})
+	river.AddWorker(workers, &stepWorker[CreateMRArgs]{e: e, kind: KindCreateMR,
+		args: func(a CreateMRArgs) OperationArgs { return OperationArgs(a) }, run: e.createMR})
+	river.AddWorker(workers, &stepWorker[AwaitPipelineArgs]{e: e, kind: KindAwaitPipeline,
+		args: func(a AwaitPipelineArgs) OperationArgs { return OperationArgs(a) }, run: e.awaitPipeline})
+	river.AddWorker(workers, &stepWorker[HandleArgs]{e: e, kind: KindHandle,
+		args: func(a HandleArgs) OperationArgs { return OperationArgs(a) }, run: e.handle})
+	river.AddWorker(workers, &stepWorker[AwaitDeployArgs]{e: e, kind: KindAwaitDeploy,
+		args: func(a AwaitDeployArgs) OperationArgs { return OperationArgs(a) }, run: e.awaitDeploy})
+	river.AddWorker(workers, &deliveryWorker{e: e})
+	river.AddWorker(workers, &noteWorker{e: e})
+}
+
+// MaxAttempts is the attempt budget of step jobs: River's backoff
+// (attempt^4 seconds) spreads 8 attempts over about an hour and a half.
+const MaxAttempts = 8

@@ -1,0 +1,148 @@
+package flows
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"changebot/store"
+)
+
+// designEdges is DESIGN §2's state diagram, written out independently of
+// the code: every binding status move the flows may make.
+var designEdges = map[[2]string]bool{
+	// approval first
+	{store.StatusApprovalSending, store.StatusApprovalSent}: true,
+	{store.StatusApprovalSent, store.StatusMRCreating}:      true,
+	{store.StatusMRCreating, store.StatusMRCreated}:         true,
+	{store.StatusMRCreated, store.StatusMerging}:            true,
+	{store.StatusMerging, store.StatusMerged}:               true,
+	{store.StatusMerged, store.StatusValidated}:             true,
+	// MR first
+	{store.StatusMRCreated, store.StatusApprovalSending}: true,
+	{store.StatusApprovalSent, store.StatusMerging}:      true,
+	// a decision that arrives before the SENT write (awaiting = {SENDING, SENT})
+	{store.StatusApprovalSending, store.StatusMRCreating}: true,
+	{store.StatusApprovalSending, store.StatusMerging}:    true,
+	{store.StatusApprovalSending, store.StatusRejected}:   true,
+	// failures and retries
+	{store.StatusApprovalSent, store.StatusRejected}:     true,
+	{store.StatusMRCreating, store.StatusCreateFailed}:   true,
+	{store.StatusMerging, store.StatusHandleFailed}:      true,
+	{store.StatusCreateFailed, store.StatusMRCreating}:   true,
+	{store.StatusHandleFailed, store.StatusMerging}:      true,
+	{store.StatusHandleFailed, store.StatusMerged}:       true, // merged by hand after a failure, found on /retry
+	// cancel: any non-terminal except MERGED (see transitions.go)
+	{store.StatusApprovalSending, store.StatusClosed}: true,
+	{store.StatusApprovalSent, store.StatusClosed}:    true,
+	{store.StatusMRCreating, store.StatusClosed}:      true,
+	{store.StatusMRCreated, store.StatusClosed}:       true,
+	{store.StatusMerging, store.StatusClosed}:         true,
+	{store.StatusCreateFailed, store.StatusClosed}:    true,
+	{store.StatusHandleFailed, store.StatusClosed}:    true,
+}
+
+// TestTransitionTableEveryPair walks every (from, to) pair of the catalogue:
+// allowed pairs must realise a design edge (or keep the status), refused
+// pairs must return ErrIllegalTransition.
+func TestTransitionTableEveryPair(t *testing.T) {
+	t.Parallel()
+	allowed, refused := 0, 0
+	for _, from := range Catalogue() {
+		for _, to := range Catalogue() {
+			t.Run(fmt.Sprintf("%s->%s", from.Name, to.Name), func(t *testing.T) {
+				err := CheckTransition(from.Code, to.Code)
+				if err == nil {
+					allowed++
+					if from.Terminal {
+						t.Fatalf("terminal step %s may move to %s", from.Name, to.Name)
+					}
+					if from.Status != to.Status && !designEdges[[2]string{from.Status, to.Status}] {
+						t.Fatalf("allowed move changes status %s -> %s, which the design does not have", from.Status, to.Status)
+					}
+					return
+				}
+				refused++
+				if !errors.Is(err, ErrIllegalTransition) {
+					t.Fatalf("refusal is not ErrIllegalTransition: %v", err)
+				}
+			})
+		}
+	}
+	if allowed == 0 || refused == 0 {
+		t.Fatalf("allowed=%d refused=%d", allowed, refused)
+	}
+	t.Logf("%d allowed, %d refused moves", allowed, refused)
+}
+
+// TestEveryDesignEdgeIsReachable checks the other direction: each edge of
+// the design diagram is realised by at least one step move.
+func TestEveryDesignEdgeIsReachable(t *testing.T) {
+	t.Parallel()
+	seen := map[[2]string]bool{}
+	for _, from := range Catalogue() {
+		for _, to := range Catalogue() {
+			if CanMove(from.Code, to.Code) {
+				seen[[2]string{from.Status, to.Status}] = true
+			}
+		}
+	}
+	for edge := range designEdges {
+		if !seen[edge] {
+			t.Errorf("design edge %s -> %s has no step move", edge[0], edge[1])
+		}
+	}
+}
+
+func TestNamedIllegalTransitions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		from, to StepCode
+	}{
+		{"validated to merging", CalledBack, HandleStarted},
+		{"create failed to merged", CreateFailed, HandleMerged},
+		{"rejected to create", ApprovalRejected, CreateStarted},
+		{"closed to anything", Closed, CreateStarted},
+		{"merged to closed", HandleMerged, Closed},
+		{"unknown code", StepCode(99999), CreateStarted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if err := CheckTransition(tt.from, tt.to); !errors.Is(err, ErrIllegalTransition) {
+				t.Fatalf("CheckTransition(%s, %s) = %v, want ErrIllegalTransition", tt.from, tt.to, err)
+			}
+		})
+	}
+}
+
+func TestCatalogueCodesInPhaseRanges(t *testing.T) {
+	t.Parallel()
+	ranges := map[string][2]StepCode{
+		PhaseCreate: {10000, 10099}, PhaseHandle: {10100, 10199}, PhaseClose: {10200, 10299},
+		PhaseCallback: {10300, 10399}, PhaseApproval: {10400, 10499}, PhasePending: {10500, 10599},
+	}
+	statuses := map[string]bool{}
+	for _, s := range store.AllStatuses {
+		statuses[s] = true
+	}
+	for _, s := range Catalogue() {
+		r, ok := ranges[s.Phase]
+		if !ok || s.Code < r[0] || s.Code > r[1] {
+			t.Errorf("%s (%d) is outside the %q range", s.Name, s.Code, s.Phase)
+		}
+		if !statuses[s.Status] {
+			t.Errorf("%s implies unknown status %q", s.Name, s.Status)
+		}
+		if s.Hint == "" {
+			t.Errorf("%s has no hint", s.Name)
+		}
+		if s.Terminal && (s.Retryable || s.Resumable) {
+			t.Errorf("terminal %s cannot be retried or resumed", s.Name)
+		}
+		if s.Terminal != (s.Status == store.StatusValidated || store.IsReappliable(s.Status)) {
+			t.Errorf("%s: terminal=%v disagrees with its status %s", s.Name, s.Terminal, s.Status)
+		}
+	}
+}

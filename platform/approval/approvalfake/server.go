@@ -1,0 +1,163 @@
+// Package approvalfake is a stand-in external approval system for tests and
+// the demo: it answers POST /approvals with a ticket and, when told to,
+// calls the bot back with a signed decision. It holds state in memory only
+// and must never be used in production.
+package approvalfake
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+)
+
+// Options configure the stand-in.
+type Options struct {
+	// Secret signs callbacks (X-Changebot-Signature: sha256=<hex HMAC>).
+	Secret string
+	// AutoDecision, when set ("approved", "rejected", "withdrawn"), is sent
+	// back AutoDelay after each request; empty means tests decide with Decide.
+	AutoDecision string
+	AutoDelay    time.Duration
+	// Approver names the deciding person in callbacks; default "approver".
+	Approver string
+}
+
+// Request is one approval request received.
+type Request struct {
+	OperationID string         `json:"operation_id"`
+	SubjectID   string         `json:"subject_id"`
+	TargetKey   string         `json:"target_key"`
+	Title       string         `json:"title"`
+	RequestedBy string         `json:"requested_by"`
+	CallbackURL string         `json:"callback_url"`
+	Ext         map[string]any `json:"ext"`
+	TicketID    string         `json:"-"`
+}
+
+// Server is the stand-in approval system.
+type Server struct {
+	opts Options
+	srv  *httptest.Server
+	hc   *http.Client
+
+	mu       sync.Mutex
+	requests []Request
+	tickets  map[string]string // operation id -> ticket id
+	failNext int
+	results  []string
+	wg       sync.WaitGroup
+}
+
+// New starts the stand-in on 127.0.0.1.
+func New(opts Options) *Server {
+	if opts.Approver == "" {
+		opts.Approver = "approver"
+	}
+	s := &Server{opts: opts, tickets: map[string]string{}, hc: &http.Client{Timeout: 10 * time.Second}}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// URL is the base URL to configure as CHANGEBOT_APPROVAL_URL.
+func (s *Server) URL() string { return s.srv.URL }
+
+// Close stops the server after pending callbacks.
+func (s *Server) Close() { s.wg.Wait(); s.srv.Close() }
+
+// FailNext makes the next n requests answer 503.
+func (s *Server) FailNext(n int) { s.mu.Lock(); s.failNext = n; s.mu.Unlock() }
+
+// Requests returns the requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Results returns the "result" of every callback answer received.
+func (s *Server) Results() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.results...)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/approvals" {
+		http.NotFound(w, r)
+		return
+	}
+	var req Request
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.OperationID == "" {
+		http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	if s.failNext > 0 {
+		s.failNext--
+		s.mu.Unlock()
+		http.Error(w, `{"error":"unavailable"}`, http.StatusServiceUnavailable)
+		return
+	}
+	ticket, seen := s.tickets[req.OperationID]
+	if !seen { // idempotent per operation id, as the contract requires
+		ticket = fmt.Sprintf("T-%d", len(s.tickets)+1)
+		s.tickets[req.OperationID] = ticket
+	}
+	req.TicketID = ticket
+	s.requests = append(s.requests, req)
+	auto := s.opts.AutoDecision
+	s.mu.Unlock()
+	if auto != "" && !seen {
+		s.wg.Add(1)
+		time.AfterFunc(s.opts.AutoDelay, func() {
+			defer s.wg.Done()
+			_, _ = s.Decide(context.Background(), req, auto, "req-"+ticket)
+		})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]string{"ticket_id": ticket})
+}
+
+// Decide sends a signed decision for req to its callback URL and returns
+// the bot's "result".
+func (s *Server) Decide(ctx context.Context, req Request, decision, requestID string) (string, error) {
+	body, _ := json.Marshal(map[string]any{"request_id": requestID, "operation_id": req.OperationID,
+		"ticket_id": req.TicketID, "decision": decision, "approver": s.opts.Approver, "ext": req.Ext})
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.CallbackURL, bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("X-Changebot-Signature", Sign(s.opts.Secret, body))
+	resp, err := s.hc.Do(hreq)
+	if err != nil {
+		return "", fmt.Errorf("calling back: %w", err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Result string `json:"result"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	s.mu.Lock()
+	s.results = append(s.results, out.Result)
+	s.mu.Unlock()
+	if resp.StatusCode != http.StatusOK {
+		return out.Result, fmt.Errorf("callback answered %d", resp.StatusCode)
+	}
+	return out.Result, nil
+}
+
+// Sign returns "sha256=<hex HMAC-SHA256(body)>" with secret.
+func Sign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}

@@ -1,0 +1,83 @@
+// Package approval is the HTTP client of the external approval system
+// (README "Approval system contract"): POST {approval_url}/approvals with
+// the change, answered 2xx {"ticket_id": "..."}. It owns no state and knows
+// nothing of the flow.
+package approval
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"changebot/platform"
+)
+
+// Request is the body sent to the approval system.
+type Request struct {
+	OperationID string         `json:"operation_id"`
+	SubjectID   string         `json:"subject_id"`
+	TargetKey   string         `json:"target_key"`
+	Title       string         `json:"title"`
+	RequestedBy string         `json:"requested_by"`
+	CallbackURL string         `json:"callback_url"`
+	Ext         map[string]any `json:"ext"`
+}
+
+// Client calls the approval system.
+type Client struct {
+	baseURL string
+	hc      *http.Client
+}
+
+// New returns a client for the approval system at baseURL; hc nil means a
+// client with a 10 s timeout.
+func New(baseURL string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	return &Client{baseURL: strings.TrimRight(baseURL, "/"), hc: hc}
+}
+
+// Request asks for a decision and returns the ticket id. Non-2xx answers
+// are *platform.Error with the status (429 and 5xx are transient for the
+// caller; other 4xx are not); a 2xx without ticket_id is an error.
+func (c *Client) Request(ctx context.Context, r Request) (string, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encoding approval request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"/approvals", bytes.NewReader(body))
+	if err != nil {
+		return "", fmt.Errorf("building approval request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", r.OperationID)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("requesting approval for %s: %w", r.OperationID, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		pe := &platform.Error{Method: http.MethodPost, Path: "/approvals", Status: resp.StatusCode,
+			Message: strings.TrimSpace(string(data))}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+			pe.RetryAfter = time.Duration(s) * time.Second
+		}
+		return "", fmt.Errorf("requesting approval for %s: %w", r.OperationID, pe)
+	}
+	var out struct {
+		TicketID string `json:"ticket_id"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil || out.TicketID == "" {
+		return "", fmt.Errorf("requesting approval for %s: %w", r.OperationID, errors.New("answer has no ticket_id"))
+	}
+	return out.TicketID, nil
+}

@@ -1,0 +1,146 @@
+package platform
+
+import "errors"
+
+// ErrMalformedHook reports a webhook body the bot cannot read: not a JSON
+// object, a field of the wrong JSON type, or an object_kind that contradicts
+// the X-Gitlab-Event header. Adapters wrap it (DecodeHook in
+// platform/gitlab); the webhook intake answers 400 for it and stores nothing.
+var ErrMalformedHook = errors.New("malformed webhook payload")
+
+// Hook kinds (HookEvent.Kind). They are persisted in logs and metrics, so
+// they are explicit strings (STYLE 4).
+const (
+	// HookMergeRequest is a Merge Request Hook (fixtures
+	// webhook-merge_request-*.json).
+	HookMergeRequest = "merge_request"
+	// HookPipeline is a Pipeline Hook (fixture webhook-pipeline-mr-success.json).
+	HookPipeline = "pipeline"
+	// HookNote is a Note Hook or Confidential Note Hook, on any noteable
+	// (fixture webhook-note-mr.json).
+	HookNote = "note"
+	// HookEmoji is an Emoji Hook (fixture webhook-emoji-award-note.json).
+	HookEmoji = "emoji"
+	// HookJob is a Job Hook, object_kind "build" (fixture webhook-job.json).
+	HookJob = "job"
+	// HookPush is a Push Hook.
+	HookPush = "push"
+	// HookOther is every other event (Tag Push, Issue, System Hook, …) and
+	// any X-Gitlab-Event the adapter does not know.
+	HookOther = "other"
+)
+
+// NoteableMergeRequest is the noteable_type of a comment on a merge request
+// (fixture webhook-note-mr.json); the other values GitLab sends are Issue,
+// Commit and Snippet.
+const NoteableMergeRequest = "MergeRequest"
+
+// Note hook actions (NoteHook.Action, GITLAB-FACTS §1.5). GitLab before
+// 16.11 sends no action and fires no hook on edits.
+const (
+	NoteActionCreate = "create"
+	NoteActionUpdate = "update"
+)
+
+// HookEvent is one GitLab webhook decoded into the project's terms (STYLE 20).
+// Exactly one of MergeRequest, Pipeline and Note is set, matching Kind, for
+// the kinds that carry one; the other kinds only carry the envelope
+// (ProjectID, ProjectPath, User) as far as the payload has it.
+type HookEvent struct {
+	// Kind is one of HookMergeRequest, HookPipeline, HookNote, HookEmoji,
+	// HookJob, HookPush and HookOther.
+	Kind string
+	// ProjectID is payload project.id (else the top-level project_id, as in
+	// fixture webhook-job.json); 0 when the payload has neither. For a merge
+	// request hook this is the MR's target project.
+	ProjectID int64
+	// ProjectPath is project.path_with_namespace, "" when absent.
+	ProjectPath string
+	// User is who caused the event (payload "user"). For an edited note it
+	// is the note's author, not the editor (GITLAB-FACTS §1.5).
+	User User
+	// MergeRequest is set when Kind is HookMergeRequest.
+	MergeRequest *MergeRequestHook
+	// Pipeline is set when Kind is HookPipeline.
+	Pipeline *PipelineHook
+	// Note is set when Kind is HookNote.
+	Note *NoteHook
+}
+
+// MergeRequestHook is object_attributes of a Merge Request Hook (fixtures
+// webhook-merge_request-open.json, -merge.json, -update-push.json, …).
+type MergeRequestHook struct {
+	// ID is the global MR id; IID the per-project number used in REST paths.
+	ID, IID int64
+	// Action is open, close, reopen, update, approved, unapproved, approval,
+	// unapproval or merge (GITLAB-FACTS §1.3). On Free an approval arrives
+	// as "approved"; on Premium as "approval" until the last required one.
+	Action string
+	// State is opened, closed, locked or merged.
+	State string
+	// SHA is last_commit.id, the MR's head sha when the hook was built.
+	SHA string
+	// OldRev is set only when the head changed (push, rebase, applied
+	// suggestion): fixture webhook-merge_request-update-push.json.
+	OldRev string
+	// MergeCommitSHA is set on "merge" (fixture webhook-merge_request-merge.json).
+	MergeCommitSHA string
+	SourceBranch   string
+	TargetBranch   string
+	// DetailedMergeStatus is "checking" at open time on recent GitLab
+	// (fixture webhook-merge_request-open-gitlabcom.json): never final there.
+	DetailedMergeStatus string
+	Title               string
+	// AuthorID is object_attributes.author_id, the MR's author.
+	AuthorID int64
+}
+
+// PipelineHook is a Pipeline Hook (fixture webhook-pipeline-mr-success.json).
+type PipelineHook struct {
+	ID int64
+	// Ref is the branch or tag; for MR pipelines refs/merge-requests/<iid>/head
+	// or /merge (merged results), whose SHA is not the MR's head sha.
+	Ref       string
+	SHA       string
+	BeforeSHA string
+	// Status is GitLab's pipeline status (created … success, failed,
+	// canceled, skipped, manual, scheduled).
+	Status string
+	// Source is, for example, merge_request_event or push.
+	Source string
+	Tag    bool
+	// MRIID is merge_request.iid; 0 when the payload has no merge_request
+	// block (a branch or tag pipeline, such as a deploy pipeline).
+	MRIID int64
+	// MRSourceBranch is merge_request.source_branch, "" without the block.
+	MRSourceBranch string
+	// WebURL is object_attributes.url when GitLab sends it, else
+	// project.web_url + "/-/pipelines/<id>" (older payloads, like the fixture,
+	// have no url).
+	WebURL string
+}
+
+// NoteHook is a Note Hook or Confidential Note Hook (fixture
+// webhook-note-mr.json). System notes never fire it (GITLAB-FACTS §1.5).
+type NoteHook struct {
+	ID   int64
+	Body string
+	// Action is NoteActionCreate or NoteActionUpdate, "" on GitLab before
+	// 16.11. A command runs once per note id, never on an edit.
+	Action string
+	// NoteableType is NoteableMergeRequest, Issue, Commit or Snippet.
+	NoteableType string
+	System       bool
+	// Confidential is true for an internal note: the header was
+	// "Confidential Note Hook", event_type "confidential_note", or
+	// object_attributes.confidential/internal was true.
+	Confidential bool
+	// MRIID is merge_request.iid and MRID merge_request.id (the noteable_id);
+	// both 0 when the note is not on a merge request.
+	MRIID int64
+	MRID  int64
+	// Author is the payload user: the note's author, also for edits.
+	Author User
+	// AuthorID is object_attributes.author_id.
+	AuthorID int64
+}

@@ -1,0 +1,156 @@
+package webhooks
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric label keys (STYLE 9).
+const (
+	labelEvent   = "event"
+	labelOutcome = "outcome"
+	labelKind    = "kind"
+	labelResult  = "result"
+	labelHandler = "handler"
+)
+
+// Outcomes of a GitLab delivery: the outcome label of
+// changebot_webhook_deliveries_total.
+const (
+	// OutcomeAccepted: stored and its processing job enqueued.
+	OutcomeAccepted = "accepted"
+	// OutcomeDuplicate: the dedupe key was stored before; nothing new.
+	OutcomeDuplicate = "duplicate"
+	// OutcomeIgnored: a well-formed event the bot does not use; not stored.
+	OutcomeIgnored = "ignored"
+	// OutcomeUnauthorized: missing or wrong X-Gitlab-Token.
+	OutcomeUnauthorized = "unauthorized"
+	// OutcomeMalformed: wrong method, missing X-Gitlab-Event, or a body
+	// that does not decode.
+	OutcomeMalformed = "malformed"
+	// OutcomeTooLarge: the body exceeds the configured limit.
+	OutcomeTooLarge = "too_large"
+	// OutcomeError: the store failed or the handler panicked.
+	OutcomeError = "error"
+)
+
+// Callback results that are not an acceptor's answer: the result label of
+// changebot_callbacks_total next to ACCEPTED, DUPLICATE, IGNORED_STALE and
+// IGNORED_UNKNOWN.
+const (
+	ResultUnauthorized = "unauthorized"
+	ResultMalformed    = "malformed"
+	ResultInvalid      = "invalid"
+	ResultTooLarge     = "too_large"
+	ResultError        = "error"
+	// ResultOther stands for an acceptor result this package does not know,
+	// so a label never takes an unbounded value.
+	ResultOther = "other"
+)
+
+// Callback kinds: the kind label of changebot_callbacks_total and the
+// handler label of changebot_webhook_panics_total (with handlerGitLab).
+const (
+	KindApproval = "approval"
+	KindDeploy   = "deploy"
+
+	handlerGitLab = "gitlab"
+)
+
+// knownEvents are the X-Gitlab-Event values used as metric labels as they
+// are; any other value is counted as "other" and a missing one as "none",
+// so a sender cannot grow the label set (GITLAB-FACTS §1.1).
+var knownEvents = []string{
+	"Merge Request Hook", "Pipeline Hook", "Note Hook", "Confidential Note Hook", "Emoji Hook",
+	"Job Hook", "Push Hook", "Tag Push Hook", "Issue Hook", "Confidential Issue Hook",
+	"System Hook", "Service Hook",
+}
+
+func eventLabel(event string) string {
+	if event == "" {
+		return "none"
+	}
+	for _, e := range knownEvents {
+		if e == event {
+			return e
+		}
+	}
+	return "other"
+}
+
+// Metrics are the intake's Prometheus metrics. Build them once per
+// registry with NewMetrics and share them between the handlers.
+type Metrics struct {
+	deliveries *prometheus.CounterVec
+	callbacks  *prometheus.CounterVec
+	panics     *prometheus.CounterVec
+}
+
+// NewMetrics creates the intake metrics and registers them on reg (nil:
+// not registered, as for handlers built without Metrics):
+//
+//   - changebot_webhook_deliveries_total{event,outcome}: GitLab deliveries
+//     by X-Gitlab-Event (known values, else "other") and Outcome*;
+//   - changebot_callbacks_total{kind,result}: callbacks by KindApproval or
+//     KindDeploy and the acceptor's result or a Result* constant;
+//   - changebot_webhook_panics_total{handler}: panics recovered in a
+//     handler (gitlab, approval, deploy).
+//
+// Registering on a registry that already holds them reuses the registered
+// collectors, so NewMetrics may be called more than once per registry.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_webhook_deliveries_total",
+			Help: "GitLab webhook deliveries received, by X-Gitlab-Event and outcome.",
+		}, []string{labelEvent, labelOutcome}),
+		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_callbacks_total",
+			Help: "Approval and deploy callbacks received, by kind and result.",
+		}, []string{labelKind, labelResult}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_webhook_panics_total",
+			Help: "Panics recovered in the webhook and callback handlers, by handler.",
+		}, []string{labelHandler}),
+	}
+	if reg != nil {
+		m.deliveries = register(reg, m.deliveries)
+		m.callbacks = register(reg, m.callbacks)
+		m.panics = register(reg, m.panics)
+	}
+	// Start the common series at zero so rates and alerts see them.
+	for _, e := range []string{"Merge Request Hook", "Pipeline Hook", "Note Hook"} {
+		for _, o := range []string{OutcomeAccepted, OutcomeDuplicate, OutcomeIgnored, OutcomeUnauthorized, OutcomeMalformed, OutcomeTooLarge, OutcomeError} {
+			m.deliveries.WithLabelValues(e, o)
+		}
+	}
+	for _, h := range []string{handlerGitLab, KindApproval, KindDeploy} {
+		m.panics.WithLabelValues(h)
+	}
+	return m
+}
+
+// register registers c on reg, or returns the collector already registered
+// under the same description.
+func register(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+			return existing
+		}
+	}
+	if err != nil {
+		panic("webhooks: registering metrics: " + err.Error())
+	}
+	return c
+}
+
+// orNew returns m, or unregistered metrics when m is nil.
+func orNew(m *Metrics) *Metrics {
+	if m == nil {
+		return NewMetrics(nil)
+	}
+	return m
+}

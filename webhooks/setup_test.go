@@ -1,0 +1,212 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/riverqueue/river"
+
+	"changebot/platform/gitlab"
+	"changebot/store"
+)
+
+// fixtureDir holds the real GitLab payloads (README.md there).
+const fixtureDir = "../../shared/fixtures/gitlab"
+
+const (
+	secretA = "hook-secret-aaaaaaaaaaaa"
+	secretB = "hook-secret-bbbbbbbbbbbb"
+	// bodyMarker is put in bodies that must never reach an answer or a log.
+	bodyMarker = "b0dy-m4rker-never-echoed"
+)
+
+func readFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtureDir, name))
+	if err != nil {
+		t.Fatalf("reading fixture: %v", err)
+	}
+	return b
+}
+
+// fakeStore is a hand-written, state-based DeliveryStore: it records every
+// call, dedupes by key like the real store, and fails when err is set.
+type fakeStore struct {
+	mu      sync.Mutex
+	calls   []store.Delivery
+	stored  map[string]int64
+	jobs    []river.InsertManyParams
+	nextID  int64
+	err     error
+	ctxErrs []error // ctx.Err() seen at each call
+}
+
+func newFakeStore() *fakeStore { return &fakeStore{stored: map[string]int64{}} }
+
+func (s *fakeStore) InsertDelivery(ctx context.Context, d store.Delivery, job func(id int64) river.InsertManyParams) (int64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, d)
+	s.ctxErrs = append(s.ctxErrs, ctx.Err())
+	if s.err != nil {
+		return 0, false, s.err
+	}
+	if _, ok := s.stored[d.DedupeKey]; ok {
+		return 0, false, nil
+	}
+	s.nextID++
+	s.stored[d.DedupeKey] = s.nextID
+	s.jobs = append(s.jobs, job(s.nextID))
+	return s.nextID, true, nil
+}
+
+func (s *fakeStore) snapshot() (calls []store.Delivery, jobs []river.InsertManyParams) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]store.Delivery(nil), s.calls...), append([]river.InsertManyParams(nil), s.jobs...)
+}
+
+// logBuffer collects log output (to check what is never logged) and
+// mirrors it to t.Log (STYLE 29).
+type logBuffer struct {
+	t   testing.TB
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.buf.Write(p)
+	l.mu.Unlock()
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func newLogger(t testing.TB) (*slog.Logger, *logBuffer) {
+	lb := &logBuffer{t: t}
+	return slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
+}
+
+// env is the shared fixture of the GitLab handler tests.
+type env struct {
+	t     *testing.T
+	h     http.Handler
+	store *fakeStore
+	m     *Metrics
+	reg   *prometheus.Registry
+	logs  *logBuffer
+}
+
+func setup(t *testing.T, mutate ...func(*GitLabConfig)) *env {
+	t.Helper()
+	e := &env{t: t, store: newFakeStore(), reg: prometheus.NewRegistry()}
+	e.m = NewMetrics(e.reg)
+	var log *slog.Logger
+	log, e.logs = newLogger(t)
+	cfg := GitLabConfig{
+		Secrets:      []string{secretA, secretB},
+		MaxBodyBytes: 64 << 10,
+		Store:        e.store,
+		Decode:       gitlab.DecodeHook,
+		Logger:       log,
+		Metrics:      e.m,
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	h, err := NewGitLabHandler(cfg)
+	if err != nil {
+		t.Fatalf("NewGitLabHandler: %v", err)
+	}
+	e.h = h
+	return e
+}
+
+// delivery is one request to the GitLab handler.
+type delivery struct {
+	method  string // POST when empty
+	event   string
+	token   string
+	idemKey string
+	body    []byte
+	chunked bool // no Content-Length
+}
+
+func (e *env) send(d delivery) *httptest.ResponseRecorder {
+	e.t.Helper()
+	return serve(e.h, d)
+}
+
+func serve(h http.Handler, d delivery) *httptest.ResponseRecorder {
+	method := d.method
+	if method == "" {
+		method = http.MethodPost
+	}
+	r := httptest.NewRequest(method, "/webhooks/gitlab", bytes.NewReader(d.body))
+	if d.chunked {
+		r.ContentLength = -1
+		r.Body = readerOnly{bytes.NewReader(d.body)}
+	}
+	r.Header.Set("Content-Type", "application/json")
+	if d.event != "" {
+		r.Header.Set("X-Gitlab-Event", d.event)
+	}
+	if d.token != "" {
+		r.Header.Set("X-Gitlab-Token", d.token)
+	}
+	if d.idemKey != "" {
+		r.Header.Set("Idempotency-Key", d.idemKey)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+type readerOnly struct{ r *bytes.Reader }
+
+func (r readerOnly) Read(p []byte) (int, error) { return r.r.Read(p) }
+func (r readerOnly) Close() error               { return nil }
+
+// count returns changebot_webhook_deliveries_total{event,outcome}.
+func (e *env) count(event, outcome string) float64 {
+	return testutil.ToFloat64(e.m.deliveries.WithLabelValues(event, outcome))
+}
+
+// totalDeliveries sums changebot_webhook_deliveries_total over all labels.
+func totalCount(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// errStore is returned by the failing fake store.
+var errStore = errors.New("connection refused")
