@@ -26,12 +26,12 @@ var designEdges = map[[2]string]bool{
 	{store.StatusApprovalSending, store.StatusMerging}:    true,
 	{store.StatusApprovalSending, store.StatusRejected}:   true,
 	// failures and retries
-	{store.StatusApprovalSent, store.StatusRejected}:     true,
-	{store.StatusMRCreating, store.StatusCreateFailed}:   true,
-	{store.StatusMerging, store.StatusHandleFailed}:      true,
-	{store.StatusCreateFailed, store.StatusMRCreating}:   true,
-	{store.StatusHandleFailed, store.StatusMerging}:      true,
-	{store.StatusHandleFailed, store.StatusMerged}:       true, // merged by hand after a failure, found on /retry
+	{store.StatusApprovalSent, store.StatusRejected}:   true,
+	{store.StatusMRCreating, store.StatusCreateFailed}: true,
+	{store.StatusMerging, store.StatusHandleFailed}:    true,
+	{store.StatusCreateFailed, store.StatusMRCreating}: true,
+	{store.StatusHandleFailed, store.StatusMerging}:    true,
+	{store.StatusHandleFailed, store.StatusMerged}:     true, // merged by hand after a failure, found on /retry
 	// cancel: any non-terminal except MERGED (see transitions.go)
 	{store.StatusApprovalSending, store.StatusClosed}: true,
 	{store.StatusApprovalSent, store.StatusClosed}:    true,

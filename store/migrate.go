@@ -2,7 +2,7 @@ package store
 
 import (
 	"context"
-		"embed"
+	"embed"
 	"errors"
 	"fmt"
 
