@@ -89,7 +89,13 @@ func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
 }
 
 func (a *App) build(ctx context.Context, opts *AppOpts) error {
-	var err error
+	poll, rescueAfter, err := pollConfig(a.cfg.Settings)
+	if err != nil {
+		return err
+	}
+	if opts.Poll != (flows.PollConfig{}) {
+		poll = opts.Poll
+	}
 	a.store, err = store.New(a.pool, &store.StoreOpts{Logger: a.log, Schema: a.schema})
 	if err != nil {
 		return err
@@ -108,7 +114,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	a.engine, err = flows.NewEngine(flows.EngineConfig{
 		Store: a.store, GitLab: a.gitlab, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approvalAdapter{approval.New(a.cfg.ApprovalURL, nil)},
-		ExternalURL: a.cfg.ExternalURL, Poll: opts.Poll, DecodeHook: gitlab.DecodeHook,
+		ExternalURL: a.cfg.ExternalURL, Poll: poll, DecodeHook: gitlab.DecodeHook,
 		CommandsFunc: commandsFor,
 	})
 	if err != nil {
@@ -124,7 +130,10 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		},
 		FetchCooldown:        50 * time.Millisecond,
 		FetchPollInterval:    time.Second,
-		RescueStuckJobsAfter: 5 * time.Minute,
+		RescueStuckJobsAfter: rescueAfter,
+		// A step makes a few GitLab calls; it must end well before a job
+		// counts as stuck and is rescued on another replica.
+		JobTimeout: min(time.Minute, rescueAfter/2),
 	})
 	if err != nil {
 		return fmt.Errorf("configuring the job queue: %w", err)

@@ -288,3 +288,5 @@ func (m *gitlabMetrics) observe(endpoint string, status int, d time.Duration) {
 	m.calls.WithLabelValues(endpoint, fmt.Sprint(status)).Inc()
 	m.duration.WithLabelValues(endpoint).Observe(d.Seconds())
 }
+
+func stepName(code int) string { return flows.StepCode(code).String() }

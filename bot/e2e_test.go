@@ -1,0 +1,199 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+	"changebot/store/storetest"
+	"changebot/templates"
+)
+
+// tlogWriter sends log lines to t.Log.
+type tlogWriter struct{ t testing.TB }
+
+func (w tlogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// startBot runs an App on env's listener over a fresh schema until the test
+// ends.
+func startBot(t *testing.T, env *demoEnv) (*App, storetest.Schema) {
+	t.Helper()
+	sc := storetest.New(t)
+	env.Config.DatabaseURL = storetest.URL()
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: testLogger(t), Schema: sc.Name, Poll: demoPoll})
+	if err != nil {
+		t.Fatalf("NewApp: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, env.Listener) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		app.Close()
+	})
+	return app, sc
+}
+
+func newTestEnv(t *testing.T, autoApprove bool, pipeline time.Duration) *demoEnv {
+	t.Helper()
+	env, err := newDemoEnv(storetest.URL(), autoApprove, pipeline, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Close)
+	return env
+}
+
+// TestEndToEndReachesValidated is `make demo` as a test: real HTTP between
+// the bot, gitlabfake and the stand-in approval system, on real PostgreSQL.
+func TestEndToEndReachesValidated(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	app, sc := startBot(t, env)
+	ctx := context.Background()
+	opID, err := submitDemoChange(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	view, err := followChange(ctx, env, opID, 60*time.Second, func(v changeView) { steps = append(steps, v.Step.Name) })
+	if err != nil {
+		t.Fatalf("%v (steps seen: %v)", err, steps)
+	}
+	if view.MergeRequest == nil || view.MergeRequest.IID == 0 {
+		t.Fatalf("no merge request in %+v", view)
+	}
+
+	// Every transition is an event, and the hash chain recomputes.
+	events, err := app.Store().ListEvents(ctx, sc.Pool, opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := store.VerifyChain(events); err != nil {
+		t.Fatalf("hash chain broken at %d: %v", seq, err)
+	}
+	wantPath := []string{"APPROVAL_SENDING", "APPROVAL_SENT", "CREATE_STARTED", "CREATE_MR_OPENED",
+		"CREATE_SUCCEEDED", "HANDLE_STARTED", "HANDLE_APPROVED", "HANDLE_MERGED", "CALLED_BACK"}
+	var got []string
+	for _, ev := range events {
+		got = append(got, flowsStepName(ev.ToStep))
+	}
+	if strings.Join(got, ",") != strings.Join(wantPath, ",") {
+		t.Fatalf("event path\n got %v\nwant %v", got, wantPath)
+	}
+
+	// GitLab saw the change as GitLab would: merged with both reviewer
+	// robots' approvals, one merge call, one approve per reviewer.
+	snap, _ := env.GitLab.MergeRequest(env.Project.ID, view.MergeRequest.IID)
+	if snap.State != "merged" || len(snap.Approvals) != 2 {
+		t.Fatalf("MR state %s approvals %v", snap.State, snap.Approvals)
+	}
+	if n := env.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/merge"); n != 1 {
+		t.Errorf("merge calls = %d, want 1", n)
+	}
+	if n := env.GitLab.CallCount("POST", "/api/v4/projects/*/merge_requests/*/approve"); n != 2 {
+		t.Errorf("approve calls = %d, want 2 (one per reviewer)", n)
+	}
+	// One status note, eventually showing VALIDATED.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		snap, _ = env.GitLab.MergeRequest(env.Project.ID, view.MergeRequest.IID)
+		var notes []string
+		for _, n := range snap.Notes {
+			if _, ok := templates.ParseMarker(n.Body); ok {
+				notes = append(notes, n.Body)
+			}
+		}
+		if len(notes) > 1 {
+			t.Fatalf("%d status notes, want 1", len(notes))
+		}
+		if len(notes) == 1 && strings.Contains(notes[0], "**State:** VALIDATED") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status note never showed VALIDATED: %q", notes)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func flowsStepName(code int) string { return stepName(code) }
+
+// TestReplayedDeliveryStoredOnceMovesNothing resends a pipeline webhook of a
+// finished change five times with the same Idempotency-Key (stored once,
+// four duplicates) and once under a new key (stored, but the change does not
+// move again).
+func TestReplayedDeliveryStoredOnceMovesNothing(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	app, sc := startBot(t, env)
+	ctx := context.Background()
+	opID, err := submitDemoChange(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {}); err != nil {
+		t.Fatal(err)
+	}
+	var hook gitlabfake.SentWebhook
+	for _, h := range env.GitLab.Webhooks() {
+		if h.Event == gitlabfake.EventPipeline && bytes.Contains(h.Body, []byte(`"status":"success"`)) && bytes.Contains(h.Body, []byte(`"merge_request":{`)) {
+			hook = h
+		}
+	}
+	if hook.IdempotencyKey == "" {
+		t.Fatal("no MR pipeline success webhook was sent")
+	}
+	before, _ := app.Store().ListEvents(ctx, sc.Pool, opID)
+	stored0, _ := app.Store().CountDeliveries(ctx, sc.Pool)
+	send := func(key string) string {
+		req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/webhooks/gitlab", bytes.NewReader(hook.Body))
+		req.Header.Set("X-Gitlab-Event", hook.Event)
+		req.Header.Set("X-Gitlab-Token", demoWebhookSecret)
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct{ Result string }
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != 200 {
+			t.Fatalf("replay answered %d", resp.StatusCode)
+		}
+		return out.Result
+	}
+	for i := range 5 {
+		if r := send(hook.IdempotencyKey); r != "duplicate" {
+			t.Fatalf("replay %d of the same key: result %q, want duplicate", i, r)
+		}
+	}
+	if r := send("fresh-key-1"); r != "accepted" {
+		t.Fatalf("new key: result %q, want accepted", r)
+	}
+	if n, _ := app.Store().CountDeliveries(ctx, sc.Pool); n != stored0+1 {
+		t.Fatalf("deliveries stored %d, want %d", n, stored0+1)
+	}
+	time.Sleep(time.Second) // let the processing job run
+	after, _ := app.Store().ListEvents(ctx, sc.Pool, opID)
+	if len(after) != len(before) {
+		t.Fatalf("the replayed delivery moved the change: %d events, was %d", len(after), len(before))
+	}
+}

@@ -1,0 +1,308 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"changebot/flows"
+)
+
+const callbackSecret = "callback-secret-0123456789"
+
+// fakeAcceptor is a hand-written ApprovalAcceptor and DeployAcceptor that
+// records every call and answers result (or err).
+type fakeAcceptor struct {
+	mu        sync.Mutex
+	approvals []ApprovalCallback
+	deploys   []DeployCallback
+	result    string
+	err       error
+}
+
+func (a *fakeAcceptor) AcceptApproval(_ context.Context, cb ApprovalCallback) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.approvals = append(a.approvals, cb)
+	return a.result, a.err
+}
+
+func (a *fakeAcceptor) AcceptDeploy(_ context.Context, cb DeployCallback) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.deploys = append(a.deploys, cb)
+	return a.result, a.err
+}
+
+func (a *fakeAcceptor) calls() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.approvals) + len(a.deploys)
+}
+
+// callbackEnv is the shared fixture of the callback tests.
+type callbackEnv struct {
+	approval, deploy http.Handler
+	acc              *fakeAcceptor
+	m                *Metrics
+	logs             *logBuffer
+}
+
+func setupCallbacks(t *testing.T, acc *fakeAcceptor) *callbackEnv {
+	t.Helper()
+	log, logs := newLogger(t)
+	e := &callbackEnv{acc: acc, m: NewMetrics(prometheus.NewRegistry()), logs: logs}
+	cfg := CallbackConfig{Secret: callbackSecret, MaxBodyBytes: 4 << 10, Approvals: acc, Deploys: acc, Logger: log, Metrics: e.m}
+	var err error
+	if e.approval, err = NewApprovalCallbackHandler(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if e.deploy, err = NewDeployCallbackHandler(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// callback posts body with signature (none when empty).
+func callback(h http.Handler, method, signature string, body []byte) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, "/callbacks/x", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	if signature != "" {
+		r.Header.Set(HeaderSignature, signature)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestSign(t *testing.T) {
+	t.Parallel()
+	// RFC 4231-style check against a well-known HMAC-SHA256 vector.
+	got := Sign("key", []byte("The quick brown fox jumps over the lazy dog"))
+	want := "sha256=f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8"
+	if got != want {
+		t.Errorf("Sign = %s, want %s", got, want)
+	}
+}
+
+func TestApprovalCallback(t *testing.T) {
+	t.Parallel()
+	good := []byte(`{"request_id":"req-1","operation_id":"op_01J","ticket_id":"T-7","decision":"approved","approver":"alice","ext":{"mr_iid":7},"future_field":true}`)
+	tampered := bytes.Replace(good, []byte(`"approved"`), []byte(`"rejected"`), 1)
+	tests := []struct {
+		name       string
+		method     string
+		body       []byte
+		signature  string // default: Sign(callbackSecret, body)
+		result     string // acceptor answer
+		accErr     error
+		wantStatus int
+		wantBody   string
+		wantCall   *ApprovalCallback
+		wantLabel  string
+	}{
+		{
+			name: "good signature", body: good, result: flows.ResultAccepted,
+			wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: flows.ResultAccepted,
+			wantCall: &ApprovalCallback{RequestID: "req-1", OperationID: "op_01J", TicketID: "T-7", Decision: "approved", Approver: "alice", Ext: map[string]any{"mr_iid": 7.0}},
+		},
+		{name: "duplicate passed through", body: good, result: flows.ResultDuplicate, wantStatus: 200, wantBody: `{"result":"DUPLICATE"}`, wantLabel: flows.ResultDuplicate},
+		{name: "stale passed through", body: good, result: flows.ResultIgnoredStale, wantStatus: 200, wantBody: `{"result":"IGNORED_STALE"}`, wantLabel: flows.ResultIgnoredStale},
+		{name: "unknown passed through", body: good, result: flows.ResultIgnoredUnknown, wantStatus: 200, wantBody: `{"result":"IGNORED_UNKNOWN"}`, wantLabel: flows.ResultIgnoredUnknown},
+		{name: "unexpected result passed through, counted as other", body: good, result: "SOMETHING_NEW", wantStatus: 200, wantBody: `{"result":"SOMETHING_NEW"}`, wantLabel: ResultOther},
+		{name: "bad signature", body: good, signature: Sign("other-secret", good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
+		{name: "missing signature", body: good, signature: "-", wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
+		{name: "signature without prefix", body: good, signature: strings.TrimPrefix(Sign(callbackSecret, good), "sha256="), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
+		{name: "signature not hex", body: good, signature: "sha256=zz", wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
+		{name: "tampered body", body: tampered, signature: Sign(callbackSecret, good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
+		{
+			name: "missing fields", body: []byte(`{"ticket_id":"T-7"}`), wantStatus: 400, wantLabel: ResultInvalid,
+			wantBody: `{"error":"invalid approval callback","problems":[{"field":"request_id","problem":"required"},{"field":"operation_id","problem":"required"},{"field":"decision","problem":"required"}]}`,
+		},
+		{
+			name: "unknown decision", body: []byte(`{"request_id":"r","operation_id":"op","decision":"maybe"}`), wantStatus: 400, wantLabel: ResultInvalid,
+			wantBody: `{"error":"invalid approval callback","problems":[{"field":"decision","problem":"must be one of approved, rejected, withdrawn"}]}`,
+		},
+		{
+			name: "request_id too long", body: []byte(`{"request_id":"` + strings.Repeat("r", 201) + `","operation_id":"op","decision":"withdrawn"}`), wantStatus: 400, wantLabel: ResultInvalid,
+			wantBody: `{"error":"invalid approval callback","problems":[{"field":"request_id","problem":"longer than 200 bytes"}]}`,
+		},
+		{name: "wrong JSON type", body: []byte(`{"request_id":"r","operation_id":"op","decision":5}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: field decision must be a JSON string"}`},
+		{name: "not JSON", body: []byte(`decision=approved`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: body is not a JSON object"}`},
+		{name: "trailing data", body: []byte(`{"request_id":"r","operation_id":"op","decision":"approved"} {}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: data after the JSON object"}`},
+		{name: "too large", body: []byte(`{"request_id":"` + strings.Repeat("r", 5<<10) + `"}`), wantStatus: 413, wantLabel: ResultTooLarge, wantBody: `{"error":"payload larger than 4096 bytes"}`},
+		{name: "acceptor error", body: good, accErr: errStore, wantStatus: 503, wantLabel: ResultError, wantBody: `{"error":"applying the callback failed; send it again"}`},
+		{name: "wrong method", method: http.MethodGet, body: good, wantStatus: 405, wantLabel: ResultMalformed, wantBody: `{"error":"method not allowed, use POST"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			acc := &fakeAcceptor{result: tt.result, err: tt.accErr}
+			e := setupCallbacks(t, acc)
+			sig := tt.signature
+			switch sig {
+			case "":
+				sig = Sign(callbackSecret, tt.body)
+			case "-":
+				sig = ""
+			}
+			method := tt.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			w := callback(e.approval, method, sig, tt.body)
+			if got := strings.TrimSpace(w.Body.String()); w.Code != tt.wantStatus || got != tt.wantBody {
+				t.Errorf("answer %d %s, want %d %s", w.Code, got, tt.wantStatus, tt.wantBody)
+			}
+			reachedAcceptor := tt.wantStatus == 200 || tt.wantStatus == 503
+			if n := acc.calls(); reachedAcceptor && n != 1 || !reachedAcceptor && n != 0 {
+				t.Errorf("acceptor called %d times", n)
+			}
+			if tt.wantCall != nil && !reflect.DeepEqual(acc.approvals[0], *tt.wantCall) {
+				t.Errorf("acceptor got %+v, want %+v", acc.approvals[0], *tt.wantCall)
+			}
+			if got := testutil.ToFloat64(e.m.callbacks.WithLabelValues(KindApproval, tt.wantLabel)); got != 1 {
+				t.Errorf("callbacks{kind=approval,result=%s} = %v, want 1", tt.wantLabel, got)
+			}
+			if strings.Contains(e.logs.String(), callbackSecret) || strings.Contains(e.logs.String(), sig) && sig != "" {
+				t.Errorf("logs contain the secret or the signature")
+			}
+		})
+	}
+}
+
+func TestDeployCallback(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		body       string
+		wantStatus int
+		wantBody   string
+		wantCall   *DeployCallback
+	}{
+		{
+			name:       "success",
+			body:       `{"request_id":"d-1","project_id":42,"mr_iid":7,"merge_commit_sha":"43411b53d670203e887c4985c4e58e8e6b7c109e","status":"success"}`,
+			wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`,
+			wantCall: &DeployCallback{RequestID: "d-1", ProjectID: 42, MRIID: 7, MergeCommitSHA: "43411b53d670203e887c4985c4e58e8e6b7c109e", Status: "success"},
+		},
+		{
+			name:       "applied without merge commit",
+			body:       `{"request_id":"d-2","project_id":42,"mr_iid":7,"status":"applied"}`,
+			wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`,
+			wantCall: &DeployCallback{RequestID: "d-2", ProjectID: 42, MRIID: 7, Status: "applied"},
+		},
+		{
+			name:       "every field wrong",
+			body:       `{"project_id":-1,"merge_commit_sha":"not-a-sha","status":"running"}`,
+			wantStatus: 400,
+			wantBody: `{"error":"invalid deploy callback","problems":[{"field":"request_id","problem":"required"},` +
+				`{"field":"project_id","problem":"required, a positive integer"},{"field":"mr_iid","problem":"required, a positive integer"},` +
+				`{"field":"merge_commit_sha","problem":"must be a commit sha (7 to 64 hex digits)"},` +
+				`{"field":"status","problem":"must be one of success, applied, failed"}]}`,
+		},
+		{
+			name:       "project id as string",
+			body:       `{"request_id":"d-3","project_id":"42","mr_iid":7,"status":"success"}`,
+			wantStatus: 400, wantBody: `{"error":"malformed payload: field project_id must be a JSON number"}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			acc := &fakeAcceptor{result: flows.ResultAccepted}
+			e := setupCallbacks(t, acc)
+			body := []byte(tt.body)
+			w := callback(e.deploy, http.MethodPost, Sign(callbackSecret, body), body)
+			if got := strings.TrimSpace(w.Body.String()); w.Code != tt.wantStatus || got != tt.wantBody {
+				t.Errorf("answer %d %s\nwant %d %s", w.Code, got, tt.wantStatus, tt.wantBody)
+			}
+			switch {
+			case tt.wantCall == nil && acc.calls() != 0:
+				t.Errorf("acceptor called for an invalid callback")
+			case tt.wantCall != nil && (len(acc.deploys) != 1 || !reflect.DeepEqual(acc.deploys[0], *tt.wantCall)):
+				t.Errorf("acceptor got %+v, want %+v", acc.deploys, *tt.wantCall)
+			}
+		})
+	}
+	// A bad signature reaches nothing, and is counted under deploy.
+	e := setupCallbacks(t, &fakeAcceptor{})
+	body := []byte(`{"request_id":"d-1","project_id":42,"mr_iid":7,"status":"success"}`)
+	if w := callback(e.deploy, http.MethodPost, Sign("wrong", body), body); w.Code != 401 || e.acc.calls() != 0 {
+		t.Errorf("bad signature: %d, %d calls", w.Code, e.acc.calls())
+	}
+	if got := testutil.ToFloat64(e.m.callbacks.WithLabelValues(KindDeploy, ResultUnauthorized)); got != 1 {
+		t.Errorf("callbacks{kind=deploy,result=unauthorized} = %v", got)
+	}
+}
+
+// panicAcceptor panics, to check the handler recovers.
+type panicAcceptor struct{}
+
+func (panicAcceptor) AcceptApproval(context.Context, ApprovalCallback) (string, error) {
+	panic("acceptor bug")
+}
+
+func TestCallbackPanicRecovered(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(prometheus.NewRegistry())
+	log, _ := newLogger(t)
+	h, err := NewApprovalCallbackHandler(CallbackConfig{Secret: callbackSecret, Approvals: panicAcceptor{}, Logger: log, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"request_id":"r","operation_id":"op","decision":"approved"}`)
+	w := callback(h, http.MethodPost, Sign(callbackSecret, body), body)
+	if w.Code != 500 || strings.TrimSpace(w.Body.String()) != `{"error":"internal error"}` {
+		t.Errorf("answer %d %s", w.Code, w.Body)
+	}
+	if got := testutil.ToFloat64(m.panics.WithLabelValues(KindApproval)); got != 1 {
+		t.Errorf("panics{handler=approval} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.callbacks.WithLabelValues(KindApproval, ResultError)); got != 1 {
+		t.Errorf("callbacks{kind=approval,result=error} = %v, want 1", got)
+	}
+}
+
+func TestNewCallbackHandlerConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		build   func(CallbackConfig) (http.Handler, error)
+		cfg     CallbackConfig
+		wantErr []string
+	}{
+		{name: "approval valid", build: NewApprovalCallbackHandler, cfg: CallbackConfig{Secret: "s", Approvals: &fakeAcceptor{}}},
+		{name: "deploy valid", build: NewDeployCallbackHandler, cfg: CallbackConfig{Secret: "s", Deploys: &fakeAcceptor{}}},
+		{name: "approval empty", build: NewApprovalCallbackHandler, cfg: CallbackConfig{MaxBodyBytes: -1}, wantErr: []string{"an approval acceptor is required", "a callback secret is required", "max body bytes is negative"}},
+		{name: "deploy without acceptor", build: NewDeployCallbackHandler, cfg: CallbackConfig{Secret: "s", Approvals: &fakeAcceptor{}}, wantErr: []string{"a deploy acceptor is required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, err := tt.build(tt.cfg)
+			if len(tt.wantErr) == 0 {
+				if err != nil || h == nil {
+					t.Fatalf("unexpected error %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, p := range tt.wantErr {
+				if !strings.Contains(err.Error(), p) {
+					t.Errorf("error %q does not report %q", err, p)
+				}
+			}
+		})
+	}
+}
