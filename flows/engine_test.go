@@ -1,0 +1,204 @@
+package flows_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"changebot/flows"
+	"changebot/platform/approval"
+	"changebot/platform/gitlab"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+	"changebot/store/storetest"
+	"changebot/templates"
+)
+
+type setup struct {
+	engine *flows.Engine
+	store  *store.Store
+	sc     storetest.Schema
+}
+
+func newSetup(t *testing.T) setup {
+	t.Helper()
+	sc := storetest.New(t)
+	st, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := gitlabfake.New(gitlabfake.Options{})
+	t.Cleanup(fake.Close)
+	fake.AddUser("robot", "tok")
+	gl, err := gitlab.New(gitlab.Config{BaseURL: fake.URL(), Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := templates.NewRenderer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := flows.NewEngine(flows.EngineConfig{Store: st, GitLab: gl, Renderer: r,
+		Approvals: approvalSystem{approval.New("http://127.0.0.1:1", nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setup{engine: e, store: st, sc: sc}
+}
+
+type approvalSystem struct{ c *approval.Client }
+
+func (a approvalSystem) RequestApproval(ctx context.Context, r flows.ApprovalRequest) (string, error) {
+	return a.c.Request(ctx, approval.Request(r))
+}
+
+func submit(t *testing.T, s setup, subject string) store.Operation {
+	t.Helper()
+	op, created, err := s.engine.Submit(context.Background(), flows.SubmitParams{SubjectID: subject, TargetKey: "prod",
+		Project: "g/r", Title: "t", RequestedBy: "alice", ApprovalFirst: true,
+		Files: []store.File{{Path: "a.yaml", Content: "a: 1"}}})
+	if err != nil || !created {
+		t.Fatalf("Submit: %v", err)
+	}
+	return op
+}
+
+// walk moves op along steps with the engine's one transition function.
+func walk(t *testing.T, s setup, op store.Operation, steps ...flows.StepCode) store.Operation {
+	t.Helper()
+	for _, to := range steps {
+		var err error
+		op, err = s.engine.Transition(context.Background(), op, to, flows.TransitionOpts{Source: "test"})
+		if err != nil {
+			t.Fatalf("moving to %s: %v", to, err)
+		}
+	}
+	return op
+}
+
+type snapshot struct {
+	Op      store.Operation
+	Binding store.Binding
+	Events  int
+	Jobs    int
+}
+
+func snap(t *testing.T, s setup, op store.Operation) snapshot {
+	t.Helper()
+	ctx := context.Background()
+	o, err := s.store.GetOperation(ctx, s.sc.Pool, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.store.GetBinding(ctx, s.sc.Pool, op.SubjectID, op.TargetKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := s.store.ListEvents(ctx, s.sc.Pool, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs int
+	if err := s.sc.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job`).Scan(&jobs); err != nil {
+		t.Fatal(err)
+	}
+	return snapshot{o, b, len(ev), jobs}
+}
+
+func TestIllegalTransitionLeavesEveryRowUnchanged(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	tests := []struct {
+		name string
+		path []flows.StepCode
+		to   flows.StepCode
+	}{
+		{"VALIDATED -> MERGING", []flows.StepCode{flows.ApprovalSent, flows.CreateStarted, flows.CreateMROpened,
+			flows.CreateSucceeded, flows.HandleStarted, flows.HandleApproved, flows.HandleMerged, flows.CalledBack}, flows.HandleStarted},
+		{"CREATE_FAILED -> MERGED", []flows.StepCode{flows.ApprovalSent, flows.CreateStarted, flows.CreateFailed}, flows.HandleMerged},
+		{"APPROVAL_SENT -> MERGED", []flows.StepCode{flows.ApprovalSent}, flows.HandleMerged},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			op := walk(t, s, submit(t, s, "svc"+string(rune('a'+i))), tt.path...)
+			before := snap(t, s, op)
+			_, err := s.engine.Transition(context.Background(), op, tt.to, flows.TransitionOpts{Source: "test"})
+			if !errors.Is(err, flows.ErrIllegalTransition) {
+				t.Fatalf("got %v, want ErrIllegalTransition", err)
+			}
+			if after := snap(t, s, op); !reflect.DeepEqual(before, after) {
+				t.Fatalf("rows changed by a refused transition:\nbefore %+v\nafter  %+v", before, after)
+			}
+		})
+	}
+}
+
+// TestStaleVersionIsRefused: a writer that read an older version loses,
+// and exactly one of several concurrent writers wins.
+func TestConcurrentTransitionsOneWins(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	op := submit(t, s, "race")
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.engine.Transition(context.Background(), op, flows.ApprovalSent, flows.TransitionOpts{Source: "test"})
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, store.ErrVersionConflict), errors.Is(err, store.ErrStepMismatch):
+			default:
+				t.Errorf("unexpected error: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d writers won, want 1", wins.Load())
+	}
+}
+
+// TestApprovalCallbackGuard covers DESIGN §3 step 3: unknown, duplicate,
+// stale (binding re-applied), not awaiting, and accepted while SENDING.
+func TestApprovalCallbackGuard(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	ctx := context.Background()
+	// Accepted while APPROVAL_SENDING (the SENT write has not happened).
+	op := submit(t, s, "early")
+	res, err := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r1", OperationID: op.ID, Decision: "approved", Approver: "carol"})
+	if err != nil || res != flows.ResultAccepted {
+		t.Fatalf("early callback: %s %v", res, err)
+	}
+	got, _ := s.store.GetOperation(ctx, s.sc.Pool, op.ID)
+	if flows.StepCode(got.Step) != flows.CreateStarted {
+		t.Fatalf("step after approval = %s", flows.StepCode(got.Step))
+	}
+	if res, _ := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r1", OperationID: op.ID, Decision: "approved"}); res != flows.ResultDuplicate {
+		t.Fatalf("repeat: %s", res)
+	}
+	if res, _ := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r2", OperationID: op.ID, Decision: "rejected"}); res != flows.ResultIgnoredStale {
+		t.Fatalf("not awaiting: %s", res)
+	}
+	if res, _ := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r3", OperationID: "op_nope", Decision: "approved"}); res != flows.ResultIgnoredUnknown {
+		t.Fatalf("unknown: %s", res)
+	}
+	// Stale: the operation no longer owns its binding.
+	old := submit(t, s, "reapplied")
+	old = walk(t, s, old, flows.ApprovalSent, flows.ApprovalRejected)
+	fresh := submit(t, s, "reapplied")
+	_ = fresh
+	before := snap(t, s, old)
+	if res, _ := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r4", OperationID: old.ID, Decision: "approved"}); res != flows.ResultIgnoredStale {
+		t.Fatalf("re-applied binding: %s", res)
+	}
+	if after := snap(t, s, old); !reflect.DeepEqual(before, after) {
+		t.Fatalf("a stale callback changed rows")
+	}
+}
