@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"changebot/commands"
 	"changebot/flows"
 	"changebot/platform/approval"
 	"changebot/platform/gitlab"
@@ -115,11 +116,15 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		Store: a.store, GitLab: a.gitlab, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approvalAdapter{approval.New(a.cfg.ApprovalURL, nil)},
 		ExternalURL: a.cfg.ExternalURL, Poll: poll, DecodeHook: gitlab.DecodeHook,
-		CommandsFunc: commandsFor,
+		CommandsFunc: commands.CommandsFor,
 	})
 	if err != nil {
 		return err
 	}
+	a.engine.SetNoteHandler(commands.NewExecutor(commands.ExecutorConfig{
+		Engine: a.engine, Notes: a.store, DB: a.pool, Access: a.gitlab, Renderer: renderer,
+		Operators: a.cfg.Operators, BotUsers: a.cfg.BotUsers, Logger: a.log,
+	}))
 	workers := river.NewWorkers()
 	a.engine.AddWorkers(workers)
 	a.jobs, err = river.NewClient(riverpgxv5.New(a.pool), &river.Config{

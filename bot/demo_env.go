@@ -27,6 +27,9 @@ const (
 	demoOperatorToken  = "demo-operator-token"
 	demoProject        = "platform/config"
 	demoRequester      = "alice"
+	demoOperator       = "olivia" // configured operator, Developer access
+	demoDeveloper      = "dave"   // Developer access, no role
+	demoReporter       = "rita"   // Reporter access only
 )
 
 var demoReviewers = []struct{ name, token string }{{"reviewer-1", "demo-reviewer-1"}, {"reviewer-2", "demo-reviewer-2"}}
@@ -65,6 +68,12 @@ func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Dura
 		reviewerTokens = append(reviewerTokens, r.token)
 	}
 	gl.AddUser(demoRequester, "demo-alice-token")
+	gl.AddUser(demoOperator, "demo-olivia-token")
+	gl.AddUser(demoDeveloper, "demo-dave-token")
+	gl.AddUser(demoReporter, "demo-rita-token")
+	members[demoOperator] = gitlabfake.AccessDeveloper
+	members[demoDeveloper] = gitlabfake.AccessDeveloper
+	members[demoReporter] = gitlabfake.AccessReporter
 	proj := gl.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: demoProject, Members: members})
 	gl.SetPipelineScript(proj.ID, gitlabfake.PipelineScript{Duration: pipelineDuration})
 	decision := ""
@@ -83,6 +92,7 @@ func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Dura
 	cfg.ApprovalURL = ap.URL()
 	cfg.ExternalURL = base
 	cfg.Workers = 10
+	cfg.Operators = []string{demoOperator}
 	cfg.ShutdownGrace = 5 * time.Second
 	return &demoEnv{GitLab: gl, Approvals: ap, Project: proj, Config: cfg, Listener: ln, BaseURL: base}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 	"changebot/store/storetest"
@@ -32,9 +33,15 @@ func testLogger(t testing.TB) *slog.Logger {
 // ends.
 func startBot(t *testing.T, env *demoEnv) (*App, storetest.Schema) {
 	t.Helper()
+	return startBotWithPoll(t, env, demoPoll)
+}
+
+// startBotWithPoll is startBot with a polling schedule of the test's own.
+func startBotWithPoll(t *testing.T, env *demoEnv, poll flows.PollConfig) (*App, storetest.Schema) {
+	t.Helper()
 	sc := storetest.New(t)
 	env.Config.DatabaseURL = storetest.URL()
-	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: testLogger(t), Schema: sc.Name, Poll: demoPoll})
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: testLogger(t), Schema: sc.Name, Poll: poll})
 	if err != nil {
 		t.Fatalf("NewApp: %v", err)
 	}

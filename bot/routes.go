@@ -15,11 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"changebot/commands"
 	"changebot/flows"
 	"changebot/platform/gitlab"
 	"changebot/store"
-	"changebot/templates"
 	"changebot/webhooks"
 )
 
@@ -228,28 +226,6 @@ func (a *App) getChange(w http.ResponseWriter, r *http.Request) {
 		v.Events = []store.Event{}
 	}
 	writeJSON(w, http.StatusOK, v)
-}
-
-// commandsFor lists the commands usable now on op, from the command registry.
-func commandsFor(op store.Operation, st flows.Step) []templates.CommandHelp {
-	var out []templates.CommandHelp
-	for _, c := range commands.Registry() {
-		usable := false
-		switch c.Name {
-		case commands.NameRetry:
-			usable = st.Retryable
-		case commands.NameResume:
-			usable = st.Resumable
-		case commands.NameCancel:
-			usable = !st.Terminal && op.Status != store.StatusMerged
-		case commands.NameStatus, commands.NameHelp:
-			usable = true
-		}
-		if usable {
-			out = append(out, templates.CommandHelp{Usage: c.Usage, Description: c.Description, Who: c.WhoText})
-		}
-	}
-	return out
 }
 
 type approvalAcceptor struct{ e *flows.Engine }

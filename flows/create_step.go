@@ -60,7 +60,10 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		head = c.SHA
 	}
 	mr, err := e.gl.FindOpenMergeRequest(ctx, proj.ID, source)
-	if errors.Is(err, platform.ErrNotFound) {
+	if err == nil {
+		// Lists do not carry head_pipeline: read the MR itself.
+		mr, err = e.gl.MergeRequest(ctx, proj.ID, mr.IID, false)
+	} else if errors.Is(err, platform.ErrNotFound) {
 		mr, err = e.gl.CreateMergeRequest(ctx, proj.ID, platform.CreateMRParams{
 			SourceBranch: source, TargetBranch: target, Title: op.Title, RemoveSourceBranch: true,
 			Description: fmt.Sprintf("%s\n\nRequested by @%s through changebot (operation `%s`).", op.Description, op.RequestedBy, op.ID),
@@ -74,6 +77,13 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 			return failTo(CreateFailed, "opening the merge request: %s", failureDetail(err))
 		}
 		return err
+	}
+	if hp := headPipeline(mr); hp != nil && hp.Finished() && hp.Status != platform.PipelineSuccess {
+		// A /retry after a failed pipeline with no new push: run the
+		// pipeline of the head again.
+		if _, err := e.gl.CreateMergeRequestPipeline(ctx, proj.ID, mr.IID); err != nil {
+			return err
+		}
 	}
 	if mr.SHA != "" {
 		head = mr.SHA

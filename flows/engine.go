@@ -34,7 +34,10 @@ type Store interface {
 	ListMergedByProject(ctx context.Context, db store.DBTX, projectID int64, limit int) ([]store.Operation, error)
 	CreateOperation(ctx context.Context, p store.CreateParams) (store.Operation, bool, error)
 	ApplyTransition(ctx context.Context, p store.TransitionParams) (store.Operation, store.Event, error)
-	AppendEvent(ctx context.Context, operationID string, p store.EventParams) (store.Event, error)
+	AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error)
+	ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error)
+	SetNoteOutcome(ctx context.Context, db store.DBTX, projectID, noteID int64, outcome string) error
+	NoteActivity(ctx context.Context, db store.DBTX, author string, since time.Time) (notes, limited int, err error)
 	ListEvents(ctx context.Context, db store.DBTX, operationID string) ([]store.Event, error)
 	GetDelivery(ctx context.Context, db store.DBTX, id int64) (store.Delivery, error)
 	MarkDeliveryProcessed(ctx context.Context, db store.DBTX, id int64, outcome string) error
@@ -61,6 +64,8 @@ type GitLab interface {
 	CreateMergeRequest(ctx context.Context, projectID int64, p platform.CreateMRParams) (platform.MergeRequest, error)
 	MergeRequest(ctx context.Context, projectID, iid int64, includeRebase bool) (platform.MergeRequest, error)
 	CloseMergeRequest(ctx context.Context, projectID, iid int64) (platform.MergeRequest, error)
+	CreateMergeRequestPipeline(ctx context.Context, projectID, iid int64) (platform.Pipeline, error)
+	MemberAccess(ctx context.Context, projectID, userID int64) (int, error)
 	Approvals(ctx context.Context, projectID, iid int64) ([]platform.User, error)
 	Approve(ctx context.Context, reviewer int, projectID, iid int64, sha string) error
 	Merge(ctx context.Context, projectID, iid int64, p platform.MergeParams) (platform.MergeRequest, error)
@@ -193,6 +198,10 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	return e, nil
 }
 
+// SetNoteHandler sets the handler of MR comments (the command executor,
+// which itself needs the engine). Call it before the workers start.
+func (e *Engine) SetNoteHandler(h NoteHandler) { e.cfg.Notes = h }
+
 // Log attribute keys (STYLE 9).
 const (
 	attrOperationID = "operation_id"
@@ -246,7 +255,7 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to StepCode
 	if !o.IgnoreVersion {
 		p.ExpectVersion = op.Version
 	}
-	p.Jobs = e.followUps(op, to, o.Delay)
+	p.Jobs = e.followUps(op, to, op.Version+1, o.Delay)
 	next, _, err := e.st.ApplyTransition(ctx, p)
 	if err != nil {
 		e.m.transitions.WithLabelValues(flowName(op), from.String(), to.String(), "conflict").Inc()
@@ -282,9 +291,10 @@ var uniqueActive = &river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState
 	rivertype.JobStateRunning, rivertype.JobStateScheduled,
 }}
 
-// followUps returns the jobs a move to step `to` makes due.
-func (e *Engine) followUps(op store.Operation, to StepCode, delay time.Duration) []river.InsertManyParams {
-	args := OperationArgs{OperationID: op.ID, Step: int(to), Version: op.Version + 1}
+// followUps returns the jobs a move to step `to` makes due; version is the
+// operation version the move writes (it makes each transition's job unique).
+func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay time.Duration) []river.InsertManyParams {
+	args := OperationArgs{OperationID: op.ID, Step: int(to), Version: version}
 	opts := &river.InsertOpts{UniqueOpts: *uniqueActive, MaxAttempts: MaxAttempts}
 	if delay > 0 {
 		opts.ScheduledAt = e.now().Add(delay)

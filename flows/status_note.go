@@ -64,8 +64,15 @@ func (w *noteWorker) Work(ctx context.Context, job *river.Job[RefreshNoteArgs]) 
 // arrive while it renders, it renders again (bounded), so coalescing never
 // leaves an older state visible.
 func (e *Engine) RefreshNote(ctx context.Context, opID string) error {
+	return e.refreshNote(ctx, opID, false)
+}
+
+// refreshNote renders; force re-renders even when the recorded note already
+// shows the newest event (/status), which also recreates a deleted note.
+func (e *Engine) refreshNote(ctx context.Context, opID string, force bool) error {
 	for range 3 {
-		again, err := e.refreshNoteOnce(ctx, opID)
+		again, err := e.refreshNoteOnce(ctx, opID, force)
+		force = false
 		if err != nil || !again {
 			return err
 		}
@@ -73,7 +80,7 @@ func (e *Engine) RefreshNote(ctx context.Context, opID string) error {
 	return nil
 }
 
-func (e *Engine) refreshNoteOnce(ctx context.Context, opID string) (again bool, err error) {
+func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (again bool, err error) {
 	op, events, err := e.Get(ctx, opID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -99,7 +106,7 @@ func (e *Engine) refreshNoteOnce(ctx context.Context, opID string) (again bool, 
 		}
 		view := e.StatusView(op, events)
 		rec, err := e.st.GetStatusNote(ctx, tx, op.ProjectID, op.MRIID)
-		if err == nil && rec.OperationID == op.ID && rec.RenderedSeq >= view.Seq {
+		if err == nil && !force && rec.OperationID == op.ID && rec.RenderedSeq >= view.Seq {
 			return nil // already shows this state or a newer one
 		}
 		if err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -136,7 +136,7 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 		Operation: op,
 		Event: store.EventParams{Type: store.EventSubmitted, Actor: p.RequestedBy, Source: "api",
 			Payload: map[string]any{"project": p.Project, "files": len(p.Files), "approval_first": p.ApprovalFirst}},
-		Jobs: e.followUps(store.Operation{ID: op.ID, Version: 0, ApprovalFirst: p.ApprovalFirst}, first, 0),
+		Jobs: e.followUps(op, first, 1, 0),
 	})
 	if err != nil {
 		return store.Operation{}, false, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 )
 
 // EventSchemaVersion is the version written with new events. Older versions
@@ -119,9 +120,10 @@ func (s *Store) insertEvent(ctx context.Context, tx pgx.Tx, ev Event) error {
 }
 
 // AppendEvent appends an event that records something without moving the
-// operation (a refused command, a reply). It locks the operation row so the
-// sequence stays gap-free; from/to step and status are the current ones.
-func (s *Store) AppendEvent(ctx context.Context, operationID string, p EventParams) (Event, error) {
+// operation (a refused command, a resume), and enqueues jobs, in one
+// transaction. It locks the operation row so the sequence stays gap-free;
+// from/to step and status are the current ones.
+func (s *Store) AppendEvent(ctx context.Context, operationID string, p EventParams, jobs ...river.InsertManyParams) (Event, error) {
 	var ev Event
 	err := s.InTx(ctx, func(tx pgx.Tx) error {
 		var step int
@@ -134,7 +136,10 @@ func (s *Store) AppendEvent(ctx context.Context, operationID string, p EventPara
 			return err
 		}
 		ev, err = s.appendEventSteps(ctx, tx, operationID, p, step, step, status, status)
-		return err
+		if err != nil {
+			return err
+		}
+		return s.Enqueue(ctx, tx, jobs)
 	})
 	if err != nil {
 		return Event{}, fmt.Errorf("recording %s event of %s: %w", p.Type, operationID, err)

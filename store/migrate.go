@@ -80,7 +80,7 @@ func MigrationStatus(pool *pgxpool.Pool, schema string) (version uint, current b
 }
 
 // LatestMigration is the number of the newest embedded migration.
-const LatestMigration = 1
+const LatestMigration = 3
 
 // newMigrator returns a migrator and the function that releases its
 // connection (the pool cannot close while the migration driver holds one).

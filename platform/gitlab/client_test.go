@@ -218,7 +218,7 @@ func TestCallsFromFixtures(t *testing.T) {
 					},
 				})
 			},
-			want: platform.Commit{SHA: "ed899a2f4b50b4370feeea94676502b42383c746", ParentIDs: []string{"ae1d9fb46aa2b07ee9836d49862ec4e2c46fbbba"}, Title: "some commit message"},
+			want: platform.Commit{SHA: "ed899a2f4b50b4370feeea94676502b42383c746", ParentIDs: []string{"ae1d9fb46aa2b07ee9836d49862ec4e2c46fbbba"}, Title: "some commit message", Message: "some commit message"},
 			// The create, delete and update actions of api-commit-create-request.json.
 			wantBody: `{"branch":"main","commit_message":"some commit message","actions":[
 				{"action":"create","file_path":"foo/bar","content":"some content"},
@@ -232,7 +232,7 @@ func TestCallsFromFixtures(t *testing.T) {
 			run: func(t *testing.T, c *Client) (any, error) {
 				return c.Commit(t.Context(), 42, "ed899a2f4b50b4370feeea94676502b42383c746")
 			},
-			want: platform.Commit{SHA: "ed899a2f4b50b4370feeea94676502b42383c746", ParentIDs: []string{"ae1d9fb46aa2b07ee9836d49862ec4e2c46fbbba"}, Title: "some commit message"},
+			want: platform.Commit{SHA: "ed899a2f4b50b4370feeea94676502b42383c746", ParentIDs: []string{"ae1d9fb46aa2b07ee9836d49862ec4e2c46fbbba"}, Title: "some commit message", Message: "some commit message"},
 		},
 		{
 			name:   "is ancestor",

@@ -3,6 +3,7 @@ package gitlab
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -48,7 +49,7 @@ var hookKinds = map[string]string{
 	"push":          platform.HookPush,
 }
 
-// Events whose kind comes from the body's object_kind, not from the header.
+// Headers that DecodeHook treats specially.
 const (
 	// eventService is what GitLab 14.3 sent for integration-owned hooks
 	// (client-go ParseWebhook, woodpecker fixtures); it carries push,
@@ -74,84 +75,80 @@ type hookEnvelope struct {
 type hookProject struct {
 	ID                int64  `json:"id"`
 	PathWithNamespace string `json:"path_with_namespace"`
-	WebURL            string `json:"web_url"`
 }
 
-// noteExtra holds what client-go's note events lack (confidential and
-// internal flags) and what a note on something else than a merge request
-// needs, since client-go's ParseWebhook rejects unknown noteable types.
-type noteExtra struct {
+// noteBody is a Note Hook as the bot reads it, in one pass. It is local
+// rather than client-go's MergeCommentEvent because client-go lacks the
+// confidential and internal flags and its ParseWebhook rejects noteable
+// types it does not know; the envelope fields stay lenient because notes
+// on issues, commits and snippets are decoded too (and ignored).
+type noteBody struct {
+	hookEnvelope
 	ObjectAttributes struct {
 		ID           int64  `json:"id"`
 		Note         string `json:"note"`
 		Action       string `json:"action"`
 		NoteableType string `json:"noteable_type"`
+		NoteableID   int64  `json:"noteable_id"`
 		System       bool   `json:"system"`
 		AuthorID     int64  `json:"author_id"`
 		Confidential *bool  `json:"confidential"`
 		Internal     *bool  `json:"internal"`
 	} `json:"object_attributes"`
+	MergeRequest *struct {
+		ID  int64 `json:"id"`
+		IID int64 `json:"iid"`
+	} `json:"merge_request"`
 }
 
 // DecodeHook decodes one webhook delivery, given its X-Gitlab-Event header
 // and raw body, into a platform.HookEvent. It is the bot's only decoding path
 // for GitLab webhooks: every fixture webhook-*.json decodes through it.
 //
-// Merge Request, Pipeline and Note Hooks ("Confidential Note Hook" included)
-// are read with client-go's webhook types, plus small local structs for what
-// client-go lacks. Every other event, and any header it does not know,
+// Merge Request and Pipeline Hooks are read with client-go's webhook types
+// (gitlab.ParseWebhook); Note Hooks ("Confidential Note Hook" included) with
+// the local noteBody. Every other event, and any header it does not know,
 // decodes to Kind HookEmoji, HookJob, HookPush or HookOther with the
 // envelope (project, user) as far as the payload has it: not an error.
+// "Service Hook" (GitLab 14.3 integrations) follows the body's object_kind.
+// The body is parsed once (twice for a Service Hook).
 //
 // The error wraps platform.ErrMalformedHook when body is not a JSON object,
-// when a field of a used event has the wrong JSON type, or when object_kind
+// when a field of a used event has the wrong JSON type, when object_kind
 // contradicts the header (missing counts as contradicting for the used
 // kinds), or when the id a used event is about (object_attributes.iid of a
 // merge request, object_attributes.id of a pipeline or note) is missing.
 // Error texts never contain the body.
 func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
-	var ev platform.HookEvent
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return ev, malformedHook(eventHeader, fmt.Errorf("body is not a JSON object"))
+		return platform.HookEvent{}, malformedHook(eventHeader, errors.New("body is not a JSON object"))
 	}
-	var env hookEnvelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		return ev, malformedHook(eventHeader, err)
-	}
-	ev.Kind = platform.HookOther
 	objectKind, checked := hookObjectKinds[eventHeader]
-	switch {
-	case eventHeader == eventService:
-		objectKind = env.ObjectKind
-		if k := hookKinds[objectKind]; k == platform.HookMergeRequest || k == platform.HookPush {
-			ev.Kind = k
+	kind := hookKinds[objectKind]
+	if eventHeader == eventService {
+		var env hookEnvelope
+		if err := json.Unmarshal(body, &env); err != nil {
+			return platform.HookEvent{}, malformedHook(eventHeader, err)
 		}
-	case checked:
-		ev.Kind = hookKinds[objectKind]
-		if ev.Kind == "" {
-			ev.Kind = platform.HookOther
-		}
-		used := ev.Kind == platform.HookMergeRequest || ev.Kind == platform.HookPipeline || ev.Kind == platform.HookNote
-		if env.ObjectKind != objectKind && (used || env.ObjectKind != "") {
-			return platform.HookEvent{}, malformedHook(eventHeader,
-				fmt.Errorf("object_kind contradicts the header, want %q", objectKind))
+		objectKind, checked = env.ObjectKind, true
+		if kind = hookKinds[objectKind]; kind != platform.HookMergeRequest && kind != platform.HookPush {
+			kind = platform.HookOther
 		}
 	}
-	project := envelopeProject(env)
-	ev.ProjectID, ev.ProjectPath = project.ID, project.PathWithNamespace
-	ev.User = envelopeUser(env.User)
-
+	if kind == "" {
+		kind = platform.HookOther
+	}
+	var ev platform.HookEvent
 	var err error
-	switch ev.Kind {
+	switch kind {
 	case platform.HookMergeRequest:
-		ev.MergeRequest, err = decodeMergeRequestHook(eventHeader, body)
+		ev, err = decodeMergeRequestHook(eventHeader, objectKind, body)
 	case platform.HookPipeline:
-		ev.Pipeline, err = decodePipelineHook(eventHeader, body, project)
+		ev, err = decodePipelineHook(eventHeader, objectKind, body)
 	case platform.HookNote:
-		ev.Note, err = decodeNoteHook(eventHeader, env.EventType, body)
-		if ev.Note != nil {
-			ev.Note.Author = ev.User
-		}
+		ev, err = decodeNoteHook(eventHeader, objectKind, body)
+	default:
+		ev, err = decodeOtherHook(kind, objectKind, checked, body)
 	}
 	if err != nil {
 		return platform.HookEvent{}, malformedHook(eventHeader, err)
@@ -159,52 +156,69 @@ func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 	return ev, nil
 }
 
-// decodeMergeRequestHook reads object_attributes of a Merge Request Hook
-// (fixtures webhook-merge_request-*.json).
-func decodeMergeRequestHook(eventHeader string, body []byte) (*platform.MergeRequestHook, error) {
+// contradiction reports an object_kind that does not match the header.
+func contradiction(want string) error {
+	return fmt.Errorf("object_kind contradicts the header, want %q", want)
+}
+
+// decodeMergeRequestHook reads a Merge Request Hook (fixtures
+// webhook-merge_request-*.json).
+func decodeMergeRequestHook(eventHeader, objectKind string, body []byte) (platform.HookEvent, error) {
 	parsed, err := gl.ParseWebhook(gl.EventType(eventHeader), body)
 	if err != nil {
-		return nil, err
+		return platform.HookEvent{}, err
 	}
 	e, ok := parsed.(*gl.MergeEvent)
 	if !ok {
-		return nil, fmt.Errorf("decoded as %T, want a merge request event", parsed)
+		return platform.HookEvent{}, fmt.Errorf("decoded as %T, want a merge request event", parsed)
+	}
+	if e.ObjectKind != objectKind {
+		return platform.HookEvent{}, contradiction(objectKind)
 	}
 	oa := e.ObjectAttributes
 	if oa.IID == 0 {
-		return nil, fmt.Errorf("object_attributes.iid is missing")
+		return platform.HookEvent{}, errors.New("object_attributes.iid is missing")
 	}
-	return &platform.MergeRequestHook{
-		ID:                  oa.ID,
-		IID:                 oa.IID,
-		Action:              oa.Action,
-		State:               oa.State,
-		SHA:                 oa.LastCommit.ID,
-		OldRev:              oa.OldRev,
-		MergeCommitSHA:      oa.MergeCommitSHA,
-		SourceBranch:        oa.SourceBranch,
-		TargetBranch:        oa.TargetBranch,
-		DetailedMergeStatus: oa.DetailedMergeStatus,
-		Title:               oa.Title,
-		AuthorID:            oa.AuthorID,
+	return platform.HookEvent{
+		Kind:        platform.HookMergeRequest,
+		ProjectID:   e.Project.ID,
+		ProjectPath: e.Project.PathWithNamespace,
+		User:        eventUser(e.User),
+		MergeRequest: &platform.MergeRequestHook{
+			ID:                  oa.ID,
+			IID:                 oa.IID,
+			Action:              oa.Action,
+			State:               oa.State,
+			SHA:                 oa.LastCommit.ID,
+			OldRev:              oa.OldRev,
+			MergeCommitSHA:      oa.MergeCommitSHA,
+			SourceBranch:        oa.SourceBranch,
+			TargetBranch:        oa.TargetBranch,
+			DetailedMergeStatus: oa.DetailedMergeStatus,
+			Title:               oa.Title,
+			AuthorID:            oa.AuthorID,
+		},
 	}, nil
 }
 
 // decodePipelineHook reads a Pipeline Hook (fixture
 // webhook-pipeline-mr-success.json); the merge_request block is absent or
 // null for branch and tag pipelines.
-func decodePipelineHook(eventHeader string, body []byte, project hookProject) (*platform.PipelineHook, error) {
+func decodePipelineHook(eventHeader, objectKind string, body []byte) (platform.HookEvent, error) {
 	parsed, err := gl.ParseWebhook(gl.EventType(eventHeader), body)
 	if err != nil {
-		return nil, err
+		return platform.HookEvent{}, err
 	}
 	e, ok := parsed.(*gl.PipelineEvent)
 	if !ok {
-		return nil, fmt.Errorf("decoded as %T, want a pipeline event", parsed)
+		return platform.HookEvent{}, fmt.Errorf("decoded as %T, want a pipeline event", parsed)
+	}
+	if e.ObjectKind != objectKind {
+		return platform.HookEvent{}, contradiction(objectKind)
 	}
 	oa := e.ObjectAttributes
 	if oa.ID == 0 {
-		return nil, fmt.Errorf("object_attributes.id is missing")
+		return platform.HookEvent{}, errors.New("object_attributes.id is missing")
 	}
 	p := &platform.PipelineHook{
 		ID:             oa.ID,
@@ -218,50 +232,88 @@ func decodePipelineHook(eventHeader string, body []byte, project hookProject) (*
 		MRSourceBranch: e.MergeRequest.SourceBranch,
 		WebURL:         oa.URL,
 	}
-	if p.WebURL == "" && project.WebURL != "" && p.ID != 0 {
-		p.WebURL = project.WebURL + "/-/pipelines/" + strconv.FormatInt(p.ID, 10)
+	if p.WebURL == "" && e.Project.WebURL != "" {
+		p.WebURL = e.Project.WebURL + "/-/pipelines/" + strconv.FormatInt(p.ID, 10)
 	}
-	return p, nil
+	return platform.HookEvent{
+		Kind:        platform.HookPipeline,
+		ProjectID:   e.Project.ID,
+		ProjectPath: e.Project.PathWithNamespace,
+		User:        eventUser(e.User),
+		Pipeline:    p,
+	}, nil
 }
 
-// decodeNoteHook reads a Note Hook (fixture webhook-note-mr.json). Notes on
-// a merge request go through client-go's MergeCommentEvent; notes on issues,
-// commits, snippets or anything newer only need what noteExtra holds, as
-// the bot ignores them.
-func decodeNoteHook(eventHeader, eventType string, body []byte) (*platform.NoteHook, error) {
-	var x noteExtra
-	if err := json.Unmarshal(body, &x); err != nil {
-		return nil, err
+// decodeNoteHook reads a Note Hook (fixture webhook-note-mr.json) on any
+// noteable; MRIID and MRID are set only for a merge request.
+func decodeNoteHook(eventHeader, objectKind string, body []byte) (platform.HookEvent, error) {
+	var nb noteBody
+	if err := json.Unmarshal(body, &nb); err != nil {
+		return platform.HookEvent{}, err
 	}
-	xa := x.ObjectAttributes
-	if xa.ID == 0 {
-		return nil, fmt.Errorf("object_attributes.id is missing")
+	if nb.ObjectKind != objectKind {
+		return platform.HookEvent{}, contradiction(objectKind)
 	}
+	a := nb.ObjectAttributes
+	if a.ID == 0 {
+		return platform.HookEvent{}, errors.New("object_attributes.id is missing")
+	}
+	project := envelopeProject(nb.hookEnvelope)
+	user := envelopeUser(nb.User)
 	n := &platform.NoteHook{
-		ID:           xa.ID,
-		Body:         xa.Note,
-		Action:       xa.Action,
-		NoteableType: xa.NoteableType,
-		System:       xa.System,
-		AuthorID:     xa.AuthorID,
-		Confidential: eventHeader == eventConfidentialNote || eventType == "confidential_note" ||
-			(xa.Confidential != nil && *xa.Confidential) || (xa.Internal != nil && *xa.Internal),
+		ID:           a.ID,
+		Body:         a.Note,
+		Action:       a.Action,
+		NoteableType: a.NoteableType,
+		System:       a.System,
+		Author:       user,
+		AuthorID:     a.AuthorID,
+		Confidential: eventHeader == eventConfidentialNote || nb.EventType == "confidential_note" ||
+			(a.Confidential != nil && *a.Confidential) || (a.Internal != nil && *a.Internal),
 	}
-	if xa.NoteableType != platform.NoteableMergeRequest {
-		return n, nil
+	if a.NoteableType == platform.NoteableMergeRequest {
+		n.MRID = a.NoteableID
+		if nb.MergeRequest != nil {
+			n.MRIID = nb.MergeRequest.IID
+			if nb.MergeRequest.ID != 0 {
+				n.MRID = nb.MergeRequest.ID
+			}
+		}
 	}
-	// ParseWebhook would decode the body twice (once to dispatch on the
-	// noteable type, checked above); the type is the same.
-	var e gl.MergeCommentEvent
-	if err := json.Unmarshal(body, &e); err != nil {
-		return nil, err
+	return platform.HookEvent{
+		Kind:        platform.HookNote,
+		ProjectID:   project.ID,
+		ProjectPath: project.PathWithNamespace,
+		User:        user,
+		Note:        n,
+	}, nil
+}
+
+// decodeOtherHook reads the envelope of an event the bot does not use.
+// When the header is known (checked), a present object_kind must match it.
+func decodeOtherHook(kind, objectKind string, checked bool, body []byte) (platform.HookEvent, error) {
+	var env hookEnvelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return platform.HookEvent{}, err
 	}
-	n.MRIID = e.MergeRequest.IID
-	n.MRID = e.MergeRequest.ID
-	if n.MRID == 0 {
-		n.MRID = e.ObjectAttributes.NoteableID
+	if checked && env.ObjectKind != "" && env.ObjectKind != objectKind {
+		return platform.HookEvent{}, contradiction(objectKind)
 	}
-	return n, nil
+	project := envelopeProject(env)
+	return platform.HookEvent{
+		Kind:        kind,
+		ProjectID:   project.ID,
+		ProjectPath: project.PathWithNamespace,
+		User:        envelopeUser(env.User),
+	}, nil
+}
+
+// eventUser translates client-go's payload user.
+func eventUser(u *gl.EventUser) platform.User {
+	if u == nil {
+		return platform.User{}
+	}
+	return platform.User{ID: u.ID, Username: u.Username}
 }
 
 // envelopeProject reads payload "project", falling back to the top-level

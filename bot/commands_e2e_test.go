@@ -1,0 +1,238 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+	"changebot/templates"
+)
+
+// runUntil submits the demo change and waits until it reaches step.
+func runUntil(t *testing.T, env *demoEnv, step string) (string, int64) {
+	t.Helper()
+	opID, err := submitDemoChange(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStep(t, env, opID, step, 60*time.Second)
+	v, err := getChangeView(context.Background(), env, opID)
+	if err != nil || v.MergeRequest == nil {
+		t.Fatalf("no merge request: %v", err)
+	}
+	return opID, v.MergeRequest.IID
+}
+
+// botNotes returns the notes the robot wrote that are not the status note.
+func botReplies(env *demoEnv, iid int64) []gitlabfake.Note {
+	snap, _ := env.GitLab.MergeRequest(env.Project.ID, iid)
+	var out []gitlabfake.Note
+	for _, n := range snap.Notes {
+		if _, status := templates.ParseMarker(n.Body); n.Author == demoRobot && !status && !n.System {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func waitReplies(t *testing.T, env *demoEnv, iid int64, n int) []gitlabfake.Note {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := botReplies(env, iid)
+		if len(r) >= n {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bot replies, want %d", len(r), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func eventsOf(t *testing.T, app *App, opID string) []store.Event {
+	t.Helper()
+	ev, err := app.Store().ListEvents(context.Background(), app.pool, opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// TestRetryAfterFailedPipelineReachesValidated: the first MR pipeline
+// fails, the requester comments /retry, the next pipeline passes.
+func TestRetryAfterFailedPipelineReachesValidated(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed", "success"}, Duration: 100 * time.Millisecond})
+	startBot(t, env)
+	opID, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoRequester, "Fixed the runner.\n/retry")
+	if _, err := followChange(context.Background(), env, opID, 60*time.Second, func(changeView) {}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResumeIsForOperators: a change parked as CREATE_PIPELINE_PENDING is
+// refused for a developer (one reply, one event, no move) and continued for
+// an operator.
+func TestResumeIsForOperators(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
+	app, _ := startBotWithPoll(t, env, shortDeadlines())
+	opID, iid := runUntil(t, env, "CREATE_PIPELINE_PENDING")
+	before := eventsOf(t, app, opID)
+
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoDeveloper, "/resume")
+	replies := waitReplies(t, env, iid, 1)
+	if !strings.Contains(replies[0].Body, "resume") {
+		t.Fatalf("refusal reply does not name the command: %q", replies[0].Body)
+	}
+	time.Sleep(300 * time.Millisecond)
+	after := eventsOf(t, app, opID)
+	if len(after) != len(before)+1 || after[len(after)-1].Type != store.EventRefused || after[len(after)-1].Actor != demoDeveloper {
+		t.Fatalf("want exactly one refused event by %s, got %+v", demoDeveloper, after[len(before):])
+	}
+	if v, _ := getChangeView(context.Background(), env, opID); v.Step.Name != "CREATE_PIPELINE_PENDING" {
+		t.Fatalf("refused /resume moved the change to %s", v.Step.Name)
+	}
+
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoOperator, "/resume")
+	waitEvent(t, app, opID, func(ev store.Event) bool {
+		return ev.Actor == demoOperator && flows.StepCode(ev.ToStep) == flows.CreateMROpened
+	})
+	if n := len(botReplies(env, iid)); n != 1 {
+		t.Fatalf("%d replies after the operator's /resume, want still 1", n)
+	}
+}
+
+func waitEvent(t *testing.T, app *App, opID string, match func(store.Event) bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, ev := range eventsOf(t, app, opID) {
+			if match(ev) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("expected event never appeared")
+}
+
+// TestReporterRetryRefusedWithoutGitLabWrites: a Reporter's /retry on an MR
+// into the protected default branch is refused and calls nothing on GitLab
+// but the permission read and the reply.
+func TestReporterRetryRefusedWithoutGitLabWrites(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed"}})
+	app, _ := startBot(t, env)
+	opID, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
+	time.Sleep(500 * time.Millisecond) // let the status note settle
+	calls0 := len(env.GitLab.Calls())
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoReporter, "/retry")
+	waitReplies(t, env, iid, 1)
+	time.Sleep(500 * time.Millisecond)
+	for _, c := range env.GitLab.Calls()[calls0:] {
+		write := c.Method != http.MethodGet
+		reply := c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/notes")
+		noteEdit := c.Method == http.MethodPut && strings.Contains(c.Path, "/notes/")
+		if write && !reply && !noteEdit {
+			t.Errorf("refused /retry caused %s %s", c.Method, c.Path)
+		}
+	}
+	if v, _ := getChangeView(context.Background(), env, opID); v.Step.Name != "CREATE_PIPELINE_FAILED" {
+		t.Fatalf("refused /retry moved the change to %s", v.Step.Name)
+	}
+	evs := eventsOf(t, app, opID)
+	if last := evs[len(evs)-1]; last.Type != store.EventRefused || last.Actor != demoReporter {
+		t.Fatalf("last event %+v, want a refusal by %s", last, demoReporter)
+	}
+}
+
+// TestNoteRunsOnceNeverOnEditNeverForBots: a note delivered twice acts
+// once; its edit acts never; the bot's own reply and status-note edits
+// replayed 10 times as Note Hooks cause nothing.
+func TestNoteRunsOnceNeverOnEditNeverForBots(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed"}})
+	app, _ := startBot(t, env)
+	opID, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
+	note := env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoDeveloper, "/help")
+	waitReplies(t, env, iid, 1)
+	_ = env.GitLab.Flush(context.Background())
+	time.Sleep(500 * time.Millisecond)
+
+	resend := func(h gitlabfake.SentWebhook, key string) {
+		req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/webhooks/gitlab", bytes.NewReader(h.Body))
+		req.Header.Set("X-Gitlab-Event", h.Event)
+		req.Header.Set("X-Gitlab-Token", demoWebhookSecret)
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	var userNote []gitlabfake.SentWebhook
+	var botNotes []gitlabfake.SentWebhook
+	for _, h := range env.GitLab.Webhooks() {
+		if h.Event != gitlabfake.EventNote {
+			continue
+		}
+		if bytes.Contains(h.Body, []byte(`"username":"`+demoRobot+`"`)) {
+			botNotes = append(botNotes, h)
+		} else if bytes.Contains(h.Body, []byte(`"id":`+itoa(note.ID)+`,`)) {
+			userNote = append(userNote, h)
+		}
+	}
+	if len(userNote) != 1 || len(botNotes) == 0 {
+		t.Fatalf("found %d deliveries of the user's note and %d of the bot's", len(userNote), len(botNotes))
+	}
+	before := eventsOf(t, app, opID)
+	// The same note again under another hook's key (several hooks, resend).
+	resend(userNote[0], "another-hook-1")
+	// The bot's own notes (help reply, status note edits), 10 times each.
+	for i := range 10 {
+		for j, h := range botNotes {
+			resend(h, "bot-replay-"+itoa(int64(i))+"-"+itoa(int64(j)))
+		}
+	}
+	// An edit of the user's note.
+	req, _ := http.NewRequest(http.MethodPut, env.GitLab.URL()+"/api/v4/projects/"+itoa(env.Project.ID)+
+		"/merge_requests/"+itoa(iid)+"/notes/"+itoa(note.ID), strings.NewReader(`{"body":"/help\n/status"}`))
+	req.Header.Set("PRIVATE-TOKEN", "demo-dave-token")
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("editing the note: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	_ = env.GitLab.Flush(context.Background())
+	time.Sleep(2 * time.Second)
+	if n := len(botReplies(env, iid)); n != 1 {
+		t.Fatalf("%d bot replies, want 1 (duplicates, edits or the bot's own notes acted)", n)
+	}
+	if after := eventsOf(t, app, opID); len(after) != len(before) {
+		t.Fatalf("events grew from %d to %d", len(before), len(after))
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// shortDeadlines parks a waiting change quickly.
+func shortDeadlines() flows.PollConfig {
+	p := demoPoll
+	p.PipelineDeadline = 1500 * time.Millisecond
+	return p
+}

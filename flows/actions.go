@@ -1,0 +1,139 @@
+package flows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"changebot/platform"
+	"changebot/store"
+)
+
+// ActionParams identify who asked for an action and from where (recorded
+// on the event).
+type ActionParams struct {
+	Actor  string // GitLab username
+	Source string // "command:<note id>"
+	// Command is the command name, for the event payload.
+	Command string
+}
+
+// ErrNotApplicable is returned (wrapped in *NotApplicableError) when a
+// command does not apply to the change in its current step.
+var ErrNotApplicable = errors.New("not applicable in this state")
+
+// NotApplicableError explains why a command does nothing now.
+type NotApplicableError struct{ Reason string }
+
+// Error implements error.
+func (e *NotApplicableError) Error() string { return e.Reason }
+
+// Is makes errors.Is(err, ErrNotApplicable) hold.
+func (e *NotApplicableError) Is(t error) bool { return t == ErrNotApplicable }
+
+func notApplicable(format string, args ...any) error {
+	return &NotApplicableError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func (p ActionParams) opts() TransitionOpts {
+	return TransitionOpts{Actor: p.Actor, Source: p.Source, Payload: map[string]any{"command": p.Command}}
+}
+
+// retryTargets maps each retryable step to where /retry sends it.
+var retryTargets = map[StepCode]StepCode{
+	CreatePipelineFailed: CreateStarted, CreateFailed: CreateStarted,
+	HandleFailed: HandleStarted, HandleRebaseConflict: HandleStarted,
+	HandleReviewerDenied: HandleStarted, HandleNotMergeable: HandleStarted,
+}
+
+// Retry re-runs the failed step of op (issue 3 /retry): CREATE_FAILED ->
+// create again (a new pipeline for the head when its pipeline failed),
+// HANDLE_FAILED -> handle again. The round counter starts over.
+func (e *Engine) Retry(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
+	to, ok := retryTargets[StepCode(op.Step)]
+	if !ok {
+		return op, notApplicable("/retry applies to a failed change; this one is %s (%s)", op.Status, StepCode(op.Step))
+	}
+	o := p.opts()
+	o.Update = func(x *store.Operation) { x.Rounds, x.Detail = 0, "" }
+	return e.Transition(ctx, op, to, o)
+}
+
+// resumeTargets maps each pending step to the waiting step it continues.
+var resumeTargets = map[StepCode]StepCode{
+	CreatePipelinePending: CreateMROpened, HandlePipelinePending: HandleAwaitPipeline,
+	ApprovalSendPending: ApprovalSending, HandleRebasePending: HandleRebasing, DeployPending: HandleMerged,
+}
+
+// Resume continues op (issue 3 /resume): a pending step goes back to its
+// waiting step with a fresh deadline; an in-progress step gets its job
+// enqueued again (steps are idempotent; a job already queued is not
+// duplicated).
+func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
+	step := StepCode(op.Step)
+	if to, ok := resumeTargets[step]; ok {
+		return e.Transition(ctx, op, to, p.opts())
+	}
+	if !MustStep(step).Resumable {
+		return op, notApplicable("/resume applies to a waiting or interrupted change; this one is %s (%s)", op.Status, step)
+	}
+	jobs := e.followUps(op, step, op.Version, 0)
+	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventCommand, Actor: p.Actor, Source: p.Source,
+		Payload: map[string]any{"command": p.Command, "resumed_step": step.String()}}, jobs...)
+	return op, err
+}
+
+// Cancel closes the change (issue 3 /cancel): closes its MR unless GitLab
+// shows it closed or merged already, then CLOSED (re-appliable). A change
+// GitLab shows merged is finished as MERGED instead: the configuration is on
+// the target branch, so it cannot honestly be called cancelled.
+func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
+	if !CanMove(StepCode(op.Step), Closed) {
+		return op, notApplicable("/cancel applies to a change in progress; this one is %s (%s)", op.Status, StepCode(op.Step))
+	}
+	if op.MRIID > 0 {
+		mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
+		if err != nil && !errors.Is(err, platform.ErrNotFound) {
+			return op, err
+		}
+		switch {
+		case err == nil && mr.State == platform.MRStateMerged:
+			if ferr := e.finishMerged(ctx, op, mr, p.Source); ferr != nil {
+				return op, ferr
+			}
+			return op, notApplicable("!%d is already merged; the change can no longer be cancelled", op.MRIID)
+		case err == nil && mr.State != platform.MRStateClosed:
+			if _, err := e.gl.CloseMergeRequest(ctx, op.ProjectID, op.MRIID); err != nil {
+				return op, err
+			}
+		}
+	}
+	o := p.opts()
+	o.Update = func(x *store.Operation) { x.Detail = "cancelled by " + p.Actor }
+	return e.Transition(ctx, op, Closed, o)
+}
+
+// Refuse records a refused command in the change's history (actor,
+// command, reason) and changes nothing else.
+func (e *Engine) Refuse(ctx context.Context, op store.Operation, p ActionParams, reason string) error {
+	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventRefused, Actor: p.Actor, Source: p.Source,
+		Payload: map[string]any{"command": p.Command, "reason": reason}})
+	return err
+}
+
+// RefreshNow re-renders op's status comment at once (/status), recreating
+// it if someone deleted it.
+func (e *Engine) RefreshNow(ctx context.Context, op store.Operation) error {
+	return e.refreshNote(ctx, op.ID, true)
+}
+
+// Reply posts a comment on an MR as the robot.
+func (e *Engine) Reply(ctx context.Context, projectID, iid int64, body string) error {
+	_, err := e.gl.CreateNote(ctx, projectID, iid, body)
+	return err
+}
+
+// FindByMR returns the newest change of an MR; store.ErrNotFound when none.
+func (e *Engine) FindByMR(ctx context.Context, projectID, iid int64) (store.Operation, error) {
+	return e.st.FindOperationByMR(ctx, e.st.Pool(), projectID, iid)
+}

@@ -1,0 +1,238 @@
+// Package commitgate owns the exclusive terminal commit (DESIGN §6): for a
+// side effect that must happen at most once per (run, step) across replicas,
+// such as a merge or the validated flip, a Guard lets exactly one caller
+// claim the step's terminal commit and tells every other caller who holds it.
+//
+// A claim carries a token minted by the store (a database sequence for the
+// PostgreSQL store). ReleaseLease frees a claim only when its token matches,
+// so a late or duplicate release never frees someone else's claim. Seed
+// refills the claims of steps whose terminal state was persisted before a
+// restart. For fencing, a caller claims with PostgresStore.InTx inside the
+// transaction that also writes the resulting state, so the claim and the
+// state commit or roll back together.
+//
+// commitgate must not perform the side effects it guards, must not import
+// bot, webhooks or commands, and must not decide which statuses are terminal
+// (the caller injects that rule). The memory store exists for unit tests only.
+package commitgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrEmptyRef is returned when a Ref lacks its run id or its step; both are
+// required because different runs' steps of the same name are different.
+var ErrEmptyRef = errors.New("commit ref needs both a run id and a step")
+
+// ErrUnconfigured is returned by every method of a Guard that was not built
+// with NewGuard and a non-nil Store (the zero Guard is unusable, never
+// permissive).
+var ErrUnconfigured = errors.New("commit guard is not configured: build it with NewGuard and a store")
+
+// ErrAlreadyCommitted matches, with errors.Is, the *AlreadyCommittedError
+// returned when another caller already holds a step's terminal commit.
+var ErrAlreadyCommitted = errors.New("step already committed")
+
+// Ref names one step of one run: the unit that may commit at most once.
+type Ref struct {
+	// RunID identifies the run (the operation id); required.
+	RunID string
+	// Step names the step within the run (a persisted step name); required.
+	Step string
+}
+
+// Validate returns ErrEmptyRef unless both RunID and Step are set.
+func (r Ref) Validate() error {
+	if r.RunID == "" || r.Step == "" {
+		return ErrEmptyRef
+	}
+	return nil
+}
+
+// Commit is a terminal commit of a step: the status it ends in, the branch
+// it concerns (empty when none) and the caller's sequence number (for
+// example the operation's version) at which it happened.
+type Commit struct {
+	Ref    Ref
+	Status string
+	Branch string
+	Seq    int64
+}
+
+// Lease is the proof of a successful Acquire. Token is positive for a claim
+// held in the store; a zero Token means nothing was claimed (the commit was
+// not terminal) and releasing it does nothing.
+type Lease struct {
+	Ref   Ref
+	Token int64
+}
+
+// AlreadyCommittedError is returned by Acquire when the step's terminal
+// commit is held by an earlier caller; Holder is that caller's commit. It
+// matches ErrAlreadyCommitted with errors.Is.
+type AlreadyCommittedError struct {
+	Holder Commit
+}
+
+// Error names the holder, for example
+// `step "merge" of run "op_1" already committed as MERGED on branch main at seq 7`.
+func (e *AlreadyCommittedError) Error() string {
+	h := e.Holder
+	branch := ""
+	if h.Branch != "" {
+		branch = " on branch " + h.Branch
+	}
+	return fmt.Sprintf("step %q of run %q already committed as %s%s at seq %d",
+		h.Ref.Step, h.Ref.RunID, h.Status, branch, h.Seq)
+}
+
+// Is reports whether target is ErrAlreadyCommitted.
+func (e *AlreadyCommittedError) Is(target error) bool {
+	return target == ErrAlreadyCommitted
+}
+
+// Store keeps the claims behind a Guard. Implementations: NewPostgresStore
+// (production) and NewMemoryStore (unit tests only). The Guard validates refs
+// and statuses before calling a Store.
+type Store interface {
+	// Claim atomically records c unless c.Ref is already claimed. On success
+	// it returns a fresh positive token and claimed=true; otherwise it returns
+	// the current holder and claimed=false.
+	Claim(ctx context.Context, c Commit) (token int64, holder Commit, claimed bool, err error)
+	// ReleaseToken deletes ref's claim only if it still carries token, and
+	// reports whether it did.
+	ReleaseToken(ctx context.Context, ref Ref, token int64) (bool, error)
+	// SeedIfAbsent records c unless c.Ref is already claimed, in which case
+	// the existing record is kept unchanged.
+	SeedIfAbsent(ctx context.Context, c Commit) error
+	// Get returns ref's claim and whether there is one.
+	Get(ctx context.Context, ref Ref) (Commit, bool, error)
+	// Count returns the number of claims held.
+	Count(ctx context.Context) (int, error)
+}
+
+// Guard grants the exclusive terminal commit of each (run, step). Build it
+// with NewGuard; the zero Guard returns ErrUnconfigured from every method.
+// A Guard is safe for concurrent use when its Store is.
+type Guard struct {
+	store      Store
+	isTerminal func(status string) bool
+}
+
+// NewGuard returns a Guard over store. isTerminal tells which statuses are
+// terminal and therefore claimed; nil means every status is terminal. A nil
+// store yields a Guard whose methods return ErrUnconfigured.
+func NewGuard(store Store, isTerminal func(status string) bool) *Guard {
+	return &Guard{store: store, isTerminal: isTerminal}
+}
+
+func (g *Guard) usable() error {
+	if g == nil || g.store == nil {
+		return ErrUnconfigured
+	}
+	return nil
+}
+
+func (g *Guard) terminal(status string) bool {
+	return g.isTerminal == nil || g.isTerminal(status)
+}
+
+// Acquire claims c's step for c. A non-terminal commit passes: it returns a
+// Lease with a zero Token and nil error and leaves no record. If another
+// caller already holds the step, Acquire returns *AlreadyCommittedError
+// naming that holder. Errors: ErrUnconfigured, ErrEmptyRef, or the store's.
+func (g *Guard) Acquire(ctx context.Context, c Commit) (Lease, error) {
+	if err := g.usable(); err != nil {
+		return Lease{}, err
+	}
+	if err := c.Ref.Validate(); err != nil {
+		return Lease{}, err
+	}
+	if !g.terminal(c.Status) {
+		return Lease{Ref: c.Ref}, nil
+	}
+	token, holder, claimed, err := g.store.Claim(ctx, c)
+	if err != nil {
+		return Lease{}, fmt.Errorf("claiming step %q of run %q: %w", c.Ref.Step, c.Ref.RunID, err)
+	}
+	if !claimed {
+		return Lease{}, &AlreadyCommittedError{Holder: holder}
+	}
+	if token <= 0 {
+		return Lease{}, fmt.Errorf("claiming step %q of run %q: store returned non-positive token %d", c.Ref.Step, c.Ref.RunID, token)
+	}
+	return Lease{Ref: c.Ref, Token: token}, nil
+}
+
+// ReleaseLease frees l's claim only if the store still holds it under
+// l.Token, and reports whether it did; a late, duplicate or zero-token
+// release does nothing and returns false. Release a claim only when the
+// guarded side effect is known not to have happened, so it may be retried.
+func (g *Guard) ReleaseLease(ctx context.Context, l Lease) (released bool, err error) {
+	if err := g.usable(); err != nil {
+		return false, err
+	}
+	if err := l.Ref.Validate(); err != nil {
+		return false, err
+	}
+	if l.Token <= 0 {
+		return false, nil
+	}
+	released, err = g.store.ReleaseToken(ctx, l.Ref, l.Token)
+	if err != nil {
+		return false, fmt.Errorf("releasing step %q of run %q: %w", l.Ref.Step, l.Ref.RunID, err)
+	}
+	return released, nil
+}
+
+// Seed records c as committed when its step has no claim yet, to refill the
+// gate from terminal states persisted before a restart. It is idempotent,
+// never replaces an existing (newer) record, and ignores non-terminal
+// commits. Seeded claims have a token nobody holds, so they are never
+// released. Errors: ErrUnconfigured, ErrEmptyRef, or the store's.
+func (g *Guard) Seed(ctx context.Context, c Commit) error {
+	if err := g.usable(); err != nil {
+		return err
+	}
+	if err := c.Ref.Validate(); err != nil {
+		return err
+	}
+	if !g.terminal(c.Status) {
+		return nil
+	}
+	if err := g.store.SeedIfAbsent(ctx, c); err != nil {
+		return fmt.Errorf("seeding step %q of run %q: %w", c.Ref.Step, c.Ref.RunID, err)
+	}
+	return nil
+}
+
+// Status returns the commit holding ref and whether there is one.
+// Errors: ErrUnconfigured, ErrEmptyRef, or the store's.
+func (g *Guard) Status(ctx context.Context, ref Ref) (Commit, bool, error) {
+	if err := g.usable(); err != nil {
+		return Commit{}, false, err
+	}
+	if err := ref.Validate(); err != nil {
+		return Commit{}, false, err
+	}
+	c, ok, err := g.store.Get(ctx, ref)
+	if err != nil {
+		return Commit{}, false, fmt.Errorf("reading step %q of run %q: %w", ref.Step, ref.RunID, err)
+	}
+	return c, ok, nil
+}
+
+// Committed returns the number of steps currently committed.
+// Errors: ErrUnconfigured or the store's.
+func (g *Guard) Committed(ctx context.Context) (int, error) {
+	if err := g.usable(); err != nil {
+		return 0, err
+	}
+	n, err := g.store.Count(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("counting commits: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,254 @@
+package commitgate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"changebot/flows/commitgate"
+	"changebot/store"
+	"changebot/store/storetest"
+)
+
+// Environment of a racer process (see TestMain and TestProcessesRace).
+const (
+	racerEnv      = "COMMITGATE_RACER"       // "1": run as a racer, not as tests
+	racerURLEnv   = "COMMITGATE_DB_URL"      // database URL with search_path
+	racerStartEnv = "COMMITGATE_START_NANOS" // unix nanoseconds at which to Acquire
+	racerIDEnv    = "COMMITGATE_RACER_ID"    // the racer's number, used as its branch
+)
+
+var raceRef = commitgate.Ref{RunID: "op_race", Step: "merge"}
+
+// TestMain lets the test binary re-execute itself as a racer process.
+func TestMain(m *testing.M) {
+	if os.Getenv(racerEnv) == "1" {
+		os.Exit(runRacer())
+	}
+	os.Exit(m.Run())
+}
+
+// runRacer connects, waits for the start time, acquires raceRef and prints
+// "WON" or "LOST <error naming the holder>".
+func runRacer() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start, err := strconv.ParseInt(os.Getenv(racerStartEnv), 10, 64)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "parsing start time: %v\n", err)
+		return 2
+	}
+	pool, err := pgxpool.New(ctx, os.Getenv(racerURLEnv))
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "connecting: %v\n", err)
+		return 2
+	}
+	defer pool.Close()
+	g := commitgate.NewGuard(commitgate.NewPostgresStore(pool), nil)
+	id := os.Getenv(racerIDEnv)
+	time.Sleep(time.Until(time.Unix(0, start)))
+	_, err = g.Acquire(ctx, commitgate.Commit{Ref: raceRef, Status: "MERGED", Branch: "racer-" + id})
+	switch {
+	case err == nil:
+		fmt.Println("WON")
+	case errors.Is(err, commitgate.ErrAlreadyCommitted):
+		fmt.Println("LOST " + err.Error())
+	default:
+		fmt.Fprintf(os.Stderr, "acquiring: %v\n", err)
+		return 2
+	}
+	return 0
+}
+
+func newPostgresStore(t *testing.T) (*commitgate.PostgresStore, storetest.Schema) {
+	t.Helper()
+	sc := storetest.New(t)
+	return commitgate.NewPostgresStore(sc.Pool), sc
+}
+
+func TestPostgresStoreContract(t *testing.T) {
+	t.Parallel()
+	runStoreContract(t, func(t *testing.T) commitgate.Store {
+		s, _ := newPostgresStore(t)
+		return s
+	})
+}
+
+func TestGoroutinesRaceOnPostgres(t *testing.T) {
+	t.Parallel()
+	s, _ := newPostgresStore(t)
+	g := commitgate.NewGuard(s, nil)
+	ctx := context.Background()
+	const racers = 8
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		winner = -1
+		losses []error
+	)
+	start := make(chan struct{})
+	for i := range racers {
+		wg.Go(func() {
+			<-start
+			_, err := g.Acquire(ctx, commitgate.Commit{Ref: raceRef, Status: "MERGED", Branch: fmt.Sprintf("racer-%d", i), Seq: int64(i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				if winner >= 0 {
+					t.Errorf("racers %d and %d both won", winner, i)
+				}
+				winner = i
+			case errors.Is(err, commitgate.ErrAlreadyCommitted):
+				losses = append(losses, err)
+			default:
+				t.Errorf("racer %d: %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if winner < 0 || len(losses) != racers-1 {
+		t.Fatalf("winner %d, %d losses; want one winner and %d losses", winner, len(losses), racers-1)
+	}
+	want := fmt.Sprintf(`step "merge" of run "op_race" already committed as MERGED on branch racer-%d at seq %d`, winner, winner)
+	for _, err := range losses {
+		if err.Error() != want {
+			t.Fatalf("loser's error = %q, want %q", err.Error(), want)
+		}
+	}
+	if n, err := g.Committed(ctx); err != nil || n != 1 {
+		t.Fatalf("Committed = %d, %v; want 1", n, err)
+	}
+}
+
+func TestProcessesRaceOnOneDatabase(t *testing.T) {
+	t.Parallel()
+	s, sc := newPostgresStore(t)
+	const racers = 4
+	start := time.Now().Add(2 * time.Second).UnixNano()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	outs := make([]bytes.Buffer, racers)
+	cmds := make([]*exec.Cmd, racers)
+	for i := range racers {
+		cmd := exec.CommandContext(ctx, os.Args[0])
+		cmd.Env = append(os.Environ(),
+			racerEnv+"=1",
+			racerURLEnv+"="+sc.URL,
+			racerStartEnv+"="+strconv.FormatInt(start, 10),
+			racerIDEnv+"="+strconv.Itoa(i))
+		cmd.Stdout = &outs[i]
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting racer %d: %v", i, err)
+		}
+		cmds[i] = cmd
+	}
+	winner := -1
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("racer %d: %v (output %q)", i, err, outs[i].String())
+		}
+		if strings.TrimSpace(outs[i].String()) == "WON" {
+			if winner >= 0 {
+				t.Fatalf("racers %d and %d both won", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no racer won")
+	}
+	want := fmt.Sprintf(`LOST step "merge" of run "op_race" already committed as MERGED on branch racer-%d at seq 0`, winner)
+	for i := range racers {
+		if got := strings.TrimSpace(outs[i].String()); i != winner && got != want {
+			t.Fatalf("racer %d printed %q, want %q", i, got, want)
+		}
+	}
+	got, ok, err := s.Get(context.Background(), raceRef)
+	if err != nil || !ok || got.Branch != fmt.Sprintf("racer-%d", winner) {
+		t.Fatalf("stored holder = %+v, %v, %v; want racer-%d", got, ok, err, winner)
+	}
+}
+
+func TestPostgresClaimInTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := commitgate.Commit{Ref: raceRef, Status: "MERGED", Branch: "main", Seq: 7}
+	tests := []struct {
+		name      string
+		commit    bool
+		wantClaim bool
+	}{
+		{"rolled back claim leaves no record", false, false},
+		{"committed claim is held", true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, sc := newPostgresStore(t)
+			tx, err := sc.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if _, err := commitgate.NewGuard(s.InTx(tx), nil).Acquire(ctx, c); err != nil {
+				t.Fatalf("Acquire in tx: %v", err)
+			}
+			// A competing claim outside the transaction waits for it.
+			outcome := make(chan error, 1)
+			go func() {
+				_, err := commitgate.NewGuard(s, nil).Acquire(ctx, commitgate.Commit{Ref: raceRef, Status: "MERGED", Branch: "other"})
+				outcome <- err
+			}()
+			select {
+			case err := <-outcome:
+				t.Fatalf("competing claim did not wait for the transaction: %v", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if tc.commit {
+				err = tx.Commit(ctx)
+			} else {
+				err = tx.Rollback(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = <-outcome
+			if tc.wantClaim {
+				wantHolder(t, err, c)
+			} else if err != nil {
+				t.Fatalf("competing claim after rollback: %v", err)
+			}
+		})
+	}
+}
+
+func TestMigrationDownDropsCommitClaims(t *testing.T) {
+	t.Parallel()
+	_, sc := newPostgresStore(t)
+	ctx := context.Background()
+	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name, Down: true}); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	var n int
+	err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname IN ('commit_claims', 'commit_claim_tokens')`, sc.Name).Scan(&n)
+	if err != nil || n != 0 {
+		t.Fatalf("relations left after down: %d (%v)", n, err)
+	}
+}
