@@ -29,7 +29,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 		return nil, err
 	}
 	cbCfg := webhooks.CallbackConfig{Secret: a.cfg.CallbackSecret, MaxBodyBytes: 1 << 20,
-		Approvals: approvalAcceptor{a.engine}, Deploys: deployAcceptor{a.engine}, Logger: a.log, Metrics: wm}
+		Approvals: a.engine, Deploys: a.engine, Logger: a.log, Metrics: wm}
 	approvalCB, err := webhooks.NewApprovalCallbackHandler(cbCfg)
 	if err != nil {
 		return nil, err
@@ -226,20 +226,6 @@ func (a *App) getChange(w http.ResponseWriter, r *http.Request) {
 		v.Events = []store.Event{}
 	}
 	writeJSON(w, http.StatusOK, v)
-}
-
-type approvalAcceptor struct{ e *flows.Engine }
-
-// AcceptApproval implements webhooks.ApprovalAcceptor.
-func (a approvalAcceptor) AcceptApproval(ctx context.Context, cb webhooks.ApprovalCallback) (string, error) {
-	return a.e.AcceptApproval(ctx, flows.ApprovalCallback(cb))
-}
-
-type deployAcceptor struct{ e *flows.Engine }
-
-// AcceptDeploy implements webhooks.DeployAcceptor.
-func (a deployAcceptor) AcceptDeploy(ctx context.Context, cb webhooks.DeployCallback) (string, error) {
-	return a.e.AcceptDeploy(ctx, flows.DeployCallback(cb))
 }
 
 // gitlabMetrics counts GitLab calls (changebot_gitlab_calls_total) and
