@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,7 @@ import (
 	"changebot/flows"
 	"changebot/platform/approval"
 	"changebot/platform/gitlab"
+	"changebot/settings"
 	"changebot/store"
 	"changebot/templates"
 )
@@ -41,6 +43,9 @@ type AppOpts struct {
 	Registry *prometheus.Registry
 	// ClientID names this replica in River; empty lets River choose.
 	ClientID string
+	// StepHookFunc is passed to flows.EngineConfig.StepHookFunc (tests
+	// inject panics into steps with it); nil in production.
+	StepHookFunc func(kind string)
 }
 
 // App is one running replica: HTTP intake plus job workers.
@@ -55,6 +60,7 @@ type App struct {
 	registry *prometheus.Registry
 	router   http.Handler
 	schema   string
+	settings *settings.Cache
 }
 
 // NewApp connects to the database and builds every subsystem; it starts
@@ -90,17 +96,16 @@ func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
 }
 
 func (a *App) build(ctx context.Context, opts *AppOpts) error {
-	poll, rescueAfter, err := pollConfig(a.cfg.Settings)
-	if err != nil {
-		return err
-	}
-	if opts.Poll != (flows.PollConfig{}) {
-		poll = opts.Poll
-	}
+	var err error
 	a.store, err = store.New(a.pool, &store.StoreOpts{Logger: a.log, Schema: a.schema})
 	if err != nil {
 		return err
 	}
+	if err := a.buildSettings(ctx, opts.Poll); err != nil {
+		return err
+	}
+	poll := pollFromSettings(a.settings, "")
+	rescueAfter := a.settings.Get(settings.JobsRescueAfter, "").Duration() // read at start only
 	gm := newGitLabMetrics(a.registry)
 	a.gitlab, err = gitlab.New(gitlab.Config{BaseURL: a.cfg.GitLabURL, Token: a.cfg.GitLabToken,
 		ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: gm.observe})
@@ -116,7 +121,10 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		Store: a.store, GitLab: a.gitlab, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approvalAdapter{approval.New(a.cfg.ApprovalURL, nil)},
 		ExternalURL: a.cfg.ExternalURL, Poll: poll, DecodeHook: gitlab.DecodeHook,
-		CommandsFunc: commands.CommandsFor,
+		CommandsFunc:       commands.CommandsFor,
+		ApprovalPolicyFunc: approvalPolicyFunc(a.settingText),
+		PollFunc:           func(project string) flows.PollConfig { return pollFromSettings(a.settings, project) },
+		StepHookFunc:       opts.StepHookFunc,
 	})
 	if err != nil {
 		return err
@@ -127,6 +135,14 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	}))
 	workers := river.NewWorkers()
 	a.engine.AddWorkers(workers)
+	recCfg, sweepCfg, err := periodicConfig(a.cfg.Settings)
+	if err != nil {
+		return err
+	}
+	reconciler := flows.NewReconciler(a.engine, a.store, recCfg)
+	reconciler.AddWorker(workers)
+	sweeper := flows.NewSweeper(a.engine, a.store, sweepCfg)
+	sweeper.AddWorker(workers)
 	a.jobs, err = river.NewClient(riverpgxv5.New(a.pool), &river.Config{
 		ID: opts.ClientID, Logger: a.log, Schema: a.schema, Workers: workers,
 		Queues: map[string]river.QueueConfig{
@@ -136,6 +152,8 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		FetchCooldown:        50 * time.Millisecond,
 		FetchPollInterval:    time.Second,
 		RescueStuckJobsAfter: rescueAfter,
+		// River inserts periodic jobs on the elected leader only.
+		PeriodicJobs: []*river.PeriodicJob{reconciler.PeriodicJob(), sweeper.PeriodicJob()},
 		// A step makes a few GitLab calls; it must end well before a job
 		// counts as stuck and is rescued on another replica.
 		JobTimeout: min(time.Minute, rescueAfter/2),
@@ -168,6 +186,10 @@ func (a *App) Store() *store.Store { return a.store }
 // then stops intake, lets running jobs finish within the grace period, and
 // returns. Unfinished work stays in the database for the next start.
 func (a *App) Run(ctx context.Context, ln net.Listener) error {
+	if err := a.settings.Start(ctx); err != nil {
+		return fmt.Errorf("starting settings cache: %w", err)
+	}
+	defer a.settings.Close()
 	if err := a.jobs.Start(ctx); err != nil {
 		return fmt.Errorf("starting job workers: %w", err)
 	}
@@ -200,3 +222,32 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 
 // Close releases the database pool.
 func (a *App) Close() { a.pool.Close() }
+
+// periodicConfig reads the reconciler's and the sweeper's settings
+// (reconcile.interval, reconcile.min_age, reconcile.max_age,
+// reconcile.quiet_after, sweeper.interval, sweeper.after) over their
+// defaults; zero values mean the defaults in flows.
+func periodicConfig(settings map[string]string) (flows.ReconcileConfig, flows.SweepConfig, error) {
+	var rc flows.ReconcileConfig
+	var sc flows.SweepConfig
+	var ps problems
+	for key, dst := range map[string]*time.Duration{
+		"reconcile.interval": &rc.Interval, "reconcile.min_age": &rc.MinAge, "reconcile.max_age": &rc.MaxAge,
+		"reconcile.quiet_after": &rc.QuietAfter, "sweeper.interval": &sc.Interval, "sweeper.after": &sc.After,
+	} {
+		v, ok := settings[key]
+		if !ok {
+			continue
+		}
+		d, err := time.ParseDuration(strings.Trim(v, `"`))
+		if err != nil || d <= 0 {
+			ps.addf("setting %s: want a positive duration like 30s, got %q", key, v)
+			continue
+		}
+		*dst = d
+	}
+	if err := ps.err(); err != nil {
+		return rc, sc, fmt.Errorf("reading settings: %w", err)
+	}
+	return rc, sc, nil
+}

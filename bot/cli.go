@@ -24,6 +24,8 @@ Usage:
   changebot serve   [-config file]          run the HTTP server and the job workers
   changebot migrate [-config file] [-down]  apply (or revert) the database migrations
   changebot demo    [-timeout 90s]          carry one change end to end against an in-memory GitLab
+  changebot settings get [<key>] [-project P]               show runtime settings (needs DATABASE_URL)
+  changebot settings set <key> <json> [-project P] [-by u]  change one, audited, seen by every replica within 5s
   changebot help
 
 Configuration comes from the YAML file and the environment (see README.md).
@@ -45,6 +47,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = cmdMigrate(ctx, args[1:], stdout)
 	case "demo":
 		err = cmdDemo(ctx, args[1:], stdout, stderr)
+	case "settings":
+		err = cmdSettings(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

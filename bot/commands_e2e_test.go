@@ -236,3 +236,58 @@ func shortDeadlines() flows.PollConfig {
 	p.PipelineDeadline = 1500 * time.Millisecond
 	return p
 }
+
+// TestUnknownCommandNoChangeAndRateLimit: an unknown command gets one reply
+// listing the valid ones; a command on an MR without a change gets one reply
+// and changes nothing; a user over the rate limit is answered once.
+func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed"}})
+	startBot(t, env)
+	_, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
+
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoDeveloper, "/frobnicate\n/retyr")
+	r := waitReplies(t, env, iid, 1)
+	if !strings.Contains(r[0].Body, "frobnicate") || !strings.Contains(r[0].Body, "/retry") {
+		t.Fatalf("unknown-command reply should name it and list valid commands: %q", r[0].Body)
+	}
+
+	// An MR nobody submitted through changebot.
+	api := func(method, path, body string) {
+		req, _ := http.NewRequest(method, env.GitLab.URL()+"/api/v4/projects/"+itoa(env.Project.ID)+path, strings.NewReader(body))
+		req.Header.Set("PRIVATE-TOKEN", "demo-dave-token")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: %v %v", method, path, err, resp.Status)
+		}
+		resp.Body.Close()
+	}
+	api(http.MethodPost, "/repository/branches", `{"branch":"feature","ref":"main"}`)
+	api(http.MethodPost, "/repository/commits", `{"branch":"feature","commit_message":"x","actions":[{"action":"create","file_path":"x.txt","content":"x"}]}`)
+	api(http.MethodPost, "/merge_requests", `{"source_branch":"feature","target_branch":"main","title":"by hand"}`)
+	other := iid + 1
+	env.GitLab.AddNoteAsUser(env.Project.ID, other, demoDeveloper, "/retry")
+	r2 := waitReplies(t, env, other, 1)
+	if !strings.Contains(r2[0].Body, "carries no changebot change") {
+		t.Fatalf("no-change reply: %q", r2[0].Body)
+	}
+
+	// Rate limit: the default is 20 commands a minute; the excess is
+	// answered once.
+	for i := range 25 {
+		env.GitLab.AddNoteAsUser(env.Project.ID, other, demoReporter, "/status "+itoa(int64(i)))
+	}
+	_ = env.GitLab.Flush(context.Background())
+	time.Sleep(3 * time.Second)
+	limited := 0
+	for _, n := range botReplies(env, other) {
+		if strings.Contains(n.Body, "changebot ignores your commands until") {
+			limited++
+		}
+	}
+	if limited != 1 {
+		t.Fatalf("rate-limit replies = %d, want exactly 1", limited)
+	}
+}

@@ -30,6 +30,7 @@ const (
 	demoOperator       = "olivia" // configured operator, Developer access
 	demoDeveloper      = "dave"   // Developer access, no role
 	demoReporter       = "rita"   // Reporter access only
+	demoApprover       = "carol"  // approver in the in-GitLab approval mode, Developer access
 )
 
 var demoReviewers = []struct{ name, token string }{{"reviewer-1", "demo-reviewer-1"}, {"reviewer-2", "demo-reviewer-2"}}
@@ -71,6 +72,8 @@ func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Dura
 	gl.AddUser(demoOperator, "demo-olivia-token")
 	gl.AddUser(demoDeveloper, "demo-dave-token")
 	gl.AddUser(demoReporter, "demo-rita-token")
+	gl.AddUser(demoApprover, "demo-carol-token")
+	members[demoApprover] = gitlabfake.AccessDeveloper
 	members[demoOperator] = gitlabfake.AccessDeveloper
 	members[demoDeveloper] = gitlabfake.AccessDeveloper
 	members[demoReporter] = gitlabfake.AccessReporter

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"changebot/flows"
 	"changebot/platform/gitlab"
+	"changebot/settings"
 	"changebot/store"
 	"changebot/webhooks"
 )
@@ -45,6 +47,9 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	api := r.PathPrefix("/api/v1").Subrouter()
 	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
 	api.Handle("/changes/{id}", a.auth("", http.HandlerFunc(a.getChange))).Methods(http.MethodGet)
+	api.Handle("/settings", a.auth("", http.HandlerFunc(a.listSettings))).Methods(http.MethodGet)
+	api.Handle("/settings/{key}", a.auth("", http.HandlerFunc(a.getSetting))).Methods(http.MethodGet)
+	api.Handle("/settings/{key}", a.auth(RoleOperator, http.HandlerFunc(a.putSetting))).Methods(http.MethodPut)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	r.HandleFunc("/readyz", a.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
@@ -84,7 +89,7 @@ func (a *App) auth(role string, next http.Handler) http.Handler {
 		case role == RoleOperator && matched != RoleOperator:
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})
 		default:
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenRoleKey{}, matched)))
 		}
 	})
 }
@@ -133,8 +138,16 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 	op, created, err := a.engine.Submit(r.Context(), flows.SubmitParams{
 		SubjectID: req.SubjectID, TargetKey: req.TargetKey, Project: string(req.Project),
 		TargetBranch: req.TargetBranch, Title: req.Title, Description: req.Description, Files: req.Files,
-		RequestedBy: req.RequestedBy, IdempotencyKey: r.Header.Get("Idempotency-Key"), ApprovalFirst: true,
+		RequestedBy: req.RequestedBy, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		ApprovalFirst: a.settings.Get(settings.FlowApprovalFirst, string(req.Project)).Bool(),
+		MaxActive:     a.settings.Get(settings.AdmissionMaxActive, "").Int(),
 	})
+	if errors.Is(err, flows.ErrOverloaded) {
+		w.Header().Set("Retry-After", strconv.Itoa(admissionRetryAfter))
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "too many active changes (admission.max_active); nothing was created, retry later",
+			"retry_after_seconds": admissionRetryAfter})
+		return
+	}
 	if ve, ok := flows.IsValidation(err); ok {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid change", "fields": ve.Fields})
 		return
@@ -156,6 +169,10 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, status, map[string]string{"operation_id": op.ID, "status_url": a.cfg.ExternalURL + "/api/v1/changes/" + op.ID})
 }
+
+// admissionRetryAfter is the Retry-After, in seconds, of a submission
+// refused by admission control.
+const admissionRetryAfter = 30
 
 // projectRef accepts "project" as a path string ("group/repo") or a
 // numeric id.

@@ -23,6 +23,8 @@ type Engine interface {
 	Refuse(ctx context.Context, op store.Operation, p flows.ActionParams, reason string) error
 	RefreshNow(ctx context.Context, op store.Operation) error
 	Reply(ctx context.Context, projectID, iid int64, body string) error
+	IsApprover(ctx context.Context, op store.Operation, user platform.User) (bool, error)
+	DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error
 }
 
 // NoteStore records which notes ran (once per note id) and per-user activity.
@@ -30,6 +32,8 @@ type NoteStore interface {
 	ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error)
 	SetNoteOutcome(ctx context.Context, db store.DBTX, projectID, noteID int64, outcome string) error
 	NoteActivity(ctx context.Context, db store.DBTX, author string, since time.Time) (notes, limited int, err error)
+	// InsertCallbackRequest claims a one-off key (ErrDuplicate when taken).
+	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
 }
 
 // Access answers GitLab permission questions.
@@ -178,7 +182,15 @@ func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invoca
 		return "", err
 	}
 	if notes > x.cfg.RateLimit {
-		if limited == 0 {
+		// One reply per user and window, decided atomically: concurrent
+		// notes race for the same claim key.
+		window := x.now().UTC().Truncate(x.cfg.RateWindow)
+		key := fmt.Sprintf("rate_limit:%s:%d", ev.User.Username, window.Unix())
+		err := x.cfg.Notes.InsertCallbackRequest(ctx, x.cfg.DB, key, "rate_limit", "", OutcomeRateLimited)
+		if err != nil && !errors.Is(err, store.ErrDuplicate) {
+			return "", err
+		}
+		if err == nil && limited == 0 {
 			if err := reply(templates.ReplyRateLimited, templates.RateLimitedReply{Limit: x.cfg.RateLimit,
 				Window: x.cfg.RateWindow, Until: x.now().Add(x.cfg.RateWindow).UTC()}); err != nil {
 				return "", err
@@ -251,8 +263,10 @@ func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op store.O
 		actErr = x.cfg.Engine.RefreshNow(ctx, op)
 	case NameHelp:
 		return reply(templates.ReplyHelp, templates.HelpReply{Commands: helpOf(x.usable(ctx, ev, op)), BotUsername: x.robotName(ctx)})
-	case NameApprove, NameReject:
-		actErr = &flows.NotApplicableError{Reason: "this project uses the external approval system; decide there"}
+	case NameApprove:
+		actErr = x.cfg.Engine.DecideInGitLab(ctx, op, ev.User, flows.GitLabApprove, p.Source)
+	case NameReject:
+		actErr = x.cfg.Engine.DecideInGitLab(ctx, op, ev.User, flows.GitLabReject, p.Source)
 	}
 	var na *flows.NotApplicableError
 	if errors.As(actErr, &na) {
@@ -322,6 +336,14 @@ func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op store.
 				}
 				holds = a >= accessDeveloper
 			}
+		case RoleApprover:
+			if !holds {
+				ok, err := x.cfg.Engine.IsApprover(ctx, op, user)
+				if err != nil {
+					return false, "", err
+				}
+				holds = ok
+			}
 		case RoleAuthor:
 			if !holds && op.MRIID > 0 {
 				mr, err := x.cfg.Access.MergeRequest(ctx, ev.ProjectID, op.MRIID, false)
@@ -378,6 +400,10 @@ func CommandsFor(op store.Operation, st flows.Step) []templates.CommandHelp {
 			}
 		case NameStatus, NameHelp:
 			out = append(out, c)
+		case NameApprove, NameReject:
+			if op.TicketID == flows.GitLabTicket && op.Status == store.StatusApprovalSent {
+				out = append(out, c)
+			}
 		}
 	}
 	return helpOf(out)

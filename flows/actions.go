@@ -63,6 +63,7 @@ func (e *Engine) Retry(ctx context.Context, op store.Operation, p ActionParams) 
 var resumeTargets = map[StepCode]StepCode{
 	CreatePipelinePending: CreateMROpened, HandlePipelinePending: HandleAwaitPipeline,
 	ApprovalSendPending: ApprovalSending, HandleRebasePending: HandleRebasing, DeployPending: HandleMerged,
+	HandleMergePending: HandleApproved,
 }
 
 // Resume continues op (issue 3 /resume): a pending step goes back to its

@@ -38,6 +38,9 @@ func (e *Engine) requestApproval(ctx context.Context, op store.Operation) error 
 		_, err := e.Transition(ctx, op, ApprovalSending, TransitionOpts{Source: "job:" + KindRequestApproval})
 		return err
 	}
+	if e.policy(op.Project).Provider == ProviderGitLab && op.MRIID > 0 {
+		return e.requestGitLabApproval(ctx, op)
+	}
 	ext := map[string]any{}
 	if op.MRIID > 0 {
 		// MR-first order: the ticket carries the MR so the callback knows

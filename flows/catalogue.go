@@ -40,6 +40,7 @@ const (
 	ApprovalSendPending   StepCode = 10503
 	HandleRebasePending   StepCode = 10504
 	DeployPending         StepCode = 10505
+	HandleMergePending    StepCode = 10506
 )
 
 // Phase names, the prefix groups of step codes.
@@ -107,6 +108,7 @@ var catalogue = []Step{
 	{CreatePipelinePending, "CREATE_PIPELINE_PENDING", PhasePending, store.StatusMRCreating, false, false, true, hintUnknownWait},
 	{ApprovalSendPending, "APPROVAL_SEND_PENDING", PhasePending, store.StatusApprovalSending, false, false, true, "The approval system did not answer. " + hintUnknownWait},
 	{HandleRebasePending, "HANDLE_REBASE_PENDING", PhasePending, store.StatusMerging, false, false, true, "The rebase is still running past its deadline. " + hintUnknownWait},
+	{HandleMergePending, "HANDLE_MERGE_PENDING", PhasePending, store.StatusMerging, false, false, true, "GitLab has not said whether the merge request can be merged (still checking) past the deadline. " + hintUnknownWait},
 	{DeployPending, "DEPLOY_PENDING", PhasePending, store.StatusMerged, false, false, true, "Merged, but no deploy pipeline has confirmed it yet. " + hintUnknownWait},
 }
 

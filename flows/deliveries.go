@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,28 +100,36 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 	if !pipelineWaits[StepCode(op.Step)] || !pipe.Finished() {
 		return OutcomeNoChange, nil
 	}
-	head := p.SHA
-	if p.SHA != op.HeadSHA {
-		// A merged-results pipeline, or a head we have not seen: only the
-		// MR can tell whether this is the pipeline of its current head.
-		mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
-		if err != nil {
-			return "", err
-		}
-		hp := headPipeline(mr)
-		if hp == nil || hp.ID != p.ID {
-			return OutcomeNoChange, nil
-		}
-		head = mr.SHA
+	// Only the MR can tell whether this is the pipeline of its current
+	// head: a merged-results pipeline runs on another sha, and a late
+	// pipeline of an old head carries the sha we last saw while the head
+	// has moved on (issue 4 point 4). One read per finished MR pipeline.
+	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
+	if err != nil {
+		return "", err
 	}
+	hp := headPipeline(mr)
+	if hp == nil || hp.ID != p.ID {
+		return OutcomeNoChange, nil
+	}
+	head := mr.SHA
 	if err := e.pipelineFinished(ctx, op, head, pipe, source); err != nil && !isConflict(err) {
 		return "", err
 	}
 	return OutcomeApplied, nil
 }
 
-// applyBranchPipeline handles a pipeline on a branch: a successful one at a
-// merge commit confirms that the change is applied.
+// maxHookAncestryChecks bounds the merge_base calls one branch pipeline
+// webhook makes; changes left over are found by the reconciler.
+const maxHookAncestryChecks = 20
+
+// applyBranchPipeline handles a pipeline on a branch: a successful one on a
+// change's target branch at its merge commit, or at a later commit that
+// contains the merge commit (GitLab cancels redundant pipelines, so the
+// merge commit's own pipeline may never succeed), confirms that the change
+// is applied. Ancestry is asked of GitLab (merge_base) for at most
+// maxHookAncestryChecks changes per webhook; an error there is returned
+// after every other change was handled, so the delivery is retried.
 func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	p := ev.Pipeline
 	if p.Status != platform.PipelineSuccess || p.Tag {
@@ -131,17 +140,38 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 		return "", err
 	}
 	outcome := OutcomeUnrelated
+	checks := 0
+	var firstErr error
 	for _, op := range ops {
-		if op.MergeCommitSHA != p.SHA || op.TargetBranch != p.Ref {
+		if op.TargetBranch != p.Ref {
 			continue
 		}
-		flipped, err := e.MarkValidated(ctx, op.ID, source, "gitlab", map[string]any{"pipeline_id": p.ID, "sha": p.SHA})
+		rule := ruleExact
+		if op.MergeCommitSHA != p.SHA {
+			if checks >= maxHookAncestryChecks {
+				continue
+			}
+			checks++
+			ok, err := e.gl.IsAncestor(ctx, ev.ProjectID, op.MergeCommitSHA, p.SHA)
+			if err != nil {
+				firstErr = cmp.Or(firstErr, err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			rule = ruleContains
+		}
+		flipped, err := e.MarkValidated(ctx, op.ID, source, "gitlab", map[string]any{"pipeline_id": p.ID, "sha": p.SHA, "rule": rule})
 		if err != nil {
 			return "", err
 		}
 		if flipped {
 			outcome = OutcomeApplied
 		}
+	}
+	if firstErr != nil {
+		return "", firstErr
 	}
 	return outcome, nil
 }
@@ -150,7 +180,9 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 // whose answer we lost) finishes the change as merged.
 func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
-	if h.Action != "merge" {
+	switch h.Action {
+	case "merge", "approved", "approval", "unapproved", "unapproval":
+	default:
 		return OutcomeNoChange, nil
 	}
 	op, err := e.st.FindOperationByMR(ctx, e.st.Pool(), ev.ProjectID, h.IID)
@@ -159,6 +191,9 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 	}
 	if err != nil {
 		return "", err
+	}
+	if h.Action != "merge" {
+		return e.applyApprovalHook(ctx, op, ev, source)
 	}
 	if !CanMove(StepCode(op.Step), HandleMerged) {
 		return OutcomeNoChange, nil

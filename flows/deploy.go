@@ -4,69 +4,111 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/jackc/pgx/v5"
+
+	"changebot/flows/commitgate"
 	"changebot/platform"
 	"changebot/store"
 )
 
 // Sources of a MERGED -> VALIDATED flip (label of changebot_validated_total).
 const (
-	SourceWebhook  = "webhook"
-	SourceCallback = "callback"
-	SourcePoll     = "poll"
+	SourceWebhook    = "webhook"
+	SourceCallback   = "callback"
+	SourcePoll       = "poll"
+	SourceReconciler = "reconciler"
 )
 
-// MarkValidated flips op from MERGED to VALIDATED (DESIGN §3 step 7). It
-// locks operation then binding (ApplyTransition's fixed order), flips only
-// from a MERGED step, is a no-op otherwise, and reports whether it flipped.
-// The metric moves after the commit and only for a real flip.
+// ActorReconciler is recorded on the events the reconciler writes.
+const ActorReconciler = "reconciler"
+
+// validatedStep names the validated flip in the commit gate: the claim
+// (operation id, "CALLED_BACK") is taken in the flip's own transaction.
+var validatedStep = CalledBack.String()
+
+// markValidatedAttempts bounds the re-reads when the operation moves between
+// its two MERGED steps (HANDLE_MERGED <-> DEPLOY_PENDING) during a flip.
+const markValidatedAttempts = 3
+
+// MarkValidated flips op from MERGED to VALIDATED (DESIGN §3 step 7): the
+// deploy pipeline webhook, the deploy callback, the deploy poll and the
+// reconciler all come here. It locks operation then binding
+// (ApplyTransition's fixed order), flips only from a MERGED step, is a no-op
+// otherwise, and reports whether it flipped. The metric moves after the
+// commit and only for a real flip.
+//
+// Exactly once per operation: ApplyTransition re-checks the step under the
+// row lock, so of several concurrent callers one moves MERGED -> CALLED_BACK
+// (terminal) and the others find the step changed. On top of that the flip
+// claims (operation, CALLED_BACK) in the commit gate inside the same
+// transaction: the claim and the state commit or roll back together, and
+// the durable claim names the source that won, for audits and for any
+// future path that could leave CALLED_BACK.
 func (e *Engine) MarkValidated(ctx context.Context, opID, source, actor string, payload map[string]any) (bool, error) {
-	op, err := e.st.GetOperation(ctx, e.st.Pool(), opID)
-	if err != nil {
-		return false, err
+	for range markValidatedAttempts {
+		op, err := e.st.GetOperation(ctx, e.st.Pool(), opID)
+		if err != nil {
+			return false, err
+		}
+		if op.Status != store.StatusMerged {
+			return false, nil
+		}
+		_, err = e.Transition(ctx, op, CalledBack, TransitionOpts{Actor: actor, Source: source, Payload: payload,
+			IgnoreVersion: true, Update: func(o *store.Operation) { o.Detail = "" },
+			Guard: func(ctx context.Context, tx pgx.Tx, cur store.Operation, _ store.Binding) error {
+				g := commitgate.NewGuard(commitgate.NewPostgresStore(tx), nil)
+				_, err := g.Acquire(ctx, commitgate.Commit{Ref: commitgate.Ref{RunID: cur.ID, Step: validatedStep},
+					Status: store.StatusValidated, Branch: cur.TargetBranch, Seq: cur.Version + 1})
+				return err
+			}})
+		switch {
+		case err == nil:
+			e.m.validated.WithLabelValues(sourceLabel(source)).Inc()
+			return true, nil
+		case errors.Is(err, store.ErrStepMismatch):
+			continue // moved between MERGED steps, or flipped: re-read and decide again
+		case errors.Is(err, commitgate.ErrAlreadyCommitted), isConflict(err):
+			return false, nil
+		default:
+			return false, err
+		}
 	}
-	if op.Status != store.StatusMerged {
-		return false, nil
-	}
-	_, err = e.Transition(ctx, op, CalledBack, TransitionOpts{Actor: actor, Source: source, Payload: payload,
-		IgnoreVersion: true, Update: func(o *store.Operation) { o.Detail = "" }})
-	if isConflict(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	e.m.validated.WithLabelValues(sourceLabel(source)).Inc()
-	return true, nil
+	return false, nil
 }
 
 func sourceLabel(source string) string {
-	for _, s := range []string{SourceWebhook, SourceCallback, SourcePoll} {
-		if len(source) >= len(s) && source[:len(s)] == s {
+	for _, s := range []string{SourceWebhook, SourceCallback, SourcePoll, SourceReconciler} {
+		if strings.HasPrefix(source, s) {
 			return s
 		}
 	}
-	if len(source) > 4 && source[:4] == "job:" {
+	if strings.HasPrefix(source, "job:") {
 		return SourcePoll
 	}
 	return "other"
 }
 
 // awaitDeploy is the polling fallback of the deploy pipeline webhook: a
-// successful pipeline on the target branch at the merge commit.
+// successful pipeline on the target branch at the merge commit, or at a
+// later commit that contains it (GitLab cancels redundant pipelines, so the
+// merge commit's own pipeline may never succeed). One pipelines list per
+// poll; one ancestry check only when the merge commit's own pipeline is
+// absent or finished without success.
 func (e *Engine) awaitDeploy(ctx context.Context, op store.Operation) error {
 	if StepCode(op.Step) == DeployPending {
 		return nil
 	}
-	pipes, err := e.gl.Pipelines(ctx, op.ProjectID, op.TargetBranch, op.MergeCommitSHA)
+	pipes, err := e.gl.Pipelines(ctx, op.ProjectID, op.TargetBranch, "")
 	if err != nil {
 		return err
 	}
-	for _, p := range pipes {
-		if p.Status == platform.PipelineSuccess {
-			_, err := e.MarkValidated(ctx, op.ID, SourcePoll, ActorBot, map[string]any{"pipeline_id": p.ID, "sha": p.SHA})
-			return err
-		}
+	if p, rule, err := e.deployEvidence(ctx, op, pipes, true); err != nil {
+		return err
+	} else if rule != "" {
+		_, err := e.MarkValidated(ctx, op.ID, SourcePoll, ActorBot, map[string]any{"pipeline_id": p.ID, "sha": p.SHA, "rule": rule})
+		return err
 	}
 	if d, ok := e.nextPoll(op.StepStartedAt, e.poll.DeployDeadline); ok {
 		return snoozeFor(d)
@@ -77,6 +119,49 @@ func (e *Engine) awaitDeploy(ctx context.Context, op store.Operation) error {
 		}})
 	return err
 }
+
+// Deploy evidence rules (recorded in the flip's event payload).
+const (
+	ruleExact     = "exact"     // a successful pipeline at the merge commit
+	ruleContains  = "contains"  // a successful pipeline at a later commit containing it
+	ruleWatermark = "watermark" // a deploy callback for a later MR of the project
+)
+
+// deployEvidence looks for a successful pipeline in pipes (newest first, of
+// op's target branch) that deploys op's merge commit: exactly, or at a later
+// commit that contains it (one IsAncestor call, against the newest
+// successful pipeline: on a branch that only moves forward it contains every
+// earlier one). With waitOwn, the ancestry check is skipped while the merge
+// commit's own pipeline is still running. rule is "" when there is none.
+func (e *Engine) deployEvidence(ctx context.Context, op store.Operation, pipes []platform.Pipeline, waitOwn bool) (platform.Pipeline, string, error) {
+	var own, newest *platform.Pipeline
+	for i := range pipes {
+		p := &pipes[i]
+		if p.SHA == op.MergeCommitSHA && own == nil {
+			own = p
+		}
+		if p.Status == platform.PipelineSuccess {
+			if p.SHA == op.MergeCommitSHA {
+				return *p, ruleExact, nil
+			}
+			if newest == nil {
+				newest = p
+			}
+		}
+	}
+	if newest == nil || (waitOwn && own != nil && !own.Finished()) {
+		return platform.Pipeline{}, "", nil
+	}
+	ok, err := e.gl.IsAncestor(ctx, op.ProjectID, op.MergeCommitSHA, newest.SHA)
+	if err != nil || !ok {
+		return platform.Pipeline{}, "", err
+	}
+	return *newest, ruleContains, nil
+}
+
+// callbackKindDeploy is callback_requests.kind of deploy callbacks; the
+// reconciler's watermark rule reads the accepted ones.
+const callbackKindDeploy = "deploy"
 
 // DeployCallback is a deploy system's "this merge is applied".
 type DeployCallback struct {
@@ -115,7 +200,7 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 	if err == nil {
 		opID = op.ID
 	}
-	if err := e.st.InsertCallbackRequest(ctx, e.st.Pool(), cb.RequestID, "deploy", opID, result); errors.Is(err, store.ErrDuplicate) {
+	if err := e.st.InsertCallbackRequest(ctx, e.st.Pool(), cb.RequestID, callbackKindDeploy, opID, result); errors.Is(err, store.ErrDuplicate) {
 		return ResultDuplicate, nil
 	} else if err != nil {
 		return "", err

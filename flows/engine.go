@@ -35,6 +35,9 @@ type Store interface {
 	CreateOperation(ctx context.Context, p store.CreateParams) (store.Operation, bool, error)
 	ApplyTransition(ctx context.Context, p store.TransitionParams) (store.Operation, store.Event, error)
 	AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error)
+	AddGitLabApproval(ctx context.Context, db store.DBTX, operationID, username, source string) (bool, int, error)
+	RemoveGitLabApproval(ctx context.Context, db store.DBTX, operationID, username string) (bool, error)
+	CountGitLabApprovals(ctx context.Context, db store.DBTX, operationID string) (int, error)
 	ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error)
 	SetNoteOutcome(ctx context.Context, db store.DBTX, projectID, noteID int64, outcome string) error
 	NoteActivity(ctx context.Context, db store.DBTX, author string, since time.Time) (notes, limited int, err error)
@@ -71,6 +74,7 @@ type GitLab interface {
 	Merge(ctx context.Context, projectID, iid int64, p platform.MergeParams) (platform.MergeRequest, error)
 	Rebase(ctx context.Context, projectID, iid int64) error
 	Pipelines(ctx context.Context, projectID int64, ref, sha string) ([]platform.Pipeline, error)
+	IsAncestor(ctx context.Context, projectID int64, ancestor, descendant string) (bool, error)
 	CreateNote(ctx context.Context, projectID, iid int64, body string) (platform.Note, error)
 	UpdateNote(ctx context.Context, projectID, iid, noteID int64, body string) (platform.Note, error)
 	FindNote(ctx context.Context, projectID, iid int64, marker string) (platform.Note, error)
@@ -114,15 +118,28 @@ type PollConfig struct {
 	// NoteDelay is how long a status-note refresh waits so that several
 	// transitions coalesce into one edit.
 	NoteDelay time.Duration
-	// MaxRounds bounds rebase/merge rounds of one change.
+	// MaxRounds bounds rebase/merge rounds of one change (setting
+	// merge.max_rounds): each rebase, each return to approvals because GitLab
+	// says not_approved, each return to the pipeline wait because GitLab
+	// says ci_still_running counts one.
 	MaxRounds int
+	// ApproveMaxRetries is how many times one reviewer robot's approve is
+	// retried after a 429, a 5xx or a network error, on its own exponential
+	// backoff (ShortInterval doubling up to LongInterval, or longer when
+	// GitLab asks with Retry-After); after the last failure the approvals are
+	// read once more (setting approve.max_retries). Zero means
+	// DefaultApproveMaxRetries; a negative value means no retry.
+	ApproveMaxRetries int
 }
+
+// DefaultApproveMaxRetries is PollConfig.ApproveMaxRetries when zero.
+const DefaultApproveMaxRetries = 5
 
 // DefaultPollConfig is the schedule used when EngineConfig.Poll is zero.
 var DefaultPollConfig = PollConfig{
 	ShortInterval: 15 * time.Second, ShortCount: 8, LongInterval: 2 * time.Minute,
 	PipelineDeadline: 2 * time.Hour, RebaseDeadline: 15 * time.Minute, DeployDeadline: 6 * time.Hour,
-	NoteDelay: 2 * time.Second, MaxRounds: 3,
+	NoteDelay: 2 * time.Second, MaxRounds: 3, ApproveMaxRetries: DefaultApproveMaxRetries,
 }
 
 // EngineConfig wires an Engine.
@@ -136,16 +153,28 @@ type EngineConfig struct {
 	// BranchPrefix prefixes source branches; default "changebot/".
 	BranchPrefix string
 	Poll         PollConfig
+	// PollFunc, when set, returns the polling schedule for a project (as
+	// submitted: path or numeric id), read on every use so runtime settings
+	// apply without restart; a zero result means Poll. See Engine.pollFor.
+	PollFunc func(project string) PollConfig
 	// DecodeHook decodes stored webhook deliveries.
 	DecodeHook HookDecoder
 	// Notes runs MR comment commands; nil ignores notes.
 	Notes NoteHandler
+	// ApprovalPolicyFunc returns a project's approval mode; nil means the
+	// external approval system everywhere.
+	ApprovalPolicyFunc func(project string) ApprovalPolicy
 	// CommandsFunc lists the commands usable now on op, for the status
 	// comment; nil lists none.
 	CommandsFunc func(op store.Operation, step Step) []templates.CommandHelp
 	Logger       *slog.Logger
 	Metrics      *Metrics
 	NowFunc      func() time.Time
+	// StepHookFunc, when set, is called with the job kind at the start of
+	// every step job, inside the runner's panic recovery. It exists for
+	// tests (inject a panic into one kind of step and check that the change
+	// ends in the kind's declared failure step); nil in production.
+	StepHookFunc func(kind string)
 }
 
 // Engine runs the change flow.
@@ -192,10 +221,26 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if e.poll == (PollConfig{}) {
 		e.poll = DefaultPollConfig
 	}
+	if e.poll.ApproveMaxRetries == 0 {
+		e.poll.ApproveMaxRetries = DefaultApproveMaxRetries
+	}
 	if e.prefix == "" {
 		e.prefix = "changebot/"
 	}
 	return e, nil
+}
+
+// pollFor returns the polling schedule that applies to op now:
+// EngineConfig.PollFunc for op's project when set (runtime settings), else
+// the static schedule. Every wait reads it when it schedules its next poll.
+func (e *Engine) pollFor(op store.Operation) PollConfig {
+	if e.cfg.PollFunc == nil {
+		return e.poll
+	}
+	if p := e.cfg.PollFunc(op.Project); p != (PollConfig{}) {
+		return p
+	}
+	return e.poll
 }
 
 // SetNoteHandler sets the handler of MR comments (the command executor,
@@ -308,7 +353,7 @@ func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay
 		add(CreateMRArgs(args))
 	case CreateMROpened, HandleAwaitPipeline:
 		if delay == 0 {
-			opts.ScheduledAt = e.now().Add(e.poll.ShortInterval)
+			opts.ScheduledAt = e.now().Add(e.pollFor(op).ShortInterval)
 		}
 		add(AwaitPipelineArgs(args))
 	case CreateSucceeded:
@@ -321,7 +366,7 @@ func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay
 		add(HandleArgs(args))
 	case HandleMerged:
 		if delay == 0 {
-			opts.ScheduledAt = e.now().Add(e.poll.ShortInterval)
+			opts.ScheduledAt = e.now().Add(e.pollFor(op).ShortInterval)
 		}
 		add(AwaitDeployArgs(args))
 	}

@@ -2,9 +2,11 @@ package flows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"changebot/platform"
 	"changebot/store"
@@ -30,8 +32,9 @@ func (e *Engine) handle(ctx context.Context, op store.Operation) error {
 
 // readOpenMR reads the MR and settles the cases where there is nothing to
 // do: already merged (finish as merged, never approve again), closed
-// (failure), head moved (back to waiting for the new head's pipeline).
-// done reports that the caller must stop.
+// (failure), being merged (locked: look again shortly), head moved (back to
+// waiting for the new head's pipeline). done reports that the caller must
+// stop and return err.
 func (e *Engine) readOpenMR(ctx context.Context, op store.Operation, includeRebase bool) (platform.MergeRequest, bool, error) {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, includeRebase)
 	if err != nil {
@@ -42,6 +45,8 @@ func (e *Engine) readOpenMR(ctx context.Context, op store.Operation, includeReba
 		return mr, true, e.finishMerged(ctx, op, mr, "job:"+KindHandle)
 	case mr.State == platform.MRStateClosed:
 		return mr, true, failTo(HandleFailed, "merge request !%d was closed in GitLab; reopen it and /retry, or /cancel", op.MRIID)
+	case mr.State == platform.MRStateLocked:
+		return mr, true, snoozeFor(e.pollFor(op).ShortInterval) // GitLab is merging it right now
 	case mr.SHA != "" && op.HeadSHA != "" && mr.SHA != op.HeadSHA && !mr.RebaseInProgress:
 		return mr, true, e.headMoved(ctx, op, mr.SHA)
 	}
@@ -56,46 +61,211 @@ func (e *Engine) headMoved(ctx context.Context, op store.Operation, head string)
 	return err
 }
 
+// shaMismatch handles a 409 "SHA does not match HEAD of source branch" on
+// approve or merge: read the MR again and wait for the pipeline of the new
+// head. Should GitLab still show the head we sent, it is one more round.
+func (e *Engine) shaMismatch(ctx context.Context, op store.Operation) error {
+	_, done, err := e.readOpenMR(ctx, op, false)
+	if done {
+		return err
+	}
+	return e.nextRound(ctx, op, HandleAwaitPipeline, "sha_mismatch")
+}
+
+// nextRound starts another round of the handle phase at step to (approvals
+// again, or the pipeline wait), or gives up once merge.max_rounds rounds are
+// used: GitLab kept refusing for a reason that should have cleared.
+func (e *Engine) nextRound(ctx context.Context, op store.Operation, to StepCode, reason string) error {
+	if op.Rounds >= e.pollFor(op).MaxRounds {
+		return failTo(HandleNotMergeable, "GitLab still answers %s for !%d after %d rounds", reason, op.MRIID, op.Rounds)
+	}
+	_, err := e.Transition(ctx, op, to, TransitionOpts{Source: "job:" + KindHandle,
+		Payload: map[string]any{"reason": reason, "round": op.Rounds + 1},
+		Update:  func(o *store.Operation) { o.Rounds++ }})
+	return err
+}
+
 // approve approves as every reviewer robot that has not approved the head
-// yet (DESIGN §5): read who approved first (fail-open), approve with the
-// head sha, and after a 401 read once more, since GitLab answers 401 both
-// for "already approved" and "not allowed".
+// yet (DESIGN §5). Before each attempt it reads who approved (fail-open: an
+// unreadable list counts as nobody), approves with the head sha, and after
+// a 401 or 403 reads once more, since GitLab answers 401 both for "already
+// approved" and "not allowed": a reviewer that still has not approved ends
+// the change in HANDLE_REVIEWER_DENIED at once (no retries). A 429, 5xx or
+// network error is retried for that reviewer alone, on its own exponential
+// backoff, at most ApproveMaxRetries times, recorded as attempt events; the
+// other reviewers go on meanwhile. After the last failure the approvals are
+// read once more (the call may have taken effect) before the change fails.
+// When GitLab behaves this makes at most one approve call per reviewer per
+// head sha.
 func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 	mr, done, err := e.readOpenMR(ctx, op, false)
 	if done {
 		return err
 	}
 	approved := e.approvedSet(ctx, op)
+	p := e.pollFor(op)
+	backoff := approveBackoff(p)
+	var attempts *approveAttempts
+	var wait time.Duration
 	for i := range e.gl.ReviewerCount() {
 		u, err := e.gl.Reviewer(ctx, i)
-		if err != nil {
-			if s := platform.StatusOf(err); s == 401 || s == 403 {
-				return failTo(HandleReviewerDenied, "reviewer robot #%d: its token is not accepted by GitLab (%d)", i+1, s)
-			}
-			return err
-		}
-		if approved[u.ID] {
+		if err == nil && approved[u.ID] {
 			continue
 		}
-		err = e.gl.Approve(ctx, i, op.ProjectID, op.MRIID, mr.SHA)
+		if err == nil {
+			if attempts == nil {
+				if attempts, err = e.approveAttempts(ctx, op); err != nil {
+					return err
+				}
+			}
+			if d := attempts.notBefore(i, mr.SHA, backoff).Sub(e.now()); d > 0 {
+				wait = minWait(wait, d) // still backing off
+				continue
+			}
+			err = e.gl.Approve(ctx, i, op.ProjectID, op.MRIID, mr.SHA)
+		}
+		name := reviewerName(i, u)
 		switch s := platform.StatusOf(err); {
 		case err == nil:
 		case s == 409:
-			return e.headMoved(ctx, op, "")
+			return e.shaMismatch(ctx, op)
 		case s == 401 || s == 403:
-			if e.approvedSet(ctx, op)[u.ID] {
-				continue
+			if u.ID != 0 && e.approvedSet(ctx, op)[u.ID] {
+				continue // the 401 meant "already approved"
 			}
-			return failTo(HandleReviewerDenied, "reviewer %s may not approve !%d (GitLab answered %d)", u.Username, op.MRIID, s)
-		default:
-			if platform.IsTransient(err) {
+			return failTo(HandleReviewerDenied, "reviewer robot %s may not approve !%d: GitLab answered %d (token revoked or expired, or the account is not eligible to approve)", name, op.MRIID, s)
+		case platform.IsTransient(err):
+			if attempts == nil {
+				if attempts, err = e.approveAttempts(ctx, op); err != nil {
+					return err
+				}
+			}
+			n := attempts.failures(i, mr.SHA) + 1
+			if err := e.recordApproveFailure(ctx, op, i, name, mr.SHA, n, err); err != nil {
 				return err
 			}
-			return failTo(HandleFailed, "approving as %s: %s", u.Username, failureDetail(err))
+			if n > maxApproveRetries(p) {
+				if u.ID != 0 && e.approvedSet(ctx, op)[u.ID] {
+					continue // the last call took effect after all
+				}
+				return failTo(HandleFailed, "approving as %s failed %d times: %s", name, n, failureDetail(err))
+			}
+			d := backoff(n)
+			var pe *platform.Error
+			if errors.As(err, &pe) && pe.RetryAfter > d {
+				d = pe.RetryAfter
+			}
+			wait = minWait(wait, d)
+		default:
+			return failTo(HandleFailed, "approving as %s: %s", name, failureDetail(err))
 		}
+	}
+	if wait > 0 {
+		return snoozeFor(wait)
 	}
 	_, err = e.Transition(ctx, op, HandleApproved, TransitionOpts{Source: "job:" + KindHandle,
 		Payload: map[string]any{"head_sha": mr.SHA, "reviewers": e.gl.ReviewerCount()}})
+	return err
+}
+
+func reviewerName(i int, u platform.User) string {
+	if u.Username != "" {
+		return u.Username
+	}
+	return fmt.Sprintf("#%d", i+1)
+}
+
+func minWait(cur, d time.Duration) time.Duration {
+	if cur == 0 || d < cur {
+		return d
+	}
+	return cur
+}
+
+// maxApproveRetries is PollConfig.ApproveMaxRetries with its zero default.
+func maxApproveRetries(p PollConfig) int {
+	if p.ApproveMaxRetries == 0 {
+		return DefaultApproveMaxRetries
+	}
+	return max(p.ApproveMaxRetries, 0)
+}
+
+// approveBackoff returns the wait after the n-th failed approve of one
+// reviewer: ShortInterval doubled per failure, at most LongInterval.
+func approveBackoff(p PollConfig) func(n int) time.Duration {
+	return func(n int) time.Duration {
+		d := p.ShortInterval
+		for i := 1; i < n && d < p.LongInterval; i++ {
+			d *= 2
+		}
+		return min(d, max(p.LongInterval, p.ShortInterval))
+	}
+}
+
+// approveAttempt is the payload of an EventAttempt for an approve call.
+type approveAttempt struct {
+	Action   string `json:"action"`
+	Reviewer int    `json:"reviewer"`
+	HeadSHA  string `json:"head_sha"`
+	Attempt  int    `json:"attempt"`
+	at       time.Time
+}
+
+// approveAttempts are the failed approve calls recorded since the
+// operation last moved.
+type approveAttempts struct{ list []approveAttempt }
+
+func (e *Engine) approveAttempts(ctx context.Context, op store.Operation) (*approveAttempts, error) {
+	events, err := e.st.ListEvents(ctx, e.st.Pool(), op.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading approve attempts of %s: %w", op.ID, err)
+	}
+	out := &approveAttempts{}
+	for _, ev := range events {
+		switch ev.Type {
+		case store.EventTransition:
+			out.list = out.list[:0] // a new step: a fresh budget
+		case store.EventAttempt:
+			var a approveAttempt
+			if json.Unmarshal(ev.Payload, &a) == nil && a.Action == "approve" {
+				a.at = ev.OccurredAt
+				out.list = append(out.list, a)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (a *approveAttempts) failures(reviewer int, sha string) int {
+	n := 0
+	for _, x := range a.list {
+		if x.Reviewer == reviewer && x.HeadSHA == sha {
+			n++
+		}
+	}
+	return n
+}
+
+// notBefore is when reviewer may be tried again: its last failure plus its
+// backoff (zero time when it has not failed).
+func (a *approveAttempts) notBefore(reviewer int, sha string, backoff func(int) time.Duration) time.Time {
+	var last time.Time
+	n := 0
+	for _, x := range a.list {
+		if x.Reviewer == reviewer && x.HeadSHA == sha {
+			last, n = x.at, n+1
+		}
+	}
+	if n == 0 {
+		return time.Time{}
+	}
+	return last.Add(backoff(n))
+}
+
+func (e *Engine) recordApproveFailure(ctx context.Context, op store.Operation, i int, name, sha string, n int, cause error) error {
+	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + KindHandle,
+		Payload: map[string]any{"action": "approve", "reviewer": i, "username": name, "head_sha": sha, "attempt": n,
+			"status": platform.StatusOf(cause), "detail": failureDetail(cause)}})
 	return err
 }
 
@@ -115,15 +285,26 @@ func (e *Engine) approvedSet(ctx context.Context, op store.Operation) map[int64]
 }
 
 // merge merges with the head sha, the way the project requires, and acts
-// on GitLab's answer (GITLAB-FACTS §2.6).
+// on GitLab's answer (GITLAB-FACTS §2.6). It reads the MR with
+// rebase_in_progress first: it never merges, nor rebases, while a rebase
+// runs. With the project's merge method ff or rebase_merge, an MR GitLab
+// already shows as need_rebase is rebased without a doomed merge call.
+// Squashing follows the project's squash option (always and default_on
+// squash; never and default_off leave it to the MR's own flag).
 func (e *Engine) merge(ctx context.Context, op store.Operation) error {
-	mr, done, err := e.readOpenMR(ctx, op, false)
+	mr, done, err := e.readOpenMR(ctx, op, true)
 	if done {
 		return err
+	}
+	if mr.RebaseInProgress {
+		return e.toRebasing(ctx, op, false)
 	}
 	proj, err := e.gl.Project(ctx, op.Project)
 	if err != nil {
 		return err
+	}
+	if mr.DetailedMergeStatus == "need_rebase" && (proj.MergeMethod == "ff" || proj.MergeMethod == "rebase_merge") {
+		return e.startRebase(ctx, op, mr)
 	}
 	squash := proj.SquashOption == "always" || proj.SquashOption == "default_on"
 	res, err := e.gl.Merge(ctx, op.ProjectID, op.MRIID, platform.MergeParams{SHA: mr.SHA, Squash: squash})
@@ -131,9 +312,9 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	case err == nil && res.State == platform.MRStateMerged:
 		return e.finishMerged(ctx, op, res, "job:"+KindHandle)
 	case err == nil:
-		return failTo(HandleNotMergeable, "GitLab accepted the merge but !%d stayed %s: %s", op.MRIID, res.State, orUnknown(res.MergeError))
+		return e.mergeLeftOpen(ctx, op, res)
 	case s == 409:
-		return e.headMoved(ctx, op, "")
+		return e.shaMismatch(ctx, op)
 	case s == 405 || s == 406 || s == 422:
 		return e.notMergeable(ctx, op)
 	case s == 401 || s == 403:
@@ -143,6 +324,21 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	}
 }
 
+// mergeLeftOpen handles a merge GitLab answered with 200 while the MR it
+// returned is not merged (a project rule reported only in merge_error): it
+// reads the MR once more, finishes as merged only if GitLab now shows it
+// merged, and otherwise fails with GitLab's reason. It never merges again.
+func (e *Engine) mergeLeftOpen(ctx context.Context, op store.Operation, res platform.MergeRequest) error {
+	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
+	if err == nil && mr.State == platform.MRStateMerged {
+		return e.finishMerged(ctx, op, mr, "job:"+KindHandle)
+	}
+	if err == nil {
+		res = mr
+	}
+	return failTo(HandleNotMergeable, "GitLab accepted the merge of !%d but it stayed %s: %s", op.MRIID, orUnknown(res.State), orUnknown(res.MergeError))
+}
+
 func orUnknown(s string) string {
 	if s == "" {
 		return "no reason given"
@@ -150,58 +346,126 @@ func orUnknown(s string) string {
 	return s
 }
 
+// mergeBlockers are the detailed_merge_status values that only people can
+// clear, with the reason shown to them.
+var mergeBlockers = map[string]string{
+	"draft_status":               "the merge request is a draft: mark it as ready",
+	"requested_changes":          "a reviewer requested changes",
+	"discussions_not_resolved":   "not all discussions are resolved",
+	"merge_request_blocked":      "it is blocked by another merge request",
+	"jira_association_missing":   "the title or description must name a Jira issue",
+	"security_policy_violations": "a security policy is violated",
+	"status_checks_must_pass":    "external status checks have not passed",
+	"commits_status":             "the source branch has no commits or is missing",
+	"locked_paths":               "it changes locked paths",
+	"locked_lfs_files":           "it changes locked LFS files",
+	"merge_time":                 "its merge_after time has not come yet",
+	"not_open":                   "it is not open",
+}
+
 // notMergeable re-reads the MR after a 405/406/422 and decides from its
-// detailed_merge_status (GITLAB-FACTS §2.4).
+// state and detailed_merge_status (GITLAB-FACTS §2.4, issue 4 point 2):
+// still computing -> back off and merge again (until the rebase deadline,
+// then HANDLE_MERGE_PENDING); need_rebase -> rebase; not_approved ->
+// approvals again; ci_still_running -> wait for the head's pipeline;
+// conflict -> HANDLE_REBASE_CONFLICT; a pipeline that failed ->
+// HANDLE_FAILED; anything people must clear, or a rule GitLab reports only
+// in merge_error while calling the MR mergeable -> HANDLE_NOT_MERGEABLE
+// with that reason, written once and never retried in a loop.
 func (e *Engine) notMergeable(ctx context.Context, op store.Operation) error {
 	mr, done, err := e.readOpenMR(ctx, op, true)
 	if done {
 		return err
 	}
-	switch mr.DetailedMergeStatus {
-	case "checking", "preparing", "unchecked", "ci_still_running", "approvals_syncing", "mergeable":
-		return snoozeFor(e.poll.ShortInterval)
-	case "need_rebase":
-		return e.startRebase(ctx, op)
-	case "not_approved":
-		if op.Rounds >= e.poll.MaxRounds {
-			return failTo(HandleNotMergeable, "still not approved after %d rounds", op.Rounds)
+	if mr.RebaseInProgress {
+		return e.toRebasing(ctx, op, false)
+	}
+	status := mr.DetailedMergeStatus
+	switch status {
+	case "mergeable":
+		if mr.MergeError != "" {
+			return failTo(HandleNotMergeable, "GitLab refuses to merge !%d: %s", op.MRIID, mr.MergeError)
 		}
-		_, err := e.Transition(ctx, op, HandleStarted, TransitionOpts{Source: "job:" + KindHandle,
-			Payload: map[string]any{"reason": mr.DetailedMergeStatus},
-			Update:  func(o *store.Operation) { o.Rounds++ }})
-		return err
-	case "conflict":
-		return failTo(HandleRebaseConflict, "!%d has conflicts with %s", op.MRIID, op.TargetBranch)
+		return e.backOffMerge(ctx, op, status)
+	case "checking", "preparing", "unchecked", "approvals_syncing", "":
+		return e.backOffMerge(ctx, op, status)
+	case "need_rebase":
+		return e.startRebase(ctx, op, mr)
+	case "not_approved":
+		return e.nextRound(ctx, op, HandleStarted, status)
+	case "ci_still_running":
+		return e.nextRound(ctx, op, HandleAwaitPipeline, status)
 	case "ci_must_pass":
 		return failTo(HandleFailed, "the pipeline of %s did not pass", short(mr.SHA))
+	case "conflict":
+		return failTo(HandleRebaseConflict, "!%d has conflicts with %s", op.MRIID, op.TargetBranch)
 	}
-	reason := mr.DetailedMergeStatus
+	reason := status
+	if r, ok := mergeBlockers[status]; ok {
+		reason = r + " (" + status + ")"
+	}
 	if mr.MergeError != "" {
 		reason += ": " + mr.MergeError
 	}
-	return failTo(HandleNotMergeable, "GitLab refuses to merge !%d (%s)", op.MRIID, reason)
+	return failTo(HandleNotMergeable, "GitLab refuses to merge !%d: %s", op.MRIID, reason)
+}
+
+// backOffMerge waits while GitLab still computes mergeability, on the
+// stepped schedule, until the rebase deadline (GitLab's asynchronous work on
+// an MR); then the change parks in HANDLE_MERGE_PENDING for /resume.
+func (e *Engine) backOffMerge(ctx context.Context, op store.Operation, status string) error {
+	p := e.pollFor(op)
+	if d, ok := stepped(p, e.now(), op.StepStartedAt, p.RebaseDeadline); ok {
+		return snoozeFor(d)
+	}
+	_, err := e.Transition(ctx, op, HandleMergePending, TransitionOpts{Source: "job:" + KindHandle,
+		Payload: map[string]any{"detailed_merge_status": status},
+		Update: func(o *store.Operation) {
+			o.Detail = fmt.Sprintf("GitLab still reports %s for !%d after %s", orUnknown(status), op.MRIID, p.RebaseDeadline)
+		}})
+	return err
 }
 
 // startRebase asks GitLab to rebase (202) and moves to HANDLE_REBASING; a
-// bounded number of rounds per change.
-func (e *Engine) startRebase(ctx context.Context, op store.Operation) error {
-	if op.Rounds >= e.poll.MaxRounds {
-		return failTo(HandleFailed, "target branch kept moving: gave up after %d rebase rounds", op.Rounds)
+// bounded number of rounds per change. It never starts a second rebase
+// while one runs: a running one (seen on mr, or GitLab's 409 "Failed to
+// enqueue the rebase operation") is polled instead.
+func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platform.MergeRequest) error {
+	if mr.RebaseInProgress {
+		return e.toRebasing(ctx, op, false)
+	}
+	if op.Rounds >= e.pollFor(op).MaxRounds {
+		return failTo(HandleFailed, "the target branch kept moving: gave up after %d rebase rounds", op.Rounds)
 	}
 	err := e.gl.Rebase(ctx, op.ProjectID, op.MRIID)
 	switch s := platform.StatusOf(err); {
-	case err == nil, s == 409: // 409: a rebase is already running; poll it, never start a second
-	case s == 403:
+	case err == nil, s == 409:
+	case s >= 400 && s < 500 && s != 429:
 		return failTo(HandleFailed, "GitLab refuses to rebase !%d: %s", op.MRIID, failureDetail(err))
 	default:
 		return err
 	}
-	_, err = e.Transition(ctx, op, HandleRebasing, TransitionOpts{Source: "job:" + KindHandle,
-		Update: func(o *store.Operation) { o.Rounds++ }, Delay: e.poll.ShortInterval})
+	return e.toRebasing(ctx, op, true)
+}
+
+// toRebasing moves to HANDLE_REBASING, where pollRebase watches the
+// rebase; started counts a round.
+func (e *Engine) toRebasing(ctx context.Context, op store.Operation, started bool) error {
+	_, err := e.Transition(ctx, op, HandleRebasing, TransitionOpts{Source: "job:" + KindHandle,
+		Payload: map[string]any{"rebase_requested": started},
+		Update: func(o *store.Operation) {
+			if started {
+				o.Rounds++
+			}
+		}, Delay: e.pollFor(op).ShortInterval})
 	return err
 }
 
-// pollRebase waits for a running rebase on stepped intervals.
+// pollRebase waits for a running rebase on stepped intervals (MR read with
+// include_rebase_in_progress=true), then sends the change to wait for the
+// pipeline of the new head; a failed rebase is HANDLE_REBASE_CONFLICT; a
+// rebase still running past the rebase deadline parks the change in
+// HANDLE_REBASE_PENDING (/resume polls again).
 func (e *Engine) pollRebase(ctx context.Context, op store.Operation) error {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, true)
 	if err != nil {
@@ -210,19 +474,22 @@ func (e *Engine) pollRebase(ctx context.Context, op store.Operation) error {
 	switch {
 	case mr.State == platform.MRStateMerged:
 		return e.finishMerged(ctx, op, mr, "job:"+KindHandle)
+	case mr.State == platform.MRStateClosed:
+		return failTo(HandleFailed, "merge request !%d was closed in GitLab; reopen it and /retry, or /cancel", op.MRIID)
 	case mr.RebaseInProgress:
-		if d, ok := e.nextPoll(op.StepStartedAt, e.poll.RebaseDeadline); ok {
+		p := e.pollFor(op)
+		if d, ok := stepped(p, e.now(), op.StepStartedAt, p.RebaseDeadline); ok {
 			return snoozeFor(d)
 		}
 		_, err := e.Transition(ctx, op, HandleRebasePending, TransitionOpts{Source: "job:" + KindHandle,
-			Update: func(o *store.Operation) { o.Detail = "rebase still running after " + e.poll.RebaseDeadline.String() }})
+			Update: func(o *store.Operation) { o.Detail = "rebase still running after " + p.RebaseDeadline.String() }})
 		return err
 	case strings.Contains(mr.MergeError, "Rebase failed") || mr.HasConflicts || mr.DetailedMergeStatus == "conflict":
 		return failTo(HandleRebaseConflict, "rebasing !%d onto %s failed: %s", op.MRIID, op.TargetBranch, orUnknown(mr.MergeError))
 	}
 	_, err = e.Transition(ctx, op, HandleAwaitPipeline, TransitionOpts{Source: "job:" + KindHandle,
 		Payload: map[string]any{"head_sha": mr.SHA, "rebased": true},
-		Update:  func(o *store.Operation) { o.HeadSHA = mr.SHA }})
+		Update:  func(o *store.Operation) { o.HeadSHA, o.Detail = mr.SHA, "" }})
 	return err
 }
 
@@ -243,8 +510,5 @@ func (e *Engine) finishMerged(ctx context.Context, op store.Operation, mr platfo
 	_, err := e.Transition(ctx, op, HandleMerged, TransitionOpts{Source: source,
 		Payload: map[string]any{"merge_commit_sha": commit},
 		Update:  func(o *store.Operation) { o.MergeCommitSHA, o.Detail = commit, "" }})
-	if errors.Is(err, ErrIllegalTransition) {
-		return err
-	}
 	return err
 }

@@ -21,13 +21,18 @@ func inCreatePhase(s StepCode) bool { return s == CreateMROpened || s == CreateP
 // started at since, or ok=false when its deadline has passed. N short
 // intervals, then long ones (DESIGN §3 step 5).
 func (e *Engine) nextPoll(since time.Time, deadline time.Duration) (time.Duration, bool) {
-	elapsed := e.now().Sub(since)
+	return stepped(e.poll, e.now(), since, deadline)
+}
+
+// stepped is nextPoll on schedule p at now.
+func stepped(p PollConfig, now, since time.Time, deadline time.Duration) (time.Duration, bool) {
+	elapsed := now.Sub(since)
 	if elapsed >= deadline {
 		return 0, false
 	}
-	d := e.poll.LongInterval
-	if elapsed < time.Duration(e.poll.ShortCount)*e.poll.ShortInterval {
-		d = e.poll.ShortInterval
+	d := p.LongInterval
+	if elapsed < time.Duration(p.ShortCount)*p.ShortInterval {
+		d = p.ShortInterval
 	}
 	if rest := deadline - elapsed; d > rest {
 		d = rest
@@ -53,7 +58,8 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 	if mr.State == platform.MRStateMerged {
 		return e.finishMerged(ctx, op, mr, "job:"+KindAwaitPipeline)
 	}
-	if d, ok := e.nextPoll(op.StepStartedAt, e.poll.PipelineDeadline); ok {
+	p := e.pollFor(op)
+	if d, ok := stepped(p, e.now(), op.StepStartedAt, p.PipelineDeadline); ok {
 		return snoozeFor(d)
 	}
 	pending := HandlePipelinePending
@@ -61,9 +67,9 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 		pending = CreatePipelinePending
 	}
 	_, err = e.Transition(ctx, op, pending, TransitionOpts{Source: "job:" + KindAwaitPipeline,
-		Payload: map[string]any{"deadline": e.poll.PipelineDeadline.String()},
+		Payload: map[string]any{"deadline": p.PipelineDeadline.String()},
 		Update: func(o *store.Operation) {
-			o.Detail = fmt.Sprintf("no pipeline result for %s after %s", short(mr.SHA), e.poll.PipelineDeadline)
+			o.Detail = fmt.Sprintf("no pipeline result for %s after %s", short(mr.SHA), p.PipelineDeadline)
 		}})
 	return err
 }

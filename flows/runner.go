@@ -57,12 +57,21 @@ func declaredFailure(kind string, op store.Operation) StepCode {
 }
 
 // DeclaredFailures lists, per job kind, the failure step it declares (for
-// documentation and the panic test).
+// documentation and the panic test). KindAwaitPipeline declares
+// CREATE_PIPELINE_PENDING in the create phase and HANDLE_PIPELINE_PENDING in
+// the handle phase; see DeclaredFailure.
 func DeclaredFailures() map[string]StepCode {
 	return map[string]StepCode{
 		KindRequestApproval: ApprovalSendPending, KindCreateMR: CreateFailed,
 		KindAwaitPipeline: CreatePipelinePending, KindHandle: HandleFailed, KindAwaitDeploy: DeployPending,
 	}
+}
+
+// DeclaredFailure is the step a job of kind running at step writes when it
+// fails unexpectedly, panics or uses up its attempts; 0 for a kind that
+// moves no operation.
+func DeclaredFailure(kind string, step StepCode) StepCode {
+	return declaredFailure(kind, store.Operation{Step: int(step)})
 }
 
 // stepFunc does one step of an operation. It returns nil when done, a
@@ -90,9 +99,12 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		if r := recover(); r != nil {
 			e.m.panics.WithLabelValues(kind).Inc()
 			log.Error("step panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = e.fail(ctx, op.ID, kind, declaredFailure(kind, op), fmt.Sprintf("internal error (panic): %v", r))
+			err = e.fail(ctx, op, kind, declaredFailure(kind, op), fmt.Sprintf("internal error (panic): %v", r))
 		}
 	}()
+	if e.cfg.StepHookFunc != nil {
+		e.cfg.StepHookFunc(kind)
+	}
 	err = run(ctx, op)
 	var sn *snooze
 	var sf *stepFailure
@@ -106,8 +118,12 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		return nil
 	case errors.As(err, &sf):
 		e.m.jobFailures.WithLabelValues(kind, "recognised").Inc()
-		return e.fail(ctx, op.ID, kind, sf.Step, sf.Detail)
+		return e.fail(ctx, op, kind, sf.Step, sf.Detail)
 	case platform.IsTransient(err) && attempt < maxAttempts:
+		// 429, 5xx and network errors are never fatal on their own: River
+		// retries the job with its backoff, or after the wait GitLab asked
+		// for (Retry-After / RateLimit-Reset; a snooze, which does not use
+		// up an attempt: a rate limit is GitLab saying "later", not "no").
 		e.m.jobFailures.WithLabelValues(kind, "transient").Inc()
 		log.Warn("step failed, will retry", "err", err, "attempt", attempt)
 		var pe *platform.Error
@@ -118,7 +134,11 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 	default:
 		e.m.jobFailures.WithLabelValues(kind, "declared").Inc()
 		log.Error("step failed", "err", err, "attempt", attempt)
-		return e.fail(ctx, op.ID, kind, declaredFailure(kind, op), failureDetail(err))
+		detail := failureDetail(err)
+		if platform.IsTransient(err) {
+			detail = fmt.Sprintf("gave up after %d attempts: %s", attempt, detail)
+		}
+		return e.fail(ctx, op, kind, declaredFailure(kind, op), detail)
 	}
 }
 
@@ -132,17 +152,32 @@ func failureDetail(err error) string {
 	return err.Error()
 }
 
-// fail moves the operation (re-read, since the step may have moved it) to
-// step with detail. When the move is illegal from where the operation now is
-// (it moved on), nothing is written.
-func (e *Engine) fail(ctx context.Context, opID, kind string, step StepCode, detail string) error {
-	op, err := e.st.GetOperation(ctx, e.st.Pool(), opID)
+// fail moves the operation to step with detail. It re-reads the operation:
+// when the step function moved it before failing, or someone else did, the
+// failure belongs to a step that is over and nothing is written. When the
+// recognised step is not a legal move from here (a programming error), the
+// kind's declared failure step is written instead, so that the change never
+// stays "in progress" with no job (DESIGN §2).
+func (e *Engine) fail(ctx context.Context, at store.Operation, kind string, step StepCode, detail string) error {
+	op, err := e.st.GetOperation(ctx, e.st.Pool(), at.ID)
 	if err != nil {
 		return err
 	}
-	if step == 0 || !CanMove(StepCode(op.Step), step) {
-		e.opLog(op).Error("cannot record failure from this step", attrJobKind, kind, "to", step.String(), "detail", detail)
-		return nil
+	from := StepCode(op.Step)
+	if op.Step != at.Step || from == step {
+		return nil // moved on, or already there (a parked step's job failed again)
+	}
+	if step == 0 || !CanMove(from, step) {
+		declared := declaredFailure(kind, op)
+		e.opLog(op).Error("recognised failure is not a legal move; writing the declared failure",
+			attrJobKind, kind, "to", step.String(), "declared", declared.String(), "detail", detail)
+		if declared == from {
+			return nil
+		}
+		if declared == 0 || !CanMove(from, declared) {
+			return fmt.Errorf("recording failure of %s job at %s: %s -> %s: %w", kind, from, from, declared, ErrIllegalTransition)
+		}
+		step = declared
 	}
 	_, err = e.Transition(ctx, op, step, TransitionOpts{Source: "job:" + kind,
 		Payload: map[string]any{"detail": detail},

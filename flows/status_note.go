@@ -29,6 +29,10 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 		PipelineURL: op.PipelineURL, TicketID: op.TicketID,
 	}
 	for _, ev := range events {
+		v.Seq = ev.Seq
+		if ev.Type == store.EventAttempt {
+			continue // retried calls are history, not steps
+		}
 		v.Timeline = append(v.Timeline, templates.TimelineEntry{At: ev.OccurredAt,
 			StepName: StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: ev.Actor, Source: ev.Source})
 		v.Seq = ev.Seq

@@ -28,6 +28,10 @@ type SubmitParams struct {
 	// ApprovalFirst is the flow order, read from the runtime setting
 	// flow.approval_first at submit time and stored on the operation.
 	ApprovalFirst bool
+	// MaxActive is admission control (setting admission.max_active, issue
+	// 4 point 11): with this many active changes or more, Submit refuses
+	// with ErrOverloaded and creates nothing. Zero means no limit.
+	MaxActive int
 }
 
 // FieldError is one problem with a submitted field.
@@ -112,6 +116,28 @@ func checkPath(p string) string {
 // progress (the API answers 409).
 var ErrActiveChange = store.ErrActiveChange
 
+// ErrOverloaded is returned by Submit when SubmitParams.MaxActive changes
+// are active (the API answers 503 with Retry-After). The limit is a soft
+// one: concurrent submissions may pass it by a few.
+var ErrOverloaded = errors.New("too many active changes")
+
+// admit enforces SubmitParams.MaxActive with one count query, and counts
+// each refusal in changebot_admission_rejected_total.
+func (e *Engine) admit(ctx context.Context, limit int) error {
+	if limit <= 0 {
+		return nil
+	}
+	n, err := e.st.CountActive(ctx, e.st.Pool())
+	if err != nil {
+		return fmt.Errorf("checking admission: %w", err)
+	}
+	if n >= limit {
+		e.m.admission.Inc()
+		return fmt.Errorf("%w: %d active, limit %d (admission.max_active)", ErrOverloaded, n, limit)
+	}
+	return nil
+}
+
 // NewOperationID returns "op_" + a ULID.
 func NewOperationID() string { return "op_" + ulid.Make().String() }
 
@@ -120,6 +146,13 @@ func NewOperationID() string { return "op_" + ulid.Make().String() }
 // whether it was created now (false: the idempotency key was seen).
 func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, bool, error) {
 	if err := p.Validate(); err != nil {
+		return store.Operation{}, false, err
+	}
+	if e.policy(p.Project).Provider == ProviderGitLab {
+		// In-GitLab approval implies the MR exists before approval.
+		p.ApprovalFirst = false
+	}
+	if err := e.admit(ctx, p.MaxActive); err != nil {
 		return store.Operation{}, false, err
 	}
 	first := ApprovalSending

@@ -40,11 +40,15 @@ var stepMoves = map[StepCode][]StepCode{
 	CreateStarted:         {CreateMROpened, CreateFailed, Closed},
 	CreateMROpened:        {CreateSucceeded, CreatePipelineFailed, CreatePipelinePending, CreateFailed, Closed},
 	CreatePipelinePending: {CreateMROpened, CreateSucceeded, CreatePipelineFailed, CreateFailed, Closed},
-	CreateSucceeded:       {HandleStarted, ApprovalSending, Closed},
+	// A job that fails at CREATE_SUCCEEDED, before its first move, still
+	// ends in its declared failure step (handle: HANDLE_FAILED; MR-first
+	// approval request: APPROVAL_SEND_PENDING).
+	CreateSucceeded:       {HandleStarted, ApprovalSending, HandleFailed, ApprovalSendPending, Closed},
 	CreatePipelineFailed:  {CreateStarted, Closed},
 	CreateFailed:          {CreateStarted, Closed},
 	HandleStarted:         {HandleApproved, HandleMerged, HandleFailed, HandleReviewerDenied, HandleNotMergeable, HandleRebasing, HandleAwaitPipeline, Closed},
-	HandleApproved:        {HandleStarted, HandleMerged, HandleFailed, HandleNotMergeable, HandleRebasing, HandleAwaitPipeline, Closed},
+	HandleApproved:        {HandleStarted, HandleMerged, HandleFailed, HandleNotMergeable, HandleRebaseConflict, HandleRebasing, HandleAwaitPipeline, HandleMergePending, Closed},
+	HandleMergePending:    {HandleApproved, HandleMerged, HandleFailed, Closed},
 	HandleRebasing:        {HandleAwaitPipeline, HandleRebaseConflict, HandleRebasePending, HandleFailed, HandleMerged, Closed},
 	HandleRebasePending:   {HandleRebasing, HandleAwaitPipeline, HandleRebaseConflict, HandleFailed, HandleMerged, Closed},
 	HandleAwaitPipeline:   {HandleStarted, HandleFailed, HandlePipelinePending, HandleMerged, Closed},
@@ -65,7 +69,7 @@ var statusMoves = map[string][]string{
 	store.StatusApprovalSending: {store.StatusApprovalSent, store.StatusMRCreating, store.StatusMerging, store.StatusRejected, store.StatusClosed},
 	store.StatusApprovalSent:    {store.StatusMRCreating, store.StatusMerging, store.StatusRejected, store.StatusClosed},
 	store.StatusMRCreating:      {store.StatusMRCreated, store.StatusCreateFailed, store.StatusClosed},
-	store.StatusMRCreated:       {store.StatusMerging, store.StatusApprovalSending, store.StatusClosed},
+	store.StatusMRCreated:       {store.StatusMerging, store.StatusApprovalSending, store.StatusHandleFailed, store.StatusClosed},
 	store.StatusCreateFailed:    {store.StatusMRCreating, store.StatusClosed},
 	store.StatusMerging:         {store.StatusMerged, store.StatusHandleFailed, store.StatusClosed},
 	store.StatusHandleFailed:    {store.StatusMerging, store.StatusMerged, store.StatusClosed},

@@ -32,6 +32,7 @@ var designEdges = map[[2]string]bool{
 	{store.StatusCreateFailed, store.StatusMRCreating}: true,
 	{store.StatusHandleFailed, store.StatusMerging}:    true,
 	{store.StatusHandleFailed, store.StatusMerged}:     true, // merged by hand after a failure, found on /retry
+	{store.StatusMRCreated, store.StatusHandleFailed}:  true, // the handle job failed before its first move (every exit path ends in a state)
 	// cancel: any non-terminal except MERGED (see transitions.go)
 	{store.StatusApprovalSending, store.StatusClosed}: true,
 	{store.StatusApprovalSent, store.StatusClosed}:    true,

@@ -24,6 +24,10 @@ const (
 	EventTransition = "transition"
 	EventCommand    = "command"
 	EventRefused    = "refused"
+	// EventAttempt records a failed attempt of a GitLab call that the flow
+	// retries on its own schedule (a reviewer robot's approve): the flow
+	// counts them to bound and space its retries.
+	EventAttempt = "attempt"
 )
 
 // EventParams are the caller-provided fields of an event; the store fills in

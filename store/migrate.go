@@ -5,6 +5,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -79,8 +82,23 @@ func MigrationStatus(pool *pgxpool.Pool, schema string) (version uint, current b
 	return v, !dirty && v == LatestMigration, nil
 }
 
-// LatestMigration is the number of the newest embedded migration.
-const LatestMigration = 3
+// LatestMigration is the number of the newest embedded migration, read
+// from the file names in store/migrations (NNNN_name.up.sql), so adding a
+// migration needs no other edit.
+var LatestMigration = func() uint {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		panic(fmt.Sprintf("store: reading embedded migrations: %v", err))
+	}
+	var latest uint
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		if n, err := strconv.ParseUint(num, 10, 32); ok && err == nil && uint(n) > latest {
+			latest = uint(n)
+		}
+	}
+	return latest
+}()
 
 // newMigrator returns a migrator and the function that releases its
 // connection (the pool cannot close while the migration driver holds one).

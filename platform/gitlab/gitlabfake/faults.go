@@ -2,6 +2,7 @@ package gitlabfake
 
 import (
 	"encoding/json"
+	mrand "math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -65,6 +66,18 @@ type Fault struct {
 	Times int
 	// RetryAfter, when set, is sent as the Retry-After header (seconds).
 	RetryAfter string
+	// User, when set, limits the fault to calls authenticated as this
+	// username (for example one reviewer robot's approve calls).
+	User string
+	// AfterEffect lets the call run and take effect, then replaces its
+	// answer with the fault, as when a proxy or a timeout loses GitLab's
+	// answer to a write that happened.
+	AfterEffect bool
+	// Rate, when in (0, 1), makes each matching call fail with that
+	// probability only (chaos runs); a call spared by the draw goes on to
+	// the next fault or runs normally. Times counts only the calls that
+	// failed. 0 (or 1) fails every matching call.
+	Rate float64
 }
 
 // InjectFault adds f. See Fault.
@@ -81,10 +94,17 @@ func (s *Server) ClearFaults() {
 	s.faults = nil
 }
 
-// takeFault returns the fault for this call and uses up one of its times.
-func (s *Server) takeFault(method, path string) *Fault {
+// takeFault returns the fault for this call by u (nil when the token is
+// unknown) and uses up one of its times.
+func (s *Server) takeFault(method, path string, u *user) *Fault {
 	for i, f := range s.faults {
 		if (f.Method != "" && f.Method != method) || !pathMatches(f.PathPattern, path) {
+			continue
+		}
+		if f.User != "" && (u == nil || u.username != f.User) {
+			continue
+		}
+		if f.Rate > 0 && f.Rate < 1 && mrand.Float64() >= f.Rate {
 			continue
 		}
 		if f.Times > 0 {

@@ -19,6 +19,50 @@ type RebaseBehavior struct {
 	StuckForever bool
 }
 
+// MergeBlock scripts why GitLab will not merge one MR, for the failure
+// paths of a merge (GITLAB-FACTS §2.4, §2.6). The zero value blocks nothing.
+type MergeBlock struct {
+	// DetailedMergeStatus, when set, replaces the computed
+	// detailed_merge_status of an open MR in every answer, for example
+	// "checking", "approvals_syncing", "requested_changes" or
+	// "discussions_not_resolved"; the merge answers 405 unless it is
+	// "mergeable".
+	DetailedMergeStatus string
+	// Draft marks the MR as a draft: "draft" and "work_in_progress" true and,
+	// unless DetailedMergeStatus is set, detailed_merge_status
+	// "draft_status" (so the merge answers 405).
+	Draft bool
+	// Rule is a project rule the merge service enforces after the API's
+	// checks passed (a push rule, a compliance merge check): the merge does
+	// not happen, merge_error becomes Rule, and the call is answered with
+	// RuleStatus: 422 "Branch cannot be merged" as newer GitLab does (the
+	// default), or 200 with the still-open MR as older GitLab did.
+	Rule       string
+	RuleStatus int
+}
+
+// SetMergeBlock sets (or, with the zero value, clears) what blocks the
+// merge of MR !iid. See MergeBlock.
+func (s *Server) SetMergeBlock(projectID, iid int64, b MergeBlock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.projects[projectID]; p != nil && p.mrs[iid] != nil {
+		p.mrs[iid].block = b
+	}
+}
+
+// FinishRebase ends the running rebase of MR !iid now, as its
+// RebaseBehavior says (a conflict or a new head), even one started with
+// StuckForever. It does nothing when no rebase runs.
+func (s *Server) FinishRebase(projectID, iid int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.projects[projectID]; p != nil && p.mrs[iid] != nil && p.mrs[iid].rebaseInProgress {
+		mr := p.mrs[iid]
+		s.finishRebase(mr, mr.rebaseBy)
+	}
+}
+
 // rebaseLockMessage is MergeRequest::REBASE_LOCK_MESSAGE, answered with 409
 // when a rebase is requested while one runs or on an MR that is not open
 // (rebase_async raises StaleObjectError, turned into RebaseLockTimeout).
@@ -57,6 +101,15 @@ func (s *Server) merge(rc *reqCtx) {
 	}
 	if mr.rebaseInProgress || s.detailedStatus(mr) != "mergeable" {
 		rc.fail(http.StatusMethodNotAllowed, "405 Method Not Allowed")
+		return
+	}
+	if mr.block.Rule != "" {
+		mr.mergeError, mr.updated = mr.block.Rule, s.now()
+		if mr.block.RuleStatus == http.StatusOK {
+			rc.writeJSON(http.StatusOK, s.mrJSON(mr, rc.user, false))
+			return
+		}
+		rc.fail(http.StatusUnprocessableEntity, "Branch cannot be merged")
 		return
 	}
 	squash, given := rc.boolean("squash")
@@ -155,9 +208,13 @@ func (s *Server) startRebase(mr *mergeRequest, by *user) bool {
 	if mr.state != stateOpened || mr.rebaseInProgress {
 		return false
 	}
-	mr.rebaseInProgress, mr.mergeError = true, ""
+	mr.rebaseInProgress, mr.mergeError, mr.rebaseBy = true, "", by
 	if !mr.rebase.StuckForever {
-		s.schedule(mr.rebase.Duration, func() { s.finishRebase(mr, by) })
+		s.schedule(mr.rebase.Duration, func() {
+			if mr.rebaseInProgress { // not ended early by FinishRebase
+				s.finishRebase(mr, by)
+			}
+		})
 	}
 	return true
 }

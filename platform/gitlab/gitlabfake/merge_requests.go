@@ -35,6 +35,8 @@ type mergeRequest struct {
 	notes                        []*note
 	rebase                       RebaseBehavior
 	rebaseInProgress             bool
+	rebaseBy                     *user
+	block                        MergeBlock
 	mergedBy, closedBy, editedBy *user
 	created, updated             time.Time
 	mergedAt, closedAt, editedAt time.Time
@@ -121,6 +123,12 @@ func (s *Server) mr(rc *reqCtx) (*project, *mergeRequest) {
 func (s *Server) detailedStatus(mr *mergeRequest) string {
 	if mr.state != stateOpened {
 		return "not_open"
+	}
+	if mr.block.DetailedMergeStatus != "" {
+		return mr.block.DetailedMergeStatus
+	}
+	if mr.block.Draft {
+		return "draft_status"
 	}
 	if mr.hasConflicts {
 		return "conflict"
@@ -374,7 +382,7 @@ func (s *Server) mrJSON(mr *mergeRequest, viewer *user, withRebase bool) map[str
 		"user_notes_count": mr.userNotes(), "upvotes": 0, "downvotes": 0,
 		"author": s.userBasic(mr.author), "assignee": nil, "assignees": []any{}, "reviewers": []any{},
 		"source_project_id": p.id, "target_project_id": p.id, "labels": []any{},
-		"draft": false, "work_in_progress": false, "milestone": nil,
+		"draft": mr.block.Draft, "work_in_progress": mr.block.Draft, "milestone": nil,
 		"merge_when_pipeline_succeeds": false,
 		"merge_status":                 s.mergeStatus(mr), "detailed_merge_status": s.detailedStatus(mr),
 		"sha": mr.sha, "merge_commit_sha": strOrNil(mr.mergeCommitSHA), "squash_commit_sha": strOrNil(mr.squashCommit),

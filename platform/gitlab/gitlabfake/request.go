@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"sort"
 	"strconv"
@@ -159,9 +160,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	if f := s.takeFault(r.Method, path); f != nil {
+	if f := s.takeFault(r.Method, path, rc.user); f != nil && !f.AfterEffect {
 		rc.writeFault(f)
 		return
+	} else if f != nil {
+		// The call runs and takes effect; its answer is lost and the fault
+		// is answered instead.
+		w := rc.w
+		rc.w = httptest.NewRecorder()
+		defer func() {
+			rc.w, rc.status = w, 0
+			rc.writeFault(f)
+		}()
 	}
 	apiPath, ok := trimAPI(path)
 	if !ok {

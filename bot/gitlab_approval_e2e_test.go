@@ -1,0 +1,57 @@
+package bot
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/store"
+)
+
+// TestInGitLabApprovalCountsEachApproverOnce runs a project in the in-GitLab
+// approval mode with two required approvers: a reviewer robot's approval
+// does not count, carol's MR Hook approval and her "@bot approve" note count
+// once, and dave's approval completes it; the change then merges and
+// reaches VALIDATED.
+func TestInGitLabApprovalCountsEachApproverOnce(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, false, 100*time.Millisecond)
+	env.Config.Settings = map[string]string{"approval.provider": "gitlab",
+		"approval.approvers": demoApprover + "," + demoDeveloper, "approval.required": "2"}
+	app, sc := startBot(t, env)
+	ctx := context.Background()
+	opID, iid := runUntil(t, env, "APPROVAL_SENT")
+	if v, _ := getChangeView(ctx, env, opID); v.ApprovalFirst {
+		t.Fatal("the in-GitLab approval mode must open the MR first")
+	}
+	if n := len(env.Approvals.Requests()); n != 0 {
+		t.Fatalf("the external approval system was called %d times", n)
+	}
+	approvals := func() int {
+		var n int
+		if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals WHERE operation_id = $1`, opID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	env.GitLab.ApproveAsUser(env.Project.ID, iid, demoReviewers[0].name) // a robot: never counts
+	env.GitLab.ApproveAsUser(env.Project.ID, iid, demoApprover)
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoApprover, "@"+demoRobot+" approve")
+	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == flows.EventApproval && ev.Actor == demoApprover })
+	_ = env.GitLab.Flush(ctx)
+	time.Sleep(time.Second)
+	if n := approvals(); n != 1 {
+		t.Fatalf("approvals counted = %d, want 1 (carol once, the robot never)", n)
+	}
+	if v, _ := getChangeView(ctx, env, opID); v.Step.Name != "APPROVAL_SENT" {
+		t.Fatalf("one of two approvals moved the change to %s", v.Step.Name)
+	}
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoDeveloper, "/approve looks good")
+	if _, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {}); err != nil {
+		t.Fatal(err)
+	}
+	if n := approvals(); n != 2 {
+		t.Fatalf("approvals counted = %d, want 2", n)
+	}
+}

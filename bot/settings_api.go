@@ -1,0 +1,85 @@
+package bot
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"changebot/settings"
+)
+
+// tokenRoleKey is the request context key of the matched API token's role.
+type tokenRoleKey struct{}
+
+// tokenRole returns the role of the request's API token ("" when auth did
+// not run).
+func tokenRole(r *http.Request) string {
+	role, _ := r.Context().Value(tokenRoleKey{}).(string)
+	return role
+}
+
+// settingRequest is the body of PUT /api/v1/settings/{key}.
+type settingRequest struct {
+	Value   json.RawMessage `json:"value"`
+	Project projectRef      `json:"project"`
+}
+
+// listSettings answers GET /api/v1/settings[?project=P]: every setting's
+// effective value for the project (or the global ones).
+func (a *App) listSettings(w http.ResponseWriter, r *http.Request) {
+	views := []settingView{}
+	for _, v := range a.settings.List(r.URL.Query().Get("project")) {
+		views = append(views, newSettingView(v))
+	}
+	writeJSON(w, http.StatusOK, views)
+}
+
+// getSetting answers GET /api/v1/settings/{key}[?project=P].
+func (a *App) getSetting(w http.ResponseWriter, r *http.Request) {
+	v, err := a.settings.Lookup(mux.Vars(r)["key"], r.URL.Query().Get("project"))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, newSettingView(v))
+}
+
+// putSetting answers PUT /api/v1/settings/{key} with body {"value": ...,
+// "project": optional}: it validates, stores and audits the value (actor
+// "api:<token role>"); every replica sees it within seconds. A null value
+// removes the stored value of that scope.
+func (a *App) putSetting(w http.ResponseWriter, r *http.Request) {
+	key := mux.Vars(r)["key"]
+	if _, ok := settings.Lookup(key); !ok {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": (&settings.UnknownKeyError{Key: key}).Error()})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	var req settingRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "malformed JSON body: " + err.Error()})
+		return
+	}
+	if len(bytes.TrimSpace(req.Value)) == 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": `"value" is required (null removes the stored value)`})
+		return
+	}
+	project := string(req.Project)
+	err := a.settings.Set(r.Context(), key, project, req.Value, "api:"+tokenRole(r))
+	switch {
+	case errors.Is(err, settings.ErrInvalidValue), errors.Is(err, settings.ErrUnknownKey):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	case err != nil:
+		a.log.Error("saving setting", "key", key, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the setting, try again"})
+		return
+	}
+	a.log.Info("setting changed", "key", key, "scope", settings.Scope(project), "actor", "api:"+tokenRole(r))
+	writeJSON(w, http.StatusOK, newSettingView(a.settings.Get(key, project)))
+}

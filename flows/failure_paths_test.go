@@ -1,0 +1,147 @@
+package flows
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/store"
+	"changebot/templates"
+)
+
+var update = flag.Bool("update", false, "rewrite the failure goldens in ../templates/testdata/")
+
+// jobKind returns the kind of a follow-up job's args.
+func jobKind(t *testing.T, args any) string {
+	t.Helper()
+	k, ok := args.(interface{ Kind() string })
+	if !ok {
+		t.Fatalf("job args %T have no Kind", args)
+	}
+	return k.Kind()
+}
+
+// TestEveryStepJobHasAReachableDeclaredFailure walks every step a job can
+// be enqueued for (in both flow orders, taken from followUps itself) and
+// checks that the job kind's declared failure step is a legal move from
+// there, or the step itself: a panic, an unexpected error or exhausted
+// attempts always end in a state (DESIGN §2, issue 4 point 6).
+func TestEveryStepJobHasAReachableDeclaredFailure(t *testing.T) {
+	t.Parallel()
+	e := &Engine{now: time.Now, poll: DefaultPollConfig}
+	seen := map[string]bool{}
+	for _, st := range Catalogue() {
+		for _, approvalFirst := range []bool{true, false} {
+			op := store.Operation{ID: "op_test", Step: int(st.Code), ApprovalFirst: approvalFirst, MRIID: 7}
+			for _, j := range e.followUps(op, st.Code, 2, 0) {
+				kind := jobKind(t, j.Args)
+				declared := declaredFailure(kind, op)
+				if kind == KindRefreshNote {
+					continue
+				}
+				seen[kind] = true
+				t.Run(fmt.Sprintf("%s@%s/approval_first=%v", kind, st.Name, approvalFirst), func(t *testing.T) {
+					if declared == 0 {
+						t.Fatalf("%s declares no failure step", kind)
+					}
+					if declared != st.Code && !CanMove(st.Code, declared) {
+						t.Fatalf("a %s job at %s cannot reach its declared failure %s", kind, st.Name, declared)
+					}
+				})
+			}
+		}
+	}
+	for kind := range DeclaredFailures() {
+		if !seen[kind] {
+			t.Errorf("no step enqueues a %s job", kind)
+		}
+	}
+}
+
+// failureDetails are sample details for the failure goldens, as the steps
+// write them.
+var failureDetails = map[StepCode]string{
+	CreateFailed:          "opening the merge request: GitLab answered 422 Source branch \"changebot/op_x\" does not exist on POST /projects/101/merge_requests",
+	CreatePipelineFailed:  "pipeline 5003 failed for 3f2a9c1e",
+	HandleFailed:          "approving as reviewer-2 failed 6 times: GitLab answered 503 503 Service Unavailable on POST /projects/101/merge_requests/1/approve",
+	HandleRebaseConflict:  "rebasing !1 onto main failed: Rebase failed. Please rebase locally",
+	HandleReviewerDenied:  "reviewer robot reviewer-2 may not approve !1: GitLab answered 401 (token revoked or expired, or the account is not eligible to approve)",
+	HandleNotMergeable:    "GitLab refuses to merge !1: the merge request is a draft: mark it as ready (draft_status)",
+	HandlePipelinePending: "no pipeline result for 3f2a9c1e after 2h0m0s",
+	CreatePipelinePending: "no pipeline result for 3f2a9c1e after 2h0m0s",
+	ApprovalSendPending:   "requesting approval: POST https://approvals.example/requests: 503 Service Unavailable",
+	HandleRebasePending:   "rebase still running after 15m0s",
+	HandleMergePending:    "GitLab still reports checking for !1 after 15m0s",
+	DeployPending:         "no successful deploy pipeline for 9c0d1e2f after 6h0m0s",
+	ApprovalRejected:      "rejected by carol",
+	ApprovalWithdrawn:     "withdrawn by carol",
+}
+
+// TestFailureStatusGolden renders the status comment of every failure and
+// pending step from the catalogue itself (its hint, the detail a step
+// writes) and compares it with templates/testdata/status_failure_<step>.golden
+// (go test ./flows -run FailureStatusGolden -update rewrites them). A hint
+// changed in the catalogue shows up here.
+func TestFailureStatusGolden(t *testing.T) {
+	t.Parallel()
+	r, err := templates.NewRenderer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{now: time.Now, poll: DefaultPollConfig}
+	t0 := time.Date(2026, 3, 9, 14, 0, 0, 0, time.UTC)
+	covered := 0
+	for _, st := range Catalogue() {
+		failure := st.Retryable || st.Phase == PhasePending || st.Status == store.StatusRejected
+		if !failure {
+			continue
+		}
+		covered++
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			detail, ok := failureDetails[st.Code]
+			if !ok {
+				t.Fatalf("no sample detail for %s: add one to failureDetails", st.Name)
+			}
+			op := store.Operation{ID: "op_01JNZK6W4X7Q2V9M3H8T5R1C0D", Title: "Raise the rate limit of payments-api",
+				SubjectID: "payments-api", TargetKey: "prod/eu-west-1", RequestedBy: "alice",
+				Status: st.Status, Step: int(st.Code), Detail: detail, MRIID: 1,
+				MRWebURL: "https://gitlab.example/platform/config/-/merge_requests/1", TicketID: "CHG-1042"}
+			payload, _ := json.Marshal(map[string]any{"detail": detail})
+			events := []store.Event{
+				{Seq: 1, Type: store.EventSubmitted, ToStep: int(ApprovalSending), ToStatus: store.StatusApprovalSending, Actor: "alice", Source: "api", OccurredAt: t0},
+				{Seq: 2, Type: store.EventAttempt, ToStep: int(ApprovalSending), ToStatus: store.StatusApprovalSending, Actor: ActorBot, Source: "job:" + KindHandle, OccurredAt: t0.Add(time.Minute)},
+				{Seq: 3, Type: store.EventTransition, ToStep: int(st.Code), ToStatus: st.Status, Actor: ActorBot, Source: "job:test", Payload: payload, OccurredAt: t0.Add(5 * time.Minute)},
+			}
+			got, err := r.Status(e.StatusView(op, events))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(got, st.Hint) || !strings.Contains(got, detail) {
+				t.Errorf("the status comment of %s does not show its hint %q and detail %q:\n%s", st.Name, st.Hint, detail, got)
+			}
+			path := filepath.Join("..", "templates", "testdata", "status_failure_"+strings.ToLower(st.Name)+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("reading golden (go test ./flows -run FailureStatusGolden -update creates it): %v", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs (go test ./flows -run FailureStatusGolden -update if intended)\n--- got:\n%s\n--- want:\n%s", path, got, want)
+			}
+		})
+	}
+	if covered < 10 {
+		t.Fatalf("only %d failure steps in the catalogue", covered)
+	}
+}

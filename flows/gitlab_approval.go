@@ -1,0 +1,211 @@
+package flows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"changebot/platform"
+	"changebot/store"
+)
+
+// Approval providers (setting approval.provider, per project).
+const (
+	ProviderExternal = "external"
+	ProviderGitLab   = "gitlab"
+)
+
+// GitLabTicket is the ticket id of an operation whose approval is
+// collected in GitLab (in-GitLab approval mode).
+const GitLabTicket = "gitlab"
+
+// ApprovalPolicy is a project's approval mode (issue 3): the external
+// approval system, or approvals given in GitLab by configured approvers.
+type ApprovalPolicy struct {
+	// Provider is ProviderExternal or ProviderGitLab.
+	Provider string
+	// Approvers are GitLab usernames allowed to approve.
+	Approvers []string
+	// MinAccess, when above 0, also makes every project member with at
+	// least this access level an approver (30 Developer, 40 Maintainer).
+	MinAccess int
+	// Required is how many distinct approvers must approve; at least 1.
+	Required int
+}
+
+func (e *Engine) policy(project string) ApprovalPolicy {
+	p := ApprovalPolicy{Provider: ProviderExternal, Required: 1}
+	if e.cfg.ApprovalPolicyFunc != nil {
+		p = e.cfg.ApprovalPolicyFunc(project)
+	}
+	if p.Required < 1 {
+		p.Required = 1
+	}
+	return p
+}
+
+// requestGitLabApproval is request approval in the in-GitLab mode: nothing
+// to call, the change now waits for approvers on the MR.
+// Approvals given before the change started waiting (while its pipeline
+// ran) were recorded and count now.
+func (e *Engine) requestGitLabApproval(ctx context.Context, op store.Operation) error {
+	required := e.policy(op.Project).Required
+	sent, err := e.Transition(ctx, op, ApprovalSent, TransitionOpts{Source: "job:" + KindRequestApproval,
+		Payload: map[string]any{"provider": ProviderGitLab, "required": required},
+		Update:  func(o *store.Operation) { o.TicketID = GitLabTicket }})
+	if isConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	count, err := e.st.CountGitLabApprovals(ctx, e.st.Pool(), op.ID)
+	if err != nil || count < required {
+		return err
+	}
+	_, err = e.Transition(ctx, sent, HandleStarted, TransitionOpts{Source: "job:" + KindRequestApproval,
+		Payload: map[string]any{"decision": "approved", "provider": ProviderGitLab, "approvals": count}})
+	if isConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// earlyApproval reports whether op may record (not yet act on) a GitLab
+// approval: its MR exists but it does not wait for approvals yet.
+func earlyApproval(op store.Operation) bool {
+	switch op.Status {
+	case store.StatusMRCreating, store.StatusMRCreated, store.StatusApprovalSending:
+		return op.MRIID > 0
+	}
+	return false
+}
+
+// IsApprover reports whether user may approve op in the in-GitLab mode.
+// The robot and the reviewer robots never count as human approvers.
+func (e *Engine) IsApprover(ctx context.Context, op store.Operation, user platform.User) (bool, error) {
+	p := e.policy(op.Project)
+	if p.Provider != ProviderGitLab {
+		return false, nil
+	}
+	if robot, err := e.isRobot(ctx, user); err != nil || robot {
+		return false, err
+	}
+	if slices.Contains(p.Approvers, user.Username) {
+		return true, nil
+	}
+	if p.MinAccess > 0 && user.ID > 0 {
+		a, err := e.gl.MemberAccess(ctx, op.ProjectID, user.ID)
+		if err != nil {
+			return false, err
+		}
+		return a >= p.MinAccess, nil
+	}
+	return false, nil
+}
+
+func (e *Engine) isRobot(ctx context.Context, u platform.User) (bool, error) {
+	robot, err := e.gl.CurrentUser(ctx)
+	if err != nil {
+		return false, err
+	}
+	if u.ID == robot.ID || u.Username == robot.Username {
+		return true, nil
+	}
+	for i := range e.gl.ReviewerCount() {
+		r, err := e.gl.Reviewer(ctx, i)
+		if err != nil {
+			return false, err
+		}
+		if u.ID == r.ID || u.Username == r.Username {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Decisions of the in-GitLab approval mode.
+const (
+	GitLabApprove   = "approve"
+	GitLabReject    = "reject"
+	GitLabUnapprove = "unapprove"
+)
+
+// DecideInGitLab records an approver's decision given in GitLab, from an MR
+// Hook (approved/approval, unapproved/unapproval) or an /approve, /reject
+// command. One approval per approver per change, however it arrived; the
+// change moves on once Required distinct approvers approved. It returns a
+// *NotApplicableError when the change does not wait for a GitLab decision
+// or user is not an approver.
+func (e *Engine) DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error {
+	awaiting := op.TicketID == GitLabTicket && awaitingApproval[StepCode(op.Step)]
+	early := e.policy(op.Project).Provider == ProviderGitLab && earlyApproval(op) && decision != GitLabReject
+	if !awaiting && !early {
+		return notApplicable("this change does not wait for an approval in GitLab (it is %s)", op.Status)
+	}
+	ok, err := e.IsApprover(ctx, op, user)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notApplicable("%s is not an approver of this project", user.Username)
+	}
+	db := e.st.Pool()
+	switch decision {
+	case GitLabUnapprove:
+		_, err := e.st.RemoveGitLabApproval(ctx, db, op.ID, user.Username)
+		return err
+	case GitLabReject:
+		_, err := e.Transition(ctx, op, ApprovalRejected, TransitionOpts{Actor: user.Username, Source: source,
+			IgnoreVersion: true, Payload: map[string]any{"decision": "rejected", "provider": ProviderGitLab},
+			Update: func(o *store.Operation) { o.Detail = "rejected by " + user.Username }})
+		if isConflict(err) {
+			return nil
+		}
+		return err
+	case GitLabApprove:
+	default:
+		return fmt.Errorf("unknown decision %q", decision)
+	}
+	added, count, err := e.st.AddGitLabApproval(ctx, db, op.ID, user.Username, source)
+	if err != nil {
+		return err
+	}
+	if !added {
+		return nil // this approver was already counted
+	}
+	required := e.policy(op.Project).Required
+	if _, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: EventApproval, Actor: user.Username, Source: source,
+		Payload: map[string]any{"approvals": count, "required": required}}); err != nil {
+		return err
+	}
+	if count < required || !awaiting {
+		return nil
+	}
+	_, err = e.Transition(ctx, op, HandleStarted, TransitionOpts{Actor: user.Username, Source: source, IgnoreVersion: true,
+		Payload: map[string]any{"decision": "approved", "provider": ProviderGitLab, "approvals": count}})
+	if isConflict(err) || errors.Is(err, ErrIllegalTransition) {
+		return nil
+	}
+	return err
+}
+
+// EventApproval records one approver's approval in the in-GitLab mode.
+const EventApproval = "approval"
+
+// applyApprovalHook applies an MR Hook approval action to the MR's change.
+func (e *Engine) applyApprovalHook(ctx context.Context, op store.Operation, ev platform.HookEvent, source string) (string, error) {
+	decision := GitLabApprove
+	if ev.MergeRequest.Action == "unapproved" || ev.MergeRequest.Action == "unapproval" {
+		decision = GitLabUnapprove
+	}
+	err := e.DecideInGitLab(ctx, op, ev.User, decision, source)
+	if errors.Is(err, ErrNotApplicable) {
+		return OutcomeNoChange, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return OutcomeApplied, nil
+}

@@ -1,0 +1,254 @@
+package flows
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"changebot/platform"
+	"changebot/store"
+)
+
+// KindReconcile is the periodic reconciler's job kind (persisted).
+const KindReconcile = "reconcile_merged"
+
+// ReconcileArgs runs one reconciler pass.
+type ReconcileArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ReconcileArgs) Kind() string { return KindReconcile }
+
+// ReconcileStore is what the reconciler and the sweeper read from the store
+// (implemented by *store.Store): one query each.
+type ReconcileStore interface {
+	ListReconcileCandidates(ctx context.Context, db store.DBTX, p store.ReconcileParams) ([]store.ReconcileCandidate, error)
+	WakeStaleWaits(ctx context.Context, db store.DBTX, p store.WakeParams) (int, error)
+	ListStuckOperations(ctx context.Context, db store.DBTX, p store.StuckParams) ([]store.Operation, error)
+}
+
+// ReconcileConfig configures the reconciler (DESIGN §3 step 8). Zero fields
+// take the defaults in DefaultReconcileConfig.
+type ReconcileConfig struct {
+	// Interval between passes (reconcile.interval).
+	Interval time.Duration
+	// MinAge and MaxAge bound how long ago a MERGED change last changed for
+	// the reconciler to look at it: the window (now - MaxAge, now - MinAge)
+	// (reconcile.min_age, reconcile.max_age). Younger changes are left to
+	// the webhook and the deploy poll; older ones to an operator.
+	MinAge, MaxAge time.Duration
+	// MaxRows bounds the changes one pass looks at.
+	MaxRows int
+	// MaxAncestryChecks bounds the merge_base calls of one pass.
+	MaxAncestryChecks int
+	// QuietAfter: a change waiting on a pipeline or a merge that has not
+	// changed for this long gets its polling job woken now, since a webhook
+	// may have been lost (reconcile.quiet_after).
+	QuietAfter time.Duration
+	// MaxWakes bounds the jobs woken per pass.
+	MaxWakes int
+}
+
+// DefaultReconcileConfig holds the reconciler's defaults.
+var DefaultReconcileConfig = ReconcileConfig{Interval: time.Minute, MinAge: 10 * time.Minute, MaxAge: 24 * time.Hour,
+	MaxRows: 500, MaxAncestryChecks: 50, QuietAfter: 10 * time.Minute, MaxWakes: 100}
+
+func (c ReconcileConfig) withDefaults() ReconcileConfig {
+	d := DefaultReconcileConfig
+	c.Interval = cmpOrDur(c.Interval, d.Interval)
+	c.MinAge = cmpOrDur(c.MinAge, d.MinAge)
+	c.MaxAge = cmpOrDur(c.MaxAge, d.MaxAge)
+	c.QuietAfter = cmpOrDur(c.QuietAfter, d.QuietAfter)
+	if c.MaxRows <= 0 {
+		c.MaxRows = d.MaxRows
+	}
+	if c.MaxAncestryChecks < 0 {
+		c.MaxAncestryChecks = 0
+	} else if c.MaxAncestryChecks == 0 {
+		c.MaxAncestryChecks = d.MaxAncestryChecks
+	}
+	if c.MaxWakes <= 0 {
+		c.MaxWakes = d.MaxWakes
+	}
+	return c
+}
+
+func cmpOrDur(v, d time.Duration) time.Duration {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// Reconciler finds MERGED changes whose deploy confirmation was lost and
+// flips them through MarkValidated, and wakes the polls of waits that heard
+// nothing for a while. It runs as a River periodic job, which River inserts
+// on the elected leader only; the job is unique while queued or running, so
+// one pass runs at a time across replicas.
+type Reconciler struct {
+	e   *Engine
+	st  ReconcileStore
+	cfg ReconcileConfig
+}
+
+// NewReconciler returns a reconciler over e and st.
+func NewReconciler(e *Engine, st ReconcileStore, cfg ReconcileConfig) *Reconciler {
+	return &Reconciler{e: e, st: st, cfg: cfg.withDefaults()}
+}
+
+// ReconcileReport is what one pass did.
+type ReconcileReport struct {
+	Candidates     int
+	Flipped        map[string]int // by rule: exact, contains, watermark
+	PipelineLists  int
+	AncestryChecks int
+	Woken          int
+	Errors         int
+}
+
+// reconcileWaitSteps are the steps that wait on GitLab (a pipeline, a
+// rebase, the deploy) with a polling job; webhooks only speed them up.
+var reconcileWaitSteps = []StepCode{CreateMROpened, HandleAwaitPipeline, HandleRebasing, HandleMerged}
+
+// Run does one pass (DESIGN §3 step 8, §9): one query for the candidates
+// (with the watermark verdict), one pipelines list per (project, target
+// branch), at most MaxAncestryChecks merge_base calls, one write
+// transaction per flip, and one statement waking quiet waits. The work per
+// pass is bounded by MaxRows whatever the number of changes.
+func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
+	rep := ReconcileReport{Flipped: map[string]int{}}
+	now := r.e.now().UTC()
+	cands, err := r.st.ListReconcileCandidates(ctx, r.e.st.Pool(), store.ReconcileParams{
+		After: now.Add(-r.cfg.MaxAge), Before: now.Add(-r.cfg.MinAge), Limit: r.cfg.MaxRows,
+		CallbackKind: callbackKindDeploy, CallbackResult: ResultAccepted})
+	if err != nil {
+		return rep, err
+	}
+	rep.Candidates = len(cands)
+	budget := r.cfg.MaxAncestryChecks
+	for start := 0; start < len(cands); {
+		end := start + 1
+		for end < len(cands) && cands[end].ProjectID == cands[start].ProjectID && cands[end].TargetBranch == cands[start].TargetBranch {
+			end++
+		}
+		r.reconcileBranch(ctx, cands[start:end], &budget, &rep)
+		start = end
+	}
+	rep.Woken, err = r.st.WakeStaleWaits(ctx, r.e.st.Pool(), store.WakeParams{
+		Steps: stepInts(reconcileWaitSteps), Kinds: []string{KindAwaitPipeline, KindHandle, KindAwaitDeploy},
+		QuietBefore: now.Add(-r.cfg.QuietAfter), WakeAfter: now.Add(r.e.poll.ShortInterval), Limit: r.cfg.MaxWakes})
+	if err != nil {
+		return rep, err
+	}
+	r.e.log.Info("reconciler pass", "candidates", rep.Candidates, "flipped", rep.Flipped, "pipeline_lists", rep.PipelineLists,
+		"ancestry_checks", rep.AncestryChecks, "woken", rep.Woken, "errors", rep.Errors)
+	return rep, nil
+}
+
+// reconcileBranch handles the candidates of one (project, target branch):
+// exact check first, the watermark rule as the fallback.
+func (r *Reconciler) reconcileBranch(ctx context.Context, cands []store.ReconcileCandidate, budget *int, rep *ReconcileReport) {
+	first := cands[0].Operation
+	rep.PipelineLists++
+	pipes, err := r.e.gl.Pipelines(ctx, first.ProjectID, first.TargetBranch, "")
+	if err != nil {
+		rep.Errors++
+		r.e.opLog(first).Warn("reconciler could not list target branch pipelines", "err", err)
+		pipes = nil
+	}
+	for _, c := range cands {
+		p, rule, err := r.exact(ctx, c.Operation, pipes, budget, rep)
+		if err != nil {
+			rep.Errors++
+			r.e.opLog(c.Operation).Warn("reconciler could not check ancestry", "err", err)
+		}
+		payload := map[string]any{}
+		switch {
+		case rule != "":
+			payload = map[string]any{"pipeline_id": p.ID, "sha": p.SHA}
+		case c.Watermarked:
+			rule = ruleWatermark
+		default:
+			continue
+		}
+		payload["rule"] = rule
+		flipped, err := r.e.MarkValidated(ctx, c.ID, SourceReconciler+":"+rule, ActorReconciler, payload)
+		if err != nil {
+			rep.Errors++
+			r.e.opLog(c.Operation).Warn("reconciler could not mark validated", "err", err)
+			continue
+		}
+		if flipped {
+			rep.Flipped[rule]++
+		}
+	}
+}
+
+// exact applies the exact rule within the pass's ancestry budget.
+func (r *Reconciler) exact(ctx context.Context, op store.Operation, pipes []platform.Pipeline, budget *int, rep *ReconcileReport) (platform.Pipeline, string, error) {
+	for _, p := range pipes {
+		if p.SHA == op.MergeCommitSHA && p.Status == platform.PipelineSuccess {
+			return p, ruleExact, nil
+		}
+	}
+	if *budget <= 0 {
+		return platform.Pipeline{}, "", nil
+	}
+	hasSuccess := false
+	for _, p := range pipes {
+		hasSuccess = hasSuccess || p.Status == platform.PipelineSuccess
+	}
+	if !hasSuccess {
+		return platform.Pipeline{}, "", nil
+	}
+	*budget--
+	rep.AncestryChecks++
+	return r.e.deployEvidence(ctx, op, pipes, false)
+}
+
+// PeriodicJob returns the River periodic job of the reconciler; River's
+// leader inserts it every Interval.
+func (r *Reconciler) PeriodicJob() *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(r.cfg.Interval), func() (river.JobArgs, *river.InsertOpts) {
+		return ReconcileArgs{}, &river.InsertOpts{UniqueOpts: *uniqueActive, MaxAttempts: 1}
+	}, &river.PeriodicJobOpts{ID: KindReconcile})
+}
+
+// AddWorker registers the reconciler's worker.
+func (r *Reconciler) AddWorker(workers *river.Workers) {
+	river.AddWorker(workers, &periodicWorker[ReconcileArgs]{e: r.e, kind: KindReconcile, run: func(ctx context.Context) error {
+		_, err := r.Run(ctx)
+		return err
+	}})
+}
+
+// periodicWorker runs a periodic pass with the job boundary's panic
+// recovery (STYLE 13). A failed pass is not retried: the next one redoes it.
+type periodicWorker[T river.JobArgs] struct {
+	river.WorkerDefaults[T]
+	e    *Engine
+	kind string
+	run  func(ctx context.Context) error
+}
+
+// Work implements river.Worker.
+func (w *periodicWorker[T]) Work(ctx context.Context, _ *river.Job[T]) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.e.m.panics.WithLabelValues(w.kind).Inc()
+			w.e.log.Error("periodic job panicked", attrJobKind, w.kind, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = fmt.Errorf("%s: panic: %v", w.kind, v)
+		}
+	}()
+	return w.run(ctx)
+}
+
+func stepInts(steps []StepCode) []int {
+	out := make([]int, len(steps))
+	for i, s := range steps {
+		out[i] = int(s)
+	}
+	return out
+}

@@ -1,0 +1,165 @@
+package flows
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"changebot/store"
+)
+
+// KindSweep is the stuck-step sweeper's job kind (persisted).
+const KindSweep = "sweep_stuck_steps"
+
+// SweepArgs runs one sweeper pass.
+type SweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SweepArgs) Kind() string { return KindSweep }
+
+// SweepConfig configures the stuck-step sweeper (DESIGN §2 "a sweeper finds
+// operations whose step is in progress but that have no live job"). Zero
+// fields take the defaults in DefaultSweepConfig.
+type SweepConfig struct {
+	// Interval between passes (sweeper.interval).
+	Interval time.Duration
+	// After is how long an in-progress operation must have been unchanged,
+	// with no live job, before the sweeper acts (sweeper.after). Keep it
+	// well above jobs.rescue_after, so River's own rescue goes first.
+	After time.Duration
+	// MaxRows bounds the operations of one pass.
+	MaxRows int
+}
+
+// DefaultSweepConfig holds the sweeper's defaults.
+var DefaultSweepConfig = SweepConfig{Interval: time.Minute, After: 10 * time.Minute, MaxRows: 100}
+
+// stepJobKinds are the kinds of the jobs that advance an operation's step.
+var stepJobKinds = []string{KindRequestApproval, KindCreateMR, KindAwaitPipeline, KindHandle, KindAwaitDeploy}
+
+// Sweeper re-enqueues the job of operations stuck in an in-progress step
+// with no live job (the job was discarded, cancelled or lost). It runs as a
+// River periodic job on the elected leader.
+type Sweeper struct {
+	e     *Engine
+	st    ReconcileStore
+	cfg   SweepConfig
+	steps []StepCode
+}
+
+// NewSweeper returns a sweeper over e and st.
+func NewSweeper(e *Engine, st ReconcileStore, cfg SweepConfig) *Sweeper {
+	d := DefaultSweepConfig
+	cfg.Interval = cmpOrDur(cfg.Interval, d.Interval)
+	cfg.After = cmpOrDur(cfg.After, d.After)
+	if cfg.MaxRows <= 0 {
+		cfg.MaxRows = d.MaxRows
+	}
+	return &Sweeper{e: e, st: st, cfg: cfg, steps: SweepableSteps(e)}
+}
+
+// SweepableSteps returns the in-progress steps: not terminal, not pending,
+// not failed (those wait for a person), and with a step job while they
+// last in both flow orders. APPROVAL_SENT, which waits for the approval
+// system's callback without a job, is not one.
+func SweepableSteps(e *Engine) []StepCode {
+	var out []StepCode
+	for _, s := range Catalogue() {
+		if s.Terminal || s.Retryable || s.Phase == PhasePending {
+			continue
+		}
+		ok := true
+		for _, first := range []bool{true, false} {
+			ok = ok && hasStepJob(e.followUps(store.Operation{ApprovalFirst: first}, s.Code, 1, 0))
+		}
+		if ok {
+			out = append(out, s.Code)
+		}
+	}
+	return out
+}
+
+func hasStepJob(jobs []river.InsertManyParams) bool {
+	for _, j := range jobs {
+		for _, k := range stepJobKinds {
+			if j.Args.Kind() == k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SweepReport is what one pass did.
+type SweepReport struct {
+	Stuck      int
+	Requeued   int
+	Superseded int // changed after the sweeper read it: left alone
+}
+
+// Run does one pass: one query for stuck operations (bounded by MaxRows),
+// then per operation one compare-and-set write that re-enqueues its step's
+// job (steps are idempotent) and records an event by actor "sweeper". The
+// write checks step and version under the row lock, so it never writes over
+// a state that changed after the pass read it.
+func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
+	var rep SweepReport
+	ops, err := s.st.ListStuckOperations(ctx, s.e.st.Pool(), store.StuckParams{Steps: stepInts(s.steps), Kinds: stepJobKinds,
+		QuietBefore: s.e.now().UTC().Add(-s.cfg.After), Limit: s.cfg.MaxRows})
+	if err != nil {
+		return rep, err
+	}
+	rep.Stuck = len(ops)
+	var errs []error
+	for _, op := range ops {
+		err := s.requeue(ctx, op)
+		switch {
+		case err == nil:
+			rep.Requeued++
+		case isConflict(err):
+			rep.Superseded++
+		default:
+			errs = append(errs, err)
+		}
+	}
+	if rep.Stuck > 0 {
+		s.e.log.Warn("sweeper pass", "stuck", rep.Stuck, "requeued", rep.Requeued, "superseded", rep.Superseded)
+	}
+	return rep, errors.Join(errs...)
+}
+
+// requeue is the sweeper's compare-and-set: a same-step bookkeeping write
+// (no move, so not a row of the transition table) that bumps the version,
+// appends the event and enqueues the step's job, only if op is still at the
+// step and version the sweeper read.
+func (s *Sweeper) requeue(ctx context.Context, op store.Operation) error {
+	step := StepCode(op.Step)
+	_, _, err := s.e.st.ApplyTransition(ctx, store.TransitionParams{
+		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
+		KeepStepClock: true,
+		Event: store.EventParams{Type: store.EventTransition, Actor: ActorSweeper, Source: "sweeper",
+			Payload: map[string]any{"resumed_step": step.String(), "reason": "no live job since " + op.UpdatedAt.Format(time.RFC3339)}},
+		Jobs: s.e.followUps(op, step, op.Version+1, 0),
+	})
+	if err == nil {
+		s.e.opLog(op).Warn("sweeper re-enqueued a stuck step", attrStep, step.String())
+	}
+	return err
+}
+
+// PeriodicJob returns the River periodic job of the sweeper.
+func (s *Sweeper) PeriodicJob() *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(s.cfg.Interval), func() (river.JobArgs, *river.InsertOpts) {
+		return SweepArgs{}, &river.InsertOpts{UniqueOpts: *uniqueActive, MaxAttempts: 1}
+	}, &river.PeriodicJobOpts{ID: KindSweep})
+}
+
+// AddWorker registers the sweeper's worker.
+func (s *Sweeper) AddWorker(workers *river.Workers) {
+	river.AddWorker(workers, &periodicWorker[SweepArgs]{e: s.e, kind: KindSweep, run: func(ctx context.Context) error {
+		_, err := s.Run(ctx)
+		return err
+	}})
+}

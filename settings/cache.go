@@ -1,0 +1,278 @@
+package settings
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"changebot/store"
+)
+
+// Store is what the Cache needs from the store (implemented by
+// *store.Store).
+type Store interface {
+	Pool() *pgxpool.Pool
+	ListSettings(ctx context.Context, db store.DBTX) ([]store.Setting, error)
+	SaveSetting(ctx context.Context, p store.SaveSettingParams) (store.Setting, error)
+	ListenSettings(ctx context.Context) (*store.SettingsListener, error)
+}
+
+// DefaultTTL bounds how stale a replica's settings can be when a
+// notification is missed (listener connection lost, or a row written
+// without NOTIFY).
+const DefaultTTL = 5 * time.Second
+
+// CacheConfig wires a Cache.
+type CacheConfig struct {
+	Store Store
+	// Initial are the config file's "settings:" values (key to text form);
+	// NewCache validates them.
+	Initial map[string]string
+	// TTL is how often the cache reloads even without a notification;
+	// zero means DefaultTTL.
+	TTL    time.Duration
+	Logger *slog.Logger
+}
+
+// Cache holds every stored setting in memory. Lookups read an immutable
+// snapshot (no I/O, no goroutine, no lock); one listener goroutine per
+// process, started by Start and stopped by Close or its context, replaces
+// the snapshot when a SettingsChannel notification arrives and at least
+// every TTL.
+type Cache struct {
+	st      Store
+	initial map[string]Value
+	ttl     time.Duration
+	log     *slog.Logger
+	snap    atomic.Pointer[snapshot]
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// snapshot is the parsed content of the settings table at one moment.
+type snapshot struct {
+	values   map[rowKey]Value
+	loadedAt time.Time
+}
+
+type rowKey struct{ key, scope string }
+
+// NewCache validates cfg (every problem of the initial values at once) and
+// returns a cache holding no stored values yet: until Load or Start, lookups
+// answer from the initial values and defaults.
+func NewCache(cfg CacheConfig) (*Cache, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("configuring settings: store is required")
+	}
+	initial, err := parseInitial(cfg.Initial)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache{st: cfg.Store, initial: initial, ttl: cfg.TTL, log: cfg.Logger}
+	if c.ttl <= 0 {
+		c.ttl = DefaultTTL
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.snap.Store(&snapshot{values: map[rowKey]Value{}})
+	return c, nil
+}
+
+// Load reads the settings table now and replaces the snapshot. Stored
+// values that no longer validate (a key removed or retyped since) are
+// skipped with a warning, so their lookups fall back to config or default.
+func (c *Cache) Load(ctx context.Context) error {
+	rows, err := c.st.ListSettings(ctx, c.st.Pool())
+	if err != nil {
+		return fmt.Errorf("loading settings: %w", err)
+	}
+	values := make(map[rowKey]Value, len(rows))
+	for _, r := range rows {
+		d, ok := Lookup(r.Key)
+		if !ok {
+			continue
+		}
+		v, err := d.Parse(r.Value)
+		if err != nil {
+			c.log.Warn("ignoring stored setting", "key", r.Key, "scope", r.Scope, "err", err)
+			continue
+		}
+		v.Scope, v.Source, v.UpdatedBy, v.UpdatedAt = r.Scope, SourceStored, r.UpdatedBy, r.UpdatedAt
+		values[rowKey{r.Key, r.Scope}] = v
+	}
+	c.snap.Store(&snapshot{values: values, loadedAt: time.Now()})
+	return nil
+}
+
+// Lookup returns the effective value of key for project ("" for the global
+// value): project scope, then global, then the initial value, then the
+// default. The error is an *UnknownKeyError for a key not in the registry.
+func (c *Cache) Lookup(key, project string) (Value, error) {
+	d, ok := Lookup(key)
+	if !ok {
+		return Value{}, &UnknownKeyError{Key: key}
+	}
+	s := c.snap.Load()
+	if project = strings.TrimSpace(project); project != "" {
+		if v, ok := s.values[rowKey{key, Scope(project)}]; ok {
+			return v, nil
+		}
+	}
+	if v, ok := s.values[rowKey{key, scopeGlobal}]; ok {
+		return v, nil
+	}
+	if v, ok := c.initial[key]; ok {
+		return v, nil
+	}
+	v, err := d.ParseText(d.Default)
+	if err != nil {
+		panic(fmt.Sprintf("settings: default of %s does not validate: %v", key, err))
+	}
+	v.Scope, v.Source = scopeGlobal, SourceDefault
+	return v, nil
+}
+
+// Get is Lookup for keys known to be registered (the Key constants); it
+// panics on an unknown key, a programming error.
+func (c *Cache) Get(key, project string) Value {
+	v, err := c.Lookup(key, project)
+	if err != nil {
+		panic("settings: " + err.Error())
+	}
+	return v
+}
+
+// List returns the effective value of every setting for project ("" for
+// the global values), in registry order.
+func (c *Cache) List(project string) []Value {
+	out := make([]Value, 0, len(registry))
+	for _, d := range registry {
+		out = append(out, c.Get(d.Key, project))
+	}
+	return out
+}
+
+// Set validates rawJSON for key and stores it in project's scope ("" for
+// global), audited and announced to every replica in one transaction, then
+// reloads this cache so the caller reads its own write. A JSON null removes
+// the stored value of that scope. Errors: *UnknownKeyError,
+// *InvalidValueError, or the store's.
+func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMessage, updatedBy string) error {
+	d, ok := Lookup(key)
+	if !ok {
+		return &UnknownKeyError{Key: key}
+	}
+	if strings.TrimSpace(updatedBy) == "" {
+		return errors.New("setting " + key + ": updated_by is required")
+	}
+	var value json.RawMessage
+	if strings.TrimSpace(string(rawJSON)) != "null" {
+		v, err := d.Parse(rawJSON)
+		if err != nil {
+			return err
+		}
+		value = v.JSON()
+	}
+	if _, err := c.st.SaveSetting(ctx, store.SaveSettingParams{Key: key, Scope: Scope(project), Value: value, UpdatedBy: updatedBy}); err != nil {
+		return err
+	}
+	return c.Load(ctx)
+}
+
+// Start loads the settings once (returning its error) and starts the
+// listener goroutine, which runs until ctx ends or Close is called.
+func (c *Cache) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		return errors.New("settings cache already started")
+	}
+	if err := c.Load(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	c.cancel, c.done = cancel, make(chan struct{})
+	go c.run(ctx, c.done)
+	return nil
+}
+
+// Close stops the listener goroutine and waits for it. It is safe to call
+// without Start and more than once.
+func (c *Cache) Close() {
+	c.mu.Lock()
+	cancel, done := c.cancel, c.done
+	c.cancel, c.done = nil, nil
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// run listens for notifications and reloads on each one and whenever TTL
+// has passed since the last load. A lost listener connection is reopened at
+// most once per TTL; the TTL reloads continue meanwhile.
+func (c *Cache) run(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	var l *store.SettingsListener
+	defer func() {
+		if l != nil {
+			_ = l.Close(context.Background())
+		}
+	}()
+	for ctx.Err() == nil {
+		if l == nil {
+			var err error
+			if l, err = c.st.ListenSettings(ctx); err != nil {
+				l = nil
+				if ctx.Err() == nil {
+					c.log.Warn("settings listener unavailable, relying on periodic reload", "err", err)
+				}
+			} else {
+				c.reload(ctx) // catch what was missed while not listening
+			}
+		}
+		next := c.snap.Load().loadedAt.Add(c.ttl)
+		wctx, cancel := context.WithDeadline(ctx, next)
+		var err error
+		if l != nil {
+			_, err = l.Wait(wctx)
+		} else {
+			<-wctx.Done()
+			err = wctx.Err()
+		}
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil, errors.Is(err, context.DeadlineExceeded):
+			c.reload(ctx)
+		default:
+			c.log.Warn("settings listener lost", "err", err)
+			_ = l.Close(ctx)
+			l = nil
+			c.reload(ctx)
+		}
+	}
+}
+
+// reload is Load that logs instead of failing: the previous snapshot stays
+// in use, and its age keeps the next attempt one TTL away.
+func (c *Cache) reload(ctx context.Context) {
+	if err := c.Load(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("reloading settings", "err", err)
+		old := c.snap.Load()
+		c.snap.Store(&snapshot{values: old.values, loadedAt: time.Now()})
+	}
+}

@@ -1,0 +1,234 @@
+package settings
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"changebot/store"
+	"changebot/store/storetest"
+)
+
+type tlogWriter struct{ t testing.TB }
+
+func (w tlogWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// newReplica returns a cache over its own pool on sc's schema, as another
+// replica would have.
+func newReplica(t *testing.T, sc storetest.Schema, initial map[string]string, ttl time.Duration) (*Cache, *store.Store) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), sc.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st, err := store.New(pool, &store.StoreOpts{Schema: sc.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCache(CacheConfig{Store: st, Initial: initial, TTL: ttl,
+		Logger: slog.New(slog.NewTextHandler(tlogWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, st
+}
+
+func TestPrecedence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sc := storetest.New(t)
+	c, _ := newReplica(t, sc, map[string]string{PollShortCount: "5", PipelineDeadline: "1h"}, 0)
+	if err := c.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.Set(ctx, PollShortCount, "", json.RawMessage(`6`), "alice"))
+	must(c.Set(ctx, PollShortCount, "group/repo", json.RawMessage(`7`), "bob"))
+	must(c.Set(ctx, PollShortCount, "42", json.RawMessage(`9`), "bob"))
+
+	tests := []struct {
+		name, key, project string
+		want               int
+		source, scope      string
+	}{
+		{"project by path", PollShortCount, "group/repo", 7, SourceStored, "project:group/repo"},
+		{"project by id", PollShortCount, "42", 9, SourceStored, "project:42"},
+		{"other project falls to global", PollShortCount, "other/repo", 6, SourceStored, "global"},
+		{"global", PollShortCount, "", 6, SourceStored, "global"},
+		{"config", PipelineDeadline, "group/repo", int(time.Hour), SourceConfig, "global"},
+		{"default", MergeMaxRounds, "group/repo", 3, SourceDefault, "global"},
+	}
+	for _, tt := range tests {
+		v := c.Get(tt.key, tt.project)
+		got := v.Int()
+		if v.Kind == KindDuration {
+			got = int(v.Duration())
+		}
+		if got != tt.want || v.Source != tt.source || v.Scope != tt.scope {
+			t.Errorf("%s: Get(%s, %q) = %v from %s/%s, want %v from %s/%s", tt.name, tt.key, tt.project, got, v.Source, v.Scope, tt.want, tt.source, tt.scope)
+		}
+	}
+	if v := c.Get(PollShortCount, "group/repo"); v.UpdatedBy != "bob" || v.UpdatedAt.IsZero() {
+		t.Errorf("stored value lacks who and when: %+v", v)
+	}
+
+	// null removes a scope's value: the project falls back to global.
+	must(c.Set(ctx, PollShortCount, "group/repo", json.RawMessage(`null`), "bob"))
+	if v := c.Get(PollShortCount, "group/repo"); v.Int() != 6 || v.Scope != "global" {
+		t.Errorf("after removing the project value: %+v", v)
+	}
+	if got := len(c.List("group/repo")); got != len(Defs()) {
+		t.Errorf("List has %d values, want %d", got, len(Defs()))
+	}
+}
+
+func TestSetRefusesAndAudits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sc := storetest.New(t)
+	c, st := newReplica(t, sc, nil, 0)
+	if err := c.Set(ctx, "no.such.key", "", json.RawMessage(`1`), "alice"); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("unknown key: %v", err)
+	}
+	if err := c.Set(ctx, PollShortInterval, "", json.RawMessage(`"soon"`), "alice"); !errors.Is(err, ErrInvalidValue) {
+		t.Errorf("invalid value: %v", err)
+	}
+	if err := c.Set(ctx, PollShortInterval, "", json.RawMessage(`"30s"`), ""); err == nil {
+		t.Error("a change without an author must be refused")
+	}
+	if rows, _ := st.ListSettings(ctx, sc.Pool); len(rows) != 0 {
+		t.Fatalf("refused changes stored %v", rows)
+	}
+
+	for _, raw := range []string{`"30s"`, `"45s"`, `null`} {
+		if err := c.Set(ctx, PollShortInterval, "", json.RawMessage(raw), "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	audit, err := st.ListSettingAudit(ctx, sc.Pool, PollShortInterval, "global")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]string{{"", `"30s"`}, {`"30s"`, `"45s"`}, {`"45s"`, ""}}
+	if len(audit) != len(want) {
+		t.Fatalf("audit rows %+v, want %d", audit, len(want))
+	}
+	for i, a := range audit {
+		if string(a.OldValue) != want[i][0] || string(a.NewValue) != want[i][1] || a.UpdatedBy != "alice" || a.UpdatedAt.IsZero() {
+			t.Errorf("audit row %d = old %s new %s by %s, want old %s new %s", i, a.OldValue, a.NewValue, a.UpdatedBy, want[i][0], want[i][1])
+		}
+	}
+}
+
+// waitFor polls get until it returns true, up to limit, and returns how
+// long that took (limit+ when it never did).
+func waitFor(limit time.Duration, get func() bool) time.Duration {
+	start := time.Now()
+	for time.Since(start) < limit {
+		if get() {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start) + time.Nanosecond
+}
+
+// TestTwoReplicasSeeAChangeWithin5s runs two caches on one schema, as two
+// replicas: a Set on one is seen by the other within 5 s (by NOTIFY, in
+// practice within milliseconds).
+func TestTwoReplicasSeeAChangeWithin5s(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sc := storetest.New(t)
+	a, _ := newReplica(t, sc, nil, time.Minute) // a long TTL: only the notification can be fast
+	b, _ := newReplica(t, sc, nil, time.Minute)
+	for _, c := range []*Cache{a, b} {
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+	}
+	// Another schema's change on the same database must not disturb b.
+	other := storetest.New(t)
+	o, _ := newReplica(t, other, nil, 0)
+	if err := o.Set(ctx, FlowApprovalFirst, "", json.RawMessage(`false`), "elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, want := range []bool{false, true, false} {
+		if err := a.Set(ctx, FlowApprovalFirst, "", json.RawMessage(map[bool]string{true: "true", false: "false"}[want]), "alice"); err != nil {
+			t.Fatal(err)
+		}
+		took := waitFor(6*time.Second, func() bool {
+			v := b.Get(FlowApprovalFirst, "")
+			return v.Source == SourceStored && v.Bool() == want
+		})
+		t.Logf("change %d seen by the other replica after %s", i, took)
+		if took >= 5*time.Second {
+			t.Fatalf("change %d not seen by the other replica within 5s (%s)", i, took)
+		}
+	}
+}
+
+// TestTTLReloadWithoutNotify writes a row behind the caches' back (no
+// NOTIFY, as if the notification were lost): the TTL bounds the staleness.
+func TestTTLReloadWithoutNotify(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sc := storetest.New(t)
+	c, _ := newReplica(t, sc, nil, time.Second)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(300 * time.Millisecond) // let the listener start, and its catch-up reload pass
+	if _, err := sc.Pool.Exec(ctx, `INSERT INTO settings (key, scope, value, updated_by, updated_at)
+		VALUES ($1, 'global', '42', 'psql', now())`, AdmissionMaxActive); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor(6*time.Second, func() bool { return c.Get(AdmissionMaxActive, "").Int() == 42 })
+	t.Logf("seen without NOTIFY after %s", took)
+	if took >= 2500*time.Millisecond {
+		t.Fatalf("a change without notification took %s to be seen with a 1s TTL", took)
+	}
+}
+
+func TestCloseStopsListener(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	c, _ := newReplica(t, sc, nil, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err == nil {
+		t.Error("a second Start must be refused")
+	}
+	cancel()
+	done := make(chan struct{})
+	go func() { c.Close(); c.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return after the context ended")
+	}
+}
+
+func TestNewCacheRefusesBadInitialValues(t *testing.T) {
+	t.Parallel()
+	_, err := NewCache(CacheConfig{Store: &store.Store{}, Initial: map[string]string{PollShortInterval: "fast"}})
+	if !errors.Is(err, ErrInvalidValue) {
+		t.Fatalf("NewCache = %v, want ErrInvalidValue", err)
+	}
+}

@@ -1,0 +1,384 @@
+// Package settings owns changebot's runtime settings (issue 4 point 9): the
+// registry of keys with their types, defaults, units and documentation; the
+// validation of values; and the Cache that every replica reads them through,
+// refreshed from the settings table by PostgreSQL LISTEN/NOTIFY with a short
+// TTL as the bound for a missed notification. A lookup never does I/O.
+//
+// A value is found, in order, in the project scope ("project:<id or path>",
+// matched against the project string the caller passes), the global scope,
+// the config file's initial value, and the registry default. Writes go
+// through Cache.Set, which validates and audits them. It must not import
+// flows or bot: consumers read values and translate them into their own
+// configuration.
+package settings
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Keys of the registry. Persisted names: never rename one without a
+// migration of the stored rows.
+const (
+	FlowApprovalFirst   = "flow.approval_first"
+	ApprovalProvider    = "approval.provider"
+	ApprovalAdapter     = "approval.adapter"
+	AdmissionMaxActive  = "admission.max_active"
+	PollShortInterval   = "poll.short_interval"
+	PollShortCount      = "poll.short_count"
+	PollLongInterval    = "poll.long_interval"
+	PipelineDeadline    = "pipeline.deadline"
+	RebaseDeadline      = "rebase.deadline"
+	DeployDeadline      = "deploy.deadline"
+	MergeMaxRounds      = "merge.max_rounds"
+	ApproveMaxRetries   = "approve.max_retries"
+	ReconcileMinAge     = "reconcile.min_age"
+	ReconcileMaxAge     = "reconcile.max_age"
+	NoteDelay           = "note.delay"
+	JobsRescueAfter     = "jobs.rescue_after"
+	ApprovalApprovers   = "approval.approvers"
+	ApprovalMinAccess   = "approval.min_access"
+	ApprovalRequired    = "approval.required"
+	ReconcileInterval   = "reconcile.interval"
+	ReconcileQuietAfter = "reconcile.quiet_after"
+	SweeperInterval     = "sweeper.interval"
+	SweeperAfter        = "sweeper.after"
+)
+
+const (
+	scopeGlobal         = "global"
+	scopeProjectPrefix  = "project:"
+	maxIntSettingValue  = 1 << 31
+	maxStringSetting    = 4096
+	durationExampleText = `a positive duration such as "30s" or "10m"`
+)
+
+// Kind is the type of a setting's value.
+type Kind string
+
+// Kinds of values. Bool and Int are JSON booleans and integers; Enum,
+// String and Duration are JSON strings (durations in Go syntax: "30s",
+// "10m", "2h").
+const (
+	KindBool     Kind = "bool"
+	KindEnum     Kind = "enum"
+	KindString   Kind = "string"
+	KindInt      Kind = "int"
+	KindDuration Kind = "duration"
+)
+
+// Def declares one setting.
+type Def struct {
+	Key  string
+	Kind Kind
+	// Default is the value used when nothing is stored or configured, in
+	// the text form of the config file ("true", "15s", "1000", "external").
+	Default string
+	// Unit is what a number or duration counts, for documentation.
+	Unit string
+	// Enum lists the accepted values of a KindEnum setting.
+	Enum []string
+	// Min is the smallest accepted KindInt value.
+	Min int
+	// StartOnly marks settings read once when a replica starts: a change
+	// takes effect at the next start.
+	StartOnly bool
+	// Doc says what the setting does, one sentence without a final period.
+	Doc string
+}
+
+// registry is the single list of settings, in README order.
+var registry = []Def{
+	{Key: FlowApprovalFirst, Kind: KindBool, Default: "true", Unit: "bool",
+		Doc: "flow order of new changes: approval before the merge request (true) or the merge request first (false); read at submit and stored on the change"},
+	{Key: ApprovalProvider, Kind: KindEnum, Default: "external", Unit: "enum", Enum: []string{"external", "gitlab"},
+		Doc: "who approves: the external approval system, or approvers in GitLab"},
+	{Key: ApprovalApprovers, Kind: KindString, Default: "", Unit: "usernames",
+		Doc: "comma-separated GitLab usernames whose approval counts when approval.provider is gitlab"},
+	{Key: ApprovalMinAccess, Kind: KindInt, Default: "0", Unit: "access level", Min: 0,
+		Doc: "when above 0, every project member with at least this GitLab access level (30 Developer, 40 Maintainer) may also approve in GitLab"},
+	{Key: ApprovalRequired, Kind: KindInt, Default: "1", Unit: "approvals", Min: 1,
+		Doc: "how many distinct approvals in GitLab a change needs when approval.provider is gitlab"},
+	{Key: ApprovalAdapter, Kind: KindEnum, Default: "legacy", Unit: "enum", Enum: []string{"legacy", "checklist"},
+		Doc: "how reviewer robots approve: the client library's approve, or a direct call carrying the required checklist"},
+	{Key: AdmissionMaxActive, Kind: KindInt, Default: "1000", Unit: "changes", Min: 1,
+		Doc: "above this many active changes POST /api/v1/changes answers 503 with Retry-After and creates nothing (global only)"},
+	{Key: PollShortInterval, Kind: KindDuration, Default: "15s", Unit: "duration",
+		Doc: "interval of the first polls of a wait (pipeline, rebase, deploy)"},
+	{Key: PollShortCount, Kind: KindInt, Default: "8", Unit: "polls", Min: 0,
+		Doc: "how many short polls before switching to the long interval"},
+	{Key: PollLongInterval, Kind: KindDuration, Default: "2m", Unit: "duration",
+		Doc: "interval of later polls"},
+	{Key: PipelineDeadline, Kind: KindDuration, Default: "2h", Unit: "duration",
+		Doc: "how long to wait for a pipeline before parking the change as *_PIPELINE_PENDING"},
+	{Key: RebaseDeadline, Kind: KindDuration, Default: "15m", Unit: "duration",
+		Doc: "how long a rebase may run before HANDLE_REBASE_PENDING"},
+	{Key: DeployDeadline, Kind: KindDuration, Default: "6h", Unit: "duration",
+		Doc: "how long to wait for the deploy pipeline before DEPLOY_PENDING"},
+	{Key: MergeMaxRounds, Kind: KindInt, Default: "3", Unit: "rounds", Min: 1,
+		Doc: "rebase/re-approval rounds per change before HANDLE_FAILED"},
+	{Key: ApproveMaxRetries, Kind: KindInt, Default: "3", Unit: "retries", Min: 0,
+		Doc: "retries of one reviewer robot's approve call (exponential backoff) before its failure state"},
+	{Key: ReconcileMinAge, Kind: KindDuration, Default: "10m", Unit: "duration",
+		Doc: "the reconciler looks at MERGED changes last changed at least this long ago"},
+	{Key: ReconcileMaxAge, Kind: KindDuration, Default: "24h", Unit: "duration",
+		Doc: "the reconciler ignores MERGED changes last changed longer ago than this"},
+	{Key: ReconcileInterval, Kind: KindDuration, Default: "1m", Unit: "duration", StartOnly: true,
+		Doc: "time between reconciler passes; read at start only, a change needs a restart"},
+	{Key: ReconcileQuietAfter, Kind: KindDuration, Default: "10m", Unit: "duration",
+		Doc: "a change waiting on a pipeline or a merge unchanged this long gets its polling job woken by the reconciler"},
+	{Key: SweeperInterval, Kind: KindDuration, Default: "1m", Unit: "duration", StartOnly: true,
+		Doc: "time between stuck-step sweeper passes; read at start only, a change needs a restart"},
+	{Key: SweeperAfter, Kind: KindDuration, Default: "10m", Unit: "duration",
+		Doc: "an in-progress change unchanged this long with no live job is re-enqueued by the sweeper; keep it above jobs.rescue_after"},
+	{Key: NoteDelay, Kind: KindDuration, Default: "2s", Unit: "duration",
+		Doc: "how long status-comment edits wait to coalesce"},
+	{Key: JobsRescueAfter, Kind: KindDuration, Default: "5m", Unit: "duration", StartOnly: true,
+		Doc: "a job still marked running this long after its replica died is run again; read at start only, a change needs a restart"},
+}
+
+// Defs returns the registry in documentation order.
+func Defs() []Def {
+	out := slices.Clone(registry)
+	for i := range out {
+		out[i].Enum = slices.Clone(out[i].Enum)
+	}
+	return out
+}
+
+// Lookup returns the definition of key.
+func Lookup(key string) (Def, bool) {
+	for _, d := range registry {
+		if d.Key == key {
+			return d, true
+		}
+	}
+	return Def{}, false
+}
+
+// ErrUnknownKey is returned (wrapped in an *UnknownKeyError) for a key that
+// is not in the registry.
+var ErrUnknownKey = errors.New("unknown setting")
+
+// UnknownKeyError names the unknown key and lists the known ones.
+type UnknownKeyError struct{ Key string }
+
+// Error implements error.
+func (e *UnknownKeyError) Error() string {
+	keys := make([]string, len(registry))
+	for i, d := range registry {
+		keys[i] = d.Key
+	}
+	return fmt.Sprintf("unknown setting %q (known: %s)", e.Key, strings.Join(keys, ", "))
+}
+
+// Is makes errors.Is(err, ErrUnknownKey) true.
+func (e *UnknownKeyError) Is(target error) bool { return target == ErrUnknownKey }
+
+// ErrInvalidValue is returned (wrapped in an *InvalidValueError) for a value
+// that does not fit its setting's type.
+var ErrInvalidValue = errors.New("invalid setting value")
+
+// InvalidValueError says which value was refused and what was wanted.
+type InvalidValueError struct {
+	Key  string
+	Want string
+	Got  string
+}
+
+// Error implements error.
+func (e *InvalidValueError) Error() string {
+	return fmt.Sprintf("invalid value for %s: want %s, got %s", e.Key, e.Want, e.Got)
+}
+
+// Is makes errors.Is(err, ErrInvalidValue) true.
+func (e *InvalidValueError) Is(target error) bool { return target == ErrInvalidValue }
+
+// want describes the accepted values of d.
+func (d Def) want() string {
+	switch d.Kind {
+	case KindBool:
+		return "true or false"
+	case KindEnum:
+		return "one of " + `"` + strings.Join(d.Enum, `", "`) + `"`
+	case KindInt:
+		return fmt.Sprintf("a whole number of at least %d", d.Min)
+	case KindString:
+		return fmt.Sprintf("a string of at most %d bytes", maxStringSetting)
+	default:
+		return durationExampleText
+	}
+}
+
+func (d Def) invalid(got string) error {
+	if len(got) > 80 {
+		got = got[:80] + "…"
+	}
+	return &InvalidValueError{Key: d.Key, Want: d.want(), Got: got}
+}
+
+// Parse validates a JSON value for d and returns it as a Value (Source and
+// Scope left for the caller). Durations and enums are JSON strings.
+func (d Def) Parse(raw json.RawMessage) (Value, error) {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return Value{}, d.invalid(strconv.Quote(string(raw)))
+	}
+	switch d.Kind {
+	case KindBool:
+		b, ok := v.(bool)
+		if !ok {
+			return Value{}, d.invalid(string(raw))
+		}
+		return d.value(b), nil
+	case KindInt:
+		n, ok := v.(json.Number)
+		if !ok {
+			return Value{}, d.invalid(string(raw))
+		}
+		i, err := strconv.ParseInt(n.String(), 10, 64)
+		if err != nil {
+			return Value{}, d.invalid(string(raw))
+		}
+		return d.intValue(i, string(raw))
+	case KindEnum:
+		s, ok := v.(string)
+		if !ok {
+			return Value{}, d.invalid(string(raw))
+		}
+		return d.enumValue(s)
+	case KindString:
+		s, ok := v.(string)
+		if !ok {
+			return Value{}, d.invalid(string(raw))
+		}
+		return d.stringValue(s)
+	default:
+		s, ok := v.(string)
+		if !ok {
+			return Value{}, d.invalid(string(raw))
+		}
+		return d.durationValue(s)
+	}
+}
+
+// ParseText validates a value in the config file's text form ("true",
+// "30s", "1000", "external"; a double-quoted string is unquoted first) for
+// d.
+func (d Def) ParseText(s string) (Value, error) {
+	s = strings.TrimSpace(s)
+	if u, err := strconv.Unquote(s); err == nil && strings.HasPrefix(s, `"`) {
+		s = u // a JSON-style quoted string: "30s"
+	}
+	switch d.Kind {
+	case KindBool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return Value{}, d.invalid(strconv.Quote(s))
+		}
+		return d.value(b), nil
+	case KindInt:
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return Value{}, d.invalid(strconv.Quote(s))
+		}
+		return d.intValue(i, strconv.Quote(s))
+	case KindEnum:
+		return d.enumValue(s)
+	case KindString:
+		return d.stringValue(s)
+	default:
+		return d.durationValue(s)
+	}
+}
+
+func (d Def) stringValue(s string) (Value, error) {
+	if len(s) > maxStringSetting {
+		return Value{}, d.invalid(strconv.Quote(fmt.Sprintf("%d bytes", len(s))))
+	}
+	return d.value(s), nil
+}
+
+func (d Def) intValue(i int64, got string) (Value, error) {
+	if i < int64(d.Min) || i > maxIntSettingValue {
+		return Value{}, d.invalid(got)
+	}
+	return d.value(int(i)), nil
+}
+
+func (d Def) enumValue(s string) (Value, error) {
+	if !slices.Contains(d.Enum, s) {
+		return Value{}, d.invalid(strconv.Quote(s))
+	}
+	return d.value(s), nil
+}
+
+func (d Def) durationValue(s string) (Value, error) {
+	dur, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil || dur <= 0 {
+		return Value{}, d.invalid(strconv.Quote(s))
+	}
+	v := d.value(dur)
+	v.raw, _ = json.Marshal(strings.TrimSpace(s)) // keep the operator's spelling ("2m", not "2m0s")
+	return v, nil
+}
+
+// value builds a Value of d holding v (bool, int, string or
+// time.Duration) with its canonical JSON.
+func (d Def) value(v any) Value {
+	raw, _ := json.Marshal(v)
+	return Value{Key: d.Key, Kind: d.Kind, raw: raw, v: v}
+}
+
+// ValidateInitial checks initial values as read from the config file's
+// "settings:" map and returns every problem at once (nil when all are
+// valid).
+func ValidateInitial(initial map[string]string) error {
+	_, err := parseInitial(initial)
+	return err
+}
+
+func parseInitial(initial map[string]string) (map[string]Value, error) {
+	keys := make([]string, 0, len(initial))
+	for k := range initial {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make(map[string]Value, len(initial))
+	var errs []error
+	for _, k := range keys {
+		d, ok := Lookup(k)
+		if !ok {
+			errs = append(errs, &UnknownKeyError{Key: k})
+			continue
+		}
+		v, err := d.ParseText(initial[k])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		v.Scope, v.Source = scopeGlobal, SourceConfig
+		out[k] = v
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("reading initial settings: %w", err)
+	}
+	return out, nil
+}
+
+// Scope returns the scope a project's values are stored under:
+// "global" for "", else "project:<project>".
+func Scope(project string) string {
+	project = strings.TrimSpace(project)
+	if project == "" {
+		return scopeGlobal
+	}
+	return scopeProjectPrefix + project
+}

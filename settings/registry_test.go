@@ -1,0 +1,142 @@
+package settings
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRegistryDefaultsValidate(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, d := range Defs() {
+		if seen[d.Key] {
+			t.Errorf("%s registered twice", d.Key)
+		}
+		seen[d.Key] = true
+		if d.Doc == "" || d.Unit == "" {
+			t.Errorf("%s needs a doc and a unit", d.Key)
+		}
+		if _, err := d.ParseText(d.Default); err != nil {
+			t.Errorf("default of %s: %v", d.Key, err)
+		}
+	}
+	for _, k := range []string{FlowApprovalFirst, ApprovalProvider, ApprovalAdapter, AdmissionMaxActive,
+		PollShortInterval, PollShortCount, PollLongInterval, PipelineDeadline, RebaseDeadline, DeployDeadline,
+		MergeMaxRounds, ApproveMaxRetries, ReconcileMinAge, ReconcileMaxAge, NoteDelay, JobsRescueAfter} {
+		if !seen[k] {
+			t.Errorf("key %s is not registered", k)
+		}
+	}
+	if d, _ := Lookup(JobsRescueAfter); !d.StartOnly || !strings.Contains(d.Doc, "start") {
+		t.Errorf("%s must be marked and documented as read at start only", JobsRescueAfter)
+	}
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, key, raw string
+		wantErr        bool
+		check          func(Value) bool
+	}{
+		{"bool true", FlowApprovalFirst, `true`, false, func(v Value) bool { return v.Bool() }},
+		{"bool false", FlowApprovalFirst, `false`, false, func(v Value) bool { return !v.Bool() }},
+		{"bool as string", FlowApprovalFirst, `"true"`, true, nil},
+		{"bool as number", FlowApprovalFirst, `1`, true, nil},
+		{"enum ok", ApprovalProvider, `"gitlab"`, false, func(v Value) bool { return v.String() == "gitlab" }},
+		{"enum other", ApprovalAdapter, `"checklist"`, false, func(v Value) bool { return v.String() == "checklist" }},
+		{"enum unknown", ApprovalProvider, `"jira"`, true, nil},
+		{"enum case", ApprovalProvider, `"GitLab"`, true, nil},
+		{"enum not string", ApprovalAdapter, `3`, true, nil},
+		{"string ok", ApprovalApprovers, `"carol, dave"`, false, func(v Value) bool { return v.String() == "carol, dave" }},
+		{"string empty", ApprovalApprovers, `""`, false, func(v Value) bool { return v.String() == "" }},
+		{"string not string", ApprovalApprovers, `["carol"]`, true, nil},
+		{"int ok", AdmissionMaxActive, `250`, false, func(v Value) bool { return v.Int() == 250 }},
+		{"int zero below min", AdmissionMaxActive, `0`, true, nil},
+		{"int zero allowed", PollShortCount, `0`, false, func(v Value) bool { return v.Int() == 0 }},
+		{"int negative", ApproveMaxRetries, `-1`, true, nil},
+		{"int fraction", MergeMaxRounds, `2.5`, true, nil},
+		{"int as string", MergeMaxRounds, `"3"`, true, nil},
+		{"int huge", AdmissionMaxActive, `99999999999999999999`, true, nil},
+		{"duration ok", PollShortInterval, `"30s"`, false, func(v Value) bool { return v.Duration() == 30*time.Second }},
+		{"duration keeps spelling", ReconcileMaxAge, `"24h"`, false, func(v Value) bool { return v.String() == "24h" && string(v.JSON()) == `"24h"` }},
+		{"duration zero", PipelineDeadline, `"0s"`, true, nil},
+		{"duration negative", RebaseDeadline, `"-5m"`, true, nil},
+		{"duration no unit", DeployDeadline, `"30"`, true, nil},
+		{"duration as number", NoteDelay, `30`, true, nil},
+		{"not json", PollLongInterval, `2m`, true, nil},
+		{"two values", FlowApprovalFirst, `true false`, true, nil},
+		{"empty", FlowApprovalFirst, ``, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d, ok := Lookup(tt.key)
+			if !ok {
+				t.Fatalf("no key %s", tt.key)
+			}
+			v, err := d.Parse(json.RawMessage(tt.raw))
+			if tt.wantErr {
+				if !errors.Is(err, ErrInvalidValue) {
+					t.Fatalf("Parse(%s) = %v, want ErrInvalidValue", tt.raw, err)
+				}
+				if !strings.Contains(err.Error(), tt.key) || !strings.Contains(err.Error(), "want") {
+					t.Errorf("error %q should name the key and what is wanted", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse(%s): %v", tt.raw, err)
+			}
+			if !tt.check(v) {
+				t.Errorf("Parse(%s) = %+v", tt.raw, v)
+			}
+		})
+	}
+}
+
+func TestValidateInitial(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		initial map[string]string
+		wantErr []string
+	}{
+		{"empty", nil, nil},
+		{"valid", map[string]string{FlowApprovalFirst: "false", PollShortInterval: "500ms", AdmissionMaxActive: "20", ApprovalProvider: "gitlab"}, nil},
+		{"every problem", map[string]string{"flow.aproval_first": "true", PollShortInterval: "soon", AdmissionMaxActive: "many"},
+			[]string{`unknown setting "flow.aproval_first"`, "invalid value for poll.short_interval", "invalid value for admission.max_active"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := ValidateInitial(tt.initial)
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestScope(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"": "global", "  ": "global", "42": "project:42", "group/repo": "project:group/repo"} {
+		if got := Scope(in); got != want {
+			t.Errorf("Scope(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// AddGitLabApproval records username's approval of operationID once; it
+// reports whether it is new, and the number of approvals now recorded.
+func (s *Store) AddGitLabApproval(ctx context.Context, db DBTX, operationID, username, source string) (added bool, count int, err error) {
+	tag, err := db.Exec(ctx, `INSERT INTO gitlab_approvals (operation_id, username, source, approved_at)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (operation_id, username) DO NOTHING`, operationID, username, source, s.Now())
+	if err != nil {
+		return false, 0, fmt.Errorf("recording approval of %s by %s: %w", operationID, username, err)
+	}
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals WHERE operation_id = $1`, operationID).Scan(&count); err != nil {
+		return false, 0, fmt.Errorf("counting approvals of %s: %w", operationID, err)
+	}
+	return tag.RowsAffected() == 1, count, nil
+}
+
+// RemoveGitLabApproval forgets username's approval of operationID; it
+// reports whether there was one.
+func (s *Store) RemoveGitLabApproval(ctx context.Context, db DBTX, operationID, username string) (bool, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM gitlab_approvals WHERE operation_id = $1 AND username = $2`, operationID, username)
+	if err != nil {
+		return false, fmt.Errorf("removing approval of %s by %s: %w", operationID, username, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// CountGitLabApprovals returns how many approvers approved operationID.
+func (s *Store) CountGitLabApprovals(ctx context.Context, db DBTX, operationID string) (int, error) {
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals WHERE operation_id = $1`, operationID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting approvals of %s: %w", operationID, err)
+	}
+	return n, nil
+}

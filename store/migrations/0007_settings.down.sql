@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS settings_audit;
+DROP TABLE IF EXISTS settings;

@@ -1,0 +1,156 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ReconcileCandidate is a MERGED operation the reconciler looks at, with the
+// watermark verdict computed in the same query.
+type ReconcileCandidate struct {
+	Operation
+	// Watermarked is true when a deploy callback accepted for an MR of the
+	// same project with an iid at least this one's arrived after this
+	// operation last changed: the watermark rule (DESIGN §3 step 8) says the
+	// later deploy included it.
+	Watermarked bool
+}
+
+// ReconcileParams select reconcile candidates.
+type ReconcileParams struct {
+	// After and Before bound updated_at (exclusive): the window
+	// (now - max_age, now - min_age).
+	After, Before time.Time
+	// Limit bounds the rows of one run.
+	Limit int
+	// CallbackKind and CallbackResult select the deploy callbacks that count
+	// for the watermark (callback_requests.kind and .result).
+	CallbackKind, CallbackResult string
+}
+
+// ListReconcileCandidates returns up to p.Limit MERGED operations with a
+// merge commit whose updated_at lies strictly inside (p.After, p.Before),
+// ordered by project, target branch and age, each with its watermark
+// verdict. One query, whatever the number of rows.
+func (s *Store) ListReconcileCandidates(ctx context.Context, db DBTX, p ReconcileParams) ([]ReconcileCandidate, error) {
+	rows, err := db.Query(ctx, `SELECT `+prefixedOpColumns+`, EXISTS (
+			SELECT 1 FROM callback_requests cr JOIN operations w ON w.id = cr.operation_id
+			WHERE cr.kind = $4 AND cr.result = $5 AND w.project_id = o.project_id
+			  AND w.mr_iid >= o.mr_iid AND cr.received_at >= o.updated_at)
+		FROM operations o
+		WHERE o.status = $1 AND o.merge_commit_sha <> '' AND o.updated_at > $2 AND o.updated_at < $3
+		ORDER BY o.project_id, o.target_branch, o.updated_at, o.id
+		LIMIT $6`, StatusMerged, p.After, p.Before, p.CallbackKind, p.CallbackResult, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing reconcile candidates: %w", err)
+	}
+	defer rows.Close()
+	var out []ReconcileCandidate
+	for rows.Next() {
+		var c ReconcileCandidate
+		var wm bool
+		op, err := scanOperation(extraScan{rows, []any{&wm}})
+		if err != nil {
+			return nil, fmt.Errorf("listing reconcile candidates: %w", err)
+		}
+		c.Operation, c.Watermarked = op, wm
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing reconcile candidates: %w", err)
+	}
+	return out, nil
+}
+
+// prefixedOpColumns is opColumns qualified with the alias "o".
+var prefixedOpColumns = func() string {
+	cols := strings.Split(opColumns, ",")
+	for i, c := range cols {
+		c = strings.TrimSpace(c)
+		switch {
+		case strings.HasPrefix(c, "coalesce("):
+			cols[i] = "coalesce(o." + strings.TrimPrefix(c, "coalesce(")
+		case c == "'')":
+			cols[i] = c
+		default:
+			cols[i] = "o." + c
+		}
+	}
+	return strings.Join(cols, ", ")
+}()
+
+// extraScan scans a row of operation columns followed by extra columns.
+type extraScan struct {
+	row   pgx.Row
+	extra []any
+}
+
+// Scan implements pgx.Row.
+func (r extraScan) Scan(dest ...any) error { return r.row.Scan(append(dest, r.extra...)...) }
+
+// WakeParams select the waiting jobs WakeStaleWaits wakes.
+type WakeParams struct {
+	// Steps are the waiting steps (on a pipeline or a merge).
+	Steps []int
+	// Kinds are the job kinds that poll those waits.
+	Kinds []string
+	// QuietBefore: only operations unchanged since before this time.
+	QuietBefore time.Time
+	// WakeAfter: only jobs scheduled later than this time (a job due soon
+	// is left alone).
+	WakeAfter time.Time
+	// Limit bounds the jobs woken per call.
+	Limit int
+}
+
+// WakeStaleWaits makes the scheduled polling job of up to p.Limit waiting
+// operations due now, so that it reads GitLab at once instead of at its
+// next (long) interval: what a lost webhook would have told us. It returns
+// how many jobs it woke. One statement.
+func (s *Store) WakeStaleWaits(ctx context.Context, db DBTX, p WakeParams) (int, error) {
+	tag, err := db.Exec(ctx, `UPDATE river_job SET scheduled_at = $6 WHERE id IN (
+			SELECT j.id FROM river_job j JOIN operations o ON o.id = j.args->>'operation_id'
+			WHERE j.state = 'scheduled' AND j.kind = ANY($2) AND j.scheduled_at > $4
+			  AND (j.args->>'step')::int = o.step AND o.step = ANY($1) AND o.updated_at < $3
+			ORDER BY o.updated_at LIMIT $5 FOR UPDATE OF j SKIP LOCKED)`,
+		p.Steps, p.Kinds, p.QuietBefore, p.WakeAfter, p.Limit, s.Now())
+	if err != nil {
+		return 0, fmt.Errorf("waking stale waits: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// StuckParams select the operations ListStuckOperations returns.
+type StuckParams struct {
+	// Steps are the in-progress steps that always have a job while they
+	// last.
+	Steps []int
+	// Kinds are the step job kinds (a status-note job does not count).
+	Kinds []string
+	// QuietBefore: only operations unchanged since before this time.
+	QuietBefore time.Time
+	// Limit bounds the rows.
+	Limit int
+}
+
+// ListStuckOperations returns up to p.Limit operations at one of p.Steps,
+// unchanged since p.QuietBefore, that have no live job (available, pending,
+// scheduled, running or retryable) of one of p.Kinds for their current step.
+// Oldest first. One query.
+func (s *Store) ListStuckOperations(ctx context.Context, db DBTX, p StuckParams) ([]Operation, error) {
+	ops, err := collectOperations(db.Query(ctx, `SELECT `+prefixedOpColumns+` FROM operations o
+		WHERE o.step = ANY($1) AND o.updated_at < $3 AND NOT EXISTS (
+			SELECT 1 FROM river_job j
+			WHERE j.args->>'operation_id' = o.id AND (j.args->>'step')::int = o.step
+			  AND j.kind = ANY($2)
+			  AND j.state IN ('available', 'pending', 'scheduled', 'running', 'retryable'))
+		ORDER BY o.updated_at LIMIT $4`, p.Steps, p.Kinds, p.QuietBefore, p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("listing stuck operations: %w", err)
+	}
+	return ops, nil
+}
