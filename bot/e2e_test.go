@@ -118,6 +118,19 @@ func TestEndToEndReachesValidated(t *testing.T) {
 	if n := env.GitLab.CallCount("POST", "/api/v4/projects/*/merge_requests/*/approve"); n != 2 {
 		t.Errorf("approve calls = %d, want 2 (one per reviewer)", n)
 	}
+	// Close to the minimum number of GitLab calls (DESIGN §9), and no
+	// pipeline polling while webhooks arrive.
+	calls := map[string]int{}
+	for _, c := range env.GitLab.Calls() {
+		calls[c.Method+" "+c.Path]++
+	}
+	t.Logf("GitLab calls of one happy-path change: %d %v", len(env.GitLab.Calls()), calls)
+	if n := len(env.GitLab.Calls()); n > 26 {
+		t.Errorf("%d GitLab calls for one change, budget 26", n)
+	}
+	if n := env.GitLab.CallCount("GET", "/api/v4/projects/*/pipelines"); n != 0 {
+		t.Errorf("%d deploy pipeline polls although the webhook arrived", n)
+	}
 	// One status note, eventually showing VALIDATED.
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -20,7 +20,9 @@ import (
 
 	"changebot/bot"
 	"changebot/flows"
+	"changebot/platform"
 	"changebot/platform/approval/approvalfake"
+	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 	"changebot/store/storetest"
@@ -30,7 +32,8 @@ var (
 	flagN        = flag.Int("chaos.n", 20, "number of changes of the chaos run")
 	flagSeed     = flag.Uint64("chaos.seed", 0, "seed of the run's randomness (0: from the clock)")
 	flagReplicas = flag.Int("chaos.replicas", 3, "number of bot processes")
-	flagKill     = flag.Duration("chaos.kill_every", 4*time.Second, "mean interval between SIGKILLs")
+	flagKill     = flag.Duration("chaos.kill_every", 2*time.Second, "mean interval between SIGKILLs")
+	flagRate     = flag.Float64("chaos.rate", 4, "changes submitted per second")
 	flagTimeout  = flag.Duration("chaos.settle", 0, "how long changes may take to settle (0: 90s + 1.5s per change)")
 )
 
@@ -106,7 +109,7 @@ func TestChaos(t *testing.T) {
 	}
 	gl.AddUser("alice", "chaos-alice-token")
 	proj := gl.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: projectPath, Members: members})
-	gl.SetPipelineScript(proj.ID, gitlabfake.PipelineScript{Duration: 300 * time.Millisecond})
+	gl.SetPipelineScript(proj.ID, gitlabfake.PipelineScript{Duration: time.Second})
 	gl.SetWebhookChaos(gitlabfake.WebhookChaos{DuplicateRate: .10, ReorderRate: .10, DropRate: .05, Seed: int64(seed)})
 	// About 5% of GitLab calls answer 429 or 503, whatever the endpoint.
 	for segs := 3; segs <= 10; segs++ {
@@ -164,7 +167,7 @@ func TestChaos(t *testing.T) {
 
 	// Submit the changes through the proxy, a few at a time.
 	start := time.Now()
-	ids := submitAll(t, base, n)
+	ids := submitAll(t, base, n, time.Duration(float64(time.Second) / *flagRate))
 	t.Logf("submitted %d changes in %s", len(ids), time.Since(start).Round(time.Millisecond))
 
 	settle := *flagTimeout
@@ -184,9 +187,11 @@ func TestChaos(t *testing.T) {
 	}
 	// Let in-flight webhooks land and be processed before counting.
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_ = gl.Flush(fctx)
+	if err := gl.WaitIdle(fctx); err != nil {
+		t.Logf("fake GitLab not idle: %v", err)
+	}
 	cancel()
-	time.Sleep(2 * time.Second)
+	waitProcessed(ctx, t, sc, 30*time.Second)
 
 	rep := report{n: n, elapsed: elapsed, byStep: byStep, unsettled: unsettled, kills: k.kills}
 	rep.collect(ctx, t, gl, st, sc, ids)
@@ -221,15 +226,34 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// submitAll submits n changes through the proxy, retrying each (same
+// waitProcessed waits until every stored delivery was processed.
+func waitProcessed(ctx context.Context, t *testing.T, sc storetest.Schema, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE processed_at IS NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("deliveries still unprocessed after %s", timeout)
+}
+
+// submitAll submits n changes through the proxy, one every interval,
+// retrying each (same
 // Idempotency-Key) until it is accepted; it returns the operation ids.
-func submitAll(t *testing.T, base string, n int) []string {
+func submitAll(t *testing.T, base string, n int, every time.Duration) []string {
 	t.Helper()
 	ids := make([]string, n)
 	errs := make([]error, n)
 	sem := make(chan struct{}, 8)
 	done := make(chan struct{})
 	for i := range n {
+		time.Sleep(every)
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem; done <- struct{}{} }()
@@ -335,6 +359,7 @@ type report struct {
 	approvesAfterOK int
 
 	sentNotDropped, dropped, stored int
+	ignoredByDesign                 int
 	missingKeys                     int
 
 	validated      int
@@ -344,6 +369,8 @@ type report struct {
 	missedScrapes  int
 
 	chainsOK, chainsBroken int
+	periodic               map[string]int
+	sweeps                 int
 	proxyFailed            int64
 	proxyRetried           int64
 	gitlabCalls, faulted   int
@@ -394,13 +421,17 @@ func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Serve
 		r.maxMergesPerMR = max(r.maxMergesPerMR, v)
 	}
 	// Deliveries: every event sent and not dropped is stored once.
-	sentKeys := map[string]bool{}
+	sentKeys := map[string]gitlabfake.SentWebhook{}
 	for _, h := range gl.Webhooks() {
 		if h.Dropped {
 			r.dropped++
 			continue
 		}
-		sentKeys[h.IdempotencyKey] = true
+		if intakeIgnores(h) {
+			r.ignoredByDesign++
+			continue
+		}
+		sentKeys[h.IdempotencyKey] = h
 	}
 	r.sentNotDropped = len(sentKeys)
 	storedKeys := map[string]bool{}
@@ -417,9 +448,10 @@ func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Serve
 	}
 	rows.Close()
 	r.stored = len(storedKeys)
-	for k := range sentKeys {
+	for k, h := range sentKeys {
 		if !storedKeys[k] {
 			r.missingKeys++
+			t.Logf("sent, not stored: %s status %d err %q duplicate %v body %.200s", h.Event, h.Status, h.Err, h.Duplicate, h.Body)
 		}
 	}
 	// Validated: rows, CALLED_BACK events by source (authoritative), claims.
@@ -442,6 +474,24 @@ func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Serve
 	}
 	rows.Close()
 	if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM commit_claims WHERE step = 'CALLED_BACK'`).Scan(&r.claims); err != nil {
+		t.Fatal(err)
+	}
+	r.periodic = map[string]int{}
+	rows, err = sc.Pool.Query(ctx, `SELECT kind || ':' || state, count(*) FROM river_job WHERE kind = ANY($1) GROUP BY 1`,
+		[]string{flows.KindReconcile, flows.KindSweep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		var c int
+		if err := rows.Scan(&k, &c); err != nil {
+			t.Fatal(err)
+		}
+		r.periodic[k] = c
+	}
+	rows.Close()
+	if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM change_events WHERE actor = $1`, flows.ActorSweeper).Scan(&r.sweeps); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
@@ -468,8 +518,8 @@ func (r *report) print(t *testing.T) {
 	fmt.Fprintf(&b, "merge calls: %d for %d merged MRs; successful merges per MR max %d (goal 1); merge calls after the MR was merged %d (goal 0)\n",
 		r.mergeCalls, r.mrsMerged, r.maxMergesPerMR, r.mergesAfterDone)
 	fmt.Fprintf(&b, "approve calls: %d; after a confirmed approval by the same reviewer at the same head sha %d (goal 0)\n", r.approveCalls, r.approvesAfterOK)
-	fmt.Fprintf(&b, "webhook events sent and not dropped %d, stored %d, sent but not stored %d (goal 0); dropped by chaos %d\n",
-		r.sentNotDropped, r.stored, r.missingKeys, r.dropped)
+	fmt.Fprintf(&b, "webhook events sent and not dropped %d, stored %d, sent but not stored %d (goal 0); dropped by chaos %d; not stored by design (edited or system notes) %d\n",
+		r.sentNotDropped, r.stored, r.missingKeys, r.dropped, r.ignoredByDesign)
 	var events int
 	for _, c := range r.calledBack {
 		events += c
@@ -478,6 +528,7 @@ func (r *report) print(t *testing.T) {
 	fmt.Fprintf(&b, "changebot_validated_total summed over processes (scraped before each kill and at the end): %v by source %s; failed pre-kill scrapes %d\n",
 		sumValues(r.metricBySource), fmtMap(r.metricBySource), r.missedScrapes)
 	fmt.Fprintf(&b, "hash chains intact %d/%d\n", r.chainsOK, r.chainsOK+r.chainsBroken)
+	fmt.Fprintf(&b, "periodic jobs (leader only) %s; steps re-enqueued by the sweeper %d\n", fmtMap(r.periodic), r.sweeps)
 	fmt.Fprintf(&b, "gitlab calls %d, answered 429/503 %d (%.1f%%); proxy retries %d, requests no replica answered %d\n",
 		r.gitlabCalls, r.faulted, 100*float64(r.faulted)/float64(max(1, r.gitlabCalls)), r.proxyRetried, r.proxyFailed)
 	t.Log(b.String())
@@ -511,6 +562,24 @@ func (r *report) violations() []string {
 		v = append(v, fmt.Sprintf("%d broken hash chains", r.chainsBroken))
 	}
 	return v
+}
+
+// intakeIgnores tells the events the webhook intake answers 200 "ignored"
+// without storing, by design (webhooks.NewGitLabHandler): edited and system
+// notes, notes not on an MR, and kinds the bot does not use.
+func intakeIgnores(h gitlabfake.SentWebhook) bool {
+	ev, err := gitlab.DecodeHook(h.Event, h.Body)
+	if err != nil {
+		return false
+	}
+	switch ev.Kind {
+	case platform.HookMergeRequest, platform.HookPipeline:
+		return false
+	case platform.HookNote:
+		return ev.Note == nil || ev.Note.NoteableType != platform.NoteableMergeRequest || ev.Note.System ||
+			ev.Note.Action == platform.NoteActionUpdate
+	}
+	return true
 }
 
 func match(pattern, path string) bool {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Call is one REST call the server received, recorded after it was answered
@@ -24,6 +25,9 @@ type Call struct {
 	User string
 	// Body is the raw request body.
 	Body []byte
+	// At is when the call was answered (wall clock, for checking waits such
+	// as Retry-After).
+	At time.Time
 }
 
 // Calls returns a copy of every REST call received so far, in order.

@@ -144,7 +144,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.user = s.byToken[token(r)]
 	path := r.URL.EscapedPath()
 	defer func() {
-		c := Call{Method: r.Method, Path: path, Query: r.URL.RawQuery, Status: rc.status, Body: body}
+		c := Call{Method: r.Method, Path: path, Query: r.URL.RawQuery, Status: rc.status, Body: body, At: time.Now()}
 		if rc.user != nil {
 			c.User = rc.user.username
 		}

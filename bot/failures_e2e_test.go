@@ -1,0 +1,642 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+	"changebot/store/storetest"
+)
+
+// The end-to-end tests of issue 4 points 1-6: every failure path of the
+// change flow driven through gitlabfake's fault injection. Most scenarios
+// share one bot and one fake GitLab, each in a project of its own (its own
+// faults, merge method and pipeline script), and run concurrently so that
+// the file stays fast on a small machine.
+
+// failurePoll is demoPoll with the bounds the scenarios exercise: two
+// approve retries per reviewer, one rebase round, and a short rebase (and
+// mergeability) deadline.
+func failurePoll() flows.PollConfig {
+	p := demoPoll
+	p.ApproveMaxRetries = 2
+	p.MaxRounds = 1
+	p.RebaseDeadline = 2 * time.Second
+	return p
+}
+
+// failEnv is one bot with its fakes, shared by concurrent scenarios.
+type failEnv struct {
+	*demoEnv
+	app *App
+	n   atomic.Int64
+}
+
+func newFailEnv(t *testing.T, poll flows.PollConfig, opts *AppOpts) *failEnv {
+	t.Helper()
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	f := &failEnv{demoEnv: env}
+	if opts == nil {
+		f.app, _ = startBotWithPoll(t, env, poll)
+		return f
+	}
+	f.app = startBotWithOpts(t, env, poll, opts)
+	return f
+}
+
+// startBotWithOpts is startBotWithPoll with extra AppOpts (a step hook).
+func startBotWithOpts(t *testing.T, env *demoEnv, poll flows.PollConfig, opts *AppOpts) *App {
+	t.Helper()
+	sc := storetest.New(t)
+	env.Config.DatabaseURL = storetest.URL()
+	o := *opts
+	o.Logger, o.Schema, o.Poll = testLogger(t), sc.Name, poll
+	app, err := NewApp(context.Background(), env.Config, &o)
+	if err != nil {
+		t.Fatalf("NewApp: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, env.Listener) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		app.Close()
+	})
+	return app
+}
+
+// addProject adds a project with the demo members; spec fills in the rest.
+func (f *failEnv) addProject(name string, spec gitlabfake.ProjectSpec, script gitlabfake.PipelineScript) gitlabfake.Project {
+	spec.PathWithNamespace = "failures/" + name
+	spec.Members = map[string]int{demoRobot: gitlabfake.AccessMaintainer, demoRequester: gitlabfake.AccessDeveloper,
+		demoOperator: gitlabfake.AccessDeveloper, demoDeveloper: gitlabfake.AccessDeveloper}
+	for _, r := range demoReviewers {
+		spec.Members[r.name] = gitlabfake.AccessDeveloper
+	}
+	p := f.GitLab.AddProject(spec)
+	if script.Duration == 0 {
+		script.Duration = 100 * time.Millisecond
+	}
+	f.GitLab.SetPipelineScript(p.ID, script)
+	return p
+}
+
+// submit submits a change to project and returns its operation id.
+func (f *failEnv) submit(t *testing.T, p gitlabfake.Project) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{
+		"subject_id": fmt.Sprintf("svc-%d", f.n.Add(1)), "target_key": "prod", "project": p.PathWithNamespace,
+		"title": "Raise replicas", "requested_by": demoRequester,
+		"files": []map[string]string{{"path": "services/app/prod.yaml", "content": "replicas: 6\n"}},
+	})
+	req, _ := http.NewRequest(http.MethodPost, f.BaseURL+"/api/v1/changes", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		OperationID string `json:"operation_id"`
+	}
+	if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		t.Fatalf("submitting: %d", resp.StatusCode)
+	}
+	return out.OperationID
+}
+
+// failureSteps are the steps a scenario must not pass through unless it
+// waits for them.
+var failureSteps = map[string]bool{}
+
+func init() {
+	for _, s := range flows.Catalogue() {
+		if s.Retryable || s.Phase == flows.PhasePending || s.Terminal {
+			failureSteps[s.Name] = true
+		}
+	}
+}
+
+// wait waits until the change is at step and returns its view; it fails at
+// once when the change stops in another failure, pending or final step.
+func (f *failEnv) wait(t *testing.T, opID, step string, timeout time.Duration) changeView {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var v changeView
+	for time.Now().Before(deadline) {
+		var err error
+		v, err = getChangeView(context.Background(), f.demoEnv, opID)
+		if err == nil && v.Step.Name == step {
+			return v
+		}
+		if err == nil && failureSteps[v.Step.Name] {
+			t.Fatalf("change stopped in %s (%s), want %s", v.Step.Name, v.Detail, step)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("change never reached %s: at %s (%s)", step, v.Step.Name, v.Detail)
+	return v
+}
+
+// mrOf returns the MR iid of a change (once it has one).
+func (f *failEnv) mrOf(t *testing.T, opID string) int64 {
+	t.Helper()
+	v := f.wait(t, opID, "CREATE_MR_OPENED", 30*time.Second)
+	return v.MergeRequest.IID
+}
+
+// calls counts p's calls with method whose path ends in suffix ("" any),
+// by user ("" any).
+func (f *failEnv) calls(p gitlabfake.Project, method, suffix, user string) []gitlabfake.Call {
+	prefix := fmt.Sprintf("/api/v4/projects/%d/", p.ID)
+	var out []gitlabfake.Call
+	for _, c := range f.GitLab.Calls() {
+		if c.Method == method && strings.HasPrefix(c.Path, prefix) && strings.HasSuffix(c.Path, suffix) &&
+			(user == "" || c.User == user) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (f *failEnv) fault(p gitlabfake.Project, method, rest string, fl gitlabfake.Fault) {
+	fl.Method = method
+	fl.PathPattern = fmt.Sprintf("/api/v4/projects/%d/%s", p.ID, rest)
+	f.GitLab.InjectFault(fl)
+}
+
+// hasStep reports whether the change ever moved to step.
+func (f *failEnv) hasStep(t *testing.T, opID string, step flows.StepCode) bool {
+	for _, ev := range eventsOf(t, f.app, opID) {
+		if ev.Type == store.EventTransition && flows.StepCode(ev.ToStep) == step {
+			return true
+		}
+	}
+	return false
+}
+
+// approvesPerReviewerAndSHA counts approve calls by (reviewer, sha).
+func approvesPerReviewerAndSHA(calls []gitlabfake.Call) map[string]int {
+	out := map[string]int{}
+	for _, c := range calls {
+		var b struct {
+			SHA string `json:"sha"`
+		}
+		_ = json.Unmarshal(c.Body, &b)
+		out[c.User+"@"+b.SHA]++
+	}
+	return out
+}
+
+// statusShows waits until the status comment of iid shows every text.
+func (f *failEnv) statusShows(t *testing.T, p gitlabfake.Project, iid int64, texts ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var body string
+	for time.Now().Before(deadline) {
+		snap, _ := f.GitLab.MergeRequest(p.ID, iid)
+		body = ""
+		for _, n := range snap.Notes {
+			if strings.HasPrefix(n.Body, "<!-- changebot:status") {
+				body = n.Body
+			}
+		}
+		ok := body != ""
+		for _, x := range texts {
+			ok = ok && strings.Contains(body, x)
+		}
+		if ok {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("status comment does not show %q:\n%s", texts, body)
+}
+
+type scenario struct {
+	name string
+	run  func(t *testing.T, f *failEnv)
+}
+
+// runConcurrently runs every scenario as a subtest, all at once (t.Run
+// from several goroutines; the subtests are not t.Parallel, so -parallel
+// does not serialise them).
+func runConcurrently(t *testing.T, f *failEnv, scenarios []scenario) {
+	var wg sync.WaitGroup
+	for _, sc := range scenarios {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, f) })
+		}()
+	}
+	wg.Wait()
+}
+
+// TestFailurePaths runs the scenarios of issue 4 points 1-5 on one bot.
+func TestFailurePaths(t *testing.T) {
+	t.Parallel()
+	f := newFailEnv(t, failurePoll(), nil)
+	var scenarios []scenario
+	scenarios = append(scenarios, approveScenarios()...)
+	scenarios = append(scenarios, mergeScenarios()...)
+	scenarios = append(scenarios, rebaseScenarios()...)
+	scenarios = append(scenarios, pipelineScenarios()...)
+	scenarios = append(scenarios, transientScenarios()...)
+	runConcurrently(t, f, scenarios)
+}
+
+// Point 1: reviewer approval.
+func approveScenarios() []scenario {
+	return []scenario{
+		{"approve/each_reviewer_retried_on_its_own", func(t *testing.T, f *failEnv) {
+			p := f.addProject("approve-own", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
+			f.fault(p, "POST", "merge_requests/*/approve", gitlabfake.Fault{Status: 503, Times: 2, User: "reviewer-1"})
+			op := f.submit(t, p)
+			f.wait(t, op, "CALLED_BACK", 40*time.Second)
+			r1 := f.calls(p, "POST", "/approve", "reviewer-1")
+			r2 := f.calls(p, "POST", "/approve", "reviewer-2")
+			if len(r1) != 3 || len(r2) != 1 {
+				t.Fatalf("approve calls: reviewer-1 %d (want 3: two 503s, one success), reviewer-2 %d (want 1)", len(r1), len(r2))
+			}
+			// reviewer-2 did not wait for reviewer-1's retries.
+			if !r2[0].At.Before(r1[1].At) {
+				t.Errorf("reviewer-2 approved at %s, after reviewer-1's retry at %s: reviewers are not retried on their own", r2[0].At, r1[1].At)
+			}
+			// Exponential: the second wait is longer than the first.
+			if d1, d2 := r1[1].At.Sub(r1[0].At), r1[2].At.Sub(r1[1].At); d2 <= d1 {
+				t.Errorf("backoff not growing: %s then %s", d1, d2)
+			}
+		}},
+		{"approve/retries_bounded_then_declared_failure", func(t *testing.T, f *failEnv) {
+			p := f.addProject("approve-bounded", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
+			f.fault(p, "POST", "merge_requests/*/approve", gitlabfake.Fault{Status: 503, User: "reviewer-2"})
+			op := f.submit(t, p)
+			v := f.wait(t, op, "HANDLE_FAILED", 40*time.Second)
+			if !strings.Contains(v.Detail, "reviewer-2") || !strings.Contains(v.Detail, "3 times") {
+				t.Errorf("detail %q does not name the reviewer and its attempts", v.Detail)
+			}
+			time.Sleep(1500 * time.Millisecond)
+			if n := len(f.calls(p, "POST", "/approve", "reviewer-2")); n != 3 {
+				t.Errorf("reviewer-2 approve calls = %d, want 3 (1 + approve.max_retries 2)", n)
+			}
+			if n := len(f.calls(p, "POST", "/approve", "reviewer-1")); n != 1 {
+				t.Errorf("reviewer-1 approve calls = %d, want 1", n)
+			}
+		}},
+		{"approve/last_failure_read_once_more", func(t *testing.T, f *failEnv) {
+			p := f.addProject("approve-reread", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
+			// Two failures, then a call that approves but whose answer is lost.
+			f.fault(p, "POST", "merge_requests/*/approve", gitlabfake.Fault{Status: 503, Times: 2, User: "reviewer-2"})
+			f.fault(p, "POST", "merge_requests/*/approve", gitlabfake.Fault{Status: 502, Times: 1, User: "reviewer-2", AfterEffect: true})
+			op := f.submit(t, p)
+			f.wait(t, op, "CALLED_BACK", 40*time.Second)
+			if n := len(f.calls(p, "POST", "/approve", "reviewer-2")); n != 3 {
+				t.Errorf("reviewer-2 approve calls = %d, want 3", n)
+			}
+		}},
+		{"approve/401_reread_then_reviewer_denied", func(t *testing.T, f *failEnv) {
+			p := f.addProject("approve-denied", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
+			f.fault(p, "POST", "merge_requests/*/approve", gitlabfake.Fault{Status: 401, User: "reviewer-2"})
+			op := f.submit(t, p)
+			v := f.wait(t, op, "HANDLE_REVIEWER_DENIED", 30*time.Second)
+			if !strings.Contains(v.Detail, "reviewer-2") || !strings.Contains(v.Hint, "Contact the maintainers") {
+				t.Errorf("detail %q / hint %q", v.Detail, v.Hint)
+			}
+			time.Sleep(1500 * time.Millisecond)
+			if n := len(f.calls(p, "POST", "/approve", "reviewer-2")); n != 1 {
+				t.Errorf("reviewer-2 approve calls = %d, want 1 (no retry storm)", n)
+			}
+			f.statusShows(t, p, v.MergeRequest.IID, "HANDLE_REVIEWER_DENIED", "reviewer-2", "Contact the maintainers")
+		}},
+	}
+}
+
+// Point 2: merge.
+func mergeScenarios() []scenario {
+	blocked := func(name string, block gitlabfake.MergeBlock, step string, want ...string) scenario {
+		return scenario{"merge/" + name, func(t *testing.T, f *failEnv) {
+			p := f.addProject("merge-"+name, gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{Duration: time.Second})
+			op := f.submit(t, p)
+			iid := f.mrOf(t, op)
+			f.GitLab.SetMergeBlock(p.ID, iid, block)
+			v := f.wait(t, op, step, 30*time.Second)
+			for _, w := range want {
+				if !strings.Contains(v.Detail, w) {
+					t.Errorf("detail %q does not contain %q", v.Detail, w)
+				}
+			}
+			time.Sleep(1500 * time.Millisecond)
+			if n := len(f.calls(p, "PUT", "/merge", "")); n != 1 {
+				t.Errorf("merge calls = %d, want 1 (reported once, never retried in a loop)", n)
+			}
+			if snap, _ := f.GitLab.MergeRequest(p.ID, iid); snap.State != "opened" {
+				t.Errorf("MR is %s, want opened", snap.State)
+			}
+			n := 0
+			for _, ev := range eventsOf(t, f.app, op) {
+				if ev.Type == store.EventTransition && flows.StepCode(ev.ToStep).String() == step {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d moves to %s, want 1", n, step)
+			}
+			f.statusShows(t, p, iid, step, want[0])
+		}}
+	}
+	return []scenario{
+		blocked("draft", gitlabfake.MergeBlock{Draft: true}, "HANDLE_NOT_MERGEABLE", "draft"),
+		blocked("requested_changes", gitlabfake.MergeBlock{DetailedMergeStatus: "requested_changes"}, "HANDLE_NOT_MERGEABLE", "requested changes"),
+		blocked("conflict", gitlabfake.MergeBlock{DetailedMergeStatus: "conflict"}, "HANDLE_REBASE_CONFLICT", "conflicts"),
+		blocked("rule_422", gitlabfake.MergeBlock{Rule: "Commit message does not follow the pattern '^CHG-'"}, "HANDLE_NOT_MERGEABLE", "CHG-"),
+		blocked("rule_200_left_open", gitlabfake.MergeBlock{Rule: "Merge blocked by compliance check", RuleStatus: 200}, "HANDLE_NOT_MERGEABLE", "compliance check", "stayed opened"),
+		{"merge/checking_backs_off_then_pending_then_resume", func(t *testing.T, f *failEnv) {
+			p := f.addProject("merge-checking", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{Duration: time.Second})
+			op := f.submit(t, p)
+			iid := f.mrOf(t, op)
+			f.GitLab.SetMergeBlock(p.ID, iid, gitlabfake.MergeBlock{DetailedMergeStatus: "checking"})
+			f.wait(t, op, "HANDLE_MERGE_PENDING", 30*time.Second)
+			if n := len(f.calls(p, "PUT", "/merge", "")); n < 2 {
+				t.Errorf("merge calls = %d, want the merge tried again after backing off", n)
+			}
+			f.GitLab.SetMergeBlock(p.ID, iid, gitlabfake.MergeBlock{})
+			f.GitLab.AddNoteAsUser(p.ID, iid, demoOperator, "/resume")
+			f.wait(t, op, "CALLED_BACK", 30*time.Second)
+		}},
+		{"merge/409_waits_for_the_head_pipeline_again", func(t *testing.T, f *failEnv) {
+			p := f.addProject("merge-409", gitlabfake.ProjectSpec{SquashOption: "default_on"}, gitlabfake.PipelineScript{})
+			f.fault(p, "PUT", "merge_requests/*/merge", gitlabfake.Fault{Status: 409, Times: 1, Body: "SHA does not match HEAD of source branch: 0000"})
+			op := f.submit(t, p)
+			f.wait(t, op, "CALLED_BACK", 30*time.Second)
+			merges := f.calls(p, "PUT", "/merge", "")
+			if len(merges) != 2 {
+				t.Fatalf("merge calls = %d, want 2", len(merges))
+			}
+			for _, c := range merges {
+				var b struct {
+					SHA    string `json:"sha"`
+					Squash bool   `json:"squash"`
+				}
+				_ = json.Unmarshal(c.Body, &b)
+				if b.SHA == "" || !b.Squash {
+					t.Errorf("merge call %s without the head sha or squash (project squash_option default_on)", c.Body)
+				}
+			}
+			for _, ev := range eventsOf(t, f.app, op) {
+				if flows.StepCode(ev.ToStep) == flows.HandleAwaitPipeline && bytes.Contains(ev.Payload, []byte(`"head_sha":""`)) {
+					t.Errorf("moved back to the pipeline wait with an empty head: %s", ev.Payload)
+				}
+			}
+			if !f.hasStep(t, op, flows.HandleAwaitPipeline) {
+				t.Error("a 409 did not send the change back to the pipeline of the head")
+			}
+		}},
+	}
+}
+
+// Point 3: rebase (fast-forward projects need the MR on top of the target).
+func rebaseScenarios() []scenario {
+	ff := gitlabfake.ProjectSpec{MergeMethod: "ff"}
+	start := func(t *testing.T, f *failEnv, name string, b gitlabfake.RebaseBehavior) (gitlabfake.Project, string, int64) {
+		p := f.addProject("rebase-"+name, ff, gitlabfake.PipelineScript{Duration: time.Second})
+		op := f.submit(t, p)
+		iid := f.mrOf(t, op)
+		f.GitLab.SetRebaseBehavior(p.ID, iid, b)
+		f.GitLab.PushToTarget(p.ID, "main")
+		return p, op, iid
+	}
+	return []scenario{
+		{"rebase/then_new_pipeline_then_merge", func(t *testing.T, f *failEnv) {
+			p, op, iid := start(t, f, "ok", gitlabfake.RebaseBehavior{Duration: time.Second})
+			f.wait(t, op, "CALLED_BACK", 40*time.Second)
+			if n := len(f.calls(p, "PUT", "/rebase", "")); n != 1 {
+				t.Errorf("rebase calls = %d, want 1", n)
+			}
+			// The merge method was read: no merge call GitLab had to refuse.
+			if n := len(f.calls(p, "PUT", "/merge", "")); n != 1 {
+				t.Errorf("merge calls = %d, want 1", n)
+			}
+			polls := 0
+			for _, c := range f.calls(p, "GET", fmt.Sprintf("/merge_requests/%d", iid), "") {
+				if strings.Contains(c.Query, "include_rebase_in_progress=true") {
+					polls++
+				}
+			}
+			if polls < 2 {
+				t.Errorf("%d reads with include_rebase_in_progress, want the rebase polled", polls)
+			}
+			for k, n := range approvesPerReviewerAndSHA(f.calls(p, "POST", "/approve", "")) {
+				if n > 1 {
+					t.Errorf("%d approve calls for %s, want at most 1 per reviewer and head", n, k)
+				}
+			}
+			if snap, _ := f.GitLab.MergeRequest(p.ID, iid); snap.State != "merged" {
+				t.Errorf("MR is %s", snap.State)
+			}
+		}},
+		{"rebase/conflict", func(t *testing.T, f *failEnv) {
+			p, op, iid := start(t, f, "conflict", gitlabfake.RebaseBehavior{Conflict: true, Duration: 300 * time.Millisecond})
+			v := f.wait(t, op, "HANDLE_REBASE_CONFLICT", 30*time.Second)
+			if !strings.Contains(v.Hint, "resolve them") {
+				t.Errorf("hint %q", v.Hint)
+			}
+			if n := len(f.calls(p, "PUT", "/rebase", "")); n != 1 {
+				t.Errorf("rebase calls = %d, want 1", n)
+			}
+			f.statusShows(t, p, iid, "HANDLE_REBASE_CONFLICT", "Rebase failed")
+		}},
+		{"rebase/past_deadline_pending_then_resume", func(t *testing.T, f *failEnv) {
+			p, op, iid := start(t, f, "stuck", gitlabfake.RebaseBehavior{StuckForever: true})
+			v := f.wait(t, op, "HANDLE_REBASE_PENDING", 30*time.Second)
+			if !strings.Contains(v.Hint, "/resume") {
+				t.Errorf("hint %q", v.Hint)
+			}
+			if n := len(f.calls(p, "PUT", "/rebase", "")); n != 1 {
+				t.Errorf("rebase calls = %d, want 1: never a second rebase while one runs", n)
+			}
+			f.statusShows(t, p, iid, "HANDLE_REBASE_PENDING", "rebase still running")
+			f.GitLab.FinishRebase(p.ID, iid)
+			f.GitLab.AddNoteAsUser(p.ID, iid, demoOperator, "/resume")
+			f.wait(t, op, "CALLED_BACK", 40*time.Second)
+			if n := len(f.calls(p, "PUT", "/rebase", "")); n != 1 {
+				t.Errorf("rebase calls = %d after /resume, want 1", n)
+			}
+		}},
+		{"rebase/rounds_bounded", func(t *testing.T, f *failEnv) {
+			p, op, _ := start(t, f, "rounds", gitlabfake.RebaseBehavior{Duration: 200 * time.Millisecond})
+			deadline := time.Now().Add(30 * time.Second)
+			for !f.hasStep(t, op, flows.HandleAwaitPipeline) && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			f.GitLab.PushToTarget(p.ID, "main") // the target moves again
+			v := f.wait(t, op, "HANDLE_FAILED", 30*time.Second)
+			if !strings.Contains(v.Detail, "kept moving") {
+				t.Errorf("detail %q", v.Detail)
+			}
+			if n := len(f.calls(p, "PUT", "/rebase", "")); n != 1 {
+				t.Errorf("rebase calls = %d, want 1 (merge.max_rounds 1)", n)
+			}
+		}},
+	}
+}
+
+// Point 4: only the pipeline of the current head counts.
+func pipelineScenarios() []scenario {
+	return []scenario{
+		{"pipeline/old_head_failure_ignored", func(t *testing.T, f *failEnv) {
+			p := f.addProject("pipeline-head", gitlabfake.ProjectSpec{},
+				gitlabfake.PipelineScript{MR: []string{"failed", "success"}, Duration: 2 * time.Second})
+			op := f.submit(t, p)
+			iid := f.mrOf(t, op)
+			// A new commit on the source branch while the first pipeline runs:
+			// the first pipeline's failure belongs to an old head.
+			f.GitLab.PushToTarget(p.ID, "changebot/"+op)
+			f.wait(t, op, "CALLED_BACK", 40*time.Second)
+			if f.hasStep(t, op, flows.CreatePipelineFailed) {
+				t.Error("the failed pipeline of an old head failed the change")
+			}
+			snap, _ := f.GitLab.MergeRequest(p.ID, iid)
+			if snap.State != "merged" {
+				t.Errorf("MR is %s", snap.State)
+			}
+		}},
+	}
+}
+
+// Point 5: 429 and 5xx are retried and never fatal; other 4xx fail the step.
+func transientScenarios() []scenario {
+	return []scenario{
+		{"transient/429_and_5xx_reach_validated", func(t *testing.T, f *failEnv) {
+			p := f.addProject("transient", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
+			f.fault(p, "POST", "repository/branches", gitlabfake.Fault{Status: 502, Times: 1})
+			f.fault(p, "POST", "merge_requests", gitlabfake.Fault{Status: 503, Times: 1})
+			f.fault(p, "POST", "merge_requests/*/approve", gitlabfake.Fault{Status: 429, Times: 1, RetryAfter: "3", User: "reviewer-1"})
+			f.fault(p, "PUT", "merge_requests/*/merge", gitlabfake.Fault{Status: 503, Times: 1})
+			f.fault(p, "PUT", "merge_requests/*/merge", gitlabfake.Fault{Status: 429, Times: 1, RetryAfter: "3"})
+			op := f.submit(t, p)
+			f.wait(t, op, "CALLED_BACK", 50*time.Second)
+			for _, c := range []struct {
+				method, suffix, user string
+				want                 int
+			}{{"POST", "/merge_requests", "", 2}, {"POST", "/approve", "reviewer-1", 2}, {"PUT", "/merge", "", 3}} {
+				calls := f.calls(p, c.method, c.suffix, c.user)
+				if len(calls) != c.want {
+					t.Errorf("%s …%s calls = %d, want %d", c.method, c.suffix, len(calls), c.want)
+					continue
+				}
+				if last := calls[len(calls)-1]; c.suffix != "/merge_requests" {
+					if gap := last.At.Sub(calls[len(calls)-2].At); gap < 2900*time.Millisecond {
+						t.Errorf("%s retried %s after a 429 with Retry-After: 3", c.suffix, gap)
+					}
+				}
+			}
+		}},
+		{"transient/other_4xx_declared_failure", func(t *testing.T, f *failEnv) {
+			p := f.addProject("bad-request", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
+			f.fault(p, "PUT", "merge_requests/*/merge", gitlabfake.Fault{Status: 400, Body: "SHA must be provided when merging"})
+			op := f.submit(t, p)
+			v := f.wait(t, op, "HANDLE_FAILED", 30*time.Second)
+			if !strings.Contains(v.Detail, "400") {
+				t.Errorf("detail %q", v.Detail)
+			}
+			time.Sleep(time.Second)
+			if n := len(f.calls(p, "PUT", "/merge", "")); n != 1 {
+				t.Errorf("merge calls = %d, want 1", n)
+			}
+		}},
+	}
+}
+
+// TestRevokedReviewerTokenEndsInReviewerDenied: a reviewer robot whose
+// token GitLab no longer accepts ends the change in HANDLE_REVIEWER_DENIED
+// with a hint, after no approve call of its own and without retries.
+func TestRevokedReviewerTokenEndsInReviewerDenied(t *testing.T) {
+	t.Parallel()
+	f := newFailEnv(t, failurePoll(), nil)
+	f.GitLab.AddUser("reviewer-2", "") // token revoked
+	p := f.addProject("revoked", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
+	op := f.submit(t, p)
+	v := f.wait(t, op, "HANDLE_REVIEWER_DENIED", 30*time.Second)
+	if !strings.Contains(v.Detail, "token") || !strings.Contains(v.Hint, "token revoked") {
+		t.Errorf("detail %q, hint %q", v.Detail, v.Hint)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if n := len(f.calls(p, "POST", "/approve", "")); n != 1 {
+		t.Errorf("approve calls = %d, want 1 (reviewer-1 only)", n)
+	}
+	if n := f.GitLab.CallCount("GET", "/api/v4/user"); n > 4 {
+		t.Errorf("%d GET /user calls: a retry storm", n)
+	}
+}
+
+// TestPollingFallbackWithoutWebhooks: with every webhook lost, stepped
+// polling still carries the change to VALIDATED (issue 4 point 4).
+func TestPollingFallbackWithoutWebhooks(t *testing.T) {
+	t.Parallel()
+	f := newFailEnv(t, failurePoll(), nil)
+	f.GitLab.SetWebhookChaos(gitlabfake.WebhookChaos{DropRate: 1, Seed: 1})
+	p := f.addProject("no-webhooks", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
+	op := f.submit(t, p)
+	f.wait(t, op, "CALLED_BACK", 40*time.Second)
+}
+
+// TestPanicInEveryStepEndsInItsDeclaredState injects a panic into each job
+// kind in turn (EngineConfig.StepHookFunc) and finds the change in the
+// kind's declared failure step (issue 4 point 6, DESIGN §2).
+func TestPanicInEveryStepEndsInItsDeclaredState(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Value
+	armed.Store("")
+	hook := func(kind string) {
+		if armed.CompareAndSwap(kind, "") {
+			panic("injected panic in " + kind)
+		}
+	}
+	f := newFailEnv(t, failurePoll(), &AppOpts{StepHookFunc: hook})
+	cases := []struct {
+		kind   string
+		script gitlabfake.PipelineScript
+		want   flows.StepCode
+	}{
+		{flows.KindRequestApproval, gitlabfake.PipelineScript{}, flows.ApprovalSendPending},
+		{flows.KindCreateMR, gitlabfake.PipelineScript{}, flows.CreateFailed},
+		// The pipeline never finishes, so only the polling job moves it.
+		{flows.KindAwaitPipeline, gitlabfake.PipelineScript{MR: []string{"running"}}, flows.CreatePipelinePending},
+		{flows.KindHandle, gitlabfake.PipelineScript{}, flows.HandleFailed},
+		// The deploy pipeline never finishes, so only the polling job moves it.
+		{flows.KindAwaitDeploy, gitlabfake.PipelineScript{Deploy: []string{"running"}}, flows.DeployPending},
+	}
+	declared := flows.DeclaredFailures()
+	for _, c := range cases {
+		t.Run(c.kind, func(t *testing.T) {
+			if declared[c.kind] != c.want {
+				t.Fatalf("%s declares %s, the test expects %s", c.kind, declared[c.kind], c.want)
+			}
+			p := f.addProject("panic-"+strings.ReplaceAll(c.kind, "_", "-"), gitlabfake.ProjectSpec{}, c.script)
+			armed.Store(c.kind)
+			op := f.submit(t, p)
+			v := f.wait(t, op, c.want.String(), 30*time.Second)
+			if !strings.Contains(v.Detail, "panic") {
+				t.Errorf("detail %q does not say what happened", v.Detail)
+			}
+			if a := armed.Load(); a != "" {
+				t.Fatalf("the %s step never ran", a)
+			}
+		})
+	}
+}
