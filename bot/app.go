@@ -119,7 +119,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	fm := flows.NewMetrics(a.registry)
 	a.engine, err = flows.NewEngine(flows.EngineConfig{
 		Store: a.store, GitLab: a.gitlab, Renderer: renderer, Metrics: fm, Logger: a.log,
-		Approvals:   approvalAdapter{approval.New(a.cfg.ApprovalURL, nil)},
+		Approvals:   approval.New(a.cfg.ApprovalURL, nil),
 		ExternalURL: a.cfg.ExternalURL, Poll: poll, DecodeHook: gitlab.DecodeHook,
 		CommandsFunc:       commands.CommandsFor,
 		ApprovalPolicyFunc: approvalPolicyFunc(a.settingText),
@@ -163,14 +163,6 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	}
 	a.router, err = a.routes(fm)
 	return err
-}
-
-// approvalAdapter turns the flow's ApprovalSystem call into the HTTP client's.
-type approvalAdapter struct{ c *approval.Client }
-
-// RequestApproval implements flows.ApprovalSystem.
-func (a approvalAdapter) RequestApproval(ctx context.Context, r flows.ApprovalRequest) (string, error) {
-	return a.c.Request(ctx, approval.Request(r))
 }
 
 // Handler returns the HTTP router.

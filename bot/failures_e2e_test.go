@@ -152,6 +152,21 @@ func (f *failEnv) wait(t *testing.T, opID, step string, timeout time.Duration) c
 	return v
 }
 
+// resume comments /resume as the operator and waits until the change has
+// left the pending step it was parked in.
+func (f *failEnv) resume(t *testing.T, p gitlabfake.Project, iid int64, opID, pending string) {
+	t.Helper()
+	f.GitLab.AddNoteAsUser(p.ID, iid, demoOperator, "/resume")
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if v, err := getChangeView(context.Background(), f.demoEnv, opID); err == nil && v.Step.Name != pending {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("/resume did not move the change out of %s", pending)
+}
+
 // mrOf returns the MR iid of a change (once it has one).
 func (f *failEnv) mrOf(t *testing.T, opID string) int64 {
 	t.Helper()
@@ -224,7 +239,8 @@ func (f *failEnv) statusShows(t *testing.T, p gitlabfake.Project, iid int64, tex
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("status comment does not show %q:\n%s", texts, body)
+	snap, _ := f.GitLab.MergeRequest(p.ID, iid)
+	t.Fatalf("status comment does not show %q:\n%s\n(notes: %+v)", texts, body, snap.Notes)
 }
 
 type scenario struct {
@@ -375,7 +391,7 @@ func mergeScenarios() []scenario {
 				t.Errorf("merge calls = %d, want the merge tried again after backing off", n)
 			}
 			f.GitLab.SetMergeBlock(p.ID, iid, gitlabfake.MergeBlock{})
-			f.GitLab.AddNoteAsUser(p.ID, iid, demoOperator, "/resume")
+			f.resume(t, p, iid, op, "HANDLE_MERGE_PENDING")
 			f.wait(t, op, "CALLED_BACK", 30*time.Second)
 		}},
 		{"merge/409_waits_for_the_head_pipeline_again", func(t *testing.T, f *failEnv) {
@@ -471,7 +487,7 @@ func rebaseScenarios() []scenario {
 			}
 			f.statusShows(t, p, iid, "HANDLE_REBASE_PENDING", "rebase still running")
 			f.GitLab.FinishRebase(p.ID, iid)
-			f.GitLab.AddNoteAsUser(p.ID, iid, demoOperator, "/resume")
+			f.resume(t, p, iid, op, "HANDLE_REBASE_PENDING")
 			f.wait(t, op, "CALLED_BACK", 40*time.Second)
 			if n := len(f.calls(p, "PUT", "/rebase", "")); n != 1 {
 				t.Errorf("rebase calls = %d after /resume, want 1", n)
@@ -502,6 +518,7 @@ func pipelineScenarios() []scenario {
 			p := f.addProject("pipeline-head", gitlabfake.ProjectSpec{},
 				gitlabfake.PipelineScript{MR: []string{"failed", "success"}, Duration: 2 * time.Second})
 			op := f.submit(t, p)
+			t.Logf("operation %s", op)
 			iid := f.mrOf(t, op)
 			// A new commit on the source branch while the first pipeline runs:
 			// the first pipeline's failure belongs to an old head.

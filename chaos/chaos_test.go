@@ -525,8 +525,8 @@ func (r *report) print(t *testing.T) {
 		events += c
 	}
 	fmt.Fprintf(&b, "validated: rows %d, CALLED_BACK events %d by source %s, commit claims %d (goal all equal)\n", r.validated, events, fmtMap(r.calledBack), r.claims)
-	fmt.Fprintf(&b, "changebot_validated_total summed over processes (scraped before each kill and at the end): %v by source %s; failed pre-kill scrapes %d\n",
-		sumValues(r.metricBySource), fmtMap(r.metricBySource), r.missedScrapes)
+	fmt.Fprintf(&b, "changebot_validated_total summed over processes (scraped before each kill and at the end): %v by source %s; lost with killed processes %v; failed pre-kill scrapes %d\n",
+		sumValues(r.metricBySource), fmtMap(r.metricBySource), float64(r.validated)-sumValues(r.metricBySource), r.missedScrapes)
 	fmt.Fprintf(&b, "hash chains intact %d/%d\n", r.chainsOK, r.chainsOK+r.chainsBroken)
 	fmt.Fprintf(&b, "periodic jobs (leader only) %s; steps re-enqueued by the sweeper %d\n", fmtMap(r.periodic), r.sweeps)
 	fmt.Fprintf(&b, "gitlab calls %d, answered 429/503 %d (%.1f%%); proxy retries %d, requests no replica answered %d\n",
@@ -555,8 +555,12 @@ func (r *report) violations() []string {
 	if events != r.validated || r.claims != r.validated {
 		v = append(v, fmt.Sprintf("validated rows %d, CALLED_BACK events %d, claims %d", r.validated, events, r.claims))
 	}
-	if m := int(sumValues(r.metricBySource)); m > r.validated || (r.missedScrapes == 0 && m != r.validated) {
-		v = append(v, fmt.Sprintf("changebot_validated_total %d vs %d changes validated", m, r.validated))
+	// The counter lives in process memory: a flip committed by a replica
+	// killed before its increment (or after its last scrape) is lost with the
+	// process, so the sum may fall short by what the kills took, never
+	// exceed. The authoritative figure is the CALLED_BACK events above.
+	if m := int(sumValues(r.metricBySource)); m > r.validated {
+		v = append(v, fmt.Sprintf("changebot_validated_total %d exceeds the %d changes validated: a flip was counted twice", m, r.validated))
 	}
 	if r.chainsBroken > 0 {
 		v = append(v, fmt.Sprintf("%d broken hash chains", r.chainsBroken))

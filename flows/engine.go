@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"changebot/platform"
+	"changebot/platform/approval"
 	"changebot/store"
 	"changebot/templates"
 )
@@ -81,16 +82,8 @@ type GitLab interface {
 }
 
 // ApprovalRequest is what the bot sends to the external approval system
-// (README "Approval system contract").
-type ApprovalRequest struct {
-	OperationID string         `json:"operation_id"`
-	SubjectID   string         `json:"subject_id"`
-	TargetKey   string         `json:"target_key"`
-	Title       string         `json:"title"`
-	RequestedBy string         `json:"requested_by"`
-	CallbackURL string         `json:"callback_url"`
-	Ext         map[string]any `json:"ext"`
-}
+// (README "Approval system contract"); the HTTP client owns its shape.
+type ApprovalRequest = approval.Request
 
 // ApprovalSystem asks an approver for a decision. It must be idempotent per
 // operation id (a crash between the call and our write repeats the call).
@@ -371,13 +364,13 @@ func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay
 		add(AwaitDeployArgs(args))
 	}
 	if op.MRIID > 0 || to == CreateMROpened || to == CreateStarted {
-		jobs = append(jobs, e.refreshNoteJob(op.ID))
+		jobs = append(jobs, e.refreshNoteJob(op.ID, version))
 	}
 	return jobs
 }
 
-func (e *Engine) refreshNoteJob(opID string) river.InsertManyParams {
-	return river.InsertManyParams{Args: RefreshNoteArgs{OperationID: opID}, InsertOpts: &river.InsertOpts{
+func (e *Engine) refreshNoteJob(opID string, version int64) river.InsertManyParams {
+	return river.InsertManyParams{Args: RefreshNoteArgs{OperationID: opID, Version: version}, InsertOpts: &river.InsertOpts{
 		ScheduledAt: e.now().Add(e.poll.NoteDelay), UniqueOpts: *uniqueActive}}
 }
 

@@ -42,17 +42,11 @@ func newSetup(t *testing.T) setup {
 		t.Fatal(err)
 	}
 	e, err := flows.NewEngine(flows.EngineConfig{Store: st, GitLab: gl, Renderer: r,
-		Approvals: approvalSystem{approval.New("http://127.0.0.1:1", nil)}})
+		Approvals: approval.New("http://127.0.0.1:1", nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return setup{engine: e, store: st, sc: sc}
-}
-
-type approvalSystem struct{ c *approval.Client }
-
-func (a approvalSystem) RequestApproval(ctx context.Context, r flows.ApprovalRequest) (string, error) {
-	return a.c.Request(ctx, approval.Request(r))
 }
 
 func submit(t *testing.T, s setup, subject string) store.Operation {

@@ -72,9 +72,15 @@ type ProcessDeliveryArgs struct {
 func (ProcessDeliveryArgs) Kind() string { return KindProcessDelivery }
 
 // RefreshNoteArgs re-renders an operation's status comment. Unique per
-// operation while waiting, so many transitions coalesce into one edit.
+// operation and version: a transition made while a refresh already runs
+// (which River's uniqueness would otherwise swallow) gets its own job, and
+// a job that finds the note already showing its events or newer ones
+// (rendered_seq) edits nothing, so several transitions still make one edit.
 type RefreshNoteArgs struct {
 	OperationID string `json:"operation_id"`
+	// Version is the operation version whose transition asked for the
+	// refresh; 0 for older jobs.
+	Version int64 `json:"version,omitempty"`
 }
 
 // Kind implements river.JobArgs.

@@ -59,7 +59,7 @@ func newDeploySetup(t *testing.T) deploySetup {
 	m := flows.NewMetrics(reg)
 	newEngine := func(now func() time.Time) *flows.Engine {
 		e, err := flows.NewEngine(flows.EngineConfig{Store: st, GitLab: gl, Renderer: r, Metrics: m, NowFunc: now,
-			Approvals: approvalSystem{approval.New("http://127.0.0.1:1", nil)}})
+			Approvals: approval.New("http://127.0.0.1:1", nil)})
 		if err != nil {
 			t.Fatal(err)
 		}

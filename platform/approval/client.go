@@ -45,10 +45,10 @@ func New(baseURL string, hc *http.Client) *Client {
 	return &Client{baseURL: strings.TrimRight(baseURL, "/"), hc: hc}
 }
 
-// Request asks for a decision and returns the ticket id. Non-2xx answers
+// RequestApproval asks for a decision and returns the ticket id. Non-2xx answers
 // are *platform.Error with the status (429 and 5xx are transient for the
 // caller; other 4xx are not); a 2xx without ticket_id is an error.
-func (c *Client) Request(ctx context.Context, r Request) (string, error) {
+func (c *Client) RequestApproval(ctx context.Context, r Request) (string, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return "", fmt.Errorf("encoding approval request: %w", err)

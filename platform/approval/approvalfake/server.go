@@ -16,6 +16,8 @@ import (
 	"net/http/httptest"
 	"sync"
 	"time"
+
+	"changebot/platform/approval"
 )
 
 // Options configure the stand-in.
@@ -30,16 +32,10 @@ type Options struct {
 	Approver string
 }
 
-// Request is one approval request received.
+// Request is one approval request received, with the ticket it got.
 type Request struct {
-	OperationID string         `json:"operation_id"`
-	SubjectID   string         `json:"subject_id"`
-	TargetKey   string         `json:"target_key"`
-	Title       string         `json:"title"`
-	RequestedBy string         `json:"requested_by"`
-	CallbackURL string         `json:"callback_url"`
-	Ext         map[string]any `json:"ext"`
-	TicketID    string         `json:"-"`
+	approval.Request
+	TicketID string `json:"-"`
 }
 
 // Server is the stand-in approval system.
