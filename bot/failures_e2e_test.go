@@ -167,6 +167,16 @@ func (f *failEnv) resume(t *testing.T, p gitlabfake.Project, iid int64, opID, pe
 	t.Fatalf("/resume did not move the change out of %s", pending)
 }
 
+// mrOfView returns the MR iid of a change that has one.
+func (f *failEnv) mrOfView(t *testing.T, opID string) int64 {
+	t.Helper()
+	v, err := getChangeView(context.Background(), f.demoEnv, opID)
+	if err != nil || v.MergeRequest == nil {
+		t.Fatalf("no merge request: %v", err)
+	}
+	return v.MergeRequest.IID
+}
+
 // mrOf returns the MR iid of a change (once it has one).
 func (f *failEnv) mrOf(t *testing.T, opID string) int64 {
 	t.Helper()
@@ -607,9 +617,13 @@ func TestPollingFallbackWithoutWebhooks(t *testing.T) {
 	t.Parallel()
 	f := newFailEnv(t, failurePoll(), nil)
 	f.GitLab.SetWebhookChaos(gitlabfake.WebhookChaos{DropRate: 1, Seed: 1})
-	p := f.addProject("no-webhooks", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
+	// Pipelines outlast the first poll: only polling again finds them done.
+	p := f.addProject("no-webhooks", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{Duration: 6 * time.Second})
 	op := f.submit(t, p)
-	f.wait(t, op, "CALLED_BACK", 40*time.Second)
+	f.wait(t, op, "CALLED_BACK", 50*time.Second)
+	if n := len(f.calls(p, "GET", fmt.Sprintf("/merge_requests/%d", f.mrOfView(t, op)), "")); n < 3 {
+		t.Errorf("%d reads of the MR: the pipeline wait did not poll", n)
+	}
 }
 
 // TestPanicInEveryStepEndsInItsDeclaredState injects a panic into each job

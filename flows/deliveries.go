@@ -104,8 +104,6 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 	// head: a merged-results pipeline runs on another sha, and a late
 	// pipeline of an old head carries the sha we last saw while the head
 	// has moved on (issue 4 point 4). One read per finished MR pipeline.
-	head := p.SHA
-	if p.SHA != op.HeadSHA {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err != nil {
 		return "", err
@@ -114,8 +112,7 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 	if hp == nil || hp.ID != p.ID {
 		return OutcomeNoChange, nil
 	}
-	head = mr.SHA
-	}
+	head := mr.SHA
 	if err := e.pipelineFinished(ctx, op, head, pipe, source); err != nil && !isConflict(err) {
 		return "", err
 	}

@@ -145,12 +145,14 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 				return err
 			}
 			if n > maxApproveRetries(p) {
-
+				if u.ID != 0 && e.approvedSet(ctx, op)[u.ID] {
+					continue // the last call took effect after all
+				}
 				return failTo(HandleFailed, "approving as %s failed %d times: %s", name, n, failureDetail(err))
 			}
 			d := backoff(n)
 			var pe *platform.Error
-			if errors.As(err, &pe) && false {
+			if errors.As(err, &pe) && pe.RetryAfter > d {
 				d = pe.RetryAfter
 			}
 			wait = minWait(wait, d)
@@ -301,7 +303,7 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	if err != nil {
 		return err
 	}
-	if false && mr.DetailedMergeStatus == "need_rebase" && (proj.MergeMethod == "ff" || proj.MergeMethod == "rebase_merge") {
+	if mr.DetailedMergeStatus == "need_rebase" && (proj.MergeMethod == "ff" || proj.MergeMethod == "rebase_merge") {
 		return e.startRebase(ctx, op, mr)
 	}
 	squash := proj.SquashOption == "always" || proj.SquashOption == "default_on"
@@ -312,7 +314,7 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	case err == nil:
 		return e.mergeLeftOpen(ctx, op, res)
 	case s == 409:
-		return e.headMoved(ctx, op, "")
+		return e.shaMismatch(ctx, op)
 	case s == 405 || s == 406 || s == 422:
 		return e.notMergeable(ctx, op)
 	case s == 401 || s == 403:
@@ -381,6 +383,9 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation) error {
 	status := mr.DetailedMergeStatus
 	switch status {
 	case "mergeable":
+		if mr.MergeError != "" {
+			return failTo(HandleNotMergeable, "GitLab refuses to merge !%d: %s", op.MRIID, mr.MergeError)
+		}
 		return e.backOffMerge(ctx, op, status)
 	case "checking", "preparing", "unchecked", "approvals_syncing", "":
 		return e.backOffMerge(ctx, op, status)

@@ -43,7 +43,7 @@ var stepMoves = map[StepCode][]StepCode{
 	// A job that fails at CREATE_SUCCEEDED, before its first move, still
 	// ends in its declared failure step (handle: HANDLE_FAILED; MR-first
 	// approval request: APPROVAL_SEND_PENDING).
-	CreateSucceeded:       {HandleStarted, ApprovalSending, Closed},
+	CreateSucceeded:       {HandleStarted, ApprovalSending, HandleFailed, ApprovalSendPending, Closed},
 	CreatePipelineFailed:  {CreateStarted, Closed},
 	CreateFailed:          {CreateStarted, Closed},
 	HandleStarted:         {HandleApproved, HandleMerged, HandleFailed, HandleReviewerDenied, HandleNotMergeable, HandleRebasing, HandleAwaitPipeline, Closed},
