@@ -30,6 +30,10 @@ type Options struct {
 	AutoDelay    time.Duration
 	// Approver names the deciding person in callbacks; default "approver".
 	Approver string
+	// DecideBeforeAnswer sends the AutoDecision callback synchronously,
+	// before answering the request: the decision then reaches the bot before
+	// it has recorded APPROVAL_SENT (DESIGN §3 step 2).
+	DecideBeforeAnswer bool
 }
 
 // Request is one approval request received, with the ticket it got.
@@ -111,7 +115,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, req)
 	auto := s.opts.AutoDecision
 	s.mu.Unlock()
-	if auto != "" && !seen {
+	if auto != "" && !seen && s.opts.DecideBeforeAnswer {
+		_, _ = s.Decide(r.Context(), req, auto, "req-"+ticket)
+	} else if auto != "" && !seen {
 		s.wg.Add(1)
 		time.AfterFunc(s.opts.AutoDelay, func() {
 			defer s.wg.Done()
