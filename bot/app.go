@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,7 +109,12 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	rescueAfter := a.settings.Get(settings.JobsRescueAfter, "").Duration() // read at start only
 	gm := newGitLabMetrics(a.registry)
 	a.gitlab, err = gitlab.New(gitlab.Config{BaseURL: a.cfg.GitLabURL, Token: a.cfg.GitLabToken,
-		ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: gm.observe})
+		ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: gm.observe,
+		// approval.adapter, read at every approve: "project:<id>" (the
+		// adapter knows the numeric id only), then global.
+		AdapterFunc: func(projectID int64) string {
+			return a.settingText(settings.ApprovalAdapter, strconv.FormatInt(projectID, 10))
+		}})
 	if err != nil {
 		return fmt.Errorf("configuring the GitLab client: %w", err)
 	}

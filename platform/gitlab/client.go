@@ -90,6 +90,14 @@ type Config struct {
 	// NowFunc is the clock used to turn RateLimit-Reset (a Unix time) into a
 	// wait; nil means time.Now.
 	NowFunc func() time.Time
+	// AdapterFunc, when set, is asked at every Approve which Approver to use
+	// for the project: AdapterChecklist or AdapterLegacy (the runtime setting
+	// approval.adapter; anything else means legacy). nil means legacy.
+	AdapterFunc func(projectID int64) string
+	// ChecklistCacheSize bounds how many projects' approval checklists the
+	// checklist adapter keeps in memory; zero means
+	// DefaultChecklistCacheSize.
+	ChecklistCacheSize int
 }
 
 // Client calls GitLab as the robot account and as each reviewer robot. It is
@@ -103,6 +111,9 @@ type Client struct {
 	logger   *slog.Logger
 	observe  func(endpoint string, status int, d time.Duration)
 	now      func() time.Time
+	adapter  func(projectID int64) string
+
+	checklists *checklistCache
 
 	mu            sync.Mutex
 	robotUser     *platform.User
@@ -129,6 +140,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.RetryWaitMin < 0 || cfg.RetryWaitMax < 0 {
 		problems = append(problems, errors.New("retry waits must not be negative"))
 	}
+	if cfg.ChecklistCacheSize < 0 {
+		problems = append(problems, errors.New("checklist cache size must not be negative"))
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("configuring gitlab client: %w", errors.Join(problems...))
 	}
@@ -139,6 +153,8 @@ func New(cfg Config) (*Client, error) {
 		logger:        cfg.Logger,
 		observe:       cfg.ObserveFunc,
 		now:           cfg.NowFunc,
+		adapter:       cfg.AdapterFunc,
+		checklists:    newChecklistCache(cfg.ChecklistCacheSize),
 		reviewerUsers: make([]*platform.User, len(cfg.ReviewerTokens)),
 	}
 	if c.logger == nil {

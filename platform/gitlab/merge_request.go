@@ -133,30 +133,6 @@ func approvers(a *gl.MergeRequestApprovals) []platform.User {
 	return users
 }
 
-// Approve approves merge request !iid as reviewer robot i, pinned to sha
-// (POST /projects/:id/merge_requests/:iid/approve, 201;
-// doc/api/merge_request_approvals.md; fixture api-mr-approve.json). GitLab
-// answers 409 "SHA does not match HEAD of source branch: <sha>" when the head
-// moved, and 401 both when this reviewer already approved and when it may not
-// approve: after a 401, read Approvals to tell the two apart (DESIGN.md §5,
-// GITLAB-FACTS.md §2.5).
-func (c *Client) Approve(ctx context.Context, reviewer int, projectID, iid int64, sha string) error {
-	if reviewer < 0 || reviewer >= len(c.reviewers) {
-		return fmt.Errorf("approving merge request !%d as reviewer %d: only %d reviewers configured", iid, reviewer, len(c.reviewers))
-	}
-	if sha == "" {
-		return fmt.Errorf("approving merge request !%d as reviewer %d: sha is empty", iid, reviewer)
-	}
-	api := c.reviewers[reviewer]
-	_, err := call(ctx, c, epMergeRequestApprove, func(o gl.RequestOptionFunc) (*gl.MergeRequestApprovals, *gl.Response, error) {
-		return api.MergeRequestApprovals.ApproveMergeRequest(projectID, iid, &gl.ApproveMergeRequestOptions{SHA: &sha}, o)
-	})
-	if err != nil {
-		return fmt.Errorf("approving merge request !%d of project %d as reviewer %d: %w", iid, projectID, reviewer, err)
-	}
-	return nil
-}
-
 // Merge merges merge request !iid at once (PUT
 // /projects/:id/merge_requests/:iid/merge, doc/api/merge_requests.md "Merge a
 // merge request"). p.SHA is required: GitLab answers 409 "SHA does not match
