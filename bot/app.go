@@ -138,6 +138,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	a.engine.SetNoteHandler(commands.NewExecutor(commands.ExecutorConfig{
 		Engine: a.engine, Notes: a.store, DB: a.pool, Access: a.gitlab, Renderer: renderer,
 		Operators: a.cfg.Operators, BotUsers: a.cfg.BotUsers, Logger: a.log,
+		RateLimitFunc: func() int { return a.settings.Get(settings.CommandsRateLimit, "").Int() },
 	}))
 	workers := river.NewWorkers()
 	a.engine.AddWorkers(workers)

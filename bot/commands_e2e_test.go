@@ -291,3 +291,52 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 		t.Fatalf("rate-limit replies = %d, want exactly 1", limited)
 	}
 }
+
+// TestRetryNeedsTheProtectedBranchMergeLevel: on a project whose protected
+// target branch lets only Maintainers merge, a Developer's /retry is refused
+// with that reason.
+func TestRetryNeedsTheProtectedBranchMergeLevel(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	members := map[string]int{demoRobot: gitlabfake.AccessMaintainer, demoDeveloper: gitlabfake.AccessDeveloper,
+		demoRequester: gitlabfake.AccessDeveloper}
+	for _, r := range demoReviewers {
+		members[r.name] = gitlabfake.AccessDeveloper
+	}
+	strict := env.GitLab.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "platform/strict", Members: members,
+		MergeAccessLevel: gitlabfake.AccessMaintainer})
+	env.GitLab.SetPipelineScript(strict.ID, gitlabfake.PipelineScript{MR: []string{"failed"}})
+	app, _ := startBot(t, env)
+	body := `{"subject_id":"s","target_key":"prod","project":"platform/strict","title":"t","requested_by":"alice","files":[{"path":"a.yaml","content":"a: 1\n"}]}`
+	req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/api/v1/changes", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %v", err)
+	}
+	var out struct {
+		OperationID string `json:"operation_id"`
+	}
+	_ = jsonDecode(resp, &out)
+	resp.Body.Close()
+	waitStep(t, env, out.OperationID, "CREATE_PIPELINE_FAILED", 60*time.Second)
+	env.GitLab.AddNoteAsUser(strict.ID, 1, demoDeveloper, "/retry")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		evs := eventsOf(t, app, out.OperationID)
+		last := evs[len(evs)-1]
+		if last.Type == store.EventRefused {
+			if !strings.Contains(string(last.Payload), "Maintainer") {
+				t.Fatalf("refusal does not name the merge level: %s", last.Payload)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Developer's /retry was not refused")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v, _ := getChangeView(context.Background(), env, out.OperationID); v.Step.Name != "CREATE_PIPELINE_FAILED" {
+		t.Fatalf("refused /retry moved the change to %s", v.Step.Name)
+	}
+}

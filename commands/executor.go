@@ -43,6 +43,7 @@ type Access interface {
 	Reviewer(ctx context.Context, i int) (platform.User, error)
 	MemberAccess(ctx context.Context, projectID, userID int64) (int, error)
 	MergeRequest(ctx context.Context, projectID, iid int64, includeRebase bool) (platform.MergeRequest, error)
+	MergeAccessLevel(ctx context.Context, projectID int64, branch string) (level int, protected bool, err error)
 }
 
 // Replier renders replies (implemented by *templates.Renderer).
@@ -65,8 +66,11 @@ type ExecutorConfig struct {
 	// RateLimit commands per user per RateWindow; 0 means 20 per minute.
 	RateLimit  int
 	RateWindow time.Duration
-	Logger     *slog.Logger
-	NowFunc    func() time.Time
+	// RateLimitFunc, when set, is read at every note instead of RateLimit
+	// (the runtime setting commands.rate_limit, per minute).
+	RateLimitFunc func() int
+	Logger        *slog.Logger
+	NowFunc       func() time.Time
 }
 
 // Executor runs the commands of MR comments (issue 3): once per note id,
@@ -181,7 +185,13 @@ func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invoca
 	if err != nil {
 		return "", err
 	}
-	if notes > x.cfg.RateLimit {
+	limit := x.cfg.RateLimit
+	if x.cfg.RateLimitFunc != nil {
+		if n := x.cfg.RateLimitFunc(); n > 0 {
+			limit = n
+		}
+	}
+	if notes > limit {
 		// One reply per user and window, decided atomically: concurrent
 		// notes race for the same claim key.
 		window := x.now().UTC().Truncate(x.cfg.RateWindow)
@@ -191,7 +201,7 @@ func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invoca
 			return "", err
 		}
 		if err == nil && limited == 0 {
-			if err := reply(templates.ReplyRateLimited, templates.RateLimitedReply{Limit: x.cfg.RateLimit,
+			if err := reply(templates.ReplyRateLimited, templates.RateLimitedReply{Limit: limit,
 				Window: x.cfg.RateWindow, Until: x.now().Add(x.cfg.RateWindow).UTC()}); err != nil {
 				return "", err
 			}
@@ -359,15 +369,42 @@ func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op store.
 		return false, reason, nil
 	}
 	if leadsToMerge(cmd) && !operator {
+		// The right to merge into the target branch: Developer access, or
+		// the protected branch's merge level when that is higher.
+		need := accessDeveloper
+		if op.TargetBranch != "" {
+			level, protected, err := x.cfg.Access.MergeAccessLevel(ctx, ev.ProjectID, op.TargetBranch)
+			if err != nil {
+				return false, "", err
+			}
+			if protected && level > need {
+				need = level
+			}
+		}
 		a, err := memberAccess()
 		if err != nil {
 			return false, "", err
 		}
-		if a < accessDeveloper {
-			return false, fmt.Sprintf("/%s leads to a merge into %s, which needs Developer access or more", cmd.Name, op.TargetBranch), nil
+		if a < need {
+			return false, fmt.Sprintf("/%s leads to a merge into %s, which needs access level %d (%s) or more",
+				cmd.Name, op.TargetBranch, need, accessName(need)), nil
 		}
 	}
 	return true, "", nil
+}
+
+func accessName(level int) string {
+	switch {
+	case level >= 50:
+		return "Owner"
+	case level >= 40:
+		return "Maintainer"
+	case level >= 30:
+		return "Developer"
+	case level >= 20:
+		return "Reporter"
+	}
+	return "Guest"
 }
 
 func leadsToMerge(c Command) bool { return c.Name == NameRetry || c.Name == NameResume }

@@ -48,6 +48,7 @@ const (
 	ReconcileQuietAfter = "reconcile.quiet_after"
 	SweeperInterval     = "sweeper.interval"
 	SweeperAfter        = "sweeper.after"
+	CommandsRateLimit   = "commands.rate_limit"
 )
 
 const (
@@ -104,6 +105,8 @@ var registry = []Def{
 		Doc: "when above 0, every project member with at least this GitLab access level (30 Developer, 40 Maintainer) may also approve in GitLab"},
 	{Key: ApprovalRequired, Kind: KindInt, Default: "1", Unit: "approvals", Min: 1,
 		Doc: "how many distinct approvals in GitLab a change needs when approval.provider is gitlab"},
+	{Key: CommandsRateLimit, Kind: KindInt, Default: "20", Unit: "commands per minute", Min: 1,
+		Doc: "how many MR comments with commands one user may send per minute; the excess is ignored and answered once (global only)"},
 	{Key: ApprovalAdapter, Kind: KindEnum, Default: "legacy", Unit: "enum", Enum: []string{"legacy", "checklist"},
 		Doc: "how reviewer robots approve: the client library's approve, or a direct call carrying the required checklist"},
 	{Key: AdmissionMaxActive, Kind: KindInt, Default: "1000", Unit: "changes", Min: 1,

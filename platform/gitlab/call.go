@@ -31,6 +31,7 @@ const (
 	epMemberGet                    = "project_member_get"
 	epBranchGet                    = "branch_get"
 	epFileRaw                      = "file_raw"
+	epProtectedBranchGet           = "protected_branch_get"
 	epBranchCreate                 = "branch_create"
 	epCommitCreate                 = "commit_create"
 	epCommitGet                    = "commit_get"

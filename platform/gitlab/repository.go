@@ -119,3 +119,27 @@ func (c *Client) FileExists(ctx context.Context, projectID int64, path, ref stri
 	}
 	return true, nil
 }
+
+// MergeAccessLevel returns the lowest access level allowed to merge into
+// branch when it is protected (GET /projects/:id/protected_branches/:name,
+// merge_access_levels, doc/api/protected_branches.md); protected is false
+// (and level 0) for an unprotected branch (404). Entries granted to a single
+// user or group (access_level 0 with user_id/group_id) are not levels and
+// are ignored.
+func (c *Client) MergeAccessLevel(ctx context.Context, projectID int64, branch string) (level int, protected bool, err error) {
+	pb, err := call(ctx, c, epProtectedBranchGet, func(o gl.RequestOptionFunc) (*gl.ProtectedBranch, *gl.Response, error) {
+		return c.robot.ProtectedBranches.GetProtectedBranch(projectID, branch, o)
+	})
+	if errors.Is(err, platform.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("reading protection of branch %q of project %d: %w", branch, projectID, err)
+	}
+	for _, a := range pb.MergeAccessLevels {
+		if l := int(a.AccessLevel); l > 0 && (level == 0 || l < level) {
+			level = l
+		}
+	}
+	return level, true, nil
+}
