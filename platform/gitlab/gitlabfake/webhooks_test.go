@@ -12,7 +12,9 @@ import (
 func TestHappyPath(t *testing.T) {
 	t.Parallel()
 	e := setup(t, ProjectSpec{ApprovalsRequired: 1})
-	e.srv.SetPipelineScript(e.proj.ID, PipelineScript{Duration: 20 * time.Millisecond})
+	// Long enough that the read right after opening sees the pipeline
+	// running even on a loaded machine (-race, parallel packages).
+	e.srv.SetPipelineScript(e.proj.ID, PipelineScript{Duration: time.Second})
 	mr := e.openMR("feature")
 	if got := e.must(200, "GET", mrPath(e, mr, ""), robotToken, nil)["detailed_merge_status"]; got != "ci_still_running" {
 		t.Errorf("right after open: %v, want ci_still_running", got)
