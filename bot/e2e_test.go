@@ -125,8 +125,8 @@ func TestEndToEndReachesValidated(t *testing.T) {
 		calls[c.Method+" "+c.Path]++
 	}
 	t.Logf("GitLab calls of one happy-path change: %d %v", len(env.GitLab.Calls()), calls)
-	if n := len(env.GitLab.Calls()); n > 26 {
-		t.Errorf("%d GitLab calls for one change, budget 26", n)
+	if n := len(env.GitLab.Calls()); n > 22 {
+		t.Errorf("%d GitLab calls for one change, budget 22", n)
 	}
 	if n := env.GitLab.CallCount("GET", "/api/v4/projects/*/pipelines"); n != 0 {
 		t.Errorf("%d deploy pipeline polls although the webhook arrived", n)

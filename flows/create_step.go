@@ -29,9 +29,14 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		target = proj.DefaultBranch
 	}
 	source := e.prefix + op.ID
+	// fresh: the branch was created by this run, so it cannot hold our
+	// commit or be the source of an MR yet; the reads that make a repeated
+	// run idempotent are skipped (DESIGN §9: close to the minimum calls).
+	fresh := false
 	branch, err := e.gl.Branch(ctx, proj.ID, source)
 	if errors.Is(err, platform.ErrNotFound) {
 		branch, err = e.gl.CreateBranch(ctx, proj.ID, source, target)
+		fresh = err == nil
 		if platform.StatusOf(err) == 400 {
 			// Created concurrently by an earlier attempt: read it.
 			branch, err = e.gl.Branch(ctx, proj.ID, source)
@@ -41,11 +46,15 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		return notFoundIs(err, CreateFailed, "target branch %q not found", target)
 	}
 	head := branch.CommitSHA
-	tip, err := e.gl.Commit(ctx, proj.ID, branch.CommitSHA)
-	if err != nil {
-		return err
+	committed := false
+	if !fresh {
+		tip, err := e.gl.Commit(ctx, proj.ID, branch.CommitSHA)
+		if err != nil {
+			return err
+		}
+		committed = strings.Contains(tip.Message, commitMarker(op))
 	}
-	if !strings.Contains(tip.Message, commitMarker(op)) {
+	if !committed {
 		actions, err := e.commitActions(ctx, proj.ID, source, op.Files)
 		if err != nil {
 			return err
@@ -59,7 +68,11 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		}
 		head = c.SHA
 	}
-	mr, err := e.gl.FindOpenMergeRequest(ctx, proj.ID, source)
+	var mr platform.MergeRequest
+	err = platform.ErrNotFound
+	if !fresh {
+		mr, err = e.gl.FindOpenMergeRequest(ctx, proj.ID, source)
+	}
 	if err == nil {
 		// Lists do not carry head_pipeline: read the MR itself.
 		mr, err = e.gl.MergeRequest(ctx, proj.ID, mr.IID, false)
