@@ -26,6 +26,9 @@ Usage:
   changebot demo    [-timeout 90s]          carry one change end to end against an in-memory GitLab
   changebot settings get [<key>] [-project P]               show runtime settings (needs DATABASE_URL)
   changebot settings set <key> <json> [-project P] [-by u]  change one, audited, seen by every replica within 5s
+  changebot history <operation id>                          print a change's events
+  changebot replay  <operation id> [-at RFC3339 time]       rebuild a change's state from its events
+  changebot verify  [<operation id>...]                     check hash chains and that replay equals the stored state
   changebot help
 
 Configuration comes from the YAML file and the environment (see README.md).
@@ -43,6 +46,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		err = cmdServe(ctx, args[1:], stderr)
+	case "history":
+		err = cmdHistory(ctx, args[1:], stdout, false)
+	case "replay":
+		err = cmdHistory(ctx, args[1:], stdout, true)
+	case "verify":
+		err = cmdVerify(ctx, args[1:], stdout)
 	case "migrate":
 		err = cmdMigrate(ctx, args[1:], stdout)
 	case "demo":

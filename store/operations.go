@@ -271,3 +271,22 @@ func (s *Store) GetBinding(ctx context.Context, db DBTX, subjectID, targetKey st
 	b.UpdatedAt = b.UpdatedAt.UTC()
 	return b, nil
 }
+
+// ListOperationIDs returns up to limit operation ids greater than after, in
+// order (for paging through every operation).
+func (s *Store) ListOperationIDs(ctx context.Context, db DBTX, after string, limit int) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT id FROM operations WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing operation ids: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

@@ -1,0 +1,189 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"changebot/flows"
+	"changebot/store"
+)
+
+// openStore connects to DATABASE_URL (or the -config file's database_url)
+// for the read-only history commands.
+func openStore(ctx context.Context, path string) (*store.Store, *pgxpool.Pool, error) {
+	cfg, err := LoadConfig(path, nil, nil)
+	if cfg.DatabaseURL == "" {
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, errors.New("DATABASE_URL is required")
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to the database: %w", err)
+	}
+	st, err := store.New(pool, nil)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return st, pool, nil
+}
+
+// cmdHistory prints an operation's events (changebot history <id>), or its
+// state at a moment rebuilt from them (changebot replay <id> -at <time>).
+func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay bool) error {
+	name := "history"
+	if replay {
+		name = "replay"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
+	at := fs.String("at", "", "RFC 3339 time to rebuild the state at (replay; default now)")
+	if err := fs.Parse(reorderFlags(args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("usage: changebot %s <operation id>", name)
+	}
+	st, pool, err := openStore(ctx, *path)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	id := fs.Arg(0)
+	events, err := st.ListEvents(ctx, pool, id)
+	if err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		return fmt.Errorf("no events for %s", id)
+	}
+	if replay {
+		var when time.Time
+		if *at != "" {
+			if when, err = time.Parse(time.RFC3339, *at); err != nil {
+				return fmt.Errorf("parsing -at: %w", err)
+			}
+		}
+		s := flows.Replay(events, when)
+		if s.Seq == 0 {
+			fmt.Fprintf(stdout, "%s did not exist yet at %s\n", id, *at)
+			return nil
+		}
+		fmt.Fprintf(stdout, "%s at %s: %s (%s), event %d of %s\n", id, orNow(*at), s.Status, s.Step, s.Seq, s.At.Format(time.RFC3339))
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "seq\ttime (UTC)\ttype\tstep\tstatus\tactor\tsource\tpayload")
+	for _, ev := range events {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.OccurredAt.Format("2006-01-02 15:04:05"), ev.Type,
+			flows.StepCode(ev.ToStep), ev.ToStatus, ev.Actor, ev.Source, ev.Payload)
+	}
+	return tw.Flush()
+}
+
+func orNow(at string) string {
+	if at == "" {
+		return "now"
+	}
+	return at
+}
+
+// cmdVerify checks every operation's history (or the given ones): the hash
+// chain and that replaying the events gives the stored state (DESIGN §4).
+func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
+	if err := fs.Parse(reorderFlags(args)); err != nil {
+		return err
+	}
+	st, pool, err := openStore(ctx, *path)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	ids := fs.Args()
+	checked, broken := 0, 0
+	check := func(id string) error {
+		op, err := st.GetOperation(ctx, pool, id)
+		if err != nil {
+			return err
+		}
+		events, err := st.ListEvents(ctx, pool, id)
+		if err != nil {
+			return err
+		}
+		checked++
+		if err := flows.Verify(op, events); err != nil {
+			broken++
+			fmt.Fprintf(stdout, "%s: %v\n", id, err)
+		}
+		return nil
+	}
+	if len(ids) > 0 {
+		for _, id := range ids {
+			if err := check(id); err != nil {
+				return err
+			}
+		}
+	} else {
+		after := ""
+		for {
+			page, err := st.ListOperationIDs(ctx, pool, after, 500)
+			if err != nil {
+				return err
+			}
+			for _, id := range page {
+				if err := check(id); err != nil {
+					return err
+				}
+			}
+			if len(page) < 500 {
+				break
+			}
+			after = page[len(page)-1]
+		}
+	}
+	fmt.Fprintf(stdout, "%d operations checked, %d broken\n", checked, broken)
+	if broken > 0 {
+		return fmt.Errorf("%d operations have a broken history", broken)
+	}
+	return nil
+}
+
+// reorderFlags moves flags before positional arguments so that
+// "history op_1 -config x" works like "history -config x op_1".
+func reorderFlags(args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a) > 1 && a[0] == '-' {
+			flags = append(flags, a)
+			if !containsEq(a) && i+1 < len(args) && (a == "-config" || a == "--config" || a == "-at" || a == "--at") {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return append(flags, rest...)
+}
+
+func containsEq(s string) bool {
+	for _, c := range s {
+		if c == '=' {
+			return true
+		}
+	}
+	return false
+}
