@@ -50,7 +50,12 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(runCtx, env.Listener) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			fmt.Fprintf(out, "stopping the bot: %v\n", err)
+		}
+	}()
 
 	fmt.Fprintf(out, "bot at %s, GitLab (in memory) at %s, approval system at %s\n", env.BaseURL, env.GitLab.URL(), env.Approvals.URL())
 	opID, err := submitDemoChange(ctx, env)

@@ -54,7 +54,7 @@ type demoEnv struct {
 // newDemoEnv starts gitlabfake (sending webhooks to a listener the bot will
 // serve) and the stand-in approval system, and returns the bot's Config.
 func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Duration, logger *slog.Logger) (*demoEnv, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listening: %w", err)
 	}

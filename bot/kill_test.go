@@ -2,7 +2,6 @@ package bot
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -149,5 +148,5 @@ func waitStep(t *testing.T, env *demoEnv, opID, step string, timeout time.Durati
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal(fmt.Sprintf("change never reached %s", step))
+	t.Fatalf("change never reached %s", step)
 }

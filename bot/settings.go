@@ -128,7 +128,7 @@ Needs only DATABASE_URL (and the config file for initial values).
 // cmdSettings runs "changebot settings get|set".
 func cmdSettings(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || (args[0] != "get" && args[0] != "set") {
-		return errors.New("want get or set\n" + settingsUsage)
+		return errors.New("want get or set (see changebot help)")
 	}
 	verb := args[0]
 	fs := flag.NewFlagSet("settings "+verb, flag.ContinueOnError)
@@ -196,7 +196,7 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return enc.Encode(newSettingView(v))
 	default:
-		return errors.New("wrong number of arguments\n" + settingsUsage)
+		return errors.New("wrong number of arguments (see changebot help)")
 	}
 }
 
