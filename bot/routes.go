@@ -47,6 +47,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	api := r.PathPrefix("/api/v1").Subrouter()
 	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
 	api.Handle("/changes/{id}", a.auth("", http.HandlerFunc(a.getChange))).Methods(http.MethodGet)
+	api.Handle("/changes/{id}/{action:retry|resume|cancel}", a.auth(RoleOperator, http.HandlerFunc(a.changeAction))).Methods(http.MethodPost)
 	api.Handle("/settings", a.auth("", http.HandlerFunc(a.listSettings))).Methods(http.MethodGet)
 	api.Handle("/settings/{key}", a.auth("", http.HandlerFunc(a.getSetting))).Methods(http.MethodGet)
 	api.Handle("/settings/{key}", a.auth(RoleOperator, http.HandlerFunc(a.putSetting))).Methods(http.MethodPut)
@@ -193,6 +194,43 @@ func (p *projectRef) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return errors.New("project must be a path or a numeric id")
+}
+
+// changeAction serves POST /api/v1/changes/{id}/{retry|resume|cancel}
+// (operator token): the same actions as the MR commands, for changes that
+// have no merge request to comment on (for example CREATE_FAILED before the
+// MR was opened). 409 with the reason when the action does not apply now.
+func (a *App) changeAction(w http.ResponseWriter, r *http.Request) {
+	vars := mux.Vars(r)
+	op, err := a.store.GetOperation(r.Context(), a.pool, vars["id"])
+	if errors.Is(err, store.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + vars["id"]})
+		return
+	}
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not read the change"})
+		return
+	}
+	p := flows.ActionParams{Actor: "api:" + RoleOperator, Source: "api", Command: vars["action"]}
+	switch vars["action"] {
+	case "retry":
+		_, err = a.engine.Retry(r.Context(), op, p)
+	case "resume":
+		_, err = a.engine.Resume(r.Context(), op, p)
+	case "cancel":
+		_, err = a.engine.Cancel(r.Context(), op, p)
+	}
+	var na *flows.NotApplicableError
+	switch {
+	case errors.As(err, &na):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": na.Reason})
+		return
+	case err != nil:
+		a.log.Error("change action failed", "operation_id", op.ID, "action", vars["action"], "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not " + vars["action"] + " the change, try again"})
+		return
+	}
+	a.getChange(w, r)
 }
 
 // changeView is the body of GET /api/v1/changes/{id}.

@@ -99,7 +99,7 @@ func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (strin
 		if err != nil {
 			return "", err
 		}
-		if !awaitingApproval[StepCode(op.Step)] {
+		if !awaitingApproval[StepCode(op.Step)] || !callbackMatches(op, cb) {
 			return e.recordCallback(ctx, cb, ResultIgnoredStale)
 		}
 		to := approvalTarget(op, cb)
@@ -107,8 +107,8 @@ func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (strin
 			Actor: "approval:" + cb.Approver, Source: "callback:" + cb.RequestID, IgnoreVersion: true,
 			Payload: map[string]any{"decision": cb.Decision, "ticket_id": cb.TicketID},
 			Update: func(o *store.Operation) {
-				if cb.TicketID != "" {
-					o.TicketID = cb.TicketID
+				if o.TicketID == "" {
+					o.TicketID = cb.TicketID // the decision came before APPROVAL_SENT was recorded
 				}
 				if to == ApprovalRejected || to == ApprovalWithdrawn {
 					o.Detail = fmt.Sprintf("%s by %s", cb.Decision, cb.Approver)
@@ -142,10 +142,28 @@ func approvalTarget(op store.Operation, cb ApprovalCallback) StepCode {
 	case DecisionWithdrawn:
 		return ApprovalWithdrawn
 	}
-	if extMRIID(cb.Ext) > 0 || op.MRIID > 0 {
+	if op.MRIID > 0 {
 		return HandleStarted // MR-first: the MR exists and passed its pipeline
 	}
 	return CreateStarted
+}
+
+// callbackMatches reports whether a decision belongs to op as the bot knows
+// it: the operation's own state decides the flow order, never the callback.
+// A ticket id other than the one recorded, an MR iid in ext other than the
+// operation's (or on an operation without an MR), or a decision for a change
+// approved in GitLab is stale.
+func callbackMatches(op store.Operation, cb ApprovalCallback) bool {
+	if op.TicketID == GitLabTicket {
+		return false
+	}
+	if op.TicketID != "" && cb.TicketID != "" && cb.TicketID != op.TicketID {
+		return false
+	}
+	if iid := extMRIID(cb.Ext); iid != 0 && iid != op.MRIID {
+		return false
+	}
+	return true
 }
 
 func extMRIID(ext map[string]any) int64 {

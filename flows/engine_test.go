@@ -196,3 +196,43 @@ func TestApprovalCallbackGuard(t *testing.T) {
 		t.Fatalf("a stale callback changed rows")
 	}
 }
+
+// TestApprovalCallbackCannotSteerTheFlow: a signed callback that names
+// another ticket, or an MR the operation does not have, is stale and
+// changes nothing; the operation's own state decides the flow order.
+func TestApprovalCallbackCannotSteerTheFlow(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	ctx := context.Background()
+	op := submit(t, s, "steer")
+	op, err := s.engine.Transition(ctx, op, flows.ApprovalSent, flows.TransitionOpts{Source: "test",
+		Update: func(o *store.Operation) { o.TicketID = "T-1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := snap(t, s, op)
+	tests := []struct {
+		name string
+		cb   flows.ApprovalCallback
+	}{
+		{"another ticket", flows.ApprovalCallback{RequestID: "s1", OperationID: op.ID, TicketID: "NOT-MINE", Decision: "approved"}},
+		{"an MR the operation does not have", flows.ApprovalCallback{RequestID: "s2", OperationID: op.ID, TicketID: "T-1", Decision: "approved", Ext: map[string]any{"mr_iid": float64(999)}}},
+	}
+	for _, tt := range tests {
+		res, err := s.engine.AcceptApproval(ctx, tt.cb)
+		if err != nil || res != flows.ResultIgnoredStale {
+			t.Fatalf("%s: %s %v, want IGNORED_STALE", tt.name, res, err)
+		}
+	}
+	if after := snap(t, s, op); !reflect.DeepEqual(before, after) {
+		t.Fatalf("a stale callback changed rows")
+	}
+	res, err := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "s3", OperationID: op.ID, TicketID: "T-1", Decision: "approved"})
+	if err != nil || res != flows.ResultAccepted {
+		t.Fatalf("the matching callback: %s %v", res, err)
+	}
+	got, _ := s.store.GetOperation(ctx, s.sc.Pool, op.ID)
+	if flows.StepCode(got.Step) != flows.CreateStarted {
+		t.Fatalf("approval-first change went to %s, want CREATE_STARTED", flows.StepCode(got.Step))
+	}
+}

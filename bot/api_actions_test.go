@@ -1,0 +1,68 @@
+package bot
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChangeWithoutMergeRequestCanBeCancelledAndResubmitted: a change that
+// fails before its MR exists (an unknown project) is not stuck: an operator
+// cancels it through the API, which frees the binding for a corrected
+// submission; the actions need an operator token and refuse what does not
+// apply.
+func TestChangeWithoutMergeRequestCanBeCancelledAndResubmitted(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	startBot(t, env)
+	post := func(path, token, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, env.BaseURL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		return resp.StatusCode, b.String()
+	}
+	change := func(project string) string {
+		return `{"subject_id":"svc","target_key":"prod","project":"` + project + `","title":"t","requested_by":"alice","files":[{"path":"a.yaml","content":"a: 1\n"}]}`
+	}
+	code, body := post("/api/v1/changes", demoAPIToken, change("nope/nope"))
+	if code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	id := body[strings.Index(body, "op_") : strings.Index(body, "op_")+29]
+	waitStep(t, env, id, "CREATE_FAILED", 60*time.Second)
+	if code, body := post("/api/v1/changes", demoAPIToken, change(demoProject)); code != http.StatusConflict {
+		t.Fatalf("resubmit while CREATE_FAILED: %d %s, want 409", code, body)
+	}
+	if code, _ := post("/api/v1/changes/"+id+"/cancel", demoAPIToken, ""); code != http.StatusForbidden {
+		t.Fatalf("cancel with a submitter token: %d, want 403", code)
+	}
+	if code, body := post("/api/v1/changes/"+id+"/resume", demoOperatorToken, ""); code != http.StatusConflict || !strings.Contains(body, "resume") {
+		t.Fatalf("resume of a failed change: %d %s, want 409 with the reason", code, body)
+	}
+	if code, body := post("/api/v1/changes/"+id+"/cancel", demoOperatorToken, ""); code != http.StatusOK || !strings.Contains(body, `"status":"CLOSED"`) {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	code, body = post("/api/v1/changes", demoAPIToken, change(demoProject))
+	if code != http.StatusAccepted {
+		t.Fatalf("resubmit after cancel: %d %s", code, body)
+	}
+	id2 := body[strings.Index(body, "op_") : strings.Index(body, "op_")+29]
+	if _, err := followChange(context.Background(), env, id2, 60*time.Second, func(changeView) {}); err != nil {
+		t.Fatal(err)
+	}
+}
