@@ -159,6 +159,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		FetchCooldown:        50 * time.Millisecond,
 		FetchPollInterval:    time.Second,
 		RescueStuckJobsAfter: rescueAfter,
+		RetryPolicy:          flows.RetryPolicy{},
 		// River inserts periodic jobs on the elected leader only.
 		PeriodicJobs: []*river.PeriodicJob{reconciler.PeriodicJob(), sweeper.PeriodicJob()},
 		// A step makes a few GitLab calls; it must end well before a job

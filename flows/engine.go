@@ -285,9 +285,20 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to StepCode
 	if o.Actor == "" {
 		o.Actor = ActorBot
 	}
+	update := o.Update
+	if from != to {
+		// A new step starts without the last one's detail (a retry note, a
+		// failure reason) unless the move sets its own.
+		update = func(x *store.Operation) {
+			x.Detail = ""
+			if o.Update != nil {
+				o.Update(x)
+			}
+		}
+	}
 	p := store.TransitionParams{
 		OperationID: op.ID, ExpectStep: op.Step, ToStep: int(to), ToStatus: ts.Status,
-		Update: o.Update, Guard: o.Guard,
+		Update: update, Guard: o.Guard,
 		Event: store.EventParams{Type: store.EventTransition, Actor: o.Actor, Source: o.Source, Payload: o.Payload},
 	}
 	if !o.IgnoreVersion {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"changebot/platform"
 	"changebot/store"
@@ -126,6 +128,7 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		// up an attempt: a rate limit is GitLab saying "later", not "no").
 		e.m.jobFailures.WithLabelValues(kind, "transient").Inc()
 		log.Warn("step failed, will retry", "err", err, "attempt", attempt)
+		e.noteRetry(ctx, op, kind, attempt, maxAttempts, err)
 		var pe *platform.Error
 		if errors.As(err, &pe) && pe.RetryAfter > 0 {
 			return river.JobSnooze(pe.RetryAfter)
@@ -218,6 +221,43 @@ func (e *Engine) AddWorkers(workers *river.Workers) {
 	river.AddWorker(workers, &noteWorker{e: e})
 }
 
-// MaxAttempts is the attempt budget of step jobs: River's backoff
-// (attempt^4 seconds) spreads 8 attempts over about an hour and a half.
-const MaxAttempts = 8
+// MaxAttempts is the attempt budget of step jobs. With RetryPolicy
+// (doubling from 1 s, capped at 2 minutes) 25 attempts ride out about two
+// hours of GitLab 5xx before the step's declared failure.
+const MaxAttempts = 25
+
+// RetryPolicy is the River retry policy of the flow's jobs: exponential
+// from 1 s, doubling per attempt, capped at Max (default 2 minutes), with
+// up to 10% jitter, so a change resumes within minutes once GitLab recovers
+// (River's default, attempt^4 seconds, would wait up to hours).
+type RetryPolicy struct{ Max time.Duration }
+
+// NextRetry implements river.ClientRetryPolicy.
+func (p RetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	limit := p.Max
+	if limit <= 0 {
+		limit = 2 * time.Minute
+	}
+	d := limit
+	if n := job.Attempt - 1; n < 30 {
+		d = min(time.Second<<max(n, 0), limit)
+	}
+	d += time.Duration(rand.Int64N(int64(d/10) + 1))
+	return time.Now().Add(d)
+}
+
+// noteRetry makes a transient failure visible on the change while it is
+// retried (detail and an attempt event, with compare-and-set on the
+// version): without it a GitLab outage would look like "keep waiting".
+func (e *Engine) noteRetry(ctx context.Context, op store.Operation, kind string, attempt, maxAttempts int, err error) {
+	detail := fmt.Sprintf("retrying (attempt %d of %d): %s", attempt, maxAttempts, failureDetail(err))
+	_, _, werr := e.st.ApplyTransition(ctx, store.TransitionParams{
+		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
+		KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = detail },
+		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + kind,
+			Payload: map[string]any{"attempt": attempt, "detail": detail}},
+	})
+	if werr != nil && !isConflict(werr) {
+		e.opLog(op).Warn("recording the retry failed", "err", werr)
+	}
+}

@@ -1,0 +1,58 @@
+package bot
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+)
+
+// TestGitLabOutageIsVisibleAndRecoversQuickly: while GitLab answers 500 the
+// change shows that it is retrying and why; once GitLab recovers the change
+// goes on within seconds (capped backoff) and reaches VALIDATED.
+func TestGitLabOutageIsVisibleAndRecoversQuickly(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	env.GitLab.InjectFault(gitlabfake.Fault{Method: "GET", PathPattern: "/api/v4/projects/*", Status: 500})
+	app, _ := startBot(t, env)
+	ctx := context.Background()
+	opID, err := submitDemoChange(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := getChangeView(ctx, env, opID)
+		if err == nil && strings.Contains(v.Detail, "retrying") && strings.Contains(v.Detail, "500") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the outage never showed on the change: %+v", v)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	env.GitLab.ClearFaults()
+	recovered := time.Now()
+	v, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(recovered); took > 30*time.Second {
+		t.Errorf("took %s after GitLab recovered", took)
+	}
+	if v.Detail != "" {
+		t.Errorf("VALIDATED change still shows detail %q", v.Detail)
+	}
+	attempts := 0
+	for _, ev := range eventsOf(t, app, opID) {
+		if ev.Type == store.EventAttempt {
+			attempts++
+		}
+	}
+	if attempts == 0 {
+		t.Error("no attempt event recorded the outage")
+	}
+}
