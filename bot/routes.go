@@ -132,7 +132,16 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 	var req changeRequest
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err := dec.Decode(&req)
+	if err == nil && dec.More() {
+		err = errors.New("data after the JSON object")
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": fmt.Sprintf("body larger than %d bytes", tooLarge.Limit)})
+		return
+	}
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "malformed JSON body: " + err.Error()})
 		return
 	}

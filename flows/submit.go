@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
 
@@ -65,7 +66,7 @@ func (p SubmitParams) Validate() error {
 	req("project", p.Project)
 	req("title", p.Title)
 	req("requested_by", p.RequestedBy)
-	if len(p.Title) > 255 {
+	if utf8.RuneCountInString(p.Title) > 255 {
 		errs = append(errs, FieldError{"title", "is longer than 255 characters"})
 	}
 	if len(p.Files) == 0 {
@@ -106,8 +107,15 @@ func checkPath(p string) string {
 		return "must stay inside the repository"
 	case strings.ContainsAny(p, "\x00\r\n\\"):
 		return "contains a forbidden character"
-	case p == ".git" || strings.HasPrefix(p, ".git/"):
-		return "must not touch .git"
+	case len(p) > 1024:
+		return "is longer than 1024 bytes"
+	case p == ".":
+		return "must name a file"
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if strings.EqualFold(seg, ".git") {
+			return "must not touch .git"
+		}
 	}
 	return ""
 }

@@ -1,0 +1,65 @@
+package flows
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"changebot/store"
+)
+
+func TestSubmitValidation(t *testing.T) {
+	t.Parallel()
+	valid := func() SubmitParams {
+		return SubmitParams{SubjectID: "s", TargetKey: "k", Project: "g/r", Title: "t", RequestedBy: "alice",
+			Files: []store.File{{Path: "a/b.yaml", Content: "x"}}}
+	}
+	tests := []struct {
+		name   string
+		mutate func(*SubmitParams)
+		fields []string // fields that must be reported; none means valid
+	}{
+		{"valid", func(*SubmitParams) {}, nil},
+		{"everything missing", func(p *SubmitParams) { *p = SubmitParams{} },
+			[]string{"subject_id", "target_key", "project", "title", "requested_by", "files"}},
+		{"title of 255 multibyte runes is fine", func(p *SubmitParams) { p.Title = strings.Repeat("€", 255) }, nil},
+		{"title of 256 runes", func(p *SubmitParams) { p.Title = strings.Repeat("a", 256) }, []string{"title"}},
+		{"absolute path", func(p *SubmitParams) { p.Files[0].Path = "/etc/passwd" }, []string{"files[0].path"}},
+		{"parent path", func(p *SubmitParams) { p.Files[0].Path = "../x" }, []string{"files[0].path"}},
+		{"unclean path", func(p *SubmitParams) { p.Files[0].Path = "a//b" }, []string{"files[0].path"}},
+		{"dot", func(p *SubmitParams) { p.Files[0].Path = "." }, []string{"files[0].path"}},
+		{".git", func(p *SubmitParams) { p.Files[0].Path = ".git/config" }, []string{"files[0].path"}},
+		{".GIT nested", func(p *SubmitParams) { p.Files[0].Path = "sub/.GIT/config" }, []string{"files[0].path"}},
+		{"control character", func(p *SubmitParams) { p.Files[0].Path = "a\nb" }, []string{"files[0].path"}},
+		{"too long", func(p *SubmitParams) { p.Files[0].Path = strings.Repeat("a", 1025) }, []string{"files[0].path"}},
+		{"duplicate", func(p *SubmitParams) { p.Files = append(p.Files, p.Files[0]) }, []string{"files[1].path"}},
+		{"bad action", func(p *SubmitParams) { p.Files[0].Action = "chmod" }, []string{"files[0].action"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := valid()
+			tt.mutate(&p)
+			err := p.Validate()
+			if len(tt.fields) == 0 {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("want a ValidationError, got %v", err)
+			}
+			got := map[string]bool{}
+			for _, f := range ve.Fields {
+				got[f.Field] = true
+			}
+			for _, f := range tt.fields {
+				if !got[f] {
+					t.Errorf("field %s not reported in %v", f, ve.Fields)
+				}
+			}
+		})
+	}
+}
