@@ -186,12 +186,15 @@ func (a *App) Store() *store.Store { return a.store }
 // then stops intake, lets running jobs finish within the grace period, and
 // returns. Unfinished work stays in the database for the next start.
 func (a *App) Run(ctx context.Context, ln net.Listener) error {
+	// The cache starts even when the settings are unreadable (migrations
+	// not applied): config values and defaults, retried every TTL.
 	if err := a.settings.Start(ctx); err != nil {
 		return fmt.Errorf("starting settings cache: %w", err)
 	}
 	defer a.settings.Close()
-	if err := a.jobs.Start(ctx); err != nil {
-		return fmt.Errorf("starting job workers: %w", err)
+	stopJobStarts, err := a.startJobs(ctx)
+	if err != nil {
+		return err
 	}
 	srv := &http.Server{Handler: a.router, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
@@ -210,6 +213,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	stopJobStarts()
 	if err := a.jobs.Stop(sctx); err != nil {
 		a.log.Warn("job workers did not stop within the grace period", "err", err)
 		_ = a.jobs.StopAndCancel(context.Background())
@@ -218,6 +222,53 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		return serveErr
 	}
 	return nil
+}
+
+// jobsRetryInterval is how often a replica started before the migrations
+// checks whether they are applied, to start its job workers.
+const jobsRetryInterval = 5 * time.Second
+
+// startJobs starts the job workers with ctx. When the database is not
+// migrated yet (River's tables are missing), the replica keeps serving
+// (/readyz answers 503) and a goroutine starts the workers once the
+// migrations are applied. The returned function stops that goroutine and
+// waits for it (a no-op when the workers started at once); after it, the
+// workers are either started or will not be. Other failures are returned.
+func (a *App) startJobs(ctx context.Context) (stop func(), err error) {
+	err = a.jobs.Start(ctx)
+	if err == nil {
+		return func() {}, nil
+	}
+	if _, current, serr := store.MigrationStatus(a.pool, a.schema); serr != nil || current {
+		return nil, fmt.Errorf("starting job workers: %w", err)
+	}
+	a.log.Warn("job workers wait for the migrations (changebot migrate)", "err", err)
+	retryCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(jobsRetryInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-retryCtx.Done():
+				return
+			case <-t.C:
+			}
+			if _, current, err := store.MigrationStatus(a.pool, a.schema); err != nil || !current {
+				continue
+			}
+			// ctx, not retryCtx: stopping the retries must not cancel the
+			// running workers (Run stops them gracefully).
+			if err := a.jobs.Start(ctx); err != nil {
+				a.log.Warn("starting job workers", "err", err)
+				continue
+			}
+			a.log.Info("migrations applied, job workers started")
+			return
+		}
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // Close releases the database pool.

@@ -2,7 +2,6 @@ package bot
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -118,17 +117,18 @@ func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// Migrating needs only the database: other configuration problems are
 	// reported by serve.
-	cfg, err := LoadConfig(*path, nil, nil)
-	if cfg.DatabaseURL == "" {
-		if err != nil {
-			return err
-		}
-		return errors.New("DATABASE_URL is required")
+	cfg, err := loadDatabaseConfig(*path, nil, nil)
+	if err != nil {
+		return err
 	}
 	if err := migrateURL(ctx, cfg.DatabaseURL, *down); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "migrations %s (version %d)\n", map[bool]string{false: "applied", true: "reverted"}[*down], store.LatestMigration)
+	if *down {
+		fmt.Fprintln(stdout, "all migrations reverted")
+		return nil
+	}
+	fmt.Fprintf(stdout, "migrations applied, now at version %d\n", store.LatestMigration)
 	return nil
 }
 

@@ -292,6 +292,57 @@ func LoadConfig(path string, getenv func(string) string, readFile func(string) (
 	return c, ps.err()
 }
 
+// errDatabaseURLRequired is the whole error of the database-only
+// subcommands when no database URL is configured.
+var errDatabaseURLRequired = errors.New("DATABASE_URL is required")
+
+// loadDatabaseConfig is LoadConfig for the subcommands that need only the
+// database (migrate, settings, history, replay, verify): it returns the
+// Config with DatabaseURL (from DATABASE_URL, DATABASE_URL_FILE or the YAML
+// file's database_url) and the file's other values, and reports only the
+// problems that concern the database URL: the file unreadable or not YAML
+// (unless the environment gives the URL), a bad database_url value, both
+// DATABASE_URL and DATABASE_URL_FILE set, a URL that is not a connection
+// string, and errDatabaseURLRequired when there is none. The rest of the
+// configuration, which serve needs, is not checked. A nil getenv or
+// readFile means os.Getenv or os.ReadFile.
+func loadDatabaseConfig(path string, getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if readFile == nil {
+		readFile = os.ReadFile
+	}
+	c := DefaultConfig()
+	var fileProblems, ps problems
+	if path != "" {
+		loadConfigFile(&c, path, readFile, &fileProblems)
+	}
+	for _, f := range configFields {
+		if f.Env == "DATABASE_URL" && !loadConfigEnv(&c, f, getenv, readFile, &ps) {
+			return c, ps.err()
+		}
+	}
+	if getenv("DATABASE_URL") == "" && getenv("DATABASE_URL_FILE") == "" {
+		ownKey := fmt.Sprintf("config file key %q", "database_url")
+		for _, p := range fileProblems {
+			// Problems of other keys start with their "config file key" label.
+			if !strings.HasPrefix(p, "config file key ") || strings.HasPrefix(p, ownKey) {
+				ps = append(ps, p)
+			}
+		}
+	}
+	switch {
+	case c.DatabaseURL == "" && len(ps) == 0:
+		return c, errDatabaseURLRequired
+	case c.DatabaseURL == "":
+		ps.addf("%s", errDatabaseURLRequired)
+	case !validDatabaseURL(c.DatabaseURL):
+		ps.addf("%s: is not a postgres:// URL or a key=value connection string (percent-encode special characters in the password)", configLabel("DATABASE_URL"))
+	}
+	return c, ps.err()
+}
+
 // loadConfigFile applies the YAML file at path to c.
 func loadConfigFile(c *Config, path string, readFile func(string) ([]byte, error), ps *problems) {
 	data, err := readFile(path)

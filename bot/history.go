@@ -2,7 +2,6 @@ package bot
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,12 +18,9 @@ import (
 // openStore connects to DATABASE_URL (or the -config file's database_url)
 // for the read-only history commands.
 func openStore(ctx context.Context, path string) (*store.Store, *pgxpool.Pool, error) {
-	cfg, err := LoadConfig(path, nil, nil)
-	if cfg.DatabaseURL == "" {
-		if err != nil {
-			return nil, nil, err
-		}
-		return nil, nil, errors.New("DATABASE_URL is required")
+	cfg, err := loadDatabaseConfig(path, nil, nil)
+	if err != nil {
+		return nil, nil, err
 	}
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
 	if err != nil {

@@ -140,12 +140,9 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, settingsUsage)
 	}
-	cfg, cfgErr := LoadConfig(*path, nil, nil)
-	if cfg.DatabaseURL == "" {
-		if cfgErr != nil {
-			return cfgErr
-		}
-		return errors.New("DATABASE_URL is required")
+	cfg, err := loadDatabaseConfig(*path, nil, nil)
+	if err != nil {
+		return err
 	}
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -218,17 +215,26 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // buildSettings creates the settings cache from the config file's initial
 // values (and AppOpts.Poll) and reads the stored values once, so that
-// start-only settings see them; an unreadable table (migrations not yet
-// applied) leaves config values and defaults until Run starts the cache.
+// start-only settings see them. An unreadable table leaves config values
+// and defaults; the cache Run starts keeps retrying. When the reason is
+// that the migrations are not applied, one error line says to run
+// `changebot migrate` (and /readyz answers 503 until then).
 func (a *App) buildSettings(ctx context.Context, poll flows.PollConfig) error {
 	c, err := settings.NewCache(settings.CacheConfig{Store: a.store, Initial: initialSettings(a.cfg.Settings, poll), Logger: a.log})
 	if err != nil {
 		return err
 	}
-	if err := c.Load(ctx); err != nil {
-		a.log.Warn("settings not readable at start, using config values and defaults", "err", err)
-	}
 	a.settings = c
+	err = c.Load(ctx)
+	if err == nil {
+		return nil
+	}
+	if v, current, serr := store.MigrationStatus(a.pool, a.schema); serr == nil && !current {
+		a.log.Error("database migrations not applied: run changebot migrate; serving with config values and default settings, /readyz answers 503 until then",
+			"migration_version", v, "migration_want", store.LatestMigration, "err", err)
+		return nil
+	}
+	a.log.Warn("settings not readable at start, using config values and defaults", "err", err)
 	return nil
 }
 

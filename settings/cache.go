@@ -53,6 +53,8 @@ type Cache struct {
 	ttl     time.Duration
 	log     *slog.Logger
 	snap    atomic.Pointer[snapshot]
+	// failing is set while loads fail (reload logs the first failure only).
+	failing atomic.Bool
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -190,17 +192,19 @@ func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMe
 	return c.Load(ctx)
 }
 
-// Start loads the settings once (returning its error) and starts the
-// listener goroutine, which runs until ctx ends or Close is called.
+// Start loads the settings once and starts the listener goroutine, which
+// runs until ctx ends or Close is called. When that first load fails (the
+// settings table is not readable yet: migrations not applied), the cache
+// still starts, degraded: lookups answer from the initial values and
+// defaults, and the goroutine retries the load every TTL. Start fails only
+// when the cache is already started.
 func (c *Cache) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cancel != nil {
 		return errors.New("settings cache already started")
 	}
-	if err := c.Load(ctx); err != nil {
-		return err
-	}
+	c.reload(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	c.cancel, c.done = cancel, make(chan struct{})
 	go c.run(ctx, c.done)
@@ -268,10 +272,24 @@ func (c *Cache) run(ctx context.Context, done chan struct{}) {
 }
 
 // reload is Load that logs instead of failing: the previous snapshot stays
-// in use, and its age keeps the next attempt one TTL away.
+// in use, and its age keeps the next attempt one TTL away. Only the first of
+// a run of failures is a warning (the others are debug lines), and the
+// first success after them is logged, so that a table that stays unreadable
+// does not log every TTL.
 func (c *Cache) reload(ctx context.Context) {
-	if err := c.Load(ctx); err != nil && ctx.Err() == nil {
-		c.log.Warn("reloading settings", "err", err)
+	err := c.Load(ctx)
+	switch {
+	case err == nil:
+		if c.failing.Swap(false) {
+			c.log.Info("settings loaded again")
+		}
+	case ctx.Err() != nil:
+	default:
+		if c.failing.Swap(true) {
+			c.log.Debug("reloading settings", "err", err)
+		} else {
+			c.log.Warn("settings not readable, using the last values read (or config values and defaults) and retrying", "err", err, "retry_every", c.ttl)
+		}
 		old := c.snap.Load()
 		c.snap.Store(&snapshot{values: old.values, loadedAt: time.Now()})
 	}

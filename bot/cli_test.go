@@ -1,0 +1,139 @@
+package bot
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"changebot/store"
+	"changebot/store/storetest"
+)
+
+// clearConfigEnv unsets every configuration variable (t.Setenv with ""
+// counts as unset), so that only what a case sets is seen.
+func clearConfigEnv(t *testing.T) {
+	t.Helper()
+	t.Setenv("CHANGEBOT_CONFIG", "")
+	for _, f := range configFields {
+		t.Setenv(f.Env, "")
+		if f.Secret {
+			t.Setenv(f.Env+"_FILE", "")
+		}
+	}
+}
+
+// TestDatabaseCommandsNeedOnlyDatabaseURL runs the subcommands that need
+// only the database (migrate, settings, history, replay, verify) without
+// serve's configuration: with DATABASE_URL (or the config file's
+// database_url) they work and say nothing about it; without, the only
+// complaint is the missing DATABASE_URL (and a config file problem that
+// hides it). Not parallel: it sets the environment.
+func TestDatabaseCommandsNeedOnlyDatabaseURL(t *testing.T) {
+	schema := emptySchema(t)
+	url := storetest.WithSearchPath(storetest.URL(), schema)
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A file with database_url only, and one with other keys wrong too
+	// (serve's problems, which these commands must not report).
+	goodFile := write("db.yaml", fmt.Sprintf("database_url: %q\n", url))
+	noisyFile := write("noisy.yaml", fmt.Sprintf("database_url: %q\ngitlab_url: ftp://x\nworkers: many\nno_such_key: 1\n", url))
+	emptyFile := write("empty.yaml", "listen: \":9090\"\nno_such_key: 1\n")
+	brokenFile := write("broken.yaml", "database_url: [\n")
+	urlFile := write("db-url", url+"\n")
+
+	serveWords := []string{"GITLAB", "TOKEN", "SECRET", "EXTERNAL", "APPROVAL", "WORKERS", "no_such_key", "gitlab_url"}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		code    int
+		stdout  string // substring
+		stderr  string // exact
+		errHas  []string
+		errNone bool // stderr must be empty
+	}{
+		// In order: migrate first, revert last.
+		{name: "migrate with DATABASE_URL", env: map[string]string{"DATABASE_URL": url}, args: []string{"migrate"},
+			stdout: fmt.Sprintf("migrations applied, now at version %d\n", store.LatestMigration), errNone: true},
+		{name: "migrate again from the config file", args: []string{"migrate", "-config", goodFile},
+			stdout: fmt.Sprintf("migrations applied, now at version %d\n", store.LatestMigration), errNone: true},
+		{name: "migrate with CHANGEBOT_CONFIG full of serve problems", env: map[string]string{"CHANGEBOT_CONFIG": noisyFile}, args: []string{"migrate"},
+			stdout: "migrations applied", errNone: true},
+		{name: "migrate with DATABASE_URL_FILE", env: map[string]string{"DATABASE_URL_FILE": urlFile}, args: []string{"migrate"},
+			stdout: "migrations applied", errNone: true},
+		{name: "settings get with DATABASE_URL", env: map[string]string{"DATABASE_URL": url}, args: []string{"settings", "get", "flow.approval_first"},
+			stdout: `"key": "flow.approval_first"`, errNone: true},
+		{name: "settings get from the config file", args: []string{"settings", "get", "-config", noisyFile},
+			stdout: `"key": "flow.approval_first"`, errNone: true},
+		{name: "verify with DATABASE_URL", env: map[string]string{"DATABASE_URL": url}, args: []string{"verify"},
+			stdout: "0 operations checked, 0 broken", errNone: true},
+		{name: "verify from the config file", args: []string{"verify", "-config", goodFile},
+			stdout: "0 operations checked, 0 broken", errNone: true},
+		{name: "history reaches the database", env: map[string]string{"DATABASE_URL": url}, args: []string{"history", "op_none"},
+			code: 1, stderr: "changebot history: no events for op_none\n"},
+		{name: "replay reaches the database", args: []string{"replay", "op_none", "-config", goodFile},
+			code: 1, stderr: "changebot replay: no events for op_none\n"},
+		{name: "environment wins over a broken file", env: map[string]string{"DATABASE_URL": url, "CHANGEBOT_CONFIG": brokenFile}, args: []string{"verify"},
+			stdout: "0 operations checked", errNone: true},
+
+		{name: "migrate without DATABASE_URL", args: []string{"migrate"}, code: 1, stderr: "changebot migrate: DATABASE_URL is required\n"},
+		{name: "migrate -down without DATABASE_URL", args: []string{"migrate", "-down"}, code: 1, stderr: "changebot migrate: DATABASE_URL is required\n"},
+		{name: "settings get without DATABASE_URL", args: []string{"settings", "get"}, code: 1, stderr: "changebot settings: DATABASE_URL is required\n"},
+		{name: "settings set without DATABASE_URL", args: []string{"settings", "set", "flow.approval_first", "false"}, code: 1, stderr: "changebot settings: DATABASE_URL is required\n"},
+		{name: "history without DATABASE_URL", args: []string{"history", "op_1"}, code: 1, stderr: "changebot history: DATABASE_URL is required\n"},
+		{name: "replay without DATABASE_URL", args: []string{"replay", "op_1"}, code: 1, stderr: "changebot replay: DATABASE_URL is required\n"},
+		{name: "verify without DATABASE_URL", args: []string{"verify"}, code: 1, stderr: "changebot verify: DATABASE_URL is required\n"},
+		{name: "config file without database_url", args: []string{"verify", "-config", emptyFile}, code: 1, stderr: "changebot verify: DATABASE_URL is required\n"},
+		{name: "config file that is not YAML", args: []string{"migrate", "-config", brokenFile}, code: 1,
+			errHas: []string{"invalid YAML", "DATABASE_URL is required"}},
+		{name: "config file missing", args: []string{"history", "op_1", "-config", filepath.Join(dir, "nope.yaml")}, code: 1,
+			errHas: []string{"reading config file", "DATABASE_URL is required"}},
+		{name: "database_url not a string", env: map[string]string{"CHANGEBOT_CONFIG": write("list.yaml", "database_url: [a, b]\n")}, args: []string{"settings", "get"}, code: 1,
+			errHas: []string{`config file key "database_url"`}},
+		{name: "DATABASE_URL not a connection string", env: map[string]string{"DATABASE_URL": "http://example"}, args: []string{"verify"}, code: 1,
+			errHas: []string{"DATABASE_URL (database_url): is not a postgres:// URL"}},
+
+		{name: "migrate -down", env: map[string]string{"DATABASE_URL": url}, args: []string{"migrate", "-down"},
+			stdout: "all migrations reverted\n", errNone: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearConfigEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr strings.Builder
+			code := Main(tt.args, &stdout, &stderr)
+			if code != tt.code {
+				t.Errorf("exit code %d, want %d (stdout %q, stderr %q)", code, tt.code, stdout.String(), stderr.String())
+			}
+			if tt.stdout != "" && !strings.Contains(stdout.String(), tt.stdout) {
+				t.Errorf("stdout %q, want it to contain %q", stdout.String(), tt.stdout)
+			}
+			if tt.errNone && stderr.String() != "" {
+				t.Errorf("stderr %q, want nothing", stderr.String())
+			}
+			if tt.stderr != "" && stderr.String() != tt.stderr {
+				t.Errorf("stderr %q, want %q", stderr.String(), tt.stderr)
+			}
+			for _, s := range tt.errHas {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr %q, want it to contain %q", stderr.String(), s)
+				}
+			}
+			for _, w := range serveWords {
+				if strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr %q names %q, a problem of serve's configuration only", stderr.String(), w)
+				}
+			}
+		})
+	}
+}
