@@ -154,13 +154,13 @@ func (s *Store) AppendEvent(ctx context.Context, operationID string, p EventPara
 // appendEventSteps appends the next event of operationID in tx. The caller
 // holds the operation's row lock, so sequence numbers cannot race.
 func (s *Store) appendEventSteps(ctx context.Context, tx pgx.Tx, operationID string, p EventParams, fromStep, toStep int, fromStatus, toStatus string) (Event, error) {
-	ev := Event{OperationID: operationID, Type: p.Type, Actor: p.Actor, Source: p.Source,
+	ev := Event{OperationID: operationID, Type: p.Type, Actor: cleanText(p.Actor), Source: cleanText(p.Source),
 		FromStep: fromStep, ToStep: toStep, FromStatus: fromStatus, ToStatus: toStatus,
 		SchemaVersion: EventSchemaVersion, OccurredAt: s.Now()}
 	if p.Payload == nil {
 		p.Payload = map[string]any{}
 	}
-	payload, err := json.Marshal(p.Payload)
+	payload, err := json.Marshal(cleanValue(p.Payload))
 	if err != nil {
 		return Event{}, fmt.Errorf("encoding event payload: %w", err)
 	}

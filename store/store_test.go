@@ -142,3 +142,28 @@ func TestConcurrentTransitionsOneWinner(t *testing.T) {
 		t.Fatal("a tampered event passed VerifyChain")
 	}
 }
+
+// TestStrangeTextNeverBlocksAWrite: a NUL or invalid UTF-8 in a failure
+// detail or an event payload (texts that come from GitLab or users) is
+// stored, replaced, instead of failing the state write.
+func TestStrangeTextNeverBlocksAWrite(t *testing.T) {
+	t.Parallel()
+	s, sc := setup(t)
+	ctx := context.Background()
+	op := create(t, s, newOp("op_nul", "svc"))
+	_, _, err := s.ApplyTransition(ctx, store.TransitionParams{OperationID: op.ID, ExpectStep: op.Step,
+		ExpectVersion: op.Version, ToStep: 10402, ToStatus: store.StatusApprovalSent,
+		Update: func(o *store.Operation) { o.Detail = "GitLab said \x00 and \xff" },
+		Event:  store.EventParams{Type: store.EventTransition, Actor: "a\x00b", Payload: map[string]any{"reason": "x\x00y", "n": []any{"\x00"}}}})
+	if err != nil {
+		t.Fatalf("write with strange text: %v", err)
+	}
+	got, err := s.GetOperation(ctx, sc.Pool, op.ID)
+	if err != nil || got.Detail != "GitLab said \uFFFD and \uFFFD" {
+		t.Fatalf("detail %q (%v)", got.Detail, err)
+	}
+	events, _ := s.ListEvents(ctx, sc.Pool, op.ID)
+	if _, err := store.VerifyChain(events); err != nil {
+		t.Fatalf("chain: %v", err)
+	}
+}
