@@ -73,7 +73,12 @@ func newTestEnv(t *testing.T, autoApprove bool, pipeline time.Duration) *demoEnv
 func TestEndToEndReachesValidated(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
-	app, sc := startBot(t, env)
+	// Polls only after 10 s: every wait here must be ended by its webhook,
+	// so the call count below shows no polling (a loaded machine may
+	// otherwise poll before a webhook lands, which is correct but noisy).
+	poll := demoPoll
+	poll.ShortInterval = 10 * time.Second
+	app, sc := startBotWithPoll(t, env, poll)
 	ctx := context.Background()
 	opID, err := submitDemoChange(ctx, env)
 	if err != nil {
