@@ -55,3 +55,27 @@ func TestInGitLabApprovalCountsEachApproverOnce(t *testing.T) {
 		t.Fatalf("approvals counted = %d, want 2", n)
 	}
 }
+
+// TestInGitLabApprovalByGroup: with approval.approver_groups, a member of
+// the group approves; someone outside it does not count.
+func TestInGitLabApprovalByGroup(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, false, 100*time.Millisecond)
+	env.GitLab.AddGroup("platform/approvers", map[string]int{demoDeveloper: 30})
+	env.Config.Settings = map[string]string{"approval.provider": "gitlab", "approval.approver_groups": "platform/approvers"}
+	app, sc := startBot(t, env)
+	ctx := context.Background()
+	opID, iid := runUntil(t, env, "APPROVAL_SENT")
+	env.GitLab.ApproveAsUser(env.Project.ID, iid, demoApprover) // not in the group
+	_ = env.GitLab.Flush(ctx)
+	time.Sleep(time.Second)
+	var n int
+	if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals WHERE operation_id = $1`, opID).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("an approval from outside the group counted: %d (%v)", n, err)
+	}
+	env.GitLab.ApproveAsUser(env.Project.ID, iid, demoDeveloper)
+	if _, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == flows.EventApproval && ev.Actor == demoDeveloper })
+}

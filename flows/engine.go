@@ -70,6 +70,7 @@ type GitLab interface {
 	CloseMergeRequest(ctx context.Context, projectID, iid int64) (platform.MergeRequest, error)
 	CreateMergeRequestPipeline(ctx context.Context, projectID, iid int64) (platform.Pipeline, error)
 	MemberAccess(ctx context.Context, projectID, userID int64) (int, error)
+	GroupMemberAccess(ctx context.Context, group string, userID int64) (int, error)
 	Approvals(ctx context.Context, projectID, iid int64) ([]platform.User, error)
 	Approve(ctx context.Context, reviewer int, projectID, iid int64, sha string) error
 	Merge(ctx context.Context, projectID, iid int64, p platform.MergeParams) (platform.MergeRequest, error)

@@ -27,6 +27,9 @@ type ApprovalPolicy struct {
 	Provider string
 	// Approvers are GitLab usernames allowed to approve.
 	Approvers []string
+	// ApproverGroups are GitLab groups (full path or id) whose members,
+	// inherited membership included, may approve.
+	ApproverGroups []string
 	// MinAccess, when above 0, also makes every project member with at
 	// least this access level an approver (30 Developer, 40 Maintainer).
 	MinAccess int
@@ -94,6 +97,18 @@ func (e *Engine) IsApprover(ctx context.Context, op store.Operation, user platfo
 	}
 	if slices.Contains(p.Approvers, user.Username) {
 		return true, nil
+	}
+	for _, g := range p.ApproverGroups {
+		if user.ID == 0 {
+			break
+		}
+		a, err := e.gl.GroupMemberAccess(ctx, g, user.ID)
+		if err != nil {
+			return false, err
+		}
+		if a > 0 {
+			return true, nil
+		}
 	}
 	if p.MinAccess > 0 && user.ID > 0 {
 		a, err := e.gl.MemberAccess(ctx, op.ProjectID, user.ID)

@@ -49,6 +49,7 @@ const (
 	SweeperInterval     = "sweeper.interval"
 	SweeperAfter        = "sweeper.after"
 	CommandsRateLimit   = "commands.rate_limit"
+	ApprovalGroups      = "approval.approver_groups"
 )
 
 const (
@@ -103,6 +104,8 @@ var registry = []Def{
 		Doc: "comma-separated GitLab usernames whose approval counts when approval.provider is gitlab"},
 	{Key: ApprovalMinAccess, Kind: KindInt, Default: "0", Unit: "access level", Min: 0,
 		Doc: "when above 0, every project member with at least this GitLab access level (30 Developer, 40 Maintainer) may also approve in GitLab"},
+	{Key: ApprovalGroups, Kind: KindString, Default: "", Unit: "groups",
+		Doc: "comma-separated GitLab groups (full path or id) whose members may approve in GitLab, inherited membership included"},
 	{Key: ApprovalRequired, Kind: KindInt, Default: "1", Unit: "approvals", Min: 1,
 		Doc: "how many distinct approvals in GitLab a change needs when approval.provider is gitlab"},
 	{Key: CommandsRateLimit, Kind: KindInt, Default: "20", Unit: "commands per minute", Min: 1,

@@ -29,6 +29,7 @@ const (
 	epUserGet                      = "user_get"
 	epProjectGet                   = "project_get"
 	epMemberGet                    = "project_member_get"
+	epGroupMemberGet               = "group_member_get"
 	epBranchGet                    = "branch_get"
 	epFileRaw                      = "file_raw"
 	epProtectedBranchGet           = "protected_branch_get"

@@ -361,3 +361,20 @@ func (c *Client) MemberAccess(ctx context.Context, projectID, userID int64) (int
 	}
 	return int(m.AccessLevel), nil
 }
+
+// GroupMemberAccess returns userID's access level in group (a numeric id or
+// a full path), inherited membership included (GET
+// /groups/:id/members/all/:user_id, doc/api/members.md); 0 and nil error
+// when the user is not a member (404).
+func (c *Client) GroupMemberAccess(ctx context.Context, group string, userID int64) (int, error) {
+	m, err := call(ctx, c, epGroupMemberGet, func(o gl.RequestOptionFunc) (*gl.GroupMember, *gl.Response, error) {
+		return c.robot.GroupMembers.GetInheritedGroupMember(group, userID, o)
+	})
+	if errors.Is(err, platform.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading access of user %d in group %s: %w", userID, group, err)
+	}
+	return int(m.AccessLevel), nil
+}

@@ -45,6 +45,7 @@ func buildRoutes() []route {
 		{"GET", "/user", (*Server).getCurrentUser},
 		{"GET", "/projects/:id", (*Server).getProject},
 		{"GET", "/projects/:id/members/all/:user_id", (*Server).getMember},
+		{"GET", "/groups/:id/members/all/:user_id", (*Server).getGroupMember},
 		{"GET", "/projects/:id/protected_branches/:name", (*Server).getProtectedBranch},
 		{"GET", "/projects/:id/approval_checklist", (*Server).getChecklist},
 		{"GET", "/projects/:id/repository/branches/:branch", (*Server).getBranch},

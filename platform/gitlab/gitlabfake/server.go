@@ -62,6 +62,7 @@ type Server struct {
 	byToken  map[string]*user
 	projects map[int64]*project
 	byPath   map[string]*project
+	groups   map[int64]*group
 	mrByID   map[int64]*mergeRequest
 	ids      idCounters
 	calls    []Call
