@@ -39,9 +39,18 @@ func startBot(t *testing.T, env *demoEnv) (*App, storetest.Schema) {
 // startBotWithPoll is startBot with a polling schedule of the test's own.
 func startBotWithPoll(t *testing.T, env *demoEnv, poll flows.PollConfig) (*App, storetest.Schema) {
 	t.Helper()
+	return startBotWithOpts(t, env, poll, &AppOpts{})
+}
+
+// startBotWithOpts runs an App with poll and extra AppOpts (for example a
+// step hook) on env's listener over a fresh schema until the test ends.
+func startBotWithOpts(t *testing.T, env *demoEnv, poll flows.PollConfig, opts *AppOpts) (*App, storetest.Schema) {
+	t.Helper()
 	sc := storetest.New(t)
 	env.Config.DatabaseURL = storetest.URL()
-	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: testLogger(t), Schema: sc.Name, Poll: poll})
+	o := *opts
+	o.Logger, o.Schema, o.Poll = testLogger(t), sc.Name, poll
+	app, err := NewApp(context.Background(), env.Config, &o)
 	if err != nil {
 		t.Fatalf("NewApp: %v", err)
 	}

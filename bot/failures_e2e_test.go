@@ -15,7 +15,6 @@ import (
 	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
-	"changebot/store/storetest"
 )
 
 // The end-to-end tests of issue 4 points 1-6: every failure path of the
@@ -50,32 +49,8 @@ func newFailEnv(t *testing.T, poll flows.PollConfig, opts *AppOpts) *failEnv {
 		f.app, _ = startBotWithPoll(t, env, poll)
 		return f
 	}
-	f.app = startBotWithOpts(t, env, poll, opts)
+	f.app, _ = startBotWithOpts(t, env, poll, opts)
 	return f
-}
-
-// startBotWithOpts is startBotWithPoll with extra AppOpts (a step hook).
-func startBotWithOpts(t *testing.T, env *demoEnv, poll flows.PollConfig, opts *AppOpts) *App {
-	t.Helper()
-	sc := storetest.New(t)
-	env.Config.DatabaseURL = storetest.URL()
-	o := *opts
-	o.Logger, o.Schema, o.Poll = testLogger(t), sc.Name, poll
-	app, err := NewApp(context.Background(), env.Config, &o)
-	if err != nil {
-		t.Fatalf("NewApp: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, env.Listener) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		app.Close()
-	})
-	return app
 }
 
 // addProject adds a project with the demo members; spec fills in the rest.
