@@ -85,10 +85,10 @@ type ApprovalCallback struct {
 // handling it (MR-first, recognised by an MR iid in Ext or on the operation);
 // rejected or withdrawn end the change as REJECTED.
 func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (string, error) {
-	if r, err := e.st.CallbackResult(ctx, e.st.Pool(), cb.RequestID); err == nil {
-		_ = r
+	switch _, err := e.st.CallbackResult(ctx, e.st.Pool(), cb.RequestID); {
+	case err == nil:
 		return ResultDuplicate, nil
-	} else if !errors.Is(err, store.ErrNotFound) {
+	case !errors.Is(err, store.ErrNotFound):
 		return "", err
 	}
 	for range 3 {

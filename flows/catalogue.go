@@ -101,7 +101,7 @@ var catalogue = []Step{
 	{Closed, "CLOSED", PhaseClose, store.StatusClosed, true, false, false, hintReapply},
 	{CalledBack, "CALLED_BACK", PhaseCallback, store.StatusValidated, true, false, false, hintDone},
 	{ApprovalSending, "APPROVAL_SENDING", PhaseApproval, store.StatusApprovalSending, false, false, true, "Keep waiting: requesting approval."},
-	{ApprovalSent, "APPROVAL_SENT", PhaseApproval, store.StatusApprovalSent, false, false, true, "Waiting for an approver to decide."},
+	{ApprovalSent, "APPROVAL_SENT", PhaseApproval, store.StatusApprovalSent, false, false, false, "Waiting for an approver to decide (an operator can cancel)."},
 	{ApprovalRejected, "APPROVAL_REJECTED", PhaseApproval, store.StatusRejected, true, false, false, "The change was rejected. " + hintReapply},
 	{ApprovalWithdrawn, "APPROVAL_WITHDRAWN", PhaseApproval, store.StatusRejected, true, false, false, "The approval was withdrawn. " + hintReapply},
 	{HandlePipelinePending, "HANDLE_PIPELINE_PENDING", PhasePending, store.StatusMerging, false, false, true, hintUnknownWait},

@@ -56,7 +56,7 @@ func (e *Engine) MarkValidated(ctx context.Context, opID, source, actor string, 
 			return false, nil
 		}
 		_, err = e.Transition(ctx, op, CalledBack, TransitionOpts{Actor: actor, Source: source, Payload: payload,
-			IgnoreVersion: true, Update: func(o *store.Operation) { o.Detail = "" },
+			IgnoreVersion: true,
 			Guard: func(ctx context.Context, tx pgx.Tx, cur store.Operation, _ store.Binding) error {
 				g := commitgate.NewGuard(commitgate.NewPostgresStore(tx), nil)
 				_, err := g.Acquire(ctx, commitgate.Commit{Ref: commitgate.Ref{RunID: cur.ID, Step: validatedStep},

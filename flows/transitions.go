@@ -25,7 +25,8 @@ func (e *IllegalTransitionError) Error() string {
 // Is makes errors.Is(err, ErrIllegalTransition) hold.
 func (e *IllegalTransitionError) Is(target error) bool { return target == ErrIllegalTransition }
 
-// cancellable lists the steps from which a change can be closed. MERGED
+// retryHandle are the moves out of a handle failure: /retry (back to
+// HANDLE_STARTED), a merge found on re-reading GitLab, or cancel. MERGED
 // steps are not cancellable: the configuration is on the target branch, so
 // calling it CLOSED (re-appliable) would be a lie (deviation from DESIGN §2
 // "any non-terminal -> CLOSED", noted in the issue note).

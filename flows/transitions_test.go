@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"changebot/store"
 )
@@ -144,6 +145,34 @@ func TestCatalogueCodesInPhaseRanges(t *testing.T) {
 		}
 		if s.Terminal != (s.Status == store.StatusValidated || store.IsReappliable(s.Status)) {
 			t.Errorf("%s: terminal=%v disagrees with its status %s", s.Name, s.Terminal, s.Status)
+		}
+	}
+}
+
+// TestResumableStepsHaveSomethingToResume: every step the catalogue calls
+// resumable either goes back to a waiting step on /resume or has a job to
+// enqueue again; otherwise /resume would answer yes and do nothing.
+func TestResumableStepsHaveSomethingToResume(t *testing.T) {
+	t.Parallel()
+	e := &Engine{poll: DefaultPollConfig, now: time.Now}
+	for _, s := range Catalogue() {
+		if !s.Resumable {
+			continue
+		}
+		if to, ok := resumeTargets[s.Code]; ok {
+			if !CanMove(s.Code, to) {
+				t.Errorf("%s resumes to %s, an illegal move", s.Name, to)
+			}
+			continue
+		}
+		hasStepJob := false
+		for _, j := range e.followUps(store.Operation{ID: "op_x", ApprovalFirst: true}, s.Code, 2, 0) {
+			if _, note := j.Args.(RefreshNoteArgs); !note {
+				hasStepJob = true
+			}
+		}
+		if !hasStepJob {
+			t.Errorf("%s is resumable but /resume would enqueue no step job", s.Name)
 		}
 	}
 }
