@@ -13,7 +13,7 @@ export TEST_DATABASE_URL
 
 GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
-FUZZTIME ?= 5s
+FUZZTIME ?= 15s
 BENCHCOUNT ?= 6
 CHAOS_N ?= 1000
 
