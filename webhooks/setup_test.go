@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,12 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/riverqueue/river"
 
+	"changebot/internal/fixture"
 	"changebot/platform/gitlab"
 	"changebot/store"
 )
-
-// fixtureDir holds the real GitLab payloads (README.md there).
-const fixtureDir = "../../shared/fixtures/gitlab"
 
 const (
 	secretA = "hook-secret-aaaaaaaaaaaa"
@@ -33,11 +29,7 @@ const (
 
 func readFixture(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir, name))
-	if err != nil {
-		t.Fatalf("reading fixture: %v", err)
-	}
-	return b
+	return fixture.GitLab(t, name)
 }
 
 // fakeStore is a hand-written, state-based DeliveryStore: it records every

@@ -25,14 +25,14 @@ const (
 // approverFixture is the conformance fixture with a client whose adapter is
 // whatever adapter holds when Approve is called.
 type approverFixture struct {
-	fixture
+	suite
 	adapter atomic.Value // string
 	c       *gitlab.Client
 }
 
 func setupApprover(t *testing.T, adapter string) *approverFixture {
 	t.Helper()
-	f := &approverFixture{fixture: setup(t)}
+	f := &approverFixture{suite: setup(t)}
 	f.adapter.Store(adapter)
 	c, err := gitlab.New(gitlab.Config{
 		BaseURL:        f.srv.URL(),

@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"changebot/internal/fixture"
 	"changebot/platform"
 )
 
@@ -477,10 +476,7 @@ func assertJSONEqual(t *testing.T, got, want string) {
 // field names of the real request payload api-commit-create-request.json.
 func TestCommitRequestMatchesFixture(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(filepath.Join(fixtureDir, "api-commit-create-request.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := fixture.GitLab(t, "api-commit-create-request.json")
 	var fx struct {
 		Branch        string `json:"branch"`
 		CommitMessage string `json:"commit_message"`

@@ -19,10 +19,10 @@ const (
 	statusMarker   = "<!-- changebot:status op_01CONFORMANCE -->"
 )
 
-// fixture is the shared setup of the conformance suite: a fake GitLab with
+// suite is the shared setup of the conformance suite: a fake GitLab with
 // the robot, two reviewer robots and one project, and the adapter pointed at
 // it (STYLE.md rule 35).
-type fixture struct {
+type suite struct {
 	srv     *gitlabfake.Server
 	c       *gitlab.Client
 	project gitlabfake.Project
@@ -31,11 +31,11 @@ type fixture struct {
 	revB    gitlabfake.User
 }
 
-func setup(t *testing.T) fixture {
+func setup(t *testing.T) suite {
 	t.Helper()
 	srv := gitlabfake.New(gitlabfake.Options{})
 	t.Cleanup(srv.Close)
-	f := fixture{srv: srv}
+	f := suite{srv: srv}
 	f.robot = srv.AddUser("changebot", robotToken, gitlabfake.AsBot())
 	f.revA = srv.AddUser("reviewer-a", reviewerTokenA, gitlabfake.AsBot())
 	f.revB = srv.AddUser("reviewer-b", reviewerTokenB, gitlabfake.AsBot())
@@ -63,7 +63,7 @@ func setup(t *testing.T) fixture {
 }
 
 // waitIdle lets the fake finish pipelines and rebases.
-func (f fixture) waitIdle(t *testing.T) {
+func (f suite) waitIdle(t *testing.T) {
 	t.Helper()
 	if err := f.srv.WaitIdle(t.Context()); err != nil {
 		t.Fatalf("WaitIdle: %v", err)
@@ -360,7 +360,7 @@ func TestConformanceFaults(t *testing.T) {
 	tests := []struct {
 		name           string
 		fault          gitlabfake.Fault
-		call           func(*testing.T, fixture) error
+		call           func(*testing.T, suite) error
 		pattern        string
 		wantStatus     int
 		wantRetryAfter time.Duration
@@ -369,7 +369,7 @@ func TestConformanceFaults(t *testing.T) {
 		{
 			name:  "merge 405",
 			fault: gitlabfake.Fault{Method: "PUT", PathPattern: "/api/v4/projects/*/merge_requests/*/merge", Status: 405},
-			call: func(t *testing.T, f fixture) error {
+			call: func(t *testing.T, f suite) error {
 				_, err := f.c.Merge(t.Context(), f.project.ID, 1, platform.MergeParams{SHA: "abc"})
 				return err
 			},
@@ -378,7 +378,7 @@ func TestConformanceFaults(t *testing.T) {
 		{
 			name:  "read 500 retried twice",
 			fault: gitlabfake.Fault{Method: "GET", PathPattern: "/api/v4/projects/*/repository/branches/*", Status: 500},
-			call: func(t *testing.T, f fixture) error {
+			call: func(t *testing.T, f suite) error {
 				_, err := f.c.Branch(t.Context(), f.project.ID, "main")
 				return err
 			},
@@ -387,7 +387,7 @@ func TestConformanceFaults(t *testing.T) {
 		{
 			name:  "read 503 once then ok",
 			fault: gitlabfake.Fault{Method: "GET", PathPattern: "/api/v4/projects/*/repository/branches/*", Status: 503, Times: 1},
-			call: func(t *testing.T, f fixture) error {
+			call: func(t *testing.T, f suite) error {
 				_, err := f.c.Branch(t.Context(), f.project.ID, "main")
 				return err
 			},
@@ -396,7 +396,7 @@ func TestConformanceFaults(t *testing.T) {
 		{
 			name:  "note 429 with long Retry-After",
 			fault: gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/merge_requests/*/notes", Status: 429, RetryAfter: "30"},
-			call: func(t *testing.T, f fixture) error {
+			call: func(t *testing.T, f suite) error {
 				_, err := f.c.CreateNote(t.Context(), f.project.ID, 1, "hi")
 				return err
 			},
@@ -405,7 +405,7 @@ func TestConformanceFaults(t *testing.T) {
 		{
 			name:  "commit 502 not retried",
 			fault: gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/repository/commits", Status: 502},
-			call: func(t *testing.T, f fixture) error {
+			call: func(t *testing.T, f suite) error {
 				_, err := f.c.CreateCommit(t.Context(), f.project.ID, platform.CommitParams{Branch: "main", Message: "m",
 					Actions: []platform.FileAction{{Action: "create", FilePath: "x", Content: "x"}}})
 				return err

@@ -5,17 +5,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-// fixtureDir holds the real GitLab payloads (README.md there names their
-// origins).
-const fixtureDir = "../../../shared/fixtures/gitlab"
+	"changebot/internal/fixture"
+)
 
 const (
 	robotToken     = "robot-secret-token-1f2e3d"
@@ -26,7 +22,7 @@ const (
 // answer is one canned response of the test server.
 type answer struct {
 	status  int
-	fixture string // file under fixtureDir, served verbatim
+	fixture string // file under testdata/gitlab, served verbatim
 	body    string // inline body when fixture is empty
 	header  map[string]string
 }
@@ -59,8 +55,17 @@ func newServer(t *testing.T) *server {
 	return s
 }
 
-// on queues answers for "METHOD /path".
+// on queues answers for "METHOD /path". A fixture answer is read here, in
+// the test's goroutine, so a missing file fails the test by name before any
+// request is made.
 func (s *server) on(route string, answers ...answer) {
+	s.t.Helper()
+	for i := range answers {
+		if answers[i].fixture != "" {
+			answers[i].body = string(fixture.GitLab(s.t, answers[i].fixture))
+			answers[i].fixture = ""
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.routes[route] = append(s.routes[route], answers...)
@@ -90,13 +95,6 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	payload := []byte(a.body)
-	if a.fixture != "" {
-		var err error
-		payload, err = os.ReadFile(filepath.Join(fixtureDir, a.fixture))
-		if err != nil {
-			s.t.Errorf("reading fixture: %v", err)
-		}
-	}
 	w.Header().Set("Content-Type", "application/json")
 	for k, v := range a.header {
 		w.Header().Set(k, v)

@@ -14,14 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"changebot/internal/fixture"
 	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 )
-
-// webhookFixtureDir holds the real GitLab payloads; README.md there names
-// their origins and the X-Gitlab-Event each was sent with.
-const webhookFixtureDir = "../../../shared/fixtures/gitlab"
 
 // fixtureHeaders maps the kind in a fixture's name (webhook-<kind>-….json)
 // to its X-Gitlab-Event header, from the fixtures README table.
@@ -142,11 +139,7 @@ var wantFixtureEvents = map[string]platform.HookEvent{
 // readFixture returns the bytes of a fixture file.
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(webhookFixtureDir, name))
-	if err != nil {
-		t.Fatalf("reading fixture: %v", err)
-	}
-	return b
+	return fixture.GitLab(t, name)
 }
 
 // TestDecodeHookFixtures decodes every webhook-*.json fixture, found with a
@@ -154,12 +147,9 @@ func readFixture(t *testing.T, name string) []byte {
 // (issue 2 acceptance: every fixture decodes through the bot's decoding path).
 func TestDecodeHookFixtures(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob(filepath.Join(webhookFixtureDir, "webhook-*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := fixture.GitLabGlob(t, "webhook-*.json")
 	if len(files) < len(wantFixtureEvents) {
-		t.Fatalf("found %d webhook fixtures in %s, want at least %d", len(files), webhookFixtureDir, len(wantFixtureEvents))
+		t.Fatalf("found %d webhook fixtures in %s, want at least %d", len(files), fixture.GitLabDir(), len(wantFixtureEvents))
 	}
 	seen := map[string]bool{}
 	for _, path := range files {
@@ -195,7 +185,7 @@ func TestDecodeHookFixtures(t *testing.T) {
 	}
 	for name := range wantFixtureEvents {
 		if !seen[name] {
-			t.Errorf("pinned fixture %s is missing from %s", name, webhookFixtureDir)
+			t.Errorf("pinned fixture %s is missing from %s", name, fixture.GitLabDir())
 		}
 	}
 }
@@ -522,10 +512,7 @@ var restFixtureElsewhere = map[string]string{
 // reason in restFixtureElsewhere.
 func TestRESTFixturesServedToAdapter(t *testing.T) {
 	t.Parallel()
-	fixtures, err := filepath.Glob(filepath.Join(webhookFixtureDir, "api-*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixtures := fixture.GitLabGlob(t, "api-*.json")
 	tests, err := filepath.Glob("*_test.go")
 	if err != nil {
 		t.Fatal(err)

@@ -11,8 +11,8 @@
 // `changebot demo` start one with New and point the GitLab adapter and the
 // bot's webhook endpoint at it.
 //
-// Shapes follow the real payloads in ../shared/fixtures/gitlab and the rules
-// in ../shared/GITLAB-FACTS.md; fixture_shapes_test.go checks every emitted
+// Shapes follow the real payloads in the repository's testdata/gitlab and
+// the rules in docs/gitlab.md; fixture_shapes_test.go checks every emitted
 // payload and REST answer against those fixtures. Deliberate differences from
 // GitLab are listed in the doc comments of the identifiers they concern and
 // gathered in the doc comment of Server.

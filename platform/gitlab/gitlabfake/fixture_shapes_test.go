@@ -2,16 +2,12 @@ package gitlabfake
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-)
 
-// fixturesDir holds the real GitLab payloads; the repository is checked out
-// with shared/ beside it (see the fixtures' README).
-const fixturesDir = "../../../../shared/fixtures/gitlab"
+	"changebot/internal/fixture"
+)
 
 // keyPaths adds every key path of v to out: "a.b", "list[].c"; array
 // elements are merged, scalar array elements give "list[]".
@@ -230,10 +226,7 @@ func TestFixtureShapes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			raw, err := os.ReadFile(filepath.Join(fixturesDir, tt.fixture))
-			if err != nil {
-				t.Fatalf("reading fixture (shared/ must sit beside the repository): %v", err)
-			}
+			raw := fixture.GitLab(t, tt.fixture)
 			body, ok := got[tt.got]
 			if !ok {
 				t.Fatalf("scenario captured no %q", tt.got)
