@@ -2,7 +2,9 @@ package bot
 
 import (
 	"flag"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -39,6 +41,58 @@ func TestReadmeGeneratedSections(t *testing.T) {
 	if *updateReadme {
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestDesignLayoutNamesEveryPackage keeps the package table of
+// docs/design.md (§8 Layout) equal to the module's packages: a new package
+// must be described there, and a removed one must leave the table.
+func TestDesignLayoutNamesEveryPackage(t *testing.T) {
+	raw, err := os.ReadFile("../docs/design.md")
+	if err != nil {
+		t.Fatalf("reading docs/design.md: %v", err)
+	}
+	m := regexp.MustCompile(`(?s)<!-- BEGIN packages -->(.*?)<!-- END packages -->`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("docs/design.md has no packages table markers")
+	}
+	documented := map[string]bool{}
+	for _, row := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllSubmatch(m[1], -1) {
+		documented[string(row[1])] = true
+	}
+
+	packages := map[string]bool{}
+	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != ".." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || name == "deploy") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			rel, err := filepath.Rel("..", filepath.Dir(path))
+			if err != nil {
+				return err
+			}
+			packages[filepath.ToSlash(rel)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking the module: %v", err)
+	}
+	for p := range packages {
+		if !documented[p] {
+			t.Errorf("package %s is missing from docs/design.md §8 Layout", p)
+		}
+	}
+	for p := range documented {
+		if !packages[p] {
+			t.Errorf("docs/design.md §8 Layout names %s, which is not a package of the module", p)
 		}
 	}
 }
