@@ -37,7 +37,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	if errors.Is(err, platform.ErrNotFound) {
 		branch, err = e.gl.CreateBranch(ctx, proj.ID, source, target)
 		fresh = err == nil
-		if platform.StatusOf(err) == 400 {
+		if errors.Is(err, platform.ErrAlreadyExists) {
 			// Created concurrently by an earlier attempt: read it.
 			branch, err = e.gl.Branch(ctx, proj.ID, source)
 		}
@@ -61,7 +61,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		}
 		c, err := e.gl.CreateCommit(ctx, proj.ID, platform.CommitParams{Branch: source, Message: commitMessage(op), Actions: actions})
 		if err != nil {
-			if s := platform.StatusOf(err); s == 400 || s == 403 {
+			if platform.IsRefused(err) {
 				return failTo(CreateFailed, "committing the files: %s", failureDetail(err))
 			}
 			return err
@@ -81,12 +81,12 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 			SourceBranch: source, TargetBranch: target, Title: op.Title, RemoveSourceBranch: true,
 			Description: fmt.Sprintf("%s\n\nRequested by @%s through changebot (operation `%s`).", op.Description, op.RequestedBy, op.ID),
 		})
-		if platform.StatusOf(err) == 409 {
+		if errors.Is(err, platform.ErrAlreadyExists) {
 			mr, err = e.gl.FindOpenMergeRequest(ctx, proj.ID, source)
 		}
 	}
 	if err != nil {
-		if s := platform.StatusOf(err); s >= 400 && s < 500 && s != 429 {
+		if platform.IsRefused(err) {
 			return failTo(CreateFailed, "opening the merge request: %s", failureDetail(err))
 		}
 		return err
@@ -134,13 +134,13 @@ func (e *Engine) commitActions(ctx context.Context, projectID int64, ref string,
 	return out, nil
 }
 
-// notFoundIs maps a 404 (and other non-transient 4xx) to a recognised
-// failure; transient errors pass through for a retry.
+// notFoundIs maps platform.ErrNotFound (and every other refusal) to a
+// recognised failure; transient errors pass through for a retry.
 func notFoundIs(err error, step StepCode, format string, args ...any) error {
 	if errors.Is(err, platform.ErrNotFound) {
 		return failTo(step, format, args...)
 	}
-	if s := platform.StatusOf(err); s >= 400 && s < 500 && s != 429 {
+	if platform.IsRefused(err) {
 		return failTo(step, "%s", failureDetail(err))
 	}
 	return err

@@ -61,7 +61,7 @@ func (e *Engine) headMoved(ctx context.Context, op store.Operation, head string)
 	return err
 }
 
-// shaMismatch handles a 409 "SHA does not match HEAD of source branch" on
+// shaMismatch handles platform.ErrHeadMoved (409 "SHA does not match HEAD of source branch") on
 // approve or merge: read the MR again and wait for the pipeline of the new
 // head. Should GitLab still show the head we sent, it is one more round.
 func (e *Engine) shaMismatch(ctx context.Context, op store.Operation) error {
@@ -88,7 +88,7 @@ func (e *Engine) nextRound(ctx context.Context, op store.Operation, to StepCode,
 // approve approves as every reviewer robot that has not approved the head
 // yet (DESIGN §5). Before each attempt it reads who approved (fail-open: an
 // unreadable list counts as nobody), approves with the head sha, and after
-// a 401 or 403 reads once more, since GitLab answers 401 both for "already
+// platform.ErrForbidden (401, 403) reads once more, since GitLab answers 401 both for "already
 // approved" and "not allowed": a reviewer that still has not approved ends
 // the change in HANDLE_REVIEWER_DENIED at once (no retries). A 429, 5xx or
 // network error is retried for that reviewer alone, on its own exponential
@@ -125,15 +125,15 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 			err = e.gl.Approve(ctx, i, op.ProjectID, op.MRIID, mr.SHA)
 		}
 		name := reviewerName(i, u)
-		switch s := platform.StatusOf(err); {
+		switch {
 		case err == nil:
-		case s == 409:
+		case errors.Is(err, platform.ErrHeadMoved):
 			return e.shaMismatch(ctx, op)
-		case s == 401 || s == 403:
+		case errors.Is(err, platform.ErrForbidden):
 			if u.ID != 0 && e.approvedSet(ctx, op)[u.ID] {
 				continue // the 401 meant "already approved"
 			}
-			return failTo(HandleReviewerDenied, "reviewer robot %s may not approve !%d: GitLab answered %d (token revoked or expired, or the account is not eligible to approve)", name, op.MRIID, s)
+			return failTo(HandleReviewerDenied, "reviewer robot %s may not approve !%d: GitLab answered %d (token revoked or expired, or the account is not eligible to approve)", name, op.MRIID, platform.StatusOf(err))
 		case platform.IsTransient(err):
 			if attempts == nil {
 				if attempts, err = e.approveAttempts(ctx, op); err != nil {
@@ -150,11 +150,7 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 				}
 				return failTo(HandleFailed, "approving as %s failed %d times: %s", name, n, failureDetail(err))
 			}
-			d := backoff(n)
-			var pe *platform.Error
-			if errors.As(err, &pe) && pe.RetryAfter > d {
-				d = pe.RetryAfter
-			}
+			d := max(backoff(n), platform.RetryAfterOf(err))
 			wait = minWait(wait, d)
 		default:
 			return failTo(HandleFailed, "approving as %s: %s", name, failureDetail(err))
@@ -308,17 +304,17 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	}
 	squash := proj.SquashOption == "always" || proj.SquashOption == "default_on"
 	res, err := e.gl.Merge(ctx, op.ProjectID, op.MRIID, platform.MergeParams{SHA: mr.SHA, Squash: squash})
-	switch s := platform.StatusOf(err); {
+	switch {
 	case err == nil && res.State == platform.MRStateMerged:
 		return e.finishMerged(ctx, op, res, "job:"+KindHandle)
 	case err == nil:
 		return e.mergeLeftOpen(ctx, op, res)
-	case s == 409:
+	case errors.Is(err, platform.ErrHeadMoved):
 		return e.shaMismatch(ctx, op)
-	case s == 405 || s == 406 || s == 422:
+	case errors.Is(err, platform.ErrNotMergeable):
 		return e.notMergeable(ctx, op)
-	case s == 401 || s == 403:
-		return failTo(HandleNotMergeable, "the robot may not merge !%d into %s (GitLab answered %d)", op.MRIID, op.TargetBranch, s)
+	case errors.Is(err, platform.ErrForbidden):
+		return failTo(HandleNotMergeable, "the robot may not merge !%d into %s (GitLab answered %d)", op.MRIID, op.TargetBranch, platform.StatusOf(err))
 	default:
 		return err
 	}
@@ -363,7 +359,7 @@ var mergeBlockers = map[string]string{
 	"not_open":                   "it is not open",
 }
 
-// notMergeable re-reads the MR after a 405/406/422 and decides from its
+// notMergeable re-reads the MR after platform.ErrNotMergeable and decides from its
 // state and detailed_merge_status (GITLAB-FACTS §2.4, issue 4 point 2):
 // still computing -> back off and merge again (until the rebase deadline,
 // then HANDLE_MERGE_PENDING); need_rebase -> rebase; not_approved ->
@@ -438,9 +434,9 @@ func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platfor
 		return failTo(HandleFailed, "the target branch kept moving: gave up after %d rebase rounds", op.Rounds)
 	}
 	err := e.gl.Rebase(ctx, op.ProjectID, op.MRIID)
-	switch s := platform.StatusOf(err); {
-	case err == nil, s == 409:
-	case s >= 400 && s < 500 && s != 429:
+	switch {
+	case err == nil, errors.Is(err, platform.ErrConflict):
+	case platform.IsRefused(err):
 		return failTo(HandleFailed, "GitLab refuses to rebase !%d: %s", op.MRIID, failureDetail(err))
 	default:
 		return err

@@ -129,9 +129,8 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		e.m.jobFailures.WithLabelValues(kind, "transient").Inc()
 		log.Warn("step failed, will retry", "err", err, "attempt", attempt)
 		e.noteRetry(ctx, op, kind, attempt, maxAttempts, err)
-		var pe *platform.Error
-		if errors.As(err, &pe) && pe.RetryAfter > 0 {
-			return river.JobSnooze(pe.RetryAfter)
+		if d := platform.RetryAfterOf(err); d > 0 {
+			return river.JobSnooze(d)
 		}
 		return err
 	default:

@@ -11,21 +11,89 @@ import (
 	"time"
 )
 
-// ErrNotFound reports that the platform answered 404 for a resource (a
-// branch, a merge request, a note). Adapters wrap it; callers use errors.Is.
-var ErrNotFound = errors.New("not found")
+// The kinds of platform failure. Every *Error matches exactly one of them
+// with errors.Is (its Kind): adapters choose it from the HTTP status and, where
+// one status means different things on different endpoints, from the
+// endpoint and GitLab's message (doc/api/rest/troubleshooting.md "Status
+// codes"; the per-endpoint texts are in each adapter method's doc). Callers
+// decide with errors.Is and errors.As only, never with bare status numbers.
+var (
+	// ErrNotFound: the resource (project, branch, merge request, note,
+	// file) does not exist or is not visible to the caller (404).
+	ErrNotFound = errors.New("not found")
+	// ErrForbidden: the caller may not do this (401, 403), for example a
+	// revoked token, a protected branch ("403 Forbidden - You are not allowed
+	// to push into this branch"), or an approval GitLab refuses. GitLab also
+	// answers 401 to a second approval by the same user: a caller that
+	// approves reads the approvals again before believing it.
+	ErrForbidden = errors.New("forbidden")
+	// ErrAlreadyExists: what was to be created exists already, for example
+	// 400 "Branch already exists" on branch create or 409 "Another open merge
+	// request already exists for this source branch: !<iid>" on merge request
+	// create. Read it instead.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrHeadMoved: the sha the caller pinned is no longer the merge
+	// request's head (409 "SHA does not match HEAD of source branch: <sha>" on
+	// approve and merge). Read the merge request again.
+	ErrHeadMoved = errors.New("head moved")
+	// ErrNotMergeable: GitLab refuses to merge now (405 "Method Not Allowed",
+	// older GitLab 406, 422 "Branch cannot be merged"); the reason is
+	// GitLab's message, Error.Message, and the merge request's
+	// detailed_merge_status says more.
+	ErrNotMergeable = errors.New("not mergeable")
+	// ErrConflict: a 409 with no more specific meaning, for example 409
+	// "Failed to enqueue the rebase operation" while a rebase of the merge
+	// request is already being set up.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: GitLab refused the request as it is (400, 422 and other
+	// 4xx not named above), for example 400 "A file with this name doesn't
+	// exist" on commit create. Repeating it will not help.
+	ErrInvalid = errors.New("invalid request")
+	// ErrRateLimited: GitLab asks to slow down (429); Error.RetryAfter is
+	// how long it asked to wait, zero when it did not say. Transient.
+	ErrRateLimited = errors.New("rate limited")
+	// ErrUnavailable: GitLab failed or is unavailable (5xx). Transient; a
+	// write answered 5xx may have taken effect.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// KindOf returns the kind a bare HTTP status means when the endpoint gives
+// it no more specific meaning: 401 and 403 ErrForbidden, 404 ErrNotFound,
+// 409 ErrConflict, 429 ErrRateLimited, 5xx ErrUnavailable, any other 4xx
+// ErrInvalid; nil for a status below 400.
+func KindOf(status int) error {
+	switch {
+	case status == 401 || status == 403:
+		return ErrForbidden
+	case status == 404:
+		return ErrNotFound
+	case status == 409:
+		return ErrConflict
+	case status == 429:
+		return ErrRateLimited
+	case status >= 500:
+		return ErrUnavailable
+	case status >= 400:
+		return ErrInvalid
+	}
+	return nil
+}
 
 // Error is a failed platform call with the real HTTP status. Adapters return
-// it (wrapped) for every non-2xx answer so callers can decide with errors.As:
-// 429 and 5xx are transient (Retryable reports true), other 4xx are not.
-// Message never contains a token. Err, when set, is the client library's own
-// error (for example *gitlab.ErrorResponse) and is reachable through Unwrap.
+// it (wrapped) for every non-2xx answer so callers can decide with
+// errors.Is on its Kind (ErrHeadMoved, ErrNotMergeable, ...) and read the
+// details with errors.As. Message never contains a token. Err, when set, is
+// the client library's own error (for example *gitlab.ErrorResponse) and is
+// reachable through Unwrap.
 type Error struct {
 	// Method and Path name the call, for example "PUT" and
 	// "/projects/42/merge_requests/7/merge".
 	Method, Path string
 	// Status is the HTTP status code GitLab answered.
 	Status int
+	// Kind is one of the Err* kinds above, chosen by the adapter; nil means
+	// KindOf(Status).
+	Kind error
 	// Message is GitLab's message text, for example
 	// "SHA does not match HEAD of source branch: <sha>".
 	Message string
@@ -41,24 +109,36 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s %s: %d %s", e.Method, e.Path, e.Status, e.Message)
 }
 
-// Unwrap returns the client library error, and ErrNotFound for a 404.
+// kind is Kind, or KindOf(Status) when the adapter set none.
+func (e *Error) kind() error {
+	if e.Kind != nil {
+		return e.Kind
+	}
+	return KindOf(e.Status)
+}
+
+// Unwrap returns the error's kind and the client library error.
 func (e *Error) Unwrap() []error {
 	errs := []error{}
+	if k := e.kind(); k != nil {
+		errs = append(errs, k)
+	}
 	if e.Err != nil {
 		errs = append(errs, e.Err)
-	}
-	if e.Status == 404 {
-		errs = append(errs, ErrNotFound)
 	}
 	return errs
 }
 
 // Retryable reports whether the call may succeed if repeated later without
-// any change on our side: 429 (rate limited) and 5xx.
-func (e *Error) Retryable() bool { return e.Status == 429 || e.Status >= 500 }
+// any change on our side: ErrRateLimited and ErrUnavailable.
+func (e *Error) Retryable() bool {
+	k := e.kind()
+	return k == ErrRateLimited || k == ErrUnavailable
+}
 
 // StatusOf returns the HTTP status carried by err, or 0 when err is not a
-// platform call failure (for example a network error).
+// platform call failure (for example a network error). It is for logs,
+// events and messages; decisions use errors.Is on the kinds.
 func StatusOf(err error) int {
 	var pe *Error
 	if errors.As(err, &pe) {
@@ -67,8 +147,19 @@ func StatusOf(err error) int {
 	return 0
 }
 
-// IsTransient reports whether err is worth retrying with backoff: a 429, a
-// 5xx, or a failure with no HTTP status at all (network error, timeout).
+// RetryAfterOf returns how long the platform asked to wait before the next
+// call (Error.RetryAfter), zero when err carries no such wait.
+func RetryAfterOf(err error) time.Duration {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.RetryAfter
+	}
+	return 0
+}
+
+// IsTransient reports whether err is worth retrying with backoff:
+// ErrRateLimited, ErrUnavailable, or a failure with no answer at all
+// (network error, timeout).
 func IsTransient(err error) bool {
 	if err == nil {
 		return false
@@ -78,6 +169,14 @@ func IsTransient(err error) bool {
 		return pe.Retryable()
 	}
 	return true
+}
+
+// IsRefused reports whether the platform answered and refused the call for
+// a reason that repeating it will not clear: an *Error that is not
+// transient (any kind but ErrRateLimited and ErrUnavailable).
+func IsRefused(err error) bool {
+	var pe *Error
+	return errors.As(err, &pe) && !pe.Retryable()
 }
 
 // Project is a GitLab project as the flows need it.

@@ -123,17 +123,18 @@ func callResp[T any](ctx context.Context, c *Client, endpoint string, fn func(gl
 	}
 	if err != nil {
 		var zero T
-		return zero, resp, c.translate(err, resp, rec)
+		return zero, resp, c.translate(endpoint, err, resp, rec)
 	}
 	return v, resp, nil
 }
 
-// translate turns a failed call into a *platform.Error when GitLab answered
-// with a status client-go treats as failure (anything but 200, 201, 202, 204,
-// 304). Other failures (network, timeout, cancelled context, undecodable
-// body) are returned unchanged except for token redaction; platform.IsTransient
-// treats them as transient.
-func (c *Client) translate(err error, resp *gl.Response, rec *record) error {
+// translate turns a failed call to endpoint into a *platform.Error when
+// GitLab answered with a status client-go treats as failure (anything but
+// 200, 201, 202, 204, 304), its Kind chosen by kindOf. Other failures
+// (network, timeout, cancelled context, undecodable body) are returned
+// unchanged except for token redaction; platform.IsTransient treats them as
+// transient.
+func (c *Client) translate(endpoint string, err error, resp *gl.Response, rec *record) error {
 	if resp == nil || resp.Response == nil || successStatus(resp.StatusCode) {
 		return c.redact(err)
 	}
@@ -164,10 +165,38 @@ func (c *Client) translate(err error, resp *gl.Response, rec *record) error {
 		Method:     method,
 		Path:       path,
 		Status:     hr.StatusCode,
+		Kind:       kindOf(endpoint, hr.StatusCode, msg),
 		Message:    msg,
 		RetryAfter: retryAfter(hr.Header, c.now()),
 		Err:        er,
 	}
+}
+
+// kindOf names what GitLab's answer status (with message msg) means on
+// endpoint, where the same status means different things on different
+// endpoints (GitLab's lib/api sources and doc/api pages):
+//   - merge (PUT .../merge): 409 "SHA does not match HEAD of source branch"
+//     is ErrHeadMoved; 405 "Method Not Allowed", 406 (GitLab 15 and older)
+//     and 422 "Branch cannot be merged" are ErrNotMergeable;
+//   - approve (POST .../approve): 409 "SHA does not match HEAD of source
+//     branch" is ErrHeadMoved;
+//   - merge request create: 409 "Another open merge request already exists
+//     for this source branch: !<iid>" is ErrAlreadyExists;
+//   - branch create: 400 "Branch already exists" is ErrAlreadyExists (other
+//     400s, such as "Branch name is invalid", are ErrInvalid);
+//   - everything else: platform.KindOf(status).
+func kindOf(endpoint string, status int, msg string) error {
+	switch {
+	case status == http.StatusConflict && (endpoint == epMergeRequestMerge || endpoint == epMergeRequestApprove || endpoint == epMergeRequestApproveChecklist):
+		return platform.ErrHeadMoved
+	case endpoint == epMergeRequestMerge && (status == http.StatusMethodNotAllowed || status == http.StatusNotAcceptable || status == http.StatusUnprocessableEntity):
+		return platform.ErrNotMergeable
+	case endpoint == epMergeRequestCreate && status == http.StatusConflict:
+		return platform.ErrAlreadyExists
+	case endpoint == epBranchCreate && status == http.StatusBadRequest && strings.Contains(strings.ToLower(msg), "already exists"):
+		return platform.ErrAlreadyExists
+	}
+	return platform.KindOf(status)
 }
 
 // successStatus mirrors client-go's CheckResponse.
