@@ -85,7 +85,7 @@ type ApprovalCallback struct {
 // handling it (MR-first, recognised by an MR iid in Ext or on the operation);
 // rejected or withdrawn end the change as REJECTED.
 func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (string, error) {
-	switch _, err := e.st.CallbackResult(ctx, e.st.Pool(), cb.RequestID); {
+	switch _, err := e.st.CallbackResult(ctx, e.st.Pool(), callbackKindApproval, cb.RequestID); {
 	case err == nil:
 		return ResultDuplicate, nil
 	case !errors.Is(err, store.ErrNotFound):
@@ -115,7 +115,7 @@ func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (strin
 				}
 			},
 			Guard: func(ctx context.Context, tx pgx.Tx, _ store.Operation, _ store.Binding) error {
-				return e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, "approval", cb.OperationID, ResultAccepted)
+				return e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, callbackKindApproval, cb.OperationID, ResultAccepted)
 			},
 		})
 		switch {
@@ -182,7 +182,7 @@ func extMRIID(ext map[string]any) int64 {
 }
 
 func (e *Engine) recordCallback(ctx context.Context, cb ApprovalCallback, result string) (string, error) {
-	err := e.st.InsertCallbackRequest(ctx, e.st.Pool(), cb.RequestID, "approval", cb.OperationID, result)
+	err := e.st.InsertCallbackRequest(ctx, e.st.Pool(), cb.RequestID, callbackKindApproval, cb.OperationID, result)
 	if errors.Is(err, store.ErrDuplicate) {
 		return ResultDuplicate, nil
 	}

@@ -159,9 +159,14 @@ func (e *Engine) deployEvidence(ctx context.Context, op store.Operation, pipes [
 	return *newest, ruleContains, nil
 }
 
-// callbackKindDeploy is callback_requests.kind of deploy callbacks; the
-// reconciler's watermark rule reads the accepted ones.
-const callbackKindDeploy = "deploy"
+// Kinds of callback_requests rows; request ids are deduplicated per kind.
+const (
+	// callbackKindDeploy marks deploy callbacks; the reconciler's watermark
+	// rule reads the accepted ones.
+	callbackKindDeploy = "deploy"
+	// callbackKindApproval marks approval system callbacks.
+	callbackKindApproval = "approval"
+)
 
 // DeployCallback is a deploy system's "this merge is applied".
 type DeployCallback struct {
@@ -173,13 +178,18 @@ type DeployCallback struct {
 }
 
 // AcceptDeploy applies a deploy callback: status "success" (or "applied")
-// flips the MR's MERGED change to VALIDATED. Deduplicated on RequestID.
+// flips the MR's MERGED change to VALIDATED. Deduplicated on RequestID
+// among deploy callbacks. A success for a merged change (MERGED or already
+// VALIDATED, with the merge commit matching when the callback names one) is
+// a confirmed deploy whatever the answer: it raises the watermark of the
+// change's project and target branch (DESIGN §3 step 8), recorded in the
+// same transaction as the request.
 func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, error) {
-	if _, err := e.st.CallbackResult(ctx, e.st.Pool(), cb.RequestID); err == nil {
+	if _, err := e.st.CallbackResult(ctx, e.st.Pool(), callbackKindDeploy, cb.RequestID); err == nil {
 		return ResultDuplicate, nil
 	}
 	op, err := e.st.FindOperationByMR(ctx, e.st.Pool(), cb.ProjectID, cb.MRIID)
-	result := ResultIgnoredStale
+	result, confirmed := ResultIgnoredStale, false
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		result = ResultIgnoredUnknown
@@ -188,19 +198,30 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 	case cb.MergeCommitSHA != "" && op.MergeCommitSHA != "" && cb.MergeCommitSHA != op.MergeCommitSHA:
 		result = ResultIgnoredStale
 	case cb.Status == "success" || cb.Status == "applied":
+		confirmed = op.Status == store.StatusMerged || op.Status == store.StatusValidated
 		flipped, err := e.MarkValidated(ctx, op.ID, SourceCallback+":"+cb.RequestID, "deploy", map[string]any{"mr_iid": cb.MRIID})
 		if err != nil {
 			return "", err
 		}
 		if flipped {
-			result = ResultAccepted
+			result, confirmed = ResultAccepted, true
 		}
 	}
 	opID := ""
 	if err == nil {
 		opID = op.ID
 	}
-	if err := e.st.InsertCallbackRequest(ctx, e.st.Pool(), cb.RequestID, callbackKindDeploy, opID, result); errors.Is(err, store.ErrDuplicate) {
+	err = e.st.InTx(ctx, func(tx pgx.Tx) error {
+		if err := e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, callbackKindDeploy, opID, result); err != nil {
+			return err
+		}
+		if !confirmed {
+			return nil
+		}
+		return e.st.RecordDeployConfirmation(ctx, tx, store.DeployConfirmation{
+			ProjectID: op.ProjectID, TargetBranch: op.TargetBranch, MRIID: op.MRIID})
+	})
+	if errors.Is(err, store.ErrDuplicate) {
 		return ResultDuplicate, nil
 	} else if err != nil {
 		return "", err

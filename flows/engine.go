@@ -46,7 +46,8 @@ type Store interface {
 	GetDelivery(ctx context.Context, db store.DBTX, id int64) (store.Delivery, error)
 	MarkDeliveryProcessed(ctx context.Context, db store.DBTX, id int64, outcome string) error
 	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
-	CallbackResult(ctx context.Context, db store.DBTX, requestID string) (string, error)
+	CallbackResult(ctx context.Context, db store.DBTX, kind, requestID string) (string, error)
+	RecordDeployConfirmation(ctx context.Context, db store.DBTX, c store.DeployConfirmation) error
 	GetStatusNote(ctx context.Context, db store.DBTX, projectID, iid int64) (store.StatusNote, error)
 	SaveStatusNote(ctx context.Context, db store.DBTX, n store.StatusNote) (bool, error)
 	CountActive(ctx context.Context, db store.DBTX) (int, error)

@@ -121,8 +121,7 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 	rep := ReconcileReport{Flipped: map[string]int{}}
 	now := r.e.now().UTC()
 	cands, err := r.st.ListReconcileCandidates(ctx, r.e.st.Pool(), store.ReconcileParams{
-		After: now.Add(-r.cfg.MaxAge), Before: now.Add(-r.cfg.MinAge), Limit: r.cfg.MaxRows,
-		CallbackKind: callbackKindDeploy, CallbackResult: ResultAccepted})
+		After: now.Add(-r.cfg.MaxAge), Before: now.Add(-r.cfg.MinAge), Limit: r.cfg.MaxRows})
 	if err != nil {
 		return rep, err
 	}

@@ -82,14 +82,17 @@ func (s *Store) CountDeliveries(ctx context.Context, db DBTX) (int, error) {
 	return n, nil
 }
 
-// InsertCallbackRequest records a callback's request id in tx. It returns
-// ErrDuplicate when the id was recorded before (the whole transaction should
-// then be abandoned).
+// InsertCallbackRequest records a callback's request id of kind (approval,
+// deploy, or another one-off claim such as rate_limit) in db. Request ids are
+// unique per kind only (migration 0009): the systems that call back number
+// their requests independently. It returns ErrDuplicate when (kind,
+// requestID) was recorded before (the whole transaction should then be
+// abandoned).
 func (s *Store) InsertCallbackRequest(ctx context.Context, db DBTX, requestID, kind, operationID, result string) error {
 	tag, err := db.Exec(ctx, `INSERT INTO callback_requests (request_id, kind, operation_id, result, received_at)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (request_id) DO NOTHING`, requestID, kind, operationID, result, s.Now())
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (kind, request_id) DO NOTHING`, requestID, kind, operationID, result, s.Now())
 	if err != nil {
-		return fmt.Errorf("recording callback request %s: %w", requestID, err)
+		return fmt.Errorf("recording %s callback request %s: %w", kind, requestID, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return ErrDuplicate
@@ -97,16 +100,16 @@ func (s *Store) InsertCallbackRequest(ctx context.Context, db DBTX, requestID, k
 	return nil
 }
 
-// CallbackResult returns the recorded result of a callback request id;
-// ErrNotFound when unseen.
-func (s *Store) CallbackResult(ctx context.Context, db DBTX, requestID string) (string, error) {
+// CallbackResult returns the recorded result of the callback request
+// (kind, requestID); ErrNotFound when unseen.
+func (s *Store) CallbackResult(ctx context.Context, db DBTX, kind, requestID string) (string, error) {
 	var r string
-	err := db.QueryRow(ctx, `SELECT result FROM callback_requests WHERE request_id = $1`, requestID).Scan(&r)
+	err := db.QueryRow(ctx, `SELECT result FROM callback_requests WHERE kind = $1 AND request_id = $2`, kind, requestID).Scan(&r)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", ErrNotFound
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading callback request %s: %w", requestID, err)
+		return "", fmt.Errorf("reading %s callback request %s: %w", kind, requestID, err)
 	}
 	return r, nil
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/riverqueue/river"
@@ -65,11 +66,10 @@ func TestDeliveryBodyMigrationKeepsRows(t *testing.T) {
 	t.Parallel()
 	_, sc := setup(t)
 	ctx := context.Background()
-	// Back to the jsonb column (what the down migration does), insert a
-	// row there, and migrate up again.
-	if _, err := sc.Pool.Exec(ctx, `ALTER TABLE webhook_deliveries ALTER COLUMN body TYPE jsonb USING convert_from(body, 'UTF8')::jsonb;
-		UPDATE changebot_schema_migrations SET version = version - 1`); err != nil {
-		t.Fatal(err)
+	// Back to the jsonb column (before migration 0008), insert a row there,
+	// and migrate up again.
+	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name, To: 7}); err != nil {
+		t.Fatalf("migrating down to 7: %v", err)
 	}
 	if _, err := sc.Pool.Exec(ctx, `INSERT INTO webhook_deliveries (dedupe_key, event, body, received_at)
 		VALUES ('idem:old', 'Note Hook', '{"b": 1, "a": "é"}'::jsonb, now())`); err != nil {
@@ -84,5 +84,66 @@ func TestDeliveryBodyMigrationKeepsRows(t *testing.T) {
 	}
 	if want := `{"a": "é", "b": 1}`; string(body) != want {
 		t.Errorf("migrated body %q, want %q", body, want)
+	}
+}
+
+// TestCallbackRequestsDedupePerKind (issue 9, defect 10): a request id is
+// unique within its kind only; migrating down keeps the earliest row of an
+// id used by several kinds.
+func TestCallbackRequestsDedupePerKind(t *testing.T) {
+	t.Parallel()
+	s, sc := setup(t)
+	ctx := context.Background()
+	if err := s.InsertCallbackRequest(ctx, sc.Pool, "42", "approval", "op_1", "ACCEPTED"); err != nil {
+		t.Fatalf("approval 42: %v", err)
+	}
+	if err := s.InsertCallbackRequest(ctx, sc.Pool, "42", "deploy", "op_2", "IGNORED_STALE"); err != nil {
+		t.Fatalf("deploy 42 after approval 42: %v, want it recorded", err)
+	}
+	if err := s.InsertCallbackRequest(ctx, sc.Pool, "42", "deploy", "op_2", "ACCEPTED"); !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("deploy 42 again: %v, want ErrDuplicate", err)
+	}
+	for kind, want := range map[string]string{"approval": "ACCEPTED", "deploy": "IGNORED_STALE"} {
+		if got, err := s.CallbackResult(ctx, sc.Pool, kind, "42"); err != nil || got != want {
+			t.Errorf("result of %s 42: %q %v, want %q", kind, got, err, want)
+		}
+	}
+	if _, err := s.CallbackResult(ctx, sc.Pool, "rate_limit", "42"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("result of an unseen kind: %v, want ErrNotFound", err)
+	}
+	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name, Down: true}); err != nil {
+		t.Fatalf("migrating down with an id shared by two kinds: %v", err)
+	}
+}
+
+// TestDeployConfirmationsMigrationBackfills: migration 0010 turns the
+// accepted deploy callbacks recorded before it into confirmations of their
+// MR's project and target branch.
+func TestDeployConfirmationsMigrationBackfills(t *testing.T) {
+	t.Parallel()
+	s, sc := setup(t)
+	ctx := context.Background()
+	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name, To: 9}); err != nil {
+		t.Fatalf("migrating down to 9: %v", err)
+	}
+	op := create(t, s, newOp("op_wm", "svc"))
+	if _, err := sc.Pool.Exec(ctx, `UPDATE operations SET project_id = 7, target_branch = 'release', mr_iid = 12 WHERE id = $1`, op.ID); err != nil {
+		t.Fatal(err)
+	}
+	for kind, result := range map[string]string{"deploy": "ACCEPTED", "approval": "ACCEPTED"} {
+		if err := s.InsertCallbackRequest(ctx, sc.Pool, "r-"+kind, kind, op.ID, result); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name}); err != nil {
+		t.Fatalf("migrating up: %v", err)
+	}
+	var n int
+	if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM deploy_confirmations
+		WHERE project_id = 7 AND target_branch = 'release' AND mr_iid = 12`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("confirmations of !12 into release: %d (%v), want 1", n, err)
+	}
+	if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM deploy_confirmations`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("confirmations: %d (%v), want 1", n, err)
 	}
 }

@@ -27,6 +27,9 @@ type MigrateOpts struct {
 	Schema string
 	// Down reverts every migration instead (ours, then River's).
 	Down bool
+	// To, when above 0, moves changebot's migrations up or down to exactly
+	// this version and leaves River's alone (tests of one migration).
+	To uint
 }
 
 // Migrate applies changebot's numbered migrations (store/migrations, via
@@ -45,6 +48,12 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOpts) error {
 		return err
 	}
 	defer closeFn()
+	if opts.To > 0 {
+		if err := m.Migrate(opts.To); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrating to version %d: %w", opts.To, err)
+		}
+		return nil
+	}
 	if opts.Down {
 		if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 			return fmt.Errorf("reverting migrations: %w", err)

@@ -13,8 +13,8 @@ import (
 // watermark verdict computed in the same query.
 type ReconcileCandidate struct {
 	Operation
-	// Watermarked is true when a deploy callback accepted for an MR of the
-	// same project with an iid at least this one's arrived after this
+	// Watermarked is true when a deploy was confirmed for an MR of the same
+	// project and target branch with an iid at least this one's after this
 	// operation last changed: the watermark rule (DESIGN §3 step 8) says the
 	// later deploy included it.
 	Watermarked bool
@@ -27,24 +27,22 @@ type ReconcileParams struct {
 	After, Before time.Time
 	// Limit bounds the rows of one run.
 	Limit int
-	// CallbackKind and CallbackResult select the deploy callbacks that count
-	// for the watermark (callback_requests.kind and .result).
-	CallbackKind, CallbackResult string
 }
 
 // ListReconcileCandidates returns up to p.Limit MERGED operations with a
 // merge commit whose updated_at lies strictly inside (p.After, p.Before),
 // ordered by project, target branch and age, each with its watermark
-// verdict. One query, whatever the number of rows.
+// verdict from deploy_confirmations (see RecordDeployConfirmation). One
+// query, whatever the number of rows.
 func (s *Store) ListReconcileCandidates(ctx context.Context, db DBTX, p ReconcileParams) ([]ReconcileCandidate, error) {
 	rows, err := db.Query(ctx, `SELECT `+prefixedOpColumns+`, EXISTS (
-			SELECT 1 FROM callback_requests cr JOIN operations w ON w.id = cr.operation_id
-			WHERE cr.kind = $4 AND cr.result = $5 AND w.project_id = o.project_id
-			  AND w.mr_iid >= o.mr_iid AND cr.received_at >= o.updated_at)
+			SELECT 1 FROM deploy_confirmations d
+			WHERE d.project_id = o.project_id AND d.target_branch = o.target_branch
+			  AND d.mr_iid >= o.mr_iid AND d.confirmed_at >= o.updated_at)
 		FROM operations o
 		WHERE o.status = $1 AND o.merge_commit_sha <> '' AND o.updated_at > $2 AND o.updated_at < $3
 		ORDER BY o.project_id, o.target_branch, o.updated_at, o.id
-		LIMIT $6`, StatusMerged, p.After, p.Before, p.CallbackKind, p.CallbackResult, p.Limit)
+		LIMIT $4`, StatusMerged, p.After, p.Before, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing reconcile candidates: %w", err)
 	}
@@ -64,6 +62,31 @@ func (s *Store) ListReconcileCandidates(ctx context.Context, db DBTX, p Reconcil
 		return nil, fmt.Errorf("listing reconcile candidates: %w", err)
 	}
 	return out, nil
+}
+
+// DeployConfirmation is a deploy confirmed for merge request MRIID into
+// TargetBranch of project ProjectID (a deploy callback with a success
+// status for a merged change).
+type DeployConfirmation struct {
+	ProjectID    int64
+	TargetBranch string
+	MRIID        int64
+}
+
+// RecordDeployConfirmation stores that c's deploy was confirmed now (at the
+// store clock), raising the watermark of c's project and target branch.
+// One row per MR; a later confirmation of the same MR moves its time
+// forward, never back.
+func (s *Store) RecordDeployConfirmation(ctx context.Context, db DBTX, c DeployConfirmation) error {
+	_, err := db.Exec(ctx, `INSERT INTO deploy_confirmations (project_id, target_branch, mr_iid, confirmed_at)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (project_id, target_branch, mr_iid)
+		DO UPDATE SET confirmed_at = greatest(deploy_confirmations.confirmed_at, EXCLUDED.confirmed_at)`,
+		c.ProjectID, c.TargetBranch, c.MRIID, s.Now())
+	if err != nil {
+		return fmt.Errorf("recording deploy confirmation of !%d into %s: %w", c.MRIID, c.TargetBranch, err)
+	}
+	return nil
 }
 
 // prefixedOpColumns is opColumns qualified with the alias "o".
