@@ -2,6 +2,7 @@ package flows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -205,19 +206,65 @@ func (w *stepWorker[T]) Work(ctx context.Context, job *river.Job[T]) error {
 }
 
 // AddWorkers registers every job worker of the flow on workers.
-func (e *Engine) AddWorkers(workers *river.Workers) {
-	river.AddWorker(workers, &stepWorker[RequestApprovalArgs]{e: e, kind: KindRequestApproval,
+func (e *Engine) AddWorkers(workers *river.Workers) { e.registerWorkers(workerSink{workers: workers}) }
+
+// JobWorkFunc works one job row the way its registered River worker does:
+// it decodes the row's args and calls the worker's Work. The row carries the
+// attempt counters the step runner reads.
+type JobWorkFunc func(ctx context.Context, job *rivertype.JobRow) error
+
+// WorkFuncs returns, by job kind, the workers AddWorkers registers, as
+// JobWorkFuncs. It exists for the in-process test harness (flows/flowtest),
+// which lists due jobs itself and works them through rivertest with an
+// injected clock, without a running River client.
+func (e *Engine) WorkFuncs() map[string]JobWorkFunc {
+	s := workerSink{funcs: map[string]JobWorkFunc{}}
+	e.registerWorkers(s)
+	return s.funcs
+}
+
+// WorkFuncOf returns w as a JobWorkFunc (see WorkFuncs).
+func WorkFuncOf[T river.JobArgs](w river.Worker[T]) JobWorkFunc {
+	return func(ctx context.Context, row *rivertype.JobRow) error {
+		job := &river.Job[T]{JobRow: row}
+		if err := json.Unmarshal(row.EncodedArgs, &job.Args); err != nil {
+			return fmt.Errorf("decoding %s job %d: %w", row.Kind, row.ID, err)
+		}
+		return w.Work(ctx, job)
+	}
+}
+
+// workerSink receives the flow's workers: on River's registry, as
+// JobWorkFuncs, or both.
+type workerSink struct {
+	workers *river.Workers
+	funcs   map[string]JobWorkFunc
+}
+
+func addWorker[T river.JobArgs](s workerSink, w river.Worker[T]) {
+	if s.workers != nil {
+		river.AddWorker(s.workers, w)
+	}
+	if s.funcs != nil {
+		var args T
+		s.funcs[args.Kind()] = WorkFuncOf(w)
+	}
+}
+
+// registerWorkers is the one list of the flow's job workers.
+func (e *Engine) registerWorkers(s workerSink) {
+	addWorker(s, &stepWorker[RequestApprovalArgs]{e: e, kind: KindRequestApproval,
 		args: func(a RequestApprovalArgs) OperationArgs { return OperationArgs(a) }, run: e.requestApproval})
-	river.AddWorker(workers, &stepWorker[CreateMRArgs]{e: e, kind: KindCreateMR,
+	addWorker(s, &stepWorker[CreateMRArgs]{e: e, kind: KindCreateMR,
 		args: func(a CreateMRArgs) OperationArgs { return OperationArgs(a) }, run: e.createMR})
-	river.AddWorker(workers, &stepWorker[AwaitPipelineArgs]{e: e, kind: KindAwaitPipeline,
+	addWorker(s, &stepWorker[AwaitPipelineArgs]{e: e, kind: KindAwaitPipeline,
 		args: func(a AwaitPipelineArgs) OperationArgs { return OperationArgs(a) }, run: e.awaitPipeline})
-	river.AddWorker(workers, &stepWorker[HandleArgs]{e: e, kind: KindHandle,
+	addWorker(s, &stepWorker[HandleArgs]{e: e, kind: KindHandle,
 		args: func(a HandleArgs) OperationArgs { return OperationArgs(a) }, run: e.handle})
-	river.AddWorker(workers, &stepWorker[AwaitDeployArgs]{e: e, kind: KindAwaitDeploy,
+	addWorker(s, &stepWorker[AwaitDeployArgs]{e: e, kind: KindAwaitDeploy,
 		args: func(a AwaitDeployArgs) OperationArgs { return OperationArgs(a) }, run: e.awaitDeploy})
-	river.AddWorker(workers, &deliveryWorker{e: e})
-	river.AddWorker(workers, &noteWorker{e: e})
+	addWorker(s, &deliveryWorker{e: e})
+	addWorker(s, &noteWorker{e: e})
 }
 
 // MaxAttempts is the attempt budget of step jobs. With RetryPolicy

@@ -1,0 +1,423 @@
+// Package flowtest runs the change flow in-process for tests: a real
+// PostgreSQL schema (store/storetest), the real flows.Engine wired as bot
+// wires it, the GitLab adapter pointed at gitlabfake, the stand-in approval
+// system (approvalfake) and an injected clock the test advances. River jobs
+// are worked explicitly, one at a time, through rivertest: no River client
+// runs in the background and nothing sleeps. Webhooks the fake GitLab emits
+// are captured, and the test delivers them (or drops, duplicates or
+// reorders them) when it chooses.
+//
+// A typical test:
+//
+//	h := flowtest.New(t, nil)
+//	op := h.Submit(t, flowtest.Change("svc"))
+//	h.WorkUntilIdle(t)                  // request_approval
+//	h.Decide(t, op.ID, "approved")      // the approver's callback
+//	h.WorkUntilIdle(t)                  // create branch, commit, MR
+//	h.DeliverWebhooks(t)                // pipeline hooks from gitlabfake
+//	h.WorkUntilIdle(t)                  // handle: approve, merge
+//	h.RequireStep(t, op.ID, flows.HandleMerged)
+//
+// It must only be imported by tests.
+package flowtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertest"
+	"github.com/riverqueue/river/rivertype"
+
+	"changebot/flows"
+	"changebot/platform/approval"
+	"changebot/platform/approval/approvalfake"
+	"changebot/platform/gitlab"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+	"changebot/store/storetest"
+	"changebot/templates"
+)
+
+// Users and project every harness has.
+const (
+	// Robot is the bot's GitLab account (Maintainer of the project).
+	Robot = "robot"
+	// Requester is the default RequestedBy of Change (Developer).
+	Requester = "alice"
+	// ProjectPath is the project Change targets; its default branch is
+	// "main", protected, and pushes to it start a deploy pipeline.
+	ProjectPath = "g/config"
+	// ExternalURL is the bot's public URL given to the engine.
+	ExternalURL = "http://changebot.test"
+)
+
+// Start is the harness clock's initial time.
+var Start = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// Poll is the polling schedule of a harness unless Opts.Poll is set: the
+// production defaults, written out so tests can compute with them.
+var Poll = flows.PollConfig{
+	ShortInterval: 15 * time.Second, ShortCount: 8, LongInterval: 2 * time.Minute,
+	PipelineDeadline: 2 * time.Hour, RebaseDeadline: 15 * time.Minute, DeployDeadline: 6 * time.Hour,
+	NoteDelay: 2 * time.Second, MaxRounds: 3, ApproveMaxRetries: 3,
+}
+
+// Opts are optional settings of New; nil means defaults.
+type Opts struct {
+	// Reviewers is the number of reviewer robots (reviewer1, reviewer2, ...,
+	// Developers of the project); 0 means 2.
+	Reviewers int
+	// Poll replaces the polling schedule (flows.EngineConfig.Poll).
+	Poll flows.PollConfig
+	// Project replaces the project's spec; PathWithNamespace defaults to
+	// ProjectPath and the robot, the reviewers and the requester are added
+	// to Members.
+	Project gitlabfake.ProjectSpec
+	// Configure, when set, may change the engine's configuration before the
+	// engine is built (ApprovalPolicyFunc, StepHookFunc, ...).
+	Configure func(cfg *flows.EngineConfig)
+	// Logger receives the engine's logs; nil logs warnings and errors to t.Log.
+	Logger *slog.Logger
+}
+
+// Harness is one in-process flow with its fakes. Its fields are the real
+// parts; use them directly for anything the methods do not cover.
+type Harness struct {
+	Clock     *Clock
+	Schema    storetest.Schema
+	Store     *store.Store
+	Engine    *flows.Engine
+	GitLab    *gitlabfake.Server
+	Client    *gitlab.Client // the adapter the engine uses, pointed at GitLab
+	Approvals *approvalfake.Server
+	Project   gitlabfake.Project
+	Metrics   *prometheus.Registry
+
+	jobs   *river.Client[pgx.Tx]
+	worker *rivertest.Worker[anyJob, pgx.Tx]
+	funcs  map[string]flows.JobWorkFunc
+	hooks  *hookSink
+}
+
+// New builds a harness; everything is closed when the test ends.
+func New(t testing.TB, opts *Opts) *Harness {
+	t.Helper()
+	if opts == nil {
+		opts = &Opts{}
+	}
+	h := &Harness{Clock: NewClock(Start), Metrics: prometheus.NewRegistry(), hooks: newHookSink()}
+	t.Cleanup(h.hooks.srv.Close)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	h.Schema = storetest.New(t)
+	var err error
+	h.Store, err = store.New(h.Schema.Pool, &store.StoreOpts{Schema: h.Schema.Name, NowFunc: h.Clock.Now, Logger: log})
+	if err != nil {
+		t.Fatalf("building the store: %v", err)
+	}
+
+	h.GitLab = gitlabfake.New(gitlabfake.Options{WebhookURL: h.hooks.srv.URL, NowFunc: h.Clock.Now})
+	t.Cleanup(h.GitLab.Close)
+	h.GitLab.AddUser(Robot, "robot-token", gitlabfake.AsBot())
+	h.GitLab.AddUser(Requester, "alice-token")
+	spec := opts.Project
+	if spec.PathWithNamespace == "" {
+		spec.PathWithNamespace = ProjectPath
+	}
+	members := map[string]int{Robot: gitlabfake.AccessMaintainer, Requester: gitlabfake.AccessDeveloper}
+	maps(spec.Members, members)
+	n := opts.Reviewers
+	if n == 0 {
+		n = 2
+	}
+	var tokens []string
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("reviewer%d", i)
+		h.GitLab.AddUser(name, name+"-token", gitlabfake.AsBot())
+		members[name] = gitlabfake.AccessDeveloper
+		tokens = append(tokens, name+"-token")
+	}
+	spec.Members = members
+	h.Project = h.GitLab.AddProject(spec)
+	// No in-client retries: their waits are real time; the job's own
+	// backoff runs on the harness clock.
+	h.Client, err = gitlab.New(gitlab.Config{BaseURL: h.GitLab.URL(), Token: "robot-token", ReviewerTokens: tokens,
+		RetryMax: -1, Logger: log})
+	if err != nil {
+		t.Fatalf("building the GitLab adapter: %v", err)
+	}
+
+	h.Approvals = approvalfake.New(approvalfake.Options{Approver: "carol"})
+	t.Cleanup(h.Approvals.Close)
+	renderer, err := templates.NewRenderer(nil)
+	if err != nil {
+		t.Fatalf("building the renderer: %v", err)
+	}
+	poll := opts.Poll
+	if poll == (flows.PollConfig{}) {
+		poll = Poll
+	}
+	cfg := flows.EngineConfig{
+		Store: h.Store, GitLab: h.Client, Renderer: renderer, Metrics: flows.NewMetrics(h.Metrics), Logger: log,
+		Approvals: approval.New(h.Approvals.URL(), nil), ExternalURL: ExternalURL, Poll: poll,
+		DecodeHook: gitlab.DecodeHook, NowFunc: h.Clock.Now,
+	}
+	if opts.Configure != nil {
+		opts.Configure(&cfg)
+	}
+	h.Engine, err = flows.NewEngine(cfg)
+	if err != nil {
+		t.Fatalf("building the engine: %v", err)
+	}
+	h.funcs = h.Engine.WorkFuncs()
+
+	driver := riverpgxv5.New(h.Schema.Pool)
+	rcfg := &river.Config{Schema: h.Schema.Name, Logger: log, Test: river.TestConfig{Time: h.Clock},
+		RetryPolicy: retryPolicy{clock: h.Clock}}
+	h.jobs, err = river.NewClient(driver, rcfg)
+	if err != nil {
+		t.Fatalf("building the job client: %v", err)
+	}
+	h.worker = rivertest.NewWorker(t, driver, rcfg, river.Worker[anyJob](&dispatcher{funcs: h.funcs}))
+	return h
+}
+
+func maps(src, dst map[string]int) {
+	for k, v := range src {
+		dst[k] = v
+	}
+}
+
+// AddWorkFunc makes WorkUntilIdle work jobs of kind with f (for workers that
+// live outside flows, such as a delivery router's). It replaces a flows
+// worker of the same kind.
+func (h *Harness) AddWorkFunc(kind string, f flows.JobWorkFunc) { h.funcs[kind] = f }
+
+// Advance moves the harness clock forward by d. Jobs scheduled or snoozed
+// up to the new time become due for WorkUntilIdle.
+func (h *Harness) Advance(d time.Duration) { h.Clock.Advance(d) }
+
+// Now is the harness clock's time.
+func (h *Harness) Now() time.Time { return h.Clock.Now() }
+
+// Change returns submit parameters for subject on the harness project with
+// one file, approval first; adjust the fields a test cares about.
+func Change(subject string) flows.SubmitParams {
+	return flows.SubmitParams{SubjectID: subject, TargetKey: "prod", Project: ProjectPath, Title: "Change " + subject,
+		RequestedBy: Requester, ApprovalFirst: true,
+		Files: []store.File{{Path: "services/" + subject + ".yaml", Content: "replicas: 2\n"}}}
+}
+
+// Submit submits p through the engine (as POST /api/v1/changes does) and
+// fails the test unless a new operation was created.
+func (h *Harness) Submit(t testing.TB, p flows.SubmitParams) store.Operation {
+	t.Helper()
+	op, created, err := h.Engine.Submit(context.Background(), p)
+	if err != nil {
+		t.Fatalf("submitting %s: %v", p.SubjectID, err)
+	}
+	if !created {
+		t.Fatalf("submitting %s: no new operation (idempotency key seen)", p.SubjectID)
+	}
+	return op
+}
+
+// Op reads operation id.
+func (h *Harness) Op(t testing.TB, id string) store.Operation {
+	t.Helper()
+	op, err := h.Store.GetOperation(context.Background(), h.Schema.Pool, id)
+	if err != nil {
+		t.Fatalf("reading operation %s: %v", id, err)
+	}
+	return op
+}
+
+// Binding reads the binding of operation id (its subject and target).
+func (h *Harness) Binding(t testing.TB, id string) store.Binding {
+	t.Helper()
+	op := h.Op(t, id)
+	b, err := h.Store.GetBinding(context.Background(), h.Schema.Pool, op.SubjectID, op.TargetKey)
+	if err != nil {
+		t.Fatalf("reading binding of %s: %v", id, err)
+	}
+	return b
+}
+
+// Events reads operation id's events, oldest first.
+func (h *Harness) Events(t testing.TB, id string) []store.Event {
+	t.Helper()
+	ev, err := h.Store.ListEvents(context.Background(), h.Schema.Pool, id)
+	if err != nil {
+		t.Fatalf("reading events of %s: %v", id, err)
+	}
+	return ev
+}
+
+// Steps returns the steps operation id went through, from its events: the
+// first step, then the target of every transition that changed the step.
+func (h *Harness) Steps(t testing.TB, id string) []flows.StepCode {
+	t.Helper()
+	var steps []flows.StepCode
+	for _, e := range h.Events(t, id) {
+		if e.ToStep == 0 || (len(steps) > 0 && steps[len(steps)-1] == flows.StepCode(e.ToStep)) {
+			continue
+		}
+		steps = append(steps, flows.StepCode(e.ToStep))
+	}
+	return steps
+}
+
+// RequireStep fails the test unless operation id is at step want; it
+// returns the operation.
+func (h *Harness) RequireStep(t testing.TB, id string, want flows.StepCode) store.Operation {
+	t.Helper()
+	op := h.Op(t, id)
+	if got := flows.StepCode(op.Step); got != want {
+		t.Fatalf("operation %s is at %s (status %s, detail %q), want %s; steps so far %v",
+			id, got, op.Status, op.Detail, want, h.Steps(t, id))
+	}
+	return op
+}
+
+// Decide sends the approval system's decision ("approved", "rejected",
+// "withdrawn") for operation id through Engine.AcceptApproval, as its signed
+// callback would, with the ticket and ext of the request approvalfake
+// received, and returns the engine's result. The request id is
+// "req-<ticket>", as approvalfake's automatic decisions use; use
+// Engine.AcceptApproval directly for another one.
+func (h *Harness) Decide(t testing.TB, id, decision string) string {
+	t.Helper()
+	cb := flows.ApprovalCallback{RequestID: "req-" + id, OperationID: id, Decision: decision, Approver: "carol"}
+	for _, r := range slices.Backward(h.Approvals.Requests()) {
+		if r.OperationID == id {
+			cb.RequestID, cb.TicketID, cb.Ext = "req-"+r.TicketID, r.TicketID, r.Ext
+			break
+		}
+	}
+	res, err := h.Engine.AcceptApproval(context.Background(), cb)
+	if err != nil {
+		t.Fatalf("approval callback for %s: %v", id, err)
+	}
+	return res
+}
+
+// MR returns the fake GitLab's view of operation id's merge request.
+func (h *Harness) MR(t testing.TB, id string) gitlabfake.MRSnapshot {
+	t.Helper()
+	op := h.Op(t, id)
+	mr, ok := h.GitLab.MergeRequest(op.ProjectID, op.MRIID)
+	if !ok {
+		t.Fatalf("operation %s has no merge request in the fake GitLab (project %d, !%d)", id, op.ProjectID, op.MRIID)
+	}
+	return mr
+}
+
+// Settle waits until the fake GitLab has finished its asynchronous work
+// (pipelines that will end, rebases, webhook sends to the capture). Every
+// harness method that reads or works calls it first.
+func (h *Harness) Settle(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.GitLab.WaitIdle(ctx); err != nil {
+		t.Fatalf("the fake GitLab did not settle: %v", err)
+	}
+}
+
+// testWriter writes logs to t.Log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// Clock is the harness clock: the engine's, the store's, the fake GitLab's
+// and River's (rivertype.TimeGenerator) time. It only moves when told.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock at start.
+func NewClock(start time.Time) *Clock { return &Clock{now: start} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// NowOrNil returns the clock's time (always stubbed), for River.
+func (c *Clock) NowOrNil() *time.Time {
+	now := c.Now()
+	return &now
+}
+
+// Advance moves the clock forward by d (d must not be negative).
+func (c *Clock) Advance(d time.Duration) {
+	if d < 0 {
+		panic("flowtest: the clock never goes back")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// retryPolicy is flows.RetryPolicy on the harness clock.
+type retryPolicy struct{ clock *Clock }
+
+// NextRetry implements river.ClientRetryPolicy.
+func (p retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	return p.clock.Now().Add(time.Until(flows.RetryPolicy{}.NextRetry(job)))
+}
+
+// hookSink is the webhook receiver of the fake GitLab: it keeps every
+// webhook until a test takes it.
+type hookSink struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	pending []gitlabfake.SentWebhook
+}
+
+func newHookSink() *hookSink {
+	s := &hookSink{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "reading body", http.StatusBadRequest)
+			return
+		}
+		var p struct {
+			ProjectID int64 `json:"project_id"`
+			Project   struct {
+				ID int64 `json:"id"`
+			} `json:"project"`
+		}
+		_ = json.Unmarshal(body, &p)
+		s.mu.Lock()
+		s.pending = append(s.pending, gitlabfake.SentWebhook{
+			Event: r.Header.Get("X-Gitlab-Event"), IdempotencyKey: r.Header.Get("Idempotency-Key"),
+			WebhookUUID: r.Header.Get("X-Gitlab-Webhook-UUID"), EventUUID: r.Header.Get("X-Gitlab-Event-UUID"),
+			ProjectID: max(p.ProjectID, p.Project.ID), Body: body, Status: http.StatusOK,
+		})
+		s.mu.Unlock()
+	}))
+	return s
+}
