@@ -114,24 +114,61 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 func commitMarker(op store.Operation) string { return "changebot operation " + op.ID }
 
 // commitActions turns submitted files into commit actions, choosing create
-// or update for files submitted without an action.
+// or update for files submitted without an action from one listing of the
+// repository tree at ref under the files' common directory (a few paginated
+// requests for any number of files: one raw-file read per file made a
+// change of 1,000 files outlive its job, issue 9 defect 3).
 func (e *Engine) commitActions(ctx context.Context, projectID int64, ref string, files []store.File) ([]platform.FileAction, error) {
+	var undecided []string
+	for _, f := range files {
+		if f.Action == "" {
+			undecided = append(undecided, f.Path)
+		}
+	}
+	existing := map[string]bool{}
+	if len(undecided) > 0 {
+		dir := commonDir(undecided)
+		var err error
+		existing, err = e.gl.TreeFiles(ctx, projectID, ref, dir)
+		if errors.Is(err, platform.ErrNotFound) {
+			existing, err = map[string]bool{}, nil // no such directory yet
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the files under %q: %w", dir, err)
+		}
+	}
 	out := make([]platform.FileAction, 0, len(files))
 	for _, f := range files {
 		action := f.Action
 		if action == "" {
-			exists, err := e.gl.FileExists(ctx, projectID, f.Path, ref)
-			if err != nil {
-				return nil, err
-			}
 			action = "create"
-			if exists {
+			if existing[f.Path] {
 				action = "update"
 			}
 		}
 		out = append(out, platform.FileAction{Action: action, FilePath: f.Path, Content: f.Content})
 	}
 	return out, nil
+}
+
+// commonDir is the deepest directory holding every one of paths ("" for
+// the repository root): "a/b" for "a/b/c.yaml" and "a/b/d/e.yaml".
+func commonDir(paths []string) string {
+	var common []string
+	for i, p := range paths {
+		dirs := strings.Split(p, "/")
+		dirs = dirs[:len(dirs)-1]
+		if i == 0 {
+			common = dirs
+			continue
+		}
+		n := 0
+		for n < len(common) && n < len(dirs) && common[n] == dirs[n] {
+			n++
+		}
+		common = common[:n]
+	}
+	return strings.Join(common, "/")
 }
 
 // notFoundIs maps platform.ErrNotFound (and every other refusal) to a

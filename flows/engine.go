@@ -64,7 +64,7 @@ type GitLab interface {
 	CreateBranch(ctx context.Context, projectID int64, name, ref string) (platform.Branch, error)
 	CreateCommit(ctx context.Context, projectID int64, p platform.CommitParams) (platform.Commit, error)
 	Commit(ctx context.Context, projectID int64, sha string) (platform.Commit, error)
-	FileExists(ctx context.Context, projectID int64, path, ref string) (bool, error)
+	TreeFiles(ctx context.Context, projectID int64, ref, dir string) (map[string]bool, error)
 	FindOpenMergeRequest(ctx context.Context, projectID int64, sourceBranch string) (platform.MergeRequest, error)
 	CreateMergeRequest(ctx context.Context, projectID int64, p platform.CreateMRParams) (platform.MergeRequest, error)
 	MergeRequest(ctx context.Context, projectID, iid int64, includeRebase bool) (platform.MergeRequest, error)

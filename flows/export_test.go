@@ -11,3 +11,11 @@ import (
 func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.HookEvent) (string, error) {
 	return e.applyHook(ctx, deliveryID, ev)
 }
+
+// RunJob runs one attempt (attempt of maxAttempts) of the step job of kind
+// for operation id at step, as River's worker would.
+func (e *Engine) RunJob(ctx context.Context, kind, id string, step StepCode, attempt, maxAttempts int) error {
+	runs := map[string]stepFunc{KindRequestApproval: e.requestApproval, KindCreateMR: e.createMR,
+		KindAwaitPipeline: e.awaitPipeline, KindHandle: e.handle, KindAwaitDeploy: e.awaitDeploy}
+	return e.runStep(ctx, kind, OperationArgs{OperationID: id, Step: int(step)}, attempt, maxAttempts, runs[kind])
+}

@@ -155,13 +155,29 @@ func failureDetail(err error) string {
 	return err.Error()
 }
 
-// fail moves the operation to step with detail. It re-reads the operation:
+// recordTimeout bounds the writes that record how a job attempt ended
+// (its failure step, a retry note).
+const recordTimeout = 15 * time.Second
+
+// recordContext returns the context for recording how a job attempt ended:
+// ctx's values without its cancellation or deadline, bounded by
+// recordTimeout. The job's own context has often expired by then (River's
+// JobTimeout, GitLab hanging), and that is exactly when the declared
+// failure must still be written (issue 9 defect 3).
+func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+}
+
+// fail moves the operation to step with detail, on a fresh bounded context
+// (recordContext). It re-reads the operation:
 // when the step function moved it before failing, or someone else did, the
 // failure belongs to a step that is over and nothing is written. When the
 // recognised step is not a legal move from here (a programming error), the
 // kind's declared failure step is written instead, so that the change never
 // stays "in progress" with no job (DESIGN §2).
 func (e *Engine) fail(ctx context.Context, at store.Operation, kind string, step StepCode, detail string) error {
+	ctx, cancel := recordContext(ctx)
+	defer cancel()
 	op, err := e.st.GetOperation(ctx, e.st.Pool(), at.ID)
 	if err != nil {
 		return err
@@ -297,6 +313,8 @@ func (p RetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 // version): without it a GitLab outage would look like "keep waiting".
 func (e *Engine) noteRetry(ctx context.Context, op store.Operation, kind string, attempt, maxAttempts int, err error) {
 	detail := fmt.Sprintf("retrying (attempt %d of %d): %s", attempt, maxAttempts, failureDetail(err))
+	ctx, cancel := recordContext(ctx)
+	defer cancel()
 	_, _, werr := e.st.ApplyTransition(ctx, store.TransitionParams{
 		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
 		KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = detail },

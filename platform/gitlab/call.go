@@ -31,7 +31,7 @@ const (
 	epMemberGet                    = "project_member_get"
 	epGroupMemberGet               = "group_member_get"
 	epBranchGet                    = "branch_get"
-	epFileRaw                      = "file_raw"
+	epTreeList                     = "tree_list"
 	epProtectedBranchGet           = "protected_branch_get"
 	epBranchCreate                 = "branch_create"
 	epCommitCreate                 = "commit_create"

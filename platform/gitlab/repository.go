@@ -103,21 +103,51 @@ func (c *Client) IsAncestor(ctx context.Context, projectID int64, ancestor, desc
 	return mb != nil && strings.EqualFold(mb.ID, ancestor), nil
 }
 
-// FileExists reports whether path exists at ref (GET
-// /projects/:id/repository/files/:file_path/raw?ref=, doc/api/repository_files.md).
-// A 404 is (false, nil). The create step uses it to choose between the
-// "create" and "update" commit actions for files submitted without one.
-func (c *Client) FileExists(ctx context.Context, projectID int64, path, ref string) (bool, error) {
-	_, err := call(ctx, c, epFileRaw, func(o gl.RequestOptionFunc) ([]byte, *gl.Response, error) {
-		return c.robot.RepositoryFiles.GetRawFile(projectID, path, &gl.GetRawFileOptions{Ref: &ref}, o)
-	})
-	if errors.Is(err, platform.ErrNotFound) {
-		return false, nil
+// maxTreePages bounds TreeFiles: 1,000 pages of 100 entries.
+const maxTreePages = 1000
+
+// TreeFiles returns the paths of every file (blob) under directory dir at
+// ref, recursively, from the repository tree listing (GET
+// /projects/:id/repository/tree?path=&ref=&recursive=true&per_page=100&pagination=keyset,
+// doc/api/repositories.md "List repository tree"), following every page
+// (keyset or offset, whichever GitLab answers with). dir "" is the root. A
+// dir or ref that does not exist matches platform.ErrNotFound (GitLab
+// answers 404 "Tree Not Found"). A tree of more than 100,000 entries is an
+// error. One listing replaces one raw-file read per file when deciding
+// between the "create" and "update" commit actions.
+func (c *Client) TreeFiles(ctx context.Context, projectID int64, ref, dir string) (map[string]bool, error) {
+	opt := &gl.ListTreeOptions{
+		ListOptions: gl.ListOptions{PerPage: pageSize, Pagination: "keyset"},
+		Ref:         gl.Ptr(ref),
+		Recursive:   gl.Ptr(true),
 	}
-	if err != nil {
-		return false, fmt.Errorf("reading file %q at %q of project %d: %w", path, ref, projectID, err)
+	if dir != "" {
+		opt.Path = gl.Ptr(dir)
 	}
-	return true, nil
+	files := map[string]bool{}
+	var next []gl.RequestOptionFunc
+	for range maxTreePages {
+		nodes, resp, err := callResp(ctx, c, epTreeList, func(o gl.RequestOptionFunc) ([]*gl.TreeNode, *gl.Response, error) {
+			return c.robot.Repositories.ListTree(projectID, opt, append([]gl.RequestOptionFunc{o}, next...)...)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing the tree of %q at %q in project %d: %w", dir, ref, projectID, err)
+		}
+		for _, n := range nodes {
+			if n != nil && n.Type == "blob" {
+				files[n.Path] = true
+			}
+		}
+		if resp == nil {
+			return files, nil
+		}
+		o, ok := gl.WithNext(resp)
+		if !ok {
+			return files, nil
+		}
+		next = []gl.RequestOptionFunc{o}
+	}
+	return nil, fmt.Errorf("listing the tree of %q at %q in project %d: more than %d pages", dir, ref, projectID, maxTreePages)
 }
 
 // MergeAccessLevel returns the lowest access level allowed to merge into

@@ -1,6 +1,7 @@
 package gitlabfake
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -42,6 +43,9 @@ type ProjectSpec struct {
 	// ResetApprovalsOnPush removes approvals when the MR head changes (the
 	// Premium setting "Remove all approvals when commits are added").
 	ResetApprovalsOnPush bool
+	// Files are more files of the initial commit (path -> content), beside
+	// README.md.
+	Files map[string]string
 }
 
 // Project identifies a project created by AddProject.
@@ -98,7 +102,9 @@ func (s *Server) AddProject(spec ProjectSpec) Project {
 	spec.Members = members
 	s.ids.project++
 	p := &project{ProjectSpec: spec, id: s.ids.project, repo: newRepo(), mrs: map[int64]*mergeRequest{}}
-	c := s.newCommit(p, nil, "Initial commit", map[string]string{"README.md": "# " + spec.PathWithNamespace + "\n"}, nil)
+	files := map[string]string{"README.md": "# " + spec.PathWithNamespace + "\n"}
+	maps.Copy(files, spec.Files)
+	c := s.newCommit(p, nil, "Initial commit", files, nil)
 	p.repo.branches[spec.DefaultBranch] = c.id
 	s.projects[p.id] = p
 	s.byPath[strings.ToLower(spec.PathWithNamespace)] = p

@@ -362,6 +362,36 @@ func (s *Server) PushToTarget(projectID int64, branch string) {
 	s.moveBranch(p, branch, c.id, other)
 }
 
+// Push simulates username pushing one commit with message to branch that
+// sets files (path -> content; an empty content deletes the file), as a
+// developer fixing a change's branch by hand. Open MRs from branch move to
+// the new head. It returns the new commit's sha, "" when the project or
+// branch does not exist.
+func (s *Server) Push(projectID int64, branch, username, message string, files map[string]string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.projects[projectID]
+	if p == nil {
+		return ""
+	}
+	head, ok := p.repo.branches[branch]
+	if !ok {
+		return ""
+	}
+	by := s.userByName(username)
+	tree := maps.Clone(p.repo.commits[head].files)
+	for path, content := range files {
+		if content == "" {
+			delete(tree, path)
+			continue
+		}
+		tree[path] = content
+	}
+	c := s.newCommit(p, []string{head}, message, tree, by)
+	s.moveBranch(p, branch, c.id, by)
+	return c.id
+}
+
 // getCommit serves GET /projects/:id/repository/commits/:sha (sha or branch).
 func (s *Server) getCommit(rc *reqCtx) {
 	p := s.project(rc)
@@ -396,6 +426,64 @@ func (s *Server) getRawFile(rc *reqCtx) {
 	rc.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	rc.w.WriteHeader(http.StatusOK)
 	_, _ = rc.w.Write([]byte(content))
+}
+
+// listTree serves GET /projects/:id/repository/tree?path=&ref=&recursive=
+// (doc/api/repositories.md "List repository tree"): the entries under path
+// at ref (default branch when empty), directories ("tree", mode 040000)
+// and files ("blob", mode 100644), sorted by path, only the direct children
+// unless recursive=true; offset pagination (a keyset request is answered
+// the same way). 404 "Tree Not Found" for a path with no entries, 404 "Ref
+// Not Found" for an unknown ref.
+func (s *Server) listTree(rc *reqCtx) {
+	p := s.project(rc)
+	if p == nil {
+		return
+	}
+	sha := p.repo.resolve(cmpOr(rc.get("ref"), p.DefaultBranch))
+	if sha == "" {
+		rc.fail(http.StatusNotFound, "404 Ref Not Found")
+		return
+	}
+	dir := strings.Trim(rc.get("path"), "/")
+	recursive, _ := rc.boolean("recursive")
+	prefix := ""
+	if dir != "" {
+		prefix = dir + "/"
+	}
+	entries := map[string]string{} // path -> type
+	for path := range p.repo.commits[sha].files {
+		rest, ok := strings.CutPrefix(path, prefix)
+		if !ok {
+			continue
+		}
+		parts := strings.Split(rest, "/")
+		for i := range parts {
+			typ := "tree"
+			if i == len(parts)-1 {
+				typ = "blob"
+			}
+			entries[prefix+strings.Join(parts[:i+1], "/")] = typ
+			if !recursive {
+				break
+			}
+		}
+	}
+	if len(entries) == 0 && dir != "" {
+		rc.fail(http.StatusNotFound, "404 Tree Not Found")
+		return
+	}
+	items := make([]any, 0, len(entries))
+	for _, path := range slices.Sorted(maps.Keys(entries)) {
+		typ, mode := entries[path], "100644"
+		if typ == "tree" {
+			mode = "040000"
+		}
+		h := sha1.Sum([]byte(typ + "\x00" + path + "\x00" + p.repo.commits[sha].files[path]))
+		name := path[strings.LastIndex(path, "/")+1:]
+		items = append(items, map[string]any{"id": hex.EncodeToString(h[:]), "name": name, "type": typ, "path": path, "mode": mode})
+	}
+	rc.paginate(items)
 }
 
 // compare serves GET /projects/:id/repository/compare?from=&to= minimally:

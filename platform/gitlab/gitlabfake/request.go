@@ -53,6 +53,7 @@ func buildRoutes() []route {
 		{"POST", "/projects/:id/repository/commits", (*Server).createCommit},
 		{"GET", "/projects/:id/repository/commits/:sha", (*Server).getCommit},
 		{"GET", "/projects/:id/repository/files/:file_path/raw", (*Server).getRawFile},
+		{"GET", "/projects/:id/repository/tree", (*Server).listTree},
 		{"GET", "/projects/:id/repository/compare", (*Server).compare},
 		{"GET", "/projects/:id/repository/merge_base", (*Server).mergeBase},
 		{"GET", "/projects/:id/pipelines", (*Server).listPipelines},
