@@ -45,8 +45,9 @@ func TestChangeWithoutMergeRequestCanBeCancelledAndResubmitted(t *testing.T) {
 	}
 	id := body[strings.Index(body, "op_") : strings.Index(body, "op_")+29]
 	waitStep(t, env, id, "CREATE_FAILED", 60*time.Second)
-	if code, body := post("/api/v1/changes", demoAPIToken, change(demoProject)); code != http.StatusConflict {
-		t.Fatalf("resubmit while CREATE_FAILED: %d %s, want 409", code, body)
+	if code, body := post("/api/v1/changes", demoAPIToken, change(demoProject)); code != http.StatusConflict ||
+		!strings.Contains(body, id) || !strings.Contains(body, "retry or cancel it first") {
+		t.Fatalf("resubmit while CREATE_FAILED: %d %s, want 409 naming %s and saying to retry or cancel it", code, body, id)
 	}
 	if code, _ := post("/api/v1/changes/"+id+"/cancel", demoAPIToken, ""); code != http.StatusForbidden {
 		t.Fatalf("cancel with a submitter token: %d, want 403", code)

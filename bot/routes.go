@@ -164,8 +164,8 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 	}
 	var active *store.ActiveChangeError
 	if errors.As(err, &active) {
-		writeJSON(w, http.StatusConflict, map[string]any{"error": "the binding has an active change",
-			"operation_id": active.OperationID, "status": active.Status})
+		writeJSON(w, http.StatusConflict, map[string]any{"error": active.Reason(),
+			"operation_id": active.OperationID, "status": active.Status, "failed": active.Failed()})
 		return
 	}
 	if err != nil {

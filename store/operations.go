@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -110,13 +111,12 @@ func (s *Store) ListMergedByProject(ctx context.Context, db DBTX, projectID int6
 	return ops, nil
 }
 
-// CountActive counts operations whose status is not terminal for a binding:
-// everything except VALIDATED and the reappliable statuses. Used for
-// admission control and gauges. One query.
+// CountActive counts operations that hold their binding: every status but
+// the reappliable ones (see Reappliable). Used for admission control. One
+// query.
 func (s *Store) CountActive(ctx context.Context, db DBTX) (int, error) {
 	var n int
-	err := db.QueryRow(ctx, `SELECT count(*) FROM operations WHERE NOT (status = ANY($1))`,
-		append(reappliableList(), StatusValidated)).Scan(&n)
+	err := db.QueryRow(ctx, `SELECT count(*) FROM operations WHERE NOT (status = ANY($1))`, reappliableList()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("counting active operations: %w", err)
 	}
@@ -144,8 +144,10 @@ func (s *Store) CountByStatus(ctx context.Context, db DBTX) (map[string]int, err
 
 func reappliableList() []string {
 	out := make([]string, 0, len(Reappliable))
-	for st := range Reappliable {
-		out = append(out, st)
+	for _, st := range AllStatuses {
+		if Reappliable[st] {
+			out = append(out, st)
+		}
 	}
 	return out
 }
@@ -160,12 +162,17 @@ type CreateParams struct {
 	Jobs []river.InsertManyParams
 }
 
-// CreateOperation inserts the operation, takes its binding (inserting it, or
-// resetting it in place with the new operation id when its status is
-// reappliable), appends the first event and enqueues jobs, in one
-// transaction. With an IdempotencyKey already used it returns the existing
-// operation and created=false. ErrActiveChange (wrapped) when the binding
-// belongs to an operation that is not reappliable.
+// CreateOperation inserts the operation, takes its binding, appends the
+// first event and enqueues jobs, in one transaction. The binding is taken by
+// inserting its row, or, when a row exists, by resetting it in place with the
+// new operation id if its status is reappliable (IsReappliable: the old
+// operation's late transitions then find no owner, ErrBindingNotOwned).
+// Concurrent first changes for a binding that has no row yet are decided by
+// the row's primary key: the insert of one waits for the other's
+// transaction, then finds its row. With an IdempotencyKey already used it
+// returns the existing operation and created=false. An *ActiveChangeError
+// (errors.Is ErrActiveChange) when the binding's operation holds it; then
+// nothing is written.
 func (s *Store) CreateOperation(ctx context.Context, p CreateParams) (op Operation, created bool, err error) {
 	op = p.Operation
 	now := s.Now()
@@ -185,21 +192,11 @@ func (s *Store) CreateOperation(ctx context.Context, p CreateParams) (op Operati
 				return err
 			}
 		}
-		var bindingOp, bindingStatus string
-		err := tx.QueryRow(ctx, `SELECT operation_id, status FROM bindings WHERE subject_id = $1 AND target_key = $2 FOR UPDATE`,
-			op.SubjectID, op.TargetKey).Scan(&bindingOp, &bindingStatus)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
-			return fmt.Errorf("locking binding: %w", err)
-		case !IsReappliable(bindingStatus):
-			return &ActiveChangeError{OperationID: bindingOp, Status: bindingStatus}
-		}
 		var idem any
 		if op.IdempotencyKey != "" {
 			idem = op.IdempotencyKey
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO operations (id, subject_id, target_key, project, project_id,
+		_, err := tx.Exec(ctx, `INSERT INTO operations (id, subject_id, target_key, project, project_id,
 			target_branch, source_branch, title, description, files, requested_by, approval_first,
 			step, status, version, idempotency_key, step_started_at, created_at, updated_at)
 			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,1,$15,$16,$16,$16)`,
@@ -212,14 +209,8 @@ func (s *Store) CreateOperation(ctx context.Context, p CreateParams) (op Operati
 			}
 			return fmt.Errorf("inserting operation: %w", err)
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO bindings (subject_id, target_key, operation_id, status, version, updated_at)
-			VALUES ($1, $2, $3, $4, 1, $5)
-			ON CONFLICT (subject_id, target_key) DO UPDATE
-			SET operation_id = EXCLUDED.operation_id, status = EXCLUDED.status,
-			    version = bindings.version + 1, updated_at = EXCLUDED.updated_at`,
-			op.SubjectID, op.TargetKey, op.ID, op.Status, now)
-		if err != nil {
-			return fmt.Errorf("taking binding: %w", err)
+		if err := s.takeBinding(ctx, tx, op, now); err != nil {
+			return err
 		}
 		if _, err := s.appendEventSteps(ctx, tx, op.ID, p.Event, 0, op.Step, "", op.Status); err != nil {
 			return err
@@ -241,20 +232,67 @@ func (s *Store) CreateOperation(ctx context.Context, p CreateParams) (op Operati
 	return op, created, nil
 }
 
+// takeBinding makes op (already inserted in tx) the owner of its binding.
+// The insert takes a binding that has no row; on a conflict it waits for a
+// concurrent inserter's transaction, so the row locked next is the
+// committed one. SELECT ... FOR UPDATE alone locks nothing when no row
+// exists yet (issue 9, defect 2).
+func (s *Store) takeBinding(ctx context.Context, tx pgx.Tx, op Operation, now time.Time) error {
+	tag, err := tx.Exec(ctx, `INSERT INTO bindings (subject_id, target_key, operation_id, status, version, updated_at)
+		VALUES ($1, $2, $3, $4, 1, $5) ON CONFLICT (subject_id, target_key) DO NOTHING`,
+		op.SubjectID, op.TargetKey, op.ID, op.Status, now)
+	if err != nil {
+		return fmt.Errorf("taking binding: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var holder, status string
+	err = tx.QueryRow(ctx, `SELECT operation_id, status FROM bindings WHERE subject_id = $1 AND target_key = $2 FOR UPDATE`,
+		op.SubjectID, op.TargetKey).Scan(&holder, &status)
+	if err != nil {
+		// The row existed at the insert and bindings are never deleted.
+		return fmt.Errorf("locking binding: %w", err)
+	}
+	if !IsReappliable(status) {
+		return &ActiveChangeError{OperationID: holder, Status: status}
+	}
+	_, err = tx.Exec(ctx, `UPDATE bindings SET operation_id = $3, status = $4, version = version + 1, updated_at = $5
+		WHERE subject_id = $1 AND target_key = $2`, op.SubjectID, op.TargetKey, op.ID, op.Status, now)
+	if err != nil {
+		return fmt.Errorf("resetting binding: %w", err)
+	}
+	return nil
+}
+
 // ActiveChangeError is returned (wrapped) by CreateOperation when the binding
-// has an active operation; errors.Is(err, ErrActiveChange) holds.
+// is held by another operation, in progress or failed;
+// errors.Is(err, ErrActiveChange) holds.
 type ActiveChangeError struct {
+	// OperationID is the operation that holds the binding.
 	OperationID string
-	Status      string
+	// Status is its binding status.
+	Status string
 }
 
 // Error implements error.
-func (e *ActiveChangeError) Error() string {
-	return fmt.Sprintf("binding has an active change %s in status %s", e.OperationID, e.Status)
-}
+func (e *ActiveChangeError) Error() string { return "binding held: " + e.Reason() }
 
 // Is makes errors.Is(err, ErrActiveChange) hold.
 func (e *ActiveChangeError) Is(target error) bool { return target == ErrActiveChange }
+
+// Failed reports whether the holding operation failed (IsFailed): it keeps
+// the binding until it is retried or cancelled.
+func (e *ActiveChangeError) Failed() bool { return IsFailed(e.Status) }
+
+// Reason says, for people (the API's 409), why the binding is not free and
+// what frees it, naming the holding operation and its status.
+func (e *ActiveChangeError) Reason() string {
+	if e.Failed() {
+		return fmt.Sprintf("the binding's change %s failed (%s): retry or cancel it first", e.OperationID, e.Status)
+	}
+	return fmt.Sprintf("the binding has a change in progress: %s (%s)", e.OperationID, e.Status)
+}
 
 // GetBinding reads a binding; ErrNotFound when there is none.
 func (s *Store) GetBinding(ctx context.Context, db DBTX, subjectID, targetKey string) (Binding, error) {

@@ -24,12 +24,19 @@ var AllStatuses = []string{
 }
 
 // Reappliable is the set of binding statuses after which the same
-// (subject_id, target_key) may be applied for again (DESIGN §2). It is the
-// one definition: the store's insert and the API's 409 check both use it.
-var Reappliable = map[string]bool{StatusRejected: true, StatusClosed: true}
+// (subject_id, target_key) may be applied for again (DESIGN §2): the
+// change is finished, applied (VALIDATED), refused (REJECTED) or cancelled
+// (CLOSED), and a new change takes the binding over, reset in place. It is
+// the one definition: the store's insert, the admission count and the
+// API's 409 all use it.
+var Reappliable = map[string]bool{StatusValidated: true, StatusRejected: true, StatusClosed: true}
 
 // IsReappliable reports whether a binding in status may be reset for a new
-// operation. VALIDATED is deliberately not reappliable: a validated binding is
-// the live configuration, and a new change for it is a new relation only after
-// it has been closed (DESIGN §2).
+// operation.
 func IsReappliable(status string) bool { return Reappliable[status] }
+
+// IsFailed reports whether status is a failure that keeps the binding until
+// the change is retried or cancelled (CREATE_FAILED, HANDLE_FAILED).
+func IsFailed(status string) bool {
+	return status == StatusCreateFailed || status == StatusHandleFailed
+}
