@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"changebot/platform"
@@ -11,7 +12,7 @@ import (
 )
 
 // commitMessage names the operation so that a repeated create step can
-// recognise its own commit at the branch tip.
+// recognise its own commit on the branch.
 func commitMessage(op store.Operation) string {
 	return fmt.Sprintf("%s\n\n%s, requested by %s", op.Title, commitMarker(op), op.RequestedBy)
 }
@@ -48,11 +49,15 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	head := branch.CommitSHA
 	committed := false
 	if !fresh {
-		tip, err := e.gl.Commit(ctx, proj.ID, branch.CommitSHA)
+		// Our commit anywhere on the branch, not only at its tip: after a
+		// failed pipeline a developer may have pushed a fix on top, and
+		// committing the submitted files again would revert it (issue 9
+		// defect 4). The branch is then left as it is.
+		commits, err := e.gl.BranchCommits(ctx, proj.ID, target, source)
 		if err != nil {
 			return err
 		}
-		committed = strings.Contains(tip.Message, commitMarker(op))
+		committed = slices.ContainsFunc(commits, func(c platform.Commit) bool { return strings.Contains(c.Message, commitMarker(op)) })
 	}
 	if !committed {
 		actions, err := e.commitActions(ctx, proj.ID, source, op.Files)

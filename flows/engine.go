@@ -63,7 +63,7 @@ type GitLab interface {
 	Branch(ctx context.Context, projectID int64, name string) (platform.Branch, error)
 	CreateBranch(ctx context.Context, projectID int64, name, ref string) (platform.Branch, error)
 	CreateCommit(ctx context.Context, projectID int64, p platform.CommitParams) (platform.Commit, error)
-	Commit(ctx context.Context, projectID int64, sha string) (platform.Commit, error)
+	BranchCommits(ctx context.Context, projectID int64, base, branch string) ([]platform.Commit, error)
 	TreeFiles(ctx context.Context, projectID int64, ref, dir string) (map[string]bool, error)
 	FindOpenMergeRequest(ctx context.Context, projectID int64, sourceBranch string) (platform.MergeRequest, error)
 	CreateMergeRequest(ctx context.Context, projectID int64, p platform.CreateMRParams) (platform.MergeRequest, error)

@@ -37,6 +37,7 @@ const (
 	epCommitCreate                 = "commit_create"
 	epCommitGet                    = "commit_get"
 	epMergeBaseGet                 = "merge_base_get"
+	epCompareGet                   = "compare_get"
 	epMergeRequestList             = "merge_request_list"
 	epMergeRequestCreate           = "merge_request_create"
 	epMergeRequestGet              = "merge_request_get"

@@ -84,6 +84,28 @@ func (c *Client) Commit(ctx context.Context, projectID int64, sha string) (platf
 	return toCommit(cm), nil
 }
 
+// BranchCommits returns the commits of branch that base does not have,
+// oldest first (GET /projects/:id/repository/compare?from=base&to=branch,
+// doc/api/repositories.md "Compare branches, tags or commits"; GitLab
+// compares from the merge base). A base or branch that does not exist
+// matches platform.ErrNotFound. The create step looks there for its own
+// commit, which a developer's later pushes may have buried below the tip.
+func (c *Client) BranchCommits(ctx context.Context, projectID int64, base, branch string) ([]platform.Commit, error) {
+	cmp, err := call(ctx, c, epCompareGet, func(o gl.RequestOptionFunc) (*gl.Compare, *gl.Response, error) {
+		return c.robot.Repositories.Compare(projectID, &gl.CompareOptions{From: gl.Ptr(base), To: gl.Ptr(branch)}, o)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("comparing %q with %q in project %d: %w", branch, base, projectID, err)
+	}
+	out := make([]platform.Commit, 0, len(cmp.Commits))
+	for _, cm := range cmp.Commits {
+		if cm != nil {
+			out = append(out, toCommit(cm))
+		}
+	}
+	return out, nil
+}
+
 // IsAncestor reports whether commit ancestor is an ancestor of (or equal to)
 // descendant, using GET /projects/:id/repository/merge_base?refs[]=a&refs[]=b
 // (doc/api/repositories.md "Merge base"): ancestor iff the merge base is

@@ -48,3 +48,35 @@ func TestTreeFiles(t *testing.T) {
 		t.Errorf("TreeFiles(nowhere) err = %v; want ErrNotFound", err)
 	}
 }
+
+// TestBranchCommits lists the commits of a branch that its base does not
+// have, oldest first, with their full messages, and answers
+// platform.ErrNotFound for a branch that does not exist.
+func TestBranchCommits(t *testing.T) {
+	t.Parallel()
+	srv := gitlabfake.New(gitlabfake.Options{})
+	t.Cleanup(srv.Close)
+	srv.AddUser("changebot", robotToken, gitlabfake.AsBot())
+	p := srv.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "group/config",
+		Members: map[string]int{"changebot": gitlabfake.AccessMaintainer}})
+	c, err := gitlab.New(gitlab.Config{BaseURL: srv.URL(), Token: robotToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateBranch(t.Context(), p.ID, "feature", "main"); err != nil {
+		t.Fatal(err)
+	}
+	first := srv.Push(p.ID, "feature", "alice", "First\n\nchangebot operation op_1", map[string]string{"a.yaml": "a: 1"})
+	second := srv.Push(p.ID, "feature", "alice", "Second", map[string]string{"a.yaml": "a: 2"})
+	srv.PushToTarget(p.ID, "main") // the base moves on; its commit is not the branch's
+	got, err := c.BranchCommits(t.Context(), p.ID, "main", "feature")
+	if err != nil {
+		t.Fatalf("BranchCommits: %v", err)
+	}
+	if len(got) != 2 || got[0].SHA != first || got[1].SHA != second || got[0].Message != "First\n\nchangebot operation op_1" {
+		t.Errorf("BranchCommits = %+v; want %.8s (with its full message) then %.8s", got, first, second)
+	}
+	if _, err := c.BranchCommits(t.Context(), p.ID, "main", "nowhere"); !errors.Is(err, platform.ErrNotFound) {
+		t.Errorf("BranchCommits(nowhere) err = %v; want ErrNotFound", err)
+	}
+}
