@@ -107,19 +107,22 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	ids := fs.Args()
+	return verifyHistories(ctx, st, fs.Args(), stdout)
+}
+
+// verifyHistories checks the operations ids (every operation when empty),
+// each read in one snapshot, printing each broken one and a summary to
+// stdout; an error when one is broken.
+func verifyHistories(ctx context.Context, st *store.Store, ids []string, stdout io.Writer) error {
+	pool := st.Pool()
 	checked, broken := 0, 0
 	check := func(id string) error {
-		op, err := st.GetOperation(ctx, pool, id)
-		if err != nil {
-			return err
-		}
-		events, err := st.ListEvents(ctx, pool, id)
+		h, err := st.ReadHistory(ctx, id)
 		if err != nil {
 			return err
 		}
 		checked++
-		if err := flows.Verify(op, events); err != nil {
+		if err := flows.Verify(h); err != nil {
 			broken++
 			fmt.Fprintf(stdout, "%s: %v\n", id, err)
 		}

@@ -31,14 +31,19 @@ func Replay(events []store.Event, at time.Time) ReplayState {
 	return st
 }
 
-// Verify checks an operation's history: the hash chain is intact and
-// replaying the events gives the stored step and status.
-func Verify(op store.Operation, events []store.Event) error {
-	if seq, err := store.VerifyChain(events); err != nil {
+// Verify checks an operation's history read in one snapshot
+// (store.ReadHistory): the hash chain of the events as stored is intact,
+// and replaying them, upcast, gives the stored step and status.
+func Verify(h store.History) error {
+	if seq, err := store.VerifyChain(h.Stored); err != nil {
 		return fmt.Errorf("hash chain broken at event %d: %w", seq, err)
 	}
+	events := make([]store.Event, len(h.Stored))
+	for i, ev := range h.Stored {
+		events[i] = store.UpcastEvent(ev)
+	}
 	st := Replay(events, time.Time{})
-	if int(st.Step) != op.Step || st.Status != op.Status {
+	if op := h.Operation; int(st.Step) != op.Step || st.Status != op.Status {
 		return fmt.Errorf("replay gives %s/%s, stored is %s/%s", st.Step, st.Status, StepCode(op.Step), op.Status)
 	}
 	return nil

@@ -178,8 +178,23 @@ func (s *Store) appendEventSteps(ctx context.Context, tx pgx.Tx, operationID str
 }
 
 // ListEvents returns every event of operationID in sequence order, upcast to
-// the current schema version.
+// the current schema version (UpcastEvent): what readers of the history
+// (status note, replay, history) need. Hash checks need the events as stored:
+// ReadHistory.
 func (s *Store) ListEvents(ctx context.Context, db DBTX, operationID string) ([]Event, error) {
+	events, err := listStoredEvents(ctx, db, operationID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range events {
+		events[i] = UpcastEvent(events[i])
+	}
+	return events, nil
+}
+
+// listStoredEvents returns every event of operationID in sequence order,
+// exactly as stored (schema version and fields of its time).
+func listStoredEvents(ctx context.Context, db DBTX, operationID string) ([]Event, error) {
 	rows, err := db.Query(ctx, `SELECT operation_id, seq, type, from_step, to_step, from_status, to_status,
 		actor, source, payload, schema_version, occurred_at, prev_hash, hash
 		FROM change_events WHERE operation_id = $1 ORDER BY seq`, operationID)
@@ -198,18 +213,64 @@ func (s *Store) ListEvents(ctx context.Context, db DBTX, operationID string) ([]
 		}
 		ev.Payload = payload
 		ev.OccurredAt = ev.OccurredAt.UTC()
-		out = append(out, UpcastEvent(ev))
+		out = append(out, ev)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing events of %s: %w", operationID, err)
+	}
+	return out, nil
 }
 
-// UpcastEvent turns an event of an older schema version into the current
-// shape. Version 1 is the only version so far; the hash is always verified
-// against the stored (not upcast) fields.
-func UpcastEvent(ev Event) Event { return ev }
+// History is an operation and its events read in one snapshot.
+type History struct {
+	Operation Operation
+	// Stored are the events in sequence order exactly as stored, not
+	// upcast: VerifyChain checks these; upcast them (UpcastEvent) to read
+	// them.
+	Stored []Event
+}
 
-// VerifyChain recomputes every hash of events (in sequence order) and checks
-// the links; it returns the first broken sequence number, or 0 and nil.
+// ReadHistory reads operation id and its events in one read-only
+// REPEATABLE READ transaction, so the two agree even while the operation
+// moves (the operation and its events are written in one transaction).
+// ErrNotFound (wrapped) when there is no such operation.
+func (s *Store) ReadHistory(ctx context.Context, id string) (History, error) {
+	var h History
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		if h.Operation, err = s.GetOperation(ctx, tx, id); err != nil {
+			return err
+		}
+		h.Stored, err = listStoredEvents(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return History{}, fmt.Errorf("reading history of %s: %w", id, err)
+	}
+	return h, nil
+}
+
+// upcasters lift an event of schema version v (the key) to version v+1.
+// None yet: version 1 is the only version so far.
+var upcasters = map[int]func(Event) Event{}
+
+// UpcastEvent turns an event of an older schema version into the current
+// shape, one version at a time. The hash covers the stored fields, so an
+// upcast event no longer verifies: VerifyChain takes stored events
+// (History.Stored).
+func UpcastEvent(ev Event) Event {
+	for ev.SchemaVersion < EventSchemaVersion {
+		if up := upcasters[ev.SchemaVersion]; up != nil {
+			ev = up(ev)
+		}
+		ev.SchemaVersion++
+	}
+	return ev
+}
+
+// VerifyChain recomputes every hash of events (in sequence order, as stored:
+// History.Stored) and checks the links; it returns the first broken sequence
+// number, or 0 and nil.
 func VerifyChain(events []Event) (int64, error) {
 	prev := ""
 	for i, ev := range events {
