@@ -94,16 +94,19 @@ func (h *Harness) Jobs(t testing.TB, kinds ...string) []*rivertype.JobRow {
 	return rows
 }
 
-// dueAt is when River would run job: available jobs at once (their
-// scheduled_at is the database's time, not the harness clock's).
+// dueAt is when River would run job on the harness clock. A job inserted
+// to run at once carries the database's time (scheduled_at = created_at,
+// both now() of the inserting transaction), not the harness clock's: it is
+// due now. Every other time (a delay, a snooze, a retry) was computed from
+// the harness clock.
 func dueAt(job *rivertype.JobRow, now time.Time) time.Time {
-	if job.State == rivertype.JobStateAvailable && job.ScheduledAt.After(now) {
+	if job.State == rivertype.JobStateAvailable && job.ScheduledAt.Equal(job.CreatedAt) && job.ScheduledAt.After(now) {
 		return now
 	}
 	return job.ScheduledAt
 }
 
-// DueJobs lists the jobs WorkUntilIdle would work now: available ones, and
+// DueJobs lists the jobs WorkUntilIdle would work now: available,
 // scheduled or retryable ones whose time has come on the harness clock.
 func (h *Harness) DueJobs(t testing.TB) []*rivertype.JobRow {
 	t.Helper()

@@ -1,0 +1,76 @@
+package flowtest
+
+import (
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/platform/gitlab"
+	"changebot/store"
+)
+
+// ToMROpened submits p and drives it to CREATE_MR_OPENED: the approval is
+// requested and approved first when p.ApprovalFirst. The MR pipeline's
+// webhooks are left pending (see Webhooks).
+func (h *Harness) ToMROpened(t testing.TB, p flows.SubmitParams) store.Operation {
+	t.Helper()
+	op := h.Submit(t, p)
+	h.WorkUntilIdle(t)
+	if p.ApprovalFirst {
+		h.RequireStep(t, op.ID, flows.ApprovalSent)
+		if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+			t.Fatalf("approving %s: %s", op.ID, res)
+		}
+		h.WorkUntilIdle(t)
+	}
+	return h.RequireStep(t, op.ID, flows.CreateMROpened)
+}
+
+// ToMerged submits p and drives it to HANDLE_MERGED through delivered
+// webhooks (approving it when the approval comes after the MR). The deploy
+// pipeline's webhooks are left pending.
+func (h *Harness) ToMerged(t testing.TB, p flows.SubmitParams) store.Operation {
+	t.Helper()
+	op := h.ToMROpened(t, p)
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	if !p.ApprovalFirst {
+		h.RequireStep(t, op.ID, flows.ApprovalSent)
+		if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+			t.Fatalf("approving %s: %s", op.ID, res)
+		}
+		h.WorkUntilIdle(t)
+	}
+	return h.RequireStep(t, op.ID, flows.HandleMerged)
+}
+
+// RunUntil advances the clock job by job (as RunFor) until operation id is
+// at step, and fails the test if it is not there within limit of harness
+// time. It returns the operation.
+func (h *Harness) RunUntil(t testing.TB, id string, step flows.StepCode, limit time.Duration) store.Operation {
+	t.Helper()
+	end := h.Now().Add(limit)
+	h.WorkUntilIdle(t)
+	for flows.StepCode(h.Op(t, id).Step) != step {
+		next, ok := h.NextDue(t)
+		if !ok || h.Now().Add(next).After(end) {
+			break
+		}
+		h.Advance(next)
+		h.WorkUntilIdle(t)
+	}
+	return h.RequireStep(t, id, step)
+}
+
+// ClientAs returns a GitLab client acting as username (any user the
+// harness created: Robot, Requester, "reviewer1", ...), for what people do
+// in GitLab during a test: push to the change's branch, merge or close its
+// MR.
+func (h *Harness) ClientAs(t testing.TB, username string) *gitlab.Client {
+	t.Helper()
+	c, err := gitlab.New(gitlab.Config{BaseURL: h.GitLab.URL(), Token: username + "-token", RetryMax: -1})
+	if err != nil {
+		t.Fatalf("building a GitLab client for %s: %v", username, err)
+	}
+	return c
+}
