@@ -12,7 +12,7 @@ import (
 // name of their markers (<!-- BEGIN name --> ... <!-- END name -->): the
 // command table (from the command registry), the configuration table (from
 // ConfigReference), the settings table (SettingsReference) and the step
-// catalogue (flows.Catalogue). A test keeps README.md equal to them.
+// table (flows.Catalogue). A test keeps README.md equal to them.
 func ReadmeSections() map[string]string {
 	var cfg strings.Builder
 	cfg.WriteString("| environment | YAML key | default | secret | meaning |\n| --- | --- | --- | --- | --- |\n")
@@ -36,17 +36,47 @@ func ReadmeSections() map[string]string {
 	for _, s := range SettingsReference() {
 		fmt.Fprintf(&set, "| `%s` | `%s` | %s | %s |\n", s.Key, s.Default, s.Unit, s.Description)
 	}
-	var steps strings.Builder
-	steps.WriteString("| code | step | phase | binding status | terminal | /retry | /resume | what to do |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	yes := map[bool]string{true: "yes", false: ""}
-	for _, s := range flows.Catalogue() {
-		fmt.Fprintf(&steps, "| %d | `%s` | %s | `%s` | %s | %s | %s | %s |\n", s.Code, s.Name, s.Phase, s.Status,
-			yes[s.Terminal], yes[s.Retryable], yes[s.Resumable], s.Hint)
-	}
 	return map[string]string{
 		"commands": commands.ReadmeTable(),
 		"config":   cfg.String(),
 		"settings": set.String(),
-		"steps":    steps.String(),
+		"steps":    stepTable(),
 	}
+}
+
+// stepTable renders the step table (flows.Catalogue): per step its job and
+// the step that job's failure writes, where /retry and /resume send the
+// change ("same" for /resume: its job is enqueued again) and what it waits
+// for.
+func stepTable() string {
+	var b strings.Builder
+	b.WriteString("| code | step | phase | binding status | terminal | job | job failure | /retry | /resume | waits for | what to do |\n" +
+		"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	code := func(c flows.StepCode) string {
+		if c == 0 {
+			return ""
+		}
+		return "`" + c.String() + "`"
+	}
+	for _, s := range flows.Catalogue() {
+		job, failure := "", ""
+		if j := s.Job; j.Kind != "" {
+			job, failure = "`"+j.Kind+"`", code(j.Failure)
+		}
+		if j := s.MRFirstJob; j.Kind != "" {
+			job += " (MR first: `" + j.Kind + "`)"
+			failure += " (MR first: " + code(j.Failure) + ")"
+		}
+		resume := code(s.Resume)
+		if s.Resume == s.Code {
+			resume = "same"
+		}
+		terminal := ""
+		if s.Terminal {
+			terminal = "yes"
+		}
+		fmt.Fprintf(&b, "| %d | `%s` | %s | `%s` | %s | %s | %s | %s | %s | %s | %s |\n", s.Code, s.Name, s.Phase, s.Status,
+			terminal, job, failure, code(s.Retry), resume, s.Wait, s.Hint)
+	}
+	return b.String()
 }

@@ -100,7 +100,7 @@ var failureSteps = map[string]bool{}
 
 func init() {
 	for _, s := range flows.Catalogue() {
-		if s.Retryable || s.Phase == flows.PhasePending || s.Terminal {
+		if s.Retryable() || s.Phase == flows.PhasePending || s.Terminal {
 			failureSteps[s.Name] = true
 		}
 	}

@@ -309,7 +309,7 @@ func submitOne(base string, i int) (string, error) {
 // an explicit pending code waiting for /resume.
 func settled(code int) bool {
 	s, ok := flows.Lookup(flows.StepCode(code))
-	return ok && (s.Terminal || s.Retryable || s.Phase == flows.PhasePending)
+	return ok && (s.Terminal || s.Retryable() || s.Phase == flows.PhasePending)
 }
 
 // waitSettled polls the database until every change has settled or the

@@ -424,15 +424,15 @@ func CommandsFor(op store.Operation, st flows.Step) []templates.CommandHelp {
 	for _, c := range Registry() {
 		switch c.Name {
 		case NameRetry:
-			if st.Retryable {
+			if st.Retryable() {
 				out = append(out, c)
 			}
 		case NameResume:
-			if st.Resumable {
+			if st.Resumable() {
 				out = append(out, c)
 			}
 		case NameCancel:
-			if !st.Terminal && op.Status != store.StatusMerged {
+			if st.Cancellable() {
 				out = append(out, c)
 			}
 		case NameStatus, NameHelp:

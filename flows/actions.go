@@ -39,44 +39,32 @@ func (p ActionParams) opts() TransitionOpts {
 	return TransitionOpts{Actor: p.Actor, Source: p.Source, Payload: map[string]any{"command": p.Command}}
 }
 
-// retryTargets maps each retryable step to where /retry sends it.
-var retryTargets = map[StepCode]StepCode{
-	CreatePipelineFailed: CreateStarted, CreateFailed: CreateStarted,
-	HandleFailed: HandleStarted, HandleRebaseConflict: HandleStarted,
-	HandleReviewerDenied: HandleStarted, HandleNotMergeable: HandleStarted,
-}
-
-// Retry re-runs the failed step of op (issue 3 /retry): CREATE_FAILED ->
-// create again (a new pipeline for the head when its pipeline failed),
-// HANDLE_FAILED -> handle again. The round counter starts over.
+// Retry re-runs the failed step of op (issue 3 /retry) by moving it to its
+// step's Retry target in the step table: CREATE_FAILED -> create again (a
+// new pipeline for the head when its pipeline failed), HANDLE_FAILED ->
+// handle again. The round counter starts over.
 func (e *Engine) Retry(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
-	to, ok := retryTargets[StepCode(op.Step)]
-	if !ok {
+	s, _ := Lookup(StepCode(op.Step))
+	if !s.Retryable() {
 		return op, notApplicable("/retry applies to a failed change; this one is %s (%s)", op.Status, StepCode(op.Step))
 	}
 	o := p.opts()
 	o.Update = func(x *store.Operation) { x.Rounds, x.Detail = 0, "" }
-	return e.Transition(ctx, op, to, o)
+	return e.Transition(ctx, op, s.Retry, o)
 }
 
-// resumeTargets maps each pending step to the waiting step it continues.
-var resumeTargets = map[StepCode]StepCode{
-	CreatePipelinePending: CreateMROpened, HandlePipelinePending: HandleAwaitPipeline,
-	ApprovalSendPending: ApprovalSending, HandleRebasePending: HandleRebasing, DeployPending: HandleMerged,
-	HandleMergePending: HandleApproved,
-}
-
-// Resume continues op (issue 3 /resume): a pending step goes back to its
-// waiting step with a fresh deadline; an in-progress step gets its job
-// enqueued again (steps are idempotent; a job already queued is not
-// duplicated).
+// Resume continues op (issue 3 /resume) as its step's Resume entry in the
+// step table says: a pending step goes back to its waiting step with a
+// fresh deadline; an in-progress step gets its job enqueued again (steps are
+// idempotent; a job already queued is not duplicated).
 func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
 	step := StepCode(op.Step)
-	if to, ok := resumeTargets[step]; ok {
-		return e.Transition(ctx, op, to, p.opts())
-	}
-	if !MustStep(step).Resumable {
+	s, _ := Lookup(step)
+	switch {
+	case !s.Resumable():
 		return op, notApplicable("/resume applies to a waiting or interrupted change; this one is %s (%s)", op.Status, step)
+	case s.Resume != step:
+		return e.Transition(ctx, op, s.Resume, p.opts())
 	}
 	jobs := e.followUps(op, step, op.Version, 0)
 	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventCommand, Actor: p.Actor, Source: p.Source,
@@ -89,7 +77,7 @@ func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams)
 // GitLab shows merged is finished as MERGED instead: the configuration is on
 // the target branch, so it cannot honestly be called cancelled.
 func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
-	if !CanMove(StepCode(op.Step), Closed) {
+	if s, _ := Lookup(StepCode(op.Step)); !s.Cancellable() {
 		return op, notApplicable("/cancel applies to a change in progress; this one is %s (%s)", op.Status, StepCode(op.Step))
 	}
 	if op.MRIID > 0 {

@@ -26,10 +26,10 @@ const (
 	ResultIgnoredUnknown = "IGNORED_UNKNOWN"
 )
 
-// awaitingApproval are the steps in which an approval decision is accepted:
-// SENDING too, because the callback can arrive before the SENT write has
-// committed (DESIGN §3 step 2).
-var awaitingApproval = map[StepCode]bool{ApprovalSending: true, ApprovalSendPending: true, ApprovalSent: true}
+// awaitingApproval reports whether an approval decision is accepted at step:
+// the steps that wait for one in the step table, SENDING too, because the
+// callback can arrive before the SENT write has committed (DESIGN §3 step 2).
+func awaitingApproval(step StepCode) bool { return waitsFor(step, WaitApproval) }
 
 // requestApproval runs at APPROVAL_SENDING (or at CREATE_SUCCEEDED in the
 // MR-first order, where it first moves to APPROVAL_SENDING).
@@ -99,7 +99,7 @@ func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (strin
 		if err != nil {
 			return "", err
 		}
-		if !awaitingApproval[StepCode(op.Step)] || !callbackMatches(op, cb) {
+		if !awaitingApproval(StepCode(op.Step)) || !callbackMatches(op, cb) {
 			return e.recordCallback(ctx, cb, ResultIgnoredStale)
 		}
 		to := approvalTarget(op, cb)

@@ -2,6 +2,7 @@ package flows
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"changebot/store"
@@ -13,7 +14,7 @@ import (
 // persisted: never renumber one.
 type StepCode int
 
-// The step catalogue's codes.
+// The step table's codes.
 const (
 	CreateStarted         StepCode = 10001
 	CreateSucceeded       StepCode = 10002
@@ -53,17 +54,50 @@ const (
 	PhasePending  = "pending"
 )
 
-// Hints a person sees in the status comment and the API.
+// Wait is what a step waits for (Step.Wait); "" for a step that waits for
+// nothing outside its own job, or only for a person's command.
+type Wait string
+
+// The waits of the step table.
 const (
-	hintKeepWaiting  = "Keep waiting: changebot is working on it."
-	hintFixAndRetry  = "Fix the cause and comment /retry, or contact the maintainers."
-	hintUnknownWait  = "Outcome unknown: keep waiting; an operator can /resume."
-	hintContactMaint = "Contact the maintainers."
-	hintDone         = "Nothing to do: the change is applied."
-	hintReapply      = "Nothing to do here; the change may be submitted again."
+	// WaitApproval: the approver's decision (the approval system's callback
+	// or approvals in GitLab) is accepted in this step (DESIGN §3 step 2).
+	WaitApproval Wait = "approval decision"
+	// WaitPipeline: the merge request pipeline of the head; its webhook or
+	// the step's polling job moves the change on.
+	WaitPipeline Wait = "MR pipeline"
+	// WaitRebase: a rebase GitLab runs.
+	WaitRebase Wait = "rebase"
+	// WaitMergeCheck: GitLab computing whether the merge request can be
+	// merged.
+	WaitMergeCheck Wait = "merge check"
+	// WaitDeploy: the deploy pipeline on the target branch, or a deploy
+	// callback, confirming the merge is applied.
+	WaitDeploy Wait = "deploy"
 )
 
-// Step is one row of the step catalogue.
+// Hints a person sees in the status comment and the API.
+const (
+	hintKeepWaiting = "Keep waiting: changebot is working on it."
+	hintFixAndRetry = "Fix the cause and comment /retry, or contact the maintainers."
+	hintUnknownWait = "Outcome unknown: keep waiting; an operator can /resume."
+	hintDone        = "Nothing to do: the change is applied."
+	hintReapply     = "Nothing to do here; the change may be submitted again."
+)
+
+// StepJob is the job that works a step and the step it declares for its
+// failure: an unexpected error, a panic or used-up attempts of that job
+// write Failure (DESIGN §2 "every exit path ends in a state").
+type StepJob struct {
+	// Kind is the River job kind (KindHandle, ...); "" when no job runs.
+	Kind    string
+	Failure StepCode
+}
+
+// Step is one row of the step table: everything the flow knows about a step
+// in one place. The transition table (CheckTransition), the declared
+// failures, the sweeper, /resume, /retry, /help and the README's state table
+// are derived from these rows.
 type Step struct {
 	Code StepCode
 	// Name is the persisted, upper-case name, for example "CREATE_STARTED".
@@ -71,45 +105,152 @@ type Step struct {
 	Phase string
 	// Status is the binding status this step implies.
 	Status string
-	// Terminal steps never move again (a new operation may reuse the binding
-	// when the status is reappliable).
+	// Terminal steps never move again (a new operation may take the binding
+	// when the status is reappliable or VALIDATED).
 	Terminal bool
-	// Retryable steps accept /retry.
-	Retryable bool
-	// Resumable steps accept /resume (pending or in-progress steps).
-	Resumable bool
+	// Job works the step in both flow orders; zero when no job runs (the
+	// step waits for a webhook, a callback or a person).
+	Job StepJob
+	// MRFirstJob is the job in the MR-first order where it differs from
+	// Job (CREATE_SUCCEEDED continues with the approval request there).
+	MRFirstJob StepJob
+	// Next are the moves the step's own work makes: its job, or the
+	// webhook or callback it waits for. The moves to the job's failure, to
+	// Retry and Resume, cancel (CLOSED) and a merge found in GitLab
+	// (HANDLE_MERGED) are not listed: CheckTransition derives them.
+	Next []StepCode
+	// Retry is where /retry sends a change at this step; zero when /retry
+	// does not apply.
+	Retry StepCode
+	// Resume is where /resume sends a change at this step: a pending step
+	// goes back to the step it waited in; Resume == Code enqueues the step's
+	// job again. Zero when /resume does not apply.
+	Resume StepCode
+	// Wait is what the step waits for.
+	Wait Wait
 	// Hint is what to do now, shown to people.
 	Hint string
 }
 
-// catalogue is the one table of step codes (DESIGN §2).
+// Retryable reports whether /retry applies at this step.
+func (s Step) Retryable() bool { return s.Retry != 0 }
+
+// Resumable reports whether /resume applies at this step.
+func (s Step) Resumable() bool { return s.Resume != 0 }
+
+// Cancellable reports whether /cancel applies at this step: any step that
+// is not terminal, except the MERGED ones. A merged change is not
+// cancellable: the configuration is on the target branch, so calling it
+// CLOSED (re-appliable) would be a lie (deviation from DESIGN §2 "any
+// non-terminal -> CLOSED").
+func (s Step) Cancellable() bool { return !s.Terminal && s.Status != store.StatusMerged }
+
+// JobFor returns the job that works the step in the given flow order.
+func (s Step) JobFor(approvalFirst bool) StepJob {
+	if !approvalFirst && s.MRFirstJob.Kind != "" {
+		return s.MRFirstJob
+	}
+	return s.Job
+}
+
+// Polls reports whether the step's job polls GitLab for something it waits
+// for (a pipeline, a rebase, the deploy): its first poll comes after the
+// short interval, and the reconciler wakes it when nothing was heard for a
+// while.
+func (s Step) Polls() bool {
+	return s.Job.Kind != "" && (s.Wait == WaitPipeline || s.Wait == WaitRebase || s.Wait == WaitDeploy)
+}
+
+func job(kind string, failure StepCode) StepJob { return StepJob{Kind: kind, Failure: failure} }
+
+func next(steps ...StepCode) []StepCode { return steps }
+
+// catalogue is the one step table (DESIGN §2).
 var catalogue = []Step{
-	{CreateStarted, "CREATE_STARTED", PhaseCreate, store.StatusMRCreating, false, false, true, hintKeepWaiting},
-	{CreateSucceeded, "CREATE_SUCCEEDED", PhaseCreate, store.StatusMRCreated, false, false, true, hintKeepWaiting},
-	{CreateMROpened, "CREATE_MR_OPENED", PhaseCreate, store.StatusMRCreating, false, false, true, "Keep waiting: the merge request pipeline is running."},
-	{CreatePipelineFailed, "CREATE_PIPELINE_FAILED", PhaseCreate, store.StatusCreateFailed, false, true, false, "The pipeline failed. " + hintFixAndRetry},
-	{CreateFailed, "CREATE_FAILED", PhaseCreate, store.StatusCreateFailed, false, true, false, "Creating the merge request failed. " + hintFixAndRetry},
-	{HandleStarted, "HANDLE_STARTED", PhaseHandle, store.StatusMerging, false, false, true, hintKeepWaiting},
-	{HandleApproved, "HANDLE_APPROVED", PhaseHandle, store.StatusMerging, false, false, true, "Keep waiting: reviewers approved, merging."},
-	{HandleMerged, "HANDLE_MERGED", PhaseHandle, store.StatusMerged, false, false, false, "Keep waiting: merged, waiting for the deploy pipeline to apply it."},
-	{HandleFailed, "HANDLE_FAILED", PhaseHandle, store.StatusHandleFailed, false, true, false, "Merging failed. " + hintFixAndRetry},
-	{HandleRebaseConflict, "HANDLE_REBASE_CONFLICT", PhaseHandle, store.StatusHandleFailed, false, true, false, "The rebase has conflicts: resolve them on the source branch and comment /retry, or contact the maintainers."},
-	{HandleRebasing, "HANDLE_REBASING", PhaseHandle, store.StatusMerging, false, false, true, "Keep waiting: rebasing onto the target branch."},
-	{HandleReviewerDenied, "HANDLE_REVIEWER_DENIED", PhaseHandle, store.StatusHandleFailed, false, true, false, "A reviewer robot may not approve (token revoked or not eligible). Contact the maintainers, then /retry."},
-	{HandleNotMergeable, "HANDLE_NOT_MERGEABLE", PhaseHandle, store.StatusHandleFailed, false, true, false, "GitLab refuses the merge (see the reason). " + hintFixAndRetry},
-	{HandleAwaitPipeline, "HANDLE_AWAIT_PIPELINE", PhaseHandle, store.StatusMerging, false, false, true, "Keep waiting: the pipeline of the new head is running."},
-	{Closed, "CLOSED", PhaseClose, store.StatusClosed, true, false, false, hintReapply},
-	{CalledBack, "CALLED_BACK", PhaseCallback, store.StatusValidated, true, false, false, hintDone},
-	{ApprovalSending, "APPROVAL_SENDING", PhaseApproval, store.StatusApprovalSending, false, false, true, "Keep waiting: requesting approval."},
-	{ApprovalSent, "APPROVAL_SENT", PhaseApproval, store.StatusApprovalSent, false, false, false, "Waiting for an approver to decide (an operator can cancel)."},
-	{ApprovalRejected, "APPROVAL_REJECTED", PhaseApproval, store.StatusRejected, true, false, false, "The change was rejected. " + hintReapply},
-	{ApprovalWithdrawn, "APPROVAL_WITHDRAWN", PhaseApproval, store.StatusRejected, true, false, false, "The approval was withdrawn. " + hintReapply},
-	{HandlePipelinePending, "HANDLE_PIPELINE_PENDING", PhasePending, store.StatusMerging, false, false, true, hintUnknownWait},
-	{CreatePipelinePending, "CREATE_PIPELINE_PENDING", PhasePending, store.StatusMRCreating, false, false, true, hintUnknownWait},
-	{ApprovalSendPending, "APPROVAL_SEND_PENDING", PhasePending, store.StatusApprovalSending, false, false, true, "The approval system did not answer. " + hintUnknownWait},
-	{HandleRebasePending, "HANDLE_REBASE_PENDING", PhasePending, store.StatusMerging, false, false, true, "The rebase is still running past its deadline. " + hintUnknownWait},
-	{HandleMergePending, "HANDLE_MERGE_PENDING", PhasePending, store.StatusMerging, false, false, true, "GitLab has not said whether the merge request can be merged (still checking) past the deadline. " + hintUnknownWait},
-	{DeployPending, "DEPLOY_PENDING", PhasePending, store.StatusMerged, false, false, true, "Merged, but no deploy pipeline has confirmed it yet. " + hintUnknownWait},
+	{Code: CreateStarted, Name: "CREATE_STARTED", Phase: PhaseCreate, Status: store.StatusMRCreating,
+		Job: job(KindCreateMR, CreateFailed), Resume: CreateStarted, Next: next(CreateMROpened),
+		Hint: hintKeepWaiting},
+	{Code: CreateSucceeded, Name: "CREATE_SUCCEEDED", Phase: PhaseCreate, Status: store.StatusMRCreated,
+		Job: job(KindHandle, HandleFailed), MRFirstJob: job(KindRequestApproval, ApprovalSendPending),
+		Resume: CreateSucceeded, Next: next(HandleStarted, ApprovalSending),
+		Hint: hintKeepWaiting},
+	{Code: CreateMROpened, Name: "CREATE_MR_OPENED", Phase: PhaseCreate, Status: store.StatusMRCreating,
+		Job: job(KindAwaitPipeline, CreatePipelinePending), Resume: CreateMROpened, Wait: WaitPipeline,
+		Next: next(CreateSucceeded, CreatePipelineFailed, CreateFailed),
+		Hint: "Keep waiting: the merge request pipeline is running."},
+	{Code: CreatePipelineFailed, Name: "CREATE_PIPELINE_FAILED", Phase: PhaseCreate, Status: store.StatusCreateFailed,
+		Retry: CreateStarted,
+		Hint:  "The pipeline failed. " + hintFixAndRetry},
+	{Code: CreateFailed, Name: "CREATE_FAILED", Phase: PhaseCreate, Status: store.StatusCreateFailed,
+		Retry: CreateStarted,
+		Hint:  "Creating the merge request failed. " + hintFixAndRetry},
+	{Code: HandleStarted, Name: "HANDLE_STARTED", Phase: PhaseHandle, Status: store.StatusMerging,
+		Job: job(KindHandle, HandleFailed), Resume: HandleStarted,
+		Next: next(HandleApproved, HandleReviewerDenied, HandleNotMergeable, HandleRebasing, HandleAwaitPipeline),
+		Hint: hintKeepWaiting},
+	{Code: HandleApproved, Name: "HANDLE_APPROVED", Phase: PhaseHandle, Status: store.StatusMerging,
+		Job: job(KindHandle, HandleFailed), Resume: HandleApproved,
+		Next: next(HandleStarted, HandleNotMergeable, HandleRebaseConflict, HandleRebasing, HandleAwaitPipeline, HandleMergePending),
+		Hint: "Keep waiting: reviewers approved, merging."},
+	{Code: HandleMerged, Name: "HANDLE_MERGED", Phase: PhaseHandle, Status: store.StatusMerged,
+		Job: job(KindAwaitDeploy, DeployPending), Wait: WaitDeploy, Next: next(CalledBack),
+		Hint: "Keep waiting: merged, waiting for the deploy pipeline to apply it."},
+	{Code: HandleFailed, Name: "HANDLE_FAILED", Phase: PhaseHandle, Status: store.StatusHandleFailed,
+		Retry: HandleStarted,
+		Hint:  "Merging failed. " + hintFixAndRetry},
+	{Code: HandleRebaseConflict, Name: "HANDLE_REBASE_CONFLICT", Phase: PhaseHandle, Status: store.StatusHandleFailed,
+		Retry: HandleStarted,
+		Hint:  "The rebase has conflicts: resolve them on the source branch and comment /retry, or contact the maintainers."},
+	{Code: HandleRebasing, Name: "HANDLE_REBASING", Phase: PhaseHandle, Status: store.StatusMerging,
+		Job: job(KindHandle, HandleFailed), Resume: HandleRebasing, Wait: WaitRebase,
+		Next: next(HandleAwaitPipeline, HandleRebaseConflict, HandleRebasePending),
+		Hint: "Keep waiting: rebasing onto the target branch."},
+	{Code: HandleReviewerDenied, Name: "HANDLE_REVIEWER_DENIED", Phase: PhaseHandle, Status: store.StatusHandleFailed,
+		Retry: HandleStarted,
+		Hint:  "A reviewer robot may not approve (token revoked or not eligible). Contact the maintainers, then /retry."},
+	{Code: HandleNotMergeable, Name: "HANDLE_NOT_MERGEABLE", Phase: PhaseHandle, Status: store.StatusHandleFailed,
+		Retry: HandleStarted,
+		Hint:  "GitLab refuses the merge (see the reason). " + hintFixAndRetry},
+	{Code: HandleAwaitPipeline, Name: "HANDLE_AWAIT_PIPELINE", Phase: PhaseHandle, Status: store.StatusMerging,
+		Job: job(KindAwaitPipeline, HandlePipelinePending), Resume: HandleAwaitPipeline, Wait: WaitPipeline,
+		Next: next(HandleStarted, HandleFailed),
+		Hint: "Keep waiting: the pipeline of the new head is running."},
+	{Code: Closed, Name: "CLOSED", Phase: PhaseClose, Status: store.StatusClosed, Terminal: true,
+		Hint: hintReapply},
+	{Code: CalledBack, Name: "CALLED_BACK", Phase: PhaseCallback, Status: store.StatusValidated, Terminal: true,
+		Hint: hintDone},
+	{Code: ApprovalSending, Name: "APPROVAL_SENDING", Phase: PhaseApproval, Status: store.StatusApprovalSending,
+		Job: job(KindRequestApproval, ApprovalSendPending), Resume: ApprovalSending, Wait: WaitApproval,
+		Next: next(ApprovalSent, CreateStarted, HandleStarted, ApprovalRejected, ApprovalWithdrawn),
+		Hint: "Keep waiting: requesting approval."},
+	// APPROVAL_SENT has no job and is not resumable: it waits for the
+	// decision; cancel is the way out.
+	{Code: ApprovalSent, Name: "APPROVAL_SENT", Phase: PhaseApproval, Status: store.StatusApprovalSent,
+		Wait: WaitApproval, Next: next(CreateStarted, HandleStarted, ApprovalRejected, ApprovalWithdrawn),
+		Hint: "Waiting for an approver to decide (an operator can cancel)."},
+	{Code: ApprovalRejected, Name: "APPROVAL_REJECTED", Phase: PhaseApproval, Status: store.StatusRejected, Terminal: true,
+		Hint: "The change was rejected. " + hintReapply},
+	{Code: ApprovalWithdrawn, Name: "APPROVAL_WITHDRAWN", Phase: PhaseApproval, Status: store.StatusRejected, Terminal: true,
+		Hint: "The approval was withdrawn. " + hintReapply},
+	{Code: HandlePipelinePending, Name: "HANDLE_PIPELINE_PENDING", Phase: PhasePending, Status: store.StatusMerging,
+		Resume: HandleAwaitPipeline, Wait: WaitPipeline, Next: next(HandleStarted, HandleFailed),
+		Hint: hintUnknownWait},
+	{Code: CreatePipelinePending, Name: "CREATE_PIPELINE_PENDING", Phase: PhasePending, Status: store.StatusMRCreating,
+		Resume: CreateMROpened, Wait: WaitPipeline, Next: next(CreateSucceeded, CreatePipelineFailed, CreateFailed),
+		Hint: hintUnknownWait},
+	{Code: ApprovalSendPending, Name: "APPROVAL_SEND_PENDING", Phase: PhasePending, Status: store.StatusApprovalSending,
+		Resume: ApprovalSending, Wait: WaitApproval,
+		Next: next(ApprovalSent, CreateStarted, HandleStarted, ApprovalRejected, ApprovalWithdrawn),
+		Hint: "The approval system did not answer. " + hintUnknownWait},
+	{Code: HandleRebasePending, Name: "HANDLE_REBASE_PENDING", Phase: PhasePending, Status: store.StatusMerging,
+		Resume: HandleRebasing, Wait: WaitRebase, Next: next(HandleAwaitPipeline, HandleRebaseConflict, HandleFailed),
+		Hint: "The rebase is still running past its deadline. " + hintUnknownWait},
+	{Code: HandleMergePending, Name: "HANDLE_MERGE_PENDING", Phase: PhasePending, Status: store.StatusMerging,
+		Resume: HandleApproved, Wait: WaitMergeCheck, Next: next(HandleFailed),
+		Hint: "GitLab has not said whether the merge request can be merged (still checking) past the deadline. " + hintUnknownWait},
+	{Code: DeployPending, Name: "DEPLOY_PENDING", Phase: PhasePending, Status: store.StatusMerged,
+		Resume: HandleMerged, Wait: WaitDeploy, Next: next(CalledBack),
+		Hint: "Merged, but no deploy pipeline has confirmed it yet. " + hintUnknownWait},
 }
 
 var stepByCode = func() map[StepCode]Step {
@@ -123,14 +264,15 @@ var stepByCode = func() map[StepCode]Step {
 	return m
 }()
 
-// Lookup returns the catalogue row for code and whether it exists.
+// Lookup returns the step table's row for code and whether it exists.
 func Lookup(code StepCode) (Step, bool) {
 	s, ok := stepByCode[code]
 	return s, ok
 }
 
-// MustStep returns the catalogue row for code; it panics on an unknown code,
-// which is a programming error (every code used in flows is in the catalogue).
+// MustStep returns the step table's row for code; it panics on an unknown
+// code, which is a programming error (every code used in flows is in the
+// table).
 func MustStep(code StepCode) Step {
 	s, ok := stepByCode[code]
 	if !ok {
@@ -153,3 +295,35 @@ func (c StepCode) String() string {
 	}
 	return fmt.Sprintf("STEP_%d", int(c))
 }
+
+// stepsWhere returns the codes of the steps for which keep holds, in code
+// order.
+func stepsWhere(keep func(Step) bool) []StepCode {
+	var out []StepCode
+	for _, s := range Catalogue() {
+		if keep(s) {
+			out = append(out, s.Code)
+		}
+	}
+	return out
+}
+
+// waitsFor reports whether the step at code waits for w.
+func waitsFor(code StepCode, w Wait) bool {
+	s, ok := Lookup(code)
+	return ok && s.Wait == w
+}
+
+// stepJobKinds are the kinds of the jobs that advance an operation's step,
+// in code order of the first step each works.
+var stepJobKinds = func() []string {
+	var out []string
+	for _, s := range Catalogue() {
+		for _, j := range []StepJob{s.Job, s.MRFirstJob} {
+			if j.Kind != "" && !slices.Contains(out, j.Kind) {
+				out = append(out, j.Kind)
+			}
+		}
+	}
+	return out
+}()

@@ -97,7 +97,7 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 		return "", err
 	}
 	pipe := platform.Pipeline{ID: p.ID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, WebURL: p.WebURL, Source: p.Source}
-	if !pipelineWaits[StepCode(op.Step)] || !pipe.Finished() {
+	if !waitsForPipeline(StepCode(op.Step)) || !pipe.Finished() {
 		return OutcomeNoChange, nil
 	}
 	// Only the MR can tell whether this is the pipeline of its current

@@ -97,9 +97,6 @@ func sourceLabel(source string) string {
 // poll; one ancestry check only when the merge commit's own pipeline is
 // absent or finished without success.
 func (e *Engine) awaitDeploy(ctx context.Context, op store.Operation) error {
-	if StepCode(op.Step) == DeployPending {
-		return nil
-	}
 	pipes, err := e.gl.Pipelines(ctx, op.ProjectID, op.TargetBranch, "")
 	if err != nil {
 		return err

@@ -342,39 +342,23 @@ var uniqueActive = &river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState
 	rivertype.JobStateRunning, rivertype.JobStateScheduled,
 }}
 
-// followUps returns the jobs a move to step `to` makes due; version is the
+// followUps returns the jobs a move to step `to` makes due: the job of
+// to's row in the step table for op's flow order (a polling job first looks
+// after the short interval) and a status-note refresh; version is the
 // operation version the move writes (it makes each transition's job unique).
 func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay time.Duration) []river.InsertManyParams {
-	args := OperationArgs{OperationID: op.ID, Step: int(to), Version: version}
-	opts := &river.InsertOpts{UniqueOpts: *uniqueActive, MaxAttempts: MaxAttempts}
-	if delay > 0 {
-		opts.ScheduledAt = e.now().Add(delay)
-	}
 	var jobs []river.InsertManyParams
-	add := func(a river.JobArgs) { jobs = append(jobs, river.InsertManyParams{Args: a, InsertOpts: opts}) }
-	switch to {
-	case ApprovalSending:
-		add(RequestApprovalArgs(args))
-	case CreateStarted:
-		add(CreateMRArgs(args))
-	case CreateMROpened, HandleAwaitPipeline:
-		if delay == 0 {
-			opts.ScheduledAt = e.now().Add(e.pollFor(op).ShortInterval)
+	s, ok := Lookup(to)
+	if j := s.JobFor(op.ApprovalFirst); ok && j.Kind != "" {
+		opts := &river.InsertOpts{UniqueOpts: *uniqueActive, MaxAttempts: MaxAttempts}
+		if delay == 0 && s.Polls() {
+			delay = e.pollFor(op).ShortInterval
 		}
-		add(AwaitPipelineArgs(args))
-	case CreateSucceeded:
-		if op.ApprovalFirst {
-			add(HandleArgs(args))
-		} else {
-			add(RequestApprovalArgs(args))
+		if delay > 0 {
+			opts.ScheduledAt = e.now().Add(delay)
 		}
-	case HandleStarted, HandleApproved, HandleRebasing:
-		add(HandleArgs(args))
-	case HandleMerged:
-		if delay == 0 {
-			opts.ScheduledAt = e.now().Add(e.pollFor(op).ShortInterval)
-		}
-		add(AwaitDeployArgs(args))
+		args := stepJobArgs(j.Kind, OperationArgs{OperationID: op.ID, Step: int(to), Version: version})
+		jobs = append(jobs, river.InsertManyParams{Args: args, InsertOpts: opts})
 	}
 	if op.MRIID > 0 || to == CreateMROpened || to == CreateStarted {
 		jobs = append(jobs, e.refreshNoteJob(op.ID, version))

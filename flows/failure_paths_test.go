@@ -97,7 +97,7 @@ func TestFailureStatusGolden(t *testing.T) {
 	t0 := time.Date(2026, 3, 9, 14, 0, 0, 0, time.UTC)
 	covered := 0
 	for _, st := range Catalogue() {
-		failure := st.Retryable || st.Phase == PhasePending || st.Status == store.StatusRejected
+		failure := st.Retryable() || st.Phase == PhasePending || st.Status == store.StatusRejected
 		if !failure {
 			continue
 		}

@@ -154,7 +154,7 @@ const (
 // *NotApplicableError when the change does not wait for a GitLab decision
 // or user is not an approver.
 func (e *Engine) DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error {
-	awaiting := op.TicketID == GitLabTicket && awaitingApproval[StepCode(op.Step)]
+	awaiting := op.TicketID == GitLabTicket && awaitingApproval(StepCode(op.Step))
 	early := e.policy(op.Project).Provider == ProviderGitLab && earlyApproval(op) && decision != GitLabReject
 	if !awaiting && !early {
 		return notApplicable("this change does not wait for an approval in GitLab (it is %s)", op.Status)

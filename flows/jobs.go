@@ -1,6 +1,10 @@
 package flows
 
-import "github.com/riverqueue/river"
+import (
+	"fmt"
+
+	"github.com/riverqueue/river"
+)
 
 // Job kinds (persisted in river_job.kind: never rename one).
 const (
@@ -62,6 +66,24 @@ type CloseMRArgs OperationArgs
 
 // Kind implements river.JobArgs.
 func (CloseMRArgs) Kind() string { return KindCloseMR }
+
+// stepJobArgs returns the arguments of a step job of kind (a kind of
+// stepJobKinds) for a.
+func stepJobArgs(kind string, a OperationArgs) river.JobArgs {
+	switch kind {
+	case KindRequestApproval:
+		return RequestApprovalArgs(a)
+	case KindCreateMR:
+		return CreateMRArgs(a)
+	case KindAwaitPipeline:
+		return AwaitPipelineArgs(a)
+	case KindHandle:
+		return HandleArgs(a)
+	case KindAwaitDeploy:
+		return AwaitDeployArgs(a)
+	}
+	panic(fmt.Sprintf("flows: %q is not a step job kind", kind))
+}
 
 // ProcessDeliveryArgs processes one stored webhook delivery.
 type ProcessDeliveryArgs struct {

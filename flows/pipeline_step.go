@@ -9,13 +9,17 @@ import (
 	"changebot/store"
 )
 
-// pipelineWaits are the steps that wait for the MR pipeline of the head,
-// in the create phase and (after a rebase or a moved head) the handle phase.
-var pipelineWaits = map[StepCode]bool{
-	CreateMROpened: true, CreatePipelinePending: true, HandleAwaitPipeline: true, HandlePipelinePending: true,
-}
+// waitsForPipeline reports whether step waits for the MR pipeline of the
+// head (step table), in the create phase and (after a rebase or a moved
+// head) the handle phase.
+func waitsForPipeline(step StepCode) bool { return waitsFor(step, WaitPipeline) }
 
-func inCreatePhase(s StepCode) bool { return s == CreateMROpened || s == CreatePipelinePending }
+// inCreatePhase reports whether step belongs to the create phase by its
+// binding status (the pending steps' codes are in the pending range).
+func inCreatePhase(step StepCode) bool {
+	s, ok := Lookup(step)
+	return ok && s.Status == store.StatusMRCreating
+}
 
 // nextPoll returns how long to wait before the next poll of a wait that
 // started at since, or ok=false when its deadline has passed. N short
@@ -44,10 +48,6 @@ func stepped(p PollConfig, now, since time.Time, deadline time.Duration) (time.D
 // MR's head pipeline and decides, or snoozes, or parks the change in a
 // pending step at the deadline.
 func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
-	step := StepCode(op.Step)
-	if step == CreatePipelinePending || step == HandlePipelinePending {
-		return nil // parked: webhooks, the reconciler or /resume move it on
-	}
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err != nil {
 		return err
@@ -62,11 +62,8 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 	if d, ok := stepped(p, e.now(), op.StepStartedAt, p.PipelineDeadline); ok {
 		return snoozeFor(d)
 	}
-	pending := HandlePipelinePending
-	if inCreatePhase(step) {
-		pending = CreatePipelinePending
-	}
-	_, err = e.Transition(ctx, op, pending, TransitionOpts{Source: "job:" + KindAwaitPipeline,
+	// Past the deadline the wait parks in its job's declared step.
+	_, err = e.Transition(ctx, op, declaredFailure(KindAwaitPipeline, op), TransitionOpts{Source: "job:" + KindAwaitPipeline,
 		Payload: map[string]any{"deadline": p.PipelineDeadline.String()},
 		Update: func(o *store.Operation) {
 			o.Detail = fmt.Sprintf("no pipeline result for %s after %s", short(mr.SHA), p.PipelineDeadline)
@@ -91,7 +88,7 @@ func headPipeline(mr platform.MergeRequest) *platform.Pipeline {
 // pipelineFinished applies a finished pipeline of head to op.
 func (e *Engine) pipelineFinished(ctx context.Context, op store.Operation, head string, p platform.Pipeline, source string) error {
 	step := StepCode(op.Step)
-	if !pipelineWaits[step] {
+	if !waitsForPipeline(step) {
 		return nil
 	}
 	update := func(o *store.Operation) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -109,8 +110,19 @@ type ReconcileReport struct {
 }
 
 // reconcileWaitSteps are the steps that wait on GitLab (a pipeline, a
-// rebase, the deploy) with a polling job; webhooks only speed them up.
-var reconcileWaitSteps = []StepCode{CreateMROpened, HandleAwaitPipeline, HandleRebasing, HandleMerged}
+// rebase, the deploy) with a polling job (Step.Polls); webhooks only speed
+// them up. reconcileWaitKinds are their jobs' kinds.
+var reconcileWaitSteps = stepsWhere(Step.Polls)
+
+var reconcileWaitKinds = func() []string {
+	var out []string
+	for _, c := range reconcileWaitSteps {
+		if k := MustStep(c).Job.Kind; !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}()
 
 // Run does one pass (DESIGN §3 step 8, §9): one query for the candidates
 // (with the watermark verdict), one pipelines list per (project, target
@@ -136,7 +148,7 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 		start = end
 	}
 	rep.Woken, err = r.st.WakeStaleWaits(ctx, r.e.st.Pool(), store.WakeParams{
-		Steps: stepInts(reconcileWaitSteps), Kinds: []string{KindAwaitPipeline, KindHandle, KindAwaitDeploy},
+		Steps: stepInts(reconcileWaitSteps), Kinds: reconcileWaitKinds,
 		QuietBefore: now.Add(-r.cfg.QuietAfter), WakeAfter: now.Add(r.e.poll.ShortInterval), Limit: r.cfg.MaxWakes})
 	if err != nil {
 		return rep, err

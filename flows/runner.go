@@ -37,44 +37,45 @@ func (s *snooze) Error() string { return fmt.Sprintf("snooze %s", s.d) }
 
 func snoozeFor(d time.Duration) error { return &snooze{d: d} }
 
-// declaredFailure is the failure step each job kind declares for an
-// unexpected error, a panic or exhausted retries (DESIGN §2 "every exit path
-// ends in a state").
+// declaredFailure is the step a job of kind writes at op's step for an
+// unexpected error, a panic or exhausted retries: the failure of the step's
+// job in the step table (DESIGN §2 "every exit path ends in a state"); 0
+// when the step's job in op's flow order is not of kind.
 func declaredFailure(kind string, op store.Operation) StepCode {
-	switch kind {
-	case KindRequestApproval:
-		return ApprovalSendPending
-	case KindCreateMR:
-		return CreateFailed
-	case KindAwaitPipeline:
-		if MustStep(StepCode(op.Step)).Phase == PhaseCreate || StepCode(op.Step) == CreatePipelinePending {
-			return CreatePipelinePending
-		}
-		return HandlePipelinePending
-	case KindHandle:
-		return HandleFailed
-	case KindAwaitDeploy:
-		return DeployPending
+	s, ok := Lookup(StepCode(op.Step))
+	if j := s.JobFor(op.ApprovalFirst); ok && j.Kind == kind {
+		return j.Failure
 	}
 	return 0
 }
 
-// DeclaredFailures lists, per job kind, the failure step it declares (for
-// documentation and the panic test). KindAwaitPipeline declares
-// CREATE_PIPELINE_PENDING in the create phase and HANDLE_PIPELINE_PENDING in
-// the handle phase; see DeclaredFailure.
+// DeclaredFailures lists, per job kind, the failure it declares at the first
+// step (in code order) it works, from the step table (for documentation and
+// the panic test). KindAwaitPipeline declares CREATE_PIPELINE_PENDING in the
+// create phase and HANDLE_PIPELINE_PENDING in the handle phase; see
+// DeclaredFailure.
 func DeclaredFailures() map[string]StepCode {
-	return map[string]StepCode{
-		KindRequestApproval: ApprovalSendPending, KindCreateMR: CreateFailed,
-		KindAwaitPipeline: CreatePipelinePending, KindHandle: HandleFailed, KindAwaitDeploy: DeployPending,
+	out := map[string]StepCode{}
+	for _, s := range Catalogue() {
+		for _, j := range []StepJob{s.Job, s.MRFirstJob} {
+			if _, seen := out[j.Kind]; j.Kind != "" && !seen {
+				out[j.Kind] = j.Failure
+			}
+		}
 	}
+	return out
 }
 
 // DeclaredFailure is the step a job of kind running at step writes when it
-// fails unexpectedly, panics or uses up its attempts; 0 for a kind that
-// moves no operation.
+// fails unexpectedly, panics or uses up its attempts (in either flow order);
+// 0 when no job of kind works step.
 func DeclaredFailure(kind string, step StepCode) StepCode {
-	return declaredFailure(kind, store.Operation{Step: int(step)})
+	for _, first := range []bool{true, false} {
+		if f := declaredFailure(kind, store.Operation{Step: int(step), ApprovalFirst: first}); f != 0 {
+			return f
+		}
+	}
+	return 0
 }
 
 // stepFunc does one step of an operation. It returns nil when done, a
@@ -96,6 +97,12 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 	log := e.opLog(op).With(attrJobKind, kind, attrStep, StepCode(op.Step).String())
 	if op.Step != a.Step {
 		log.Debug("stale job: operation moved on", "job_step", StepCode(a.Step).String())
+		return nil
+	}
+	if declaredFailure(kind, op) == 0 {
+		// Not the job the step table names for this step (a parked step,
+		// or a job enqueued by an older version): nothing to do.
+		log.Warn("stale job: the step has no job of this kind")
 		return nil
 	}
 	defer func() {

@@ -36,9 +36,6 @@ type SweepConfig struct {
 // DefaultSweepConfig holds the sweeper's defaults.
 var DefaultSweepConfig = SweepConfig{Interval: time.Minute, After: 10 * time.Minute, MaxRows: 100}
 
-// stepJobKinds are the kinds of the jobs that advance an operation's step.
-var stepJobKinds = []string{KindRequestApproval, KindCreateMR, KindAwaitPipeline, KindHandle, KindAwaitDeploy}
-
 // Sweeper re-enqueues the job of operations stuck in an in-progress step
 // with no live job (the job was discarded, cancelled or lost). It runs as a
 // River periodic job on the elected leader.
@@ -57,39 +54,15 @@ func NewSweeper(e *Engine, st ReconcileStore, cfg SweepConfig) *Sweeper {
 	if cfg.MaxRows <= 0 {
 		cfg.MaxRows = d.MaxRows
 	}
-	return &Sweeper{e: e, st: st, cfg: cfg, steps: SweepableSteps(e)}
+	return &Sweeper{e: e, st: st, cfg: cfg, steps: SweepableSteps()}
 }
 
-// SweepableSteps returns the in-progress steps: not terminal, not pending,
-// not failed (those wait for a person), and with a step job while they
-// last in both flow orders. APPROVAL_SENT, which waits for the approval
+// SweepableSteps returns the in-progress steps: those the step table gives
+// a job in both flow orders (pending, failed and terminal steps have none;
+// they wait for a person). APPROVAL_SENT, which waits for the approval
 // system's callback without a job, is not one.
-func SweepableSteps(e *Engine) []StepCode {
-	var out []StepCode
-	for _, s := range Catalogue() {
-		if s.Terminal || s.Retryable || s.Phase == PhasePending {
-			continue
-		}
-		ok := true
-		for _, first := range []bool{true, false} {
-			ok = ok && hasStepJob(e.followUps(store.Operation{ApprovalFirst: first}, s.Code, 1, 0))
-		}
-		if ok {
-			out = append(out, s.Code)
-		}
-	}
-	return out
-}
-
-func hasStepJob(jobs []river.InsertManyParams) bool {
-	for _, j := range jobs {
-		for _, k := range stepJobKinds {
-			if j.Args.Kind() == k {
-				return true
-			}
-		}
-	}
-	return false
+func SweepableSteps() []StepCode {
+	return stepsWhere(func(s Step) bool { return s.JobFor(true).Kind != "" && s.JobFor(false).Kind != "" })
 }
 
 // SweepReport is what one pass did.

@@ -3,6 +3,7 @@ package flows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -140,39 +141,97 @@ func TestCatalogueCodesInPhaseRanges(t *testing.T) {
 		if s.Hint == "" {
 			t.Errorf("%s has no hint", s.Name)
 		}
-		if s.Terminal && (s.Retryable || s.Resumable) {
+		if s.Terminal && (s.Retryable() || s.Resumable()) {
 			t.Errorf("terminal %s cannot be retried or resumed", s.Name)
 		}
 		if s.Terminal != (s.Status == store.StatusValidated || store.IsReappliable(s.Status)) {
 			t.Errorf("%s: terminal=%v disagrees with its status %s", s.Name, s.Terminal, s.Status)
 		}
+		for _, j := range []StepJob{s.Job, s.MRFirstJob} {
+			if (j.Kind == "") != (j.Failure == 0) {
+				t.Errorf("%s: job %q with failure %s: a job and its failure go together", s.Name, j.Kind, j.Failure)
+			}
+		}
+		if s.MRFirstJob.Kind != "" && s.Job.Kind == "" {
+			t.Errorf("%s has a job in the MR-first order only", s.Name)
+		}
+		if (s.Terminal || s.Phase == PhasePending || s.Retryable()) && s.Job.Kind != "" {
+			t.Errorf("%s waits for a person or is over, yet has a job", s.Name)
+		}
+		if s.Resume == s.Code && s.Job.Kind == "" {
+			t.Errorf("%s resumes by enqueueing its job again, but has none", s.Name)
+		}
+		if s.Retryable() != (s.Status == store.StatusCreateFailed || s.Status == store.StatusHandleFailed) {
+			t.Errorf("%s: /retry %s does not match its failed status %s", s.Name, s.Retry, s.Status)
+		}
 	}
 }
 
-// TestResumableStepsHaveSomethingToResume: every step the catalogue calls
-// resumable either goes back to a waiting step on /resume or has a job to
-// enqueue again; otherwise /resume would answer yes and do nothing.
+// TestDerivedStepSets pins the step sets derived from the step table
+// against lists written out here: who accepts an approval decision, who
+// waits for the MR pipeline, what the sweeper and the reconciler watch.
+func TestDerivedStepSets(t *testing.T) {
+	t.Parallel()
+	filter := func(keep func(StepCode) bool) []StepCode {
+		var out []StepCode
+		for _, s := range Catalogue() {
+			if keep(s.Code) {
+				out = append(out, s.Code)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		got, want []StepCode
+	}{
+		{"awaiting an approval decision", filter(awaitingApproval), []StepCode{ApprovalSending, ApprovalSent, ApprovalSendPending}},
+		{"waiting for the MR pipeline", filter(waitsForPipeline), []StepCode{CreateMROpened, HandleAwaitPipeline, HandlePipelinePending, CreatePipelinePending}},
+		{"in the create phase", filter(inCreatePhase), []StepCode{CreateStarted, CreateMROpened, CreatePipelinePending}},
+		{"swept", SweepableSteps(), []StepCode{CreateStarted, CreateSucceeded, CreateMROpened, HandleStarted, HandleApproved,
+			HandleMerged, HandleRebasing, HandleAwaitPipeline, ApprovalSending}},
+		{"woken by the reconciler", reconcileWaitSteps, []StepCode{CreateMROpened, HandleMerged, HandleRebasing, HandleAwaitPipeline}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if !slices.Equal(tt.got, tt.want) {
+				t.Errorf("got %v, want %v", tt.got, tt.want)
+			}
+		})
+	}
+	if want := []string{KindAwaitPipeline, KindAwaitDeploy, KindHandle}; !slices.Equal(reconcileWaitKinds, want) {
+		t.Errorf("reconciler wakes %v, want %v", reconcileWaitKinds, want)
+	}
+	if want := []string{KindCreateMR, KindHandle, KindRequestApproval, KindAwaitPipeline, KindAwaitDeploy}; !slices.Equal(stepJobKinds, want) {
+		t.Errorf("step job kinds %v, want %v", stepJobKinds, want)
+	}
+}
+
+// TestResumableStepsHaveSomethingToResume: every step the step table calls
+// resumable lands, on /resume, at a step whose job followUps enqueues in
+// both flow orders (itself when Resume is the step, else the waiting step it
+// goes back to); otherwise /resume would answer yes and do nothing.
 func TestResumableStepsHaveSomethingToResume(t *testing.T) {
 	t.Parallel()
 	e := &Engine{poll: DefaultPollConfig, now: time.Now}
 	for _, s := range Catalogue() {
-		if !s.Resumable {
+		if !s.Resumable() {
 			continue
 		}
-		if to, ok := resumeTargets[s.Code]; ok {
-			if !CanMove(s.Code, to) {
-				t.Errorf("%s resumes to %s, an illegal move", s.Name, to)
-			}
-			continue
+		if s.Resume != s.Code && !CanMove(s.Code, s.Resume) {
+			t.Errorf("%s resumes to %s, an illegal move", s.Name, s.Resume)
 		}
-		hasStepJob := false
-		for _, j := range e.followUps(store.Operation{ID: "op_x", ApprovalFirst: true}, s.Code, 2, 0) {
-			if _, note := j.Args.(RefreshNoteArgs); !note {
-				hasStepJob = true
+		for _, first := range []bool{true, false} {
+			hasStepJob := false
+			for _, j := range e.followUps(store.Operation{ID: "op_x", ApprovalFirst: first}, s.Resume, 2, 0) {
+				if _, note := j.Args.(RefreshNoteArgs); !note {
+					hasStepJob = true
+				}
 			}
-		}
-		if !hasStepJob {
-			t.Errorf("%s is resumable but /resume would enqueue no step job", s.Name)
+			if !hasStepJob {
+				t.Errorf("%s is resumable but /resume would enqueue no step job (approval first %v)", s.Name, first)
+			}
 		}
 	}
 }
