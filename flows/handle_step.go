@@ -88,15 +88,16 @@ func (e *Engine) nextRound(ctx context.Context, op store.Operation, to StepCode,
 // approve approves as every reviewer robot that has not approved the head
 // yet (DESIGN §5). Before each attempt it reads who approved (fail-open: an
 // unreadable list counts as nobody), approves with the head sha, and after
-// platform.ErrForbidden (401, 403) reads once more, since GitLab answers 401 both for "already
-// approved" and "not allowed": a reviewer that still has not approved ends
-// the change in HANDLE_REVIEWER_DENIED at once (no retries). A 429, 5xx or
-// network error is retried for that reviewer alone, on its own exponential
-// backoff, at most ApproveMaxRetries times, recorded as attempt events; the
-// other reviewers go on meanwhile. After the last failure the approvals are
-// read once more (the call may have taken effect) before the change fails.
-// When GitLab behaves this makes at most one approve call per reviewer per
-// head sha.
+// platform.ErrForbidden (401, 403) reads once more, since GitLab answers 401
+// both for "already approved" and "not allowed": a reviewer that still has
+// not approved ends the change in HANDLE_REVIEWER_DENIED at once (no
+// retries); a list that cannot be read is retried like a transient failure.
+// A 429, 5xx or network error is retried for that reviewer alone, on its own
+// exponential backoff, at most ApproveMaxRetries times, recorded as attempt
+// events; the other reviewers go on meanwhile. After the last failure the
+// approvals are read once more (the call may have taken effect) before the
+// change fails. When GitLab behaves this makes at most one approve call per
+// reviewer per head sha.
 func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 	mr, done, err := e.readOpenMR(ctx, op, false)
 	if done {
@@ -125,14 +126,24 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 			err = e.gl.Approve(ctx, i, op.ProjectID, op.MRIID, mr.SHA)
 		}
 		name := reviewerName(i, u)
+		if errors.Is(err, platform.ErrForbidden) && u.ID != 0 {
+			// GitLab answers 401 both to "already approved" and to "not
+			// allowed": only the approvals tell which. While they cannot
+			// be read, the reviewer is retried within its budget
+			// (issue 9 defect 13).
+			now, rerr := e.readApprovals(ctx, op)
+			if rerr == nil && now[u.ID] {
+				continue // the 401 meant "already approved"
+			}
+			if rerr != nil {
+				err = &approvalsUnreadable{status: platform.StatusOf(err), err: rerr}
+			}
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, platform.ErrHeadMoved):
 			return e.shaMismatch(ctx, op)
 		case errors.Is(err, platform.ErrForbidden):
-			if u.ID != 0 && e.approvedSet(ctx, op)[u.ID] {
-				continue // the 401 meant "already approved"
-			}
 			return failTo(HandleReviewerDenied, "reviewer robot %s may not approve !%d: GitLab answered %d (token revoked or expired, or the account is not eligible to approve)", name, op.MRIID, platform.StatusOf(err))
 		case platform.IsTransient(err):
 			if attempts == nil {
@@ -268,16 +279,39 @@ func (e *Engine) recordApproveFailure(ctx context.Context, op store.Operation, i
 // approvedSet reads who approved; an unreadable list counts as "nobody yet"
 // (fail-open, DESIGN §5).
 func (e *Engine) approvedSet(ctx context.Context, op store.Operation) map[int64]bool {
-	users, err := e.gl.Approvals(ctx, op.ProjectID, op.MRIID)
+	out, err := e.readApprovals(ctx, op)
 	if err != nil {
 		e.opLog(op).Warn("reading approvals failed, assuming none", "err", err)
 		return map[int64]bool{}
+	}
+	return out
+}
+
+// readApprovals reads the ids of the users who approved the change's MR.
+func (e *Engine) readApprovals(ctx context.Context, op store.Operation) (map[int64]bool, error) {
+	users, err := e.gl.Approvals(ctx, op.ProjectID, op.MRIID)
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[int64]bool, len(users))
 	for _, u := range users {
 		out[u.ID] = true
 	}
-	return out
+	return out, nil
+}
+
+// approvalsUnreadable is an approve GitLab refused with status (401 or
+// 403) while the approvals that would tell "already approved" from "not
+// allowed" could not be read (err). It is retried like a transient failure
+// (it deliberately does not unwrap: neither the refusal nor the read's
+// error decides on its own).
+type approvalsUnreadable struct {
+	status int
+	err    error
+}
+
+func (a *approvalsUnreadable) Error() string {
+	return fmt.Sprintf("GitLab answered %d to the approval and the approvals could not be read: %s", a.status, failureDetail(a.err))
 }
 
 // merge merges with the head sha, the way the project requires, and acts

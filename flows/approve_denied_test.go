@@ -1,0 +1,96 @@
+package flows_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/flows/flowtest"
+	"changebot/platform/gitlab/gitlabfake"
+)
+
+// TestApprove401ReadsTheApprovalsWithinTheBudget (issue 9 defect 13):
+// GitLab answers 401 both to "already approved" and to "not allowed", so
+// after a 401 on approve the approvals are read; when that read fails too,
+// it is retried within the approve budget instead of ending the change in
+// HANDLE_REVIEWER_DENIED at once.
+func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
+	t.Parallel()
+	const approvals = "/api/v4/projects/*/merge_requests/*/approvals"
+	const approve = "/api/v4/projects/*/merge_requests/*/approve"
+	tests := []struct {
+		name   string
+		faults []gitlabfake.Fault
+		// unreadableFor is how long the approvals stay unreadable.
+		unreadableFor time.Duration
+		want          flows.StepCode
+	}{
+		{
+			name: "already approved, list unreadable for a while",
+			// The approval takes effect but its answer is a 401, as GitLab
+			// answers a second approval by the same user.
+			faults: []gitlabfake.Fault{
+				{Method: "POST", PathPattern: approve, Status: 401, Body: `{"message":"401 Unauthorized"}`, User: "reviewer1", AfterEffect: true, Times: 1},
+				{Method: "GET", PathPattern: approvals, Status: 503},
+			},
+			unreadableFor: time.Minute,
+			want:          flows.HandleMerged,
+		},
+		{
+			name: "not allowed, list readable",
+			faults: []gitlabfake.Fault{
+				{Method: "POST", PathPattern: approve, Status: 401, Body: `{"message":"401 Unauthorized"}`, User: "reviewer1"},
+			},
+			want: flows.HandleReviewerDenied,
+		},
+		{
+			name: "401 and the list unreadable for the whole budget",
+			faults: []gitlabfake.Fault{
+				{Method: "POST", PathPattern: approve, Status: 401, Body: `{"message":"401 Unauthorized"}`, User: "reviewer1"},
+				{Method: "GET", PathPattern: approvals, Status: 503},
+			},
+			unreadableFor: 3 * time.Hour,
+			want:          flows.HandleFailed,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := flowtest.New(t, nil)
+			op := h.Submit(t, flowtest.Change("payments-api"))
+			h.WorkUntilIdle(t)
+			h.Decide(t, op.ID, flows.DecisionApproved)
+			h.WorkUntilIdle(t)
+			h.RequireStep(t, op.ID, flows.CreateMROpened)
+			for _, f := range tt.faults {
+				h.GitLab.InjectFault(f)
+			}
+			h.DeliverWebhooks(t) // the pipeline passed: the handle phase starts
+			h.WorkUntilIdle(t)
+			if tt.unreadableFor > 0 {
+				h.RunFor(t, tt.unreadableFor)
+				if tt.want != flows.HandleFailed && slices.Contains(h.Steps(t, op.ID), flows.HandleReviewerDenied) {
+					t.Fatalf("the change went to HANDLE_REVIEWER_DENIED while the approvals could not be read (steps %v)", h.Steps(t, op.ID))
+				}
+				h.GitLab.ClearFaults()
+				h.RunFor(t, flowtest.Poll.LongInterval)
+			}
+			h.DeliverWebhooks(t)
+			h.WorkUntilIdle(t)
+			got := h.Steps(t, op.ID)
+			if !slices.Contains(got, tt.want) {
+				t.Fatalf("steps %v; want %s", got, tt.want)
+			}
+			if tt.want != flows.HandleReviewerDenied && slices.Contains(got, flows.HandleReviewerDenied) {
+				t.Fatalf("steps %v went through HANDLE_REVIEWER_DENIED", got)
+			}
+			if tt.want == flows.HandleFailed {
+				if d := h.Op(t, op.ID).Detail; !strings.Contains(d, "approvals could not be read") {
+					t.Fatalf("detail %q; want it to say the approvals could not be read", d)
+				}
+			}
+		})
+	}
+}
