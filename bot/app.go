@@ -62,6 +62,7 @@ type App struct {
 	router   http.Handler
 	schema   string
 	settings *settings.Cache
+	gauge    *flows.ActiveGauge
 }
 
 // NewApp connects to the database and builds every subsystem; it starts
@@ -169,6 +170,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	if err != nil {
 		return fmt.Errorf("configuring the job queue: %w", err)
 	}
+	a.gauge = flows.NewActiveGauge(flows.ActiveGaugeConfig{Store: a.store, DB: a.pool, Metrics: fm, ClientIDFunc: a.jobs.ID})
 	a.router, err = a.routes(fm)
 	return err
 }
@@ -196,6 +198,13 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
+	gaugeCtx, stopGauge := context.WithCancel(ctx)
+	gaugeDone := make(chan struct{})
+	go func() {
+		defer close(gaugeDone)
+		a.gauge.Run(gaugeCtx, flows.ActiveGaugeInterval, func(err error) { a.log.Warn("refreshing the active changes gauge", "err", err) })
+	}()
+	defer func() { stopGauge(); <-gaugeDone }()
 	srv := &http.Server{Handler: a.router, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)

@@ -10,6 +10,7 @@ type Metrics struct {
 	jobFailures  *prometheus.CounterVec
 	panics       *prometheus.CounterVec
 	active       *prometheus.GaugeVec
+	oldest       *prometheus.GaugeVec
 	admission    prometheus.Counter
 }
 
@@ -40,7 +41,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"where"}),
 		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "changebot_active_changes",
-			Help: "Operations per binding status, read from the database so replicas agree.",
+			Help: "Changes per binding status that hold their binding, read from the database by the job queue leader (other replicas export none).",
+		}, []string{"status"}),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "changebot_active_changes_oldest_seconds",
+			Help: "Per binding status, seconds since the least recently changed change in it last changed (0 when none); set by the job queue leader.",
 		}, []string{"status"}),
 		admission: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "changebot_admission_rejected_total",
@@ -48,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.transitions, m.stateSeconds, m.validated, m.jobFailures, m.panics, m.active, m.admission)
+		reg.MustRegister(m.transitions, m.stateSeconds, m.validated, m.jobFailures, m.panics, m.active, m.oldest, m.admission)
 	}
 	return m
 }

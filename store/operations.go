@@ -123,25 +123,6 @@ func (s *Store) CountActive(ctx context.Context, db DBTX) (int, error) {
 	return n, nil
 }
 
-// CountByStatus returns the number of operations per status. One query.
-func (s *Store) CountByStatus(ctx context.Context, db DBTX) (map[string]int, error) {
-	rows, err := db.Query(ctx, `SELECT status, count(*) FROM operations GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("counting operations by status: %w", err)
-	}
-	out := map[string]int{}
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out[st] = n
-	}
-	return out, rows.Err()
-}
-
 func reappliableList() []string {
 	out := make([]string, 0, len(Reappliable))
 	for _, st := range AllStatuses {

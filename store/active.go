@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ActiveStatuses lists the binding statuses of changes that hold their
+// binding (every status but the reappliable ones), in flow order.
+func ActiveStatuses() []string {
+	out := make([]string, 0, len(AllStatuses))
+	for _, st := range AllStatuses {
+		if !Reappliable[st] {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// StatusAge is how many operations are in Status, and when the least
+// recently changed of them last changed (zero when Count is 0).
+type StatusAge struct {
+	Status          string
+	Count           int
+	OldestUpdatedAt time.Time
+}
+
+// CountByStatusWithAge returns one StatusAge per status of statuses, in
+// that order, zero counts included. One query; each status is a range of
+// the (status, updated_at) index, so finished changes (whose statuses a
+// caller leaves out) cost nothing however many there are.
+func (s *Store) CountByStatusWithAge(ctx context.Context, db DBTX, statuses []string) ([]StatusAge, error) {
+	rows, err := db.Query(ctx, `SELECT s.status, count(o.id), min(o.updated_at)
+		FROM unnest($1::text[]) WITH ORDINALITY AS s(status, ord)
+		LEFT JOIN operations o ON o.status = s.status
+		GROUP BY s.status, s.ord ORDER BY s.ord`, statuses)
+	if err != nil {
+		return nil, fmt.Errorf("counting operations by status: %w", err)
+	}
+	defer rows.Close()
+	out := make([]StatusAge, 0, len(statuses))
+	for rows.Next() {
+		var a StatusAge
+		var oldest *time.Time
+		if err := rows.Scan(&a.Status, &a.Count, &oldest); err != nil {
+			return nil, fmt.Errorf("counting operations by status: %w", err)
+		}
+		if oldest != nil {
+			a.OldestUpdatedAt = oldest.UTC()
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("counting operations by status: %w", err)
+	}
+	return out, nil
+}
+
+// IsJobLeader reports whether the River client clientID is the elected
+// leader now (River's table river_leader, in the search_path or the
+// schema of the pool). Only the leader runs cluster-wide duties such as the
+// active changes gauge.
+func (s *Store) IsJobLeader(ctx context.Context, db DBTX, clientID string) (bool, error) {
+	var ok bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_leader WHERE leader_id = $1 AND expires_at > now())`,
+		clientID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("reading the job queue leader: %w", err)
+	}
+	return ok, nil
+}
