@@ -27,6 +27,7 @@ import (
 	"changebot/flows"
 	"changebot/platform/approval"
 	"changebot/platform/gitlab"
+	"changebot/routing"
 	"changebot/settings"
 	"changebot/store"
 	"changebot/templates"
@@ -127,8 +128,8 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	a.engine, err = flows.NewEngine(flows.EngineConfig{
 		Store: a.store, GitLab: a.gitlab, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approval.New(a.cfg.ApprovalURL, nil),
-		ExternalURL: a.cfg.ExternalURL, Poll: poll, DecodeHook: gitlab.DecodeHook,
-		CommandsFunc:       commands.CommandsFor,
+		ExternalURL: a.cfg.ExternalURL, Poll: poll,
+		CommandsFunc:       routing.StatusCommands,
 		ApprovalPolicyFunc: approvalPolicyFunc(a.settingText),
 		PollFunc:           func(project string) flows.PollConfig { return pollFromSettings(a.settings, project) },
 		StepHookFunc:       opts.StepHookFunc,
@@ -136,13 +137,19 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	if err != nil {
 		return err
 	}
-	a.engine.SetNoteHandler(commands.NewExecutor(commands.ExecutorConfig{
-		Engine: a.engine, Notes: a.store, DB: a.pool, Access: a.gitlab, Renderer: renderer,
-		Operators: a.cfg.Operators, BotUsers: a.cfg.BotUsers, Logger: a.log,
+	executor := commands.NewExecutor(commands.ExecutorConfig{
+		Flow: routing.NewCommandFlow(a.engine, a.store), Notes: routing.NewNoteStore(a.store), Access: a.gitlab,
+		Renderer: renderer, Operators: a.cfg.Operators, BotUsers: a.cfg.BotUsers, Logger: a.log,
 		RateLimitFunc: func() int { return a.settings.Get(settings.CommandsRateLimit, "").Int() },
-	}))
+	})
+	router, err := routing.NewRouter(routing.RouterConfig{Store: a.store, Decode: gitlab.DecodeHook,
+		Flow: a.engine, Notes: executor, Panics: fm.PanicCounter(), Logger: a.log})
+	if err != nil {
+		return err
+	}
 	workers := river.NewWorkers()
 	a.engine.AddWorkers(workers)
+	router.AddWorker(workers)
 	recCfg, sweepCfg, err := periodicConfig(a.cfg.Settings)
 	if err != nil {
 		return err

@@ -211,23 +211,11 @@ func (p *projectRef) UnmarshalJSON(b []byte) error {
 // MR was opened). 409 with the reason when the action does not apply now.
 func (a *App) changeAction(w http.ResponseWriter, r *http.Request) {
 	vars := mux.Vars(r)
-	op, err := a.store.GetOperation(r.Context(), a.pool, vars["id"])
+	id, action := vars["id"], flows.Action(vars["action"])
+	_, err := a.engine.Act(r.Context(), id, action, flows.ActionParams{Actor: "api:" + RoleOperator, Source: "api"})
 	if errors.Is(err, store.ErrNotFound) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + vars["id"]})
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
 		return
-	}
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not read the change"})
-		return
-	}
-	p := flows.ActionParams{Actor: "api:" + RoleOperator, Source: "api", Command: vars["action"]}
-	switch vars["action"] {
-	case "retry":
-		_, err = a.engine.Retry(r.Context(), op, p)
-	case "resume":
-		_, err = a.engine.Resume(r.Context(), op, p)
-	case "cancel":
-		_, err = a.engine.Cancel(r.Context(), op, p)
 	}
 	var na *flows.NotApplicableError
 	switch {
@@ -235,7 +223,7 @@ func (a *App) changeAction(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, map[string]string{"error": na.Reason})
 		return
 	case err != nil:
-		a.log.Error("change action failed", "operation_id", op.ID, "action", vars["action"], "err", err)
+		a.log.Error("change action failed", "operation_id", id, "action", vars["action"], "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not " + vars["action"] + " the change, try again"})
 		return
 	}

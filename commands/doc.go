@@ -1,12 +1,14 @@
 // Package commands owns the MR-comment command language of changebot: the
 // parser that finds commands such as "/retry" or "@changebot retry" in a
-// note's Markdown body, and the one registry of commands with their usage,
-// help text and the roles that may run them (DESIGN §1, STYLE rules 20-22,
-// issue 3).
+// note's Markdown body, the one registry of commands with their usage, help
+// text, the roles that may run them and their handlers, and the executor
+// that runs a note's commands once, checking who may run each (DESIGN §1,
+// STYLE rules 20-22, issue 3).
 //
-// The package is pure: it does no I/O, keeps no state between calls and
-// imports nothing of changebot. It must not decide whether a commenter holds
-// a role, look at a change's state or run a command: the caller (webhooks and
-// flows, wired by bot) maps each command name to its handler and checks
-// permissions when the command runs.
+// It acts on changes through flows (retry, resume and cancel go through
+// flows.Engine.Act, the dispatch the REST API shares) and speaks platform's
+// types; it declares what it needs from the flow, the note store and GitLab
+// as interfaces (Flow, NoteStore, Access) that the delivery router
+// (package routing) implements. It must not import store, webhooks, bot,
+// routing or a GitLab client: nothing below it calls up into it.
 package commands

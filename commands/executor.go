@@ -10,30 +10,64 @@ import (
 
 	"changebot/flows"
 	"changebot/platform"
-	"changebot/store"
 	"changebot/templates"
 )
 
-// Engine is what the executor needs from the flow engine.
-type Engine interface {
-	FindByMR(ctx context.Context, projectID, iid int64) (store.Operation, error)
-	Retry(ctx context.Context, op store.Operation, p flows.ActionParams) (store.Operation, error)
-	Resume(ctx context.Context, op store.Operation, p flows.ActionParams) (store.Operation, error)
-	Cancel(ctx context.Context, op store.Operation, p flows.ActionParams) (store.Operation, error)
-	Refuse(ctx context.Context, op store.Operation, p flows.ActionParams, reason string) error
-	RefreshNow(ctx context.Context, op store.Operation) error
-	Reply(ctx context.Context, projectID, iid int64, body string) error
-	IsApprover(ctx context.Context, op store.Operation, user platform.User) (bool, error)
-	DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error
+// Change is what the command layer knows of a change: enough to decide who
+// may run a command and which commands apply now. The delivery router fills
+// it from the stored operation.
+type Change struct {
+	// OperationID is the change's id ("op_…").
+	OperationID string
+	// RequestedBy is the requester's GitLab username.
+	RequestedBy string
+	// TargetBranch is the branch the MR merges into ("" before it is known).
+	TargetBranch string
+	// Status is the binding status, for refusal texts.
+	Status string
+	// Step is the change's current step.
+	Step flows.Step
+	// MRIID is the merge request's iid, 0 before it is opened.
+	MRIID int64
+	// AwaitsGitLabApproval reports that the change waits for approvers in
+	// GitLab (in-GitLab approval mode, approval sent).
+	AwaitsGitLabApproval bool
 }
 
-// NoteStore records which notes ran (once per note id) and per-user activity.
+// Flow is what the executor needs from the flow engine; every method
+// takes the change's operation id. The delivery router implements it over
+// *flows.Engine.
+type Flow interface {
+	// FindByMR returns the newest change of merge request iid in projectID
+	// and whether there is one.
+	FindByMR(ctx context.Context, projectID, iid int64) (Change, bool, error)
+	// Act runs retry, resume or cancel (flows.Engine.Act).
+	Act(ctx context.Context, operationID string, a flows.Action, p flows.ActionParams) error
+	// Refuse records a refused command in the change's history.
+	Refuse(ctx context.Context, operationID string, p flows.ActionParams, reason string) error
+	// RefreshNow re-renders the change's status comment at once.
+	RefreshNow(ctx context.Context, operationID string) error
+	// Reply posts a comment on the merge request as the robot.
+	Reply(ctx context.Context, projectID, iid int64, body string) error
+	// IsApprover reports whether user approves the change in GitLab.
+	IsApprover(ctx context.Context, operationID string, user platform.User) (bool, error)
+	// DecideInGitLab records an approver's /approve or /reject.
+	DecideInGitLab(ctx context.Context, operationID string, user platform.User, decision, source string) error
+}
+
+// NoteStore records which notes ran (once per note id) and per-user
+// activity. The delivery router implements it over the store.
 type NoteStore interface {
-	ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error)
-	SetNoteOutcome(ctx context.Context, db store.DBTX, projectID, noteID int64, outcome string) error
-	NoteActivity(ctx context.Context, db store.DBTX, author string, since time.Time) (notes, limited int, err error)
-	// InsertCallbackRequest claims a one-off key (ErrDuplicate when taken).
-	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
+	// ClaimNote records note noteID as seen; false when it already was.
+	ClaimNote(ctx context.Context, projectID, noteID, iid int64, author string) (bool, error)
+	// SetNoteOutcome records what a claimed note did.
+	SetNoteOutcome(ctx context.Context, projectID, noteID int64, outcome string) error
+	// NoteActivity counts author's notes with commands since, and how many
+	// of them were rate limited.
+	NoteActivity(ctx context.Context, author string, since time.Time) (notes, limited int, err error)
+	// ClaimOnce claims the one-off key; false when it was claimed before
+	// (one rate-limit reply per user and window, across replicas).
+	ClaimOnce(ctx context.Context, key string) (bool, error)
 }
 
 // Access answers GitLab permission questions.
@@ -53,9 +87,8 @@ type Replier interface {
 
 // ExecutorConfig wires an Executor.
 type ExecutorConfig struct {
-	Engine   Engine
+	Flow     Flow
 	Notes    NoteStore
-	DB       store.DBTX
 	Access   Access
 	Renderer Replier
 	// Operators are GitLab usernames with the operator role.
@@ -109,7 +142,9 @@ const (
 	OutcomeRateLimited = "rate_limited"
 )
 
-// HandleNote implements flows.NoteHandler.
+// HandleNote runs the commands of one MR comment (a decoded Note Hook of
+// stored delivery deliveryID) and returns the delivery's outcome (one of the
+// Outcome constants).
 func (x *Executor) HandleNote(ctx context.Context, deliveryID int64, ev platform.HookEvent) (string, error) {
 	n := ev.Note
 	if n == nil || n.NoteableType != "MergeRequest" || n.System || n.MRIID == 0 {
@@ -131,7 +166,7 @@ func (x *Executor) HandleNote(ctx context.Context, deliveryID int64, ev platform
 	if len(invs) == 0 {
 		return OutcomeNoCommand, nil
 	}
-	claimed, err := x.cfg.Notes.ClaimNote(ctx, x.cfg.DB, ev.ProjectID, n.ID, n.MRIID, ev.User.Username)
+	claimed, err := x.cfg.Notes.ClaimNote(ctx, ev.ProjectID, n.ID, n.MRIID, ev.User.Username)
 	if err != nil {
 		return "", err
 	}
@@ -142,7 +177,7 @@ func (x *Executor) HandleNote(ctx context.Context, deliveryID int64, ev platform
 	if err != nil {
 		return "", err
 	}
-	if err := x.cfg.Notes.SetNoteOutcome(ctx, x.cfg.DB, ev.ProjectID, n.ID, outcome); err != nil {
+	if err := x.cfg.Notes.SetNoteOutcome(ctx, ev.ProjectID, n.ID, outcome); err != nil {
 		return "", err
 	}
 	return outcome, nil
@@ -178,10 +213,10 @@ func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invoca
 		if err != nil {
 			return err
 		}
-		return x.cfg.Engine.Reply(ctx, ev.ProjectID, n.MRIID, body)
+		return x.cfg.Flow.Reply(ctx, ev.ProjectID, n.MRIID, body)
 	}
 	// Per-user rate limit; the excess is answered once per window.
-	notes, limited, err := x.cfg.Notes.NoteActivity(ctx, x.cfg.DB, ev.User.Username, x.now().Add(-x.cfg.RateWindow))
+	notes, limited, err := x.cfg.Notes.NoteActivity(ctx, ev.User.Username, x.now().Add(-x.cfg.RateWindow))
 	if err != nil {
 		return "", err
 	}
@@ -196,11 +231,11 @@ func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invoca
 		// notes race for the same claim key.
 		window := x.now().UTC().Truncate(x.cfg.RateWindow)
 		key := fmt.Sprintf("rate_limit:%s:%d", ev.User.Username, window.Unix())
-		err := x.cfg.Notes.InsertCallbackRequest(ctx, x.cfg.DB, key, "rate_limit", "", OutcomeRateLimited)
-		if err != nil && !errors.Is(err, store.ErrDuplicate) {
+		first, err := x.cfg.Notes.ClaimOnce(ctx, key)
+		if err != nil {
 			return "", err
 		}
-		if err == nil && limited == 0 {
+		if first && limited == 0 {
 			if err := reply(templates.ReplyRateLimited, templates.RateLimitedReply{Limit: limit,
 				Window: x.cfg.RateWindow, Until: x.now().Add(x.cfg.RateWindow).UTC()}); err != nil {
 				return "", err
@@ -225,67 +260,79 @@ func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invoca
 	if len(known) == 0 {
 		return OutcomeRan, nil
 	}
-	op, err := x.cfg.Engine.FindByMR(ctx, ev.ProjectID, n.MRIID)
-	if errors.Is(err, store.ErrNotFound) {
+	op, found, err := x.cfg.Flow.FindByMR(ctx, ev.ProjectID, n.MRIID)
+	if err != nil {
+		return "", err
+	}
+	if !found {
 		names := make([]string, len(known))
 		for i, k := range known {
 			names[i] = k.Name
 		}
 		return OutcomeNoChange, reply(templates.ReplyNoChange, templates.NoChangeReply{Names: names})
 	}
-	if err != nil {
-		return "", err
-	}
 	for _, inv := range known {
 		if err := x.runOne(ctx, ev, op, inv, reply); err != nil {
 			return "", err
 		}
-		if op2, err := x.cfg.Engine.FindByMR(ctx, ev.ProjectID, n.MRIID); err == nil {
+		if op2, found, err := x.cfg.Flow.FindByMR(ctx, ev.ProjectID, n.MRIID); err == nil && found {
 			op = op2
 		}
 	}
 	return OutcomeRan, nil
 }
 
-func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op store.Operation, inv Invocation,
+// Request is one command to run, handed to its registry entry's handler.
+type Request struct {
+	// Flow acts on the change.
+	Flow Flow
+	// Change is the change of the note's merge request, as read before
+	// this command.
+	Change Change
+	// User is the note's author.
+	User platform.User
+	// Params say who asked and from which note (recorded on events).
+	Params flows.ActionParams
+	// BotUsername is the robot's username (help replies show mentions).
+	BotUsername string
+	x           *Executor
+	ev          platform.HookEvent
+	reply       func(kind string, data any) error
+}
+
+// Reply answers on the note's merge request with the reply template kind.
+func (r *Request) Reply(kind string, data any) error { return r.reply(kind, data) }
+
+// Usable lists the commands the note's author may run now on the change.
+func (r *Request) Usable(ctx context.Context) []Command { return r.x.usable(ctx, r.ev, r.Change) }
+
+func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op Change, inv Invocation,
 	reply func(string, any) error) error {
 	cmd, _ := Lookup(inv.Name)
 	p := flows.ActionParams{Actor: ev.User.Username, Source: fmt.Sprintf("command:%d", ev.Note.ID), Command: cmd.Name}
+	refuse := func(reason string) error {
+		if err := x.cfg.Flow.Refuse(ctx, op.OperationID, p, reason); err != nil {
+			return err
+		}
+		return reply(templates.ReplyRefused, templates.RefusedReply{Name: cmd.Name, Who: cmd.WhoText, Reason: reason})
+	}
 	ok, reason, err := x.allowed(ctx, ev, op, cmd)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		if err := x.cfg.Engine.Refuse(ctx, op, p, reason); err != nil {
-			return err
-		}
-		return reply(templates.ReplyRefused, templates.RefusedReply{Name: cmd.Name, Who: cmd.WhoText, Reason: reason})
+		return refuse(reason)
 	}
-	var actErr error
-	switch cmd.Name {
-	case NameRetry:
-		_, actErr = x.cfg.Engine.Retry(ctx, op, p)
-	case NameResume:
-		_, actErr = x.cfg.Engine.Resume(ctx, op, p)
-	case NameCancel:
-		_, actErr = x.cfg.Engine.Cancel(ctx, op, p)
-	case NameStatus:
-		actErr = x.cfg.Engine.RefreshNow(ctx, op)
-	case NameHelp:
-		return reply(templates.ReplyHelp, templates.HelpReply{Commands: helpOf(x.usable(ctx, ev, op)), BotUsername: x.robotName(ctx)})
-	case NameApprove:
-		actErr = x.cfg.Engine.DecideInGitLab(ctx, op, ev.User, flows.GitLabApprove, p.Source)
-	case NameReject:
-		actErr = x.cfg.Engine.DecideInGitLab(ctx, op, ev.User, flows.GitLabReject, p.Source)
+	req := &Request{Flow: x.cfg.Flow, Change: op, User: ev.User, Params: p, x: x, ev: ev, reply: reply}
+	if cmd.Name == NameHelp {
+		req.BotUsername = x.robotName(ctx)
 	}
+	err = cmd.Run(ctx, req)
 	var na *flows.NotApplicableError
-	if errors.As(actErr, &na) {
-		if err := x.cfg.Engine.Refuse(ctx, op, p, na.Reason); err != nil {
-			return err
-		}
-		return reply(templates.ReplyRefused, templates.RefusedReply{Name: cmd.Name, Who: cmd.WhoText, Reason: na.Reason})
+	if errors.As(err, &na) {
+		return refuse(na.Reason)
 	}
-	return actErr
+	return err
 }
 
 func (x *Executor) robotName(ctx context.Context) string {
@@ -297,7 +344,7 @@ func (x *Executor) robotName(ctx context.Context) string {
 }
 
 // usable lists the commands the commenter may run now on op.
-func (x *Executor) usable(ctx context.Context, ev platform.HookEvent, op store.Operation) []Command {
+func (x *Executor) usable(ctx context.Context, ev platform.HookEvent, op Change) []Command {
 	var out []Command
 	for _, c := range Registry() {
 		if ok, _, err := x.allowed(ctx, ev, op, c); err == nil && ok {
@@ -315,7 +362,7 @@ const (
 // allowed decides whether the commenter holds one of cmd's roles. GitLab
 // is read only when a role needs it. Commands that lead to a merge (/retry)
 // also need Developer access or more, whoever asks, unless an operator.
-func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op store.Operation, cmd Command) (bool, string, error) {
+func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op Change, cmd Command) (bool, string, error) {
 	user := ev.User
 	operator := slices.Contains(x.cfg.Operators, user.Username)
 	access := -1
@@ -348,7 +395,7 @@ func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op store.
 			}
 		case RoleApprover:
 			if !holds {
-				ok, err := x.cfg.Engine.IsApprover(ctx, op, user)
+				ok, err := x.cfg.Flow.IsApprover(ctx, op.OperationID, user)
 				if err != nil {
 					return false, "", err
 				}
@@ -417,29 +464,29 @@ func helpOf(cmds []Command) []templates.CommandHelp {
 	return out
 }
 
-// CommandsFor lists the commands usable now on op (status comment), by
+// CommandsFor lists the commands usable now on c (status comment), by its
 // step alone (who may run each is shown beside it).
-func CommandsFor(op store.Operation, st flows.Step) []templates.CommandHelp {
+func CommandsFor(c Change) []templates.CommandHelp {
 	var out []Command
-	for _, c := range Registry() {
-		switch c.Name {
+	for _, cmd := range Registry() {
+		switch cmd.Name {
 		case NameRetry:
-			if st.Retryable() {
-				out = append(out, c)
+			if c.Step.Retryable() {
+				out = append(out, cmd)
 			}
 		case NameResume:
-			if st.Resumable() {
-				out = append(out, c)
+			if c.Step.Resumable() {
+				out = append(out, cmd)
 			}
 		case NameCancel:
-			if st.Cancellable() {
-				out = append(out, c)
+			if c.Step.Cancellable() {
+				out = append(out, cmd)
 			}
 		case NameStatus, NameHelp:
-			out = append(out, c)
+			out = append(out, cmd)
 		case NameApprove, NameReject:
-			if op.TicketID == flows.GitLabTicket && op.Status == store.StatusApprovalSent {
-				out = append(out, c)
+			if c.AwaitsGitLabApproval {
+				out = append(out, cmd)
 			}
 		}
 	}

@@ -1,7 +1,11 @@
 package commands
 
 import (
+	"context"
 	"strings"
+
+	"changebot/flows"
+	"changebot/templates"
 )
 
 // Role names a group of people who may run a command. Roles are persisted
@@ -44,8 +48,7 @@ const (
 )
 
 // Command is one entry of the command registry: what a person types, what it
-// does and who may run it. The handler that runs it lives with the caller,
-// keyed by Name, so this package stays free of flows and storage.
+// does, who may run it and the handler that runs it (STYLE rule 21).
 type Command struct {
 	// Name is the persisted command name, lower-case without the slash,
 	// for example "retry".
@@ -63,6 +66,36 @@ type Command struct {
 	// ChangesState reports whether the command moves the change (through
 	// the one transition function) rather than only reading it.
 	ChangesState bool
+	// Run runs the command once its caller's permission was checked. A
+	// *flows.NotApplicableError means "not in the change's current state"
+	// and is answered with a refusal; other errors make the note's
+	// delivery job retry.
+	Run Handler
+}
+
+// Handler runs one command of a note on the change of its merge request.
+type Handler func(ctx context.Context, r *Request) error
+
+// act is the handler of retry, resume and cancel: flows.Engine.Act, the
+// one dispatch the REST API uses too.
+func act(a flows.Action) Handler {
+	return func(ctx context.Context, r *Request) error {
+		return r.Flow.Act(ctx, r.Change.OperationID, a, r.Params)
+	}
+}
+
+func refreshStatus(ctx context.Context, r *Request) error {
+	return r.Flow.RefreshNow(ctx, r.Change.OperationID)
+}
+
+func decide(decision string) Handler {
+	return func(ctx context.Context, r *Request) error {
+		return r.Flow.DecideInGitLab(ctx, r.Change.OperationID, r.User, decision, r.Params.Source)
+	}
+}
+
+func help(ctx context.Context, r *Request) error {
+	return r.Reply(templates.ReplyHelp, templates.HelpReply{Commands: helpOf(r.Usable(ctx)), BotUsername: r.BotUsername})
 }
 
 // Registry returns every command changebot understands, in the order help
@@ -81,6 +114,7 @@ func Registry() []Command {
 			Who:          []Role{RoleRequester, RoleAuthor, RoleDeveloper},
 			WhoText:      "the change's requester, the MR author, project members with Developer access or more",
 			ChangesState: true,
+			Run:          act(flows.ActionRetry),
 		},
 		{
 			Name:  NameResume,
@@ -90,6 +124,7 @@ func Registry() []Command {
 			Who:          []Role{RoleOperator},
 			WhoText:      "operators only",
 			ChangesState: true,
+			Run:          act(flows.ActionResume),
 		},
 		{
 			Name:        NameStatus,
@@ -97,6 +132,7 @@ func Registry() []Command {
 			Description: "Re-render the status comment now.",
 			Who:         []Role{RoleAnyone},
 			WhoText:     "anyone who can see the MR",
+			Run:         refreshStatus,
 		},
 		{
 			Name:  NameCancel,
@@ -106,6 +142,7 @@ func Registry() []Command {
 			Who:          []Role{RoleRequester, RoleOperator},
 			WhoText:      "the requester, operators",
 			ChangesState: true,
+			Run:          act(flows.ActionCancel),
 		},
 		{
 			Name:         NameApprove,
@@ -114,6 +151,7 @@ func Registry() []Command {
 			Who:          []Role{RoleApprover},
 			WhoText:      "approvers",
 			ChangesState: true,
+			Run:          decide(flows.GitLabApprove),
 		},
 		{
 			Name:         NameReject,
@@ -122,6 +160,7 @@ func Registry() []Command {
 			Who:          []Role{RoleApprover},
 			WhoText:      "approvers",
 			ChangesState: true,
+			Run:          decide(flows.GitLabReject),
 		},
 		{
 			Name:        NameHelp,
@@ -129,6 +168,7 @@ func Registry() []Command {
 			Description: "List the commands you may run now, on this change, in its current state.",
 			Who:         []Role{RoleAnyone},
 			WhoText:     "anyone",
+			Run:         help,
 		},
 	}
 }

@@ -39,6 +39,46 @@ func (p ActionParams) opts() TransitionOpts {
 	return TransitionOpts{Actor: p.Actor, Source: p.Source, Payload: map[string]any{"command": p.Command}}
 }
 
+// Action names an action on a change that people take from an MR comment
+// or the REST API. The names are persisted (event payloads) and equal the
+// command names: never rename one.
+type Action string
+
+// The actions of Act.
+const (
+	ActionRetry  Action = "retry"
+	ActionResume Action = "resume"
+	ActionCancel Action = "cancel"
+)
+
+// ErrUnknownAction is returned by Act for an action it does not know.
+var ErrUnknownAction = errors.New("unknown action")
+
+// Act is the one dispatch of retry, resume and cancel, shared by the MR
+// commands and the REST API: it reads the operation with id now (so the
+// action applies to its current state) and runs Retry, Resume or Cancel.
+// Errors: store.ErrNotFound for an unknown id, a *NotApplicableError when
+// the action does not apply in the change's step, ErrUnknownAction, or
+// whatever the action met (GitLab, the store).
+func (e *Engine) Act(ctx context.Context, id string, a Action, p ActionParams) (store.Operation, error) {
+	op, err := e.st.GetOperation(ctx, e.st.Pool(), id)
+	if err != nil {
+		return store.Operation{}, err
+	}
+	if p.Command == "" {
+		p.Command = string(a)
+	}
+	switch a {
+	case ActionRetry:
+		return e.Retry(ctx, op, p)
+	case ActionResume:
+		return e.Resume(ctx, op, p)
+	case ActionCancel:
+		return e.Cancel(ctx, op, p)
+	}
+	return op, fmt.Errorf("acting on %s: %w %q", id, ErrUnknownAction, a)
+}
+
 // Retry re-runs the failed step of op (issue 3 /retry) by moving it to its
 // step's Retry target in the step table: CREATE_FAILED -> create again (a
 // new pipeline for the head when its pipeline failed), HANDLE_FAILED ->

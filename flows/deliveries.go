@@ -5,23 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
-
-	"github.com/riverqueue/river"
 
 	"changebot/platform"
 	"changebot/store"
 )
-
-// HookDecoder decodes a stored webhook body (the bot's one decoding path,
-// platform/gitlab.DecodeHook).
-type HookDecoder func(event string, body []byte) (platform.HookEvent, error)
-
-// NoteHandler runs the commands of an MR comment (implemented by the
-// command layer and wired by bot). It is optional.
-type NoteHandler interface {
-	HandleNote(ctx context.Context, deliveryID int64, ev platform.HookEvent) (outcome string, err error)
-}
 
 // Delivery outcomes recorded on webhook_deliveries.outcome.
 const (
@@ -31,48 +18,13 @@ const (
 	OutcomeIgnored   = "ignored"
 )
 
-type deliveryWorker struct {
-	river.WorkerDefaults[ProcessDeliveryArgs]
-	e *Engine
-}
-
-// Work implements river.Worker: decode the stored delivery and apply it.
-func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[ProcessDeliveryArgs]) (err error) {
-	e := w.e
-	log := e.log.With(attrDeliveryID, job.Args.DeliveryID, attrJobKind, KindProcessDelivery)
-	defer func() {
-		if r := recover(); r != nil {
-			e.m.panics.WithLabelValues(KindProcessDelivery).Inc()
-			log.Error("processing delivery panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = fmt.Errorf("processing delivery %d: panic: %v", job.Args.DeliveryID, r)
-		}
-	}()
-	d, err := e.st.GetDelivery(ctx, e.st.Pool(), job.Args.DeliveryID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if e.cfg.DecodeHook == nil {
-		return errors.New("no webhook decoder configured")
-	}
-	ev, err := e.cfg.DecodeHook(d.Event, d.Body)
-	if err != nil {
-		log.Error("stored delivery does not decode", "err", err)
-		return e.st.MarkDeliveryProcessed(ctx, e.st.Pool(), d.ID, "undecodable")
-	}
-	outcome, err := e.applyHook(ctx, d.ID, ev)
-	if err != nil {
-		return fmt.Errorf("applying delivery %d: %w", d.ID, err)
-	}
-	log.Debug("delivery processed", "outcome", outcome, "event", d.Event)
-	return e.st.MarkDeliveryProcessed(ctx, e.st.Pool(), d.ID, outcome)
-}
-
-// applyHook applies one decoded webhook. Webhooks only speed things up:
-// every wait also polls, so an event that does not fit is dropped safely.
-func (e *Engine) applyHook(ctx context.Context, deliveryID int64, ev platform.HookEvent) (string, error) {
+// ApplyHook applies one decoded webhook of the flow: pipeline and merge
+// request events (comments are the command layer's, routed there by the
+// delivery router above flows; here they are OutcomeIgnored). deliveryID
+// names the stored delivery in the event's source. Webhooks only speed
+// things up: every wait also polls, so an event that does not fit is
+// dropped safely. It returns the outcome to record on the delivery.
+func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.HookEvent) (string, error) {
 	source := fmt.Sprintf("%s:%d", SourceWebhook, deliveryID)
 	switch {
 	case ev.Pipeline != nil && ev.Pipeline.MRIID > 0:
@@ -81,8 +33,6 @@ func (e *Engine) applyHook(ctx context.Context, deliveryID int64, ev platform.Ho
 		return e.applyBranchPipeline(ctx, ev, source)
 	case ev.MergeRequest != nil:
 		return e.applyMergeRequestHook(ctx, ev, source)
-	case ev.Note != nil && e.cfg.Notes != nil:
-		return e.cfg.Notes.HandleNote(ctx, deliveryID, ev)
 	}
 	return OutcomeIgnored, nil
 }

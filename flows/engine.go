@@ -1,9 +1,11 @@
 // Package flows owns the change flow: the step catalogue and the transition
 // table, the one function that moves an operation (Engine.Transition), the
 // steps as River job workers, the approval and deploy callbacks' rules, and
-// the processing of stored webhook deliveries. It declares the interfaces it
-// needs from the store, GitLab and the approval system. It must not import
-// bot, webhooks or commands, and it never talks HTTP itself.
+// the application of pipeline and merge request webhooks (ApplyHook). It
+// declares the interfaces it needs from the store, GitLab and the approval
+// system. It must not import bot, webhooks, commands or routing (the
+// delivery router above it hands it its events: flows never calls up), and
+// it never talks HTTP itself.
 package flows
 
 import (
@@ -39,12 +41,7 @@ type Store interface {
 	AddGitLabApproval(ctx context.Context, db store.DBTX, operationID, username, source string) (bool, int, error)
 	RemoveGitLabApproval(ctx context.Context, db store.DBTX, operationID, username string) (bool, error)
 	CountGitLabApprovals(ctx context.Context, db store.DBTX, operationID string) (int, error)
-	ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error)
-	SetNoteOutcome(ctx context.Context, db store.DBTX, projectID, noteID int64, outcome string) error
-	NoteActivity(ctx context.Context, db store.DBTX, author string, since time.Time) (notes, limited int, err error)
 	ListEvents(ctx context.Context, db store.DBTX, operationID string) ([]store.Event, error)
-	GetDelivery(ctx context.Context, db store.DBTX, id int64) (store.Delivery, error)
-	MarkDeliveryProcessed(ctx context.Context, db store.DBTX, id int64, outcome string) error
 	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
 	CallbackResult(ctx context.Context, db store.DBTX, kind, requestID string) (string, error)
 	RecordDeployConfirmation(ctx context.Context, db store.DBTX, c store.DeployConfirmation) error
@@ -152,10 +149,6 @@ type EngineConfig struct {
 	// submitted: path or numeric id), read on every use so runtime settings
 	// apply without restart; a zero result means Poll. See Engine.pollFor.
 	PollFunc func(project string) PollConfig
-	// DecodeHook decodes stored webhook deliveries.
-	DecodeHook HookDecoder
-	// Notes runs MR comment commands; nil ignores notes.
-	Notes NoteHandler
 	// ApprovalPolicyFunc returns a project's approval mode; nil means the
 	// external approval system everywhere.
 	ApprovalPolicyFunc func(project string) ApprovalPolicy
@@ -238,10 +231,6 @@ func (e *Engine) pollFor(op store.Operation) PollConfig {
 	return e.poll
 }
 
-// SetNoteHandler sets the handler of MR comments (the command executor,
-// which itself needs the engine). Call it before the workers start.
-func (e *Engine) SetNoteHandler(h NoteHandler) { e.cfg.Notes = h }
-
 // Log attribute keys (STYLE 9).
 const (
 	attrOperationID = "operation_id"
@@ -249,7 +238,6 @@ const (
 	attrMRIID       = "mr_iid"
 	attrStep        = "step"
 	attrJobKind     = "job_kind"
-	attrDeliveryID  = "delivery_id"
 )
 
 func (e *Engine) opLog(op store.Operation) *slog.Logger {

@@ -286,7 +286,6 @@ func (e *Engine) registerWorkers(s workerSink) {
 		args: func(a HandleArgs) OperationArgs { return OperationArgs(a) }, run: e.handle})
 	addWorker(s, &stepWorker[AwaitDeployArgs]{e: e, kind: KindAwaitDeploy,
 		args: func(a AwaitDeployArgs) OperationArgs { return OperationArgs(a) }, run: e.awaitDeploy})
-	addWorker(s, &deliveryWorker{e: e})
 	addWorker(s, &noteWorker{e: e})
 }
 

@@ -42,10 +42,12 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"changebot/flows"
+	"changebot/platform"
 	"changebot/platform/approval"
 	"changebot/platform/approval/approvalfake"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
+	"changebot/routing"
 	"changebot/store"
 	"changebot/store/storetest"
 	"changebot/templates"
@@ -175,7 +177,7 @@ func New(t testing.TB, opts *Opts) *Harness {
 	cfg := flows.EngineConfig{
 		Store: h.Store, GitLab: h.Client, Renderer: renderer, Metrics: flows.NewMetrics(h.Metrics), Logger: log,
 		Approvals: approval.New(h.Approvals.URL(), nil), ExternalURL: ExternalURL, Poll: poll,
-		DecodeHook: gitlab.DecodeHook, NowFunc: h.Clock.Now,
+		NowFunc: h.Clock.Now,
 	}
 	if opts.Configure != nil {
 		opts.Configure(&cfg)
@@ -185,6 +187,14 @@ func New(t testing.TB, opts *Opts) *Harness {
 		t.Fatalf("building the engine: %v", err)
 	}
 	h.funcs = h.Engine.WorkFuncs()
+	// Stored deliveries go through the delivery router, as in bot; comments
+	// are the command layer's and are ignored here.
+	router, err := routing.NewRouter(routing.RouterConfig{Store: h.Store, Decode: gitlab.DecodeHook,
+		Flow: h.Engine, Notes: ignoreNotes{}, Logger: log})
+	if err != nil {
+		t.Fatalf("building the delivery router: %v", err)
+	}
+	h.funcs[flows.KindProcessDelivery] = flows.WorkFuncOf(router.Worker())
 
 	driver := riverpgxv5.New(h.Schema.Pool)
 	rcfg := &river.Config{Schema: h.Schema.Name, Logger: log, Test: river.TestConfig{Time: h.Clock},
@@ -201,6 +211,13 @@ func maps(src, dst map[string]int) {
 	for k, v := range src {
 		dst[k] = v
 	}
+}
+
+// ignoreNotes is the harness's note handler: flows has no commands.
+type ignoreNotes struct{}
+
+func (ignoreNotes) HandleNote(context.Context, int64, platform.HookEvent) (string, error) {
+	return flows.OutcomeIgnored, nil
 }
 
 // AddWorkFunc makes WorkUntilIdle work jobs of kind with f (for workers that

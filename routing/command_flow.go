@@ -1,0 +1,173 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"changebot/commands"
+	"changebot/flows"
+	"changebot/platform"
+	"changebot/store"
+	"changebot/templates"
+)
+
+// Engine is what the command adapter needs from the flow (implemented by
+// *flows.Engine).
+type Engine interface {
+	FindByMR(ctx context.Context, projectID, iid int64) (store.Operation, error)
+	Act(ctx context.Context, id string, a flows.Action, p flows.ActionParams) (store.Operation, error)
+	Refuse(ctx context.Context, op store.Operation, p flows.ActionParams, reason string) error
+	RefreshNow(ctx context.Context, op store.Operation) error
+	Reply(ctx context.Context, projectID, iid int64, body string) error
+	IsApprover(ctx context.Context, op store.Operation, user platform.User) (bool, error)
+	DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error
+}
+
+// OperationReader reads one operation (implemented by *store.Store).
+type OperationReader interface {
+	Pool() *pgxpool.Pool
+	GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error)
+}
+
+// CommandFlow implements commands.Flow over the flow engine: it turns
+// operation ids back into stored operations and operations into
+// commands.Change.
+type CommandFlow struct {
+	e  Engine
+	st OperationReader
+}
+
+var _ commands.Flow = (*CommandFlow)(nil)
+
+// NewCommandFlow returns the commands' view of engine e; st reads the
+// operations the commands name by id.
+func NewCommandFlow(e Engine, st OperationReader) *CommandFlow { return &CommandFlow{e: e, st: st} }
+
+// ChangeOf is the command layer's view of op.
+func ChangeOf(op store.Operation) commands.Change {
+	return commands.Change{
+		OperationID: op.ID, RequestedBy: op.RequestedBy, TargetBranch: op.TargetBranch, Status: op.Status,
+		Step: flows.MustStep(flows.StepCode(op.Step)), MRIID: op.MRIID,
+		AwaitsGitLabApproval: op.TicketID == flows.GitLabTicket && op.Status == store.StatusApprovalSent,
+	}
+}
+
+// StatusCommands lists the commands the status comment shows for op; it is
+// flows.EngineConfig.CommandsFunc.
+func StatusCommands(op store.Operation, _ flows.Step) []templates.CommandHelp {
+	return commands.CommandsFor(ChangeOf(op))
+}
+
+func (f *CommandFlow) get(ctx context.Context, id string) (store.Operation, error) {
+	op, err := f.st.GetOperation(ctx, f.st.Pool(), id)
+	if err != nil {
+		return store.Operation{}, fmt.Errorf("reading the change: %w", err)
+	}
+	return op, nil
+}
+
+// FindByMR implements commands.Flow.
+func (f *CommandFlow) FindByMR(ctx context.Context, projectID, iid int64) (commands.Change, bool, error) {
+	op, err := f.e.FindByMR(ctx, projectID, iid)
+	if errors.Is(err, store.ErrNotFound) {
+		return commands.Change{}, false, nil
+	}
+	if err != nil {
+		return commands.Change{}, false, err
+	}
+	return ChangeOf(op), true, nil
+}
+
+// Act implements commands.Flow.
+func (f *CommandFlow) Act(ctx context.Context, id string, a flows.Action, p flows.ActionParams) error {
+	_, err := f.e.Act(ctx, id, a, p)
+	return err
+}
+
+// Refuse implements commands.Flow.
+func (f *CommandFlow) Refuse(ctx context.Context, id string, p flows.ActionParams, reason string) error {
+	op, err := f.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	return f.e.Refuse(ctx, op, p, reason)
+}
+
+// RefreshNow implements commands.Flow.
+func (f *CommandFlow) RefreshNow(ctx context.Context, id string) error {
+	op, err := f.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	return f.e.RefreshNow(ctx, op)
+}
+
+// Reply implements commands.Flow.
+func (f *CommandFlow) Reply(ctx context.Context, projectID, iid int64, body string) error {
+	return f.e.Reply(ctx, projectID, iid, body)
+}
+
+// IsApprover implements commands.Flow.
+func (f *CommandFlow) IsApprover(ctx context.Context, id string, user platform.User) (bool, error) {
+	op, err := f.get(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return f.e.IsApprover(ctx, op, user)
+}
+
+// DecideInGitLab implements commands.Flow.
+func (f *CommandFlow) DecideInGitLab(ctx context.Context, id string, user platform.User, decision, source string) error {
+	op, err := f.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	return f.e.DecideInGitLab(ctx, op, user, decision, source)
+}
+
+// NoteRecorder is what NoteStore needs from the store (implemented by
+// *store.Store).
+type NoteRecorder interface {
+	Pool() *pgxpool.Pool
+	ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error)
+	SetNoteOutcome(ctx context.Context, db store.DBTX, projectID, noteID int64, outcome string) error
+	NoteActivity(ctx context.Context, db store.DBTX, author string, since time.Time) (notes, limited int, err error)
+	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
+}
+
+// NoteStore implements commands.NoteStore over the store's pool.
+type NoteStore struct{ st NoteRecorder }
+
+var _ commands.NoteStore = NoteStore{}
+
+// NewNoteStore returns the commands' note store over st.
+func NewNoteStore(st NoteRecorder) NoteStore { return NoteStore{st: st} }
+
+// ClaimNote implements commands.NoteStore.
+func (n NoteStore) ClaimNote(ctx context.Context, projectID, noteID, iid int64, author string) (bool, error) {
+	return n.st.ClaimNote(ctx, n.st.Pool(), projectID, noteID, iid, author)
+}
+
+// SetNoteOutcome implements commands.NoteStore.
+func (n NoteStore) SetNoteOutcome(ctx context.Context, projectID, noteID int64, outcome string) error {
+	return n.st.SetNoteOutcome(ctx, n.st.Pool(), projectID, noteID, outcome)
+}
+
+// NoteActivity implements commands.NoteStore.
+func (n NoteStore) NoteActivity(ctx context.Context, author string, since time.Time) (int, int, error) {
+	return n.st.NoteActivity(ctx, n.st.Pool(), author, since)
+}
+
+// ClaimOnce implements commands.NoteStore with a one-off row of
+// callback_requests (kind rate_limit).
+func (n NoteStore) ClaimOnce(ctx context.Context, key string) (bool, error) {
+	err := n.st.InsertCallbackRequest(ctx, n.st.Pool(), key, "rate_limit", "", commands.OutcomeRateLimited)
+	if errors.Is(err, store.ErrDuplicate) {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -1,0 +1,155 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+
+	"changebot/flows"
+	"changebot/platform"
+	"changebot/store"
+)
+
+// HookDecoder decodes a stored webhook body (the bot's one decoding path,
+// platform/gitlab.DecodeHook).
+type HookDecoder func(event string, body []byte) (platform.HookEvent, error)
+
+// FlowHooks applies pipeline and merge request events (implemented by
+// *flows.Engine).
+type FlowHooks interface {
+	ApplyHook(ctx context.Context, deliveryID int64, ev platform.HookEvent) (outcome string, err error)
+}
+
+// NoteHandler runs the commands of an MR comment (implemented by
+// *commands.Executor).
+type NoteHandler interface {
+	HandleNote(ctx context.Context, deliveryID int64, ev platform.HookEvent) (outcome string, err error)
+}
+
+// DeliveryStore reads stored deliveries and records their outcome
+// (implemented by *store.Store).
+type DeliveryStore interface {
+	Pool() *pgxpool.Pool
+	GetDelivery(ctx context.Context, db store.DBTX, id int64) (store.Delivery, error)
+	MarkDeliveryProcessed(ctx context.Context, db store.DBTX, id int64, outcome string) error
+}
+
+// RouterConfig wires a Router. Every field but Logger and Panics is
+// required.
+type RouterConfig struct {
+	Store  DeliveryStore
+	Decode HookDecoder
+	Flow   FlowHooks
+	Notes  NoteHandler
+	// Panics counts recovered panics by where (label "where"); nil counts
+	// nothing.
+	Panics *prometheus.CounterVec
+	Logger *slog.Logger
+}
+
+// Router runs the process_delivery job (flows.ProcessDeliveryArgs, enqueued
+// by the webhook intake in the transaction that stores the delivery).
+type Router struct {
+	cfg RouterConfig
+	log *slog.Logger
+}
+
+// NewRouter validates cfg and returns a router.
+func NewRouter(cfg RouterConfig) (*Router, error) {
+	var errs []error
+	if cfg.Store == nil {
+		errs = append(errs, errors.New("store is required"))
+	}
+	if cfg.Decode == nil {
+		errs = append(errs, errors.New("webhook decoder is required"))
+	}
+	if cfg.Flow == nil {
+		errs = append(errs, errors.New("flow is required"))
+	}
+	if cfg.Notes == nil {
+		errs = append(errs, errors.New("note handler is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("configuring the delivery router: %w", err)
+	}
+	r := &Router{cfg: cfg, log: cfg.Logger}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	return r, nil
+}
+
+// AddWorker registers the delivery job's worker on workers.
+func (r *Router) AddWorker(workers *river.Workers) { river.AddWorker(workers, r.Worker()) }
+
+// Worker returns the delivery job's worker (AddWorker registers it; the
+// in-process flow harness works it without a River client).
+func (r *Router) Worker() river.Worker[flows.ProcessDeliveryArgs] { return &deliveryWorker{r: r} }
+
+// Log attribute keys (STYLE 9).
+const (
+	attrDeliveryID = "delivery_id"
+	attrJobKind    = "job_kind"
+)
+
+// outcomeUndecodable is recorded on a stored delivery that no longer
+// decodes (it is not retried).
+const outcomeUndecodable = "undecodable"
+
+type deliveryWorker struct {
+	river.WorkerDefaults[flows.ProcessDeliveryArgs]
+	r *Router
+}
+
+// Work implements river.Worker: read the stored delivery, decode it, route
+// it and record its outcome. A delivery that is gone is done; one that does
+// not decode is recorded as undecodable; an error of the flow or the
+// commands makes River retry the job.
+func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessDeliveryArgs]) (err error) {
+	r := w.r
+	id := job.Args.DeliveryID
+	log := r.log.With(attrDeliveryID, id, attrJobKind, flows.KindProcessDelivery)
+	defer func() {
+		if v := recover(); v != nil {
+			if r.cfg.Panics != nil {
+				r.cfg.Panics.WithLabelValues(flows.KindProcessDelivery).Inc()
+			}
+			log.Error("processing delivery panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = fmt.Errorf("processing delivery %d: panic: %v", id, v)
+		}
+	}()
+	st := r.cfg.Store
+	d, err := st.GetDelivery(ctx, st.Pool(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading delivery %d: %w", id, err)
+	}
+	ev, err := r.cfg.Decode(d.Event, d.Body)
+	if err != nil {
+		log.Error("stored delivery does not decode", "err", err)
+		return st.MarkDeliveryProcessed(ctx, st.Pool(), d.ID, outcomeUndecodable)
+	}
+	outcome, err := r.Route(ctx, d.ID, ev)
+	if err != nil {
+		return fmt.Errorf("applying delivery %d: %w", d.ID, err)
+	}
+	log.Debug("delivery processed", "outcome", outcome, "event", d.Event)
+	return st.MarkDeliveryProcessed(ctx, st.Pool(), d.ID, outcome)
+}
+
+// Route hands one decoded delivery to its owner: comments to the command
+// executor, everything else to the flow. It returns the delivery's outcome.
+func (r *Router) Route(ctx context.Context, deliveryID int64, ev platform.HookEvent) (string, error) {
+	if ev.Note != nil {
+		return r.cfg.Notes.HandleNote(ctx, deliveryID, ev)
+	}
+	return r.cfg.Flow.ApplyHook(ctx, deliveryID, ev)
+}
