@@ -133,7 +133,7 @@ func (e *Error) Unwrap() []error {
 // any change on our side: ErrRateLimited and ErrUnavailable.
 func (e *Error) Retryable() bool {
 	k := e.kind()
-	return k == ErrRateLimited || k == ErrUnavailable
+	return errors.Is(k, ErrRateLimited) || errors.Is(k, ErrUnavailable)
 }
 
 // StatusOf returns the HTTP status carried by err, or 0 when err is not a
