@@ -96,7 +96,8 @@ func (e *Engine) Retry(ctx context.Context, op store.Operation, p ActionParams) 
 // Resume continues op (issue 3 /resume) as its step's Resume entry in the
 // step table says: a pending step goes back to its waiting step with a
 // fresh deadline; an in-progress step gets its job enqueued again (steps are
-// idempotent; a job already queued is not duplicated).
+// idempotent), or, while its job is still queued, that job is made due now
+// instead (never a second job for the step, issue 9 defect 7).
 func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
 	step := StepCode(op.Step)
 	s, _ := Lookup(step)
@@ -106,9 +107,16 @@ func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams)
 	case s.Resume != step:
 		return e.Transition(ctx, op, s.Resume, p.opts())
 	}
-	jobs := e.followUps(op, step, op.Version, 0)
-	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventCommand, Actor: p.Actor, Source: p.Source,
-		Payload: map[string]any{"command": p.Command, "resumed_step": step.String()}}, jobs...)
+	// At most one job per (operation, step): the step's job may still be
+	// queued under an older version (a retry note or a sweep bumps the
+	// version), which River's uniqueness by version would not see.
+	queued, err := e.st.ResumeStep(ctx, store.ResumeStepParams{OperationID: op.ID, Step: op.Step, Kinds: stepJobKinds,
+		Event: store.EventParams{Type: store.EventCommand, Actor: p.Actor, Source: p.Source,
+			Payload: map[string]any{"command": p.Command, "resumed_step": step.String()}},
+		Jobs: e.followUps(op, step, op.Version, 0)})
+	if err == nil {
+		e.opLog(op).Info("resumed", attrStep, step.String(), "new_job", queued)
+	}
 	return op, err
 }
 

@@ -38,6 +38,7 @@ type Store interface {
 	CreateOperation(ctx context.Context, p store.CreateParams) (store.Operation, bool, error)
 	ApplyTransition(ctx context.Context, p store.TransitionParams) (store.Operation, store.Event, error)
 	AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error)
+	ResumeStep(ctx context.Context, p store.ResumeStepParams) (bool, error)
 	AddGitLabApproval(ctx context.Context, db store.DBTX, operationID, username, source string) (bool, int, error)
 	RemoveGitLabApproval(ctx context.Context, db store.DBTX, operationID, username string) (bool, error)
 	CountGitLabApprovals(ctx context.Context, db store.DBTX, operationID string) (int, error)

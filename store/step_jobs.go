@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+)
+
+// ResumeStepParams are the arguments of ResumeStep.
+type ResumeStepParams struct {
+	OperationID string
+	// Step is the step the caller read; the operation must still be at it.
+	Step int
+	// Kinds are the step job kinds: a live job of one of them whose args
+	// name this operation and step is the step's job, whatever its version.
+	Kinds []string
+	// Event is recorded on the operation (from/to are its current step).
+	Event EventParams
+	// Jobs are enqueued only when the step has no live job.
+	Jobs []river.InsertManyParams
+}
+
+// ResumeStep continues an operation at its current step with at most one
+// job per (operation, step) (issue 9 defect 7): in one transaction holding
+// the operation's row lock it checks the step, records p.Event, and either
+// makes the step's live job (available, pending, scheduled, running or
+// retryable) due now, when it waits for a snooze or a retry, or, when there
+// is none, enqueues p.Jobs. Concurrent calls are serialised by the row
+// lock, so they never enqueue two jobs. It reports whether it enqueued.
+// Errors: ErrNotFound, ErrStepMismatch (wrapped).
+func (s *Store) ResumeStep(ctx context.Context, p ResumeStepParams) (bool, error) {
+	queued := false
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		var step int
+		var status string
+		err := tx.QueryRow(ctx, `SELECT step, status FROM operations WHERE id = $1 FOR UPDATE`, p.OperationID).Scan(&step, &status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if step != p.Step {
+			return fmt.Errorf("%w: at %d, expected %d", ErrStepMismatch, step, p.Step)
+		}
+		var live int
+		err = tx.QueryRow(ctx, `WITH live AS (
+				SELECT id, state FROM river_job
+				WHERE args->>'operation_id' = $1 AND (args->>'step')::int = $2 AND kind = ANY($3)
+				  AND state IN ('available', 'pending', 'scheduled', 'running', 'retryable')),
+			woken AS (
+				UPDATE river_job SET scheduled_at = $4
+				WHERE id IN (SELECT id FROM live WHERE state IN ('available', 'scheduled', 'retryable')) AND scheduled_at > $4)
+			SELECT count(*) FROM live`, p.OperationID, p.Step, p.Kinds, s.Now()).Scan(&live)
+		if err != nil {
+			return fmt.Errorf("finding the live job of step %d: %w", p.Step, err)
+		}
+		if _, err := s.appendEventSteps(ctx, tx, p.OperationID, p.Event, step, step, status, status); err != nil {
+			return err
+		}
+		if live > 0 {
+			return nil
+		}
+		queued = true
+		return s.Enqueue(ctx, tx, p.Jobs)
+	})
+	if err != nil {
+		return false, fmt.Errorf("resuming %s at step %d: %w", p.OperationID, p.Step, err)
+	}
+	return queued, nil
+}
