@@ -87,8 +87,9 @@ type ApprovalRequest = approval.Request
 
 // ApprovalSystem asks an approver for a decision. It must be idempotent per
 // operation id (a crash between the call and our write repeats the call).
-// Errors that are not *platform.Error with a 4xx status are treated as
-// transient and retried.
+// Every error but a refusal (platform.IsRefused: a *platform.Error of a
+// kind other than rate limited or unavailable) is treated as transient and
+// retried.
 type ApprovalSystem interface {
 	RequestApproval(ctx context.Context, r ApprovalRequest) (ticketID string, err error)
 }
