@@ -159,9 +159,13 @@ func (e *Engine) Refuse(ctx context.Context, op store.Operation, p ActionParams,
 }
 
 // RefreshNow re-renders op's status comment at once (/status), recreating
-// it if someone deleted it.
+// it if someone deleted it. While another refresh is writing the note it
+// leaves the note to that one, which shows the newest state.
 func (e *Engine) RefreshNow(ctx context.Context, op store.Operation) error {
-	return e.refreshNote(ctx, op.ID, true)
+	if err := e.refreshNote(ctx, op.ID, true); !errors.Is(err, ErrNoteBusy) {
+		return err
+	}
+	return nil
 }
 
 // Reply posts a comment on an MR as the robot.

@@ -47,7 +47,10 @@ type Store interface {
 	CallbackResult(ctx context.Context, db store.DBTX, kind, requestID string) (string, error)
 	RecordDeployConfirmation(ctx context.Context, db store.DBTX, c store.DeployConfirmation) error
 	GetStatusNote(ctx context.Context, db store.DBTX, projectID, iid int64) (store.StatusNote, error)
-	SaveStatusNote(ctx context.Context, db store.DBTX, n store.StatusNote) (bool, error)
+	ClaimStatusNote(ctx context.Context, projectID, iid int64, lease time.Duration) (store.NoteClaim, bool, error)
+	RecordStatusNote(ctx context.Context, c store.NoteClaim, n store.StatusNote) (bool, error)
+	ReleaseStatusNote(ctx context.Context, db store.DBTX, c store.NoteClaim) error
+	ReadHistory(ctx context.Context, id string) (store.History, error)
 	CountActive(ctx context.Context, db store.DBTX) (int, error)
 }
 

@@ -38,11 +38,7 @@ func Verify(h store.History) error {
 	if seq, err := store.VerifyChain(h.Stored); err != nil {
 		return fmt.Errorf("hash chain broken at event %d: %w", seq, err)
 	}
-	events := make([]store.Event, len(h.Stored))
-	for i, ev := range h.Stored {
-		events[i] = store.UpcastEvent(ev)
-	}
-	st := Replay(events, time.Time{})
+	st := Replay(h.Events(), time.Time{})
 	if op := h.Operation; int(st.Step) != op.Step || st.Status != op.Status {
 		return fmt.Errorf("replay gives %s/%s, stored is %s/%s", st.Step, st.Status, StepCode(op.Step), op.Status)
 	}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"runtime/debug"
+	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"changebot/platform"
@@ -57,85 +56,117 @@ func (w *noteWorker) Work(ctx context.Context, job *river.Job[RefreshNoteArgs]) 
 			err = fmt.Errorf("refreshing status note: panic: %v", r)
 		}
 	}()
-	return w.e.RefreshNote(ctx, job.Args.OperationID)
+	err = w.e.RefreshNote(ctx, job.Args.OperationID)
+	if errors.Is(err, ErrNoteBusy) {
+		// The refresh in flight renders again if it missed our events;
+		// check after it has recorded.
+		return river.JobSnooze(max(w.e.poll.NoteDelay, time.Second))
+	}
+	return err
 }
 
 // RefreshNote renders op's status comment and writes it to its MR: edits
 // the note it recorded, finds it by the hidden marker if the record is
 // missing, recreates it if someone deleted it, never creates a second one.
-// Renders of one MR are serialised with a transaction-scoped advisory lock,
-// and a render never replaces a newer one (rendered_seq). When events
-// arrive while it renders, it renders again (bounded), so coalescing never
-// leaves an older state visible.
+// It claims the MR's note (store.ClaimStatusNote), calls GitLab holding no
+// transaction or lock, then records what it rendered and releases the
+// claim; a render never replaces a newer one (rendered_seq). While another
+// refresh holds the claim it returns ErrNoteBusy (the job snoozes). When
+// events arrive while it renders, it renders again (bounded), so coalescing
+// never leaves an older state visible.
 func (e *Engine) RefreshNote(ctx context.Context, opID string) error {
 	return e.refreshNote(ctx, opID, false)
 }
+
+// ErrNoteBusy: another refresh is writing the MR's status note now.
+var ErrNoteBusy = errors.New("status note is being refreshed")
+
+// noteClaimLease bounds how long a refresh may hold an MR's note: longer
+// than a job may run, so only a replica that died leaves a claim to expire.
+const noteClaimLease = 2 * time.Minute
 
 // refreshNote renders; force re-renders even when the recorded note already
 // shows the newest event (/status), which also recreates a deleted note.
 func (e *Engine) refreshNote(ctx context.Context, opID string, force bool) error {
 	for range 3 {
-		again, err := e.refreshNoteOnce(ctx, opID, force)
+		done, err := e.refreshNoteOnce(ctx, opID, force)
 		force = false
-		if err != nil || !again {
+		if err != nil || done {
 			return err
 		}
 	}
 	return nil
 }
 
-func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (again bool, err error) {
-	op, events, err := e.Get(ctx, opID)
+// refreshNoteOnce renders once unless the note is up to date (done). It
+// reads the operation and its events in one snapshot, claims the note,
+// writes it to GitLab and records it.
+func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (done bool, err error) {
+	h, err := e.st.ReadHistory(ctx, opID)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
-		}
 		return false, err
 	}
+	op := h.Operation
 	if op.MRIID == 0 {
-		return false, nil
+		return true, nil
 	}
-	err = e.st.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, noteLockKey(op.ProjectID, op.MRIID)); err != nil {
-			return fmt.Errorf("locking status note: %w", err)
+	view := e.StatusView(op, h.Events())
+	upToDate := func() (store.StatusNote, bool, error) {
+		rec, err := e.st.GetStatusNote(ctx, e.st.Pool(), op.ProjectID, op.MRIID)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.StatusNote{}, false, nil
 		}
-		// Re-read under the lock: another render may have happened.
-		events, err = e.st.ListEvents(ctx, tx, opID)
-		if err != nil {
-			return err
-		}
-		op, err = e.st.GetOperation(ctx, tx, opID)
-		if err != nil {
-			return err
-		}
-		view := e.StatusView(op, events)
-		rec, err := e.st.GetStatusNote(ctx, tx, op.ProjectID, op.MRIID)
-		if err == nil && !force && rec.OperationID == op.ID && rec.RenderedSeq >= view.Seq {
-			return nil // already shows this state or a newer one
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		body, err := e.cfg.Renderer.Status(view)
-		if err != nil {
-			return fmt.Errorf("rendering status comment: %w", err)
-		}
-		noteID, err := e.writeNote(ctx, op, rec, body)
-		if err != nil {
-			return err
-		}
-		_, err = e.st.SaveStatusNote(ctx, tx, store.StatusNote{ProjectID: op.ProjectID, MRIID: op.MRIID,
-			NoteID: noteID, OperationID: op.ID, RenderedSeq: view.Seq})
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("refreshing status note of %s: %w", opID, err)
+		return rec, err == nil && rec.OperationID == op.ID && rec.RenderedSeq >= view.Seq, err
 	}
-	latest, err := e.st.ListEvents(ctx, e.st.Pool(), opID)
+	if _, ok, err := upToDate(); err != nil || (ok && !force) {
+		return true, err
+	}
+	claim, ok, err := e.st.ClaimStatusNote(ctx, op.ProjectID, op.MRIID, noteClaimLease)
 	if err != nil {
 		return false, err
 	}
-	return len(latest) > len(events), nil
+	if !ok {
+		return false, ErrNoteBusy
+	}
+	noteID, err := e.renderNote(ctx, op, view, force, upToDate)
+	if err != nil || noteID == 0 {
+		// Nothing to record: release on a fresh context, the claim must
+		// not outlive a cancelled job.
+		rctx, cancel := recordContext(ctx)
+		defer cancel()
+		if rerr := e.st.ReleaseStatusNote(rctx, e.st.Pool(), claim); rerr != nil {
+			e.opLog(op).Warn("releasing status note claim", "err", rerr)
+		}
+		if err != nil {
+			return false, fmt.Errorf("refreshing status note of %s: %w", opID, err)
+		}
+		return true, nil
+	}
+	if _, err := e.st.RecordStatusNote(ctx, claim, store.StatusNote{ProjectID: op.ProjectID, MRIID: op.MRIID,
+		NoteID: noteID, OperationID: op.ID, RenderedSeq: view.Seq}); err != nil {
+		return false, fmt.Errorf("recording status note of %s: %w", opID, err)
+	}
+	return false, nil
+}
+
+// renderNote re-reads the note's record under the claim (another refresh
+// may have written it meanwhile), renders view and writes it to GitLab. It
+// returns the note id, or 0 when the note already shows view (and not
+// force).
+func (e *Engine) renderNote(ctx context.Context, op store.Operation, view templates.StatusView, force bool,
+	upToDate func() (store.StatusNote, bool, error)) (int64, error) {
+	rec, ok, err := upToDate()
+	if err != nil || (ok && !force) {
+		return 0, err
+	}
+	body, err := e.cfg.Renderer.Status(view)
+	if err != nil {
+		return 0, fmt.Errorf("rendering status comment: %w", err)
+	}
+	return e.writeNote(ctx, op, rec, body)
 }
 
 // writeNote edits the recorded note, or finds ours by marker, or creates one.
@@ -166,10 +197,4 @@ func (e *Engine) writeNote(ctx context.Context, op store.Operation, rec store.St
 		return 0, err
 	}
 	return n.ID, nil
-}
-
-func noteLockKey(projectID, iid int64) int64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "status_note:%d:%d", projectID, iid)
-	return int64(h.Sum64())
 }

@@ -230,6 +230,16 @@ type History struct {
 	Stored []Event
 }
 
+// Events returns h's events upcast to the current schema version (for
+// reading; the hash chain is checked on Stored).
+func (h History) Events() []Event {
+	out := make([]Event, len(h.Stored))
+	for i, ev := range h.Stored {
+		out[i] = UpcastEvent(ev)
+	}
+	return out
+}
+
 // ReadHistory reads operation id and its events in one read-only
 // REPEATABLE READ transaction, so the two agree even while the operation
 // moves (the operation and its events are written in one transaction).

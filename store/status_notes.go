@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -50,4 +53,60 @@ func (s *Store) SaveStatusNote(ctx context.Context, db DBTX, n StatusNote) (bool
 		return false, fmt.Errorf("saving status note of !%d: %w", n.MRIID, err)
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// NoteClaim is the right, for a while, to write the status note of one MR:
+// a refresh claims it, calls GitLab holding no transaction or lock, then
+// records the note and releases it (RecordStatusNote, ReleaseStatusNote).
+type NoteClaim struct {
+	ProjectID, MRIID int64
+	// Token identifies this claim; a claim taken over after it expired
+	// has another.
+	Token string
+}
+
+// ClaimStatusNote claims the status note of MR !iid of projectID until
+// lease from now (store clock). ok is false, and nothing is written, while
+// another claim on it is live. One statement.
+func (s *Store) ClaimStatusNote(ctx context.Context, projectID, iid int64, lease time.Duration) (c NoteClaim, ok bool, err error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return NoteClaim{}, false, fmt.Errorf("making a claim token: %w", err)
+	}
+	c = NoteClaim{ProjectID: projectID, MRIID: iid, Token: hex.EncodeToString(b)}
+	now := s.Now()
+	tag, err := s.pool.Exec(ctx, `INSERT INTO status_note_claims (project_id, mr_iid, token, claimed_until)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (project_id, mr_iid) DO UPDATE SET token = EXCLUDED.token, claimed_until = EXCLUDED.claimed_until
+		WHERE status_note_claims.claimed_until <= $5`, projectID, iid, c.Token, now.Add(lease), now)
+	if err != nil {
+		return NoteClaim{}, false, fmt.Errorf("claiming status note of !%d: %w", iid, err)
+	}
+	return c, tag.RowsAffected() == 1, nil
+}
+
+// RecordStatusNote records n (as SaveStatusNote: a newer render is never
+// replaced) and releases claim c, in one transaction. It reports whether n
+// was written.
+func (s *Store) RecordStatusNote(ctx context.Context, c NoteClaim, n StatusNote) (bool, error) {
+	var wrote bool
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if wrote, err = s.SaveStatusNote(ctx, tx, n); err != nil {
+			return err
+		}
+		return s.ReleaseStatusNote(ctx, tx, c)
+	})
+	return wrote, err
+}
+
+// ReleaseStatusNote releases claim c (a no-op when it expired and another
+// refresh took the note over).
+func (s *Store) ReleaseStatusNote(ctx context.Context, db DBTX, c NoteClaim) error {
+	_, err := db.Exec(ctx, `DELETE FROM status_note_claims WHERE project_id = $1 AND mr_iid = $2 AND token = $3`,
+		c.ProjectID, c.MRIID, c.Token)
+	if err != nil {
+		return fmt.Errorf("releasing status note claim of !%d: %w", c.MRIID, err)
+	}
+	return nil
 }

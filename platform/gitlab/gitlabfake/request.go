@@ -124,8 +124,11 @@ func match(method, escaped string) (*route, map[string]string, bool) {
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	s.mu.Lock()
-	latency := s.latency
+	latency, before := s.latency, s.before
 	s.mu.Unlock()
+	if before != nil {
+		before(r.Method, r.URL.EscapedPath())
+	}
 	if latency > 0 {
 		select {
 		case <-time.After(latency):

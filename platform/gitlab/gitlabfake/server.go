@@ -68,6 +68,7 @@ type Server struct {
 	calls    []Call
 	faults   []*Fault
 	latency  time.Duration
+	before   func(method, path string)
 	pending  int // scheduled pipeline steps and rebases that will finish
 	hooks    hookQueue
 }
@@ -141,6 +142,15 @@ func (s *Server) SetLatency(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.latency = d
+}
+
+// SetBeforeCall makes every REST call run f(method, escaped path) before it
+// is served, outside the server's lock; the call waits until f returns, so a
+// test can look at the bot's state while a call is in flight. nil removes it.
+func (s *Server) SetBeforeCall(f func(method, path string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.before = f
 }
 
 // baseURL is the web base used in payloads.

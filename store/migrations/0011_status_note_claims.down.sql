@@ -1,0 +1,1 @@
+DROP TABLE status_note_claims;
