@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,12 +76,15 @@ func recoverPanics(c *prometheus.CounterVec, a *App, next http.Handler) http.Han
 	})
 }
 
-// auth checks "Authorization: Bearer <token>" in constant time against every
+// auth checks "Authorization: Bearer <token>" (any case of the scheme) in constant time against every
 // configured API token; role "" accepts any role, "submitter" also accepts
 // operators.
 func (a *App) auth(role string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		// The scheme is case-insensitive (RFC 9110 §11.1).
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		ok = ok && strings.EqualFold(scheme, "Bearer")
+		got = strings.TrimSpace(got)
 		matched := ""
 		for _, t := range a.cfg.APITokens {
 			if subtle.ConstantTimeCompare([]byte(got), []byte(t.Token)) == 1 && ok {
@@ -115,16 +122,155 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// changeRequest is the body of POST /api/v1/changes.
+// changeRequest is the body of POST /api/v1/changes. Its strings keep
+// whether they arrived as valid UTF-8 (encoding/json replaces invalid bytes
+// silently); see badText.
 type changeRequest struct {
-	SubjectID    string       `json:"subject_id"`
-	TargetKey    string       `json:"target_key"`
-	Project      projectRef   `json:"project"`
-	TargetBranch string       `json:"target_branch"`
-	Title        string       `json:"title"`
-	Description  string       `json:"description"`
-	Files        []store.File `json:"files"`
-	RequestedBy  string       `json:"requested_by"`
+	SubjectID    jsonText      `json:"subject_id"`
+	TargetKey    jsonText      `json:"target_key"`
+	Project      projectRef    `json:"project"`
+	TargetBranch jsonText      `json:"target_branch"`
+	Title        jsonText      `json:"title"`
+	Description  jsonText      `json:"description"`
+	Files        []fileRequest `json:"files"`
+	RequestedBy  jsonText      `json:"requested_by"`
+}
+
+// fileRequest is one entry of changeRequest.Files.
+type fileRequest struct {
+	Path    jsonText `json:"path"`
+	Content jsonText `json:"content"`
+	Action  jsonText `json:"action"`
+}
+
+// jsonText is a JSON string that remembers whether its encoded form was
+// valid UTF-8 (no invalid bytes, no lone surrogate escape such as
+// "\ud800"), which encoding/json would otherwise replace with U+FFFD.
+type jsonText struct {
+	s       string
+	invalid bool
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *jsonText) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(b, &t.s); err != nil {
+		return err
+	}
+	t.invalid = !validJSONString(b)
+	return nil
+}
+
+// validJSONString reports whether the encoded JSON string b is valid UTF-8
+// with every \u surrogate escape paired.
+func validJSONString(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	high := false // the previous escape was a high surrogate
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			if high {
+				return false
+			}
+			continue
+		}
+		i++
+		if b[i] != 'u' || i+4 >= len(b) {
+			if high {
+				return false
+			}
+			continue
+		}
+		r, err := strconv.ParseUint(string(b[i+1:i+5]), 16, 32)
+		i += 4
+		if err != nil {
+			return false
+		}
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			if high {
+				return false
+			}
+			high = true
+		case r >= 0xDC00 && r < 0xE000:
+			if !high {
+				return false
+			}
+			high = false
+		default:
+			if high {
+				return false
+			}
+		}
+	}
+	return !high
+}
+
+// params turns the request into flows.SubmitParams, and lists the fields
+// that did not arrive as valid UTF-8.
+func (req changeRequest) params() (flows.SubmitParams, []flows.FieldError) {
+	var bad []flows.FieldError
+	str := func(field string, t jsonText) string {
+		if t.invalid {
+			bad = append(bad, flows.FieldError{Field: field, Message: "is not valid UTF-8"})
+		}
+		return t.s
+	}
+	p := flows.SubmitParams{
+		SubjectID: str("subject_id", req.SubjectID), TargetKey: str("target_key", req.TargetKey),
+		Project: string(req.Project), TargetBranch: str("target_branch", req.TargetBranch),
+		Title: str("title", req.Title), Description: str("description", req.Description),
+		RequestedBy: str("requested_by", req.RequestedBy),
+	}
+	for i, f := range req.Files {
+		p.Files = append(p.Files, store.File{Path: str(fmt.Sprintf("files[%d].path", i), f.Path),
+			Content: str(fmt.Sprintf("files[%d].content", i), f.Content), Action: str(fmt.Sprintf("files[%d].action", i), f.Action)})
+	}
+	return p, bad
+}
+
+// decodeProblem says what is wrong with a body that does not decode, in
+// the API's words: JSON field paths and JSON types, never Go's.
+func decodeProblem(err error) string {
+	var ute *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &ute):
+		field := ute.Field
+		if field == "" {
+			return fmt.Sprintf("the body must be a JSON object, not %s", ute.Value)
+		}
+		return fmt.Sprintf("field %s must be %s, not %s", field, jsonTypeName(ute.Type), ute.Value)
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON body at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON body: it ends early"
+	}
+	return "malformed JSON body: " + strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonTypeName names the JSON type a Go type decodes from.
+func jsonTypeName(t reflect.Type) string {
+	if t == nil {
+		return "a different JSON type"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a different JSON type"
 }
 
 func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
@@ -142,16 +288,27 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "malformed JSON body: " + err.Error()})
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": decodeProblem(err)})
 		return
 	}
-	op, created, err := a.engine.Submit(r.Context(), flows.SubmitParams{
-		SubjectID: req.SubjectID, TargetKey: req.TargetKey, Project: string(req.Project),
-		TargetBranch: req.TargetBranch, Title: req.Title, Description: req.Description, Files: req.Files,
-		RequestedBy: req.RequestedBy, IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		ApprovalFirst: a.settings.Get(settings.FlowApprovalFirst, string(req.Project)).Bool(),
-		MaxActive:     a.settings.Get(settings.AdmissionMaxActive, "").Int(),
-	})
+	params, badText := req.params()
+	if len(badText) > 0 {
+		// Every problem at once: the invalid text, then the rest.
+		fields := badText
+		if ve, ok := flows.IsValidation(params.Validate()); ok {
+			for _, f := range ve.Fields {
+				if !slices.ContainsFunc(fields, func(b flows.FieldError) bool { return b.Field == f.Field }) {
+					fields = append(fields, f)
+				}
+			}
+		}
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid change", "fields": fields})
+		return
+	}
+	params.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	params.ApprovalFirst = a.settings.Get(settings.FlowApprovalFirst, params.Project).Bool()
+	params.MaxActive = a.settings.Get(settings.AdmissionMaxActive, "").Int()
+	op, created, err := a.engine.Submit(r.Context(), params)
 	if errors.Is(err, flows.ErrOverloaded) {
 		w.Header().Set("Retry-After", strconv.Itoa(admissionRetryAfter))
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "too many active changes (admission.max_active); nothing was created, retry later",
@@ -160,6 +317,12 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 	}
 	if ve, ok := flows.IsValidation(err); ok {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid change", "fields": ve.Fields})
+		return
+	}
+	var idem *flows.IdempotencyConflictError
+	if errors.As(err, &idem) {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": idem.Error(),
+			"operation_id": idem.OperationID, "differing_fields": idem.Fields})
 		return
 	}
 	var active *store.ActiveChangeError

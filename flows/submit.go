@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -53,38 +55,94 @@ func (e *ValidationError) Error() string {
 	return "invalid change: " + strings.Join(parts, "; ")
 }
 
-// Validate checks every field and returns all problems at once.
+// Limits of submitted fields, in characters (runes). Identifiers are stored
+// and shown as they are, so they are kept to a line's length.
+const (
+	maxIDChars    = 255 // subject_id, target_key
+	maxTitleChars = 255
+	// maxUsernameChars is GitLab's limit of a username (User model,
+	// validates :username, length: { maximum: 255 }).
+	maxUsernameChars = 255
+)
+
+// gitlabUsername is GitLab's username format (Gitlab::PathRegex
+// NAMESPACE_FORMAT_REGEX): letters, digits, '_', '-' and '.', not starting
+// with '-', not ending with '.'; a name ending in .git or .atom is refused
+// separately.
+var gitlabUsername = regexp.MustCompile(`^(?:[a-zA-Z0-9_.][a-zA-Z0-9_.-]*[a-zA-Z0-9_-]|[a-zA-Z0-9_])$`)
+
+// textProblem says what is wrong with s as stored text: a NUL character
+// (PostgreSQL text refuses it) or bytes that are not UTF-8; "" when fine.
+func textProblem(s string) string {
+	switch {
+	case strings.ContainsRune(s, 0):
+		return "contains a NUL character (\\u0000)"
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	}
+	return ""
+}
+
+// Validate checks every field and returns all problems at once, as a
+// *ValidationError listing one problem per field: required fields, text
+// that PostgreSQL or GitLab would refuse (NUL, invalid UTF-8), lengths,
+// requested_by as a GitLab username, file paths and actions.
 func (p SubmitParams) Validate() error {
 	var errs []FieldError
-	req := func(field, v string) {
-		if strings.TrimSpace(v) == "" {
-			errs = append(errs, FieldError{field, "is required"})
+	bad := map[string]bool{}
+	add := func(field, msg string) {
+		if !bad[field] {
+			bad[field] = true
+			errs = append(errs, FieldError{field, msg})
 		}
 	}
-	req("subject_id", p.SubjectID)
-	req("target_key", p.TargetKey)
-	req("project", p.Project)
-	req("title", p.Title)
-	req("requested_by", p.RequestedBy)
-	if utf8.RuneCountInString(p.Title) > 255 {
-		errs = append(errs, FieldError{"title", "is longer than 255 characters"})
+	text := func(field, v string, required bool, maxChars int) {
+		if msg := textProblem(v); msg != "" {
+			add(field, msg)
+			return
+		}
+		if required && strings.TrimSpace(v) == "" {
+			add(field, "is required")
+		}
+		if maxChars > 0 && utf8.RuneCountInString(v) > maxChars {
+			add(field, fmt.Sprintf("is longer than %d characters", maxChars))
+		}
+	}
+	text("subject_id", p.SubjectID, true, maxIDChars)
+	text("target_key", p.TargetKey, true, maxIDChars)
+	text("project", p.Project, true, 0)
+	text("target_branch", p.TargetBranch, false, 0)
+	text("title", p.Title, true, maxTitleChars)
+	text("description", p.Description, false, 0)
+	text("requested_by", p.RequestedBy, true, maxUsernameChars)
+	if u := p.RequestedBy; u != "" && !bad["requested_by"] {
+		lower := strings.ToLower(u)
+		if !gitlabUsername.MatchString(u) || strings.HasSuffix(lower, ".git") || strings.HasSuffix(lower, ".atom") {
+			add("requested_by", "must be a GitLab username (letters, digits, '_', '-' and '.'; "+
+				"not starting with '-', not ending with '.', '.git' or '.atom')")
+		}
 	}
 	if len(p.Files) == 0 {
-		errs = append(errs, FieldError{"files", "at least one file is required"})
+		add("files", "at least one file is required")
 	}
 	seen := map[string]bool{}
 	for i, f := range p.Files {
 		field := fmt.Sprintf("files[%d].path", i)
-		if msg := checkPath(f.Path); msg != "" {
-			errs = append(errs, FieldError{field, msg})
+		if msg := textProblem(f.Path); msg != "" {
+			add(field, msg)
+		} else if msg := checkPath(f.Path); msg != "" {
+			add(field, msg)
 		} else if seen[f.Path] {
-			errs = append(errs, FieldError{field, "is listed twice"})
+			add(field, "is listed twice")
 		}
 		seen[f.Path] = true
+		if msg := textProblem(f.Content); msg != "" {
+			add(fmt.Sprintf("files[%d].content", i), msg+"; binary files are not supported")
+		}
 		switch f.Action {
 		case "", "create", "update", "delete":
 		default:
-			errs = append(errs, FieldError{fmt.Sprintf("files[%d].action", i), "must be create, update or delete"})
+			add(fmt.Sprintf("files[%d].action", i), "must be create, update or delete")
 		}
 	}
 	if len(errs) > 0 {
@@ -182,10 +240,60 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	if err != nil {
 		return store.Operation{}, false, err
 	}
-	if created {
-		e.opLog(op).Info("change submitted", "subject_id", op.SubjectID, "target_key", op.TargetKey)
+	if !created {
+		if diff := p.differences(op); len(diff) > 0 {
+			return store.Operation{}, false, &IdempotencyConflictError{Key: p.IdempotencyKey, OperationID: op.ID, Fields: diff}
+		}
+		return op, false, nil
 	}
-	return op, created, nil
+	e.opLog(op).Info("change submitted", "subject_id", op.SubjectID, "target_key", op.TargetKey)
+	return op, true, nil
+}
+
+// IdempotencyConflictError is returned by Submit when the idempotency key
+// was used before for a change that differs from this submission: a
+// repeated request must repeat the same change (the API answers 422).
+type IdempotencyConflictError struct {
+	// Key is the reused Idempotency-Key.
+	Key string
+	// OperationID is the change the key was first used for.
+	OperationID string
+	// Fields names the submitted fields that differ from that change.
+	Fields []string
+}
+
+// Error implements error.
+func (e *IdempotencyConflictError) Error() string {
+	return fmt.Sprintf("Idempotency-Key %q was used for another change (%s); differing fields: %s",
+		e.Key, e.OperationID, strings.Join(e.Fields, ", "))
+}
+
+// differences names the fields in which p differs from op, the change its
+// idempotency key was first used for. The flow order is not compared: it
+// comes from a setting, not from the request.
+func (p SubmitParams) differences(op store.Operation) []string {
+	var out []string
+	for _, f := range []struct {
+		name      string
+		got, want string
+	}{
+		{"subject_id", p.SubjectID, op.SubjectID}, {"target_key", p.TargetKey, op.TargetKey},
+		{"project", p.Project, op.Project}, {"title", p.Title, op.Title},
+		{"description", p.Description, op.Description}, {"requested_by", p.RequestedBy, op.RequestedBy},
+	} {
+		if f.got != f.want {
+			out = append(out, f.name)
+		}
+	}
+	// The create step fills in the default branch: an empty target_branch
+	// matches whatever was chosen.
+	if p.TargetBranch != "" && p.TargetBranch != op.TargetBranch {
+		out = append(out, "target_branch")
+	}
+	if !slices.Equal(p.Files, op.Files) {
+		out = append(out, "files")
+	}
+	return out
 }
 
 // IsValidation reports whether err is a *ValidationError.
