@@ -55,7 +55,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		// defect 4). The branch is then left as it is.
 		commits, err := e.gl.BranchCommits(ctx, proj.ID, target, source)
 		if err != nil {
-			return err
+			return notFoundIs(err, CreateFailed, "target branch %q not found", target)
 		}
 		committed = slices.ContainsFunc(commits, func(c platform.Commit) bool { return strings.Contains(c.Message, commitMarker(op)) })
 	}
