@@ -58,7 +58,7 @@ func (e *Engine) MarkValidated(ctx context.Context, opID, source, actor string, 
 		_, err = e.Transition(ctx, op, CalledBack, TransitionOpts{Actor: actor, Source: source, Payload: payload,
 			IgnoreVersion: true,
 			Guard: func(ctx context.Context, tx pgx.Tx, cur store.Operation, _ store.Binding) error {
-				g := commitgate.NewGuard(commitgate.NewPostgresStore(tx), nil)
+				g := commitgate.NewGuardWithStore(commitgate.NewPostgresStore(tx), nil)
 				_, err := g.Acquire(ctx, commitgate.Commit{Ref: commitgate.Ref{RunID: cur.ID, Step: validatedStep},
 					Status: store.StatusValidated, Branch: cur.TargetBranch, Seq: cur.Version + 1})
 				return err

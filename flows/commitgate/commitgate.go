@@ -14,6 +14,23 @@
 // commitgate must not perform the side effects it guards, must not import
 // bot, webhooks or commands, and must not decide which statuses are terminal
 // (the caller injects that rule). The memory store exists for unit tests only.
+//
+// # Differences from the seed's contract
+//
+// The API follows the commitgate seed (NewGuard(isTerminal) over the
+// in-process store, NewGuardWithStore(store, isTerminal), Acquire and
+// ReleaseLease, Seed, Status, Committed, ErrEmptyRef, ErrAlreadyCommitted and
+// AlreadyCommittedError carrying the previous and the refused commit), with
+// these deliberate differences:
+//   - Every method takes a context and returns an error, because the real
+//     store is a database: a claim that could not be written must not look
+//     like a claim that was refused, and a read that failed must not look
+//     like "not committed".
+//   - NewGuardWithStore(nil, …) does not fall back to the in-process store:
+//     in a service with several replicas that would silently give each
+//     replica its own gate. Its Guard answers ErrUnconfigured instead.
+//   - Sequence numbers and tokens are int64 (PostgreSQL bigint), not uint64.
+//   - ReleaseLease reports whether it released, so a caller can record it.
 package commitgate
 
 import (
@@ -70,28 +87,32 @@ type Lease struct {
 }
 
 // AlreadyCommittedError is returned by Acquire when the step's terminal
-// commit is held by an earlier caller; Holder is that caller's commit. It
-// matches ErrAlreadyCommitted with errors.Is.
+// commit is held by an earlier caller. Prev is that earlier commit (status,
+// branch, seq: who won), Refused the commit that was turned away. It
+// matches ErrAlreadyCommitted with errors.Is and unwraps to it.
 type AlreadyCommittedError struct {
-	Holder Commit
+	Ref     Ref
+	Prev    Commit
+	Refused Commit
 }
 
-// Error names the holder, for example
-// `step "merge" of run "op_1" already committed as MERGED on branch main at seq 7`.
+// Error names both sides, for example
+// `step "merge" of run "op_1" already committed as MERGED on branch main at seq 7; refused MERGED on branch main at seq 8`.
 func (e *AlreadyCommittedError) Error() string {
-	h := e.Holder
-	branch := ""
-	if h.Branch != "" {
-		branch = " on branch " + h.Branch
-	}
-	return fmt.Sprintf("step %q of run %q already committed as %s%s at seq %d",
-		h.Ref.Step, h.Ref.RunID, h.Status, branch, h.Seq)
+	return fmt.Sprintf("step %q of run %q already committed as %s; refused %s",
+		e.Ref.Step, e.Ref.RunID, describe(e.Prev), describe(e.Refused))
 }
 
-// Is reports whether target is ErrAlreadyCommitted.
-func (e *AlreadyCommittedError) Is(target error) bool {
-	return target == ErrAlreadyCommitted
+func describe(c Commit) string {
+	branch := ""
+	if c.Branch != "" {
+		branch = " on branch " + c.Branch
+	}
+	return fmt.Sprintf("%s%s at seq %d", c.Status, branch, c.Seq)
 }
+
+// Unwrap returns ErrAlreadyCommitted, so errors.Is matches it.
+func (e *AlreadyCommittedError) Unwrap() error { return ErrAlreadyCommitted }
 
 // Store keeps the claims behind a Guard. Implementations: NewPostgresStore
 // (production) and NewMemoryStore (unit tests only). The Guard validates refs
@@ -114,17 +135,25 @@ type Store interface {
 }
 
 // Guard grants the exclusive terminal commit of each (run, step). Build it
-// with NewGuard; the zero Guard returns ErrUnconfigured from every method.
-// A Guard is safe for concurrent use when its Store is.
+// with NewGuard or NewGuardWithStore; the zero Guard returns ErrUnconfigured
+// from every method. A Guard is safe for concurrent use when its Store is.
 type Guard struct {
 	store      Store
 	isTerminal func(status string) bool
 }
 
-// NewGuard returns a Guard over store. isTerminal tells which statuses are
-// terminal and therefore claimed; nil means every status is terminal. A nil
-// store yields a Guard whose methods return ErrUnconfigured.
-func NewGuard(store Store, isTerminal func(status string) bool) *Guard {
+// NewGuard returns a Guard over a new in-process MemoryStore: exclusive
+// within this process only, for tests and single-process tools. isTerminal
+// tells which statuses are terminal and therefore claimed; nil means every
+// status is terminal.
+func NewGuard(isTerminal func(status string) bool) *Guard {
+	return NewGuardWithStore(NewMemoryStore(), isTerminal)
+}
+
+// NewGuardWithStore returns a Guard over store, such as NewPostgresStore for
+// a gate shared by every replica. A nil store yields a Guard whose methods
+// return ErrUnconfigured (never a silent per-process gate).
+func NewGuardWithStore(store Store, isTerminal func(status string) bool) *Guard {
 	return &Guard{store: store, isTerminal: isTerminal}
 }
 
@@ -158,7 +187,7 @@ func (g *Guard) Acquire(ctx context.Context, c Commit) (Lease, error) {
 		return Lease{}, fmt.Errorf("claiming step %q of run %q: %w", c.Ref.Step, c.Ref.RunID, err)
 	}
 	if !claimed {
-		return Lease{}, &AlreadyCommittedError{Holder: holder}
+		return Lease{}, &AlreadyCommittedError{Ref: c.Ref, Prev: holder, Refused: c}
 	}
 	if token <= 0 {
 		return Lease{}, fmt.Errorf("claiming step %q of run %q: store returned non-positive token %d", c.Ref.Step, c.Ref.RunID, token)

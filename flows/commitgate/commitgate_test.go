@@ -24,8 +24,9 @@ func terminalOnly(statuses ...string) func(string) bool {
 	}
 }
 
-// wantHolder fails unless err is an *AlreadyCommittedError naming want.
-func wantHolder(t *testing.T, err error, want commitgate.Commit) {
+// wantHolder fails unless err is an *AlreadyCommittedError naming want as
+// the previous commit (and, when refused is given, that refused commit).
+func wantHolder(t *testing.T, err error, want commitgate.Commit, refused ...commitgate.Commit) {
 	t.Helper()
 	if !errors.Is(err, commitgate.ErrAlreadyCommitted) {
 		t.Fatalf("error = %v, want ErrAlreadyCommitted", err)
@@ -34,8 +35,11 @@ func wantHolder(t *testing.T, err error, want commitgate.Commit) {
 	if !errors.As(err, &ace) {
 		t.Fatalf("error = %T, want *AlreadyCommittedError", err)
 	}
-	if ace.Holder != want {
-		t.Fatalf("holder = %+v, want %+v", ace.Holder, want)
+	if ace.Prev != want || ace.Ref != want.Ref {
+		t.Fatalf("previous commit = %+v (ref %+v), want %+v", ace.Prev, ace.Ref, want)
+	}
+	if len(refused) > 0 && ace.Refused != refused[0] {
+		t.Fatalf("refused commit = %+v, want %+v", ace.Refused, refused[0])
 	}
 }
 
@@ -100,9 +104,10 @@ func TestGuardWithMemoryStore(t *testing.T) {
 			if _, err := g.Acquire(ctx, merged); err != nil {
 				t.Fatal(err)
 			}
-			_, err := g.Acquire(ctx, commitgate.Commit{Ref: mergeRef, Status: "FAILED", Branch: "dev", Seq: 8})
-			wantHolder(t, err, merged)
-			const want = `step "merge" of run "op_1" already committed as MERGED on branch main at seq 7`
+			refused := commitgate.Commit{Ref: mergeRef, Status: "FAILED", Branch: "dev", Seq: 8}
+			_, err := g.Acquire(ctx, refused)
+			wantHolder(t, err, merged, refused)
+			const want = `step "merge" of run "op_1" already committed as MERGED on branch main at seq 7; refused FAILED on branch dev at seq 8`
 			if err.Error() != want {
 				t.Fatalf("error text = %q, want %q", err.Error(), want)
 			}
@@ -177,14 +182,15 @@ func TestGuardWithMemoryStore(t *testing.T) {
 			if n, _ := g.Committed(ctx); n != 2 {
 				t.Fatalf("Committed = %d, want 2", n)
 			}
-			_, err := g.Acquire(ctx, commitgate.Commit{Ref: seeded.Ref, Status: "MERGED", Seq: 4})
-			wantHolder(t, err, seeded)
+			refused := commitgate.Commit{Ref: seeded.Ref, Status: "MERGED", Seq: 4}
+			_, err := g.Acquire(ctx, refused)
+			wantHolder(t, err, seeded, refused)
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.run(context.Background(), t, commitgate.NewGuard(commitgate.NewMemoryStore(), tc.isTerminal))
+			tc.run(context.Background(), t, commitgate.NewGuard(tc.isTerminal))
 		})
 	}
 }
@@ -196,7 +202,7 @@ func TestUnconfiguredGuardIsUnusable(t *testing.T) {
 	var nilGuard *commitgate.Guard
 	guards := map[string]*commitgate.Guard{
 		"zero value": &zero,
-		"nil store":  commitgate.NewGuard(nil, nil),
+		"nil store":  commitgate.NewGuardWithStore(nil, nil),
 		"nil guard":  nilGuard,
 	}
 	calls := []struct {
@@ -229,19 +235,21 @@ func TestUnconfiguredGuardIsUnusable(t *testing.T) {
 
 func TestAlreadyCommittedErrorText(t *testing.T) {
 	t.Parallel()
+	validate := commitgate.Ref{RunID: "op_2", Step: "validate"}
 	tests := []struct {
-		name   string
-		holder commitgate.Commit
-		want   string
+		name          string
+		prev, refused commitgate.Commit
+		want          string
 	}{
-		{"with branch", merged, `step "merge" of run "op_1" already committed as MERGED on branch main at seq 7`},
-		{"without branch", commitgate.Commit{Ref: commitgate.Ref{RunID: "op_2", Step: "validate"}, Status: "VALIDATED", Seq: 3},
-			`step "validate" of run "op_2" already committed as VALIDATED at seq 3`},
+		{"with branch", merged, commitgate.Commit{Ref: mergeRef, Status: "MERGED", Branch: "main", Seq: 8},
+			`step "merge" of run "op_1" already committed as MERGED on branch main at seq 7; refused MERGED on branch main at seq 8`},
+		{"without branch", commitgate.Commit{Ref: validate, Status: "VALIDATED", Seq: 3}, commitgate.Commit{Ref: validate, Status: "VALIDATED", Seq: 3},
+			`step "validate" of run "op_2" already committed as VALIDATED at seq 3; refused VALIDATED at seq 3`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := error(&commitgate.AlreadyCommittedError{Holder: tc.holder})
+			err := error(&commitgate.AlreadyCommittedError{Ref: tc.prev.Ref, Prev: tc.prev, Refused: tc.refused})
 			if err.Error() != tc.want {
 				t.Fatalf("Error() = %q, want %q", err.Error(), tc.want)
 			}
