@@ -2,6 +2,7 @@ package flows_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
@@ -282,6 +284,517 @@ func TestCreateRules(t *testing.T) {
 				wantCalls(t, h, http.MethodPost, pathCommits, flowtest.Robot, true, 1)
 				wantCalls(t, h, http.MethodPost, pathPipeline, flowtest.Robot, true, 1)
 				wantSteps(t, h, id, flows.CreatePipelineFailed, flows.CreateStarted, flows.CreateMROpened, flows.CreateSucceeded)
+			}},
+	})
+}
+
+func TestPipelineWaitRules(t *testing.T) {
+	t.Parallel()
+	failing := func(t *testing.T, h *flowtest.Harness) store.Operation {
+		h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed"}})
+		return h.ToMROpened(t, flowtest.Change("svc"))
+	}
+	runRules(t, []rule{
+		{name: "a failed pipeline's webhook: CREATE_PIPELINE_FAILED", want: flows.CreatePipelineFailed,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := failing(t, h)
+				h.DeliverWebhooks(t)
+				if w := h.WorkUntilIdle(t); slices.Contains(flowtest.Kinds(w), flows.KindAwaitPipeline) {
+					t.Fatalf("the poll ran although the webhook decided: %v", w)
+				}
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantDetail(t, h, id, "failed")
+				wantBinding(t, h, id, store.StatusCreateFailed)
+			}},
+		{name: "webhooks lost: the poll sees the failed pipeline", want: flows.CreatePipelineFailed,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := failing(t, h)
+				h.TakeWebhooks(t)
+				if w := h.WorkUntilIdle(t); len(w) != 0 {
+					t.Fatalf("jobs ran before the first poll was due: %v", w)
+				}
+				h.Advance(flowtest.Poll.ShortInterval)
+				h.WorkUntilIdle(t)
+				return op.ID
+			}},
+		{name: "no result by the deadline: CREATE_PIPELINE_PENDING; /resume waits again", want: flows.CreateMROpened,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				h.TakeWebhooks(t)
+				start := h.Now()
+				op = h.RunUntil(t, op.ID, flows.CreatePipelinePending, 3*time.Hour)
+				if waited := h.Now().Sub(start); waited != flowtest.Poll.PipelineDeadline {
+					t.Fatalf("parked after %s, want the deadline %s", waited, flowtest.Poll.PipelineDeadline)
+				}
+				wantDetail(t, h, op.ID, "no pipeline result")
+				// 8 short polls in the first 2 minutes, then one every 2 minutes.
+				if polls := calls(h, http.MethodGet, pathMR, flowtest.Robot, true); polls < 60 || polls > 75 {
+					t.Fatalf("%d MR reads while waiting 2 h, want about 67", polls)
+				}
+				if _, err := h.Engine.Resume(context.Background(), op, flows.ActionParams{Actor: "olivia", Source: "test", Command: "resume"}); err != nil {
+					t.Fatal(err)
+				}
+				h.RunFor(t, time.Hour) // a fresh deadline: still waiting
+				return op.ID
+			}},
+		{name: "a webhook delivered twice is processed once", want: flows.HandleMerged,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				hooks := h.TakeWebhooks(t)
+				h.Deliver(t, hooks...)
+				if again := h.Deliver(t, hooks...); slices.Contains(again, true) {
+					t.Fatalf("a duplicate was stored again: %v", again)
+				}
+				h.WorkUntilIdle(t)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantCalls(t, h, http.MethodPost, pathApprove, "", false, 2)
+				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 1)
+			}},
+		{name: "a late webhook of an older head's pipeline changes nothing", want: flows.HandleMerged,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed", "success"}})
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				old := h.TakeWebhooks(t) // the first head's pipeline failed
+				if _, err := h.ClientAs(t, flowtest.Requester).CreateCommit(context.Background(), h.Project.ID, platform.CommitParams{
+					Branch: op.SourceBranch, Message: "fix", Actions: []platform.FileAction{{Action: "create", FilePath: "fix.yaml", Content: "x: 1"}},
+				}); err != nil {
+					t.Fatal(err)
+				}
+				h.Deliver(t, old...)
+				h.WorkUntilIdle(t)
+				h.RequireStep(t, op.ID, flows.CreateMROpened)
+				h.DeliverWebhooks(t) // the new head's pipeline passed
+				h.WorkUntilIdle(t)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				if slices.Contains(h.Steps(t, id), flows.CreatePipelineFailed) {
+					t.Fatalf("the old head's failed pipeline failed the change: %v", h.Steps(t, id))
+				}
+				if op, mr := h.Op(t, id), h.MR(t, id); op.HeadSHA != mr.SHA {
+					t.Fatalf("operation head %s, MR head %s", op.HeadSHA, mr.SHA)
+				}
+			}},
+	})
+}
+
+func TestHandleRules(t *testing.T) {
+	t.Parallel()
+	ff := &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}}
+	// behind opens the MR, then moves main so that the MR needs a rebase
+	// (merge method ff) before the handle phase starts.
+	behind := func(t *testing.T, h *flowtest.Harness) store.Operation {
+		op := h.ToMROpened(t, flowtest.Change("svc"))
+		h.GitLab.PushToTarget(h.Project.ID, "main")
+		return op
+	}
+	runRules(t, []rule{
+		{name: "each reviewer approves once, with the head sha; the merge carries it", want: flows.HandleMerged,
+			run: func(t *testing.T, h *flowtest.Harness) string { return h.ToMerged(t, flowtest.Change("svc")).ID },
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer1", false, 1)
+				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer2", false, 1)
+				head := h.MR(t, id).SHA
+				for _, c := range h.GitLab.Calls() {
+					if (matches(pathApprove, c.Path) || matches(pathMerge, c.Path)) && !strings.Contains(string(c.Body)+c.Query, head) {
+						t.Fatalf("%s %s without the head sha %s: %s", c.Method, c.Path, head, c.Body)
+					}
+				}
+			}},
+		{name: "merged by a person before the handle phase: finish as merged, never approve", want: flows.CalledBack,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				if _, err := h.ClientAs(t, flowtest.Requester).Merge(context.Background(), h.Project.ID, op.MRIID, platform.MergeParams{SHA: op.HeadSHA}); err != nil {
+					t.Fatal(err)
+				}
+				h.DeliverWebhooks(t)
+				h.WorkUntilIdle(t)
+				h.RequireStep(t, op.ID, flows.HandleMerged)
+				h.Advance(flowtest.Poll.ShortInterval) // the deploy webhook came before MERGED: the poll finds it
+				h.WorkUntilIdle(t)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantCalls(t, h, http.MethodPost, pathApprove, "", false, 0)
+				wantCalls(t, h, http.MethodPut, pathMerge, flowtest.Robot, false, 0)
+				if op, mr := h.Op(t, id), h.MR(t, id); op.MergeCommitSHA == "" || op.MergeCommitSHA != mr.MergeCommitSHA {
+					t.Fatalf("merge commit %q, GitLab's %q", op.MergeCommitSHA, mr.MergeCommitSHA)
+				}
+			}},
+		{name: "a reviewer's 503 is retried for that reviewer alone", want: flows.HandleMerged,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathApprove, Status: http.StatusServiceUnavailable,
+					User: "reviewer2", Times: 1})
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				h.DeliverWebhooks(t)
+				h.WorkUntilIdle(t)
+				h.RequireStep(t, op.ID, flows.HandleStarted)
+				h.Advance(flowtest.Poll.ShortInterval) // the reviewer's own backoff
+				h.WorkUntilIdle(t)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer1", false, 1)
+				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer2", false, 2)
+			}},
+		{name: "401 on approve that took effect (already approved): go on", want: flows.HandleMerged,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathApprove, Status: http.StatusUnauthorized,
+					User: "reviewer1", Times: 1, AfterEffect: true})
+				return h.ToMerged(t, flowtest.Change("svc")).ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer1", false, 1)
+			}},
+		{name: "401 on approve for a reviewer that has not approved: HANDLE_REVIEWER_DENIED", want: flows.HandleReviewerDenied,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathApprove, Status: http.StatusUnauthorized,
+					User: "reviewer2"})
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				h.DeliverWebhooks(t)
+				h.WorkUntilIdle(t)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantDetail(t, h, id, "reviewer2")
+				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer2", false, 1) // never retried
+				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 0)
+			}},
+		{name: "merge answered 409 (head moved): the pipeline wait again, one round, no second approval", want: flows.HandleMerged,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPut, PathPattern: pathMerge, Status: http.StatusConflict,
+					Body: "SHA does not match HEAD of source branch", Times: 1})
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				h.DeliverWebhooks(t)
+				h.WorkUntilIdle(t)
+				h.RequireStep(t, op.ID, flows.HandleAwaitPipeline)
+				h.Advance(flowtest.Poll.ShortInterval)
+				h.WorkUntilIdle(t)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				if op := h.Op(t, id); op.Rounds != 1 {
+					t.Fatalf("rounds %d, want 1", op.Rounds)
+				}
+				wantCalls(t, h, http.MethodPost, pathApprove, "", false, 2)
+				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 2)
+			}},
+		{name: "need_rebase: rebase, wait for the new head's pipeline, merge", want: flows.HandleMerged, opts: ff,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := behind(t, h)
+				h.TakeWebhooks(t)
+				return h.RunUntil(t, op.ID, flows.HandleMerged, 10*time.Minute).ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantSteps(t, h, id, flows.HandleApproved, flows.HandleRebasing, flows.HandleAwaitPipeline, flows.HandleStarted,
+					flows.HandleApproved, flows.HandleMerged)
+				wantCalls(t, h, http.MethodPut, "/api/v4/projects/*/merge_requests/*/rebase", flowtest.Robot, false, 1)
+				if op, mr := h.Op(t, id), h.MR(t, id); op.Rounds != 1 || op.MergeCommitSHA != mr.SHA {
+					t.Fatalf("rounds %d, merge commit %s, want 1 round and the rebased head %s (fast-forward)", op.Rounds, op.MergeCommitSHA, mr.SHA)
+				}
+			}},
+		{name: "rebase rounds are bounded: HANDLE_FAILED once merge.max_rounds are used", want: flows.HandleFailed,
+			opts: &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}, Poll: withMaxRounds(1)},
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := behind(t, h)
+				h.TakeWebhooks(t)
+				h.RunUntil(t, op.ID, flows.HandleAwaitPipeline, 10*time.Minute) // rebased once
+				h.GitLab.PushToTarget(h.Project.ID, "main")                     // main moves again
+				h.RunUntil(t, op.ID, flows.HandleFailed, 10*time.Minute)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) { wantDetail(t, h, id, "rebase rounds") }},
+		{name: "rebase conflict: HANDLE_REBASE_CONFLICT", want: flows.HandleRebaseConflict, opts: ff,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := behind(t, h)
+				h.GitLab.SetRebaseBehavior(h.Project.ID, op.MRIID, gitlabfake.RebaseBehavior{Conflict: true})
+				h.TakeWebhooks(t)
+				h.RunUntil(t, op.ID, flows.HandleRebaseConflict, 10*time.Minute)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantBinding(t, h, id, store.StatusHandleFailed)
+				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 0)
+			}},
+		{name: "GitLab keeps checking: back off, HANDLE_MERGE_PENDING at the rebase deadline", want: flows.HandleMergePending,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{DetailedMergeStatus: "checking"})
+				h.DeliverWebhooks(t)
+				h.RunUntil(t, op.ID, flows.HandleMergePending, time.Hour)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) { wantDetail(t, h, id, "checking") }},
+		{name: "a draft: HANDLE_NOT_MERGEABLE with the reason, merge tried once", want: flows.HandleNotMergeable,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{Draft: true})
+				h.DeliverWebhooks(t)
+				h.RunFor(t, time.Hour)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantDetail(t, h, id, "draft")
+				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 1)
+			}},
+	})
+}
+
+func withMaxRounds(n int) flows.PollConfig {
+	p := flowtest.Poll
+	p.MaxRounds = n
+	return p
+}
+
+func TestAppliedRules(t *testing.T) {
+	t.Parallel()
+	deploy := func(t *testing.T, h *flowtest.Harness, op store.Operation, id, sha string) string {
+		t.Helper()
+		res, err := h.Engine.AcceptDeploy(context.Background(), flows.DeployCallback{RequestID: id, ProjectID: op.ProjectID,
+			MRIID: op.MRIID, MergeCommitSHA: sha, Status: "success"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	runRules(t, []rule{
+		{name: "deploy callback flips MERGED once; a repeat is DUPLICATE, a later one IGNORED_STALE", want: flows.CalledBack,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMerged(t, flowtest.Change("svc"))
+				h.TakeWebhooks(t)
+				for _, c := range []struct{ id, want string }{
+					{"d1", flows.ResultAccepted}, {"d1", flows.ResultDuplicate}, {"d2", flows.ResultIgnoredStale},
+				} {
+					if got := deploy(t, h, op, c.id, op.MergeCommitSHA); got != c.want {
+						t.Fatalf("deploy callback %s: %s, want %s", c.id, got, c.want)
+					}
+				}
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantBinding(t, h, id, store.StatusValidated)
+				n := 0
+				for _, e := range h.Events(t, id) {
+					if flows.StepCode(e.ToStep) == flows.CalledBack {
+						n++
+					}
+				}
+				if n != 1 {
+					t.Fatalf("%d events into CALLED_BACK, want 1", n)
+				}
+			}},
+		{name: "deploy callback before the merge: IGNORED_STALE, nothing moves", want: flows.CreateMROpened,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				if got := deploy(t, h, op, "d1", ""); got != flows.ResultIgnoredStale {
+					t.Fatalf("early deploy callback: %s", got)
+				}
+				return op.ID
+			}},
+		{name: "deploy callback for another merge commit: IGNORED_STALE", want: flows.HandleMerged,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMerged(t, flowtest.Change("svc"))
+				if got := deploy(t, h, op, "d1", strings.Repeat("0", 40)); got != flows.ResultIgnoredStale {
+					t.Fatalf("deploy callback for another commit: %s", got)
+				}
+				return op.ID
+			}},
+		{name: "a deploy pipeline on the target before the merge flips nothing", want: flows.CreateMROpened,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				h.TakeWebhooks(t)
+				h.GitLab.PushToTarget(h.Project.ID, "main")
+				h.DeliverWebhooks(t)
+				h.WorkUntilIdle(t)
+				return op.ID
+			}},
+		{name: "failed deploy pipeline: keep waiting, DEPLOY_PENDING at the deadline", want: flows.DeployPending,
+			opts: &flowtest.Opts{Poll: withDeployDeadline(30 * time.Minute)},
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{Deploy: []string{"failed"}})
+				op := h.ToMerged(t, flowtest.Change("svc"))
+				h.DeliverWebhooks(t)
+				h.WorkUntilIdle(t)
+				h.RequireStep(t, op.ID, flows.HandleMerged)
+				start := h.Now()
+				h.RunUntil(t, op.ID, flows.DeployPending, time.Hour)
+				if waited := h.Now().Sub(start); waited != 30*time.Minute {
+					t.Fatalf("parked after %s, want the deploy deadline 30m", waited)
+				}
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantBinding(t, h, id, store.StatusMerged)
+				wantDetail(t, h, id, "no successful deploy pipeline")
+			}},
+	})
+}
+
+func withDeployDeadline(d time.Duration) flows.PollConfig {
+	p := flowtest.Poll
+	p.DeployDeadline = d
+	return p
+}
+
+func TestReconcilerRules(t *testing.T) {
+	t.Parallel()
+	reconcile := func(t *testing.T, h *flowtest.Harness) flows.ReconcileReport {
+		t.Helper()
+		rep, err := flows.NewReconciler(h.Engine, h.Store, flows.ReconcileConfig{}).Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	runRules(t, []rule{
+		{name: "MERGED with every deploy signal lost: flipped once older than min_age", want: flows.CalledBack,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMerged(t, flowtest.Change("svc"))
+				h.TakeWebhooks(t)
+				if rep := reconcile(t, h); rep.Candidates != 0 {
+					t.Fatalf("a change merged just now was a candidate: %+v", rep)
+				}
+				h.Advance(flows.DefaultReconcileConfig.MinAge + time.Minute) // no job runs meanwhile
+				if rep := reconcile(t, h); rep.Flipped["exact"] != 1 {
+					t.Fatalf("reconciler report %+v, want one exact flip", rep)
+				}
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) { wantBinding(t, h, id, store.StatusValidated) }},
+		{name: "a quiet pipeline wait's poll is woken", want: flows.HandleMerged,
+			opts: &flowtest.Opts{Poll: withLongPolls()},
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"running", "success"}})
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				h.Advance(flowtest.Poll.ShortInterval)
+				h.WorkUntilIdle(t) // the first poll sees it running; the next is an hour away
+				if _, err := h.ClientAs(t, flowtest.Requester).CreateMergeRequestPipeline(context.Background(), h.Project.ID, op.MRIID); err != nil {
+					t.Fatal(err)
+				}
+				h.TakeWebhooks(t) // its success webhook is lost
+				h.Advance(flows.DefaultReconcileConfig.QuietAfter + time.Minute)
+				if due := h.DueJobs(t); len(due) != 0 {
+					t.Fatalf("jobs due before the reconciler woke anything: %d", len(due))
+				}
+				if rep := reconcile(t, h); rep.Woken != 1 {
+					t.Fatalf("reconciler report %+v, want one woken wait", rep)
+				}
+				h.WorkUntilIdle(t)
+				return op.ID
+			}},
+	})
+}
+
+// withLongPolls polls once after ShortInterval, then hourly.
+func withLongPolls() flows.PollConfig {
+	p := flowtest.Poll
+	p.ShortCount, p.LongInterval = 0, time.Hour
+	return p
+}
+
+func TestCancelRules(t *testing.T) {
+	t.Parallel()
+	cancel := func(t *testing.T, h *flowtest.Harness, id string) error {
+		t.Helper()
+		_, err := h.Engine.Cancel(context.Background(), h.Op(t, id), flows.ActionParams{Actor: "alice", Source: "test", Command: "cancel"})
+		return err
+	}
+	mustCancel := func(t *testing.T, h *flowtest.Harness, id string) {
+		t.Helper()
+		if err := cancel(t, h, id); err != nil {
+			t.Fatalf("cancel: %v", err)
+		}
+	}
+	closeCalls := func(t *testing.T, h *flowtest.Harness, want int) {
+		t.Helper()
+		n := 0
+		for _, c := range h.GitLab.Calls() {
+			if c.Method == http.MethodPut && matches(pathMR, c.Path) && c.User == flowtest.Robot && strings.Contains(string(c.Body)+c.Query, "close") {
+				n++
+			}
+		}
+		if n != want {
+			t.Fatalf("the robot closed the MR %d times, want %d", n, want)
+		}
+	}
+	runRules(t, []rule{
+		{name: "open MR: closed in GitLab, CLOSED, the binding takes a new change", want: flows.Closed,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				mustCancel(t, h, op.ID)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				if mr := h.MR(t, id); mr.State != "closed" {
+					t.Fatalf("MR %s, want closed", mr.State)
+				}
+				closeCalls(t, h, 1)
+				wantBinding(t, h, id, store.StatusClosed)
+				h.WorkUntilIdle(t) // the pipeline wait's job finds the change moved on
+				h.RequireStep(t, id, flows.Closed)
+				h.Submit(t, flowtest.Change("svc"))
+			}},
+		{name: "before any MR: CLOSED without a GitLab call", want: flows.Closed,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.Submit(t, flowtest.Change("svc"))
+				h.WorkUntilIdle(t)
+				before := len(h.GitLab.Calls())
+				mustCancel(t, h, op.ID)
+				if after := len(h.GitLab.Calls()); after != before {
+					t.Fatalf("cancel made %d GitLab calls", after-before)
+				}
+				return op.ID
+			}},
+		{name: "MR already closed in GitLab: no second close", want: flows.Closed,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				if _, err := h.ClientAs(t, flowtest.Requester).CloseMergeRequest(context.Background(), h.Project.ID, op.MRIID); err != nil {
+					t.Fatal(err)
+				}
+				mustCancel(t, h, op.ID)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, _ string) { closeCalls(t, h, 0) }},
+		{name: "MR merged meanwhile: finished as merged, the cancel refused", want: flows.HandleMerged,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				if _, err := h.ClientAs(t, flowtest.Requester).Merge(context.Background(), h.Project.ID, op.MRIID, platform.MergeParams{SHA: op.HeadSHA}); err != nil {
+					t.Fatal(err)
+				}
+				h.DeliverWebhooks(t)
+				h.WorkUntilIdle(t)
+				if err := cancel(t, h, op.ID); !errors.Is(err, flows.ErrNotApplicable) {
+					t.Fatalf("cancel of a merged change: %v, want ErrNotApplicable", err)
+				}
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, _ string) { closeCalls(t, h, 0) }},
+		{name: "a finished change cannot be cancelled", want: flows.ApprovalRejected,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.Submit(t, flowtest.Change("svc"))
+				h.WorkUntilIdle(t)
+				h.Decide(t, op.ID, flows.DecisionRejected)
+				if err := cancel(t, h, op.ID); !errors.Is(err, flows.ErrNotApplicable) {
+					t.Fatalf("cancel of a rejected change: %v, want ErrNotApplicable", err)
+				}
+				return op.ID
+			}},
+		{name: "a cancelled change's queued create job does nothing", want: flows.Closed,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.Submit(t, flowtest.Change("svc"))
+				h.WorkUntilIdle(t)
+				h.Decide(t, op.ID, flows.DecisionApproved)
+				mustCancel(t, h, op.ID)
+				h.WorkUntilIdle(t)
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, _ string) {
+				wantCalls(t, h, http.MethodPost, pathBranches, "", false, 0)
 			}},
 	})
 }
