@@ -112,8 +112,8 @@ func TestIllegalTransitionLeavesEveryRowUnchanged(t *testing.T) {
 	}{
 		{"VALIDATED -> MERGING", []flows.StepCode{flows.ApprovalSent, flows.CreateStarted, flows.CreateMROpened,
 			flows.CreateSucceeded, flows.HandleStarted, flows.HandleApproved, flows.HandleMerged, flows.CalledBack}, flows.HandleStarted},
-		{"CREATE_FAILED -> MERGED", []flows.StepCode{flows.ApprovalSent, flows.CreateStarted, flows.CreateFailed}, flows.HandleMerged},
-		{"APPROVAL_SENT -> MERGED", []flows.StepCode{flows.ApprovalSent}, flows.HandleMerged},
+		{"CREATE_FAILED -> VALIDATED", []flows.StepCode{flows.ApprovalSent, flows.CreateStarted, flows.CreateFailed}, flows.CalledBack},
+		{"APPROVAL_SENT -> DEPLOY_PENDING", []flows.StepCode{flows.ApprovalSent}, flows.DeployPending},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -129,6 +129,13 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 	case errors.As(err, &sf):
 		e.m.jobFailures.WithLabelValues(kind, "recognised").Inc()
 		return e.fail(ctx, op, kind, sf.Step, sf.Detail)
+	case errors.Is(err, ErrIllegalTransition):
+		// A move the step table refuses is a programming error, never
+		// GitLab being down: retrying repeats it. Write the declared
+		// failure so a person sees it (issue 9 defect 8).
+		e.m.jobFailures.WithLabelValues(kind, "declared").Inc()
+		log.Error("step made an illegal move", "err", err)
+		return e.fail(ctx, op, kind, declaredFailure(kind, op), err.Error())
 	case platform.IsTransient(err) && attempt < maxAttempts:
 		// 429, 5xx and network errors are never fatal on their own: River
 		// retries the job with its backoff, or after the wait GitLab asked

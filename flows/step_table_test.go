@@ -2,12 +2,14 @@ package flows_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
@@ -99,5 +101,146 @@ func TestResumeKeepsOneJobPerStep(t *testing.T) {
 				t.Errorf("%d commits, want 1", n)
 			}
 		})
+	}
+}
+
+// mergeAsPerson merges the change's MR in GitLab as its requester (a
+// maintainer) would,
+// whatever its pipeline says, and returns the merged MR.
+func mergeAsPerson(t *testing.T, h *flowtest.Harness, id string) gitlabfake.MRSnapshot {
+	t.Helper()
+	op := h.Op(t, id)
+	h.GitLab.SetMergeBlock(op.ProjectID, op.MRIID, gitlabfake.MergeBlock{DetailedMergeStatus: "mergeable"})
+	mr := h.MR(t, id)
+	if _, err := h.ClientAs(t, flowtest.Requester).Merge(context.Background(), op.ProjectID, op.MRIID, platform.MergeParams{SHA: mr.SHA}); err != nil {
+		t.Fatalf("merging !%d as a person: %v", op.MRIID, err)
+	}
+	h.Settle(t)
+	return h.MR(t, id)
+}
+
+// TestMergedByAPersonFinishesAsMerged: an MR a person merges in GitLab while
+// the change is still in the create phase (or, MR first, waits for its
+// approval) finishes as merged and waits for the deploy, whether the merge
+// webhook, the pipeline poll or /cancel finds it (issue 9 defect 8).
+func TestMergedByAPersonFinishesAsMerged(t *testing.T) {
+	t.Parallel()
+	// The MR pipeline never finishes unless a case says otherwise: only the
+	// merge moves the change on.
+	running := gitlabfake.PipelineScript{MR: []string{"running"}}
+	tests := []struct {
+		name    string
+		script  gitlabfake.PipelineScript
+		mrFirst bool
+		// at drives the change to the step where the person merges.
+		at    func(t *testing.T, h *flowtest.Harness, id string)
+		step  flows.StepCode
+		found func(t *testing.T, h *flowtest.Harness, id string) // how the bot learns of the merge
+	}{
+		{"poll at CREATE_MR_OPENED", running, false, nil, flows.CreateMROpened, byPoll},
+		{"webhook at CREATE_MR_OPENED", running, false, nil, flows.CreateMROpened, byWebhook},
+		{"/cancel at CREATE_MR_OPENED", running, false, nil, flows.CreateMROpened, byCancel},
+		{"webhook at CREATE_PIPELINE_PENDING", running, false, func(t *testing.T, h *flowtest.Harness, id string) {
+			h.RunUntil(t, id, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
+		}, flows.CreatePipelinePending, byWebhook},
+		{"/cancel at CREATE_PIPELINE_PENDING", running, false, func(t *testing.T, h *flowtest.Harness, id string) {
+			h.RunUntil(t, id, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
+		}, flows.CreatePipelinePending, byCancel},
+		{"webhook at CREATE_PIPELINE_FAILED", gitlabfake.PipelineScript{MR: []string{"failed"}}, false, deliverAll,
+			flows.CreatePipelineFailed, byWebhook},
+		{"/cancel at CREATE_PIPELINE_FAILED", gitlabfake.PipelineScript{MR: []string{"failed"}}, false, deliverAll,
+			flows.CreatePipelineFailed, byCancel},
+		{"webhook at APPROVAL_SENT, MR first", gitlabfake.PipelineScript{}, true, deliverAll, flows.ApprovalSent, byWebhook},
+		{"/cancel at APPROVAL_SENT, MR first", gitlabfake.PipelineScript{}, true, deliverAll, flows.ApprovalSent, byCancel},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// The requester is a maintainer here, so she may merge.
+			h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{
+				Members: map[string]int{flowtest.Requester: gitlabfake.AccessMaintainer}}})
+			h.GitLab.SetPipelineScript(h.Project.ID, tt.script)
+			p := flowtest.Change("payments-api")
+			p.ApprovalFirst = !tt.mrFirst
+			op := h.ToMROpened(t, p)
+			if tt.at != nil {
+				tt.at(t, h, op.ID)
+			}
+			h.RequireStep(t, op.ID, tt.step)
+			mr := mergeAsPerson(t, h, op.ID)
+			tt.found(t, h, op.ID)
+			got := h.RequireStep(t, op.ID, flows.HandleMerged)
+			if got.MergeCommitSHA == "" || got.MergeCommitSHA != mr.MergeCommitSHA {
+				t.Errorf("merge commit %q recorded, GitLab has %q", got.MergeCommitSHA, mr.MergeCommitSHA)
+			}
+			// It waits for the deploy (the merge started the deploy pipeline;
+			// its webhooks are dropped, so the deploy poll finds it).
+			h.TakeWebhooks(t)
+			h.RunUntil(t, op.ID, flows.CalledBack, flowtest.Poll.LongInterval)
+		})
+	}
+}
+
+func deliverAll(t *testing.T, h *flowtest.Harness, _ string) {
+	t.Helper()
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+}
+
+// byPoll drops the merge webhook: the pipeline wait's next poll finds the
+// merged MR.
+func byPoll(t *testing.T, h *flowtest.Harness, _ string) {
+	t.Helper()
+	h.TakeWebhooks(t)
+	h.Advance(flowtest.Poll.ShortInterval)
+	h.WorkUntilIdle(t)
+}
+
+// byWebhook delivers the Merge Request Hook "merge" (and the rest).
+func byWebhook(t *testing.T, h *flowtest.Harness, _ string) {
+	t.Helper()
+	var merge []gitlabfake.SentWebhook
+	for _, w := range h.TakeWebhooks(t) {
+		if strings.Contains(string(w.Body), `"action":"merge"`) {
+			merge = append(merge, w)
+		}
+	}
+	if len(merge) != 1 {
+		t.Fatalf("%d merge webhooks", len(merge))
+	}
+	h.Deliver(t, merge...)
+	h.WorkUntilIdle(t)
+}
+
+// byCancel drops the webhooks and cancels: /cancel reads the MR, finds it
+// merged, records the merge and says the change can no longer be cancelled.
+func byCancel(t *testing.T, h *flowtest.Harness, id string) {
+	t.Helper()
+	h.TakeWebhooks(t)
+	_, err := h.Engine.Cancel(context.Background(), h.Op(t, id), flows.ActionParams{Actor: "maria", Source: "test", Command: "cancel"})
+	if !errors.Is(err, flows.ErrNotApplicable) {
+		t.Fatalf("cancel of a merged change: %v, want ErrNotApplicable", err)
+	}
+}
+
+// TestIllegalTransitionIsNotRetried: a step whose move the table refuses
+// fails for good at once, into the job's declared failure with a detail a
+// person can read; the runner does not retry it as if GitLab were down
+// (issue 9 defect 8).
+func TestIllegalTransitionIsNotRetried(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	op := h.Submit(t, flowtest.Change("payments-api"))
+	err := h.Engine.RunStepFunc(context.Background(), flows.KindRequestApproval, op.ID, flows.ApprovalSending, 1, flows.MaxAttempts,
+		func(ctx context.Context, op store.Operation) error {
+			_, err := h.Engine.Transition(ctx, op, flows.CalledBack, flows.TransitionOpts{Source: "test"})
+			return err
+		})
+	if err != nil {
+		t.Fatalf("the runner returned %v: River would retry it", err)
+	}
+	got := h.RequireStep(t, op.ID, flows.ApprovalSendPending)
+	if !strings.Contains(got.Detail, "illegal transition APPROVAL_SENDING") {
+		t.Errorf("detail %q does not name the refused move", got.Detail)
 	}
 }

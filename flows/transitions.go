@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-
-	"changebot/store"
 )
 
 // ErrIllegalTransition is returned (wrapped in *IllegalTransitionError) for
@@ -30,9 +28,9 @@ func (e *IllegalTransitionError) Is(target error) bool { return target == ErrIll
 // of the step table (DESIGN §2 "one transition table"): the moves its own
 // work makes (Next), its job's declared failure in either flow order, /retry
 // and /resume, and for a step that may be cancelled, CLOSED and
-// HANDLE_MERGED. A merge a person made in GitLab wins in every such step:
-// remote state wins (DESIGN §5), and /cancel, which finds the merge, must be
-// able to record it.
+// HANDLE_MERGED. A merge a person made in GitLab wins in every such step,
+// in the create phase too (issue 9 defect 8): remote state wins (DESIGN §5),
+// and /cancel, which finds the merge, must be able to record it.
 func moves(s Step) []StepCode {
 	out := append([]StepCode(nil), s.Next...)
 	out = append(out, s.Job.Failure, s.MRFirstJob.Failure, s.Retry)
@@ -40,10 +38,7 @@ func moves(s Step) []StepCode {
 		out = append(out, s.Resume)
 	}
 	if s.Cancellable() {
-		out = append(out, Closed)
-	}
-	if s.Cancellable() && (s.Status == store.StatusMerging || s.Status == store.StatusHandleFailed) {
-		out = append(out, HandleMerged)
+		out = append(out, Closed, HandleMerged)
 	}
 	return slices.DeleteFunc(out, func(c StepCode) bool { return c == 0 })
 }

@@ -43,6 +43,13 @@ var designEdges = map[[2]string]bool{
 	{store.StatusMerging, store.StatusClosed}:         true,
 	{store.StatusCreateFailed, store.StatusClosed}:    true,
 	{store.StatusHandleFailed, store.StatusClosed}:    true,
+	// merged by a person in GitLab: every status that may be cancelled may
+	// also turn out merged (issue 9 defect 8; MERGING and HANDLE_FAILED above)
+	{store.StatusApprovalSending, store.StatusMerged}: true,
+	{store.StatusApprovalSent, store.StatusMerged}:    true,
+	{store.StatusMRCreating, store.StatusMerged}:      true,
+	{store.StatusMRCreated, store.StatusMerged}:       true,
+	{store.StatusCreateFailed, store.StatusMerged}:    true,
 }
 
 // TestTransitionTableEveryPair walks every (from, to) pair of the catalogue:
@@ -104,7 +111,6 @@ func TestNamedIllegalTransitions(t *testing.T) {
 		from, to StepCode
 	}{
 		{"validated to merging", CalledBack, HandleStarted},
-		{"create failed to merged", CreateFailed, HandleMerged},
 		{"rejected to create", ApprovalRejected, CreateStarted},
 		{"closed to anything", Closed, CreateStarted},
 		{"merged to closed", HandleMerged, Closed},
