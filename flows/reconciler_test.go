@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"changebot/flows"
@@ -244,8 +246,13 @@ func TestValidatedRaceFlipsOnce(t *testing.T) {
 	}
 }
 
-// jitter spreads the racers so that each source wins some flips.
-func jitter() { time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond) }
+// jitter spreads the racers so that each source wins some flips: each
+// yields the processor a random number of times before it starts (no sleep).
+func jitter() {
+	for range rand.IntN(200) {
+		runtime.Gosched()
+	}
+}
 
 // TestBranchPipelineAtLaterCommitValidates: the merge commit's own deploy
 // pipeline was cancelled, a later commit's succeeded; the webhook of the
@@ -510,29 +517,29 @@ func TestStaleWriterLoses(t *testing.T) {
 
 	// 2. Lock held: slow is inside its transaction (rows locked) when fast
 	// tries to move the same version; fast waits, slow commits, fast loses.
-	inGuard, release := make(chan struct{}), make(chan struct{})
+	inGuard, release := make(chan int, 1), make(chan struct{}) // inGuard: the lock holder's backend pid
 	slowDone := make(chan error, 1)
 	go func() {
 		_, err := slow.Transition(ctx, cur, flows.HandleMerged, flows.TransitionOpts{Source: "slow",
 			Update: func(o *store.Operation) { o.MergeCommitSHA = "slow-merge" },
-			Guard: func(context.Context, pgx.Tx, store.Operation, store.Binding) error {
-				close(inGuard)
+			Guard: func(ctx context.Context, tx pgx.Tx, _ store.Operation, _ store.Binding) error {
+				var pid int
+				if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+					return err
+				}
+				inGuard <- pid
 				<-release
 				return nil
 			}})
 		slowDone <- err
 	}()
-	<-inGuard
+	holder := <-inGuard
 	fastDone := make(chan error, 1)
 	go func() {
 		_, err := fast.Transition(ctx, cur, flows.Closed, flows.TransitionOpts{Source: "fast"})
 		fastDone <- err
 	}()
-	select {
-	case err := <-fastDone:
-		t.Fatalf("fast did not wait for the row lock: %v", err)
-	case <-time.After(200 * time.Millisecond):
-	}
+	waitBlockedBy(t, s.sc.Pool, holder, fastDone)
 	close(release)
 	if err := <-slowDone; err != nil {
 		t.Fatalf("lock holder: %v", err)
@@ -543,5 +550,27 @@ func TestStaleWriterLoses(t *testing.T) {
 	got, _ := s.store.GetOperation(ctx, s.sc.Pool, op.ID)
 	if flows.StepCode(got.Step) != flows.HandleMerged || got.MergeCommitSHA != "slow-merge" {
 		t.Fatalf("final state %s %q", flows.StepCode(got.Step), got.MergeCommitSHA)
+	}
+}
+
+// waitBlockedBy waits until a database session waits for a lock that the
+// backend pid holds; done receiving first means the waiter did not wait.
+func waitBlockedBy(t *testing.T, pool *pgxpool.Pool, pid int, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("finished without waiting for the lock: %v", err)
+		default:
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+			t.Fatalf("looking for the blocked session: %v", err)
+		}
+		if n > 0 {
+			return
+		}
 	}
 }

@@ -1,10 +1,11 @@
 package commitgate_test
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -22,10 +23,9 @@ import (
 
 // Environment of a racer process (see TestMain and TestProcessesRace).
 const (
-	racerEnv      = "COMMITGATE_RACER"       // "1": run as a racer, not as tests
-	racerURLEnv   = "COMMITGATE_DB_URL"      // database URL with search_path
-	racerStartEnv = "COMMITGATE_START_NANOS" // unix nanoseconds at which to Acquire
-	racerIDEnv    = "COMMITGATE_RACER_ID"    // the racer's number, used as its branch
+	racerEnv    = "COMMITGATE_RACER"    // "1": run as a racer, not as tests
+	racerURLEnv = "COMMITGATE_DB_URL"   // database URL with search_path
+	racerIDEnv  = "COMMITGATE_RACER_ID" // the racer's number, used as its branch
 )
 
 var raceRef = commitgate.Ref{RunID: "op_race", Step: "merge"}
@@ -38,16 +38,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runRacer connects, waits for the start time, acquires raceRef and prints
-// "WON" or "LOST <error naming the holder>".
+// runRacer connects, prints "READY", waits for a line on stdin (the start
+// signal, sent once every racer is ready), acquires raceRef and prints "WON"
+// or "LOST <error naming the holder>".
 func runRacer() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	start, err := strconv.ParseInt(os.Getenv(racerStartEnv), 10, 64)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "parsing start time: %v\n", err)
-		return 2
-	}
 	pool, err := pgxpool.New(ctx, os.Getenv(racerURLEnv))
 	if err == nil {
 		err = pool.Ping(ctx)
@@ -59,7 +55,11 @@ func runRacer() int {
 	defer pool.Close()
 	g := commitgate.NewGuardWithStore(commitgate.NewPostgresStore(pool), nil)
 	id := os.Getenv(racerIDEnv)
-	time.Sleep(time.Until(time.Unix(0, start)))
+	fmt.Println("READY")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		fmt.Fprintf(os.Stderr, "waiting for the start signal: %v\n", err)
+		return 2
+	}
 	_, err = g.Acquire(ctx, commitgate.Commit{Ref: raceRef, Status: "MERGED", Branch: "racer-" + id})
 	switch {
 	case err == nil:
@@ -139,31 +139,54 @@ func TestProcessesRaceOnOneDatabase(t *testing.T) {
 	t.Parallel()
 	s, sc := newPostgresStore(t)
 	const racers = 4
-	start := time.Now().Add(2 * time.Second).UnixNano()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	outs := make([]bytes.Buffer, racers)
+	outs := make([]*bufio.Reader, racers)
+	starts := make([]io.WriteCloser, racers)
 	cmds := make([]*exec.Cmd, racers)
 	for i := range racers {
 		cmd := exec.CommandContext(ctx, os.Args[0])
 		cmd.Env = append(os.Environ(),
 			racerEnv+"=1",
 			racerURLEnv+"="+sc.URL,
-			racerStartEnv+"="+strconv.FormatInt(start, 10),
 			racerIDEnv+"="+strconv.Itoa(i))
-		cmd.Stdout = &outs[i]
 		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if starts[i], err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("starting racer %d: %v", i, err)
 		}
-		cmds[i] = cmd
+		cmds[i], outs[i] = cmd, bufio.NewReader(stdout)
+	}
+	// Every racer is connected before any starts: they race on the claim.
+	for i, out := range outs {
+		if line, err := out.ReadString('\n'); err != nil || line != "READY\n" {
+			t.Fatalf("racer %d: %q, %v; want READY", i, line, err)
+		}
+	}
+	for _, start := range starts {
+		_, _ = io.WriteString(start, "GO\n")
+		_ = start.Close()
+	}
+	results := make([]string, racers)
+	for i, out := range outs {
+		b, err := io.ReadAll(out)
+		if err != nil {
+			t.Fatalf("reading racer %d: %v", i, err)
+		}
+		results[i] = strings.TrimSpace(string(b))
 	}
 	winner := -1
 	for i, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
-			t.Fatalf("racer %d: %v (output %q)", i, err, outs[i].String())
+			t.Fatalf("racer %d: %v (output %q)", i, err, results[i])
 		}
-		if strings.TrimSpace(outs[i].String()) == "WON" {
+		if results[i] == "WON" {
 			if winner >= 0 {
 				t.Fatalf("racers %d and %d both won", winner, i)
 			}
@@ -175,7 +198,7 @@ func TestProcessesRaceOnOneDatabase(t *testing.T) {
 	}
 	for i := range racers {
 		want := fmt.Sprintf(`LOST step "merge" of run "op_race" already committed as MERGED on branch racer-%d at seq 0; refused MERGED on branch racer-%d at seq 0`, winner, i)
-		if got := strings.TrimSpace(outs[i].String()); i != winner && got != want {
+		if got := results[i]; i != winner && got != want {
 			t.Fatalf("racer %d printed %q, want %q", i, got, want)
 		}
 	}
@@ -215,11 +238,11 @@ func TestPostgresClaimInTransaction(t *testing.T) {
 				_, err := commitgate.NewGuardWithStore(s, nil).Acquire(ctx, commitgate.Commit{Ref: raceRef, Status: "MERGED", Branch: "other"})
 				outcome <- err
 			}()
-			select {
-			case err := <-outcome:
-				t.Fatalf("competing claim did not wait for the transaction: %v", err)
-			case <-time.After(200 * time.Millisecond):
+			var holder int
+			if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+				t.Fatal(err)
 			}
+			waitBlockedBy(t, sc.Pool, holder, outcome)
 			if tc.commit {
 				err = tx.Commit(ctx)
 			} else {
@@ -250,5 +273,28 @@ func TestMigrationDownDropsCommitClaims(t *testing.T) {
 WHERE n.nspname = $1 AND c.relname IN ('commit_claims', 'commit_claim_tokens')`, sc.Name).Scan(&n)
 	if err != nil || n != 0 {
 		t.Fatalf("relations left after down: %d (%v)", n, err)
+	}
+}
+
+// waitBlockedBy waits until a database session waits for a lock that the
+// backend pid holds; outcome receiving first means the competitor did not
+// wait for the transaction.
+func waitBlockedBy(t *testing.T, pool *pgxpool.Pool, pid int, outcome <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		select {
+		case err := <-outcome:
+			t.Fatalf("competing claim did not wait for the transaction: %v", err)
+		default:
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+			t.Fatalf("looking for the blocked session: %v", err)
+		}
+		if n > 0 {
+			return
+		}
 	}
 }
