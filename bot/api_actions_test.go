@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"changebot/platform/gitlab/gitlabfake"
 )
 
 // TestChangeWithoutMergeRequestCanBeCancelledAndResubmitted: a change that
-// fails before its MR exists (an unknown project) is not stuck: an operator
+// fails before its MR exists (GitLab refuses the robot's branch) is not stuck: an operator
 // cancels it through the API, which frees the binding for a corrected
 // submission; the actions need an operator token and refuse what does not
 // apply.
@@ -39,18 +41,22 @@ func TestChangeWithoutMergeRequestCanBeCancelledAndResubmitted(t *testing.T) {
 	change := func(project string) string {
 		return `{"subject_id":"svc","target_key":"prod","project":"` + project + `","title":"t","requested_by":"alice","files":[{"path":"a.yaml","content":"a: 1\n"}]}`
 	}
-	code, body := post("/api/v1/changes", demoAPIToken, change("nope/nope"))
+	// The submission's checks pass (issue 9 defect 16); the create step
+	// then meets a branch GitLab refuses to create.
+	env.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: "/api/v4/projects/*/repository/branches", Status: 403})
+	code, body := post("/api/v1/changes", demoAPIToken, change(demoProject))
 	if code != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", code, body)
 	}
 	id := body[strings.Index(body, "op_") : strings.Index(body, "op_")+29]
 	waitStep(t, env, id, "CREATE_FAILED", 60*time.Second)
+	env.GitLab.ClearFaults()
 	if code, body := post("/api/v1/changes", demoAPIToken, change(demoProject)); code != http.StatusConflict ||
 		!strings.Contains(body, id) || !strings.Contains(body, "retry or cancel it first") {
 		t.Fatalf("resubmit while CREATE_FAILED: %d %s, want 409 naming %s and saying to retry or cancel it", code, body, id)
 	}
-	if code, _ := post("/api/v1/changes/"+id+"/cancel", demoAPIToken, ""); code != http.StatusForbidden {
-		t.Fatalf("cancel with a submitter token: %d, want 403", code)
+	if code, _ := post("/api/v1/changes/"+id+"/retry", demoAPIToken, ""); code != http.StatusForbidden {
+		t.Fatalf("retry with a submitter token: %d, want 403", code)
 	}
 	if code, body := post("/api/v1/changes/"+id+"/resume", demoOperatorToken, ""); code != http.StatusConflict || !strings.Contains(body, "resume") {
 		t.Fatalf("resume of a failed change: %d %s, want 409 with the reason", code, body)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"changebot/platform/gitlab/gitlabfake"
 )
 
 // submitCall posts body to path with "Authorization: <scheme> <token>" and an
@@ -130,5 +132,128 @@ func TestAPIBearerSchemeIsCaseInsensitive(t *testing.T) {
 	}
 	if code, _ := submitCall(t, env, "/api/v1/changes", "Basic", demoAPIToken, "", []byte(validChange("basic"))); code != http.StatusUnauthorized {
 		t.Errorf("scheme Basic: %d, want 401", code)
+	}
+}
+
+// TestSubmitCheckedAgainstGitLab is issue 9 defect 16: before the 202 the
+// project, the target branch and the files' actions are checked against
+// GitLab with reads only (one tree listing for the files); problems answer
+// 422 listing every one, an unreachable GitLab 503 with Retry-After, and
+// nothing is created or sent to the approver.
+func TestSubmitCheckedAgainstGitLab(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, false, 100*time.Millisecond)
+	app, sc := startBot(t, env)
+	n := 0
+	change := func(project, branch, files string) []byte {
+		n++ // a binding of its own per case
+		return []byte(`{"subject_id":"svc` + string(rune('a'+n)) + `","target_key":"prod","project":"` + project + `","target_branch":"` + branch +
+			`","title":"t","requested_by":"alice","files":` + files + `}`)
+	}
+	okFiles := `[{"path":"a.yaml","content":"a: 1\n"}]`
+	tests := []struct {
+		name  string
+		fault *gitlabfake.Fault
+		body  []byte
+		code  int
+		want  []string
+	}{
+		{name: "unknown project", body: change("nope/nope", "", okFiles), code: http.StatusUnprocessableEntity,
+			want: []string{`"field":"project"`, "nope/nope"}},
+		{name: "unknown target branch", body: change(demoProject, "nope", okFiles), code: http.StatusUnprocessableEntity,
+			want: []string{`"field":"target_branch"`, "nope"}},
+		{name: "file actions that do not fit the branch", code: http.StatusUnprocessableEntity,
+			body: change(demoProject, "main", `[{"path":"missing.yaml","content":"x","action":"update"},`+
+				`{"path":"README.md","content":"x","action":"create"},{"path":"gone/b.yaml","action":"delete"},`+
+				`{"path":"new.yaml","content":"x","action":"create"},{"path":"any.yaml","content":"x"}]`),
+			want: []string{`"field":"files[0].action"`, `"field":"files[1].action"`, `"field":"files[2].action"`}},
+		{name: "GitLab unavailable", fault: &gitlabfake.Fault{Method: http.MethodGet, PathPattern: "/api/v4/projects/*", Status: 503},
+			body: change(demoProject, "", okFiles), code: http.StatusServiceUnavailable, want: []string{"GitLab"}},
+		{name: "GitLab rate limited", fault: &gitlabfake.Fault{Method: http.MethodGet, PathPattern: "/api/v4/projects/*/repository/branches/*", Status: 429, RetryAfter: "7"},
+			body: change(demoProject, "", okFiles), code: http.StatusServiceUnavailable, want: []string{"GitLab"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env.GitLab.ClearFaults()
+			if tc.fault != nil {
+				env.GitLab.InjectFault(*tc.fault)
+				defer env.GitLab.ClearFaults()
+			}
+			before := len(env.GitLab.Calls())
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, env.BaseURL+"/api/v1/changes", strings.NewReader(string(tc.body)))
+			req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			body := string(b)
+			if resp.StatusCode != tc.code {
+				t.Fatalf("status %d %s, want %d", resp.StatusCode, body, tc.code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("body %s does not contain %q", body, w)
+				}
+			}
+			if tc.code == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+				t.Errorf("503 without Retry-After")
+			}
+			if tc.fault != nil && tc.fault.RetryAfter != "" && resp.Header.Get("Retry-After") != tc.fault.RetryAfter {
+				t.Errorf("Retry-After %q, want GitLab's %q", resp.Header.Get("Retry-After"), tc.fault.RetryAfter)
+			}
+			var trees int
+			for _, c := range env.GitLab.Calls()[before:] {
+				if c.Method != http.MethodGet {
+					t.Errorf("submission made a GitLab write: %s %s", c.Method, c.Path)
+				}
+				if strings.HasSuffix(c.Path, "/repository/tree") {
+					trees++
+				}
+			}
+			if trees > 1 {
+				t.Errorf("%d tree listings, want at most one", trees)
+			}
+		})
+	}
+	n, err := app.Store().CountActive(context.Background(), sc.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d changes were created by refused submissions", n)
+	}
+	if r := env.Approvals.Requests(); len(r) != 0 {
+		t.Fatalf("refused submissions reached the approver: %+v", r)
+	}
+}
+
+// TestSubmitterCancelsItsOwnChange is issue 9 defect 16: a submitter
+// token may cancel the changes it submitted over the API (and no other
+// submitter's); retry and resume stay with operators.
+func TestSubmitterCancelsItsOwnChange(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, false, 100*time.Millisecond)
+	const otherSubmitter = "other-submitter-token"
+	env.Config.APITokens = append(env.Config.APITokens, APIToken{Role: RoleSubmitter, Token: otherSubmitter})
+	startBot(t, env)
+	code, body := submitCall(t, env, "/api/v1/changes", "Bearer", demoAPIToken, "", []byte(validChange("own")))
+	if code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	id := body[strings.Index(body, "op_") : strings.Index(body, "op_")+29]
+	waitStep(t, env, id, "APPROVAL_SENT", 30*time.Second)
+	if code, body := submitCall(t, env, "/api/v1/changes/"+id+"/cancel", "Bearer", otherSubmitter, "", nil); code != http.StatusForbidden {
+		t.Fatalf("cancel by another submitter: %d %s, want 403", code, body)
+	}
+	for _, action := range []string{"retry", "resume"} {
+		if code, body := submitCall(t, env, "/api/v1/changes/"+id+"/"+action, "Bearer", demoAPIToken, "", nil); code != http.StatusForbidden {
+			t.Fatalf("%s by the submitter: %d %s, want 403", action, code, body)
+		}
+	}
+	code, body = submitCall(t, env, "/api/v1/changes/"+id+"/cancel", "Bearer", demoAPIToken, "", nil)
+	if code != http.StatusOK || !strings.Contains(body, `"status":"CLOSED"`) {
+		t.Fatalf("cancel by its submitter: %d %s, want 200 CLOSED", code, body)
 	}
 }

@@ -16,13 +16,15 @@ import (
 func TestGitLabOutageIsVisibleAndRecoversQuickly(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 100*time.Millisecond)
-	env.GitLab.InjectFault(gitlabfake.Fault{Method: "GET", PathPattern: "/api/v4/projects/*", Status: 500})
 	app, _ := startBot(t, env)
 	ctx := context.Background()
 	opID, err := submitDemoChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// After the submission's own GitLab checks (an outage then answers 503
+	// and creates nothing), before the create step (after approval).
+	env.GitLab.InjectFault(gitlabfake.Fault{Method: "GET", PathPattern: "/api/v4/projects/*", Status: 500})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		v, err := getChangeView(ctx, env, opID)

@@ -2,7 +2,9 @@ package bot
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,7 +53,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	api := r.PathPrefix("/api/v1").Subrouter()
 	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
 	api.Handle("/changes/{id}", a.auth("", http.HandlerFunc(a.getChange))).Methods(http.MethodGet)
-	api.Handle("/changes/{id}/{action:retry|resume|cancel}", a.auth(RoleOperator, http.HandlerFunc(a.changeAction))).Methods(http.MethodPost)
+	api.Handle("/changes/{id}/{action:retry|resume|cancel}", a.auth("", http.HandlerFunc(a.changeAction))).Methods(http.MethodPost)
 	api.Handle("/settings", a.auth("", http.HandlerFunc(a.listSettings))).Methods(http.MethodGet)
 	api.Handle("/settings/{key}", a.auth("", http.HandlerFunc(a.getSetting))).Methods(http.MethodGet)
 	api.Handle("/settings/{key}", a.auth(RoleOperator, http.HandlerFunc(a.putSetting))).Methods(http.MethodPut)
@@ -85,10 +87,10 @@ func (a *App) auth(role string, next http.Handler) http.Handler {
 		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		ok = ok && strings.EqualFold(scheme, "Bearer")
 		got = strings.TrimSpace(got)
-		matched := ""
+		matched, id := "", ""
 		for _, t := range a.cfg.APITokens {
 			if subtle.ConstantTimeCompare([]byte(got), []byte(t.Token)) == 1 && ok {
-				matched = t.Role
+				matched, id = t.Role, tokenID(t.Token)
 			}
 		}
 		switch {
@@ -97,9 +99,29 @@ func (a *App) auth(role string, next http.Handler) http.Handler {
 		case role == RoleOperator && matched != RoleOperator:
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})
 		default:
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenRoleKey{}, matched)))
+			ctx := context.WithValue(r.Context(), tokenRoleKey{}, matched)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenIDKey{}, id)))
 		}
 	})
+}
+
+// tokenIDKey is the request context key of the matched API token's id
+// (tokenID).
+type tokenIDKey struct{}
+
+// tokenID names an API token without revealing it: "api:" and the first 16
+// hex digits of its SHA-256. It is recorded as submitted_by on the changes
+// the token submits, so that a submitter token may cancel its own changes.
+func tokenID(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "api:" + hex.EncodeToString(sum[:8])
+}
+
+// requestTokenID returns the id of the request's API token ("" when auth
+// did not run).
+func requestTokenID(r *http.Request) string {
+	id, _ := r.Context().Value(tokenIDKey{}).(string)
+	return id
 }
 
 func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
@@ -306,6 +328,7 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	params.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	params.SubmittedBy = requestTokenID(r)
 	params.ApprovalFirst = a.settings.Get(settings.FlowApprovalFirst, params.Project).Bool()
 	params.MaxActive = a.settings.Get(settings.AdmissionMaxActive, "").Int()
 	op, created, err := a.engine.Submit(r.Context(), params)
@@ -317,6 +340,24 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 	}
 	if ve, ok := flows.IsValidation(err); ok {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid change", "fields": ve.Fields})
+		return
+	}
+	var check *flows.GitLabCheckError
+	if errors.As(err, &check) {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": "the change does not fit the project in GitLab; nothing was created",
+			"fields": check.Fields})
+		return
+	}
+	var down *flows.GitLabUnavailableError
+	if errors.As(err, &down) {
+		wait := max(int(down.RetryAfter.Round(time.Second)/time.Second), 1)
+		if down.RetryAfter <= 0 {
+			wait = gitlabRetryAfter
+		}
+		a.log.Warn("gitlab could not answer the submission checks", "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "GitLab could not answer the checks of the change; nothing was created, retry later",
+			"retry_after_seconds": wait})
 		return
 	}
 	var idem *flows.IdempotencyConflictError
@@ -342,6 +383,10 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, status, map[string]string{"operation_id": op.ID, "status_url": a.cfg.ExternalURL + "/api/v1/changes/" + op.ID})
 }
+
+// gitlabRetryAfter is the Retry-After, in seconds, of a submission whose
+// GitLab checks could not be made, when GitLab named no wait itself.
+const gitlabRetryAfter = 30
 
 // admissionRetryAfter is the Retry-After, in seconds, of a submission
 // refused by admission control.
@@ -375,7 +420,27 @@ func (p *projectRef) UnmarshalJSON(b []byte) error {
 func (a *App) changeAction(w http.ResponseWriter, r *http.Request) {
 	vars := mux.Vars(r)
 	id, action := vars["id"], flows.Action(vars["action"])
-	_, err := a.engine.Act(r.Context(), id, action, flows.ActionParams{Actor: "api:" + RoleOperator, Source: "api"})
+	role := tokenRole(r)
+	if role != RoleOperator {
+		if action != flows.ActionCancel {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})
+			return
+		}
+		owner, err := a.submittedBy(r.Context(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
+			return
+		}
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not read the change"})
+			return
+		}
+		if owner == "" || owner != requestTokenID(r) {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "a submitter token may cancel only the changes it submitted; this needs an operator token"})
+			return
+		}
+	}
+	_, err := a.engine.Act(r.Context(), id, action, flows.ActionParams{Actor: "api:" + role, Source: "api"})
 	if errors.Is(err, store.ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
 		return
@@ -391,6 +456,27 @@ func (a *App) changeAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.getChange(w, r)
+}
+
+// submittedBy returns the id of the API token that submitted change id
+// (the submitted event's submitted_by), "" when it was not recorded.
+func (a *App) submittedBy(ctx context.Context, id string) (string, error) {
+	_, events, err := a.engine.Get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	for _, ev := range events {
+		if ev.Type == store.EventSubmitted {
+			var p struct {
+				SubmittedBy string `json:"submitted_by"`
+			}
+			if err := json.Unmarshal(ev.Payload, &p); err != nil {
+				return "", fmt.Errorf("decoding the submitted event of %s: %w", id, err)
+			}
+			return p.SubmittedBy, nil
+		}
+	}
+	return "", nil
 }
 
 // changeView is the body of GET /api/v1/changes/{id}.

@@ -33,6 +33,8 @@ func newSetup(t *testing.T) setup {
 	fake := gitlabfake.New(gitlabfake.Options{})
 	t.Cleanup(fake.Close)
 	fake.AddUser("robot", "tok")
+	// Submit checks the project and its branch in GitLab (issue 9 defect 16).
+	fake.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "g/r", Members: map[string]int{"robot": gitlabfake.AccessMaintainer}})
 	gl, err := gitlab.New(gitlab.Config{BaseURL: fake.URL(), Token: "tok"})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,10 @@ type SubmitParams struct {
 	Description  string
 	Files        []store.File
 	RequestedBy  string // GitLab username of the requester
+	// SubmittedBy names who submitted the change through the API (an id of
+	// the API token, never the token itself); recorded as submitted_by on
+	// the submitted event, it lets a submitter cancel its own changes.
+	SubmittedBy string
 	// IdempotencyKey, when set, makes a repeated submission return the
 	// first one's operation.
 	IdempotencyKey string
@@ -207,8 +211,10 @@ func (e *Engine) admit(ctx context.Context, limit int) error {
 // NewOperationID returns "op_" + a ULID.
 func NewOperationID() string { return "op_" + ulid.Make().String() }
 
-// Submit validates p and creates the operation, its binding, its first
-// event and its first job in one transaction. It returns the operation and
+// Submit validates p (Validate, then admission, then checkGitLab: the
+// project, the target branch and the files' actions, with reads only) and
+// creates the operation, its binding, its first event and its first job in
+// one transaction. It returns the operation and
 // whether it was created now (false: the idempotency key was seen).
 func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, bool, error) {
 	if err := p.Validate(); err != nil {
@@ -219,6 +225,9 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 		p.ApprovalFirst = false
 	}
 	if err := e.admit(ctx, p.MaxActive); err != nil {
+		return store.Operation{}, false, err
+	}
+	if err := e.checkGitLab(ctx, p); err != nil {
 		return store.Operation{}, false, err
 	}
 	first := ApprovalSending
@@ -234,7 +243,7 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	op, created, err := e.st.CreateOperation(ctx, store.CreateParams{
 		Operation: op,
 		Event: store.EventParams{Type: store.EventSubmitted, Actor: p.RequestedBy, Source: "api",
-			Payload: map[string]any{"project": p.Project, "files": len(p.Files), "approval_first": p.ApprovalFirst}},
+			Payload: submittedPayload(p)},
 		Jobs: e.followUps(op, first, 1, 0),
 	})
 	if err != nil {
@@ -248,6 +257,15 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	}
 	e.opLog(op).Info("change submitted", "subject_id", op.SubjectID, "target_key", op.TargetKey)
 	return op, true, nil
+}
+
+// submittedPayload is the payload of a change's submitted event.
+func submittedPayload(p SubmitParams) map[string]any {
+	payload := map[string]any{"project": p.Project, "files": len(p.Files), "approval_first": p.ApprovalFirst}
+	if p.SubmittedBy != "" {
+		payload["submitted_by"] = p.SubmittedBy
+	}
+	return payload
 }
 
 // IdempotencyConflictError is returned by Submit when the idempotency key
