@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -150,10 +149,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	workers := river.NewWorkers()
 	a.engine.AddWorkers(workers)
 	router.AddWorker(workers)
-	recCfg, sweepCfg, err := periodicConfig(a.cfg.Settings)
-	if err != nil {
-		return err
-	}
+	recCfg, sweepCfg := a.periodicConfig()
 	reconciler := flows.NewReconciler(a.engine, a.store, recCfg)
 	reconciler.AddWorker(workers)
 	sweeper := flows.NewSweeper(a.engine, a.store, sweepCfg)
@@ -290,31 +286,18 @@ func (a *App) startJobs(ctx context.Context) (stop func(), err error) {
 // Close releases the database pool.
 func (a *App) Close() { a.pool.Close() }
 
-// periodicConfig reads the reconciler's and the sweeper's settings
-// (reconcile.interval, reconcile.min_age, reconcile.max_age,
-// reconcile.quiet_after, sweeper.interval, sweeper.after) over their
-// defaults; zero values mean the defaults in flows.
-func periodicConfig(settings map[string]string) (flows.ReconcileConfig, flows.SweepConfig, error) {
-	var rc flows.ReconcileConfig
-	var sc flows.SweepConfig
-	var ps problems
-	for key, dst := range map[string]*time.Duration{
-		"reconcile.interval": &rc.Interval, "reconcile.min_age": &rc.MinAge, "reconcile.max_age": &rc.MaxAge,
-		"reconcile.quiet_after": &rc.QuietAfter, "sweeper.interval": &sc.Interval, "sweeper.after": &sc.After,
-	} {
-		v, ok := settings[key]
-		if !ok {
-			continue
-		}
-		d, err := time.ParseDuration(strings.Trim(v, `"`))
-		if err != nil || d <= 0 {
-			ps.addf("setting %s: want a positive duration like 30s, got %q", key, v)
-			continue
-		}
-		*dst = d
-	}
-	if err := ps.err(); err != nil {
-		return rc, sc, fmt.Errorf("reading settings: %w", err)
-	}
-	return rc, sc, nil
+// periodicConfig returns the reconciler's and the sweeper's configuration
+// from the runtime settings: reconcile.interval and sweeper.interval read
+// now (at start only), reconcile.min_age, reconcile.max_age,
+// reconcile.quiet_after and sweeper.after read at every pass, so a change
+// applies without a restart (README "Runtime settings").
+func (a *App) periodicConfig() (flows.ReconcileConfig, flows.SweepConfig) {
+	get := func(key string) time.Duration { return a.settings.Get(key, "").Duration() }
+	rc := flows.ReconcileConfig{Interval: get(settings.ReconcileInterval), LiveFunc: func() flows.ReconcileConfig {
+		return flows.ReconcileConfig{MinAge: get(settings.ReconcileMinAge), MaxAge: get(settings.ReconcileMaxAge),
+			QuietAfter: get(settings.ReconcileQuietAfter)}
+	}}
+	sc := flows.SweepConfig{Interval: get(settings.SweeperInterval),
+		AfterFunc: func() time.Duration { return get(settings.SweeperAfter) }}
+	return rc, sc
 }

@@ -107,12 +107,13 @@ func (e *Engine) awaitDeploy(ctx context.Context, op store.Operation) error {
 		_, err := e.MarkValidated(ctx, op.ID, SourcePoll, ActorBot, map[string]any{"pipeline_id": p.ID, "sha": p.SHA, "rule": rule})
 		return err
 	}
-	if d, ok := e.nextPoll(op.StepStartedAt, e.poll.DeployDeadline); ok {
+	p := e.pollFor(op) // deploy.deadline as it is now
+	if d, ok := stepped(p, e.now(), op.StepStartedAt, p.DeployDeadline); ok {
 		return snoozeFor(d)
 	}
 	_, err = e.Transition(ctx, op, DeployPending, TransitionOpts{Source: "job:" + KindAwaitDeploy,
 		Update: func(o *store.Operation) {
-			o.Detail = fmt.Sprintf("no successful deploy pipeline for %s after %s", short(op.MergeCommitSHA), e.poll.DeployDeadline)
+			o.Detail = fmt.Sprintf("no successful deploy pipeline for %s after %s", short(op.MergeCommitSHA), p.DeployDeadline)
 		}})
 	return err
 }

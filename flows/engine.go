@@ -22,6 +22,7 @@ import (
 
 	"changebot/platform"
 	"changebot/platform/approval"
+	"changebot/settings"
 	"changebot/store"
 	"changebot/templates"
 )
@@ -129,14 +130,22 @@ type PollConfig struct {
 	ApproveMaxRetries int
 }
 
-// DefaultApproveMaxRetries is PollConfig.ApproveMaxRetries when zero.
-const DefaultApproveMaxRetries = 5
+// DefaultApproveMaxRetries is PollConfig.ApproveMaxRetries when zero: the
+// registry default of approve.max_retries.
+var DefaultApproveMaxRetries = settings.DefaultValue(settings.ApproveMaxRetries).Int()
 
-// DefaultPollConfig is the schedule used when EngineConfig.Poll is zero.
+// DefaultPollConfig is the schedule used when EngineConfig.Poll is zero: the
+// settings registry's defaults (package settings is their one source).
 var DefaultPollConfig = PollConfig{
-	ShortInterval: 15 * time.Second, ShortCount: 8, LongInterval: 2 * time.Minute,
-	PipelineDeadline: 2 * time.Hour, RebaseDeadline: 15 * time.Minute, DeployDeadline: 6 * time.Hour,
-	NoteDelay: 2 * time.Second, MaxRounds: 3, ApproveMaxRetries: DefaultApproveMaxRetries,
+	ShortInterval:     settings.DefaultValue(settings.PollShortInterval).Duration(),
+	ShortCount:        settings.DefaultValue(settings.PollShortCount).Int(),
+	LongInterval:      settings.DefaultValue(settings.PollLongInterval).Duration(),
+	PipelineDeadline:  settings.DefaultValue(settings.PipelineDeadline).Duration(),
+	RebaseDeadline:    settings.DefaultValue(settings.RebaseDeadline).Duration(),
+	DeployDeadline:    settings.DefaultValue(settings.DeployDeadline).Duration(),
+	NoteDelay:         settings.DefaultValue(settings.NoteDelay).Duration(),
+	MaxRounds:         settings.DefaultValue(settings.MergeMaxRounds).Int(),
+	ApproveMaxRetries: DefaultApproveMaxRetries,
 }
 
 // EngineConfig wires an Engine.
@@ -354,14 +363,16 @@ func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay
 		jobs = append(jobs, river.InsertManyParams{Args: args, InsertOpts: opts})
 	}
 	if op.MRIID > 0 || to == CreateMROpened || to == CreateStarted {
-		jobs = append(jobs, e.refreshNoteJob(op.ID, version))
+		jobs = append(jobs, e.refreshNoteJob(op, version))
 	}
 	return jobs
 }
 
-func (e *Engine) refreshNoteJob(opID string, version int64) river.InsertManyParams {
-	return river.InsertManyParams{Args: RefreshNoteArgs{OperationID: opID, Version: version}, InsertOpts: &river.InsertOpts{
-		ScheduledAt: e.now().Add(e.poll.NoteDelay), UniqueOpts: *uniqueActive}}
+// refreshNoteJob is the status note refresh of op after version, due once
+// note.delay (read now, for op's project) has let transitions coalesce.
+func (e *Engine) refreshNoteJob(op store.Operation, version int64) river.InsertManyParams {
+	return river.InsertManyParams{Args: RefreshNoteArgs{OperationID: op.ID, Version: version}, InsertOpts: &river.InsertOpts{
+		ScheduledAt: e.now().Add(e.pollFor(op).NoteDelay), UniqueOpts: *uniqueActive}}
 }
 
 // Get returns an operation and its events.

@@ -21,14 +21,9 @@ func inCreatePhase(step StepCode) bool {
 	return ok && s.Status == store.StatusMRCreating
 }
 
-// nextPoll returns how long to wait before the next poll of a wait that
-// started at since, or ok=false when its deadline has passed. N short
-// intervals, then long ones (DESIGN §3 step 5).
-func (e *Engine) nextPoll(since time.Time, deadline time.Duration) (time.Duration, bool) {
-	return stepped(e.poll, e.now(), since, deadline)
-}
-
-// stepped is nextPoll on schedule p at now.
+// stepped returns how long to wait, on schedule p at now, before the next
+// poll of a wait that started at since, or ok=false when its deadline has
+// passed: ShortCount short intervals, then long ones (DESIGN §3 step 5).
 func stepped(p PollConfig, now, since time.Time, deadline time.Duration) (time.Duration, bool) {
 	elapsed := now.Sub(since)
 	if elapsed >= deadline {

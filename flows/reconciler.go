@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"changebot/platform"
+	"changebot/settings"
 	"changebot/store"
 )
 
@@ -50,11 +51,33 @@ type ReconcileConfig struct {
 	QuietAfter time.Duration
 	// MaxWakes bounds the jobs woken per pass.
 	MaxWakes int
+	// LiveFunc, when set, is read at the start of every pass: its non-zero
+	// MinAge, MaxAge and QuietAfter replace the fields above, so runtime
+	// settings apply without a restart (Interval is read at start only).
+	LiveFunc func() ReconcileConfig
 }
 
-// DefaultReconcileConfig holds the reconciler's defaults.
-var DefaultReconcileConfig = ReconcileConfig{Interval: time.Minute, MinAge: 10 * time.Minute, MaxAge: 24 * time.Hour,
-	MaxRows: 500, MaxAncestryChecks: 50, QuietAfter: 10 * time.Minute, MaxWakes: 100}
+// DefaultReconcileConfig holds the reconciler's defaults; those that are
+// runtime settings come from the settings registry.
+var DefaultReconcileConfig = ReconcileConfig{
+	Interval:   settings.DefaultValue(settings.ReconcileInterval).Duration(),
+	MinAge:     settings.DefaultValue(settings.ReconcileMinAge).Duration(),
+	MaxAge:     settings.DefaultValue(settings.ReconcileMaxAge).Duration(),
+	QuietAfter: settings.DefaultValue(settings.ReconcileQuietAfter).Duration(),
+	MaxRows:    500, MaxAncestryChecks: 50, MaxWakes: 100,
+}
+
+// live returns c with the values of c.LiveFunc laid over it.
+func (c ReconcileConfig) live() ReconcileConfig {
+	if c.LiveFunc == nil {
+		return c
+	}
+	l := c.LiveFunc()
+	c.MinAge = cmpOrDur(l.MinAge, c.MinAge)
+	c.MaxAge = cmpOrDur(l.MaxAge, c.MaxAge)
+	c.QuietAfter = cmpOrDur(l.QuietAfter, c.QuietAfter)
+	return c
+}
 
 func (c ReconcileConfig) withDefaults() ReconcileConfig {
 	d := DefaultReconcileConfig
@@ -132,8 +155,9 @@ var reconcileWaitKinds = func() []string {
 func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 	rep := ReconcileReport{Flipped: map[string]int{}}
 	now := r.e.now().UTC()
+	cfg := r.cfg.live()
 	cands, err := r.st.ListReconcileCandidates(ctx, r.e.st.Pool(), store.ReconcileParams{
-		After: now.Add(-r.cfg.MaxAge), Before: now.Add(-r.cfg.MinAge), Limit: r.cfg.MaxRows})
+		After: now.Add(-cfg.MaxAge), Before: now.Add(-cfg.MinAge), Limit: cfg.MaxRows})
 	if err != nil {
 		return rep, err
 	}
@@ -149,7 +173,7 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 	}
 	rep.Woken, err = r.st.WakeStaleWaits(ctx, r.e.st.Pool(), store.WakeParams{
 		Steps: stepInts(reconcileWaitSteps), Kinds: reconcileWaitKinds,
-		QuietBefore: now.Add(-r.cfg.QuietAfter), WakeAfter: now.Add(r.e.poll.ShortInterval), Limit: r.cfg.MaxWakes})
+		QuietBefore: now.Add(-cfg.QuietAfter), WakeAfter: now.Add(r.e.pollFor(store.Operation{}).ShortInterval), Limit: r.cfg.MaxWakes})
 	if err != nil {
 		return rep, err
 	}

@@ -60,7 +60,7 @@ func (w *noteWorker) Work(ctx context.Context, job *river.Job[RefreshNoteArgs]) 
 	if errors.Is(err, ErrNoteBusy) {
 		// The refresh in flight renders again if it missed our events;
 		// check after it has recorded.
-		return river.JobSnooze(max(w.e.poll.NoteDelay, time.Second))
+		return river.JobSnooze(max(w.e.pollFor(store.Operation{}).NoteDelay, time.Second))
 	}
 	return err
 }

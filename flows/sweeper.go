@@ -7,6 +7,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"changebot/settings"
 	"changebot/store"
 )
 
@@ -31,10 +32,19 @@ type SweepConfig struct {
 	After time.Duration
 	// MaxRows bounds the operations of one pass.
 	MaxRows int
+	// AfterFunc, when set, is read at the start of every pass; a positive
+	// result replaces After, so the runtime setting applies without a
+	// restart (Interval is read at start only).
+	AfterFunc func() time.Duration
 }
 
-// DefaultSweepConfig holds the sweeper's defaults.
-var DefaultSweepConfig = SweepConfig{Interval: time.Minute, After: 10 * time.Minute, MaxRows: 100}
+// DefaultSweepConfig holds the sweeper's defaults; those that are runtime
+// settings come from the settings registry.
+var DefaultSweepConfig = SweepConfig{
+	Interval: settings.DefaultValue(settings.SweeperInterval).Duration(),
+	After:    settings.DefaultValue(settings.SweeperAfter).Duration(),
+	MaxRows:  100,
+}
 
 // Sweeper re-enqueues the job of operations stuck in an in-progress step
 // with no live job (the job was discarded, cancelled or lost). It runs as a
@@ -79,8 +89,12 @@ type SweepReport struct {
 // a state that changed after the pass read it.
 func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
+	after := s.cfg.After
+	if s.cfg.AfterFunc != nil {
+		after = cmpOrDur(s.cfg.AfterFunc(), after)
+	}
 	ops, err := s.st.ListStuckOperations(ctx, s.e.st.Pool(), store.StuckParams{Steps: stepInts(s.steps), Kinds: stepJobKinds,
-		QuietBefore: s.e.now().UTC().Add(-s.cfg.After), Limit: s.cfg.MaxRows})
+		QuietBefore: s.e.now().UTC().Add(-after), Limit: s.cfg.MaxRows})
 	if err != nil {
 		return rep, err
 	}

@@ -167,6 +167,22 @@ func Lookup(key string) (Def, bool) {
 	return Def{}, false
 }
 
+// DefaultValue returns the registry default of key, parsed: the one source
+// of the defaults that packages reading these values (flows) start from. It
+// panics for a key that is not in the registry, a programming error (keys
+// are the constants above).
+func DefaultValue(key string) Value {
+	d, ok := Lookup(key)
+	if !ok {
+		panic(fmt.Sprintf("settings: no default for unknown key %q", key))
+	}
+	v, err := d.ParseText(d.Default)
+	if err != nil {
+		panic(fmt.Sprintf("settings: default of %s: %v", key, err))
+	}
+	return v
+}
+
 // ErrUnknownKey is returned (wrapped in an *UnknownKeyError) for a key that
 // is not in the registry.
 var ErrUnknownKey = errors.New("unknown setting")
