@@ -49,12 +49,12 @@ func (e *Engine) policy(project string) ApprovalPolicy {
 }
 
 // requestGitLabApproval is request approval in the in-GitLab mode: nothing
-// to call, the change now waits for approvers on the MR.
-// Approvals given before the change started waiting (while its pipeline
-// ran) were recorded and count now.
+// to call, the change now waits for approvers on the MR. Approvals given
+// before the change started waiting (while its pipeline ran, or while it
+// was APPROVAL_SENDING) were recorded and are counted once SENT is written.
 func (e *Engine) requestGitLabApproval(ctx context.Context, op store.Operation) error {
 	required := e.policy(op.Project).Required
-	sent, err := e.Transition(ctx, op, ApprovalSent, TransitionOpts{Source: "job:" + KindRequestApproval,
+	_, err := e.Transition(ctx, op, ApprovalSent, TransitionOpts{Source: "job:" + KindRequestApproval,
 		Payload: map[string]any{"provider": ProviderGitLab, "required": required},
 		Update:  func(o *store.Operation) { o.TicketID = GitLabTicket }})
 	if isConflict(err) {
@@ -63,14 +63,31 @@ func (e *Engine) requestGitLabApproval(ctx context.Context, op store.Operation) 
 	if err != nil {
 		return err
 	}
-	count, err := e.st.CountGitLabApprovals(ctx, e.st.Pool(), op.ID)
-	if err != nil || count < required {
+	return e.advanceIfApproved(ctx, op.ID, ActorBot, "job:"+KindRequestApproval)
+}
+
+// advanceIfApproved counts operation id's GitLab approvals (the requester's
+// never count) and moves it on when it waits for them at APPROVAL_SENT and
+// has enough. It reads the operation afresh: both the job that writes SENT
+// and every recorded approval come here after their write, so whichever
+// commits last sees the other's, and an approval recorded while the change
+// was still APPROVAL_SENDING is never left uncounted.
+func (e *Engine) advanceIfApproved(ctx context.Context, id, actor, source string) error {
+	op, err := e.st.GetOperation(ctx, e.st.Pool(), id)
+	if err != nil {
 		return err
 	}
-	_, err = e.Transition(ctx, sent, HandleStarted, TransitionOpts{Source: "job:" + KindRequestApproval,
-		Payload: map[string]any{"decision": "approved", "provider": ProviderGitLab, "approvals": count}})
-	if isConflict(err) {
+	if op.TicketID != GitLabTicket || StepCode(op.Step) != ApprovalSent {
 		return nil
+	}
+	count, err := e.st.CountGitLabApprovals(ctx, e.st.Pool(), op.ID)
+	if err != nil || count < e.policy(op.Project).Required {
+		return err
+	}
+	_, err = e.Transition(ctx, op, HandleStarted, TransitionOpts{Actor: actor, Source: source, IgnoreVersion: true,
+		Payload: map[string]any{"decision": "approved", "provider": ProviderGitLab, "approvals": count}})
+	if isConflict(err) || errors.Is(err, ErrIllegalTransition) {
+		return nil // another approval or the job moved it first
 	}
 	return err
 }
@@ -86,10 +103,11 @@ func earlyApproval(op store.Operation) bool {
 }
 
 // IsApprover reports whether user may approve op in the in-GitLab mode.
-// The robot and the reviewer robots never count as human approvers.
+// The robot, the reviewer robots and the change's requester never count as
+// approvers (nobody approves their own change).
 func (e *Engine) IsApprover(ctx context.Context, op store.Operation, user platform.User) (bool, error) {
 	p := e.policy(op.Project)
-	if p.Provider != ProviderGitLab {
+	if p.Provider != ProviderGitLab || user.Username == op.RequestedBy {
 		return false, nil
 	}
 	if robot, err := e.isRobot(ctx, user); err != nil || robot {
@@ -150,14 +168,19 @@ const (
 // DecideInGitLab records an approver's decision given in GitLab, from an MR
 // Hook (approved/approval, unapproved/unapproval) or an /approve, /reject
 // command. One approval per approver per change, however it arrived; the
-// change moves on once Required distinct approvers approved. It returns a
-// *NotApplicableError when the change does not wait for a GitLab decision
-// or user is not an approver.
+// change moves on once Required distinct approvers approved (counted again
+// after the approval is recorded, on the change as it is then: op may have
+// been read before it reached APPROVAL_SENT). It returns a
+// *NotApplicableError when the change does not wait for a GitLab decision,
+// user requested it, or user is not an approver.
 func (e *Engine) DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error {
 	awaiting := op.TicketID == GitLabTicket && awaitingApproval(StepCode(op.Step))
 	early := e.policy(op.Project).Provider == ProviderGitLab && earlyApproval(op) && decision != GitLabReject
 	if !awaiting && !early {
 		return notApplicable("this change does not wait for an approval in GitLab (it is %s)", op.Status)
+	}
+	if user.Username == op.RequestedBy {
+		return notApplicable("%s requested this change and cannot decide on it", user.Username)
 	}
 	ok, err := e.IsApprover(ctx, op, user)
 	if err != nil {
@@ -195,15 +218,7 @@ func (e *Engine) DecideInGitLab(ctx context.Context, op store.Operation, user pl
 		Payload: map[string]any{"approvals": count, "required": required}}); err != nil {
 		return err
 	}
-	if count < required || !awaiting {
-		return nil
-	}
-	_, err = e.Transition(ctx, op, HandleStarted, TransitionOpts{Actor: user.Username, Source: source, IgnoreVersion: true,
-		Payload: map[string]any{"decision": "approved", "provider": ProviderGitLab, "approvals": count}})
-	if isConflict(err) || errors.Is(err, ErrIllegalTransition) {
-		return nil
-	}
-	return err
+	return e.advanceIfApproved(ctx, op.ID, user.Username, source)
 }
 
 // EventApproval records one approver's approval in the in-GitLab mode.

@@ -6,15 +6,16 @@ import (
 )
 
 // AddGitLabApproval records username's approval of operationID once; it
-// reports whether it is new, and the number of approvals now recorded.
+// reports whether it is new, and the number of approvals that count now
+// (CountGitLabApprovals).
 func (s *Store) AddGitLabApproval(ctx context.Context, db DBTX, operationID, username, source string) (added bool, count int, err error) {
 	tag, err := db.Exec(ctx, `INSERT INTO gitlab_approvals (operation_id, username, source, approved_at)
 		VALUES ($1, $2, $3, $4) ON CONFLICT (operation_id, username) DO NOTHING`, operationID, username, source, s.Now())
 	if err != nil {
 		return false, 0, fmt.Errorf("recording approval of %s by %s: %w", operationID, username, err)
 	}
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals WHERE operation_id = $1`, operationID).Scan(&count); err != nil {
-		return false, 0, fmt.Errorf("counting approvals of %s: %w", operationID, err)
+	if count, err = s.CountGitLabApprovals(ctx, db, operationID); err != nil {
+		return false, 0, err
 	}
 	return tag.RowsAffected() == 1, count, nil
 }
@@ -29,10 +30,13 @@ func (s *Store) RemoveGitLabApproval(ctx context.Context, db DBTX, operationID, 
 	return tag.RowsAffected() == 1, nil
 }
 
-// CountGitLabApprovals returns how many approvers approved operationID.
+// CountGitLabApprovals returns how many approvers approved operationID,
+// never counting the change's requester (nobody approves their own change,
+// whatever was recorded).
 func (s *Store) CountGitLabApprovals(ctx context.Context, db DBTX, operationID string) (int, error) {
 	var n int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals WHERE operation_id = $1`, operationID).Scan(&n); err != nil {
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals a JOIN operations o ON o.id = a.operation_id
+		WHERE a.operation_id = $1 AND a.username <> o.requested_by`, operationID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("counting approvals of %s: %w", operationID, err)
 	}
 	return n, nil
