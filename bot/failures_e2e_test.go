@@ -278,10 +278,9 @@ func approveScenarios() []scenario {
 			if !r2[0].At.Before(r1[1].At) {
 				t.Errorf("reviewer-2 approved at %s, after reviewer-1's retry at %s: reviewers are not retried on their own", r2[0].At, r1[1].At)
 			}
-			// Exponential: the second wait is longer than the first.
-			if d1, d2 := r1[1].At.Sub(r1[0].At), r1[2].At.Sub(r1[1].At); d2 <= d1 {
-				t.Errorf("backoff not growing: %s then %s", d1, d2)
-			}
+			// The growing schedule is a rule of flows, pinned with an
+			// injected clock by flows.TestApproveBackoffGrows; wall-clock
+			// gaps between calls here depend on the machine's load.
 		}},
 		{"approve/retries_bounded_then_declared_failure", func(t *testing.T, f *failEnv) {
 			p := f.addProject("approve-bounded", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
@@ -371,10 +370,10 @@ func mergeScenarios() []scenario {
 			op := f.submit(t, p)
 			iid := f.mrOf(t, op)
 			f.GitLab.SetMergeBlock(p.ID, iid, gitlabfake.MergeBlock{DetailedMergeStatus: "checking"})
+			// Backing off before HANDLE_MERGE_PENDING (the merge tried again)
+			// is pinned in-process by flows' rule "GitLab keeps checking";
+			// here the deadline may pass before a loaded machine retries.
 			f.wait(t, op, "HANDLE_MERGE_PENDING", 30*time.Second)
-			if n := len(f.calls(p, "PUT", "/merge", "")); n < 2 {
-				t.Errorf("merge calls = %d, want the merge tried again after backing off", n)
-			}
 			f.GitLab.SetMergeBlock(p.ID, iid, gitlabfake.MergeBlock{})
 			f.resume(t, p, iid, op, "HANDLE_MERGE_PENDING")
 			f.wait(t, op, "CALLED_BACK", 30*time.Second)

@@ -525,7 +525,12 @@ func TestHandleRules(t *testing.T) {
 				h.RunUntil(t, op.ID, flows.HandleMergePending, time.Hour)
 				return op.ID
 			},
-			check: func(t *testing.T, h *flowtest.Harness, id string) { wantDetail(t, h, id, "checking") }},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantDetail(t, h, id, "checking")
+				if n := calls(h, http.MethodPut, pathMerge, "", false); n < 2 {
+					t.Errorf("merge calls = %d, want the merge tried again after backing off", n)
+				}
+			}},
 		{name: "a draft: HANDLE_NOT_MERGEABLE with the reason, merge tried once", want: flows.HandleNotMergeable,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
