@@ -78,7 +78,8 @@ func (e *Engine) RefreshNote(ctx context.Context, opID string) error {
 	return e.refreshNote(ctx, opID, false)
 }
 
-// ErrNoteBusy: another refresh is writing the MR's status note now.
+// ErrNoteBusy is returned by RefreshNote while another refresh is writing
+// the MR's status note (its job snoozes and tries again).
 var ErrNoteBusy = errors.New("status note is being refreshed")
 
 // noteClaimLease bounds how long a refresh may hold an MR's note: longer
