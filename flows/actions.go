@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"changebot/platform"
 	"changebot/store"
@@ -146,6 +147,17 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams)
 		}
 	}
 	o := p.opts()
+	if op.MRIID == 0 && MustStep(StepCode(op.Step)).Phase == PhaseCreate {
+		// The create job may have opened a branch and a merge request it
+		// has not recorded yet (it failed, or was interrupted): close them
+		// too (issue 9 defect 6). A job still running finds the change
+		// CLOSED when it tries to record them, and cleans up itself.
+		done, err := e.closeUnrecorded(ctx, op)
+		if err != nil {
+			return op, err
+		}
+		maps.Copy(o.Payload, done)
+	}
 	o.Update = func(x *store.Operation) { x.Detail = "cancelled by " + p.Actor }
 	return e.Transition(ctx, op, Closed, o)
 }

@@ -112,6 +112,11 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 			o.ProjectID, o.TargetBranch, o.SourceBranch = proj.ID, target, source
 			o.MRIID, o.MRWebURL, o.HeadSHA, o.Detail = mr.IID, mr.WebURL, head, ""
 		}})
+	if isConflict(err) {
+		// Someone moved the change while this job opened its branch and
+		// merge request: a /cancel leaves them to us (issue 9 defect 6).
+		return e.cleanUpIfCancelled(ctx, op.ID, proj.ID, source, mr)
+	}
 	return err
 }
 

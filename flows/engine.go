@@ -64,6 +64,7 @@ type GitLab interface {
 	Project(ctx context.Context, project string) (platform.Project, error)
 	Branch(ctx context.Context, projectID int64, name string) (platform.Branch, error)
 	CreateBranch(ctx context.Context, projectID int64, name, ref string) (platform.Branch, error)
+	DeleteBranch(ctx context.Context, projectID int64, name string) error
 	CreateCommit(ctx context.Context, projectID int64, p platform.CommitParams) (platform.Commit, error)
 	BranchCommits(ctx context.Context, projectID int64, base, branch string) ([]platform.Commit, error)
 	TreeFiles(ctx context.Context, projectID int64, ref, dir string) (map[string]bool, error)

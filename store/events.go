@@ -28,6 +28,9 @@ const (
 	// retries on its own schedule (a reviewer robot's approve): the flow
 	// counts them to bound and space its retries.
 	EventAttempt = "attempt"
+	// EventCleanup records what the bot closed or deleted in GitLab for a
+	// change that was cancelled while its create job was opening it.
+	EventCleanup = "cleanup"
 )
 
 // EventParams are the caller-provided fields of an event; the store fills in

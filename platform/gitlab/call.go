@@ -34,6 +34,7 @@ const (
 	epTreeList                     = "tree_list"
 	epProtectedBranchGet           = "protected_branch_get"
 	epBranchCreate                 = "branch_create"
+	epBranchDelete                 = "branch_delete"
 	epCommitCreate                 = "commit_create"
 	epCommitGet                    = "commit_get"
 	epMergeBaseGet                 = "merge_base_get"

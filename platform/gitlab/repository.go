@@ -24,6 +24,21 @@ func (c *Client) Branch(ctx context.Context, projectID int64, name string) (plat
 	return toBranch(b), nil
 }
 
+// DeleteBranch deletes branch name (DELETE
+// /projects/:id/repository/branches/:branch, 204; doc/api/branches.md
+// "Delete repository branch"). A missing branch matches platform.ErrNotFound;
+// a protected one platform.ErrForbidden.
+func (c *Client) DeleteBranch(ctx context.Context, projectID int64, name string) error {
+	_, err := call(ctx, c, epBranchDelete, func(o gl.RequestOptionFunc) (struct{}, *gl.Response, error) {
+		resp, err := c.robot.Branches.DeleteBranch(projectID, name, o)
+		return struct{}{}, resp, err
+	})
+	if err != nil {
+		return fmt.Errorf("deleting branch %q of project %d: %w", name, projectID, err)
+	}
+	return nil
+}
+
 // CreateBranch creates branch name at ref, a branch name or a commit sha
 // (POST /projects/:id/repository/branches, 201; fixture
 // api-branch-create.json). GitLab answers 400 "Branch already exists" when it

@@ -205,6 +205,40 @@ func (s *Server) createBranch(rc *reqCtx) {
 	rc.writeJSON(http.StatusCreated, s.branchJSON(p, name, rc.user))
 }
 
+// deleteBranch serves DELETE /projects/:id/repository/branches/:branch
+// (doc/api/branches.md "Delete repository branch"): 204, 404 "404 Branch Not
+// Found", 403 for a protected or the default branch.
+func (s *Server) deleteBranch(rc *reqCtx) {
+	p := s.project(rc)
+	if p == nil || !rc.requireAccess(p, AccessDeveloper) {
+		return
+	}
+	name := rc.params["branch"]
+	if _, ok := p.repo.branches[name]; !ok {
+		rc.fail(http.StatusNotFound, "404 Branch Not Found")
+		return
+	}
+	if name == p.DefaultBranch || p.protected(name) {
+		rc.fail(http.StatusForbidden, "403 Forbidden")
+		return
+	}
+	delete(p.repo.branches, name)
+	rc.status = http.StatusNoContent
+	rc.w.WriteHeader(http.StatusNoContent)
+}
+
+// HasBranch reports whether project projectID has branch name.
+func (s *Server) HasBranch(projectID int64, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.projects[projectID]
+	if p == nil {
+		return false
+	}
+	_, ok := p.repo.branches[name]
+	return ok
+}
+
 // resolve turns a branch name or a (full) sha into a sha, "" if unknown.
 func (r *repo) resolve(ref string) string {
 	if sha, ok := r.branches[ref]; ok {

@@ -50,6 +50,7 @@ func buildRoutes() []route {
 		{"GET", "/projects/:id/approval_checklist", (*Server).getChecklist},
 		{"GET", "/projects/:id/repository/branches/:branch", (*Server).getBranch},
 		{"POST", "/projects/:id/repository/branches", (*Server).createBranch},
+		{"DELETE", "/projects/:id/repository/branches/:branch", (*Server).deleteBranch},
 		{"POST", "/projects/:id/repository/commits", (*Server).createCommit},
 		{"GET", "/projects/:id/repository/commits/:sha", (*Server).getCommit},
 		{"GET", "/projects/:id/repository/files/:file_path/raw", (*Server).getRawFile},
