@@ -111,6 +111,8 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	gm := newGitLabMetrics(a.registry)
 	a.gitlab, err = gitlab.New(gitlab.Config{BaseURL: a.cfg.GitLabURL, Token: a.cfg.GitLabToken,
 		ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: gm.observe,
+		// A 429's wait, shared by every replica (issue 10 point 4).
+		AccountWaits: a.store,
 		// approval.adapter, read at every approve: "project:<id>" (the
 		// adapter knows the numeric id only), then global.
 		AdapterFunc: func(projectID int64) string {

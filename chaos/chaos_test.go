@@ -114,7 +114,9 @@ func TestChaos(t *testing.T) {
 	// About 5% of GitLab calls answer 429 or 503, whatever the endpoint.
 	for segs := 3; segs <= 10; segs++ {
 		pattern := strings.Repeat("/*", segs)
-		gl.InjectFault(gitlabfake.Fault{PathPattern: pattern, Status: http.StatusTooManyRequests, Rate: .025})
+		// A 429 names its wait, as GitLab's throttles do; every replica
+		// then holds the account back for that second (issue 10 point 4).
+		gl.InjectFault(gitlabfake.Fault{PathPattern: pattern, Status: http.StatusTooManyRequests, Rate: .025, RetryAfter: "1"})
 		gl.InjectFault(gitlabfake.Fault{PathPattern: pattern, Status: http.StatusServiceUnavailable, Rate: .025})
 	}
 	ap := approvalfake.New(approvalfake.Options{Secret: callbackSecret, AutoDecision: "approved", AutoDelay: 200 * time.Millisecond, Approver: "carol"})

@@ -92,9 +92,10 @@ func (e *Engine) nextRound(ctx context.Context, op store.Operation, to StepCode,
 // both for "already approved" and "not allowed": a reviewer that still has
 // not approved ends the change in HANDLE_REVIEWER_DENIED at once (no
 // retries); a list that cannot be read is retried like a transient failure.
-// A 429, 5xx or network error is retried for that reviewer alone, on its own
+// A 5xx or network error is retried for that reviewer alone, on its own
 // exponential backoff, at most ApproveMaxRetries times, recorded as attempt
-// events; the other reviewers go on meanwhile. After the last failure the
+// events; the other reviewers go on meanwhile. A 429 spends none of that
+// budget: the step waits out the account's rate limit. After the last failure the
 // approvals are read once more (the call may have taken effect) before the
 // change fails. When GitLab behaves this makes at most one approve call per
 // reviewer per head sha.
@@ -145,6 +146,11 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 			return e.shaMismatch(ctx, op)
 		case errors.Is(err, platform.ErrForbidden):
 			return failTo(HandleReviewerDenied, "reviewer robot %s may not approve !%d: GitLab answered %d (token revoked or expired, or the account is not eligible to approve)", name, op.MRIID, platform.StatusOf(err))
+		case errors.Is(err, platform.ErrRateLimited):
+			// GitLab's "later" spends no retry budget: wait out the
+			// account's rate limit (issue 10 point 4).
+			d, _ := platform.RateLimitWait(err)
+			wait = minWait(wait, d)
 		case platform.IsTransient(err):
 			if attempts == nil {
 				if attempts, err = e.approveAttempts(ctx, op); err != nil {

@@ -136,6 +136,18 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		e.m.jobFailures.WithLabelValues(kind, "declared").Inc()
 		log.Error("step made an illegal move", "err", err)
 		return e.fail(ctx, op, kind, declaredFailure(kind, op), err.Error())
+	case errors.Is(err, platform.ErrRateLimited):
+		// A rate limit is GitLab saying "later", never "no": the job
+		// snoozes until the account's wait ends (Retry-After,
+		// RateLimit-Reset, RateLimit-ResetTime, else a minute), which uses
+		// up no attempt, so no change fails because of 429s however long
+		// they last (issue 10 point 4).
+		d, _ := platform.RateLimitWait(err)
+		e.m.jobFailures.WithLabelValues(kind, "rate_limited").Inc()
+		log.Info("gitlab rate limit: waiting", "wait", d)
+		e.noteDetail(ctx, op, kind, map[string]any{"rate_limited": true, "wait": d.String()},
+			fmt.Sprintf("GitLab rate limit: waiting until %s (%s)", e.now().Add(d).UTC().Format(time.RFC3339), failureDetail(err)))
+		return river.JobSnooze(d)
 	case platform.IsTransient(err) && attempt < maxAttempts:
 		// 429, 5xx and network errors are never fatal on their own: River
 		// retries the job with its backoff, or after the wait GitLab asked
@@ -326,13 +338,20 @@ func (p RetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 // version): without it a GitLab outage would look like "keep waiting".
 func (e *Engine) noteRetry(ctx context.Context, op store.Operation, kind string, attempt, maxAttempts int, err error) {
 	detail := fmt.Sprintf("retrying (attempt %d of %d): %s", attempt, maxAttempts, failureDetail(err))
+	e.noteDetail(ctx, op, kind, map[string]any{"attempt": attempt}, detail)
+}
+
+// noteDetail records detail on the change (its detail and an attempt
+// event with payload and detail), with compare-and-set on the version.
+func (e *Engine) noteDetail(ctx context.Context, op store.Operation, kind string, payload map[string]any, detail string) {
+	payload["detail"] = detail
 	ctx, cancel := recordContext(ctx)
 	defer cancel()
 	_, _, werr := e.st.ApplyTransition(ctx, store.TransitionParams{
 		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
 		KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = detail },
 		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + kind,
-			Payload: map[string]any{"attempt": attempt, "detail": detail}},
+			Payload: payload},
 	})
 	if werr != nil && !isConflict(werr) {
 		e.opLog(op).Warn("recording the retry failed", "err", werr)

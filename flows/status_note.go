@@ -62,6 +62,9 @@ func (w *noteWorker) Work(ctx context.Context, job *river.Job[RefreshNoteArgs]) 
 		// check after it has recorded.
 		return river.JobSnooze(max(w.e.pollFor(store.Operation{}).NoteDelay, time.Second))
 	}
+	if d, ok := platform.RateLimitWait(err); ok {
+		return river.JobSnooze(d) // the robot waits out GitLab's rate limit (issue 10 point 4)
+	}
 	return err
 }
 

@@ -157,6 +157,26 @@ func RetryAfterOf(err error) time.Duration {
 	return 0
 }
 
+// DefaultRateLimitWait is how long to wait after a 429 that named no wait
+// (no Retry-After, RateLimit-Reset or RateLimit-ResetTime): GitLab's
+// throttles count requests per minute, so a minute is the longest a window
+// can still last (issue 10 point 4: "with no header at all, at most one a
+// minute").
+const DefaultRateLimitWait = time.Minute
+
+// RateLimitWait reports whether err is a rate limit (ErrRateLimited) and
+// how long to wait before the next call: Error.RetryAfter, or
+// DefaultRateLimitWait when the platform named no wait.
+func RateLimitWait(err error) (time.Duration, bool) {
+	if !errors.Is(err, ErrRateLimited) {
+		return 0, false
+	}
+	if d := RetryAfterOf(err); d > 0 {
+		return d, true
+	}
+	return DefaultRateLimitWait, true
+}
+
 // IsTransient reports whether err is worth retrying with backoff:
 // ErrRateLimited, ErrUnavailable, or a failure with no answer at all
 // (network error, timeout).

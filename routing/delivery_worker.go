@@ -138,6 +138,12 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessD
 		return st.MarkDeliveryProcessed(ctx, st.Pool(), d.ID, outcomeUndecodable)
 	}
 	outcome, err := r.Route(ctx, d.ID, ev)
+	if wait, ok := platform.RateLimitWait(err); ok {
+		// Applied once GitLab's rate limit ends; a snooze uses up no
+		// attempt (issue 10 point 4).
+		log.Info("gitlab rate limit: delivery waits", "wait", wait)
+		return river.JobSnooze(wait)
+	}
 	if err != nil {
 		return fmt.Errorf("applying delivery %d: %w", d.ID, err)
 	}

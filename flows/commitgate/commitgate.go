@@ -31,12 +31,18 @@
 //     replica its own gate. Its Guard answers ErrUnconfigured instead.
 //   - Sequence numbers and tokens are int64 (PostgreSQL bigint), not uint64.
 //   - ReleaseLease reports whether it released, so a caller can record it.
+//   - Holder and TakeOver are additions: a claim whose holder died between
+//     its claim and the guarded call (a replica killed mid-job) must not
+//     block the step forever, so a caller that sees the side effect did not
+//     happen may replace a claim older than its job timeout, by a delete
+//     conditional on the holder's token (issue 10 point 7).
 package commitgate
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrEmptyRef is returned when a Ref lacks its run id or its step; both are
@@ -132,6 +138,17 @@ type Store interface {
 	Get(ctx context.Context, ref Ref) (Commit, bool, error)
 	// Count returns the number of claims held.
 	Count(ctx context.Context) (int, error)
+	// Held returns ref's claim with its token and when it was claimed, and
+	// whether there is one (for TakeOver).
+	Held(ctx context.Context, ref Ref) (Held, bool, error)
+}
+
+// Held is a claim as the store holds it: the commit, the token that can
+// release it, and when it was claimed (the store's clock).
+type Held struct {
+	Commit    Commit
+	Token     int64
+	ClaimedAt time.Time
 }
 
 // Guard grants the exclusive terminal commit of each (run, step). Build it
@@ -251,6 +268,52 @@ func (g *Guard) Status(ctx context.Context, ref Ref) (Commit, bool, error) {
 		return Commit{}, false, fmt.Errorf("reading step %q of run %q: %w", ref.Step, ref.RunID, err)
 	}
 	return c, ok, nil
+}
+
+// Holder returns the claim holding ref, with its token and when it was
+// claimed, and whether there is one: what a caller that lost the claim
+// reads to decide whether the holder is presumed dead (TakeOver).
+// Errors: ErrUnconfigured, ErrEmptyRef, or the store's.
+func (g *Guard) Holder(ctx context.Context, ref Ref) (Held, bool, error) {
+	if err := g.usable(); err != nil {
+		return Held{}, false, err
+	}
+	if err := ref.Validate(); err != nil {
+		return Held{}, false, err
+	}
+	h, ok, err := g.store.Held(ctx, ref)
+	if err != nil {
+		return Held{}, false, fmt.Errorf("reading the claim of step %q of run %q: %w", ref.Step, ref.RunID, err)
+	}
+	return h, ok, nil
+}
+
+// TakeOver claims c's step in place of stale, a claim whose holder the
+// caller presumes dead (for example a claim older than the job timeout,
+// left by a replica that died between its claim and the guarded call, which
+// would otherwise block the step forever). It deletes the claim only if it
+// still carries stale.Token, a conditional delete, so a holder that has
+// since released and someone else's newer claim are never displaced, then
+// claims c as Acquire does: when another caller claimed first, it returns
+// *AlreadyCommittedError naming it. The caller must know that the guarded
+// side effect did not happen under stale (for a merge: GitLab shows the
+// merge request open). Errors: ErrUnconfigured, ErrEmptyRef, an error when
+// stale and c name different steps, or the store's.
+func (g *Guard) TakeOver(ctx context.Context, stale Held, c Commit) (Lease, error) {
+	if err := g.usable(); err != nil {
+		return Lease{}, err
+	}
+	if err := c.Ref.Validate(); err != nil {
+		return Lease{}, err
+	}
+	if stale.Commit.Ref != c.Ref {
+		return Lease{}, fmt.Errorf("taking over step %q of run %q with a claim of step %q of run %q",
+			c.Ref.Step, c.Ref.RunID, stale.Commit.Ref.Step, stale.Commit.Ref.RunID)
+	}
+	if _, err := g.ReleaseLease(ctx, Lease{Ref: stale.Commit.Ref, Token: stale.Token}); err != nil {
+		return Lease{}, fmt.Errorf("taking over: %w", err)
+	}
+	return g.Acquire(ctx, c)
 }
 
 // Committed returns the number of steps currently committed.

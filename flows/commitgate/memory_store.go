@@ -3,6 +3,7 @@ package commitgate
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // MemoryStore is a Store held in process memory, for unit tests only: it is
@@ -17,6 +18,7 @@ type MemoryStore struct {
 type memoryClaim struct {
 	commit Commit
 	token  int64
+	at     time.Time
 }
 
 // NewMemoryStore returns an empty MemoryStore. For unit tests only.
@@ -32,7 +34,7 @@ func (s *MemoryStore) Claim(_ context.Context, c Commit) (int64, Commit, bool, e
 		return 0, held.commit, false, nil
 	}
 	s.next++
-	s.claims[c.Ref] = memoryClaim{commit: c, token: s.next}
+	s.claims[c.Ref] = memoryClaim{commit: c, token: s.next, at: time.Now()}
 	return s.next, Commit{}, true, nil
 }
 
@@ -56,7 +58,7 @@ func (s *MemoryStore) SeedIfAbsent(_ context.Context, c Commit) error {
 		return nil
 	}
 	s.next++
-	s.claims[c.Ref] = memoryClaim{commit: c, token: s.next}
+	s.claims[c.Ref] = memoryClaim{commit: c, token: s.next, at: time.Now()}
 	return nil
 }
 
@@ -73,4 +75,15 @@ func (s *MemoryStore) Count(_ context.Context) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.claims), nil
+}
+
+// Held implements Store.
+func (s *MemoryStore) Held(_ context.Context, ref Ref) (Held, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held, ok := s.claims[ref]
+	if !ok {
+		return Held{}, false, nil
+	}
+	return Held{Commit: held.commit, Token: held.token, ClaimedAt: held.at}, true, nil
 }

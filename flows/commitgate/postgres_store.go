@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,7 +23,8 @@ type DBTX interface {
 // commit_claim_tokens sequence. It is safe for concurrent use when its DBTX
 // is (a pool is; a transaction is not).
 type PostgresStore struct {
-	db DBTX
+	db  DBTX
+	now func() time.Time // nil: the database's now()
 }
 
 // NewPostgresStore returns a PostgresStore over db (a pool, a connection or
@@ -36,18 +38,34 @@ func NewPostgresStore(db DBTX) *PostgresStore {
 // roll back together (fencing). A concurrent claim of the same ref waits
 // until tx ends.
 func (s *PostgresStore) InTx(tx pgx.Tx) *PostgresStore {
-	return &PostgresStore{db: tx}
+	return &PostgresStore{db: tx, now: s.now}
+}
+
+// WithClock returns a PostgresStore that stamps claimed_at with now instead
+// of the database's now(), so that the caller compares a claim's age
+// (Held.ClaimedAt) on its own (injected) clock.
+func (s *PostgresStore) WithClock(now func() time.Time) *PostgresStore {
+	return &PostgresStore{db: s.db, now: now}
+}
+
+// stamp is the claimed_at to write: nil lets the database use now().
+func (s *PostgresStore) stamp() any {
+	if s.now == nil {
+		return nil
+	}
+	return s.now().UTC()
 }
 
 const (
-	claimSQL = `INSERT INTO commit_claims (run_id, step, status, branch, seq, token)
-VALUES ($1, $2, $3, $4, $5, nextval('commit_claim_tokens'))
+	claimSQL = `INSERT INTO commit_claims (run_id, step, status, branch, seq, token, claimed_at)
+VALUES ($1, $2, $3, $4, $5, nextval('commit_claim_tokens'), COALESCE($6::timestamptz, now()))
 ON CONFLICT (run_id, step) DO NOTHING
 RETURNING token`
+	heldSQL    = `SELECT status, branch, seq, token, claimed_at FROM commit_claims WHERE run_id = $1 AND step = $2`
 	getSQL     = `SELECT status, branch, seq FROM commit_claims WHERE run_id = $1 AND step = $2`
 	releaseSQL = `DELETE FROM commit_claims WHERE run_id = $1 AND step = $2 AND token = $3`
-	seedSQL    = `INSERT INTO commit_claims (run_id, step, status, branch, seq, token)
-VALUES ($1, $2, $3, $4, $5, nextval('commit_claim_tokens'))
+	seedSQL    = `INSERT INTO commit_claims (run_id, step, status, branch, seq, token, claimed_at)
+VALUES ($1, $2, $3, $4, $5, nextval('commit_claim_tokens'), COALESCE($6::timestamptz, now()))
 ON CONFLICT (run_id, step) DO NOTHING`
 	countSQL = `SELECT count(*) FROM commit_claims`
 )
@@ -61,7 +79,7 @@ const claimAttempts = 3
 func (s *PostgresStore) Claim(ctx context.Context, c Commit) (int64, Commit, bool, error) {
 	for range claimAttempts {
 		var token int64
-		err := s.db.QueryRow(ctx, claimSQL, c.Ref.RunID, c.Ref.Step, c.Status, c.Branch, c.Seq).Scan(&token)
+		err := s.db.QueryRow(ctx, claimSQL, c.Ref.RunID, c.Ref.Step, c.Status, c.Branch, c.Seq, s.stamp()).Scan(&token)
 		if err == nil {
 			return token, Commit{}, true, nil
 		}
@@ -90,7 +108,7 @@ func (s *PostgresStore) ReleaseToken(ctx context.Context, ref Ref, token int64) 
 
 // SeedIfAbsent implements Store with INSERT … ON CONFLICT DO NOTHING.
 func (s *PostgresStore) SeedIfAbsent(ctx context.Context, c Commit) error {
-	if _, err := s.db.Exec(ctx, seedSQL, c.Ref.RunID, c.Ref.Step, c.Status, c.Branch, c.Seq); err != nil {
+	if _, err := s.db.Exec(ctx, seedSQL, c.Ref.RunID, c.Ref.Step, c.Status, c.Branch, c.Seq, s.stamp()); err != nil {
 		return fmt.Errorf("seeding commit claim: %w", err)
 	}
 	return nil
@@ -107,6 +125,20 @@ func (s *PostgresStore) Get(ctx context.Context, ref Ref) (Commit, bool, error) 
 		return Commit{}, false, fmt.Errorf("reading commit claim: %w", err)
 	}
 	return c, true, nil
+}
+
+// Held implements Store.
+func (s *PostgresStore) Held(ctx context.Context, ref Ref) (Held, bool, error) {
+	h := Held{Commit: Commit{Ref: ref}}
+	err := s.db.QueryRow(ctx, heldSQL, ref.RunID, ref.Step).Scan(&h.Commit.Status, &h.Commit.Branch, &h.Commit.Seq, &h.Token, &h.ClaimedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Held{}, false, nil
+	}
+	if err != nil {
+		return Held{}, false, fmt.Errorf("reading commit claim: %w", err)
+	}
+	h.ClaimedAt = h.ClaimedAt.UTC()
+	return h, true, nil
 }
 
 // Count implements Store.

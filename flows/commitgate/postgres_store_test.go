@@ -87,6 +87,31 @@ func TestPostgresStoreContract(t *testing.T) {
 	})
 }
 
+// TestPostgresStoreWithClock: claims and seeds carry the caller's clock as
+// their claim time, so a claim's age is measured on the same clock as the
+// caller's job timeout.
+func TestPostgresStoreWithClock(t *testing.T) {
+	t.Parallel()
+	s, _ := newPostgresStore(t)
+	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	cs := s.WithClock(func() time.Time { return at })
+	ctx := context.Background()
+	for _, c := range []commitgate.Commit{{Ref: commitgate.Ref{RunID: "op_1", Step: "merge"}, Status: "MERGED"},
+		{Ref: commitgate.Ref{RunID: "op_2", Step: "merge"}, Status: "MERGED"}} {
+		if c.Ref.RunID == "op_1" {
+			if _, _, _, err := cs.Claim(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := cs.SeedIfAbsent(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		h, ok, err := cs.Held(ctx, c.Ref)
+		if err != nil || !ok || !h.ClaimedAt.Equal(at) {
+			t.Fatalf("%s: Held = %+v, %v, %v; want claimed at %s", c.Ref.RunID, h, ok, err, at)
+		}
+	}
+}
+
 func TestGoroutinesRaceOnPostgres(t *testing.T) {
 	t.Parallel()
 	s, _ := newPostgresStore(t)

@@ -2,6 +2,7 @@ package commitgate_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -104,6 +105,68 @@ func runStoreContract(t *testing.T, newStore func(t *testing.T) commitgate.Store
 			}
 			if n, _ := s.Count(ctx); n != 3 {
 				t.Fatalf("Count = %d, want 3", n)
+			}
+		}},
+		{"held names the token and the claim time", func(ctx context.Context, t *testing.T, s commitgate.Store) {
+			if _, ok, err := s.Held(ctx, ref); err != nil || ok {
+				t.Fatalf("Held on absent = %v, %v", ok, err)
+			}
+			tok := claim(ctx, t, s, first)
+			h, ok, err := s.Held(ctx, ref)
+			if err != nil || !ok || h.Commit != first || h.Token != tok || h.ClaimedAt.IsZero() {
+				t.Fatalf("Held = %+v, %v, %v; want %+v with token %d and a claim time", h, ok, err, first, tok)
+			}
+		}},
+		{"take over replaces only the stale holder it names", func(ctx context.Context, t *testing.T, s commitgate.Store) {
+			g := commitgate.NewGuardWithStore(s, nil)
+			claim(ctx, t, s, first)
+			stale, _, _ := s.Held(ctx, ref)
+			l, err := g.TakeOver(ctx, stale, second)
+			if err != nil || l.Token <= 0 || l.Token == stale.Token {
+				t.Fatalf("TakeOver = %+v, %v; want a new claim", l, err)
+			}
+			if got, _, _ := s.Get(ctx, ref); got != second {
+				t.Fatalf("holder after take over = %+v, want %+v", got, second)
+			}
+			// A second replica that read the same stale claim loses to the
+			// first take over and never displaces it.
+			third := commitgate.Commit{Ref: ref, Status: "MERGED", Seq: 9}
+			_, err = g.TakeOver(ctx, stale, third)
+			var ace *commitgate.AlreadyCommittedError
+			if !errors.As(err, &ace) || ace.Prev != second {
+				t.Fatalf("late TakeOver = %v; want AlreadyCommittedError naming %+v", err, second)
+			}
+			if released, _ := g.ReleaseLease(ctx, commitgate.Lease{Ref: ref, Token: stale.Token}); released {
+				t.Fatal("the stale holder's late release freed the new claim")
+			}
+			if _, err := g.TakeOver(ctx, stale, commitgate.Commit{Ref: commitgate.Ref{RunID: "op_9", Step: "merge"}, Status: "MERGED"}); err == nil {
+				t.Fatal("TakeOver of another step's claim succeeded")
+			}
+		}},
+		{"concurrent take overs have one winner", func(ctx context.Context, t *testing.T, s commitgate.Store) {
+			g := commitgate.NewGuardWithStore(s, nil)
+			claim(ctx, t, s, first)
+			stale, _, _ := s.Held(ctx, ref)
+			const n = 6
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			wins := 0
+			for i := range n {
+				wg.Go(func() {
+					_, err := g.TakeOver(ctx, stale, commitgate.Commit{Ref: ref, Status: "MERGED", Seq: int64(100 + i)})
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						wins++
+					case !errors.Is(err, commitgate.ErrAlreadyCommitted):
+						t.Errorf("TakeOver %d: %v", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			if wins != 1 {
+				t.Fatalf("take over winners = %d, want 1", wins)
 			}
 		}},
 		{"concurrent claims have one winner", func(ctx context.Context, t *testing.T, s commitgate.Store) {

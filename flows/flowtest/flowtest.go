@@ -159,7 +159,7 @@ func New(t testing.TB, opts *Opts) *Harness {
 	// No in-client retries: their waits are real time; the job's own
 	// backoff runs on the harness clock.
 	h.Client, err = gitlab.New(gitlab.Config{BaseURL: h.GitLab.URL(), Token: "robot-token", ReviewerTokens: tokens,
-		RetryMax: -1, Logger: log})
+		RetryMax: -1, Logger: log, NowFunc: h.Clock.Now, AccountWaits: h.Store})
 	if err != nil {
 		t.Fatalf("building the GitLab adapter: %v", err)
 	}

@@ -3,6 +3,8 @@ package gitlab
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,6 +87,9 @@ type record struct {
 	method   string
 	url      *url.URL
 	body     []byte // body of the last error answer, at most maxErrorBody
+	// blockedUntil is set when the account's wait kept the last attempt
+	// from being sent (accountGate).
+	blockedUntil time.Time
 }
 
 type recordKey struct{}
@@ -103,6 +108,10 @@ func callResp[T any](ctx context.Context, c *Client, endpoint string, fn func(gl
 	start := time.Now()
 	v, resp, err := fn(gl.WithContext(context.WithValue(ctx, recordKey{}, rec)))
 	d := time.Since(start)
+	if err != nil && !rec.blockedUntil.IsZero() {
+		var zero T
+		return zero, nil, c.blocked(ctx, endpoint, rec)
+	}
 
 	status := 0
 	if resp != nil && resp.Response != nil {
@@ -128,6 +137,25 @@ func callResp[T any](ctx context.Context, c *Client, endpoint string, fn func(gl
 		return zero, resp, c.translate(endpoint, err, resp, rec)
 	}
 	return v, resp, nil
+}
+
+// blocked is the error of a call the account's wait kept from being sent:
+// a *platform.Error of kind ErrRateLimited with the rest of the wait. It is
+// logged, not observed: GitLab never saw it.
+func (c *Client) blocked(ctx context.Context, endpoint string, rec *record) error {
+	path := ""
+	if rec.url != nil {
+		path = c.apiPath(rec.url)
+	}
+	wait := max(rec.blockedUntil.Sub(c.now()), time.Second)
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "gitlab call held back by the account's rate limit wait",
+		slog.String(attrEndpoint, endpoint), slog.String(attrMethod, rec.method), slog.String(attrPath, path),
+		slog.Time("blocked_until", rec.blockedUntil))
+	return &platform.Error{
+		Method: rec.method, Path: path, Status: http.StatusTooManyRequests, Kind: platform.ErrRateLimited,
+		Message:    "not sent: GitLab asked this account to wait until " + rec.blockedUntil.UTC().Format(time.RFC3339),
+		RetryAfter: wait,
+	}
 }
 
 // translate turns a failed call to endpoint into a *platform.Error when
@@ -306,34 +334,54 @@ func truncate(s string) string {
 	return string(r[:maxMessage]) + "…"
 }
 
-// retryAfter reads how long GitLab asked us to wait: Retry-After in seconds
-// (or as an HTTP date), else RateLimit-Reset as a Unix time
-// (doc/administration/settings/user_and_ip_rate_limits.md "Response
-// headers"). Zero when neither is present or the moment has passed.
+// retryAfter is how long GitLab asked us to wait (rateLimitWait), zero
+// when it did not say or the moment has passed.
 func retryAfter(h http.Header, now time.Time) time.Duration {
+	d, _ := rateLimitWait(h, now)
+	return d
+}
+
+// rateLimitWait reads how long a rate-limited answer asks us to wait, in the
+// forms GitLab sends (doc/administration/settings/user_and_ip_rate_limits.md
+// "Response headers"; python-gitlab#1889, gitlab-org/gitlab#199738), first
+// match wins:
+//   - Retry-After in seconds ("60") or as an HTTP date;
+//   - RateLimit-Reset as a Unix time in seconds ("1740906060"); a value below
+//     resetDeltaBelow is read as seconds from now, the IETF draft's form;
+//   - RateLimit-ResetTime as an HTTP date ("Sun, 02 Mar 2026 09:01:00 GMT").
+//
+// named reports whether a header named a wait at all; d is zero when none
+// did or the moment has passed. Unparsable values count as absent.
+func rateLimitWait(h http.Header, now time.Time) (d time.Duration, named bool) {
+	until := func(t time.Time) (time.Duration, bool) { return max(t.Sub(now), 0), true }
 	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-			if s > 0 {
-				return time.Duration(s) * time.Second
-			}
-			return 0
+		if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+			return time.Duration(s) * time.Second, true
 		}
 		if t, err := http.ParseTime(v); err == nil {
-			if d := t.Sub(now); d > 0 {
-				return d
-			}
-			return 0
+			return until(t)
 		}
 	}
 	if v := strings.TrimSpace(h.Get("RateLimit-Reset")); v != "" {
-		if u, err := strconv.ParseInt(v, 10, 64); err == nil && u > 0 {
-			if d := time.Unix(u, 0).Sub(now); d > 0 {
-				return d.Round(time.Second)
+		if u, err := strconv.ParseInt(v, 10, 64); err == nil && u >= 0 {
+			if u < resetDeltaBelow {
+				return time.Duration(u) * time.Second, true
 			}
+			d, ok := until(time.Unix(u, 0))
+			return d.Round(time.Second), ok
 		}
 	}
-	return 0
+	if v := strings.TrimSpace(h.Get("RateLimit-ResetTime")); v != "" {
+		if t, err := http.ParseTime(v); err == nil {
+			return until(t)
+		}
+	}
+	return 0, false
 }
+
+// resetDeltaBelow: a RateLimit-Reset below this (2001-09-09 as a Unix time)
+// is a number of seconds, not a moment.
+const resetDeltaBelow = 1_000_000_000
 
 // retryPolicy is the in-client retry of client-go's retryablehttp layer.
 type retryPolicy struct {
@@ -342,7 +390,9 @@ type retryPolicy struct {
 	now              func() time.Time
 }
 
-// checkRetry retries a 429 when GitLab asks for no more than waitMax, a 5xx
+// checkRetry retries a 429 when GitLab names a wait of no more than waitMax
+// (a 429 that names none is not retried here: GitLab's windows last a
+// minute, and the calling job waits that out, issue 10 point 4), a 5xx
 // (except 501) of a GET or HEAD, and network errors known to happen before
 // the request reached GitLab (dial, DNS). Everything else surfaces at once.
 func (rp retryPolicy) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
@@ -362,7 +412,8 @@ func (rp retryPolicy) checkRetry(ctx context.Context, resp *http.Response, err e
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return retryAfter(resp.Header, rp.now()) <= rp.waitMax, nil
+		d, named := rateLimitWait(resp.Header, rp.now())
+		return named && d <= rp.waitMax, nil
 	case resp.StatusCode == 0 || (resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented):
 		if resp.Request == nil {
 			return false, nil
@@ -398,7 +449,63 @@ func (rp retryPolicy) backoff(waitMin, waitMax time.Duration, attempt int, resp 
 type recordingTransport struct {
 	base   http.RoundTripper
 	logger *slog.Logger
+	gate   accountGate
 }
+
+// accountGate holds back the requests of one account while GitLab asked it
+// to wait, and records the wait a 429 names (Config.AccountWaits).
+type accountGate struct {
+	waits   AccountWaits // nil: no gate
+	account string
+	now     func() time.Time
+}
+
+// accountKey names the account of token on the instance at base: its host
+// and the first 16 hex digits of the token's SHA-256 (never the token), so
+// that every replica configured with the same token shares one wait.
+func accountKey(base *url.URL, token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return base.Host + "/" + hex.EncodeToString(sum[:8])
+}
+
+// blockedUntil returns until when the account must wait, the zero time
+// when it may send now (also when the wait cannot be read: fail-open).
+func (g accountGate) blockedUntil(ctx context.Context, log *slog.Logger) time.Time {
+	if g.waits == nil {
+		return time.Time{}
+	}
+	until, err := g.waits.AccountBlockedUntil(ctx, g.account)
+	if err != nil {
+		log.WarnContext(ctx, "reading the gitlab account's rate limit wait failed; sending", "err", err)
+		return time.Time{}
+	}
+	if !until.After(g.now()) {
+		return time.Time{}
+	}
+	return until
+}
+
+// record429 records the wait a 429 answer asks of the account.
+func (g accountGate) record429(ctx context.Context, log *slog.Logger, h http.Header) {
+	if g.waits == nil {
+		return
+	}
+	now := g.now()
+	d, named := rateLimitWait(h, now)
+	switch {
+	case !named:
+		d = platform.DefaultRateLimitWait
+	case d <= 0:
+		return // GitLab says the window is over: nothing to wait for
+	}
+	if err := g.waits.BlockAccountUntil(ctx, g.account, now.Add(d)); err != nil {
+		log.WarnContext(ctx, "recording the gitlab account's rate limit wait failed", "err", err)
+	}
+}
+
+// errAccountBlocked is what the transport returns for a request it held
+// back; callResp turns it into a *platform.Error through the record.
+var errAccountBlocked = errors.New("gitlab account is waiting out a rate limit")
 
 // RoundTrip implements http.RoundTripper.
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -418,11 +525,26 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 			)
 		}
 	}
+	if until := t.gate.blockedUntil(req.Context(), t.logger); !until.IsZero() {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		if rec != nil {
+			rec.blockedUntil = until
+		}
+		return nil, errAccountBlocked
+	}
+	if rec != nil {
+		rec.blockedUntil = time.Time{}
+	}
 	base := t.base
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	resp, err := base.RoundTrip(req)
+	if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests {
+		t.gate.record429(req.Context(), t.logger, resp.Header)
+	}
 	if err != nil || resp == nil || rec == nil || resp.StatusCode < 300 {
 		return resp, err
 	}

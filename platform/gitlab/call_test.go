@@ -99,7 +99,7 @@ func TestErrorTranslation(t *testing.T) {
 	}
 }
 
-// TestRetriesAreBounded counts requests: 429 is retried for any method, 5xx
+// TestRetriesAreBounded counts requests: 429 naming a short wait is retried for any method, 5xx
 // only for reads, each at most RetryMax times; a 429 asking for longer than
 // RetryWaitMax surfaces at once.
 func TestRetriesAreBounded(t *testing.T) {
@@ -142,7 +142,15 @@ func TestRetriesAreBounded(t *testing.T) {
 			wantCount: 1,
 		},
 		{
-			name: "post 429 retried", route: "POST /projects/42/merge_requests/7/notes", answers: []answer{fail429},
+			// GitLab named no wait: its window lasts up to a minute, which
+			// the calling job waits out (issue 10 point 4).
+			name: "429 naming no wait not retried", route: "POST /projects/42/merge_requests/7/notes", answers: []answer{fail429},
+			call:      func(t *testing.T, c *Client) error { _, err := c.CreateNote(t.Context(), 42, 7, "hi"); return err },
+			wantCount: 1,
+		},
+		{
+			name: "post 429 short retry-after retried", route: "POST /projects/42/merge_requests/7/notes",
+			answers:   []answer{{status: 429, body: "Retry later", header: map[string]string{"Retry-After": "0"}}},
 			call:      func(t *testing.T, c *Client) error { _, err := c.CreateNote(t.Context(), 42, 7, "hi"); return err },
 			wantCount: 1 + DefaultRetryMax,
 		},
@@ -206,21 +214,40 @@ func TestNetworkErrorIsTransientAndSecretFree(t *testing.T) {
 	assertNoSecrets(t, err.Error())
 }
 
-func TestRetryAfter(t *testing.T) {
+// TestRateLimitWait pins how long each form of GitLab's rate-limit answer
+// asks us to wait (issue 10 point 4; python-gitlab#1889,
+// gitlab-org/gitlab#199738), and whether it named a wait at all.
+func TestRateLimitWait(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	end := now.Add(60 * time.Second)
+	unix := func(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
 	tests := []struct {
-		name   string
-		header map[string]string
-		want   time.Duration
+		name      string
+		header    map[string]string
+		want      time.Duration
+		wantNamed bool
 	}{
 		{name: "none", want: 0},
-		{name: "seconds", header: map[string]string{"Retry-After": "7"}, want: 7 * time.Second},
-		{name: "http date", header: map[string]string{"Retry-After": now.Add(90 * time.Second).Format(http.TimeFormat)}, want: 90 * time.Second},
-		{name: "reset unix", header: map[string]string{"RateLimit-Reset": strconv.FormatInt(now.Add(42*time.Second).Unix(), 10)}, want: 42 * time.Second},
-		{name: "reset in the past", header: map[string]string{"RateLimit-Reset": strconv.FormatInt(now.Add(-time.Minute).Unix(), 10)}, want: 0},
-		{name: "retry-after wins", header: map[string]string{"Retry-After": "3", "RateLimit-Reset": strconv.FormatInt(now.Add(42*time.Second).Unix(), 10)}, want: 3 * time.Second},
-		{name: "garbage", header: map[string]string{"Retry-After": "soon"}, want: 0},
+		{name: "retry-after seconds", header: map[string]string{"Retry-After": "7"}, want: 7 * time.Second, wantNamed: true},
+		{name: "retry-after zero", header: map[string]string{"Retry-After": "0"}, want: 0, wantNamed: true},
+		{name: "retry-after http date", header: map[string]string{"Retry-After": now.Add(90 * time.Second).Format(http.TimeFormat)}, want: 90 * time.Second, wantNamed: true},
+		{name: "retry-after http date passed", header: map[string]string{"Retry-After": now.Add(-time.Minute).Format(http.TimeFormat)}, want: 0, wantNamed: true},
+		{name: "ratelimit-reset epoch", header: map[string]string{"RateLimit-Reset": unix(now.Add(42 * time.Second))}, want: 42 * time.Second, wantNamed: true},
+		{name: "ratelimit-reset epoch passed", header: map[string]string{"RateLimit-Reset": unix(now.Add(-time.Minute))}, want: 0, wantNamed: true},
+		{name: "ratelimit-reset delta seconds", header: map[string]string{"RateLimit-Reset": "30"}, want: 30 * time.Second, wantNamed: true},
+		{name: "ratelimit-resettime http date", header: map[string]string{"RateLimit-ResetTime": end.Format(http.TimeFormat)}, want: 60 * time.Second, wantNamed: true},
+		{
+			name: "gitlab throttle: limit, remaining, reset, resettime, no retry-after",
+			header: map[string]string{"RateLimit-Limit": "2000", "RateLimit-Remaining": "0",
+				"RateLimit-Reset": unix(end), "RateLimit-ResetTime": end.Format(http.TimeFormat)},
+			want: 60 * time.Second, wantNamed: true,
+		},
+		{name: "retry-after wins", header: map[string]string{"Retry-After": "3", "RateLimit-Reset": unix(now.Add(42 * time.Second))}, want: 3 * time.Second, wantNamed: true},
+		{name: "reset wins over resettime", header: map[string]string{"RateLimit-Reset": unix(now.Add(42 * time.Second)), "RateLimit-ResetTime": end.Format(http.TimeFormat)}, want: 42 * time.Second, wantNamed: true},
+		{name: "garbage retry-after falls through to resettime", header: map[string]string{"Retry-After": "soon", "RateLimit-ResetTime": end.Format(http.TimeFormat)}, want: 60 * time.Second, wantNamed: true},
+		{name: "garbage", header: map[string]string{"Retry-After": "soon", "RateLimit-Reset": "later", "RateLimit-ResetTime": "tomorrow"}, want: 0},
+		{name: "remaining only", header: map[string]string{"RateLimit-Remaining": "0"}, want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,8 +256,12 @@ func TestRetryAfter(t *testing.T) {
 			for k, v := range tt.header {
 				h.Set(k, v)
 			}
-			if got := retryAfter(h, now); got != tt.want {
-				t.Errorf("retryAfter = %v; want %v", got, tt.want)
+			got, named := rateLimitWait(h, now)
+			if got != tt.want || named != tt.wantNamed {
+				t.Errorf("rateLimitWait = %v, %v; want %v, %v", got, named, tt.want, tt.wantNamed)
+			}
+			if ra := retryAfter(h, now); ra != tt.want {
+				t.Errorf("retryAfter = %v; want %v", ra, tt.want)
 			}
 		})
 	}

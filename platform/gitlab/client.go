@@ -94,10 +94,30 @@ type Config struct {
 	// for the project: AdapterChecklist or AdapterLegacy (the runtime setting
 	// approval.adapter; anything else means legacy). nil means legacy.
 	AdapterFunc func(projectID int64) string
+	// AccountWaits, when set, is where every replica records and reads how
+	// long a GitLab account must wait after a 429 (the database, so that
+	// all replicas respect one account's wait; issue 10 point 4). Before
+	// each request the client reads its account's wait; while it lasts the
+	// call is not sent and fails with a *platform.Error of kind
+	// platform.ErrRateLimited (status 429, RetryAfter the rest of the
+	// wait). After a 429 it records the wait GitLab named (Retry-After,
+	// RateLimit-Reset, RateLimit-ResetTime), or platform.DefaultRateLimitWait
+	// when it named none. An account is the instance's host and a
+	// fingerprint of the token (never the token). A failed read or write is
+	// logged and the call goes on (fail-open). nil: each call on its own.
+	AccountWaits AccountWaits
 	// ChecklistCacheSize bounds how many projects' approval checklists the
 	// checklist adapter keeps in memory; zero means
 	// DefaultChecklistCacheSize.
 	ChecklistCacheSize int
+}
+
+// AccountWaits records and reads how long each GitLab account must wait
+// before its next request; store.Store implements it over the
+// gitlab_account_waits table. The zero time means "no wait".
+type AccountWaits interface {
+	AccountBlockedUntil(ctx context.Context, account string) (time.Time, error)
+	BlockAccountUntil(ctx context.Context, account string, until time.Time) error
 }
 
 // Client calls GitLab as the robot account and as each reviewer robot. It is
@@ -178,7 +198,8 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	build := func(token string) (*gl.Client, error) {
-		return gl.NewClient(token, c.clientOptions(base.String(), cfg.HTTPClient, rp)...)
+		gate := accountGate{waits: cfg.AccountWaits, account: accountKey(base, token), now: c.now}
+		return gl.NewClient(token, c.clientOptions(base.String(), cfg.HTTPClient, rp, gate)...)
 	}
 	if c.robot, err = build(cfg.Token); err != nil {
 		return nil, fmt.Errorf("building robot gitlab client: %w", c.redact(err))
@@ -194,12 +215,12 @@ func New(cfg Config) (*Client, error) {
 }
 
 // clientOptions are the client-go options shared by every token's client.
-func (c *Client) clientOptions(base string, hc *http.Client, rp retryPolicy) []gl.ClientOptionFunc {
+func (c *Client) clientOptions(base string, hc *http.Client, rp retryPolicy, gate accountGate) []gl.ClientOptionFunc {
 	h := http.Client{Timeout: defaultHTTPTimeout}
 	if hc != nil {
 		h = *hc
 	}
-	h.Transport = &recordingTransport{base: h.Transport, logger: c.logger}
+	h.Transport = &recordingTransport{base: h.Transport, logger: c.logger, gate: gate}
 	opts := []gl.ClientOptionFunc{
 		gl.WithBaseURL(base),
 		gl.WithHTTPClient(&h),

@@ -28,6 +28,9 @@ type Call struct {
 	// At is when the call was answered (wall clock, for checking waits such
 	// as Retry-After).
 	At time.Time
+	// ClockAt is when the call was answered on the server's clock
+	// (Options.NowFunc), for checking waits in tests with an injected clock.
+	ClockAt time.Time
 }
 
 // Calls returns a copy of every REST call received so far, in order.

@@ -150,7 +150,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.user = s.byToken[token(r)]
 	path := r.URL.EscapedPath()
 	defer func() {
-		c := Call{Method: r.Method, Path: path, Query: r.URL.RawQuery, Status: rc.status, Body: body, At: time.Now()}
+		c := Call{Method: r.Method, Path: path, Query: r.URL.RawQuery, Status: rc.status, Body: body, At: time.Now(), ClockAt: s.now()}
 		if rc.user != nil {
 			c.User = rc.user.username
 		}
@@ -166,6 +166,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
+	if rl := s.rateLimitOf(rc.user); rl != nil {
+		rc.writeRateLimit(rl, s.now())
+		return
+	}
 	if f := s.takeFault(r.Method, path, rc.user); f != nil && !f.AfterEffect {
 		rc.writeFault(f)
 		return

@@ -67,6 +67,7 @@ type Server struct {
 	ids      idCounters
 	calls    []Call
 	faults   []*Fault
+	limits   []RateLimit
 	latency  time.Duration
 	before   func(method, path string)
 	pending  int // scheduled pipeline steps and rebases that will finish

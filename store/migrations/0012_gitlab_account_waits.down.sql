@@ -1,0 +1,1 @@
+DROP TABLE gitlab_account_waits;
