@@ -160,3 +160,15 @@ func TestReadmeTable(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryEveryCommandHasItsHandler: each registry entry carries the
+// handler that runs it (STYLE rule 21, issue 9); nothing maps names to
+// handlers elsewhere.
+func TestRegistryEveryCommandHasItsHandler(t *testing.T) {
+	t.Parallel()
+	for _, c := range Registry() {
+		if c.Run == nil {
+			t.Errorf("command %q has no handler", c.Name)
+		}
+	}
+}

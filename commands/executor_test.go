@@ -1,0 +1,126 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/platform"
+)
+
+// fakeFlow is a state-based flow for the executor: one change, the actions
+// it was asked for, the refusals and replies it recorded.
+type fakeFlow struct {
+	change  Change
+	refuse  map[flows.Action]string // actions that do not apply, with the reason
+	acted   []string
+	refused []string
+	replies int
+}
+
+func (f *fakeFlow) FindByMR(context.Context, int64, int64) (Change, bool, error) {
+	return f.change, true, nil
+}
+
+func (f *fakeFlow) Act(_ context.Context, id string, a flows.Action, p flows.ActionParams) error {
+	if reason, ok := f.refuse[a]; ok {
+		return &flows.NotApplicableError{Reason: reason}
+	}
+	f.acted = append(f.acted, fmt.Sprintf("%s %s by %s from %s", a, id, p.Actor, p.Source))
+	return nil
+}
+
+func (f *fakeFlow) Refuse(_ context.Context, id string, p flows.ActionParams, reason string) error {
+	f.refused = append(f.refused, fmt.Sprintf("%s %s: %s", p.Command, id, reason))
+	return nil
+}
+
+func (f *fakeFlow) RefreshNow(context.Context, string) error          { return nil }
+func (f *fakeFlow) Reply(context.Context, int64, int64, string) error { f.replies++; return nil }
+func (f *fakeFlow) IsApprover(context.Context, string, platform.User) (bool, error) {
+	return false, nil
+}
+func (f *fakeFlow) DecideInGitLab(context.Context, string, platform.User, string, string) error {
+	return nil
+}
+
+// fakeNotes claims every note once and never rate limits.
+type fakeNotes struct{ seen map[int64]bool }
+
+func (n *fakeNotes) ClaimNote(_ context.Context, _, noteID, _ int64, _ string) (bool, error) {
+	if n.seen[noteID] {
+		return false, nil
+	}
+	n.seen[noteID] = true
+	return true, nil
+}
+func (n *fakeNotes) SetNoteOutcome(context.Context, int64, int64, string) error { return nil }
+func (n *fakeNotes) NoteActivity(context.Context, string, time.Time) (int, int, error) {
+	return 1, 0, nil
+}
+func (n *fakeNotes) ClaimOnce(context.Context, string) (bool, error) { return true, nil }
+
+// fakeAccess: alice is a Developer, the robot is "changebot".
+type fakeAccess struct{}
+
+func (fakeAccess) CurrentUser(context.Context) (platform.User, error) {
+	return platform.User{ID: 1, Username: "changebot"}, nil
+}
+func (fakeAccess) ReviewerCount() int                                   { return 0 }
+func (fakeAccess) Reviewer(context.Context, int) (platform.User, error) { return platform.User{}, nil }
+func (fakeAccess) MemberAccess(context.Context, int64, int64) (int, error) {
+	return accessDeveloper, nil
+}
+func (fakeAccess) MergeRequest(context.Context, int64, int64, bool) (platform.MergeRequest, error) {
+	return platform.MergeRequest{}, nil
+}
+func (fakeAccess) MergeAccessLevel(context.Context, int64, string) (int, bool, error) {
+	return accessDeveloper, true, nil
+}
+
+type fakeReplier struct{}
+
+func (fakeReplier) Reply(kind string, _ any) (string, error) { return kind, nil }
+
+// TestCommandsActThroughTheOneDispatch: /retry, /resume and /cancel run
+// their registry entry's handler, which asks the flow's one dispatch (Act)
+// with the change's operation id; an action that does not apply is refused
+// and answered.
+func TestCommandsActThroughTheOneDispatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		body        string
+		refuse      map[flows.Action]string
+		wantActed   []string
+		wantRefused []string
+	}{
+		{name: "retry", body: "/retry", wantActed: []string{"retry op_1 by alice from command:7"}},
+		{name: "cancel", body: "/cancel", wantActed: []string{"cancel op_1 by alice from command:7"}},
+		{name: "resume needs an operator", body: "/resume",
+			wantRefused: []string{"resume op_1: /resume needs: operators only"}},
+		{name: "retry that does not apply", body: "/retry", refuse: map[flows.Action]string{flows.ActionRetry: "not failed"},
+			wantRefused: []string{"retry op_1: not failed"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeFlow{change: Change{OperationID: "op_1", RequestedBy: "alice", TargetBranch: "main", MRIID: 3}, refuse: tc.refuse}
+			x := NewExecutor(ExecutorConfig{Flow: f, Notes: &fakeNotes{seen: map[int64]bool{}}, Access: fakeAccess{}, Renderer: fakeReplier{}})
+			ev := platform.HookEvent{ProjectID: 5, User: platform.User{ID: 2, Username: "alice"},
+				Note: &platform.NoteHook{ID: 7, NoteableType: "MergeRequest", MRIID: 3, Body: tc.body}}
+			if _, err := x.HandleNote(context.Background(), 1, ev); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(f.acted, tc.wantActed) || !reflect.DeepEqual(f.refused, tc.wantRefused) {
+				t.Fatalf("acted %q refused %q, want acted %q refused %q", f.acted, f.refused, tc.wantActed, tc.wantRefused)
+			}
+			if len(tc.wantRefused) > 0 && f.replies == 0 {
+				t.Error("a refusal was not answered")
+			}
+		})
+	}
+}
