@@ -51,6 +51,11 @@ func TestChangeWithoutMergeRequestCanBeCancelledAndResubmitted(t *testing.T) {
 	id := body[strings.Index(body, "op_") : strings.Index(body, "op_")+29]
 	waitStep(t, env, id, "CREATE_FAILED", 60*time.Second)
 	env.GitLab.ClearFaults()
+	// No MR to comment /retry on: the hint names the API's actions.
+	if v, err := getChangeView(context.Background(), env, id); err != nil || !strings.Contains(v.Hint, "/api/v1/changes/"+id+"/retry") ||
+		!strings.Contains(v.Hint, "/cancel") || strings.Contains(v.Hint, "comment") {
+		t.Fatalf("hint of a failed change without MR: %q (%v), want the API's retry and cancel", v.Hint, err)
+	}
 	if code, body := post("/api/v1/changes", demoAPIToken, change(demoProject)); code != http.StatusConflict ||
 		!strings.Contains(body, id) || !strings.Contains(body, "retry or cancel it first") {
 		t.Fatalf("resubmit while CREATE_FAILED: %d %s, want 409 naming %s and saying to retry or cancel it", code, body, id)

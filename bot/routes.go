@@ -522,11 +522,27 @@ func (a *App) getChange(w http.ResponseWriter, r *http.Request) {
 		ApprovalFirst: op.ApprovalFirst}
 	if op.MRIID > 0 {
 		v.MergeRequest = &mrView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
+	} else {
+		v.Hint = apiHint(st, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
 	if v.Events == nil {
 		v.Events = []store.Event{}
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// apiHint is the hint of a change that has no merge request to comment
+// on: the step's own hint speaks of MR commands, so the API's actions are
+// named instead (issue 9 defect 16).
+func apiHint(st flows.Step, url string) string {
+	switch {
+	case st.Retryable():
+		return "It failed before its merge request was opened: an operator retries it with POST " + url +
+			"/retry once the cause is fixed, or its submitter or an operator cancels it with POST " + url + "/cancel."
+	case st.Resumable():
+		return st.Hint + " It has no merge request yet: an operator resumes it with POST " + url + "/resume."
+	}
+	return st.Hint
 }
 
 // gitlabMetrics counts GitLab calls (changebot_gitlab_calls_total) and
