@@ -108,9 +108,15 @@ func init() {
 
 // wait waits until the change is at step and returns its view; it fails at
 // once when the change stops in another failure, pending or final step.
+// patience scales how long wait and resume look before failing. The flows'
+// own deadlines do not depend on it: it only keeps a loaded machine (these
+// scenarios run concurrently, each with its own bot) from failing a change
+// that is merely slow. A change that stops in a failure step fails at once.
+const patience = 3
+
 func (f *failEnv) wait(t *testing.T, opID, step string, timeout time.Duration) changeView {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(patience * timeout)
 	var v changeView
 	for time.Now().Before(deadline) {
 		var err error
@@ -132,7 +138,7 @@ func (f *failEnv) wait(t *testing.T, opID, step string, timeout time.Duration) c
 func (f *failEnv) resume(t *testing.T, p gitlabfake.Project, iid int64, opID, pending string) {
 	t.Helper()
 	f.GitLab.AddNoteAsUser(p.ID, iid, demoOperator, "/resume")
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(patience * 15 * time.Second)
 	for time.Now().Before(deadline) {
 		if v, err := getChangeView(context.Background(), f.demoEnv, opID); err == nil && v.Step.Name != pending {
 			return
