@@ -40,6 +40,7 @@ type Store interface {
 	ApplyTransition(ctx context.Context, p store.TransitionParams) (store.Operation, store.Event, error)
 	AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error)
 	ResumeStep(ctx context.Context, p store.ResumeStepParams) (bool, error)
+	RetireStepJobs(ctx context.Context, db store.DBTX, operationID string, step int, kinds []string) (int, error)
 	AddGitLabApproval(ctx context.Context, db store.DBTX, operationID, username, source string) (bool, int, error)
 	RemoveGitLabApproval(ctx context.Context, db store.DBTX, operationID, username string) (bool, error)
 	CountGitLabApprovals(ctx context.Context, db store.DBTX, operationID string) (int, error)
@@ -277,7 +278,9 @@ type TransitionOpts struct {
 // Transition is the one function that moves an operation (DESIGN §2): it
 // checks the transition table, then in one database transaction compares
 // the version it read, updates operation and binding, appends the event and
-// enqueues the next step's job and a status-note refresh. Errors:
+// enqueues the next step's job (in place of any job still queued for that
+// step from an earlier visit: one job per operation and step) and a
+// status-note refresh. Errors:
 // ErrIllegalTransition (nothing written), store.ErrStepMismatch /
 // ErrVersionConflict / ErrBindingNotOwned (someone else moved first).
 func (e *Engine) Transition(ctx context.Context, op store.Operation, to StepCode, o TransitionOpts) (store.Operation, error) {
@@ -301,9 +304,23 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to StepCode
 			}
 		}
 	}
+	guard := o.Guard
+	if ts.JobFor(op.ApprovalFirst).Kind != "" {
+		// One job per (operation, step): a job left queued from an earlier
+		// visit of the step (a snoozed poll, say) gives way to the new one.
+		guard = func(ctx context.Context, tx pgx.Tx, cur store.Operation, b store.Binding) error {
+			if o.Guard != nil {
+				if err := o.Guard(ctx, tx, cur, b); err != nil {
+					return err
+				}
+			}
+			_, err := e.st.RetireStepJobs(ctx, tx, op.ID, int(to), stepJobKinds)
+			return err
+		}
+	}
 	p := store.TransitionParams{
 		OperationID: op.ID, ExpectStep: op.Step, ToStep: int(to), ToStatus: ts.Status,
-		Update: update, Guard: o.Guard,
+		Update: update, Guard: guard,
 		Event: store.EventParams{Type: store.EventTransition, Actor: o.Actor, Source: o.Source, Payload: o.Payload},
 	}
 	if !o.IgnoreVersion {

@@ -2,6 +2,7 @@ package flows_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -243,4 +244,56 @@ func TestIllegalTransitionIsNotRetried(t *testing.T) {
 	if !strings.Contains(got.Detail, "illegal transition APPROVAL_SENDING") {
 		t.Errorf("detail %q does not name the refused move", got.Detail)
 	}
+}
+
+// TestReenteredStepKeepsOneJob: a change that comes back to a step whose
+// job from its last visit is still queued (here the pipeline wait's poll,
+// snoozed, when a pipeline webhook moved the change on and the merge sent
+// it back to wait) ends with one job for that step, not two polling side by
+// side (issue 9 defect 7: at most one job per operation and step).
+func TestReenteredStepKeepsOneJob(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	op := h.ToMROpened(t, flowtest.Change("payments-api"))
+	h.GitLab.SetMergeBlock(h.Project.ID, h.MR(t, op.ID).IID, gitlabfake.MergeBlock{DetailedMergeStatus: "ci_still_running"})
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t) // pipeline passed; approve; GitLab says ci_still_running: back to the pipeline wait
+	h.RequireStep(t, op.ID, flows.HandleAwaitPipeline)
+	if jobs := liveStepJobs(t, h, flows.KindAwaitPipeline, flows.HandleAwaitPipeline); len(jobs) != 1 {
+		t.Fatalf("%d pipeline waits queued, want 1: %s", len(jobs), strings.Join(jobs, " "))
+	}
+	// A new pipeline of the head passes; its webhook (not the snoozed poll)
+	// moves the change on, and GitLab sends it back to wait once more.
+	cur := h.Op(t, op.ID)
+	if _, err := h.Client.CreateMergeRequestPipeline(context.Background(), cur.ProjectID, cur.MRIID); err != nil {
+		t.Fatal(err)
+	}
+	h.Settle(t)
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	if got := h.Op(t, op.ID); got.Step != int(flows.HandleAwaitPipeline) || got.Rounds != 2 {
+		t.Fatalf("at %s after %d rounds, want HANDLE_AWAIT_PIPELINE after 2", flows.StepCode(got.Step), got.Rounds)
+	}
+	if jobs := liveStepJobs(t, h, flows.KindAwaitPipeline, flows.HandleAwaitPipeline); len(jobs) != 1 {
+		t.Fatalf("%d pipeline waits queued for the step, want 1: %s", len(jobs), strings.Join(jobs, " "))
+	}
+	h.GitLab.SetMergeBlock(h.Project.ID, cur.MRIID, gitlabfake.MergeBlock{})
+	h.TakeWebhooks(t)
+	h.RunUntil(t, op.ID, flows.HandleMerged, flowtest.Poll.LongInterval)
+}
+
+// liveStepJobs returns the arguments of the live jobs of kind for step.
+func liveStepJobs(t *testing.T, h *flowtest.Harness, kind string, step flows.StepCode) []string {
+	t.Helper()
+	var out []string
+	for _, j := range h.Jobs(t, kind) {
+		var a flows.OperationArgs
+		if err := json.Unmarshal(j.EncodedArgs, &a); err != nil {
+			t.Fatal(err)
+		}
+		if a.Step == int(step) {
+			out = append(out, string(j.EncodedArgs))
+		}
+	}
+	return out
 }

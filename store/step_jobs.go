@@ -49,7 +49,7 @@ func (s *Store) ResumeStep(ctx context.Context, p ResumeStepParams) (bool, error
 		var live int
 		err = tx.QueryRow(ctx, `WITH live AS (
 				SELECT id, state FROM river_job
-				WHERE args->>'operation_id' = $1 AND (args->>'step')::int = $2 AND kind = ANY($3)
+				WHERE args @> jsonb_build_object('operation_id', $1::text, 'step', $2::int) AND kind = ANY($3)
 				  AND state IN ('available', 'pending', 'scheduled', 'running', 'retryable')),
 			woken AS (
 				UPDATE river_job SET scheduled_at = $4
@@ -71,4 +71,21 @@ func (s *Store) ResumeStep(ctx context.Context, p ResumeStepParams) (bool, error
 		return false, fmt.Errorf("resuming %s at step %d: %w", p.OperationID, p.Step, err)
 	}
 	return queued, nil
+}
+
+// RetireStepJobs deletes the queued jobs (available, pending, scheduled or
+// retryable) of kinds whose args name operationID and step: jobs left from
+// an earlier visit of the step. A move into step calls it in its own
+// transaction before it enqueues the step's new job, so that the step has
+// one job, not one per visit (issue 9 defect 7). A running job is left
+// alone: it finds the operation moved under it and its write refused. It
+// returns how many jobs it deleted.
+func (s *Store) RetireStepJobs(ctx context.Context, db DBTX, operationID string, step int, kinds []string) (int, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM river_job
+		WHERE args @> jsonb_build_object('operation_id', $1::text, 'step', $2::int) AND kind = ANY($3)
+		  AND state IN ('available', 'pending', 'scheduled', 'retryable')`, operationID, step, kinds)
+	if err != nil {
+		return 0, fmt.Errorf("retiring the earlier jobs of %s at step %d: %w", operationID, step, err)
+	}
+	return int(tag.RowsAffected()), nil
 }
