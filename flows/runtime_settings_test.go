@@ -130,19 +130,9 @@ func TestFlowDefaultsAreTheRegistrys(t *testing.T) {
 func TestPeriodicSettingsApplyWithoutRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var mu sync.Mutex
-	setting := time.Hour
-	get := func() time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		return setting
-	}
-	set := func(d time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		setting = d
-	}
 	t.Run("reconcile.min_age", func(t *testing.T) {
+		t.Parallel()
+		get, set := liveDuration(time.Hour)
 		h := flowtest.New(t, nil)
 		h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{Deploy: []string{"failed"}})
 		h.ToMerged(t, flowtest.Change("svc"))
@@ -159,6 +149,8 @@ func TestPeriodicSettingsApplyWithoutRestart(t *testing.T) {
 		}
 	})
 	t.Run("sweeper.after", func(t *testing.T) {
+		t.Parallel()
+		get, set := liveDuration(time.Hour)
 		h := flowtest.New(t, nil)
 		op := h.Submit(t, flowtest.Change("svc"))
 		if _, err := h.Schema.Pool.Exec(ctx, `DELETE FROM river_job`); err != nil { // the job is lost
@@ -175,4 +167,19 @@ func TestPeriodicSettingsApplyWithoutRestart(t *testing.T) {
 			t.Fatalf("after changed to 20m: %+v %v, want %s requeued", rep, err, op.ID)
 		}
 	})
+}
+
+// liveDuration is a duration setting an operator changes while the bot
+// runs: get reads it as a pass would, set changes it.
+func liveDuration(d time.Duration) (get func() time.Duration, set func(time.Duration)) {
+	var mu sync.Mutex
+	return func() time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			return d
+		}, func(v time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			d = v
+		}
 }
