@@ -160,13 +160,13 @@ func (s deploySetup) count(t *testing.T, sql string, args ...any) int {
 }
 
 // TestValidatedRaceFlipsOnce: the webhook, the deploy callback and the
-// reconciler race on 100 MERGED changes on one database: 100 flips, one
-// CALLED_BACK event and one commit claim per change, counter 100.
+// reconciler race on 40 MERGED changes on one database: 40 flips, one
+// CALLED_BACK event and one commit claim per change, counter 40.
 func TestValidatedRaceFlipsOnce(t *testing.T) {
 	t.Parallel()
 	s := newDeploySetup(t)
 	ctx := context.Background()
-	const n = 100
+	const n = 40
 	ops := make([]store.Operation, n)
 	for i := range ops {
 		ops[i] = s.merged(t, fmt.Sprintf("race-%03d", i), int64(i+1), s.push(t))
@@ -314,11 +314,11 @@ func (c *countingStore) ListStuckOperations(ctx context.Context, db store.DBTX, 
 }
 
 // TestReconcilerBoundedWork: a pass costs two queries and one pipelines
-// list per (project, branch), whether 1 or 50 changes wait, and at most
+// list per (project, branch), whether 1 or 20 changes wait, and at most
 // MaxAncestryChecks merge_base calls.
 func TestReconcilerBoundedWork(t *testing.T) {
 	t.Parallel()
-	for _, rows := range []int{1, 50} {
+	for _, rows := range []int{1, 20} {
 		t.Run(fmt.Sprintf("%d rows exact", rows), func(t *testing.T) {
 			t.Parallel()
 			s := newDeploySetup(t)
@@ -339,36 +339,38 @@ func TestReconcilerBoundedWork(t *testing.T) {
 			}
 		})
 	}
-	t.Run("50 rows by ancestry, budget 10", func(t *testing.T) {
+	t.Run("20 rows by ancestry, budget 5", func(t *testing.T) {
 		t.Parallel()
+		const rows, budget = 20, 5
 		s := newDeploySetup(t)
-		script := make([]string, 51)
+		script := make([]string, rows+1)
 		for i := range script {
 			script[i] = "canceled"
 		}
-		script[50] = "success"
+		script[rows] = "success"
 		s.fake.SetPipelineScript(s.project.ID, gitlabfake.PipelineScript{Deploy: script})
-		for i := range 50 {
+		for i := range rows {
 			s.merged(t, fmt.Sprintf("c%03d", i), int64(i+1), s.push(t))
 		}
 		s.push(t) // the one successful pipeline, at a commit containing every merge
 		s.idle(t)
 		cs := &countingStore{Store: s.store}
-		rec := flows.NewReconciler(s.later, cs, flows.ReconcileConfig{MaxAncestryChecks: 10})
-		for pass := 1; pass <= 5; pass++ {
+		rec := flows.NewReconciler(s.later, cs, flows.ReconcileConfig{MaxAncestryChecks: budget})
+		passes := rows / budget
+		for pass := 1; pass <= passes; pass++ {
 			rep, err := rec.Run(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.AncestryChecks != 10 || rep.Flipped["contains"] != 10 || rep.PipelineLists != 1 {
-				t.Fatalf("pass %d: %+v, want 10 checks, 10 flips, 1 list", pass, rep)
+			if rep.AncestryChecks != budget || rep.Flipped["contains"] != budget || rep.PipelineLists != 1 {
+				t.Fatalf("pass %d: %+v, want %d checks, %d flips, 1 list", pass, rep, budget, budget)
 			}
 		}
-		if bases := s.fake.CallCount("GET", "/api/v4/projects/*/repository/merge_base"); bases != 50 {
-			t.Fatalf("merge_base calls %d, want 50", bases)
+		if bases := s.fake.CallCount("GET", "/api/v4/projects/*/repository/merge_base"); bases != rows {
+			t.Fatalf("merge_base calls %d, want %d", bases, rows)
 		}
-		if cs.queries.Load() != 10 {
-			t.Fatalf("queries %d over 5 passes, want 10", cs.queries.Load())
+		if got := cs.queries.Load(); got != int64(2*passes) {
+			t.Fatalf("queries %d over %d passes, want %d", got, passes, 2*passes)
 		}
 	})
 }
