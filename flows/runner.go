@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -99,9 +100,10 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		log.Debug("stale job: operation moved on", "job_step", StepCode(a.Step).String())
 		return nil
 	}
-	if declaredFailure(kind, op) == 0 {
-		// Not the job the step table names for this step (a parked step,
-		// or a job enqueued by an older version): nothing to do.
+	if slices.Contains(stepJobKinds, kind) && declaredFailure(kind, op) == 0 {
+		// A step job, but not the one the step table names for this step
+		// (a parked step, or a job enqueued by an older version): nothing
+		// to do.
 		log.Warn("stale job: the step has no job of this kind")
 		return nil
 	}

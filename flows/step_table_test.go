@@ -297,3 +297,25 @@ func liveStepJobs(t *testing.T, h *flowtest.Harness, kind string, step flows.Ste
 	}
 	return out
 }
+
+// TestJobNotNamedByTheStepDoesNothing: a step job that finds its change at
+// a step whose row in the step table names no job of its kind (a pipeline
+// poll left over at the parked CREATE_PIPELINE_PENDING) calls nothing and
+// moves nothing; the parked step waits for a webhook or /resume.
+func TestJobNotNamedByTheStepDoesNothing(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
+	op := h.ToMROpened(t, flowtest.Change("payments-api"))
+	op = h.RunUntil(t, op.ID, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
+	before := len(h.GitLab.Calls())
+	if err := h.Engine.RunJob(context.Background(), flows.KindAwaitPipeline, op.ID, flows.CreatePipelinePending, 1, flows.MaxAttempts); err != nil {
+		t.Fatalf("the stale job returned %v", err)
+	}
+	if got := h.Op(t, op.ID); got.Version != op.Version {
+		t.Errorf("the stale job wrote the change: version %d -> %d", op.Version, got.Version)
+	}
+	if n := len(h.GitLab.Calls()) - before; n != 0 {
+		t.Errorf("the stale job made %d GitLab calls", n)
+	}
+}
