@@ -35,6 +35,7 @@ type Store interface {
 	GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error)
 	OperationExists(ctx context.Context, db store.DBTX, id string) (bool, error)
 	FindOperationByMR(ctx context.Context, db store.DBTX, projectID, iid int64) (store.Operation, error)
+	FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX, key string) (store.Operation, error)
 	ListMergedByProject(ctx context.Context, db store.DBTX, projectID int64, limit int) ([]store.Operation, error)
 	CreateOperation(ctx context.Context, p store.CreateParams) (store.Operation, bool, error)
 	ApplyTransition(ctx context.Context, p store.TransitionParams) (store.Operation, store.Event, error)

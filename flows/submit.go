@@ -224,6 +224,17 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 		// In-GitLab approval implies the MR exists before approval.
 		p.ApprovalFirst = false
 	}
+	if p.IdempotencyKey != "" {
+		// A repeat answers from the database alone (no admission, no
+		// GitLab): the change exists already.
+		op, err := e.st.FindOperationByIdempotencyKey(ctx, e.st.Pool(), p.IdempotencyKey)
+		switch {
+		case err == nil:
+			return e.repeated(p, op)
+		case !errors.Is(err, store.ErrNotFound):
+			return store.Operation{}, false, err
+		}
+	}
 	if err := e.admit(ctx, p.MaxActive); err != nil {
 		return store.Operation{}, false, err
 	}
@@ -250,10 +261,7 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 		return store.Operation{}, false, err
 	}
 	if !created {
-		if diff := p.differences(op); len(diff) > 0 {
-			return store.Operation{}, false, &IdempotencyConflictError{Key: p.IdempotencyKey, OperationID: op.ID, Fields: diff}
-		}
-		return op, false, nil
+		return e.repeated(p, op)
 	}
 	e.opLog(op).Info("change submitted", "subject_id", op.SubjectID, "target_key", op.TargetKey)
 	return op, true, nil
@@ -266,6 +274,16 @@ func submittedPayload(p SubmitParams) map[string]any {
 		payload["submitted_by"] = p.SubmittedBy
 	}
 	return payload
+}
+
+// repeated answers a submission whose idempotency key was used for op: op
+// itself when p asks for the same change, else an
+// *IdempotencyConflictError.
+func (e *Engine) repeated(p SubmitParams, op store.Operation) (store.Operation, bool, error) {
+	if diff := p.differences(op); len(diff) > 0 {
+		return store.Operation{}, false, &IdempotencyConflictError{Key: p.IdempotencyKey, OperationID: op.ID, Fields: diff}
+	}
+	return op, false, nil
 }
 
 // IdempotencyConflictError is returned by Submit when the idempotency key

@@ -76,6 +76,16 @@ func (s *Store) OperationExists(ctx context.Context, db DBTX, id string) (bool, 
 	return ok, nil
 }
 
+// FindOperationByIdempotencyKey returns the operation submitted with
+// idempotency key key; ErrNotFound when none was.
+func (s *Store) FindOperationByIdempotencyKey(ctx context.Context, db DBTX, key string) (Operation, error) {
+	op, err := scanOperation(db.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = $1`, key))
+	if err != nil {
+		return Operation{}, fmt.Errorf("finding the operation of an idempotency key: %w", err)
+	}
+	return op, nil
+}
+
 // FindOperationByMR returns the newest operation that opened merge request
 // iid in project projectID; ErrNotFound when none did.
 func (s *Store) FindOperationByMR(ctx context.Context, db DBTX, projectID, iid int64) (Operation, error) {
