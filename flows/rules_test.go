@@ -564,6 +564,28 @@ func TestAppliedRules(t *testing.T) {
 		return res
 	}
 	runRules(t, []rule{
+		{name: "deploy pipeline webhook flips MERGED once, counted once", want: flows.CalledBack,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMerged(t, flowtest.Change("svc"))
+				hooks := h.DeliverWebhooks(t) // the deploy pipeline on main
+				h.WorkUntilIdle(t)
+				h.RequireStep(t, op.ID, flows.CalledBack)
+				if got := deploy(t, h, op, "d1", op.MergeCommitSHA); got != flows.ResultIgnoredStale {
+					t.Fatalf("deploy callback after the flip: %s, want IGNORED_STALE", got)
+				}
+				h.Advance(flowtest.Poll.ShortInterval) // the deploy poll finds the change flipped
+				h.WorkUntilIdle(t)
+				if len(hooks) == 0 {
+					t.Fatal("no deploy webhook")
+				}
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantBinding(t, h, id, store.StatusValidated)
+				if got := validatedCount(t, h); len(got) != 1 || got["webhook"] != 1 {
+					t.Fatalf("changebot_validated_total %v, want webhook 1", got)
+				}
+			}},
 		{name: "deploy callback flips MERGED once; a repeat is DUPLICATE, a later one IGNORED_STALE", want: flows.CalledBack,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMerged(t, flowtest.Change("svc"))
@@ -797,4 +819,27 @@ func TestCancelRules(t *testing.T) {
 				wantCalls(t, h, http.MethodPost, pathBranches, "", false, 0)
 			}},
 	})
+}
+
+// validatedCount reads changebot_validated_total by source.
+func validatedCount(t *testing.T, h *flowtest.Harness) map[string]float64 {
+	t.Helper()
+	mfs, err := h.Metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "changebot_validated_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "source" && m.GetCounter().GetValue() > 0 {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
