@@ -90,7 +90,10 @@ const (
 // write Failure (DESIGN §2 "every exit path ends in a state").
 type StepJob struct {
 	// Kind is the River job kind (KindHandle, ...); "" when no job runs.
-	Kind    string
+	Kind string
+	// Failure is the step the job writes when it fails unexpectedly, panics
+	// or uses up its attempts (a pending step where the outcome is
+	// unknown, a failed step where it is known).
 	Failure StepCode
 }
 
@@ -99,9 +102,11 @@ type StepJob struct {
 // failures, the sweeper, /resume, /retry, /help and the README's state table
 // are derived from these rows.
 type Step struct {
+	// Code is the persisted step code (operation.step).
 	Code StepCode
 	// Name is the persisted, upper-case name, for example "CREATE_STARTED".
-	Name  string
+	Name string
+	// Phase is the prefix group of Code (PhaseCreate, ...).
 	Phase string
 	// Status is the binding status this step implies.
 	Status string
