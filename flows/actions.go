@@ -157,6 +157,10 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams)
 			return op, err
 		}
 		maps.Copy(o.Payload, done)
+		// What a create attempt racing this cancel opens after the look
+		// above is closed by a cleanup job due once no attempt can still
+		// be running.
+		o.Jobs = append(o.Jobs, e.cancelCleanupJob(op))
 	}
 	o.Update = func(x *store.Operation) { x.Detail = "cancelled by " + p.Actor }
 	return e.Transition(ctx, op, Closed, o)

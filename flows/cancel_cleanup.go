@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
 
 	"changebot/platform"
 	"changebot/store"
@@ -80,4 +83,53 @@ func (e *Engine) closeUnrecorded(ctx context.Context, op store.Operation) (map[s
 		return nil, fmt.Errorf("deleting branch %s of %s: %w", source, op.ID, err)
 	}
 	return done, nil
+}
+
+// cancelCleanupDelay is how long after a cancel in the create phase its
+// cleanup job runs: longer than any attempt of the create job may still
+// run (bot bounds a job to a minute), so whatever such an attempt opened
+// exists by then.
+const cancelCleanupDelay = 2 * time.Minute
+
+// cancelCleanupJob is the job that closes, after cancelCleanupDelay, what
+// the create job of op (being cancelled now) opened unrecorded.
+func (e *Engine) cancelCleanupJob(op store.Operation) river.InsertManyParams {
+	return river.InsertManyParams{Args: CloseMRArgs{OperationID: op.ID, Step: int(Closed), Version: op.Version + 1},
+		InsertOpts: &river.InsertOpts{ScheduledAt: e.now().Add(cancelCleanupDelay), UniqueOpts: *uniqueActive, MaxAttempts: MaxAttempts}}
+}
+
+type cancelCleanupWorker struct {
+	river.WorkerDefaults[CloseMRArgs]
+	e *Engine
+}
+
+// Work implements river.Worker: for a change still CLOSED without a
+// recorded merge request, close the open merge request of its source
+// branch and delete the branch, recording a cleanup event when it found
+// something. Idempotent: a second run finds nothing.
+func (w *cancelCleanupWorker) Work(ctx context.Context, job *river.Job[CloseMRArgs]) error {
+	e := w.e
+	op, err := e.st.GetOperation(ctx, e.st.Pool(), job.Args.OperationID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading cancelled change %s: %w", job.Args.OperationID, err)
+	}
+	if StepCode(op.Step) != Closed || op.MRIID > 0 {
+		return nil
+	}
+	done, err := e.closeUnrecorded(ctx, op)
+	if err != nil {
+		return err
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	if _, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventCleanup, Actor: ActorBot,
+		Source: "job:" + KindCloseMR, Payload: done}); err != nil {
+		return fmt.Errorf("recording the cleanup of cancelled change %s: %w", op.ID, err)
+	}
+	e.opLog(op).Info("closed what a cancelled change's create job opened", "cleanup", fmt.Sprint(done))
+	return nil
 }

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -86,5 +88,50 @@ func TestCancelAfterCreateFailedDeletesItsBranch(t *testing.T) {
 	h.RequireStep(t, op.ID, flows.Closed)
 	if h.GitLab.HasBranch(h.Project.ID, branch) {
 		t.Errorf("the cancelled change's branch %s is still there", branch)
+	}
+}
+
+// TestCancelCleanupAfterARace is issue 9 defect 6 when neither the cancel
+// nor the create job can see what was opened: the create job opens the
+// merge request while the cancel, having found none, deletes the branch,
+// and the job's answer is lost (it never learns the change was cancelled;
+// its retry finds the change CLOSED and does nothing). A cleanup job, due
+// once no create attempt can still be running, closes the merge request.
+func TestCancelCleanupAfterARace(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	p := flowtest.Change("svc")
+	p.ApprovalFirst = false
+	op := h.Submit(t, p)
+	// The create job pushes its branch; stop it before the merge request.
+	h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: "/api/v4/projects/*/merge_requests", Status: 500, Times: 1})
+	h.WorkUntilIdle(t)
+	source := "changebot/" + op.ID
+	var once sync.Once
+	h.GitLab.SetBeforeCall(func(method, path string) {
+		if method == http.MethodDelete && strings.Contains(path, "/repository/branches/") {
+			// The create job's merge request lands between the cancel's
+			// look for one and its branch deletion.
+			once.Do(func() {
+				_, err := h.ClientAs(t, flowtest.Robot).CreateMergeRequest(context.Background(), h.Project.ID,
+					platform.CreateMRParams{SourceBranch: source, TargetBranch: "main", Title: "t"})
+				if err != nil {
+					t.Errorf("opening the racing merge request: %v", err)
+				}
+			})
+		}
+	})
+	if _, err := h.Engine.Act(context.Background(), op.ID, flows.ActionCancel, flows.ActionParams{Actor: "olivia", Source: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	h.GitLab.SetBeforeCall(nil)
+	h.RunFor(t, 10*time.Minute)
+	h.RequireStep(t, op.ID, flows.Closed)
+	mr, ok := h.GitLab.MergeRequest(h.Project.ID, 1)
+	if !ok {
+		t.Fatal("the racing merge request !1 does not exist: the test did not reproduce the race")
+	}
+	if mr.State != "closed" {
+		t.Errorf("the cancelled change's merge request !1 is %s, want closed", mr.State)
 	}
 }

@@ -274,6 +274,9 @@ type TransitionOpts struct {
 	IgnoreVersion bool
 	// Delay schedules the follow-up job that far in the future.
 	Delay time.Duration
+	// Jobs are enqueued in the same transaction, beside the step's own
+	// follow-ups (for example the cleanup job of a cancel).
+	Jobs []river.InsertManyParams
 }
 
 // Transition is the one function that moves an operation (DESIGN §2): it
@@ -327,7 +330,7 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to StepCode
 	if !o.IgnoreVersion {
 		p.ExpectVersion = op.Version
 	}
-	p.Jobs = e.followUps(op, to, op.Version+1, o.Delay)
+	p.Jobs = append(e.followUps(op, to, op.Version+1, o.Delay), o.Jobs...)
 	next, _, err := e.st.ApplyTransition(ctx, p)
 	if err != nil {
 		e.m.transitions.WithLabelValues(flowName(op), from.String(), to.String(), "conflict").Inc()

@@ -61,7 +61,9 @@ type AwaitDeployArgs OperationArgs
 // Kind implements river.JobArgs.
 func (AwaitDeployArgs) Kind() string { return KindAwaitDeploy }
 
-// CloseMRArgs closes the merge request of a cancelled change.
+// CloseMRArgs closes what the create job of a change cancelled in the
+// create phase opened without recording it (its merge request, its
+// branch); Step is CLOSED.
 type CloseMRArgs OperationArgs
 
 // Kind implements river.JobArgs.

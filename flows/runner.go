@@ -308,6 +308,7 @@ func (e *Engine) registerWorkers(s workerSink) {
 	addWorker(s, &stepWorker[AwaitDeployArgs]{e: e, kind: KindAwaitDeploy,
 		args: func(a AwaitDeployArgs) OperationArgs { return OperationArgs(a) }, run: e.awaitDeploy})
 	addWorker(s, &noteWorker{e: e})
+	addWorker(s, &cancelCleanupWorker{e: e})
 }
 
 // MaxAttempts is the attempt budget of step jobs. With RetryPolicy
