@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -27,19 +28,28 @@ type StatusAge struct {
 }
 
 // CountByStatusWithAge returns one StatusAge per status of statuses, in
-// that order, zero counts included. One query; each status is a range of
-// the (status, updated_at) index, so finished changes (whose statuses a
-// caller leaves out) cost nothing however many there are.
+// that order, zero counts included. One query; each status is read as a
+// range of the (status, updated_at) index, so finished changes, whose
+// statuses a caller leaves out, cost nothing however many there are.
 func (s *Store) CountByStatusWithAge(ctx context.Context, db DBTX, statuses []string) ([]StatusAge, error) {
-	rows, err := db.Query(ctx, `SELECT s.status, count(o.id), min(o.updated_at)
-		FROM unnest($1::text[]) WITH ORDINALITY AS s(status, ord)
-		LEFT JOIN operations o ON o.status = s.status
-		GROUP BY s.status, s.ord ORDER BY s.ord`, statuses)
+	if len(statuses) == 0 {
+		return nil, nil
+	}
+	// One UNION ALL branch per status: the planner sees each status's own
+	// value and reads it as an index range (a join over unnest would be
+	// planned for an average status, often a scan of the whole table).
+	parts := make([]string, len(statuses))
+	args := make([]any, len(statuses))
+	for i, st := range statuses {
+		parts[i] = fmt.Sprintf(`(SELECT $%d::text, count(*), min(updated_at) FROM operations WHERE status = $%[1]d)`, i+1)
+		args[i] = st
+	}
+	rows, err := db.Query(ctx, strings.Join(parts, " UNION ALL "), args...)
 	if err != nil {
 		return nil, fmt.Errorf("counting operations by status: %w", err)
 	}
 	defer rows.Close()
-	out := make([]StatusAge, 0, len(statuses))
+	byStatus := make(map[string]StatusAge, len(statuses))
 	for rows.Next() {
 		var a StatusAge
 		var oldest *time.Time
@@ -49,10 +59,15 @@ func (s *Store) CountByStatusWithAge(ctx context.Context, db DBTX, statuses []st
 		if oldest != nil {
 			a.OldestUpdatedAt = oldest.UTC()
 		}
-		out = append(out, a)
+		byStatus[a.Status] = a
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("counting operations by status: %w", err)
+	}
+	out := make([]StatusAge, len(statuses))
+	for i, st := range statuses {
+		out[i] = byStatus[st]
+		out[i].Status = st
 	}
 	return out, nil
 }

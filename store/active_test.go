@@ -43,6 +43,9 @@ func TestCountByStatusWithAge(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
+	if n, err := s.CountActive(ctx, sc.Pool); err != nil || n != 3 {
+		t.Fatalf("CountActive = %d %v, want 3 (the VALIDATED change holds nothing)", n, err)
+	}
 	for _, st := range store.ActiveStatuses() {
 		if store.IsReappliable(st) {
 			t.Errorf("active status %s is reappliable", st)

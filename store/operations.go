@@ -123,24 +123,18 @@ func (s *Store) ListMergedByProject(ctx context.Context, db DBTX, projectID int6
 
 // CountActive counts operations that hold their binding: every status but
 // the reappliable ones (see Reappliable). Used for admission control. One
-// query.
+// query over the active statuses' index ranges (CountByStatusWithAge), so
+// its cost does not grow with the number of finished changes.
 func (s *Store) CountActive(ctx context.Context, db DBTX) (int, error) {
-	var n int
-	err := db.QueryRow(ctx, `SELECT count(*) FROM operations WHERE NOT (status = ANY($1))`, reappliableList()).Scan(&n)
+	counts, err := s.CountByStatusWithAge(ctx, db, ActiveStatuses())
 	if err != nil {
 		return 0, fmt.Errorf("counting active operations: %w", err)
 	}
-	return n, nil
-}
-
-func reappliableList() []string {
-	out := make([]string, 0, len(Reappliable))
-	for _, st := range AllStatuses {
-		if Reappliable[st] {
-			out = append(out, st)
-		}
+	n := 0
+	for _, c := range counts {
+		n += c.Count
 	}
-	return out
+	return n, nil
 }
 
 // CreateParams are the arguments of CreateOperation.
