@@ -130,6 +130,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		Store: a.store, GitLab: a.gitlab, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approval.New(a.cfg.ApprovalURL, nil),
 		ExternalURL: a.cfg.ExternalURL, Poll: poll,
+		JobTimeout:         jobTimeout(rescueAfter),
 		CommandsFunc:       routing.StatusCommands,
 		ApprovalPolicyFunc: approvalPolicyFunc(a.settingText),
 		PollFunc:           func(project string) flows.PollConfig { return pollFromSettings(a.settings, project) },
@@ -170,7 +171,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		PeriodicJobs: []*river.PeriodicJob{reconciler.PeriodicJob(), sweeper.PeriodicJob()},
 		// A step makes a few GitLab calls; it must end well before a job
 		// counts as stuck and is rescued on another replica.
-		JobTimeout: min(time.Minute, rescueAfter/2),
+		JobTimeout: jobTimeout(rescueAfter),
 	})
 	if err != nil {
 		return fmt.Errorf("configuring the job queue: %w", err)
@@ -248,9 +249,20 @@ const jobsRetryInterval = 5 * time.Second
 // migrations are applied. The returned function stops that goroutine and
 // waits for it (a no-op when the workers started at once); after it, the
 // workers are either started or will not be. Other failures are returned.
+// jobTimeout is how long one job may run: a step makes a few GitLab calls;
+// it must end well before a job counts as stuck and is rescued on another
+// replica.
+func jobTimeout(rescueAfter time.Duration) time.Duration { return min(time.Minute, rescueAfter/2) }
+
 func (a *App) startJobs(ctx context.Context) (stop func(), err error) {
 	err = a.jobs.Start(ctx)
 	if err == nil {
+		// The commit gate learns the merges recorded before this start.
+		if n, serr := a.engine.SeedMergeClaims(ctx); serr != nil {
+			a.log.Warn("seeding the commit gate with recorded merges failed", "err", serr)
+		} else {
+			a.log.Debug("commit gate seeded with recorded merges", "merges", n)
+		}
 		return func() {}, nil
 	}
 	if _, current, serr := store.MigrationStatus(a.pool, a.schema); serr != nil || current {

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"changebot/flows/commitgate"
 	"changebot/platform"
 	"changebot/platform/approval"
 	"changebot/settings"
@@ -37,6 +38,7 @@ type Store interface {
 	FindOperationByMR(ctx context.Context, db store.DBTX, projectID, iid int64) (store.Operation, error)
 	FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX, key string) (store.Operation, error)
 	ListMergedByProject(ctx context.Context, db store.DBTX, projectID int64, limit int) ([]store.Operation, error)
+	ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to any, limit int) ([]store.Operation, error)
 	CreateOperation(ctx context.Context, p store.CreateParams) (store.Operation, bool, error)
 	ApplyTransition(ctx context.Context, p store.TransitionParams) (store.Operation, store.Event, error)
 	AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error)
@@ -180,7 +182,15 @@ type EngineConfig struct {
 	// tests (inject a panic into one kind of step and check that the change
 	// ends in the kind's declared failure step); nil in production.
 	StepHookFunc func(kind string)
+	// JobTimeout is how long one job may run (River's JobTimeout); 0 means
+	// DefaultJobTimeout. A merge claim in the commit gate older than this,
+	// on a merge request GitLab still shows open, was left by a replica
+	// that died between its claim and its merge call, and is taken over.
+	JobTimeout time.Duration
 }
+
+// DefaultJobTimeout is EngineConfig.JobTimeout's default.
+const DefaultJobTimeout = time.Minute
 
 // Engine runs the change flow.
 type Engine struct {
@@ -192,6 +202,9 @@ type Engine struct {
 	now    func() time.Time
 	poll   PollConfig
 	prefix string
+	// gate guards the merge: one successful merge call per (operation,
+	// head sha) across replicas (DESIGN §6, issue 10 point 7).
+	gate *commitgate.Guard
 }
 
 // NewEngine validates cfg and returns an engine.
@@ -232,6 +245,10 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if e.prefix == "" {
 		e.prefix = "changebot/"
 	}
+	if e.cfg.JobTimeout <= 0 {
+		e.cfg.JobTimeout = DefaultJobTimeout
+	}
+	e.gate = commitgate.NewGuardWithStore(commitgate.NewPostgresStore(e.st.Pool()).WithClock(e.now), nil)
 	return e, nil
 }
 

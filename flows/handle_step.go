@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"changebot/flows/commitgate"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -343,12 +344,34 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 		return e.startRebase(ctx, op, mr)
 	}
 	squash := proj.SquashOption == "always" || proj.SquashOption == "default_on"
+	lease, err := e.claimMerge(ctx, op, mr.SHA)
+	if err != nil {
+		return err
+	}
 	res, err := e.gl.Merge(ctx, op.ProjectID, op.MRIID, platform.MergeParams{SHA: mr.SHA, Squash: squash})
 	switch {
 	case err == nil && res.State == platform.MRStateMerged:
 		return e.finishMerged(ctx, op, res, "job:"+KindHandle)
 	case err == nil:
-		return e.mergeLeftOpen(ctx, op, res)
+		return e.mergeLeftOpen(ctx, op, res, lease)
+	case platform.IsRefused(err), errors.Is(err, platform.ErrRateLimited):
+		// GitLab refused, or never processed the call: nothing merged.
+		e.releaseMerge(ctx, op, lease, fmt.Sprintf("GitLab answered %d", platform.StatusOf(err)))
+	default:
+		// 5xx, a timeout or a lost answer: the merge may have happened.
+		// GitLab's state decides; while it cannot be read the claim stays
+		// and is taken over once older than the job timeout.
+		if now, rerr := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false); rerr == nil {
+			switch now.State {
+			case platform.MRStateMerged:
+				return e.finishMerged(ctx, op, now, "job:"+KindHandle)
+			case platform.MRStateOpened:
+				e.releaseMerge(ctx, op, lease, "the merge call failed and the merge request is still open")
+			}
+		}
+		return err
+	}
+	switch {
 	case errors.Is(err, platform.ErrHeadMoved):
 		return e.shaMismatch(ctx, op)
 	case errors.Is(err, platform.ErrNotMergeable):
@@ -360,17 +383,118 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	}
 }
 
+// mergeRef names the merge of op at head sha in the commit gate.
+func mergeRef(op store.Operation, sha string) commitgate.Ref {
+	return commitgate.Ref{RunID: op.ID, Step: "merge:" + sha}
+}
+
+// claimMerge claims the merge of op at head sha in the commit gate before
+// the merge call, so that exactly one merge call per (operation, head sha)
+// is made across replicas (DESIGN §6, issue 10 point 7), and records the
+// claim as an EventClaim. A caller that loses the claim has just read the
+// MR open (merge reads it first): it follows the winner by waiting and
+// reading again (merged: finish as merged; still open: wait), never with a
+// failure. A claim older than the job timeout on an MR still open was left
+// by a replica that died between its claim and its call: it is taken over,
+// by a delete conditional on that holder's token.
+func (e *Engine) claimMerge(ctx context.Context, op store.Operation, sha string) (commitgate.Lease, error) {
+	c := commitgate.Commit{Ref: mergeRef(op, sha), Status: store.StatusMerged, Branch: op.TargetBranch, Seq: int64(op.Version)}
+	lease, err := e.gate.Acquire(ctx, c)
+	var stale *commitgate.Held
+	if errors.Is(err, commitgate.ErrAlreadyCommitted) {
+		held, ok, herr := e.gate.Holder(ctx, c.Ref)
+		switch {
+		case herr != nil:
+			return lease, herr
+		case !ok: // released meanwhile
+			lease, err = e.gate.Acquire(ctx, c)
+		case !e.now().Before(held.ClaimedAt.Add(e.cfg.JobTimeout)):
+			stale = &held
+			lease, err = e.gate.TakeOver(ctx, held, c)
+		}
+	}
+	if errors.Is(err, commitgate.ErrAlreadyCommitted) {
+		e.opLog(op).Info("merge claimed by another replica; reading the merge request again later", "head_sha", sha)
+		return lease, snoozeFor(e.pollFor(op).ShortInterval)
+	}
+	if err != nil {
+		return lease, fmt.Errorf("claiming the merge of !%d: %w", op.MRIID, err)
+	}
+	payload := map[string]any{"action": "merge_claimed", "gate_step": c.Ref.Step, "token": lease.Token, "head_sha": sha}
+	if stale != nil {
+		payload["took_over_token"] = stale.Token
+		payload["took_over_claimed_at"] = stale.ClaimedAt
+	}
+	if _, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventClaim, Actor: ActorBot,
+		Source: "job:" + KindHandle, Payload: payload}); err != nil {
+		e.releaseMerge(ctx, op, lease, "")
+		return lease, err
+	}
+	return lease, nil
+}
+
+// releaseMerge releases the merge claim lease when the merge call failed
+// before GitLab merged, so that a later attempt may claim again, and
+// records why (reason; "" records nothing). It runs on a fresh bounded
+// context: the job's may have expired. Failures are logged: the claim is
+// then taken over once older than the job timeout.
+func (e *Engine) releaseMerge(ctx context.Context, op store.Operation, lease commitgate.Lease, reason string) {
+	ctx, cancel := recordContext(ctx)
+	defer cancel()
+	released, err := e.gate.ReleaseLease(ctx, lease)
+	if err != nil {
+		e.opLog(op).Warn("releasing the merge claim failed", "err", err)
+		return
+	}
+	if !released || reason == "" {
+		return
+	}
+	if _, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventClaim, Actor: ActorBot, Source: "job:" + KindHandle,
+		Payload: map[string]any{"action": "merge_claim_released", "gate_step": lease.Ref.Step, "token": lease.Token, "reason": reason}}); err != nil {
+		e.opLog(op).Warn("recording the merge claim release failed", "err", err)
+	}
+}
+
+// SeedMergeClaims records in the commit gate the merges already recorded
+// on changes that are MERGED (waiting for their deploy), so that the gate
+// knows them after a restart or on a fresh claims table (DESIGN §6 "Seed").
+// It returns how many it looked at. The bot calls it at start.
+func (e *Engine) SeedMergeClaims(ctx context.Context) (int, error) {
+	ops, err := e.st.ListOperationsByStatus(ctx, e.st.Pool(), []string{store.StatusMerged},
+		time.Time{}, e.now().Add(24*time.Hour), maxSeededMerges)
+	if err != nil {
+		return 0, fmt.Errorf("seeding merge claims: %w", err)
+	}
+	n := 0
+	for _, op := range ops {
+		if op.MergeCommitSHA == "" || op.HeadSHA == "" {
+			continue
+		}
+		c := commitgate.Commit{Ref: mergeRef(op, op.HeadSHA), Status: store.StatusMerged, Branch: op.TargetBranch, Seq: int64(op.Version)}
+		if err := e.gate.Seed(ctx, c); err != nil {
+			return n, fmt.Errorf("seeding merge claims: %w", err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// maxSeededMerges bounds the merges SeedMergeClaims reads at start.
+const maxSeededMerges = 10_000
+
 // mergeLeftOpen handles a merge GitLab answered with 200 while the MR it
 // returned is not merged (a project rule reported only in merge_error): it
 // reads the MR once more, finishes as merged only if GitLab now shows it
-// merged, and otherwise fails with GitLab's reason. It never merges again.
-func (e *Engine) mergeLeftOpen(ctx context.Context, op store.Operation, res platform.MergeRequest) error {
+// merged, and otherwise releases the merge claim and fails with GitLab's
+// reason. It never merges again.
+func (e *Engine) mergeLeftOpen(ctx context.Context, op store.Operation, res platform.MergeRequest, lease commitgate.Lease) error {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err == nil && mr.State == platform.MRStateMerged {
 		return e.finishMerged(ctx, op, mr, "job:"+KindHandle)
 	}
 	if err == nil {
 		res = mr
+		e.releaseMerge(ctx, op, lease, "GitLab left the merge request "+orUnknown(mr.State))
 	}
 	return failTo(HandleNotMergeable, "GitLab accepted the merge of !%d but it stayed %s: %s", op.MRIID, orUnknown(res.State), orUnknown(res.MergeError))
 }

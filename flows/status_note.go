@@ -29,8 +29,8 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 	}
 	for _, ev := range events {
 		v.Seq = ev.Seq
-		if ev.Type == store.EventAttempt {
-			continue // retried calls are history, not steps
+		if ev.Type == store.EventAttempt || ev.Type == store.EventClaim {
+			continue // retried calls and gate claims are history, not steps
 		}
 		v.Timeline = append(v.Timeline, templates.TimelineEntry{At: ev.OccurredAt,
 			StepName: StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: ev.Actor, Source: ev.Source})

@@ -31,6 +31,10 @@ const (
 	// EventCleanup records what the bot closed or deleted in GitLab for a
 	// change that was cancelled while its create job was opening it.
 	EventCleanup = "cleanup"
+	// EventClaim records a claim of the commit gate before a guarded call
+	// (the merge), its release when the call failed before GitLab merged,
+	// or its take-over from a replica that died holding it.
+	EventClaim = "claim"
 )
 
 // EventParams are the caller-provided fields of an event; the store fills in
