@@ -414,17 +414,15 @@ func (e *Engine) refreshNoteJob(op store.Operation, version int64) river.InsertM
 		ScheduledAt: e.now().Add(e.pollFor(op).NoteDelay), UniqueOpts: *uniqueActive}}
 }
 
-// Get returns an operation and its events.
+// Get returns an operation and its events (upcast), read in one snapshot
+// so they agree while the change moves; store.ErrNotFound (wrapped) when
+// there is no such operation.
 func (e *Engine) Get(ctx context.Context, id string) (store.Operation, []store.Event, error) {
-	op, err := e.st.GetOperation(ctx, e.st.Pool(), id)
+	h, err := e.st.ReadHistory(ctx, id)
 	if err != nil {
 		return store.Operation{}, nil, err
 	}
-	events, err := e.st.ListEvents(ctx, e.st.Pool(), id)
-	if err != nil {
-		return store.Operation{}, nil, err
-	}
-	return op, events, nil
+	return h.Operation, h.Events(), nil
 }
 
 // isConflict reports whether err means "someone else moved this operation

@@ -107,7 +107,7 @@ func TestIdempotencyKeyReturnsExisting(t *testing.T) {
 
 func TestConcurrentTransitionsOneWinner(t *testing.T) {
 	t.Parallel()
-	s, sc := setup(t)
+	s, _ := setup(t)
 	ctx := context.Background()
 	op := create(t, s, newOp("op_c", "svc"))
 	var wins atomic.Int32
@@ -130,7 +130,8 @@ func TestConcurrentTransitionsOneWinner(t *testing.T) {
 	if wins.Load() != 1 {
 		t.Fatalf("winners = %d, want 1", wins.Load())
 	}
-	events, err := s.ListEvents(ctx, sc.Pool, op.ID)
+	h, err := s.ReadHistory(ctx, op.ID)
+	events := h.Stored
 	if err != nil || len(events) != 2 {
 		t.Fatalf("events = %d (%v), want 2", len(events), err)
 	}
@@ -162,8 +163,8 @@ func TestStrangeTextNeverBlocksAWrite(t *testing.T) {
 	if err != nil || got.Detail != "GitLab said \uFFFD and \uFFFD" {
 		t.Fatalf("detail %q (%v)", got.Detail, err)
 	}
-	events, _ := s.ListEvents(ctx, sc.Pool, op.ID)
-	if _, err := store.VerifyChain(events); err != nil {
+	h, _ := s.ReadHistory(ctx, op.ID)
+	if _, err := store.VerifyChain(h.Stored); err != nil {
 		t.Fatalf("chain: %v", err)
 	}
 }
