@@ -58,6 +58,7 @@ func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 		{"NUL escape in title", strings.Replace(validChange("nult"), `"title":"t"`, `"title":"t\u0000"`, 1), []string{`"field":"title"`}},
 		{"invalid UTF-8 in title", strings.Replace(validChange("utf"), `"title":"t"`, "\"title\":\"t\xff\xfe\"", 1), []string{`"field":"title"`, "UTF-8"}},
 		{"invalid UTF-8 in file content", strings.Replace(validChange("utfc"), `a: 1\n`, "a: \xc3\x28", 1), []string{`"field":"files[0].content"`, "UTF-8"}},
+		{"invalid UTF-8 in project", strings.Replace(validChange("utfp"), `"project":"`, "\"project\":\"\xff", 1), []string{"project", "UTF-8"}},
 		{"lone surrogate escape in description", strings.Replace(validChange("sur"), `"title":"t"`, `"title":"t","description":"\ud800"`, 1), []string{`"field":"description"`, "UTF-8"}},
 		{"subject_id too long", validChange(long), []string{`"field":"subject_id"`, "255"}},
 		{"target_key too long", strings.Replace(validChange("tk"), `"prod"`, `"`+long+`"`, 1), []string{`"field":"target_key"`, "255"}},

@@ -400,6 +400,9 @@ type projectRef string
 func (p *projectRef) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
+		if !validJSONString(b) {
+			return errors.New("project is not valid UTF-8")
+		}
 		*p = projectRef(s)
 		return nil
 	}
