@@ -8,6 +8,8 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/platform"
+	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
@@ -46,7 +48,25 @@ func TestRateLimitWindowDuringPipelineWait(t *testing.T) {
 					t.Fatalf("webhook %d was not stored", i)
 				}
 			}
-			worked := h.RunFor(t, end.Sub(start)-time.Second)
+			worked := h.WorkUntilIdle(t) // the first robot request meets the 429
+
+			// Another replica (its own adapter on the same database)
+			// respects the account's wait: its call is not sent.
+			other, err := gitlab.New(gitlab.Config{BaseURL: h.GitLab.URL(), Token: "robot-token", RetryMax: -1,
+				NowFunc: h.Clock.Now, AccountWaits: h.Store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := len(h.GitLab.Calls())
+			h.Advance(30 * time.Second)
+			_, err = other.MergeRequest(context.Background(), op.ProjectID, op.MRIID, false)
+			if d, ok := platform.RateLimitWait(err); !ok || d != 30*time.Second {
+				t.Fatalf("the other replica's call: %v; want rate limited for the 30 s left", err)
+			}
+			if n := len(h.GitLab.Calls()); n != sent {
+				t.Fatalf("the other replica sent %d requests during the window", n-sent)
+			}
+			worked = append(worked, h.RunFor(t, end.Sub(h.Now())-time.Second)...)
 			for _, w := range worked {
 				if w.Event != "job_snoozed" && w.Event != "job_completed" {
 					t.Errorf("during the window: %s", w)
