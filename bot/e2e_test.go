@@ -113,11 +113,21 @@ func TestEndToEndReachesValidated(t *testing.T) {
 	wantPath := []string{"APPROVAL_SENDING", "APPROVAL_SENT", "CREATE_STARTED", "CREATE_MR_OPENED",
 		"CREATE_SUCCEEDED", "HANDLE_STARTED", "HANDLE_APPROVED", "HANDLE_MERGED", "CALLED_BACK"}
 	var got []string
+	claims := 0
 	for _, ev := range events {
-		got = append(got, flowsStepName(ev.ToStep))
+		switch ev.Type {
+		case store.EventSubmitted, store.EventTransition:
+			got = append(got, flowsStepName(ev.ToStep))
+		case store.EventClaim:
+			claims++
+		}
 	}
 	if strings.Join(got, ",") != strings.Join(wantPath, ",") {
-		t.Fatalf("event path\n got %v\nwant %v", got, wantPath)
+		t.Fatalf("state path\n got %v\nwant %v", got, wantPath)
+	}
+	// The merge is guarded by the commit gate, and its claim is history.
+	if claims != 1 {
+		t.Fatalf("%d commit gate claims in the history, want 1 (the merge's)", claims)
 	}
 
 	// GitLab saw the change as GitLab would: merged with both reviewer
