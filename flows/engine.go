@@ -53,6 +53,7 @@ type Store interface {
 	RecordDeployConfirmation(ctx context.Context, db store.DBTX, c store.DeployConfirmation) error
 	GetStatusNote(ctx context.Context, db store.DBTX, projectID, iid int64) (store.StatusNote, error)
 	ClaimStatusNote(ctx context.Context, projectID, iid int64, lease time.Duration) (store.NoteClaim, bool, error)
+	RenewStatusNote(ctx context.Context, c store.NoteClaim, lease time.Duration) (bool, error)
 	RecordStatusNote(ctx context.Context, c store.NoteClaim, n store.StatusNote) (bool, error)
 	ReleaseStatusNote(ctx context.Context, db store.DBTX, c store.NoteClaim) error
 	ReadHistory(ctx context.Context, id string) (store.History, error)

@@ -20,3 +20,7 @@ func (e *Engine) RunStepFunc(ctx context.Context, kind, id string, step StepCode
 	run func(context.Context, store.Operation) error) error {
 	return e.runStep(ctx, kind, OperationArgs{OperationID: id, Step: int(step)}, attempt, maxAttempts, run)
 }
+
+// NoteClaimLease is how long a refresh's claim on an MR's status note lasts
+// without being renewed (what a replica that died leaves behind).
+const NoteClaimLease = noteClaimLease

@@ -85,9 +85,18 @@ func (e *Engine) RefreshNote(ctx context.Context, opID string) error {
 // the MR's status note (its job snoozes and tries again).
 var ErrNoteBusy = errors.New("status note is being refreshed")
 
-// noteClaimLease bounds how long a refresh may hold an MR's note: longer
-// than a job may run, so only a replica that died leaves a claim to expire.
-const noteClaimLease = 2 * time.Minute
+// noteClaimLease bounds how long a refresh holds an MR's note without
+// renewing it. The refresh renews it every noteClaimRenew while it writes
+// to GitLab, so only a replica that died (or lost the database) leaves a
+// claim to expire; short, so that the next refresh shows the change's state
+// within 10 s of a transition even then (issue 10 point 6): a transition's
+// refresh is due after note.delay and, while the dead claim lasts, snoozes
+// for note.delay at a time.
+const noteClaimLease = 5 * time.Second
+
+// noteClaimRenew is how often a refresh in flight renews its claim: a third
+// of the lease, so one slow or failed renewal does not lose it.
+const noteClaimRenew = noteClaimLease / 3
 
 // refreshNote renders; force re-renders even when the recorded note already
 // shows the newest event (/status), which also recreates a deleted note.
@@ -135,7 +144,9 @@ func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (
 	if !ok {
 		return false, ErrNoteBusy
 	}
-	noteID, err := e.renderNote(ctx, op, view, force, upToDate)
+	wctx, stop := e.keepNoteClaim(ctx, op, claim)
+	noteID, err := e.renderNote(wctx, op, view, force, upToDate)
+	stop()
 	if err != nil || noteID == 0 {
 		// Nothing to record: release on a fresh context, the claim must
 		// not outlive a cancelled job.
@@ -154,6 +165,38 @@ func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (
 		return false, fmt.Errorf("recording status note of %s: %w", opID, err)
 	}
 	return false, nil
+}
+
+// keepNoteClaim renews claim every noteClaimRenew until stop is called.
+// When the claim is lost (another refresh took it over after a renewal
+// failed for a whole lease) it cancels the returned context, so that this
+// refresh stops writing to GitLab. stop waits for the renewal loop to end.
+func (e *Engine) keepNoteClaim(ctx context.Context, op store.Operation, claim store.NoteClaim) (context.Context, func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(noteClaimRenew)
+		defer tick.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+			ok, err := e.st.RenewStatusNote(wctx, claim, noteClaimLease)
+			if err != nil {
+				e.opLog(op).Warn("renewing status note claim", "err", err)
+				continue
+			}
+			if !ok {
+				e.opLog(op).Warn("status note claim lost to another refresh; stopping this one")
+				cancel()
+				return
+			}
+		}
+	}()
+	return wctx, func() { cancel(); <-done }
 }
 
 // renderNote re-reads the note's record under the claim (another refresh

@@ -85,6 +85,19 @@ func (s *Store) ClaimStatusNote(ctx context.Context, projectID, iid int64, lease
 	return c, tag.RowsAffected() == 1, nil
 }
 
+// RenewStatusNote extends claim c until lease from now (store clock) while
+// its refresh still writes to GitLab. ok is false when c expired and another
+// refresh took the note over (or it was released): the caller must stop
+// writing. One statement.
+func (s *Store) RenewStatusNote(ctx context.Context, c NoteClaim, lease time.Duration) (ok bool, err error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE status_note_claims SET claimed_until = $4
+		WHERE project_id = $1 AND mr_iid = $2 AND token = $3`, c.ProjectID, c.MRIID, c.Token, s.Now().Add(lease))
+	if err != nil {
+		return false, fmt.Errorf("renewing status note claim of !%d: %w", c.MRIID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // RecordStatusNote records n (as SaveStatusNote: a newer render is never
 // replaced) and releases claim c, in one transaction. It reports whether n
 // was written.

@@ -71,3 +71,37 @@ func TestStatusNoteClaims(t *testing.T) {
 		t.Fatalf("recorded note %+v %v", n, err)
 	}
 }
+
+// TestStatusNoteClaimRenewal: a live holder extends its lease (the note
+// stays claimed past the first lease); a holder whose claim was taken over
+// learns it cannot renew (issue 10 point 6: short leases, renewed while the
+// refresh writes).
+func TestStatusNoteClaimRenewal(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	s, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name, NowFunc: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, ok, err := s.ClaimStatusNote(ctx, 7, 1, 5*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	now = now.Add(4 * time.Second)
+	if ok, err := s.RenewStatusNote(ctx, c, 5*time.Second); err != nil || !ok {
+		t.Fatalf("renewing a live claim: %v %v", ok, err)
+	}
+	now = now.Add(4 * time.Second) // past the first lease, within the renewed one
+	if _, ok, err := s.ClaimStatusNote(ctx, 7, 1, 5*time.Second); err != nil || ok {
+		t.Fatalf("a renewed claim was taken over: %v %v", ok, err)
+	}
+	now = now.Add(2 * time.Second) // the holder stopped renewing: it died
+	if _, ok, err := s.ClaimStatusNote(ctx, 7, 1, 5*time.Second); err != nil || !ok {
+		t.Fatalf("an expired claim was not taken over: %v %v", ok, err)
+	}
+	if ok, err := s.RenewStatusNote(ctx, c, 5*time.Second); err != nil || ok {
+		t.Fatalf("the stale holder renewed a claim taken over: %v %v", ok, err)
+	}
+}
