@@ -31,6 +31,7 @@ const (
 	HandleNotMergeable    StepCode = 10108
 	HandleAwaitPipeline   StepCode = 10109
 	Closed                StepCode = 10201
+	ClosedByPerson        StepCode = 10202
 	CalledBack            StepCode = 10301
 	ApprovalSending       StepCode = 10401
 	ApprovalSent          StepCode = 10402
@@ -222,6 +223,12 @@ var catalogue = []Step{
 		Hint: "Keep waiting: the pipeline of the new head is running."},
 	{Code: Closed, Name: "CLOSED", Phase: PhaseClose, Status: store.StatusClosed, Terminal: true,
 		Hint: hintReapply},
+	// MR_CLOSED: a person closed the merge request in GitLab mid-flow (issue
+	// 10 point 1, after Shopify/shipit-engine#673 and Mergifyio/mergify#3970:
+	// a closed MR must end the flow, not loop it). Like CLOSED it frees the
+	// binding; a reopen in GitLab does not resume it.
+	{Code: ClosedByPerson, Name: "MR_CLOSED", Phase: PhaseClose, Status: store.StatusClosed, Terminal: true,
+		Hint: "A person closed the merge request in GitLab, so changebot stopped: no approve, merge or rebase follows. Reopening it does not resume the change; submit it again to go on."},
 	{Code: CalledBack, Name: "CALLED_BACK", Phase: PhaseCallback, Status: store.StatusValidated, Terminal: true,
 		Hint: hintDone},
 	{Code: ApprovalSending, Name: "APPROVAL_SENDING", Phase: PhaseApproval, Status: store.StatusApprovalSending,

@@ -58,6 +58,20 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 	if err != nil {
 		return "", err
 	}
+	switch mr.State {
+	case platform.MRStateMerged:
+		if err := e.finishMerged(ctx, op, mr, source); err != nil && !isConflict(err) {
+			return "", err
+		}
+		return OutcomeApplied, nil
+	case platform.MRStateClosed:
+		// A person closed it: the pipeline no longer matters (issue 10
+		// point 1).
+		if err := e.closedByPerson(ctx, op, mr.ClosedBy.Username, source); err != nil {
+			return "", err
+		}
+		return OutcomeApplied, nil
+	}
 	hp := headPipeline(mr)
 	if hp == nil || hp.ID != p.ID {
 		return OutcomeNoChange, nil
@@ -127,11 +141,12 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 }
 
 // applyMergeRequestHook handles MR events: a merge done outside the bot (or
-// whose answer we lost) finishes the change as merged.
+// whose answer we lost) finishes the change as merged, naming who merged it
+// (the hook's user); a close by a person ends it in MR_CLOSED.
 func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
 	switch h.Action {
-	case "merge", "approved", "approval", "unapproved", "unapproval":
+	case "merge", "close", "approved", "approval", "unapproved", "unapproval":
 	default:
 		return OutcomeNoChange, nil
 	}
@@ -142,13 +157,22 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 	if err != nil {
 		return "", err
 	}
+	if h.Action == "close" {
+		if !CanMove(StepCode(op.Step), ClosedByPerson) {
+			return OutcomeNoChange, nil
+		}
+		if err := e.closedByPerson(ctx, op, ev.User.Username, source); err != nil {
+			return "", err
+		}
+		return OutcomeApplied, nil
+	}
 	if h.Action != "merge" {
 		return e.applyApprovalHook(ctx, op, ev, source)
 	}
 	if !CanMove(StepCode(op.Step), HandleMerged) {
 		return OutcomeNoChange, nil
 	}
-	mr := platform.MergeRequest{IID: h.IID, SHA: h.SHA, MergeCommitSHA: h.MergeCommitSHA, State: platform.MRStateMerged}
+	mr := platform.MergeRequest{IID: h.IID, SHA: h.SHA, MergeCommitSHA: h.MergeCommitSHA, State: platform.MRStateMerged, MergedBy: ev.User}
 	if err := e.finishMerged(ctx, op, mr, source); err != nil && !isConflict(err) {
 		return "", err
 	}

@@ -45,7 +45,7 @@ func (e *Engine) readOpenMR(ctx context.Context, op store.Operation, includeReba
 	case mr.State == platform.MRStateMerged:
 		return mr, true, e.finishMerged(ctx, op, mr, "job:"+KindHandle)
 	case mr.State == platform.MRStateClosed:
-		return mr, true, failTo(HandleFailed, "merge request !%d was closed in GitLab; reopen it and /retry, or /cancel", op.MRIID)
+		return mr, true, e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+KindHandle)
 	case mr.State == platform.MRStateLocked:
 		return mr, true, snoozeFor(e.pollFor(op).ShortInterval) // GitLab is merging it right now
 	case mr.SHA != "" && op.HeadSHA != "" && mr.SHA != op.HeadSHA && !mr.RebaseInProgress:
@@ -635,7 +635,7 @@ func (e *Engine) pollRebase(ctx context.Context, op store.Operation) error {
 	case mr.State == platform.MRStateMerged:
 		return e.finishMerged(ctx, op, mr, "job:"+KindHandle)
 	case mr.State == platform.MRStateClosed:
-		return failTo(HandleFailed, "merge request !%d was closed in GitLab; reopen it and /retry, or /cancel", op.MRIID)
+		return e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+KindHandle)
 	case mr.RebaseInProgress:
 		p := e.pollFor(op)
 		if d, ok := stepped(p, e.now(), op.StepStartedAt, p.RebaseDeadline); ok {
@@ -667,8 +667,49 @@ func (e *Engine) finishMerged(ctx context.Context, op store.Operation, mr platfo
 	if !CanMove(StepCode(op.Step), HandleMerged) {
 		return fmt.Errorf("merge request !%d is merged but %s cannot move to MERGED: %w", op.MRIID, StepCode(op.Step), ErrIllegalTransition)
 	}
-	_, err := e.Transition(ctx, op, HandleMerged, TransitionOpts{Source: source,
-		Payload: map[string]any{"merge_commit_sha": commit},
-		Update:  func(o *store.Operation) { o.MergeCommitSHA, o.Detail = commit, "" }})
+	// Who merged it is in the event's payload; a person who merged it is
+	// also the move's actor (the status comment's timeline) and named in
+	// the detail (issue 10 point 2).
+	payload := map[string]any{"merge_commit_sha": commit}
+	detail, actor := "", ""
+	if who := mr.MergedBy.Username; who != "" {
+		payload["merged_by"] = who
+		if !e.byRobot(ctx, who) {
+			detail, actor = fmt.Sprintf("%s merged !%d in GitLab", who, op.MRIID), who
+		}
+	}
+	_, err := e.Transition(ctx, op, HandleMerged, TransitionOpts{Source: source, Actor: actor,
+		Payload: payload,
+		Update:  func(o *store.Operation) { o.MergeCommitSHA, o.Detail = commit, detail }})
 	return err
+}
+
+// closedByPerson ends a change whose merge request a person closed in
+// GitLab (issue 10 point 1): MR_CLOSED, naming who closed it (who is "" when
+// GitLab did not say; the robot's own close, a /cancel, is left to Cancel).
+// A change that can no longer move there (finished, or already closed)
+// stays as it is, so replayed hooks and later polls change nothing.
+func (e *Engine) closedByPerson(ctx context.Context, op store.Operation, who, source string) error {
+	if !CanMove(StepCode(op.Step), ClosedByPerson) || (who != "" && e.byRobot(ctx, who)) {
+		return nil
+	}
+	detail := fmt.Sprintf("merge request !%d was closed in GitLab", op.MRIID)
+	if who != "" {
+		detail = fmt.Sprintf("%s closed merge request !%d in GitLab", who, op.MRIID)
+	}
+	_, err := e.Transition(ctx, op, ClosedByPerson, TransitionOpts{Source: source, Actor: who,
+		Payload: map[string]any{"closed_by": who, "mr_iid": op.MRIID},
+		Update:  func(o *store.Operation) { o.Detail = detail }})
+	if isConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// byRobot reports whether username is one of changebot's own accounts
+// (the robot or a reviewer robot); an unreadable account list counts as a
+// person.
+func (e *Engine) byRobot(ctx context.Context, username string) bool {
+	r, err := e.isRobot(ctx, platform.User{Username: username})
+	return err == nil && r
 }

@@ -47,11 +47,14 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 	if err != nil {
 		return err
 	}
+	switch mr.State {
+	case platform.MRStateMerged:
+		return e.finishMerged(ctx, op, mr, "job:"+KindAwaitPipeline)
+	case platform.MRStateClosed:
+		return e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+KindAwaitPipeline)
+	}
 	if p := headPipeline(mr); p != nil && p.Finished() {
 		return e.pipelineFinished(ctx, op, mr.SHA, *p, "job:"+KindAwaitPipeline)
-	}
-	if mr.State == platform.MRStateMerged {
-		return e.finishMerged(ctx, op, mr, "job:"+KindAwaitPipeline)
 	}
 	p := e.pollFor(op)
 	if d, ok := stepped(p, e.now(), op.StepStartedAt, p.PipelineDeadline); ok {

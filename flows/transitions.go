@@ -27,8 +27,8 @@ func (e *IllegalTransitionError) Is(target error) bool { return target == ErrIll
 // moves returns every legal move out of the step s, derived from its row
 // of the step table (DESIGN §2 "one transition table"): the moves its own
 // work makes (Next), its job's declared failure in either flow order, /retry
-// and /resume, and for a step that may be cancelled, CLOSED and
-// HANDLE_MERGED. A merge a person made in GitLab wins in every such step,
+// and /resume, and for a step that may be cancelled, CLOSED, MR_CLOSED and
+// HANDLE_MERGED. A merge or close a person made in GitLab wins in every such step,
 // in the create phase too (issue 9 defect 8): remote state wins (DESIGN §5),
 // and /cancel, which finds the merge, must be able to record it.
 func moves(s Step) []StepCode {
@@ -38,7 +38,7 @@ func moves(s Step) []StepCode {
 		out = append(out, s.Resume)
 	}
 	if s.Cancellable() {
-		out = append(out, Closed, HandleMerged)
+		out = append(out, Closed, ClosedByPerson, HandleMerged)
 	}
 	return slices.DeleteFunc(out, func(c StepCode) bool { return c == 0 })
 }

@@ -306,6 +306,11 @@ type MergeRequest struct {
 	RebaseInProgress bool
 	WebURL           string
 	Author           User
+	// MergedBy is who merged it (merge_user); zero until
+	// merged.
+	MergedBy User
+	// ClosedBy is who closed it (closed_by); zero unless closed.
+	ClosedBy User
 	// HeadPipeline is the MR's head pipeline, nil when there is none. For
 	// merged-results pipelines its SHA differs from the MR's SHA.
 	HeadPipeline *Pipeline

@@ -82,6 +82,8 @@ func toBasicMergeRequest(m *gl.BasicMergeRequest) platform.MergeRequest {
 		HasConflicts:        m.HasConflicts,
 		WebURL:              m.WebURL,
 		Author:              toUser(m.Author),
+		MergedBy:            toUser(m.MergeUser),
+		ClosedBy:            toUser(m.ClosedBy),
 	}
 }
 

@@ -1,0 +1,202 @@
+package flows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/flows/flowtest"
+	"changebot/platform"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+)
+
+// robotWrites counts the writes any robot account made to the merge request
+// or the repository after call index from: approve, merge, rebase, commit,
+// and any PUT on the MR (a reopen is one).
+func robotWrites(h *flowtest.Harness, from int) []string {
+	var out []string
+	for _, c := range h.GitLab.Calls()[from:] {
+		if c.User == flowtest.Requester || c.User == "" {
+			continue
+		}
+		switch {
+		case c.Method == http.MethodPost && matches(pathApprove, c.Path),
+			c.Method == http.MethodPut && matches(pathMerge, c.Path),
+			c.Method == http.MethodPut && matches(pathMR+"/rebase", c.Path),
+			c.Method == http.MethodPost && matches(pathCommits, c.Path),
+			c.Method == http.MethodPut && matches(pathMR, c.Path):
+			out = append(out, c.User+" "+c.Method+" "+c.Path)
+		}
+	}
+	return out
+}
+
+// statusNote returns the newest note the robot wrote on op's MR.
+func statusNote(t *testing.T, h *flowtest.Harness, id string) string {
+	t.Helper()
+	notes := h.MR(t, id).Notes
+	for i := len(notes) - 1; i >= 0; i-- {
+		if notes[i].Author == flowtest.Robot && !notes[i].System {
+			return notes[i].Body
+		}
+	}
+	t.Fatalf("no status comment on the MR of %s", id)
+	return ""
+}
+
+// redelivered returns hooks with new delivery ids (GitLab resending the
+// same events as new deliveries).
+func redelivered(hooks []gitlabfake.SentWebhook) []gitlabfake.SentWebhook {
+	out := make([]gitlabfake.SentWebhook, len(hooks))
+	for i, w := range hooks {
+		w.IdempotencyKey += "-again"
+		out[i] = w
+	}
+	return out
+}
+
+// TestPersonClosesMR is issue 10 point 1: the change waits for its MR
+// pipeline, a person closes the MR; the change ends in MR_CLOSED naming
+// who, on the hook or (hook lost) on the pipeline wait's next poll; the
+// pipeline's success hooks replayed and redelivered, and two reconciler
+// passes, move nothing; no robot writes to the MR afterwards; the status
+// comment says who closed it.
+func TestPersonClosesMR(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		loseHook bool
+	}{
+		{name: "close hook delivered"},
+		{name: "close hook lost: the poll finds it", loseHook: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := flowtest.New(t, nil)
+			op := h.ToMROpened(t, flowtest.Change("svc"))
+			pipelineHooks := h.TakeWebhooks(t) // held back: they arrive after the close
+			from := len(h.GitLab.Calls())
+			if _, err := h.ClientAs(t, flowtest.Requester).CloseMergeRequest(context.Background(), h.Project.ID, op.MRIID); err != nil {
+				t.Fatal(err)
+			}
+			closeHooks := h.TakeWebhooks(t)
+			if tc.loseHook {
+				h.Advance(flowtest.Poll.ShortInterval)
+			} else {
+				if !strings.Contains(flowtest.Describe(closeHooks), "close") {
+					t.Fatalf("no close hook: %s", flowtest.Describe(closeHooks))
+				}
+				h.Deliver(t, closeHooks...)
+			}
+			h.WorkUntilIdle(t)
+			h.RequireStep(t, op.ID, flows.ClosedByPerson)
+			wantDetail(t, h, op.ID, flowtest.Requester+" closed merge request")
+
+			h.Deliver(t, pipelineHooks...)
+			h.Deliver(t, pipelineHooks...)
+			h.Deliver(t, redelivered(pipelineHooks)...)
+			h.WorkUntilIdle(t)
+			for range 2 {
+				h.Advance(flowtest.Poll.LongInterval)
+				if _, err := flows.NewReconciler(h.Engine, h.Store, flows.ReconcileConfig{}).Run(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				h.WorkUntilIdle(t)
+			}
+			h.RequireStep(t, op.ID, flows.ClosedByPerson)
+			if w := robotWrites(h, from); len(w) > 0 {
+				t.Fatalf("robot writes after the close: %v", w)
+			}
+			if mr := h.MR(t, op.ID); mr.State != platform.MRStateClosed {
+				t.Fatalf("MR state %s, want closed", mr.State)
+			}
+			if note := statusNote(t, h, op.ID); !strings.Contains(note, flowtest.Requester+" closed merge request") {
+				t.Fatalf("status comment does not say who closed the MR:\n%s", note)
+			}
+			wantBinding(t, h, op.ID, store.StatusClosed) // a closed binding: a new change may start
+			h.Submit(t, flowtest.Change("svc"))
+		})
+	}
+}
+
+// TestPersonMergesMR is issue 10 point 2: a person merges the MR while the
+// change waits for its pipeline; the change goes on to the deploy wait with
+// GitLab's merge commit and says who merged it (event and status comment),
+// with no approve, merge or rebase afterwards, also when the source branch
+// was deleted.
+func TestPersonMergesMR(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		loseHook     bool
+		deleteBranch bool
+	}{
+		{name: "merge hook delivered"},
+		{name: "merge hook lost: the poll finds it", loseHook: true},
+		{name: "source branch deleted", deleteBranch: true},
+		{name: "source branch deleted, hook lost", deleteBranch: true, loseHook: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := flowtest.New(t, nil)
+			op := h.ToMROpened(t, flowtest.Change("svc"))
+			pipelineHooks := h.TakeWebhooks(t)
+			from := len(h.GitLab.Calls())
+			person := h.ClientAs(t, flowtest.Requester)
+			merged, err := person.Merge(context.Background(), h.Project.ID, op.MRIID, platform.MergeParams{SHA: h.MR(t, op.ID).SHA})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.deleteBranch {
+				// The MR may have removed it already (remove_source_branch).
+				if err := person.DeleteBranch(context.Background(), h.Project.ID, merged.SourceBranch); err != nil && !errors.Is(err, platform.ErrNotFound) {
+					t.Fatal(err)
+				}
+				if _, err := person.Branch(context.Background(), h.Project.ID, merged.SourceBranch); !errors.Is(err, platform.ErrNotFound) {
+					t.Fatalf("reading the deleted source branch: %v, want 404", err)
+				}
+			}
+			mergeHooks := h.TakeWebhooks(t)
+			if tc.loseHook {
+				h.Advance(flowtest.Poll.ShortInterval)
+			} else {
+				h.Deliver(t, mergeHooks...)
+			}
+			h.WorkUntilIdle(t)
+			h.Deliver(t, pipelineHooks...)
+			h.WorkUntilIdle(t)
+			h.RunFor(t, time.Minute) // the status comment catches up
+			wantSteps(t, h, op.ID, flows.CreateMROpened, flows.HandleMerged)
+			got := h.Op(t, op.ID)
+			if s := flows.StepCode(got.Step); s != flows.HandleMerged && s != flows.CalledBack {
+				t.Fatalf("step %s after the merge, want HANDLE_MERGED or (the deploy pipeline passed) CALLED_BACK", s)
+			}
+			want := h.MR(t, op.ID)
+			if commit := want.MergeCommitSHA; commit != "" && got.MergeCommitSHA != commit {
+				t.Fatalf("merge commit %q, want GitLab's %q", got.MergeCommitSHA, commit)
+			}
+			if flows.StepCode(got.Step) == flows.HandleMerged {
+				wantDetail(t, h, op.ID, flowtest.Requester+" merged")
+			}
+			found := false
+			for _, ev := range h.Events(t, op.ID) {
+				var payload map[string]any
+				if flows.StepCode(ev.ToStep) == flows.HandleMerged && ev.Actor == flowtest.Requester &&
+					json.Unmarshal(ev.Payload, &payload) == nil && payload["merged_by"] == flowtest.Requester {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("no HANDLE_MERGED event names %s as who merged", flowtest.Requester)
+			}
+			if note := statusNote(t, h, op.ID); !strings.Contains(note, "| HANDLE_MERGED | MERGED | "+flowtest.Requester+" |") {
+				t.Fatalf("status comment does not say who merged the MR:\n%s", note)
+			}
+			if w := robotWrites(h, from); len(w) > 0 {
+				t.Fatalf("robot writes after the merge: %v", w)
+			}
+		})
+	}
+}
