@@ -6,15 +6,27 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"changebot/platform"
 	"changebot/store"
+	"changebot/templates"
 )
 
 // commitMessage names the operation so that a repeated create step can
 // recognise its own commit on the branch.
 func commitMessage(op store.Operation) string {
 	return fmt.Sprintf("%s\n\n%s, requested by %s", op.Title, commitMarker(op), op.RequestedBy)
+}
+
+// mrDescription is the merge request's description: the change's, then who
+// requested it. One that would pass GitLab's limit (1,048,576 characters)
+// is cut with a visible "…truncated; full history at <link>" line, the
+// requester's line kept (issue 10 point 5).
+func (e *Engine) mrDescription(op store.Operation) string {
+	footer := fmt.Sprintf("\n\nRequested by @%s through changebot (operation `%s`).", op.RequestedBy, op.ID)
+	room := templates.MaxDescriptionChars - utf8.RuneCountInString(footer)
+	return strings.TrimRight(templates.Truncate(op.Description, room, e.changeURL(op.ID)), "\n") + footer
 }
 
 // createMR runs at CREATE_STARTED: branch, commit, merge request, each
@@ -84,7 +96,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	} else if errors.Is(err, platform.ErrNotFound) {
 		mr, err = e.gl.CreateMergeRequest(ctx, proj.ID, platform.CreateMRParams{
 			SourceBranch: source, TargetBranch: target, Title: op.Title, RemoveSourceBranch: true,
-			Description: fmt.Sprintf("%s\n\nRequested by @%s through changebot (operation `%s`).", op.Description, op.RequestedBy, op.ID),
+			Description: e.mrDescription(op),
 		})
 		if errors.Is(err, platform.ErrAlreadyExists) {
 			mr, err = e.gl.FindOpenMergeRequest(ctx, proj.ID, source)

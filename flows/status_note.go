@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -25,7 +26,7 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 		Hint: st.Hint, Terminal: st.Terminal, Detail: op.Detail,
 		Failed:      op.Status == store.StatusCreateFailed || op.Status == store.StatusHandleFailed || op.Status == store.StatusRejected,
 		MR:          templates.MRView{IID: op.MRIID, WebURL: op.MRWebURL},
-		PipelineURL: op.PipelineURL, TicketID: op.TicketID,
+		PipelineURL: op.PipelineURL, TicketID: op.TicketID, HistoryURL: e.changeURL(op.ID),
 	}
 	for _, ev := range events {
 		v.Seq = ev.Seq
@@ -40,6 +41,16 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 		v.Commands = e.cfg.CommandsFunc(op, st)
 	}
 	return v
+}
+
+// changeURL is the change's API URL under the configured external URL
+// ({external_url}/api/v1/changes/{id}), where its full history is read;
+// "" without an external URL.
+func (e *Engine) changeURL(opID string) string {
+	if e.cfg.ExternalURL == "" {
+		return ""
+	}
+	return strings.TrimRight(e.cfg.ExternalURL, "/") + "/api/v1/changes/" + opID
 }
 
 type noteWorker struct {

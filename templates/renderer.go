@@ -97,13 +97,17 @@ type RendererOpts struct {
 	// the embedded version. A *.tmpl file there with any other name is an
 	// error, so that a misspelt override is not silently ignored.
 	Dir string
+	// MaxStatusChars, when positive, is the longest status comment in
+	// characters (tests); 0 means GitLab's note limit, MaxNoteChars.
+	MaxStatusChars int
 }
 
 // Renderer renders the status comment and replies. It is safe for
 // concurrent use.
 type Renderer struct {
-	status  *template.Template
-	replies map[string]*template.Template
+	maxStatus int
+	status    *template.Template
+	replies   map[string]*template.Template
 }
 
 // NewRenderer parses the templates, embedded or overridden by opts.Dir, and
@@ -119,7 +123,10 @@ func NewRenderer(opts *RendererOpts) (*Renderer, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Renderer{replies: make(map[string]*template.Template, len(replyTypes))}
+	r := &Renderer{replies: make(map[string]*template.Template, len(replyTypes)), maxStatus: opts.MaxStatusChars}
+	if r.maxStatus <= 0 {
+		r.maxStatus = MaxNoteChars
+	}
 	var errs []error
 	r.status, err = parseSet(sources, statusFile)
 	errs = append(errs, err)
@@ -231,8 +238,11 @@ func (r *Renderer) selfCheck() error {
 
 // Status renders the status comment of v as Markdown. Its first line is
 // Marker(v.OperationID), written by the renderer itself so that an
-// overriding template cannot lose it. It fails when v.OperationID is empty or
-// the template fails.
+// overriding template cannot lose it. A comment longer than GitLab's note
+// limit (MaxNoteChars, or RendererOpts.MaxStatusChars) is cut and ends with
+// "…truncated; full history at <v.HistoryURL>" (see Truncate), so that
+// GitLab never refuses it. It fails when v.OperationID is empty or the
+// template fails.
 func (r *Renderer) Status(v StatusView) (string, error) {
 	if v.OperationID == "" {
 		return "", errors.New("rendering status comment: operation id is empty")
@@ -241,7 +251,7 @@ func (r *Renderer) Status(v StatusView) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("rendering status comment of %s: %w", v.OperationID, err)
 	}
-	return Marker(v.OperationID) + "\n" + body, nil
+	return Truncate(Marker(v.OperationID)+"\n"+body, r.maxStatus, v.HistoryURL), nil
 }
 
 // Reply renders the short reply of kind (ReplyHelp, ReplyUnknownCommand,

@@ -43,6 +43,10 @@ type StatusView struct {
 	Timeline []TimelineEntry
 	// Commands are the commands usable now, on this change in its state.
 	Commands []CommandHelp
+	// HistoryURL is where the change's full history can be read (its API
+	// URL, {external_url}/api/v1/changes/{id}); the comment links it when
+	// it has to be shortened to fit GitLab's note limit.
+	HistoryURL string
 	// Seq is the sequence number of the last event this render reflects;
 	// the footer shows it so that readers (and the coalescing edit job)
 	// can tell an older render from a newer one.

@@ -184,6 +184,9 @@ func (s *Server) createMR(rc *reqCtx) {
 			return
 		}
 	}
+	if !rc.withinLimits(mrLimits...) {
+		return
+	}
 	src, tgt := rc.get("source_branch"), rc.get("target_branch")
 	if src == tgt {
 		rc.fail(http.StatusUnprocessableEntity, []string{"You can't use same project/branch for source and target"})
@@ -290,6 +293,9 @@ func (s *Server) updateMR(rc *reqCtx) {
 	target, hasTarget := rc.str("target_branch")
 	if event == "" && !hasTitle && !hasDesc && !hasTarget {
 		rc.writeJSON(http.StatusBadRequest, map[string]any{"error": "title, description, state_event, target_branch are missing, at least one parameter must be provided"})
+		return
+	}
+	if !rc.withinLimits(mrLimits...) {
 		return
 	}
 	changes := map[string]any{}

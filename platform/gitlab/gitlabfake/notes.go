@@ -203,6 +203,9 @@ func (s *Server) createNote(rc *reqCtx) {
 		rc.missing("body")
 		return
 	}
+	if !rc.withinLimits(noteLimit) {
+		return
+	}
 	n, cmds := s.addNote(mr, rc.user, body, false)
 	if n == nil {
 		changes := map[string]any{}
@@ -237,6 +240,9 @@ func (s *Server) updateNote(rc *reqCtx) {
 	}
 	if n.author != rc.user || n.system {
 		rc.fail(http.StatusForbidden, "403 Forbidden")
+		return
+	}
+	if !rc.withinLimits(noteLimit) {
 		return
 	}
 	if body != n.body {
