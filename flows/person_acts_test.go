@@ -61,6 +61,48 @@ func redelivered(hooks []gitlabfake.SentWebhook) []gitlabfake.SentWebhook {
 	return out
 }
 
+// personPhase is a phase of the flow in which a person acts on the MR:
+// reach drives a change there and returns it with the webhooks it held
+// back (they arrive after the person acted).
+type personPhase struct {
+	name string
+	// polls: the phase's step has a polling job that finds a lost hook's
+	// act (the approval wait has none; there only the hook tells).
+	polls bool
+	reach func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook)
+}
+
+// personPhases are the waits a change with an open MR spends time in: the
+// MR pipeline wait (issue 10's input), and the approval wait of the
+// MR-first order (the MR is open, the pipeline passed).
+var personPhases = []personPhase{
+	{name: "pipeline wait", polls: true, reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
+		op := h.ToMROpened(t, flowtest.Change("svc"))
+		return op, h.TakeWebhooks(t)
+	}},
+	{name: "approval wait, MR first", reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
+		p := flowtest.Change("svc")
+		p.ApprovalFirst = false
+		op := h.ToMROpened(t, p)
+		hooks := h.DeliverWebhooks(t)
+		h.WorkUntilIdle(t)
+		h.RequireStep(t, op.ID, flows.ApprovalSent)
+		return op, hooks
+	}},
+}
+
+// findLost lets the flow find a person's act whose webhook was lost: the
+// step's poll, then one reconciler pass.
+func findLost(t *testing.T, h *flowtest.Harness) {
+	t.Helper()
+	h.Advance(flowtest.Poll.ShortInterval)
+	h.WorkUntilIdle(t)
+	if _, err := flows.NewReconciler(h.Engine, h.Store, flows.ReconcileConfig{}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.WorkUntilIdle(t)
+}
+
 // TestPersonClosesMR is issue 10 point 1: the change waits for its MR
 // pipeline, a person closes the MR; the change ends in MR_CLOSED naming
 // who, on the hook or (hook lost) on the pipeline wait's next poll; the
@@ -68,24 +110,29 @@ func redelivered(hooks []gitlabfake.SentWebhook) []gitlabfake.SentWebhook {
 // passes, move nothing; no robot writes to the MR afterwards; the status
 // comment says who closed it.
 func TestPersonClosesMR(t *testing.T) {
-	for _, tc := range []struct {
+	type tcase struct {
 		name     string
+		phase    personPhase
 		loseHook bool
-	}{
-		{name: "close hook delivered"},
-		{name: "close hook lost: the poll finds it", loseHook: true},
-	} {
+	}
+	var cases []tcase
+	for _, ph := range personPhases {
+		cases = append(cases, tcase{name: ph.name + ", close hook delivered", phase: ph})
+		if ph.polls {
+			cases = append(cases, tcase{name: ph.name + ", close hook lost", phase: ph, loseHook: true})
+		}
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := flowtest.New(t, nil)
-			op := h.ToMROpened(t, flowtest.Change("svc"))
-			pipelineHooks := h.TakeWebhooks(t) // held back: they arrive after the close
+			op, pipelineHooks := tc.phase.reach(t, h)
 			from := len(h.GitLab.Calls())
 			if _, err := h.ClientAs(t, flowtest.Requester).CloseMergeRequest(context.Background(), h.Project.ID, op.MRIID); err != nil {
 				t.Fatal(err)
 			}
 			closeHooks := h.TakeWebhooks(t)
 			if tc.loseHook {
-				h.Advance(flowtest.Poll.ShortInterval)
+				findLost(t, h)
 			} else {
 				if !strings.Contains(flowtest.Describe(closeHooks), "close") {
 					t.Fatalf("no close hook: %s", flowtest.Describe(closeHooks))
@@ -99,6 +146,12 @@ func TestPersonClosesMR(t *testing.T) {
 			h.Deliver(t, pipelineHooks...)
 			h.Deliver(t, pipelineHooks...)
 			h.Deliver(t, redelivered(pipelineHooks)...)
+			h.WorkUntilIdle(t)
+			if op.ApprovalFirst {
+				// The approval system's decision is late too.
+			} else if res := h.Decide(t, op.ID, flows.DecisionApproved); res == flows.ResultAccepted {
+				t.Fatalf("an approval after the close was %s", res)
+			}
 			h.WorkUntilIdle(t)
 			for range 2 {
 				h.Advance(flowtest.Poll.LongInterval)
@@ -129,20 +182,25 @@ func TestPersonClosesMR(t *testing.T) {
 // with no approve, merge or rebase afterwards, also when the source branch
 // was deleted.
 func TestPersonMergesMR(t *testing.T) {
-	for _, tc := range []struct {
+	type tcase struct {
 		name         string
+		phase        personPhase
 		loseHook     bool
 		deleteBranch bool
-	}{
-		{name: "merge hook delivered"},
-		{name: "merge hook lost: the poll finds it", loseHook: true},
-		{name: "source branch deleted", deleteBranch: true},
-		{name: "source branch deleted, hook lost", deleteBranch: true, loseHook: true},
-	} {
+	}
+	var cases []tcase
+	for _, ph := range personPhases {
+		cases = append(cases, tcase{name: ph.name + ", merge hook delivered", phase: ph},
+			tcase{name: ph.name + ", source branch deleted", phase: ph, deleteBranch: true})
+		if ph.polls {
+			cases = append(cases, tcase{name: ph.name + ", merge hook lost", phase: ph, loseHook: true},
+				tcase{name: ph.name + ", source branch deleted, hook lost", phase: ph, deleteBranch: true, loseHook: true})
+		}
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := flowtest.New(t, nil)
-			op := h.ToMROpened(t, flowtest.Change("svc"))
-			pipelineHooks := h.TakeWebhooks(t)
+			op, pipelineHooks := tc.phase.reach(t, h)
 			from := len(h.GitLab.Calls())
 			person := h.ClientAs(t, flowtest.Requester)
 			merged, err := person.Merge(context.Background(), h.Project.ID, op.MRIID, platform.MergeParams{SHA: h.MR(t, op.ID).SHA})
@@ -160,7 +218,7 @@ func TestPersonMergesMR(t *testing.T) {
 			}
 			mergeHooks := h.TakeWebhooks(t)
 			if tc.loseHook {
-				h.Advance(flowtest.Poll.ShortInterval)
+				findLost(t, h)
 			} else {
 				h.Deliver(t, mergeHooks...)
 			}
