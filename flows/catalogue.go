@@ -30,6 +30,7 @@ const (
 	HandleReviewerDenied  StepCode = 10107
 	HandleNotMergeable    StepCode = 10108
 	HandleAwaitPipeline   StepCode = 10109
+	HandleDraft           StepCode = 10110
 	Closed                StepCode = 10201
 	ClosedByPerson        StepCode = 10202
 	CalledBack            StepCode = 10301
@@ -75,6 +76,10 @@ const (
 	// WaitDeploy: the deploy pipeline on the target branch, or a deploy
 	// callback, confirming the merge is applied.
 	WaitDeploy Wait = "deploy"
+	// WaitReady: a person marking the draft merge request as ready; the
+	// Merge Request Hook with changes.draft, or the step's polling job,
+	// moves the change on.
+	WaitReady Wait = "merge request marked ready"
 )
 
 // Hints a person sees in the status comment and the API.
@@ -164,7 +169,7 @@ func (s Step) JobFor(approvalFirst bool) StepJob {
 // short interval, and the reconciler wakes it when nothing was heard for a
 // while.
 func (s Step) Polls() bool {
-	return s.Job.Kind != "" && (s.Wait == WaitPipeline || s.Wait == WaitRebase || s.Wait == WaitDeploy)
+	return s.Job.Kind != "" && (s.Wait == WaitPipeline || s.Wait == WaitRebase || s.Wait == WaitDeploy || s.Wait == WaitReady)
 }
 
 func job(kind string, failure StepCode) StepJob { return StepJob{Kind: kind, Failure: failure} }
@@ -196,7 +201,7 @@ var catalogue = []Step{
 		Hint: hintKeepWaiting},
 	{Code: HandleApproved, Name: "HANDLE_APPROVED", Phase: PhaseHandle, Status: store.StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleApproved,
-		Next: next(HandleStarted, HandleNotMergeable, HandleRebaseConflict, HandleRebasing, HandleAwaitPipeline, HandleMergePending),
+		Next: next(HandleStarted, HandleNotMergeable, HandleRebaseConflict, HandleRebasing, HandleAwaitPipeline, HandleMergePending, HandleDraft),
 		Hint: "Keep waiting: reviewers approved, merging."},
 	{Code: HandleMerged, Name: "HANDLE_MERGED", Phase: PhaseHandle, Status: store.StatusMerged,
 		Job: job(KindAwaitDeploy, DeployPending), Wait: WaitDeploy, Next: next(CalledBack),
@@ -221,6 +226,12 @@ var catalogue = []Step{
 		Job: job(KindAwaitPipeline, HandlePipelinePending), Resume: HandleAwaitPipeline, Wait: WaitPipeline,
 		Next: next(HandleStarted, HandleFailed),
 		Hint: "Keep waiting: the pipeline of the new head is running."},
+	// HANDLE_DRAFT waits, without a deadline and spending no rounds, until
+	// a person marks the draft merge request ready (issue 10 point 3).
+	{Code: HandleDraft, Name: "HANDLE_DRAFT", Phase: PhaseHandle, Status: store.StatusMerging,
+		Job: job(KindHandle, HandleFailed), Resume: HandleDraft, Wait: WaitReady,
+		Next: next(HandleApproved, HandleAwaitPipeline),
+		Hint: "The merge request is a draft: mark it ready in GitLab; changebot then merges by itself."},
 	{Code: Closed, Name: "CLOSED", Phase: PhaseClose, Status: store.StatusClosed, Terminal: true,
 		Hint: hintReapply},
 	// MR_CLOSED: a person closed the merge request in GitLab mid-flow (issue

@@ -145,8 +145,9 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 // (the hook's user); a close by a person ends it in MR_CLOSED.
 func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
-	switch h.Action {
-	case "merge", "close", "approved", "approval", "unapproved", "unapproval":
+	switch {
+	case h.Action == "merge", h.Action == "close", h.Action == "approved", h.Action == "approval", h.Action == "unapproved", h.Action == "unapproval":
+	case h.Action == "update" && h.DraftChanged && !h.Draft:
 	default:
 		return OutcomeNoChange, nil
 	}
@@ -166,6 +167,9 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 		}
 		return OutcomeApplied, nil
 	}
+	if h.Action == "update" {
+		return e.applyReadyHook(ctx, op, source)
+	}
 	if h.Action != "merge" {
 		return e.applyApprovalHook(ctx, op, ev, source)
 	}
@@ -174,6 +178,22 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 	}
 	mr := platform.MergeRequest{IID: h.IID, SHA: h.SHA, MergeCommitSHA: h.MergeCommitSHA, State: platform.MRStateMerged, MergedBy: ev.User}
 	if err := e.finishMerged(ctx, op, mr, source); err != nil && !isConflict(err) {
+		return "", err
+	}
+	return OutcomeApplied, nil
+}
+
+// applyReadyHook applies a Merge Request Hook that marked the MR ready
+// (changes.draft true -> false): a change waiting in HANDLE_DRAFT goes back
+// to merging at once; anywhere else nothing changes (issue 10 point 3).
+func (e *Engine) applyReadyHook(ctx context.Context, op store.Operation, source string) (string, error) {
+	if StepCode(op.Step) != HandleDraft {
+		return OutcomeNoChange, nil
+	}
+	if err := e.draftReady(ctx, op, source); err != nil {
+		if isConflict(err) {
+			return OutcomeNoChange, nil
+		}
 		return "", err
 	}
 	return OutcomeApplied, nil

@@ -71,7 +71,7 @@ var failureDetails = map[StepCode]string{
 	HandleFailed:          "approving as reviewer-2 failed 6 times: GitLab answered 503 503 Service Unavailable on POST /projects/101/merge_requests/1/approve",
 	HandleRebaseConflict:  "rebasing !1 onto main failed: Rebase failed. Please rebase locally",
 	HandleReviewerDenied:  "reviewer robot reviewer-2 may not approve !1: GitLab answered 401 (token revoked or expired, or the account is not eligible to approve)",
-	HandleNotMergeable:    "GitLab refuses to merge !1: the merge request is a draft: mark it as ready (draft_status)",
+	HandleNotMergeable:    "GitLab refuses to merge !1: a reviewer requested changes (requested_changes)",
 	HandlePipelinePending: "no pipeline result for 3f2a9c1e after 2h0m0s",
 	CreatePipelinePending: "no pipeline result for 3f2a9c1e after 2h0m0s",
 	ApprovalSendPending:   "requesting approval: POST https://approvals.example/requests: 503 Service Unavailable",

@@ -27,6 +27,8 @@ func (e *Engine) handle(ctx context.Context, op store.Operation) error {
 		return e.merge(ctx, op)
 	case HandleRebasing:
 		return e.pollRebase(ctx, op)
+	case HandleDraft:
+		return e.pollDraft(ctx, op)
 	}
 	return nil
 }
@@ -509,7 +511,6 @@ func orUnknown(s string) string {
 // mergeBlockers are the detailed_merge_status values that only people can
 // clear, with the reason shown to them.
 var mergeBlockers = map[string]string{
-	"draft_status":               "the merge request is a draft: mark it as ready",
 	"requested_changes":          "a reviewer requested changes",
 	"discussions_not_resolved":   "not all discussions are resolved",
 	"merge_request_blocked":      "it is blocked by another merge request",
@@ -559,6 +560,8 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation) error {
 		return failTo(HandleFailed, "the pipeline of %s did not pass", short(mr.SHA))
 	case "conflict":
 		return failTo(HandleRebaseConflict, "!%d has conflicts with %s", op.MRIID, op.TargetBranch)
+	case draftStatus:
+		return e.toDraft(ctx, op)
 	}
 	reason := status
 	if r, ok := mergeBlockers[status]; ok {
@@ -568,6 +571,45 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation) error {
 		reason += ": " + mr.MergeError
 	}
 	return failTo(HandleNotMergeable, "GitLab refuses to merge !%d: %s", op.MRIID, reason)
+}
+
+// draftStatus is the detailed_merge_status of a draft merge request.
+const draftStatus = "draft_status"
+
+// draftDetail is the detail of a change waiting in HANDLE_DRAFT.
+const draftDetail = "the merge request is a draft: mark it ready in GitLab"
+
+// toDraft parks the change in HANDLE_DRAFT after the merge found the MR a
+// draft (issue 10 point 3): it waits for a person to mark it ready,
+// without a deadline, spending no round and making no merge call meanwhile.
+func (e *Engine) toDraft(ctx context.Context, op store.Operation) error {
+	_, err := e.Transition(ctx, op, HandleDraft, TransitionOpts{Source: "job:" + KindHandle,
+		Payload: map[string]any{"detailed_merge_status": draftStatus},
+		Update:  func(o *store.Operation) { o.Detail = draftDetail }})
+	return err
+}
+
+// pollDraft is HANDLE_DRAFT's poll, the fallback of the Merge Request Hook
+// with changes.draft: while the MR is still a draft it looks again after
+// the long interval; once it is not, the change goes back to merging.
+// Merged, closed or a new head are settled as everywhere (readOpenMR).
+func (e *Engine) pollDraft(ctx context.Context, op store.Operation) error {
+	mr, done, err := e.readOpenMR(ctx, op, false)
+	if done {
+		return err
+	}
+	if mr.DetailedMergeStatus == draftStatus {
+		return snoozeFor(e.pollFor(op).LongInterval)
+	}
+	return e.draftReady(ctx, op, "job:"+KindHandle)
+}
+
+// draftReady moves a change waiting in HANDLE_DRAFT back to merging.
+func (e *Engine) draftReady(ctx context.Context, op store.Operation, source string) error {
+	_, err := e.Transition(ctx, op, HandleApproved, TransitionOpts{Source: source,
+		Payload: map[string]any{"reason": "marked ready"},
+		Update:  func(o *store.Operation) { o.Detail = "" }})
+	return err
 }
 
 // backOffMerge waits while GitLab still computes mergeability, on the

@@ -531,7 +531,7 @@ func TestHandleRules(t *testing.T) {
 					t.Errorf("merge calls = %d, want the merge tried again after backing off", n)
 				}
 			}},
-		{name: "a draft: HANDLE_NOT_MERGEABLE with the reason, merge tried once", want: flows.HandleNotMergeable,
+		{name: "a draft: HANDLE_DRAFT with the reason, merge tried once", want: flows.HandleDraft,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{Draft: true})

@@ -195,8 +195,8 @@ func TestDerivedStepSets(t *testing.T) {
 		{"waiting for the MR pipeline", filter(waitsForPipeline), []StepCode{CreateMROpened, HandleAwaitPipeline, HandlePipelinePending, CreatePipelinePending}},
 		{"in the create phase", filter(inCreatePhase), []StepCode{CreateStarted, CreateMROpened, CreatePipelinePending}},
 		{"swept", SweepableSteps(), []StepCode{CreateStarted, CreateSucceeded, CreateMROpened, HandleStarted, HandleApproved,
-			HandleMerged, HandleRebasing, HandleAwaitPipeline, ApprovalSending}},
-		{"woken by the reconciler", reconcileWaitSteps, []StepCode{CreateMROpened, HandleMerged, HandleRebasing, HandleAwaitPipeline}},
+			HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft, ApprovalSending}},
+		{"woken by the reconciler", reconcileWaitSteps, []StepCode{CreateMROpened, HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -93,6 +93,13 @@ type MergeRequestHook struct {
 	Title               string
 	// AuthorID is object_attributes.author_id, the MR's author.
 	AuthorID int64
+	// Draft is object_attributes.draft, the MR's draft flag when the hook
+	// was built.
+	Draft bool
+	// DraftChanged reports that this hook toggled the draft flag:
+	// changes.draft {"previous", "current"} is present on an "update"
+	// (GitLab 16.3+, gitlab-org/gitlab!126899).
+	DraftChanged bool
 }
 
 // PipelineHook is a Pipeline Hook (fixture webhook-pipeline-mr-success.json).

@@ -197,6 +197,8 @@ func decodeMergeRequestHook(eventHeader, objectKind string, body []byte) (platfo
 			DetailedMergeStatus: oa.DetailedMergeStatus,
 			Title:               oa.Title,
 			AuthorID:            oa.AuthorID,
+			Draft:               oa.Draft,
+			DraftChanged:        e.Changes.Draft.Previous != e.Changes.Draft.Current,
 		},
 	}, nil
 }

@@ -155,7 +155,7 @@ func (s *Server) mrHookAttrs(mr *mergeRequest) map[string]any {
 		"merge_params": map[string]any{"force_remove_source_branch": force},
 		"merge_status": s.mergeStatus(mr), "detailed_merge_status": s.detailedStatus(mr),
 		"merge_user_id": mergeUser, "merge_when_pipeline_succeeds": false,
-		"head_pipeline_id": headID, "milestone_id": nil, "draft": false, "work_in_progress": false,
+		"head_pipeline_id": headID, "milestone_id": nil, "draft": mr.block.Draft, "work_in_progress": mr.block.Draft,
 		"time_estimate": 0, "total_time_spent": 0, "time_change": 0,
 		"human_total_time_spent": nil, "human_time_change": nil, "human_time_estimate": nil,
 		"blocking_discussions_resolved": true, "first_contribution": false,

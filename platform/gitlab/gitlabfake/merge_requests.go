@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -302,6 +303,12 @@ func (s *Server) updateMR(rc *reqCtx) {
 	if hasTitle && title != mr.title {
 		changes["title"] = change(mr.title, title)
 		mr.title = title
+		if draft := isDraftTitle(title); draft != mr.block.Draft {
+			// GitLab derives the draft flag from the title's prefix and
+			// reports the toggle as changes.draft (gitlab-org/gitlab!126899).
+			changes["draft"] = change(mr.block.Draft, draft)
+			mr.block.Draft = draft
+		}
 	}
 	if hasDesc && desc != mr.description {
 		changes["description"] = change(mr.description, desc)
@@ -354,6 +361,14 @@ func (s *Server) reopenMR(mr *mergeRequest, by *user) {
 		"state_id":   change(2, 1),
 		"updated_at": change(hookTime(prev), hookTime(mr.updated)),
 	}})
+}
+
+// isDraftTitle reports whether title marks a draft: it starts with
+// "Draft:", "[Draft]" or "(Draft)" in any case (GitLab's "Draft merge
+// requests": removing the prefix marks the MR ready).
+func isDraftTitle(title string) bool {
+	t := strings.ToLower(strings.TrimSpace(title))
+	return strings.HasPrefix(t, "draft:") || strings.HasPrefix(t, "[draft]") || strings.HasPrefix(t, "(draft)")
 }
 
 func change(prev, cur any) map[string]any { return map[string]any{"previous": prev, "current": cur} }
