@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"changebot/store/storetest"
+	"changebot/templates"
 )
 
 // TestMain lets the test binary act as the changebot binary in a
@@ -91,13 +93,30 @@ func TestSIGKILLWhileWaitingForPipelineThenRestart(t *testing.T) {
 	defer p.kill()
 	waitListening(t, addr)
 
+	// The bot dies in the middle of its status-note job: the first write of
+	// the status comment is held in GitLab until the process is gone, so the
+	// dead replica leaves its note job running and its claim on the note.
+	inNote, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	env.GitLab.SetBeforeCall(func(method, path string) {
+		if method == "POST" && strings.HasSuffix(path, "/notes") {
+			once.Do(func() { close(inNote); <-release })
+		}
+	})
 	ctx := context.Background()
 	opID, err := submitDemoChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitStep(t, env, opID, "CREATE_MR_OPENED", 30*time.Second)
+	select {
+	case <-inNote:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the bot never wrote its status comment")
+	}
 	p.kill()
+	close(release)
+	env.GitLab.SetBeforeCall(nil)
 	time.Sleep(4 * time.Second) // the pipeline finishes while the bot is dead
 	if err := env.GitLab.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -119,6 +138,25 @@ func TestSIGKILLWhileWaitingForPipelineThenRestart(t *testing.T) {
 	}
 	if view.Status != "VALIDATED" {
 		t.Fatalf("status %s", view.Status)
+	}
+	// Issue 10 point 6: the comment says VALIDATED within 10 s, not once the
+	// dead replica's claim or job is released minutes later.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mr, _ := env.GitLab.MergeRequest(view.MergeRequest.ProjectID, view.MergeRequest.IID)
+		var body string
+		for _, n := range mr.Notes {
+			if _, ok := templates.ParseMarker(n.Body); ok {
+				body = n.Body
+			}
+		}
+		if strings.Contains(body, "**State:** VALIDATED") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after VALIDATED the status comment still says:\n%s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
