@@ -47,13 +47,15 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 		return "", err
 	}
 	pipe := platform.Pipeline{ID: p.ID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, WebURL: p.WebURL, Source: p.Source}
-	if !waitsForPipeline(StepCode(op.Step)) || !pipe.Finished() {
+	waiting := waitsForPerson(pipe.Status)
+	if !waitsForPipeline(StepCode(op.Step)) || (!pipe.Finished() && (waiting == "" || op.Detail == waiting)) {
 		return OutcomeNoChange, nil
 	}
 	// Only the MR can tell whether this is the pipeline of its current
 	// head: a merged-results pipeline runs on another sha, and a late
 	// pipeline of an old head carries the sha we last saw while the head
-	// has moved on (issue 4 point 4). One read per finished MR pipeline.
+	// has moved on (issue 4 point 4). One read per finished MR pipeline, and
+	// per pipeline that starts waiting for a person (issue 10 point 8).
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err != nil {
 		return "", err
@@ -75,6 +77,10 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 	hp := headPipeline(mr)
 	if hp == nil || hp.ID != p.ID {
 		return OutcomeNoChange, nil
+	}
+	if !pipe.Finished() {
+		e.notePersonWait(ctx, op, pipe, waiting, source)
+		return OutcomeApplied, nil
 	}
 	head := mr.SHA
 	if err := e.pipelineFinished(ctx, op, head, pipe, source); err != nil && !isConflict(err) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"changebot/platform"
 	"changebot/store"
 )
@@ -56,17 +58,62 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 	if p := headPipeline(mr); p != nil && p.Finished() {
 		return e.pipelineFinished(ctx, op, mr.SHA, *p, "job:"+KindAwaitPipeline)
 	}
+	waiting := ""
+	if hp := headPipeline(mr); hp != nil {
+		waiting = waitsForPerson(hp.Status)
+		if waiting != "" && op.Detail != waiting {
+			e.notePersonWait(ctx, op, *hp, waiting, "job:"+KindAwaitPipeline)
+		}
+	}
 	p := e.pollFor(op)
 	if d, ok := stepped(p, e.now(), op.StepStartedAt, p.PipelineDeadline); ok {
 		return snoozeFor(d)
 	}
 	// Past the deadline the wait parks in its job's declared step.
+	detail := fmt.Sprintf("no pipeline result for %s after %s", short(mr.SHA), p.PipelineDeadline)
+	if waiting != "" {
+		detail += ": " + waiting
+	}
 	_, err = e.Transition(ctx, op, declaredFailure(KindAwaitPipeline, op), TransitionOpts{Source: "job:" + KindAwaitPipeline,
 		Payload: map[string]any{"deadline": p.PipelineDeadline.String()},
-		Update: func(o *store.Operation) {
-			o.Detail = fmt.Sprintf("no pipeline result for %s after %s", short(mr.SHA), p.PipelineDeadline)
-		}})
+		Update:  func(o *store.Operation) { o.Detail = detail }})
 	return err
+}
+
+// waitsForPerson returns what a pipeline in status waits for when that is
+// a person in GitLab, as the hint people see, and "" otherwise. Such a
+// pipeline has neither failed nor passed: the change keeps waiting for it
+// and parks in its pending step at the pipeline deadline (issue 10 point
+// 8). GitLab's pipeline statuses: manual (its detailed status is
+// "blocked"), scheduled (a delayed job), waiting_for_resource (a
+// resource_group held by another pipeline); doc/api/pipelines.md.
+func waitsForPerson(status string) string {
+	switch status {
+	case "manual", "blocked":
+		return "the pipeline waits for a manual job: play it in GitLab"
+	case "scheduled":
+		return "the pipeline waits for a delayed job's scheduled time: wait for it, or play the job now in GitLab"
+	case "waiting_for_resource":
+		return "the pipeline waits for a resource another pipeline holds (resource_group): let that one finish, or cancel it in GitLab"
+	}
+	return ""
+}
+
+// notePersonWait records on the change that its pipeline waits for a
+// person (detail waiting, an attempt event naming the pipeline) and
+// refreshes the status comment: a same-step write with compare-and-set on
+// the version; a lost race is left to the next poll.
+func (e *Engine) notePersonWait(ctx context.Context, op store.Operation, p platform.Pipeline, waiting, source string) {
+	_, _, err := e.st.ApplyTransition(ctx, store.TransitionParams{
+		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
+		KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = waiting },
+		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: source,
+			Payload: map[string]any{"action": "pipeline_waits_for_person", "pipeline_id": p.ID, "pipeline_status": p.Status, "detail": waiting}},
+		Jobs: []river.InsertManyParams{e.refreshNoteJob(op, op.Version+1)},
+	})
+	if err != nil && !isConflict(err) {
+		e.opLog(op).Warn("recording the pipeline's wait for a person failed", "err", err)
+	}
 }
 
 // headPipeline returns the MR's pipeline for its current head: the head

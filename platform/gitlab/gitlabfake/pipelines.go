@@ -12,7 +12,10 @@ type PipelineScript struct {
 	// MR decides the outcome of each MR pipeline in creation order:
 	// outcomes[0] for the first, etc.; the last entry repeats. Empty =
 	// always "success". Values: "success" | "failed" | "canceled" |
-	// "running" (never finishes).
+	// "running" (never finishes) | "manual", "scheduled" or
+	// "waiting_for_resource" (reached after Duration like a final status,
+	// then kept: the pipeline waits for a person and never finishes by
+	// itself).
 	MR []string
 	// Deploy decides the outcome of pipelines on protected branches
 	// (source "push", started by a merge or any other push to them), in the
@@ -63,6 +66,10 @@ func nextOutcome(outcomes []string, n *int) string {
 	return o
 }
 
+// waitingStatus are the pipeline statuses that wait for a person (or a
+// time, or a resource) rather than finish (doc/api/pipelines.md).
+var waitingStatus = map[string]bool{"manual": true, "scheduled": true, "waiting_for_resource": true}
+
 // startPipeline creates a pending pipeline that turns "running" right away
 // and reaches its scripted outcome after PipelineScript.Duration, emitting a
 // Pipeline Hook at each of those two changes.
@@ -89,7 +96,10 @@ func (s *Server) startPipeline(p *project, spec pipelineSpec) *pipeline {
 			return
 		}
 		s.schedule(dur, func() {
-			pl.status, pl.finished, pl.updated = outcome, s.now(), s.now()
+			pl.status, pl.updated = outcome, s.now()
+			if !waitingStatus[outcome] {
+				pl.finished = s.now()
+			}
 			s.emitPipelineHook(pl)
 		})
 	})

@@ -1,0 +1,69 @@
+package flows_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/flows/flowtest"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+)
+
+// TestPipelineWaitsForPersonRules: an MR pipeline that waits for a person
+// (a manual job, a delayed job, a resource) has neither failed nor passed:
+// the change keeps waiting with a detail naming what GitLab waits for, as
+// soon as the pipeline's webhook or the next poll shows it, and parks in
+// its pending step at the pipeline deadline with that detail (issue 10
+// point 8).
+func TestPipelineWaitsForPersonRules(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		status, hint string
+	}{
+		{"manual", "the pipeline waits for a manual job: play it in GitLab"},
+		{"scheduled", "the pipeline waits for a delayed job's scheduled time"},
+		{"waiting_for_resource", "the pipeline waits for a resource another pipeline holds"},
+	}
+	var rules []rule
+	for _, c := range cases {
+		start := func(t *testing.T, h *flowtest.Harness, lose bool) string {
+			t.Helper()
+			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{c.status}})
+			op := h.ToMROpened(t, flowtest.Change("svc"))
+			if lose {
+				h.TakeWebhooks(t)
+				h.Advance(flowtest.Poll.ShortInterval) // the poll reads the pipeline
+			} else {
+				h.DeliverWebhooks(t)
+			}
+			h.WorkUntilIdle(t)
+			h.RequireStep(t, op.ID, flows.CreateMROpened)
+			wantDetail(t, h, op.ID, c.hint)
+			if mr := h.MR(t, op.ID); mr.HeadPipelineStatus != c.status {
+				t.Fatalf("head pipeline %s, want %s", mr.HeadPipelineStatus, c.status)
+			}
+			return op.ID
+		}
+		pending := func(t *testing.T, h *flowtest.Harness, id string) {
+			wantDetail(t, h, id, "after 2h0m0s: "+c.hint)
+			wantBinding(t, h, id, store.StatusMRCreating)
+			wantCalls(t, h, http.MethodPost, pathApprove, "", false, 0)
+		}
+		rules = append(rules,
+			rule{name: c.status + ": webhook, waits saying so, pending at the deadline", want: flows.CreatePipelinePending,
+				run: func(t *testing.T, h *flowtest.Harness) string {
+					id := start(t, h, false)
+					return h.RunUntil(t, id, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+time.Minute).ID
+				},
+				check: pending},
+			rule{name: c.status + ": webhook lost, the poll finds it", want: flows.CreatePipelinePending,
+				run: func(t *testing.T, h *flowtest.Harness) string {
+					id := start(t, h, true)
+					return h.RunUntil(t, id, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+time.Minute).ID
+				},
+				check: pending})
+	}
+	runRules(t, rules)
+}
