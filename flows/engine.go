@@ -403,16 +403,30 @@ func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay
 		jobs = append(jobs, river.InsertManyParams{Args: args, InsertOpts: opts})
 	}
 	if op.MRIID > 0 || to == CreateMROpened || to == CreateStarted {
-		jobs = append(jobs, e.refreshNoteJob(op, version))
+		jobs = append(jobs, e.refreshNoteJobs(op, version)...)
 	}
 	return jobs
 }
 
-// refreshNoteJob is the status note refresh of op after version, due once
-// note.delay (read now, for op's project) has let transitions coalesce.
-func (e *Engine) refreshNoteJob(op store.Operation, version int64) river.InsertManyParams {
-	return river.InsertManyParams{Args: RefreshNoteArgs{OperationID: op.ID, Version: version}, InsertOpts: &river.InsertOpts{
-		ScheduledAt: e.now().Add(e.pollFor(op).NoteDelay), UniqueOpts: *uniqueActive}}
+// noteBackstopAfter is how long after a transition's refresh its backstop
+// refresh is due: past the claim lease the first one took, so that a
+// replica dying in the middle of the first (its job left running until
+// River's rescuer, jobs.rescue_after, releases it minutes later) delays
+// the comment by seconds only.
+const noteBackstopAfter = noteClaimLease + time.Second
+
+// refreshNoteJobs are the status note refreshes of op after version: one
+// due once note.delay (read now, for op's project) has let transitions
+// coalesce, and its backstop noteBackstopAfter later (see
+// RefreshNoteArgs.Backstop).
+func (e *Engine) refreshNoteJobs(op store.Operation, version int64) []river.InsertManyParams {
+	due := e.now().Add(e.pollFor(op).NoteDelay)
+	return []river.InsertManyParams{
+		{Args: RefreshNoteArgs{OperationID: op.ID, Version: version}, InsertOpts: &river.InsertOpts{
+			ScheduledAt: due, UniqueOpts: *uniqueActive}},
+		{Args: RefreshNoteArgs{OperationID: op.ID, Version: version, Backstop: true}, InsertOpts: &river.InsertOpts{
+			ScheduledAt: due.Add(noteBackstopAfter), UniqueOpts: *uniqueActive}},
+	}
 }
 
 // Get returns an operation and its events (upcast), read in one snapshot

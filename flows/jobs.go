@@ -105,6 +105,11 @@ type RefreshNoteArgs struct {
 	// Version is the operation version whose transition asked for the
 	// refresh; 0 for older jobs.
 	Version int64 `json:"version,omitempty"`
+	// Backstop marks the second refresh of a transition, due after the
+	// first one's claim would have expired: if the replica running the
+	// first died, the comment is still current within 10 s (issue 10
+	// point 6); otherwise it finds the note up to date and edits nothing.
+	Backstop bool `json:"backstop,omitempty"`
 }
 
 // Kind implements river.JobArgs.
