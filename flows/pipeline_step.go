@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/riverqueue/river"
-
 	"changebot/platform"
 	"changebot/store"
 )
@@ -109,7 +107,7 @@ func (e *Engine) notePersonWait(ctx context.Context, op store.Operation, p platf
 		KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = waiting },
 		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: source,
 			Payload: map[string]any{"action": "pipeline_waits_for_person", "pipeline_id": p.ID, "pipeline_status": p.Status, "detail": waiting}},
-		Jobs: []river.InsertManyParams{e.refreshNoteJob(op, op.Version+1)},
+		Jobs: e.refreshNoteJobs(op, op.Version+1),
 	})
 	if err != nil && !isConflict(err) {
 		e.opLog(op).Warn("recording the pipeline's wait for a person failed", "err", err)
