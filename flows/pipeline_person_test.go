@@ -1,6 +1,9 @@
 package flows_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -65,5 +68,62 @@ func TestPipelineWaitsForPersonRules(t *testing.T) {
 				},
 				check: pending})
 	}
+	rules = append(rules, rule{name: "manual: a person plays the job, the change goes on by itself", want: flows.HandleMerged,
+		run: func(t *testing.T, h *flowtest.Harness) string {
+			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"manual"}})
+			op := h.ToMROpened(t, flowtest.Change("svc"))
+			job := manualJob(t, h)
+			h.DeliverWebhooks(t)
+			h.WorkUntilIdle(t)
+			wantDetail(t, h, op.ID, "play it in GitLab")
+			h.RunFor(t, time.Hour)
+			h.RequireStep(t, op.ID, flows.CreateMROpened)
+			playJob(t, h, "alice", job)
+			h.DeliverWebhooks(t)
+			h.WorkUntilIdle(t)
+			return op.ID
+		},
+		check: func(t *testing.T, h *flowtest.Harness, id string) {
+			if op := h.Op(t, id); op.Detail != "" {
+				t.Fatalf("detail %q after the pipeline passed, want it cleared", op.Detail)
+			}
+		}})
 	runRules(t, rules)
+}
+
+// manualJob returns the id of the job of the MR pipeline that waits in
+// "manual", from its captured Pipeline Hook (builds[0].id).
+func manualJob(t *testing.T, h *flowtest.Harness) int64 {
+	t.Helper()
+	for _, w := range h.Webhooks(t) {
+		var body struct {
+			ObjectAttributes struct{ Status string } `json:"object_attributes"`
+			Builds           []struct{ ID int64 }    `json:"builds"`
+		}
+		if w.Event == "Pipeline Hook" && json.Unmarshal(w.Body, &body) == nil &&
+			body.ObjectAttributes.Status == "manual" && len(body.Builds) > 0 {
+			return body.Builds[0].ID
+		}
+	}
+	t.Fatalf("no Pipeline Hook in manual among\n%s", flowtest.Describe(h.Webhooks(t)))
+	return 0
+}
+
+// playJob plays job as person (POST /projects/:id/jobs/:job_id/play).
+func playJob(t *testing.T, h *flowtest.Harness, person string, job int64) {
+	t.Helper()
+	u := fmt.Sprintf("%s/api/v4/projects/%d/jobs/%d/play", h.GitLab.URL(), h.Project.ID, job)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("PRIVATE-TOKEN", person+"-token")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s playing job %d: %d", person, job, res.StatusCode)
+	}
 }

@@ -254,3 +254,35 @@ func (s *Server) getPipeline(rc *reqCtx) {
 	}
 	rc.fail(http.StatusNotFound, "404 Not found")
 }
+
+// playJob serves POST /projects/:id/jobs/:job_id/play (doc/api/jobs.md
+// "Run a job"): a person plays the manual job of a pipeline waiting in
+// "manual"; the pipeline runs and ends in "success" after
+// PipelineScript.Duration, with a Pipeline Hook at each change. Any other
+// job answers 400 "Unplayable Job".
+func (s *Server) playJob(rc *reqCtx) {
+	p := s.project(rc)
+	if p == nil || !rc.requireAccess(p, AccessDeveloper) {
+		return
+	}
+	id, _ := strconv.ParseInt(rc.params["job_id"], 10, 64)
+	for _, pl := range p.pipelines {
+		if pl.jobID != id {
+			continue
+		}
+		if pl.status != "manual" {
+			rc.fail(http.StatusBadRequest, "Unplayable Job")
+			return
+		}
+		pl.status, pl.updated = "running", s.now()
+		s.emitPipelineHook(pl)
+		s.schedule(p.script.Duration, func() {
+			pl.status, pl.finished, pl.updated = "success", s.now(), s.now()
+			s.emitPipelineHook(pl)
+		})
+		rc.writeJSON(http.StatusOK, map[string]any{"id": pl.jobID, "name": "test", "stage": "test", "status": "pending",
+			"pipeline": map[string]any{"id": pl.id, "sha": pl.sha, "ref": pl.ref, "status": pl.status}})
+		return
+	}
+	rc.fail(http.StatusNotFound, "404 Job Not Found")
+}
