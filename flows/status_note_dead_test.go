@@ -61,7 +61,7 @@ func TestStatusNoteCurrentAfterReplicaDiedMidRefresh(t *testing.T) {
 		}
 	}
 	requireCurrent("the MR opened") // the transition whose refresh died
-	h.DeliverWebhooks(t) // the MR pipeline passes: approve, merge
+	h.DeliverWebhooks(t)            // the MR pipeline passes: approve, merge
 	h.WorkUntilIdle(t)
 	h.RequireStep(t, op.ID, flows.HandleMerged)
 	requireCurrent("the merge")
