@@ -62,6 +62,8 @@ func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 		{"lone surrogate escape in description", strings.Replace(validChange("sur"), `"title":"t"`, `"title":"t","description":"\ud800"`, 1), []string{`"field":"description"`, "UTF-8"}},
 		{"subject_id too long", validChange(long), []string{`"field":"subject_id"`, "255"}},
 		{"target_key too long", strings.Replace(validChange("tk"), `"prod"`, `"`+long+`"`, 1), []string{`"field":"target_key"`, "255"}},
+		// GitLab's MR title limit (issue 10 point 5): it can never fit, so it is refused at submit.
+		{"title over GitLab's 255 characters", strings.Replace(validChange("tl"), `"title":"t"`, `"title":"`+strings.Repeat("é", 256)+`"`, 1), []string{`"field":"title"`, "255"}},
 		{"requested_by too long", strings.Replace(validChange("rb"), `"alice"`, `"`+long+`"`, 1), []string{`"field":"requested_by"`}},
 		{"requested_by with a space", strings.Replace(validChange("rbs"), `"alice"`, `"alice smith"`, 1), []string{`"field":"requested_by"`, "GitLab username"}},
 		{"requested_by starting with a dash", strings.Replace(validChange("rbd"), `"alice"`, `"-alice"`, 1), []string{`"field":"requested_by"`}},
