@@ -196,6 +196,9 @@ func (e *Engine) keepNoteClaim(ctx context.Context, op store.Operation, claim st
 			case <-tick.C:
 			}
 			ok, err := e.st.RenewStatusNote(wctx, claim, noteClaimLease)
+			if wctx.Err() != nil {
+				return // stopped: the refresh is done
+			}
 			if err != nil {
 				e.opLog(op).Warn("renewing status note claim", "err", err)
 				continue
