@@ -366,7 +366,7 @@ func mergeScenarios() []scenario {
 		}}
 	}
 	return []scenario{
-		blocked("draft", gitlabfake.MergeBlock{Draft: true}, "HANDLE_NOT_MERGEABLE", "draft"),
+		blocked("draft", gitlabfake.MergeBlock{Draft: true}, "HANDLE_DRAFT", "draft"),
 		blocked("requested_changes", gitlabfake.MergeBlock{DetailedMergeStatus: "requested_changes"}, "HANDLE_NOT_MERGEABLE", "requested changes"),
 		blocked("conflict", gitlabfake.MergeBlock{DetailedMergeStatus: "conflict"}, "HANDLE_REBASE_CONFLICT", "conflicts"),
 		blocked("rule_422", gitlabfake.MergeBlock{Rule: "Commit message does not follow the pattern '^CHG-'"}, "HANDLE_NOT_MERGEABLE", "CHG-"),
