@@ -90,3 +90,26 @@ func TestFinishRebaseEndsAStuckRebase(t *testing.T) {
 		t.Fatalf("after FinishRebase: %+v", snap)
 	}
 }
+
+// TestIsDraftTitle: the title prefixes that make an MR a draft (GitLab's
+// "Draft merge requests"); removing them marks it ready.
+func TestIsDraftTitle(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		title string
+		want  bool
+	}{
+		{"Draft: config change", true},
+		{"draft:config change", true},
+		{"[Draft] config change", true},
+		{"(Draft) config change", true},
+		{"  Draft: leading spaces", true},
+		{"config change", false},
+		{"A draft of the config", false},
+		{"Drafting: not a prefix", false},
+	} {
+		if got := isDraftTitle(tt.title); got != tt.want {
+			t.Errorf("isDraftTitle(%q) = %v, want %v", tt.title, got, tt.want)
+		}
+	}
+}
