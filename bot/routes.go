@@ -48,19 +48,19 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	}
 	r := mux.NewRouter()
 	r.Handle("/webhooks/gitlab", hook).Methods(http.MethodPost)
-	r.Handle("/callbacks/approval", approvalCB).Methods(http.MethodPost)
-	r.Handle("/callbacks/deploy", deployCB).Methods(http.MethodPost)
+	r.Handle("/callbacks/approval", textInput(cbCfg.MaxBodyBytes, true, approvalCB)).Methods(http.MethodPost)
+	r.Handle("/callbacks/deploy", textInput(cbCfg.MaxBodyBytes, true, deployCB)).Methods(http.MethodPost)
 	api := r.PathPrefix("/api/v1").Subrouter()
 	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
 	api.Handle("/changes/{id}", a.auth("", http.HandlerFunc(a.getChange))).Methods(http.MethodGet)
 	api.Handle("/changes/{id}/{action:retry|resume|cancel}", a.auth("", http.HandlerFunc(a.changeAction))).Methods(http.MethodPost)
 	api.Handle("/settings", a.auth("", http.HandlerFunc(a.listSettings))).Methods(http.MethodGet)
 	api.Handle("/settings/{key}", a.auth("", http.HandlerFunc(a.getSetting))).Methods(http.MethodGet)
-	api.Handle("/settings/{key}", a.auth(RoleOperator, http.HandlerFunc(a.putSetting))).Methods(http.MethodPut)
+	api.Handle("/settings/{key}", a.auth(RoleOperator, textInput(a.cfg.MaxBodyBytes, true, http.HandlerFunc(a.putSetting)))).Methods(http.MethodPut)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	r.HandleFunc("/readyz", a.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-	return recoverPanics(fm.PanicCounter(), a, r), nil
+	return recoverPanics(fm.PanicCounter(), a, textInput(a.cfg.MaxBodyBytes, false, r)), nil
 }
 
 // recoverPanics turns a handler panic into a 500 and a counted, logged
