@@ -39,6 +39,18 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 			want:          flows.HandleMerged,
 		},
 		{
+			// A rate-limited read is GitLab's "later", not a failure: it
+			// must not use up the approve budget (found by the chaos run).
+			name: "already approved, list rate-limited for longer than the budget",
+			faults: []gitlabfake.Fault{
+				{Method: "POST", PathPattern: approve, Status: 401, Body: `{"message":"401 Unauthorized"}`, User: "reviewer1", AfterEffect: true, Times: 1},
+				{Method: "GET", PathPattern: approvals, Status: 429, RetryAfter: "60",
+					Body: `{"message":{"error":"This endpoint has been requested too many times. Try again later."}}`},
+			},
+			unreadableFor: 30 * time.Minute,
+			want:          flows.HandleMerged,
+		},
+		{
 			name: "not allowed, list readable",
 			faults: []gitlabfake.Fault{
 				{Method: "POST", PathPattern: approve, Status: 401, Body: `{"message":"401 Unauthorized"}`, User: "reviewer1"},

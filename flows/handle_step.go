@@ -139,7 +139,10 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 			if rerr == nil && now[u.ID] {
 				continue // the 401 meant "already approved"
 			}
-			if rerr != nil {
+			switch {
+			case errors.Is(rerr, platform.ErrRateLimited):
+				err = rerr // GitLab's "later": wait it out, spending no budget
+			case rerr != nil:
 				err = &approvalsUnreadable{status: platform.StatusOf(err), err: rerr}
 			}
 		}
