@@ -26,6 +26,9 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 		// unreadableFor is how long the approvals stay unreadable.
 		unreadableFor time.Duration
 		want          flows.StepCode
+		// reviewer1Approvals, when set, is how many approve calls
+		// reviewer1 may make: none after the one that took effect.
+		reviewer1Approvals int
 	}{
 		{
 			name: "already approved, list unreadable for a while",
@@ -47,8 +50,9 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 				{Method: "GET", PathPattern: approvals, Status: 429, RetryAfter: "60",
 					Body: `{"message":{"error":"This endpoint has been requested too many times. Try again later."}}`},
 			},
-			unreadableFor: 30 * time.Minute,
-			want:          flows.HandleMerged,
+			unreadableFor:      30 * time.Minute,
+			want:               flows.HandleMerged,
+			reviewer1Approvals: 1,
 		},
 		{
 			name: "not allowed, list readable",
@@ -97,6 +101,17 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 			}
 			if tt.want != flows.HandleReviewerDenied && slices.Contains(got, flows.HandleReviewerDenied) {
 				t.Fatalf("steps %v went through HANDLE_REVIEWER_DENIED", got)
+			}
+			if tt.reviewer1Approvals > 0 {
+				n := 0
+				for _, c := range h.GitLab.Calls() {
+					if c.Method == "POST" && strings.HasSuffix(c.Path, "/approve") && c.User == "reviewer1" {
+						n++
+					}
+				}
+				if n != tt.reviewer1Approvals {
+					t.Fatalf("reviewer1 made %d approve calls, want %d (none after its approval took effect)", n, tt.reviewer1Approvals)
+				}
 			}
 			if tt.want == flows.HandleFailed {
 				if d := h.Op(t, op.ID).Detail; !strings.Contains(d, "approvals could not be read") {

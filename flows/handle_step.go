@@ -107,7 +107,17 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 	if done {
 		return err
 	}
-	approved := e.approvedSet(ctx, op)
+	approved, err := e.readApprovals(ctx, op)
+	switch {
+	case errors.Is(err, platform.ErrRateLimited):
+		// Assuming "none approved" here would send approvals GitLab
+		// already has: wait out the account's rate limit and read again.
+		d, _ := platform.RateLimitWait(err)
+		return snoozeFor(d)
+	case err != nil:
+		e.opLog(op).Warn("reading approvals failed, assuming none", "err", err)
+		approved = map[int64]bool{}
+	}
 	p := e.pollFor(op)
 	backoff := approveBackoff(p)
 	var attempts *approveAttempts
