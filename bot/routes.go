@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -186,50 +185,8 @@ func (t *jsonText) UnmarshalJSON(b []byte) error {
 }
 
 // validJSONString reports whether the encoded JSON string b is valid UTF-8
-// with every \u surrogate escape paired.
-func validJSONString(b []byte) bool {
-	if !utf8.Valid(b) {
-		return false
-	}
-	high := false // the previous escape was a high surrogate
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' || i+1 >= len(b) {
-			if high {
-				return false
-			}
-			continue
-		}
-		i++
-		if b[i] != 'u' || i+4 >= len(b) {
-			if high {
-				return false
-			}
-			continue
-		}
-		r, err := strconv.ParseUint(string(b[i+1:i+5]), 16, 32)
-		i += 4
-		if err != nil {
-			return false
-		}
-		switch {
-		case r >= 0xD800 && r < 0xDC00:
-			if high {
-				return false
-			}
-			high = true
-		case r >= 0xDC00 && r < 0xE000:
-			if !high {
-				return false
-			}
-			high = false
-		default:
-			if high {
-				return false
-			}
-		}
-	}
-	return !high
-}
+// with every \u surrogate escape paired (a NUL is checked per field later).
+func validJSONString(b []byte) bool { return jsonEscapesProblem(b, true) == "" }
 
 // params turns the request into flows.SubmitParams, and lists the fields
 // that did not arrive as valid UTF-8.

@@ -71,9 +71,14 @@ func textProblem(r *http.Request) string {
 }
 
 // jsonTextProblem says what in the JSON body b cannot be stored as text,
-// or returns "". It walks the escapes of b: a \\ pair is skipped whole, so
-// an escaped backslash followed by "u0000" is not taken for a NUL.
-func jsonTextProblem(b []byte) string {
+// or returns "".
+func jsonTextProblem(b []byte) string { return jsonEscapesProblem(b, false) }
+
+// jsonEscapesProblem says whether the JSON text b is invalid UTF-8, has an
+// unpaired or malformed \u escape, or (unless nulOK) a \u0000 escape, or
+// returns "". It walks the escapes of b: a \\ pair is skipped whole, so an
+// escaped backslash followed by "u0000" is not taken for a NUL.
+func jsonEscapesProblem(b []byte, nulOK bool) string {
 	if !utf8.Valid(b) {
 		return "is not valid UTF-8"
 	}
@@ -97,7 +102,7 @@ func jsonTextProblem(b []byte) string {
 		switch {
 		case err != nil:
 			return "has a malformed \\u escape"
-		case r == 0:
+		case r == 0 && !nulOK:
 			return "contains a NUL character (\\u0000)"
 		case r >= 0xD800 && r < 0xDC00:
 			if high {
