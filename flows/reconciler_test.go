@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"changebot/flows"
@@ -541,7 +540,7 @@ func TestStaleWriterLoses(t *testing.T) {
 		_, err := fast.Transition(ctx, cur, flows.Closed, flows.TransitionOpts{Source: "fast"})
 		fastDone <- err
 	}()
-	waitBlockedBy(t, s.sc.Pool, holder, fastDone)
+	storetest.WaitBlockedBy(t, s.sc.Pool, holder, fastDone)
 	close(release)
 	if err := <-slowDone; err != nil {
 		t.Fatalf("lock holder: %v", err)
@@ -552,27 +551,5 @@ func TestStaleWriterLoses(t *testing.T) {
 	got, _ := s.store.GetOperation(ctx, s.sc.Pool, op.ID)
 	if flows.StepCode(got.Step) != flows.HandleMerged || got.MergeCommitSHA != "slow-merge" {
 		t.Fatalf("final state %s %q", flows.StepCode(got.Step), got.MergeCommitSHA)
-	}
-}
-
-// waitBlockedBy waits until a database session waits for a lock that the
-// backend pid holds; done receiving first means the waiter did not wait.
-func waitBlockedBy(t *testing.T, pool *pgxpool.Pool, pid int, done <-chan error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		select {
-		case err := <-done:
-			t.Fatalf("finished without waiting for the lock: %v", err)
-		default:
-		}
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
-			t.Fatalf("looking for the blocked session: %v", err)
-		}
-		if n > 0 {
-			return
-		}
 	}
 }

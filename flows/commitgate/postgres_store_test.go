@@ -267,7 +267,7 @@ func TestPostgresClaimInTransaction(t *testing.T) {
 			if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
 				t.Fatal(err)
 			}
-			waitBlockedBy(t, sc.Pool, holder, outcome)
+			storetest.WaitBlockedBy(t, sc.Pool, holder, outcome)
 			if tc.commit {
 				err = tx.Commit(ctx)
 			} else {
@@ -298,28 +298,5 @@ func TestMigrationDownDropsCommitClaims(t *testing.T) {
 WHERE n.nspname = $1 AND c.relname IN ('commit_claims', 'commit_claim_tokens')`, sc.Name).Scan(&n)
 	if err != nil || n != 0 {
 		t.Fatalf("relations left after down: %d (%v)", n, err)
-	}
-}
-
-// waitBlockedBy waits until a database session waits for a lock that the
-// backend pid holds; outcome receiving first means the competitor did not
-// wait for the transaction.
-func waitBlockedBy(t *testing.T, pool *pgxpool.Pool, pid int, outcome <-chan error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		select {
-		case err := <-outcome:
-			t.Fatalf("competing claim did not wait for the transaction: %v", err)
-		default:
-		}
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
-			t.Fatalf("looking for the blocked session: %v", err)
-		}
-		if n > 0 {
-			return
-		}
 	}
 }

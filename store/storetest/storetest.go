@@ -176,3 +176,27 @@ func WithSearchPath(url, schema string) string {
 	}
 	return url + sep + "search_path=" + schema
 }
+
+// WaitBlockedBy returns once some database session waits for a lock that
+// the backend pid holds (pg_blocking_pids), so a test can show a competitor
+// really waits on a transaction. It fails t when done receives first (the
+// competitor finished without waiting) or after 30 s.
+func WaitBlockedBy(t testing.TB, pool *pgxpool.Pool, pid int, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("finished without waiting for the lock: %v", err)
+		default:
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+			t.Fatalf("looking for the blocked session: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+}
