@@ -16,6 +16,10 @@ BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c
 FUZZTIME ?= 15s
 BENCHCOUNT ?= 6
 CHAOS_N ?= 1000
+# Stamped into the binary (changebot version, changebot_build_info).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X changebot/bot.version=$(VERSION) -X changebot/bot.commit=$(COMMIT)
 
 .PHONY: all build test vet fuzz demo lint bench chaos db-up clean
 
@@ -23,7 +27,7 @@ all: build lint test
 
 ## build: compile bin/changebot
 build:
-	$(GO) build -o bin/changebot ./cmd/changebot
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/changebot ./cmd/changebot
 
 ## test: vet, all tests with the race detector (PostgreSQL tests included), a bounded fuzz run
 test: vet

@@ -79,6 +79,7 @@ func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
 		a.registry = prometheus.NewRegistry()
 		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	registerBuildInfo(a.registry, BuildVersion())
 	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing database url: %w", errors.New("invalid DATABASE_URL"))

@@ -28,6 +28,7 @@ Usage:
   changebot history <operation id>                          print a change's events
   changebot replay  <operation id> [-at RFC3339 time]       rebuild a change's state from its events
   changebot verify  [<operation id>...]                     check hash chains and that replay equals the stored state
+  changebot version                                         print the version, commit and Go version
   changebot help
 
 Configuration comes from the YAML file and the environment (see README.md).
@@ -57,6 +58,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = cmdDemo(ctx, args[1:], stdout, stderr)
 	case "settings":
 		err = cmdSettings(ctx, args[1:], stdout)
+	case "version", "-version", "--version":
+		err = cmdVersion(stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -90,7 +93,8 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(stderr, cfg)
-	log.Info("starting changebot", "config", cfg)
+	b := BuildVersion()
+	log.Info("starting changebot", "version", b.Version, "commit", b.Commit, "go", b.Go, "config", cfg)
 	if cfg.AutoMigrate {
 		if err := migrateURL(ctx, cfg.DatabaseURL, false); err != nil {
 			return err
