@@ -65,38 +65,121 @@ func redelivered(hooks []gitlabfake.SentWebhook) []gitlabfake.SentWebhook {
 // reach drives a change there and returns it with the webhooks it held
 // back (they arrive after the person acted).
 type personPhase struct {
-	name string
-	// polls: the phase's step has a polling job that finds a lost hook's
-	// act (the approval wait has none; there only the hook tells).
-	polls bool
+	name  string
+	opts  *flowtest.Opts
 	reach func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook)
+	// find lets the flow find a person's act whose webhook was lost: the
+	// step's own poll, or (a step that waits without one) one reconciler
+	// pass and nothing else.
+	find func(t *testing.T, h *flowtest.Harness)
+	// mergeable, when set, makes the MR one GitLab lets a person merge
+	// (the person fixes what blocks it first), its hooks lost too.
+	mergeable func(t *testing.T, h *flowtest.Harness, op store.Operation)
+	// lostOnly: only the lost-hook cases run (the delivered hook is the
+	// same code in every step).
+	lostOnly bool
 }
 
 // personPhases are the waits a change with an open MR spends time in: the
-// MR pipeline wait (issue 10's input), and the approval wait of the
-// MR-first order (the MR is open, the pipeline passed).
+// MR pipeline wait (issue 10's input), the approval wait of the MR-first
+// order (the MR is open, the pipeline passed), and every other step in
+// which a change with an MR waits: for a pipeline past its deadline, for a
+// fix after a failed pipeline, for a draft to be marked ready, for
+// GitLab's merge check or rebase past their deadlines, for the approval
+// system past its retries.
 var personPhases = []personPhase{
-	{name: "pipeline wait", polls: true, reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
-		op := h.ToMROpened(t, flowtest.Change("svc"))
-		return op, h.TakeWebhooks(t)
-	}},
-	{name: "approval wait, MR first", reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
-		p := flowtest.Change("svc")
-		p.ApprovalFirst = false
-		op := h.ToMROpened(t, p)
-		hooks := h.DeliverWebhooks(t)
-		h.WorkUntilIdle(t)
-		h.RequireStep(t, op.ID, flows.ApprovalSent)
-		return op, hooks
-	}},
+	{name: "pipeline wait", find: findByPoll(flowtest.Poll.ShortInterval),
+		reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
+			op := h.ToMROpened(t, flowtest.Change("svc"))
+			return op, h.TakeWebhooks(t)
+		}},
+	{name: "approval wait, MR first", find: findByReconciler,
+		reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
+			p := flowtest.Change("svc")
+			p.ApprovalFirst = false
+			op := h.ToMROpened(t, p)
+			hooks := h.DeliverWebhooks(t)
+			h.WorkUntilIdle(t)
+			h.RequireStep(t, op.ID, flows.ApprovalSent)
+			return op, hooks
+		}},
+	{name: "approval request pending, MR first", find: findByReconciler, lostOnly: true,
+		reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
+			p := flowtest.Change("svc")
+			p.ApprovalFirst = false
+			op := h.ToMROpened(t, p)
+			h.Approvals.FailNext(1 << 20)
+			hooks := h.DeliverWebhooks(t)
+			h.RunUntil(t, op.ID, flows.ApprovalSendPending, 24*time.Hour)
+			return op, hooks
+		}},
+	{name: "pipeline pending (waits for a manual job)", find: findByReconciler, lostOnly: true,
+		reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
+			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"manual"}})
+			op := h.ToMROpened(t, flowtest.Change("svc"))
+			h.RunUntil(t, op.ID, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
+			return op, h.TakeWebhooks(t)
+		}},
+	{name: "pipeline failed", find: findByReconciler, lostOnly: true,
+		reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
+			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed", "success"}})
+			op := h.ToMROpened(t, flowtest.Change("svc"))
+			hooks := h.DeliverWebhooks(t)
+			h.WorkUntilIdle(t)
+			h.RequireStep(t, op.ID, flows.CreatePipelineFailed)
+			return op, hooks
+		},
+		mergeable: func(t *testing.T, h *flowtest.Harness, op store.Operation) {
+			// The person pushes a fix; its pipeline passes.
+			h.GitLab.Push(h.Project.ID, h.MR(t, op.ID).SourceBranch, flowtest.Requester, "Fix", map[string]string{"fix.txt": "fixed\n"})
+		}},
+	{name: "draft wait", find: findByPoll(flowtest.Poll.LongInterval), lostOnly: true,
+		reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
+			id := toDraft(t, h)
+			return h.Op(t, id), h.TakeWebhooks(t)
+		},
+		mergeable: func(t *testing.T, h *flowtest.Harness, op store.Operation) {
+			setTitle(t, h, op.ID, flowtest.Requester, strings.TrimPrefix(h.MR(t, op.ID).Title, "Draft: "))
+		}},
+	{name: "merge check pending", find: findByReconciler, lostOnly: true,
+		reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
+			op := h.ToMROpened(t, flowtest.Change("svc"))
+			h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{DetailedMergeStatus: "checking"})
+			h.DeliverWebhooks(t)
+			h.RunUntil(t, op.ID, flows.HandleMergePending, time.Hour)
+			return op, h.TakeWebhooks(t)
+		},
+		mergeable: func(t *testing.T, h *flowtest.Harness, op store.Operation) {
+			h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{}) // GitLab is done checking
+		}},
+	{name: "rebase pending", find: findByReconciler, lostOnly: true,
+		opts: &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}},
+		reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
+			op := h.ToMROpened(t, flowtest.Change("svc"))
+			h.GitLab.SetRebaseBehavior(h.Project.ID, op.MRIID, gitlabfake.RebaseBehavior{StuckForever: true})
+			h.GitLab.PushToTarget(h.Project.ID, "main")
+			h.DeliverWebhooks(t)
+			h.RunUntil(t, op.ID, flows.HandleRebasePending, time.Hour)
+			return op, h.TakeWebhooks(t)
+		},
+		mergeable: func(t *testing.T, h *flowtest.Harness, op store.Operation) {
+			h.GitLab.FinishRebase(h.Project.ID, op.MRIID) // the new head's pipeline passes at once
+		}},
 }
 
-// findLost lets the flow find a person's act whose webhook was lost: the
-// step's poll, then one reconciler pass.
-func findLost(t *testing.T, h *flowtest.Harness) {
+// findByPoll finds a lost act on the step's poll, due after interval.
+func findByPoll(interval time.Duration) func(t *testing.T, h *flowtest.Harness) {
+	return func(t *testing.T, h *flowtest.Harness) {
+		t.Helper()
+		h.Advance(interval)
+		h.WorkUntilIdle(t)
+	}
+}
+
+// findByReconciler runs one reconciler pass and the jobs due now: a change
+// that waits without a poll must learn of a lost close or merge there.
+func findByReconciler(t *testing.T, h *flowtest.Harness) {
 	t.Helper()
-	h.Advance(flowtest.Poll.ShortInterval)
-	h.WorkUntilIdle(t)
 	if _, err := flows.NewReconciler(h.Engine, h.Store, flows.ReconcileConfig{}).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -117,14 +200,14 @@ func TestPersonClosesMR(t *testing.T) {
 	}
 	var cases []tcase
 	for _, ph := range personPhases {
-		cases = append(cases, tcase{name: ph.name + ", close hook delivered", phase: ph})
-		if ph.polls {
-			cases = append(cases, tcase{name: ph.name + ", close hook lost", phase: ph, loseHook: true})
+		if !ph.lostOnly {
+			cases = append(cases, tcase{name: ph.name + ", close hook delivered", phase: ph})
 		}
+		cases = append(cases, tcase{name: ph.name + ", close hook lost", phase: ph, loseHook: true})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := flowtest.New(t, nil)
+			h := flowtest.New(t, tc.phase.opts)
 			op, pipelineHooks := tc.phase.reach(t, h)
 			from := len(h.GitLab.Calls())
 			if _, err := h.ClientAs(t, flowtest.Requester).CloseMergeRequest(context.Background(), h.Project.ID, op.MRIID); err != nil {
@@ -132,7 +215,7 @@ func TestPersonClosesMR(t *testing.T) {
 			}
 			closeHooks := h.TakeWebhooks(t)
 			if tc.loseHook {
-				findLost(t, h)
+				tc.phase.find(t, h)
 			} else {
 				if !strings.Contains(flowtest.Describe(closeHooks), "close") {
 					t.Fatalf("no close hook: %s", flowtest.Describe(closeHooks))
@@ -190,17 +273,20 @@ func TestPersonMergesMR(t *testing.T) {
 	}
 	var cases []tcase
 	for _, ph := range personPhases {
-		cases = append(cases, tcase{name: ph.name + ", merge hook delivered", phase: ph},
-			tcase{name: ph.name + ", source branch deleted", phase: ph, deleteBranch: true})
-		if ph.polls {
-			cases = append(cases, tcase{name: ph.name + ", merge hook lost", phase: ph, loseHook: true},
+		if !ph.lostOnly {
+			cases = append(cases, tcase{name: ph.name + ", merge hook delivered", phase: ph},
+				tcase{name: ph.name + ", source branch deleted", phase: ph, deleteBranch: true},
 				tcase{name: ph.name + ", source branch deleted, hook lost", phase: ph, deleteBranch: true, loseHook: true})
 		}
+		cases = append(cases, tcase{name: ph.name + ", merge hook lost", phase: ph, loseHook: true})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := flowtest.New(t, nil)
+			h := flowtest.New(t, tc.phase.opts)
 			op, pipelineHooks := tc.phase.reach(t, h)
+			if tc.phase.mergeable != nil {
+				tc.phase.mergeable(t, h, op)
+			}
 			from := len(h.GitLab.Calls())
 			person := h.ClientAs(t, flowtest.Requester)
 			merged, err := person.Merge(context.Background(), h.Project.ID, op.MRIID, platform.MergeParams{SHA: h.MR(t, op.ID).SHA})
@@ -218,11 +304,16 @@ func TestPersonMergesMR(t *testing.T) {
 			}
 			mergeHooks := h.TakeWebhooks(t)
 			if tc.loseHook {
-				findLost(t, h)
+				tc.phase.find(t, h)
 			} else {
 				h.Deliver(t, mergeHooks...)
 			}
 			h.WorkUntilIdle(t)
+			// Merged before any late pipeline hook reads the MR (the
+			// delivered hooks may hold the deploy pipeline's too).
+			if s := flows.StepCode(h.Op(t, op.ID).Step); s != flows.HandleMerged && s != flows.CalledBack {
+				t.Fatalf("step %s once the merge was found, want HANDLE_MERGED or CALLED_BACK", s)
+			}
 			h.Deliver(t, pipelineHooks...)
 			h.WorkUntilIdle(t)
 			h.RunFor(t, time.Minute) // the status comment catches up
@@ -256,5 +347,48 @@ func TestPersonMergesMR(t *testing.T) {
 				t.Fatalf("robot writes after the merge: %v", w)
 			}
 		})
+	}
+}
+
+// TestReconcilerWatchIsBounded: the reconciler reads the MR of each change
+// waiting without a poll once per pass, at most MaxWatches per pass, going
+// on where the last pass stopped; a close whose hook was lost is found on
+// the pass that reads its MR.
+func TestReconcilerWatchIsBounded(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	var ops []store.Operation
+	for _, subject := range []string{"a", "b", "c"} {
+		p := flowtest.Change(subject)
+		p.ApprovalFirst = false
+		op := h.ToMROpened(t, p)
+		h.DeliverWebhooks(t)
+		h.WorkUntilIdle(t)
+		ops = append(ops, h.RequireStep(t, op.ID, flows.ApprovalSent))
+	}
+	last := ops[0]
+	for _, op := range ops {
+		if op.ID > last.ID {
+			last = op
+		}
+	}
+	if _, err := h.ClientAs(t, flowtest.Requester).CloseMergeRequest(context.Background(), h.Project.ID, last.MRIID); err != nil {
+		t.Fatal(err)
+	}
+	h.TakeWebhooks(t) // the close hook is lost
+	rec := flows.NewReconciler(h.Engine, h.Store, flows.ReconcileConfig{MaxWatches: 2})
+	for i, want := range []int{2, 1, 2} { // the third starts over without the closed one
+		before := calls(h, http.MethodGet, pathMR, flowtest.Robot, true)
+		rep, err := rec.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.WorkUntilIdle(t)
+		if got := calls(h, http.MethodGet, pathMR, flowtest.Robot, true) - before; got != want || rep.Watched != want {
+			t.Fatalf("pass %d read %d merge requests (report %d), want %d", i+1, got, rep.Watched, want)
+		}
+		if i == 1 {
+			h.RequireStep(t, last.ID, flows.ClosedByPerson)
+		}
 	}
 }

@@ -2,9 +2,11 @@ package flows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -29,6 +31,7 @@ type ReconcileStore interface {
 	ListReconcileCandidates(ctx context.Context, db store.DBTX, p store.ReconcileParams) ([]store.ReconcileCandidate, error)
 	WakeStaleWaits(ctx context.Context, db store.DBTX, p store.WakeParams) (int, error)
 	ListStuckOperations(ctx context.Context, db store.DBTX, p store.StuckParams) ([]store.Operation, error)
+	ListWatchedMRs(ctx context.Context, db store.DBTX, p store.WatchParams) ([]store.Operation, error)
 }
 
 // ReconcileConfig configures the reconciler (DESIGN §3 step 8). Zero fields
@@ -51,6 +54,11 @@ type ReconcileConfig struct {
 	QuietAfter time.Duration
 	// MaxWakes bounds the jobs woken per pass.
 	MaxWakes int
+	// MaxWatches bounds the merge requests one pass reads for changes
+	// waiting without a poll (see watchSteps); the pass after goes on
+	// where this one stopped, so every such change is read once every
+	// ceil(waiting/MaxWatches) passes.
+	MaxWatches int
 	// LiveFunc, when set, is read at the start of every pass: its non-zero
 	// MinAge, MaxAge and QuietAfter replace the fields above, so runtime
 	// settings apply without a restart (Interval is read at start only).
@@ -64,7 +72,7 @@ var DefaultReconcileConfig = ReconcileConfig{
 	MinAge:     settings.DefaultValue(settings.ReconcileMinAge).Duration(),
 	MaxAge:     settings.DefaultValue(settings.ReconcileMaxAge).Duration(),
 	QuietAfter: settings.DefaultValue(settings.ReconcileQuietAfter).Duration(),
-	MaxRows:    500, MaxAncestryChecks: 50, MaxWakes: 100,
+	MaxRows:    500, MaxAncestryChecks: 50, MaxWakes: 100, MaxWatches: 100,
 }
 
 // live returns c with the values of c.LiveFunc laid over it.
@@ -96,6 +104,9 @@ func (c ReconcileConfig) withDefaults() ReconcileConfig {
 	if c.MaxWakes <= 0 {
 		c.MaxWakes = d.MaxWakes
 	}
+	if c.MaxWatches <= 0 {
+		c.MaxWatches = d.MaxWatches
+	}
 	return c
 }
 
@@ -115,6 +126,12 @@ type Reconciler struct {
 	e   *Engine
 	st  ReconcileStore
 	cfg ReconcileConfig
+
+	mu sync.Mutex
+	// watchAfter is the keyset cursor of the MR watch: the last operation
+	// id the previous pass read ("" to start over). It lives in memory: a
+	// new leader starts over, which only reads some MRs sooner.
+	watchAfter string
 }
 
 // NewReconciler returns a reconciler over e and st.
@@ -129,6 +146,9 @@ type ReconcileReport struct {
 	PipelineLists  int
 	AncestryChecks int
 	Woken          int
+	// Watched counts the merge requests read for changes waiting without
+	// a poll; Found those GitLab showed closed or merged.
+	Watched, Found int
 	Errors         int
 }
 
@@ -177,9 +197,86 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	if err := r.watchMRs(ctx, &rep); err != nil {
+		return rep, err
+	}
 	r.e.log.Info("reconciler pass", "candidates", rep.Candidates, "flipped", rep.Flipped, "pipeline_lists", rep.PipelineLists,
-		"ancestry_checks", rep.AncestryChecks, "woken", rep.Woken, "errors", rep.Errors)
+		"ancestry_checks", rep.AncestryChecks, "woken", rep.Woken, "watched", rep.Watched, "found", rep.Found, "errors", rep.Errors)
 	return rep, nil
+}
+
+// watchSteps are the steps in which a change with a merge request waits
+// without a job that reads the MR on a schedule: the approval wait of the
+// MR-first order, the pending and the failed steps, and the steps whose
+// job is short (it reads the MR when it runs). A person may close or merge
+// the MR there; the close or merge hook tells at once, and when it is lost
+// the reconciler's MR watch does within one pass (issue 10 points 1, 2).
+// The polling steps (Step.Polls) find it on their own poll.
+var watchSteps = stepsWhere(func(s Step) bool { return s.Cancellable() && !s.Polls() })
+
+// watchStatuses are the binding statuses of watchSteps.
+var watchStatuses = func() []string {
+	var out []string
+	for _, c := range watchSteps {
+		if st := MustStep(c).Status; !slices.Contains(out, st) {
+			out = append(out, st)
+		}
+	}
+	return out
+}()
+
+// watchMRs reads the merge request of up to MaxWatches changes waiting at
+// a watchStep (one query, one MR read each, continuing from where the last
+// pass stopped) and settles what a lost hook would have told: merged
+// finishes the change as merged, closed by a person ends it in MR_CLOSED.
+// A rate-limited read ends the watch of this pass (the next one goes on);
+// other errors are counted and logged.
+func (r *Reconciler) watchMRs(ctx context.Context, rep *ReconcileReport) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ops, err := r.st.ListWatchedMRs(ctx, r.e.st.Pool(), store.WatchParams{Steps: stepInts(watchSteps), Statuses: watchStatuses,
+		After: r.watchAfter, Limit: r.cfg.MaxWatches})
+	if err != nil {
+		return err
+	}
+	prev := r.watchAfter
+	if len(ops) < r.cfg.MaxWatches {
+		r.watchAfter = "" // the end: the next pass starts over
+	} else {
+		r.watchAfter = ops[len(ops)-1].ID
+	}
+	source := SourceReconciler + ":mr_watch"
+	for i, op := range ops {
+		mr, err := r.e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
+		if errors.Is(err, platform.ErrRateLimited) {
+			rep.Errors++
+			r.watchAfter = prev // this one first, next pass
+			if i > 0 {
+				r.watchAfter = ops[i-1].ID
+			}
+			return nil
+		}
+		if err != nil {
+			rep.Errors++
+			r.e.opLog(op).Warn("reconciler could not read the merge request", "err", err)
+			continue
+		}
+		rep.Watched++
+		switch mr.State {
+		case platform.MRStateMerged:
+			err = r.e.finishMerged(ctx, op, mr, source)
+		case platform.MRStateClosed:
+			err = r.e.closedByPerson(ctx, op, mr.ClosedBy.Username, source)
+		default:
+			continue
+		}
+		rep.Found++
+		if err != nil && !isConflict(err) {
+			rep.Errors++
+			r.e.opLog(op).Warn("reconciler could not record what a person did to the merge request", "state", mr.State, "err", err)
+		}
+	}
+	return nil
 }
 
 // reconcileBranch handles the candidates of one (project, target branch):

@@ -303,6 +303,11 @@ func (c *countingStore) WakeStaleWaits(ctx context.Context, db store.DBTX, p sto
 	return c.Store.WakeStaleWaits(ctx, db, p)
 }
 
+func (c *countingStore) ListWatchedMRs(ctx context.Context, db store.DBTX, p store.WatchParams) ([]store.Operation, error) {
+	c.queries.Add(1)
+	return c.Store.ListWatchedMRs(ctx, db, p)
+}
+
 func (c *countingStore) ListStuckOperations(ctx context.Context, db store.DBTX, p store.StuckParams) ([]store.Operation, error) {
 	c.queries.Add(1)
 	ops, err := c.Store.ListStuckOperations(ctx, db, p)
@@ -312,7 +317,8 @@ func (c *countingStore) ListStuckOperations(ctx context.Context, db store.DBTX, 
 	return ops, err
 }
 
-// TestReconcilerBoundedWork: a pass costs two queries and one pipelines
+// TestReconcilerBoundedWork: a pass costs three queries (candidates, quiet
+// waits, watched MRs) and one pipelines
 // list per (project, branch), whether 1 or 20 changes wait, and at most
 // MaxAncestryChecks merge_base calls.
 func TestReconcilerBoundedWork(t *testing.T) {
@@ -333,8 +339,8 @@ func TestReconcilerBoundedWork(t *testing.T) {
 			lists := s.fake.CallCount("GET", "/api/v4/projects/*/pipelines")
 			bases := s.fake.CallCount("GET", "/api/v4/projects/*/repository/merge_base")
 			t.Logf("report %+v; queries %d, pipeline lists %d, merge_base %d", rep, cs.queries.Load(), lists, bases)
-			if rep.Flipped["exact"] != rows || cs.queries.Load() != 2 || lists != 1 || bases != 0 {
-				t.Fatalf("flipped %v, queries %d, lists %d, merge_base %d; want %d, 2, 1, 0", rep.Flipped, cs.queries.Load(), lists, bases, rows)
+			if rep.Flipped["exact"] != rows || cs.queries.Load() != 3 || lists != 1 || bases != 0 {
+				t.Fatalf("flipped %v, queries %d, lists %d, merge_base %d; want %d, 3, 1, 0", rep.Flipped, cs.queries.Load(), lists, bases, rows)
 			}
 		})
 	}
@@ -368,8 +374,8 @@ func TestReconcilerBoundedWork(t *testing.T) {
 		if bases := s.fake.CallCount("GET", "/api/v4/projects/*/repository/merge_base"); bases != rows {
 			t.Fatalf("merge_base calls %d, want %d", bases, rows)
 		}
-		if got := cs.queries.Load(); got != int64(2*passes) {
-			t.Fatalf("queries %d over %d passes, want %d", got, passes, 2*passes)
+		if got := cs.queries.Load(); got != int64(3*passes) {
+			t.Fatalf("queries %d over %d passes, want %d", got, passes, 3*passes)
 		}
 	})
 }

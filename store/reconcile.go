@@ -177,3 +177,31 @@ func (s *Store) ListStuckOperations(ctx context.Context, db DBTX, p StuckParams)
 	}
 	return ops, nil
 }
+
+// WatchParams select the operations ListWatchedMRs returns.
+type WatchParams struct {
+	// Steps are the waiting steps whose merge request is watched.
+	Steps []int
+	// Statuses are the binding statuses of those steps (they let the
+	// query use the status index).
+	Statuses []string
+	// After is the keyset cursor: only operations with an id greater than
+	// it ("" for the first page).
+	After string
+	// Limit bounds the rows.
+	Limit int
+}
+
+// ListWatchedMRs returns up to p.Limit operations at one of p.Steps that
+// have a merge request, with ids after p.After, in id order (a keyset page:
+// the caller passes the last id back to go on, "" to start over). One
+// query.
+func (s *Store) ListWatchedMRs(ctx context.Context, db DBTX, p WatchParams) ([]Operation, error) {
+	ops, err := collectOperations(db.Query(ctx, `SELECT `+opColumns+` FROM operations
+		WHERE status = ANY($2) AND step = ANY($1) AND mr_iid > 0 AND id > $3
+		ORDER BY id LIMIT $4`, p.Steps, p.Statuses, p.After, p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("listing watched merge requests: %w", err)
+	}
+	return ops, nil
+}
