@@ -159,7 +159,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	sweeper := flows.NewSweeper(a.engine, a.store, sweepCfg)
 	sweeper.AddWorker(workers)
 	a.jobs, err = river.NewClient(riverpgxv5.New(a.pool), &river.Config{
-		ID: opts.ClientID, Logger: a.log, Schema: a.schema, Workers: workers,
+		ID: opts.ClientID, Logger: quietRiverLogger(a.log), Schema: a.schema, Workers: workers,
 		Queues: map[string]river.QueueConfig{
 			flows.QueueDefault: {MaxWorkers: a.cfg.Workers},
 			flows.QueueEvents:  {MaxWorkers: a.cfg.Workers},

@@ -59,7 +59,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	r.HandleFunc("/readyz", a.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-	return recoverPanics(fm.PanicCounter(), a, textInput(a.cfg.MaxBodyBytes, false, r)), nil
+	return accessLog(a.log, r, recoverPanics(fm.PanicCounter(), a, textInput(a.cfg.MaxBodyBytes, false, r))), nil
 }
 
 // recoverPanics turns a handler panic into a 500 and a counted, logged
@@ -334,6 +334,7 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the change, try again"})
 		return
 	}
+	noteOperation(r.Context(), op.ID)
 	status := http.StatusAccepted
 	if !created {
 		status = http.StatusOK

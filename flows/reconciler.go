@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -200,7 +201,11 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 	if err := r.watchMRs(ctx, &rep); err != nil {
 		return rep, err
 	}
-	r.e.log.Info("reconciler pass", "candidates", rep.Candidates, "flipped", rep.Flipped, "pipeline_lists", rep.PipelineLists,
+	level := slog.LevelInfo
+	if len(rep.Flipped) == 0 && rep.Woken == 0 && rep.Found == 0 && rep.Errors == 0 {
+		level = slog.LevelDebug // a pass that changed nothing, every minute, is noise
+	}
+	r.e.log.Log(ctx, level, "reconciler pass", "candidates", rep.Candidates, "flipped", rep.Flipped, "pipeline_lists", rep.PipelineLists,
 		"ancestry_checks", rep.AncestryChecks, "woken", rep.Woken, "watched", rep.Watched, "found", rep.Found, "errors", rep.Errors)
 	return rep, nil
 }

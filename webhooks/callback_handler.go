@@ -317,7 +317,7 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			label = ResultOther
 		}
 		count(label)
-		log.Info("callback applied", attrResult, result)
+		log.Debug("callback applied", attrResult, result) // the access line is the info one
 		writeJSON(w, http.StatusOK, answer{Result: result})
 	}
 }

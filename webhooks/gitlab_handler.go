@@ -223,7 +223,7 @@ func (h *gitlabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, answer{Result: OutcomeDuplicate})
 	default:
 		count(OutcomeAccepted)
-		log.Info("webhook accepted", attrDeliveryID, id)
+		log.Debug("webhook accepted", attrDeliveryID, id) // the access line is the info one
 		writeJSON(w, http.StatusOK, answer{Result: OutcomeAccepted, DeliveryID: id})
 	}
 }

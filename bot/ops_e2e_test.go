@@ -1,0 +1,193 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/store/storetest"
+)
+
+// logLine is one JSON log line, its fields by name.
+type logLine map[string]any
+
+func (l logLine) str(k string) string { s, _ := l[k].(string); return s }
+
+// jsonLines decodes the JSON log lines in s.
+func jsonLines(t *testing.T, s string) []logLine {
+	t.Helper()
+	var out []logLine
+	for _, raw := range strings.Split(strings.TrimSpace(s), "\n") {
+		if raw == "" {
+			continue
+		}
+		var l logLine
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("log line is not JSON: %q", raw)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// opsRun is one change carried to VALIDATED by a bot whose info log is
+// captured as JSON, and the bot's /metrics read afterwards.
+type opsRun struct {
+	opID    string
+	log     string
+	metrics string
+}
+
+// runOneChangeCapturingLogs runs the demo's change end to end with the
+// bot logging JSON at info into a buffer, then scrapes /metrics.
+func runOneChangeCapturingLogs(t *testing.T) opsRun {
+	t.Helper()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	sc := storetest.New(t)
+	env.Config.DatabaseURL = storetest.URL()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, tlogWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: log, Schema: sc.Name, Poll: demoPoll})
+	if err != nil {
+		t.Fatalf("NewApp: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, env.Listener) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		app.Close()
+	}()
+	opID, err := submitDemoChange(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := followChange(context.Background(), env, opID, 60*time.Second, func(changeView) {}); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, env.BaseURL+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	// River's producers log their counts every few seconds while jobs
+	// ran: give them a tick.
+	time.Sleep(1500 * time.Millisecond)
+	return opsRun{opID: opID, log: logs.String(), metrics: string(body)}
+}
+
+// TestAccessLogOneLinePerRequest carries one change end to end and reads
+// the bot's info log: every HTTP request it answered has one "http
+// request" line with method, route template, status, duration and the
+// delivery or operation id; the handlers' own per-request lines and
+// River's routine lines are not at info.
+func TestAccessLogOneLinePerRequest(t *testing.T) {
+	t.Parallel()
+	run := runOneChangeCapturingLogs(t)
+	lines := jsonLines(t, run.log)
+	type key struct{ method, route string }
+	seen := map[key][]logLine{}
+	for _, l := range lines {
+		if l.str("level") != "INFO" {
+			t.Errorf("a line below info reached an info logger: %v", l)
+		}
+		msg := l.str("msg")
+		for _, quiet := range append([]string{"webhook accepted", "callback applied"}, riverQuietSuffixes...) {
+			if strings.HasSuffix(msg, quiet) {
+				t.Errorf("routine line logged at info: %v", l)
+			}
+		}
+		if msg != "http request" {
+			continue
+		}
+		if _, ok := l["duration_ms"].(float64); !ok {
+			t.Errorf("access line without duration_ms: %v", l)
+		}
+		if _, ok := l["status"].(float64); !ok {
+			t.Errorf("access line without status: %v", l)
+		}
+		k := key{l.str("method"), l.str("route")}
+		seen[k] = append(seen[k], l)
+	}
+	one := func(k key) logLine {
+		t.Helper()
+		if len(seen[k]) == 0 {
+			t.Fatalf("no access line for %v; access lines: %v", k, seen)
+		}
+		return seen[k][0]
+	}
+	if l := one(key{"POST", "/api/v1/changes"}); l["status"] != float64(202) || l.str("operation_id") != run.opID {
+		t.Errorf("submit access line %v, want status 202 and operation_id %s", l, run.opID)
+	}
+	for _, l := range seen[key{"GET", "/api/v1/changes/{id}"}] {
+		if l["status"] != float64(200) || l.str("operation_id") != run.opID {
+			t.Errorf("status poll access line %v, want 200 and operation_id %s", l, run.opID)
+		}
+	}
+	one(key{"GET", "/api/v1/changes/{id}"})
+	for _, l := range seen[key{"POST", "/webhooks/gitlab"}] {
+		if l["status"] != float64(200) || l.str("delivery_uuid") == "" {
+			t.Errorf("webhook access line %v, want 200 and the delivery's uuid", l)
+		}
+	}
+	one(key{"POST", "/webhooks/gitlab"})
+	if l := one(key{"POST", "/callbacks/approval"}); l.str("operation_id") != run.opID {
+		t.Errorf("approval callback access line %v, want operation_id %s", l, run.opID)
+	}
+	// /metrics is scraped at debug: not in an info log.
+	if len(seen[key{"GET", "/metrics"}]) != 0 {
+		t.Errorf("the /metrics scrape was logged at info: %v", seen[key{"GET", "/metrics"}])
+	}
+}
+
+// TestRiverRoutineLinesAtDebug: River's periodic producer and maintenance
+// lines go to debug, its other lines keep their level and attributes.
+func TestRiverRoutineLinesAtDebug(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		msg       string
+		level     slog.Level
+		wantLevel string // "" when dropped at info
+	}{
+		{"producer: Producer job counts", slog.LevelInfo, ""},
+		{"JobCleaner: Ran successfully", slog.LevelInfo, ""},
+		{"PeriodicJobEnqueuer: nil returned from periodic job constructor, skipping", slog.LevelInfo, ""},
+		{"River client started", slog.LevelInfo, "INFO"},
+		{"jobexecutor.JobExecutor: Job errored; retrying", slog.LevelInfo, "INFO"},
+		{"producer: Error fetching jobs", slog.LevelError, "ERROR"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.msg, func(t *testing.T) {
+			for _, min := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+				var buf bytes.Buffer
+				log := quietRiverLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: min})))
+				log.With("client_id", "c1").Log(context.Background(), tc.level, tc.msg, "queue", "default")
+				want := tc.wantLevel
+				if want == "" && min == slog.LevelDebug {
+					want = "DEBUG"
+				}
+				if want == "" {
+					if buf.Len() != 0 {
+						t.Fatalf("at %v: logged %s", min, buf.String())
+					}
+					continue
+				}
+				l := jsonLines(t, buf.String())
+				if len(l) != 1 || l[0].str("level") != want || l[0].str("queue") != "default" || l[0].str("client_id") != "c1" {
+					t.Fatalf("at %v: logged %s, want one %s line with its attributes", min, buf.String(), want)
+				}
+			}
+		})
+	}
+}
