@@ -172,7 +172,7 @@ func TestRiverRoutineLinesAtDebug(t *testing.T) {
 			for _, min := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
 				var buf bytes.Buffer
 				log := quietRiverLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: min})))
-				log.With("client_id", "c1").Log(context.Background(), tc.level, tc.msg, "queue", "default")
+				log.With("client_id", "c1").Log(context.Background(), tc.level, tc.msg, "queue", "default") //nolint:sloglint // River's own messages are the input
 				want := tc.wantLevel
 				if want == "" && min == slog.LevelDebug {
 					want = "DEBUG"
