@@ -77,12 +77,30 @@ func (s *Server) SetRebaseBehavior(projectID, iid int64, b RebaseBehavior) {
 	}
 }
 
+// SetMergeDuration makes every merge in the project take d, as a merge
+// GitLab runs in MergeService while the API call waits: a merge call that
+// passes the checks locks the MR (state "locked", detailed_merge_status
+// "not_open") and is answered d later, when the merge takes effect (merge
+// commit, hook, deploy pipeline) and the MR shows "merged". The merge goes
+// through even when the caller gave up waiting, as GitLab's does. Meanwhile
+// a second merge call, from any user, answers 405 "405 Method Not Allowed"
+// (a locked MR is not mergeable; GITLAB-FACTS §2.6) and GET shows the MR
+// locked. Zero (the default) merges at once.
+func (s *Server) SetMergeDuration(projectID int64, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.projects[projectID]; p != nil {
+		p.mergeTime = d
+	}
+}
+
 // merge serves PUT /projects/:id/merge_requests/:iid/merge in GitLab's order
 // (GITLAB-FACTS §2.6): 401 "401 Unauthorized" below
 // ProjectSpec.MergeAccessLevel; 409 "SHA does not match HEAD of source
 // branch: <head>" when sha is given and differs; 405 "405 Method Not
 // Allowed" unless detailed_merge_status is "mergeable" and no rebase runs
-// (closed and merged MRs included). Otherwise it merges (merge commit,
+// (closed, merged and locked MRs included). Otherwise it merges, after
+// SetMergeDuration with the MR locked meanwhile (merge commit,
 // or fast-forward for merge method ff; squash commit when squashing), emits
 // the Merge Request Hook "merge", starts the deploy pipeline on a
 // protected target, and answers 200 with the MR.
@@ -118,8 +136,24 @@ func (s *Server) merge(rc *reqCtx) {
 	if !given {
 		remove = mr.removeSource
 	}
+	if d := p.mergeTime; d > 0 {
+		s.lockForMerge(mr, d)
+	}
 	s.doMerge(mr, rc.user, squash, remove, rc.get("merge_commit_message"))
 	rc.writeJSON(http.StatusOK, s.mrJSON(mr, rc.user, false))
+}
+
+// lockForMerge locks mr for d while its merge runs (SetMergeDuration): it
+// releases the server's lock meanwhile, so that other calls are served and
+// see the MR locked, and counts as pending work for WaitIdle. Called and
+// returns with s.mu held.
+func (s *Server) lockForMerge(mr *mergeRequest, d time.Duration) {
+	mr.state, mr.updated = stateLocked, s.now()
+	s.pending++
+	s.mu.Unlock()
+	time.Sleep(d)
+	s.mu.Lock()
+	s.pending--
 }
 
 // squashOnMerge decides squashing from the merge call's squash parameter

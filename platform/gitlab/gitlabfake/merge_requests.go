@@ -15,9 +15,12 @@ const (
 	stateOpened = "opened"
 	stateClosed = "closed"
 	stateMerged = "merged"
+	// stateLocked is an MR GitLab is merging right now: MergeService locks
+	// it (state_id 4) until the merge commit is on the target branch.
+	stateLocked = "locked"
 )
 
-var stateIDs = map[string]int{stateOpened: 1, stateClosed: 2, stateMerged: 3}
+var stateIDs = map[string]int{stateOpened: 1, stateClosed: 2, stateMerged: 3, stateLocked: 4}
 
 type mergeRequest struct {
 	id, iid                      int64

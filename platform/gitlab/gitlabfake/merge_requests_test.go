@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func message(t *testing.T, b []byte) string {
@@ -410,4 +411,74 @@ func TestRebaseInProgress(t *testing.T) {
 	}
 	e.idle() // a stuck rebase does not count as pending work
 	e.must(403, "PUT", mrPath(e, mr, "/rebase"), reporterToken, nil)
+}
+
+// TestMergeDuration: with SetMergeDuration the merge call is answered once
+// the merge took effect; meanwhile the MR shows "locked" and a second merge
+// call answers 405, as GitLab does while MergeService runs. A caller that
+// stops waiting does not stop the merge.
+func TestMergeDuration(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		giveUp   bool // the first caller's client times out before the answer
+		wantCode int  // status the first caller sees; 0: none (gave up)
+	}{
+		{name: "answered after the merge", wantCode: 200},
+		{name: "the caller gave up", giveUp: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, ProjectSpec{})
+			const d = 400 * time.Millisecond
+			e.srv.SetMergeDuration(e.proj.ID, d)
+			mr := e.openMR("feature")
+			e.idle()
+			client := &http.Client{}
+			if tt.giveUp {
+				client.Timeout = 50 * time.Millisecond
+			}
+			first := make(chan int, 1)
+			start := time.Now()
+			go func() {
+				req, _ := http.NewRequest(http.MethodPut, e.srv.URL()+"/api/v4"+mrPath(e, mr, "/merge"),
+					strings.NewReader(`{"sha":"`+mr["sha"].(string)+`"}`))
+				req.Header.Set("PRIVATE-TOKEN", robotToken)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					first <- 0
+					return
+				}
+				_ = resp.Body.Close()
+				first <- resp.StatusCode
+			}()
+			for e.srv.CallCount(http.MethodPut, "/api/v4/projects/*/merge_requests/*/merge") == 0 {
+				got := e.must(200, "GET", mrPath(e, mr, ""), robotToken, nil)
+				if got["state"] == "locked" {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			got := e.must(200, "GET", mrPath(e, mr, ""), robotToken, nil)
+			if got["state"] != "locked" || got["detailed_merge_status"] != "not_open" {
+				t.Fatalf("during the merge: state %v, detailed_merge_status %v; want locked, not_open", got["state"], got["detailed_merge_status"])
+			}
+			if st, _, b := e.call("PUT", mrPath(e, mr, "/merge"), reviewerToken, map[string]any{"sha": mr["sha"]}); st != 405 || message(t, b) != "405 Method Not Allowed" {
+				t.Fatalf("a second merge during the first: %d %s; want 405", st, b)
+			}
+			if code := <-first; code != tt.wantCode {
+				t.Fatalf("first merge call: %d; want %d", code, tt.wantCode)
+			}
+			e.idle()
+			if took := time.Since(start); took < d {
+				t.Fatalf("the merge took effect after %s; want %s", took, d)
+			}
+			got = e.must(200, "GET", mrPath(e, mr, ""), robotToken, nil)
+			if got["state"] != "merged" || got["merge_commit_sha"] == nil {
+				t.Fatalf("after the merge: state %v, merge_commit_sha %v", got["state"], got["merge_commit_sha"])
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // GitLab access levels (doc/api/members.md).
@@ -75,6 +76,7 @@ type project struct {
 	mrRuns    int
 	deployRun int
 	checklist []ChecklistItem
+	mergeTime time.Duration // SetMergeDuration
 }
 
 // AddProject creates a project with its default branch holding one initial
