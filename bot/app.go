@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,6 +64,8 @@ type App struct {
 	schema   string
 	settings *settings.Cache
 	gauge    *flows.ActiveGauge
+	// draining is set once Run got its stop signal: /readyz answers 503.
+	draining atomic.Bool
 }
 
 // NewApp connects to the database and builds every subsystem; it starts
@@ -191,21 +194,30 @@ func (a *App) Engine() *flows.Engine { return a.engine }
 // Store returns the store.
 func (a *App) Store() *store.Store { return a.store }
 
-// Run serves HTTP on ln and runs the job workers until ctx is cancelled,
-// then stops intake, lets running jobs finish within the grace period, and
-// returns. Unfinished work stays in the database for the next start.
+// Run serves HTTP on ln and runs the job workers until ctx is cancelled
+// (SIGTERM). Then the replica turns not ready (/readyz answers 503) but keeps
+// answering webhooks, callbacks and the API for ShutdownDelay, so load
+// balancers stop sending to it before it stops listening and no delivery
+// sent meanwhile is refused; then it stops intake, lets running requests and
+// jobs finish within ShutdownGrace, and returns. Unfinished work stays in
+// the database for the next start or another replica.
 func (a *App) Run(ctx context.Context, ln net.Listener) error {
+	// The workers, the settings cache and the gauge run until the drain
+	// ends, not until ctx: River cancels the jobs of a cancelled start
+	// context instead of letting them finish.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
 	// The cache starts even when the settings are unreadable (migrations
 	// not applied): config values and defaults, retried every TTL.
-	if err := a.settings.Start(ctx); err != nil {
+	if err := a.settings.Start(runCtx); err != nil {
 		return fmt.Errorf("starting settings cache: %w", err)
 	}
 	defer a.settings.Close()
-	stopJobStarts, err := a.startJobs(ctx)
+	stopJobStarts, err := a.startJobs(runCtx)
 	if err != nil {
 		return err
 	}
-	gaugeCtx, stopGauge := context.WithCancel(ctx)
+	gaugeCtx, stopGauge := context.WithCancel(runCtx)
 	gaugeDone := make(chan struct{})
 	go func() {
 		defer close(gaugeDone)
@@ -222,10 +234,22 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
+	if serveErr == nil && a.cfg.ShutdownDelay > 0 {
+		a.draining.Store(true)
+		a.log.Info("shutting down: not ready, still accepting requests for the shutdown delay", "delay", a.cfg.ShutdownDelay.String())
+		t := time.NewTimer(a.cfg.ShutdownDelay)
+		select {
+		case <-t.C:
+		case serveErr = <-errc:
+		}
+		t.Stop()
+	}
+	a.draining.Store(true)
 	grace := a.cfg.ShutdownGrace
 	if grace <= 0 {
 		grace = 20 * time.Second
 	}
+	a.log.Info("shutting down: intake stopped, draining requests and jobs", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	_ = srv.Shutdown(sctx)

@@ -77,6 +77,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// ShutdownGrace is how long serve drains in-flight work after SIGTERM.
 	ShutdownGrace time.Duration
+	// ShutdownDelay is how long serve, after SIGTERM, keeps accepting
+	// requests while /readyz answers 503, before the drain starts (0: none).
+	ShutdownDelay time.Duration
 	// AutoMigrate makes serve and demo apply database migrations at start.
 	AutoMigrate bool
 	// Settings are initial runtime settings (issue 4 point 9), key to value
@@ -218,6 +221,9 @@ var configFields = []configField{
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_SHUTDOWN_GRACE", YAML: "shutdown_grace", Default: "20s",
 		Description: "How long serve drains in-flight requests and jobs after SIGTERM (a Go duration such as 20s)."},
 		set: setShutdownGrace},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_SHUTDOWN_DELAY", YAML: "shutdown_delay", Default: "10s",
+		Description: "After SIGTERM, how long serve keeps accepting webhooks and API calls while /readyz answers 503, so load balancers stop sending to it before intake stops; then the shutdown grace starts. 0 stops at once."},
+		set: setShutdownDelay},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_AUTO_MIGRATE", YAML: "auto_migrate", Default: "false",
 		Description: "Apply database migrations when serve or demo starts (otherwise run changebot migrate)."},
 		set: setAutoMigrate},
@@ -575,6 +581,15 @@ func setShutdownGrace(c *Config, v string) error {
 	return nil
 }
 
+func setShutdownDelay(c *Config, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as 10s", v)
+	}
+	c.ShutdownDelay = d
+	return nil
+}
+
 func setAutoMigrate(c *Config, v string) error {
 	b, err := strconv.ParseBool(v)
 	if err != nil {
@@ -640,6 +655,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownGrace <= 0 {
 		ps.addf("%s: must be positive, got %s", configLabel("CHANGEBOT_SHUTDOWN_GRACE"), c.ShutdownGrace)
+	}
+	if c.ShutdownDelay < 0 {
+		ps.addf("%s: must not be negative, got %s", configLabel("CHANGEBOT_SHUTDOWN_DELAY"), c.ShutdownDelay)
 	}
 	for k := range c.Settings {
 		if strings.TrimSpace(k) == "" {
@@ -874,6 +892,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("workers", c.Workers),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("shutdown_grace", c.ShutdownGrace),
+		slog.Duration("shutdown_delay", c.ShutdownDelay),
 		slog.Bool("auto_migrate", c.AutoMigrate),
 		slog.Any("settings", c.Settings),
 	)

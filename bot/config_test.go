@@ -117,7 +117,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Errorf("unset lists should stay nil: %v", c)
 	}
 	if !reflect.DeepEqual(DefaultConfig(), Config{Listen: ":8080", LogLevel: "info", LogFormat: "json",
-		Workers: 20, MaxBodyBytes: 5 << 20, ShutdownGrace: 20 * time.Second}) {
+		Workers: 20, MaxBodyBytes: 5 << 20, ShutdownGrace: 20 * time.Second, ShutdownDelay: 10 * time.Second}) {
 		t.Errorf("DefaultConfig() = %v", DefaultConfig())
 	}
 }
@@ -154,6 +154,7 @@ func TestLoadConfigSources(t *testing.T) {
 					Workers:        7,
 					MaxBodyBytes:   1 << 20,
 					ShutdownGrace:  45 * time.Second,
+					ShutdownDelay:  4 * time.Second,
 					AutoMigrate:    true,
 					Settings: map[string]string{
 						"flow.approval_first": "true", "admission.max_active": "200", "pipeline.deadline": "2h",
@@ -330,6 +331,7 @@ func TestLoadConfigProblems(t *testing.T) {
 				"CHANGEBOT_WORKERS":         "0",
 				"CHANGEBOT_MAX_BODY_BYTES":  "-1",
 				"CHANGEBOT_SHUTDOWN_GRACE":  "0s",
+				"CHANGEBOT_SHUTDOWN_DELAY":  "-1s",
 			},
 			want: []string{
 				`CHANGEBOT_LISTEN (listen): "8080" is not a host:port address`,
@@ -354,6 +356,7 @@ func TestLoadConfigProblems(t *testing.T) {
 				"CHANGEBOT_WORKERS (workers): must be at least 1, got 0",
 				"CHANGEBOT_MAX_BODY_BYTES (max_body_bytes): must be positive, got -1",
 				"CHANGEBOT_SHUTDOWN_GRACE (shutdown_grace): must be positive, got 0s",
+				"CHANGEBOT_SHUTDOWN_DELAY (shutdown_delay): must not be negative, got -1s",
 			},
 		},
 		{

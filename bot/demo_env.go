@@ -97,6 +97,7 @@ func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Dura
 	cfg.Workers = 10
 	cfg.Operators = []string{demoOperator}
 	cfg.ShutdownGrace = 5 * time.Second
+	cfg.ShutdownDelay = 0 // nothing routes to the demo through a load balancer
 	return &demoEnv{GitLab: gl, Approvals: ap, Project: proj, Config: cfg, Listener: ln, BaseURL: base}, nil
 }
 

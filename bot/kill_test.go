@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -30,7 +31,7 @@ type botProcess struct {
 	t    *testing.T
 	env  []string
 	cmd  *exec.Cmd
-	logs *strings.Builder
+	logs io.Writer
 }
 
 func (p *botProcess) start() {

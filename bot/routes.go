@@ -124,6 +124,10 @@ func requestTokenID(r *http.Request) string {
 }
 
 func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
+	if a.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := a.store.Ping(ctx); err != nil {

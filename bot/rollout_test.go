@@ -1,0 +1,199 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"changebot/internal/fixture"
+	"changebot/store/storetest"
+)
+
+// hookResult is one webhook the rollout test sent and what it got back.
+type hookResult struct {
+	key    string
+	sentAt time.Time
+	status int // 0: no answer (connection refused after the drain)
+}
+
+// TestRolloutStoresEveryHookSentDuringTheShutdownDelay runs `changebot
+// serve` in a subprocess, sends GitLab webhooks to it every 10 ms, and
+// sends it SIGTERM in the middle (issue 14 point 7). /readyz must answer
+// 503 at once while the webhooks sent during the shutdown delay are still
+// answered 200 and every one of them is stored; the process exits 0 after
+// the delay.
+func TestRolloutStoresEveryHookSentDuringTheShutdownDelay(t *testing.T) {
+	t.Parallel()
+	const delay = 2 * time.Second
+	sc := storetest.New(t)
+	env := newTestEnv(t, true, time.Second)
+	addr := env.Listener.Addr().String()
+	_ = env.Listener.Close() // the subprocess listens there
+	cfgFile := filepath.Join(t.TempDir(), "changebot.yaml")
+	if err := os.WriteFile(cfgFile, []byte("log_level: info\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	p := &botProcess{t: t, logs: logs, env: []string{cfgFile,
+		"CHANGEBOT_LISTEN=" + addr,
+		"DATABASE_URL=" + sc.URL,
+		"CHANGEBOT_GITLAB_URL=" + env.GitLab.URL(),
+		"CHANGEBOT_GITLAB_TOKEN=" + demoRobotToken,
+		"CHANGEBOT_REVIEWER_TOKENS=" + demoReviewers[0].token,
+		"CHANGEBOT_WEBHOOK_SECRETS=" + demoWebhookSecret,
+		"CHANGEBOT_CALLBACK_SECRET=" + demoCallbackSecret,
+		"CHANGEBOT_API_TOKENS=submitter:" + demoAPIToken,
+		"CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
+		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL,
+		"CHANGEBOT_SHUTDOWN_DELAY=" + delay.String(),
+		"CHANGEBOT_SHUTDOWN_GRACE=5s",
+	}}
+	p.start()
+	defer p.kill()
+	defer func() {
+		if t.Failed() {
+			t.Logf("bot output:\n%s", logs.String())
+		}
+	}()
+	base := "http://" + addr
+	client := &http.Client{Timeout: 5 * time.Second}
+	get := func(path string) int {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, base+path, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for get("/readyz") != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("the bot never became ready")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// A comment as GitLab sends it; each send is its own delivery
+	// (Idempotency-Key), as a /retry posted during the rollout would be.
+	body := fixture.GitLab(t, "webhook-note-mr.json")
+	var (
+		mu      sync.Mutex
+		results []hookResult
+	)
+	stop := make(chan struct{})
+	senderDone := make(chan struct{})
+	go func() {
+		defer close(senderDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			key := fmt.Sprintf("rollout-%04d", i)
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/webhooks/gitlab", bytes.NewReader(body))
+			req.Header.Set("X-Gitlab-Event", "Note Hook")
+			req.Header.Set("X-Gitlab-Token", demoWebhookSecret)
+			req.Header.Set("Idempotency-Key", key)
+			r := hookResult{key: key, sentAt: time.Now()}
+			if resp, err := client.Do(req); err == nil {
+				r.status = resp.StatusCode
+				_ = resp.Body.Close()
+			}
+			mu.Lock()
+			results = append(results, r)
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	sigAt := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Not ready first: /readyz answers 503 well before the delay is over.
+	var notReadyAt time.Time
+	for time.Since(sigAt) < delay/2 {
+		if get("/readyz") == http.StatusServiceUnavailable {
+			notReadyAt = time.Now()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if notReadyAt.IsZero() {
+		t.Fatalf("/readyz did not answer 503 within %s of SIGTERM", delay/2)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	var exitErr error
+	select {
+	case exitErr = <-exited:
+	case <-time.After(delay + 15*time.Second):
+		t.Fatal("the bot did not exit after SIGTERM")
+	}
+	exitAt := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	<-senderDone
+	if exitErr != nil {
+		t.Fatalf("the bot exited with %v after SIGTERM, want 0", exitErr)
+	}
+	if exitAt.Sub(sigAt) < delay {
+		t.Fatalf("the bot exited %s after SIGTERM, before the %s shutdown delay", exitAt.Sub(sigAt), delay)
+	}
+
+	// Every hook sent before the delay ended was answered 200, also those
+	// sent after /readyz said 503.
+	mu.Lock()
+	defer mu.Unlock()
+	var accepted []string
+	duringDelay, afterNotReady := 0, 0
+	for _, r := range results {
+		if r.sentAt.Before(sigAt.Add(delay)) && r.status != http.StatusOK {
+			t.Errorf("hook %s sent %s after SIGTERM (within the %s delay) got status %d", r.key, r.sentAt.Sub(sigAt), delay, r.status)
+		}
+		if r.status == http.StatusOK {
+			accepted = append(accepted, r.key)
+			if r.sentAt.After(sigAt) {
+				duringDelay++
+			}
+			if r.sentAt.After(notReadyAt) {
+				afterNotReady++
+			}
+		}
+	}
+	if duringDelay < 20 || afterNotReady < 20 {
+		t.Fatalf("only %d hooks answered 200 after SIGTERM (%d after /readyz said 503): the test did not send through the delay", duringDelay, afterNotReady)
+	}
+	// And every one answered 200 is stored.
+	var stored int
+	err := sc.Pool.QueryRow(context.Background(), "SELECT count(*) FROM webhook_deliveries WHERE dedupe_key = ANY($1)",
+		prefixed("idem:", accepted)).Scan(&stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored != len(accepted) {
+		t.Fatalf("%d of the %d hooks answered 200 are stored", stored, len(accepted))
+	}
+	t.Logf("%d hooks sent, %d answered 200 and stored, %d of them after SIGTERM; exit %s after SIGTERM",
+		len(results), len(accepted), duringDelay, exitAt.Sub(sigAt).Round(time.Millisecond))
+	if !strings.Contains(logs.String(), "still accepting requests for the shutdown delay") {
+		t.Error("serve did not log that it turned not ready for the shutdown delay")
+	}
+}
+
+func prefixed(prefix string, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = prefix + s
+	}
+	return out
+}
