@@ -120,7 +120,8 @@ func Registry() []Command {
 			Name:  NameResume,
 			Usage: "/resume",
 			Description: "Continue a change parked in a pending step (pipeline outcome unknown, rebase stuck, " +
-				"interrupted job) by running its current step again.",
+				"interrupted job) by running its current step again; or a change whose merge request a person closed " +
+				"(MR_CLOSED), once it is reopened: a new pipeline and fresh approvals of its head, then the merge.",
 			Who:          []Role{RoleOperator},
 			WhoText:      "operators only",
 			ChangesState: true,

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/jackc/pgx/v5"
+
 	"changebot/platform"
 	"changebot/store"
 )
@@ -105,6 +107,8 @@ func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams)
 	switch {
 	case !s.Resumable():
 		return op, notApplicable("/resume applies to a waiting or interrupted change; this one is %s (%s)", op.Status, step)
+	case step == ClosedByPerson:
+		return e.resumeClosed(ctx, op, p)
 	case s.Resume != step:
 		return e.Transition(ctx, op, s.Resume, p.opts())
 	}
@@ -119,6 +123,114 @@ func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams)
 		e.opLog(op).Info("resumed", attrStep, step.String(), "new_job", queued)
 	}
 	return op, err
+}
+
+// resumeClosed is /resume of a change a person stopped by closing its MR
+// (MR_CLOSED, issue 10 point 1). A reopen alone moves nothing; this does,
+// and only from a fresh start on the MR's current head:
+//   - a newer change that took the binding meanwhile wins: refused, naming it;
+//   - the MR is read: still closed is refused ("reopen !7 first"); merged
+//     is recorded as merged (the change then waits for its deploy);
+//   - a new MR pipeline is created on the current head and its id recorded,
+//     so no pipeline result from before the close counts (pipelineFinished
+//     ignores older pipelines);
+//   - the reviewer robots' approvals are withdrawn in GitLab and the
+//     in-GitLab approvals recorded for the change forgotten, so every
+//     approval that counts is given again, for the head's sha;
+//   - then CREATE_MR_OPENED (the step table's Resume): the pipeline wait,
+//     then the approvals of the change's flow order, then the merge.
+//
+// GitLab errors other than refusals are returned (the command is retried).
+func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
+	if err := e.bindingTaken(ctx, op); err != nil {
+		return op, err
+	}
+	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
+	switch {
+	case errors.Is(err, platform.ErrNotFound):
+		return op, notApplicable("merge request !%d no longer exists; submit the change again", op.MRIID)
+	case err != nil:
+		return op, err
+	case mr.State == platform.MRStateMerged:
+		if err := e.finishMerged(ctx, op, mr, p.Source); err != nil && !isConflict(err) {
+			return op, err
+		}
+		return op, notApplicable("!%d was merged in GitLab: the change now waits for its deploy", op.MRIID)
+	case mr.State != platform.MRStateOpened:
+		return op, notApplicable("!%d is %s: reopen !%d in GitLab first, then comment /resume again", op.MRIID, mr.State, op.MRIID)
+	}
+	withdrawn, err := e.withdrawRobotApprovals(ctx, op)
+	if err != nil {
+		return op, err
+	}
+	pl, err := e.gl.CreateMergeRequestPipeline(ctx, op.ProjectID, op.MRIID)
+	if platform.IsRefused(err) {
+		return op, notApplicable("GitLab refused a new pipeline for !%d: %s", op.MRIID, failureDetail(err))
+	}
+	if err != nil {
+		return op, err
+	}
+	o := p.opts()
+	o.Payload["resumed_step"] = ClosedByPerson.String()
+	o.Payload["head_sha"] = mr.SHA
+	o.Payload["pipeline_id"] = pl.ID
+	o.Payload["withdrawn_approvals"] = withdrawn
+	o.Update = func(x *store.Operation) {
+		x.HeadSHA, x.PipelineID, x.PipelineURL, x.Rounds = mr.SHA, pl.ID, pl.WebURL, 0
+		x.Detail = fmt.Sprintf("resumed by %s after !%d was reopened: waiting for the new pipeline %d of %s", p.Actor, op.MRIID, pl.ID, short(mr.SHA))
+	}
+	o.Guard = func(ctx context.Context, tx pgx.Tx, _ store.Operation, _ store.Binding) error {
+		_, err := e.st.ClearGitLabApprovals(ctx, tx, op.ID)
+		return err
+	}
+	next, err := e.Transition(ctx, op, MustStep(ClosedByPerson).Resume, o)
+	if errors.Is(err, store.ErrBindingNotOwned) {
+		// A new change took the binding after the look above.
+		if rerr := e.bindingTaken(ctx, op); rerr != nil {
+			return op, rerr
+		}
+	}
+	return next, err
+}
+
+// bindingTaken returns nil when op still owns its binding, a
+// *NotApplicableError naming the newer change that holds it, or the
+// store's error.
+func (e *Engine) bindingTaken(ctx context.Context, op store.Operation) error {
+	b, err := e.st.GetBinding(ctx, e.st.Pool(), op.SubjectID, op.TargetKey)
+	if err != nil {
+		return err
+	}
+	if b.OperationID == op.ID {
+		return nil
+	}
+	return notApplicable("a newer change, %s (%s), took over %s/%s after the close: this one cannot be resumed; follow the newer change instead",
+		b.OperationID, b.Status, op.SubjectID, op.TargetKey)
+}
+
+// withdrawRobotApprovals withdraws, in GitLab, the approvals the reviewer
+// robots gave op's MR (they may carry an older head's sha) and returns how
+// many; a reviewer GitLab says had not approved (404) counts as done.
+func (e *Engine) withdrawRobotApprovals(ctx context.Context, op store.Operation) (int, error) {
+	approved, err := e.readApprovals(ctx, op)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range e.gl.ReviewerCount() {
+		u, err := e.gl.Reviewer(ctx, i)
+		if err != nil {
+			return n, err
+		}
+		if !approved[u.ID] {
+			continue
+		}
+		if err := e.gl.Unapprove(ctx, i, op.ProjectID, op.MRIID); err != nil && !errors.Is(err, platform.ErrNotFound) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // Cancel closes the change (issue 3 /cancel): closes its MR unless GitLab

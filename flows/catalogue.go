@@ -150,11 +150,14 @@ func (s Step) Retryable() bool { return s.Retry != 0 }
 func (s Step) Resumable() bool { return s.Resume != 0 }
 
 // Cancellable reports whether /cancel applies at this step: any step that
-// is not terminal, except the MERGED ones. A merged change is not
-// cancellable: the configuration is on the target branch, so calling it
-// CLOSED (re-appliable) would be a lie (deviation from DESIGN §2 "any
-// non-terminal -> CLOSED").
-func (s Step) Cancellable() bool { return !s.Terminal && s.Status != store.StatusMerged }
+// is not terminal, except the MERGED ones and the CLOSED ones that may be
+// resumed (MR_CLOSED: stopped already, its binding free). A merged change
+// is not cancellable: the configuration is on the target branch, so
+// calling it CLOSED (re-appliable) would be a lie (deviation from DESIGN §2
+// "any non-terminal -> CLOSED").
+func (s Step) Cancellable() bool {
+	return !s.Terminal && s.Status != store.StatusMerged && s.Status != store.StatusClosed
+}
 
 // JobFor returns the job that works the step in the given flow order.
 func (s Step) JobFor(approvalFirst bool) StepJob {
@@ -237,9 +240,14 @@ var catalogue = []Step{
 	// MR_CLOSED: a person closed the merge request in GitLab mid-flow (issue
 	// 10 point 1, after Shopify/shipit-engine#673 and Mergifyio/mergify#3970:
 	// a closed MR must end the flow, not loop it). Like CLOSED it frees the
-	// binding; a reopen in GitLab does not resume it.
-	{Code: ClosedByPerson, Name: "MR_CLOSED", Phase: PhaseClose, Status: store.StatusClosed, Terminal: true,
-		Hint: "A person closed the merge request in GitLab, so changebot stopped: no approve, merge or rebase follows. Reopening it does not resume the change; submit it again to go on."},
+	// binding, and a reopen in GitLab does not move it; unlike CLOSED an
+	// operator's /resume continues it once the MR is reopened (Resume), from
+	// the pipeline wait of the head with a new pipeline and approvals given
+	// afresh (Engine.Resume). A merge found in GitLab is recorded (Next).
+	{Code: ClosedByPerson, Name: "MR_CLOSED", Phase: PhaseClose, Status: store.StatusClosed,
+		Resume: CreateMROpened, Next: next(HandleMerged),
+		Hint: "A person closed the merge request in GitLab, so changebot stopped: no approve, merge or rebase follows. " +
+			"Reopen it and have an operator comment /resume to continue (a new pipeline and fresh approvals of its head), or submit the change again."},
 	{Code: CalledBack, Name: "CALLED_BACK", Phase: PhaseCallback, Status: store.StatusValidated, Terminal: true,
 		Hint: hintDone},
 	{Code: ApprovalSending, Name: "APPROVAL_SENDING", Phase: PhaseApproval, Status: store.StatusApprovalSending,

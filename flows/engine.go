@@ -34,6 +34,7 @@ type Store interface {
 	Pool() *pgxpool.Pool
 	Now() time.Time
 	GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error)
+	GetBinding(ctx context.Context, db store.DBTX, subjectID, targetKey string) (store.Binding, error)
 	OperationExists(ctx context.Context, db store.DBTX, id string) (bool, error)
 	FindOperationByMR(ctx context.Context, db store.DBTX, projectID, iid int64) (store.Operation, error)
 	FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX, key string) (store.Operation, error)
@@ -47,6 +48,7 @@ type Store interface {
 	AddGitLabApproval(ctx context.Context, db store.DBTX, operationID, username, source string) (bool, int, error)
 	RemoveGitLabApproval(ctx context.Context, db store.DBTX, operationID, username string) (bool, error)
 	CountGitLabApprovals(ctx context.Context, db store.DBTX, operationID string) (int, error)
+	ClearGitLabApprovals(ctx context.Context, db store.DBTX, operationID string) (int, error)
 	ListEvents(ctx context.Context, db store.DBTX, operationID string) ([]store.Event, error)
 	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
 	CallbackResult(ctx context.Context, db store.DBTX, kind, requestID string) (string, error)
@@ -82,6 +84,7 @@ type GitLab interface {
 	GroupMemberAccess(ctx context.Context, group string, userID int64) (int, error)
 	Approvals(ctx context.Context, projectID, iid int64) ([]platform.User, error)
 	Approve(ctx context.Context, reviewer int, projectID, iid int64, sha string) error
+	Unapprove(ctx context.Context, reviewer int, projectID, iid int64) error
 	Merge(ctx context.Context, projectID, iid int64, p platform.MergeParams) (platform.MergeRequest, error)
 	Rebase(ctx context.Context, projectID, iid int64) error
 	Pipelines(ctx context.Context, projectID int64, ref, sha string) ([]platform.Pipeline, error)

@@ -131,7 +131,10 @@ func headPipeline(mr platform.MergeRequest) *platform.Pipeline {
 // pipelineFinished applies a finished pipeline of head to op.
 func (e *Engine) pipelineFinished(ctx context.Context, op store.Operation, head string, p platform.Pipeline, source string) error {
 	step := StepCode(op.Step)
-	if !waitsForPipeline(step) {
+	if !waitsForPipeline(step) || p.ID < op.PipelineID {
+		// Not waiting, or a pipeline older than the one the change waits
+		// for (the new pipeline of a /resume after a close; GitLab's
+		// pipeline ids only grow): its result no longer counts.
 		return nil
 	}
 	update := func(o *store.Operation) {

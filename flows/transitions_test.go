@@ -50,6 +50,12 @@ var designEdges = map[[2]string]bool{
 	{store.StatusMRCreating, store.StatusMerged}:      true,
 	{store.StatusMRCreated, store.StatusMerged}:       true,
 	{store.StatusCreateFailed, store.StatusMerged}:    true,
+	// a change a person's close stopped (MR_CLOSED): an operator's /resume
+	// once the MR is reopened goes back to the pipeline wait, retaking the
+	// binding unless a newer change took it; a merge found is recorded
+	// (issue 10 point 1)
+	{store.StatusClosed, store.StatusMRCreating}: true,
+	{store.StatusClosed, store.StatusMerged}:     true,
 }
 
 // TestTransitionTableEveryPair walks every (from, to) pair of the catalogue:
@@ -150,7 +156,9 @@ func TestCatalogueCodesInPhaseRanges(t *testing.T) {
 		if s.Terminal && (s.Retryable() || s.Resumable()) {
 			t.Errorf("terminal %s cannot be retried or resumed", s.Name)
 		}
-		if s.Terminal != (s.Status == store.StatusValidated || store.IsReappliable(s.Status)) {
+		// A step whose binding is free is final, except the one a person's
+		// close stopped: /resume continues it (MR_CLOSED).
+		if s.Terminal != (s.Status == store.StatusValidated || store.IsReappliable(s.Status) && !s.Resumable()) {
 			t.Errorf("%s: terminal=%v disagrees with its status %s", s.Name, s.Terminal, s.Status)
 		}
 		for _, j := range []StepJob{s.Job, s.MRFirstJob} {

@@ -41,3 +41,14 @@ func (s *Store) CountGitLabApprovals(ctx context.Context, db DBTX, operationID s
 	}
 	return n, nil
 }
+
+// ClearGitLabApprovals forgets every approval recorded for operationID (a
+// change resumed after its merge request was closed counts only approvals
+// given afresh, issue 10 point 1); it returns how many it forgot.
+func (s *Store) ClearGitLabApprovals(ctx context.Context, db DBTX, operationID string) (int, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM gitlab_approvals WHERE operation_id = $1`, operationID)
+	if err != nil {
+		return 0, fmt.Errorf("clearing approvals of %s: %w", operationID, err)
+	}
+	return int(tag.RowsAffected()), nil
+}

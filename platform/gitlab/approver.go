@@ -86,6 +86,26 @@ func (c *Client) Approve(ctx context.Context, reviewer int, projectID, iid int64
 	return c.ApproverFor(projectID).Approve(ctx, reviewer, projectID, iid, sha)
 }
 
+// Unapprove withdraws reviewer robot reviewer's approval of merge request
+// !iid (POST /projects/:id/merge_requests/:iid/unapprove, 201;
+// doc/api/merge_request_approvals.md "Unapprove a merge request"). GitLab
+// answers 404 when the reviewer had not approved: platform.ErrNotFound,
+// which a caller withdrawing approvals treats as done.
+func (c *Client) Unapprove(ctx context.Context, reviewer int, projectID, iid int64) error {
+	if reviewer < 0 || reviewer >= len(c.reviewers) {
+		return fmt.Errorf("unapproving merge request !%d as reviewer %d: only %d reviewers configured", iid, reviewer, len(c.reviewers))
+	}
+	api := c.reviewers[reviewer]
+	_, err := call(ctx, c, epMergeRequestUnapprove, func(o gl.RequestOptionFunc) (struct{}, *gl.Response, error) {
+		resp, err := api.MergeRequestApprovals.UnapproveMergeRequest(projectID, iid, o)
+		return struct{}{}, resp, err
+	})
+	if err != nil {
+		return fmt.Errorf("unapproving merge request !%d of project %d as reviewer %d: %w", iid, projectID, reviewer, err)
+	}
+	return nil
+}
+
 // reviewerAPI checks an approve call's arguments and returns the reviewer's
 // client.
 func (c *Client) reviewerAPI(reviewer int, iid int64, sha string) (*gl.Client, error) {

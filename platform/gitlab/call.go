@@ -48,6 +48,7 @@ const (
 	epMergeRequestApprovalsGet     = "merge_request_approvals_get"
 	epMergeRequestApprove          = "merge_request_approve"
 	epMergeRequestApproveChecklist = "merge_request_approve_checklist"
+	epMergeRequestUnapprove        = "merge_request_unapprove"
 	epApprovalChecklistGet         = "approval_checklist_get"
 	epMergeRequestMerge            = "merge_request_merge"
 	epMergeRequestRebase           = "merge_request_rebase"
