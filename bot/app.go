@@ -27,6 +27,7 @@ import (
 	"changebot/flows"
 	"changebot/platform/approval"
 	"changebot/platform/gitlab"
+	"changebot/retention"
 	"changebot/routing"
 	"changebot/settings"
 	"changebot/store"
@@ -161,6 +162,9 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	reconciler.AddWorker(workers)
 	sweeper := flows.NewSweeper(a.engine, a.store, sweepCfg)
 	sweeper.AddWorker(workers)
+	pruner := retention.New(retention.Config{Store: a.store, Logger: a.log, Panics: fm.PanicCounter(),
+		MaxAgeFunc: func() time.Duration { return a.settings.Get(settings.RetentionIntake, "").Duration() }})
+	pruner.AddWorker(workers)
 	a.jobs, err = river.NewClient(riverpgxv5.New(a.pool), &river.Config{
 		ID: opts.ClientID, Logger: quietRiverLogger(a.log), Schema: a.schema, Workers: workers,
 		Queues: map[string]river.QueueConfig{
@@ -172,7 +176,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		RescueStuckJobsAfter: rescueAfter,
 		RetryPolicy:          flows.RetryPolicy{},
 		// River inserts periodic jobs on the elected leader only.
-		PeriodicJobs: []*river.PeriodicJob{reconciler.PeriodicJob(), sweeper.PeriodicJob()},
+		PeriodicJobs: []*river.PeriodicJob{reconciler.PeriodicJob(), sweeper.PeriodicJob(), pruner.PeriodicJob()},
 		// A step makes a few GitLab calls; it must end well before a job
 		// counts as stuck and is rescued on another replica.
 		JobTimeout: jobTimeout(rescueAfter),

@@ -1,7 +1,9 @@
 package bot
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,7 +24,7 @@ const usage = `changebot carries configuration changes through GitLab merge requ
 
 Usage:
   changebot serve   [-config file]          run the HTTP server and the job workers
-  changebot migrate [-config file] [-down]  apply (or revert) the database migrations
+  changebot migrate [-config file] [-down version [-yes]]  apply the database migrations (or revert to a version, asking first)
   changebot demo    [-timeout 90s]          carry one change end to end against an in-memory GitLab
   changebot settings get [<key>] [-project P]               show runtime settings (needs DATABASE_URL)
   changebot settings set <key> <json> [-project P] [-by u]  change one, audited, seen by every replica within 5s
@@ -53,7 +56,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "verify":
 		err = cmdVerify(ctx, args[1:], stdout)
 	case "migrate":
-		err = cmdMigrate(ctx, args[1:], stdout)
+		err = cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "demo":
 		err = cmdDemo(ctx, args[1:], stdout, stderr)
 	case "settings":
@@ -96,7 +99,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	b := BuildVersion()
 	log.Info("starting changebot", "version", b.Version, "commit", b.Commit, "go", b.Go, "config", cfg)
 	if cfg.AutoMigrate {
-		if err := migrateURL(ctx, cfg.DatabaseURL, false); err != nil {
+		if err := migrateURL(ctx, cfg.DatabaseURL, nil); err != nil {
 			return err
 		}
 	}
@@ -112,10 +115,16 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	return app.Run(ctx, ln)
 }
 
-func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
+// confirmInput is where migrate -down reads its confirmation (tests
+// replace it).
+var confirmInput io.Reader = os.Stdin
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
-	down := fs.Bool("down", false, "revert every migration (drops changebot's tables)")
+	down := fs.Int("down", -1, "revert changebot's migrations down to this version (0: every migration, the job queue's tables too); asks for confirmation")
+	yes := fs.Bool("yes", false, "revert without asking")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -125,24 +134,70 @@ func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := migrateURL(ctx, cfg.DatabaseURL, *down); err != nil {
+	if *down < 0 {
+		if err := migrateURL(ctx, cfg.DatabaseURL, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "migrations applied, now at version %d\n", store.LatestMigration)
+		return nil
+	}
+	return migrateDown(ctx, cfg.DatabaseURL, uint(*down), *yes, stdout, stderr)
+}
+
+// migrateDown reverts changebot's migrations to version target (0: all of
+// them and River's), after the person typed "yes" (or with yes set). It
+// refuses a target above the applied version.
+func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout, stderr io.Writer) error {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	current, _, err := store.MigrationStatus(pool, "")
+	pool.Close()
+	if err != nil {
 		return err
 	}
-	if *down {
+	switch {
+	case target > current:
+		return fmt.Errorf("-down %d: the database is at version %d; changebot migrate (without -down) moves it up", target, current)
+	case target == current && target > 0:
+		fmt.Fprintf(stdout, "already at version %d; nothing reverted\n", current)
+		return nil
+	}
+	what := fmt.Sprintf("migrations %d to %d", target+1, current)
+	if target == 0 {
+		what = "every migration, the job queue's tables included"
+	}
+	if !yes {
+		fmt.Fprintf(stderr, "This reverts %s: the tables, columns and indexes they added are dropped with their data.\n"+
+			"Stop every changebot replica first. Type yes to continue: ", what)
+		line, _ := bufio.NewReader(confirmInput).ReadString('\n')
+		if strings.TrimSpace(line) != "yes" {
+			return errors.New("not confirmed; nothing was reverted (answer yes, or pass -yes)")
+		}
+	}
+	opts := &store.MigrateOpts{To: target}
+	if target == 0 {
+		opts = &store.MigrateOpts{Down: true}
+	}
+	if err := migrateURL(ctx, url, opts); err != nil {
+		return err
+	}
+	if target == 0 {
 		fmt.Fprintln(stdout, "all migrations reverted")
 		return nil
 	}
-	fmt.Fprintf(stdout, "migrations applied, now at version %d\n", store.LatestMigration)
+	fmt.Fprintf(stdout, "migrations reverted, now at version %d\n", target)
 	return nil
 }
 
-func migrateURL(ctx context.Context, url string, down bool) error {
+func migrateURL(ctx context.Context, url string, opts *store.MigrateOpts) error {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return fmt.Errorf("connecting to the database: %w", err)
 	}
 	defer pool.Close()
-	return store.Migrate(ctx, pool, &store.MigrateOpts{Down: down})
+	return store.Migrate(ctx, pool, opts)
 }
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {

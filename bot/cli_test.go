@@ -2,6 +2,7 @@ package bot
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,7 +86,7 @@ func TestDatabaseCommandsNeedOnlyDatabaseURL(t *testing.T) {
 			stdout: "0 operations checked", errNone: true},
 
 		{name: "migrate without DATABASE_URL", args: []string{"migrate"}, code: 1, stderr: "changebot migrate: DATABASE_URL is required\n"},
-		{name: "migrate -down without DATABASE_URL", args: []string{"migrate", "-down"}, code: 1, stderr: "changebot migrate: DATABASE_URL is required\n"},
+		{name: "migrate -down without DATABASE_URL", args: []string{"migrate", "-down", "0"}, code: 1, stderr: "changebot migrate: DATABASE_URL is required\n"},
 		{name: "settings get without DATABASE_URL", args: []string{"settings", "get"}, code: 1, stderr: "changebot settings: DATABASE_URL is required\n"},
 		{name: "settings set without DATABASE_URL", args: []string{"settings", "set", "flow.approval_first", "false"}, code: 1, stderr: "changebot settings: DATABASE_URL is required\n"},
 		{name: "history without DATABASE_URL", args: []string{"history", "op_1"}, code: 1, stderr: "changebot history: DATABASE_URL is required\n"},
@@ -101,7 +102,7 @@ func TestDatabaseCommandsNeedOnlyDatabaseURL(t *testing.T) {
 		{name: "DATABASE_URL not a connection string", env: map[string]string{"DATABASE_URL": "http://example"}, args: []string{"verify"}, code: 1,
 			errHas: []string{"DATABASE_URL (database_url): is not a postgres:// URL"}},
 
-		{name: "migrate -down", env: map[string]string{"DATABASE_URL": url}, args: []string{"migrate", "-down"},
+		{name: "migrate -down", env: map[string]string{"DATABASE_URL": url}, args: []string{"migrate", "-down", "0", "-yes"},
 			stdout: "all migrations reverted\n", errNone: true},
 	}
 	for _, tt := range tests {
@@ -135,5 +136,68 @@ func TestDatabaseCommandsNeedOnlyDatabaseURL(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMigrateDownToAVersionAsksFirst: migrate -down V reverts changebot's
+// migrations to version V only after the person typed yes (or with -yes),
+// refuses a version above the applied one, and migrate goes back up. Not
+// parallel: it sets the environment and the confirmation input.
+func TestMigrateDownToAVersionAsksFirst(t *testing.T) {
+	sc := storetest.New(t)
+	clearConfigEnv(t)
+	t.Setenv("DATABASE_URL", sc.URL)
+	defer func(r io.Reader) { confirmInput = r }(confirmInput)
+	latest := store.LatestMigration
+	prev := latest - 1
+	version := func() uint {
+		t.Helper()
+		v, _, err := store.MigrationStatus(sc.Pool, sc.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tests := []struct {
+		name        string
+		args        []string
+		input       string
+		code        int
+		stdout      string
+		stderrHas   []string
+		wantVersion uint
+	}{
+		{name: "answered no", args: []string{"-down", fmt.Sprint(prev)}, input: "no\n", code: 1,
+			stderrHas: []string{fmt.Sprintf("reverts migrations %d to %d", latest, latest), "Type yes", "not confirmed; nothing was reverted"}, wantVersion: latest},
+		{name: "no answer at all", args: []string{"-down", fmt.Sprint(prev)}, input: "", code: 1,
+			stderrHas: []string{"not confirmed"}, wantVersion: latest},
+		{name: "answered yes", args: []string{"-down", fmt.Sprint(prev)}, input: "yes\n",
+			stdout: fmt.Sprintf("migrations reverted, now at version %d\n", prev), wantVersion: prev},
+		{name: "above the applied version", args: []string{"-down", fmt.Sprint(latest), "-yes"}, code: 1,
+			stderrHas: []string{fmt.Sprintf("the database is at version %d", prev)}, wantVersion: prev},
+		{name: "at the applied version", args: []string{"-down", fmt.Sprint(prev), "-yes"},
+			stdout: "nothing reverted", wantVersion: prev},
+		{name: "up again", args: nil, stdout: fmt.Sprintf("now at version %d", latest), wantVersion: latest},
+		{name: "-yes asks nothing", args: []string{"-down", fmt.Sprint(prev), "-yes"}, input: "",
+			stdout: fmt.Sprintf("now at version %d", prev), wantVersion: prev},
+	}
+	for _, tt := range tests {
+		confirmInput = strings.NewReader(tt.input)
+		var stdout, stderr strings.Builder
+		code := Main(append([]string{"migrate"}, tt.args...), &stdout, &stderr)
+		if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) {
+			t.Fatalf("%s: exit %d (want %d), stdout %q (want %q), stderr %q", tt.name, code, tt.code, stdout.String(), tt.stdout, stderr.String())
+		}
+		for _, s := range tt.stderrHas {
+			if !strings.Contains(stderr.String(), s) {
+				t.Errorf("%s: stderr %q, want it to contain %q", tt.name, stderr.String(), s)
+			}
+		}
+		if tt.input == "" && strings.Contains(stderr.String(), "Type yes") && tt.code == 0 {
+			t.Errorf("%s: asked although -yes was given", tt.name)
+		}
+		if v := version(); v != tt.wantVersion {
+			t.Fatalf("%s: database at version %d, want %d", tt.name, v, tt.wantVersion)
+		}
 	}
 }

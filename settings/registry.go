@@ -50,6 +50,7 @@ const (
 	SweeperAfter        = "sweeper.after"
 	CommandsRateLimit   = "commands.rate_limit"
 	ApprovalGroups      = "approval.approver_groups"
+	RetentionIntake     = "retention.intake_max_age"
 )
 
 const (
@@ -146,6 +147,8 @@ var registry = []Def{
 		Doc: "how long status-comment edits wait to coalesce"},
 	{Key: JobsRescueAfter, Kind: KindDuration, Default: "5m", Unit: "duration", StartOnly: true,
 		Doc: "a job still marked running this long after its replica died is run again; read at start only, a change needs a restart"},
+	{Key: RetentionIntake, Kind: KindDuration, Default: "720h", Unit: "duration",
+		Doc: "stored webhook deliveries (once processed) and callback dedupe rows older than this are deleted by the leader, in batches, every 10 minutes; change events are kept (global only)"},
 }
 
 // Defs returns the registry in documentation order.

@@ -1,0 +1,2 @@
+DROP INDEX callback_requests_received_at;
+DROP INDEX webhook_deliveries_received_at;
