@@ -140,15 +140,22 @@ func callResp[T any](ctx context.Context, c *Client, endpoint string, fn func(gl
 	return v, resp, nil
 }
 
+// minHeldWait is the shortest RetryAfter of a call held back by the
+// account's wait, so that a job never spins on a wait about to end.
+const minHeldWait = 100 * time.Millisecond
+
 // blocked is the error of a call the account's wait kept from being sent:
-// a *platform.Error of kind ErrRateLimited with the rest of the wait. It is
-// logged, not observed: GitLab never saw it.
+// a *platform.Error of kind ErrRateLimited with the rest of the wait (at
+// least minHeldWait). It is logged, not observed: GitLab never saw it. The
+// wait is the rest, not a round second: with GitLab's waits of a second or
+// two, a floor of a second kept every held job sleeping after the account
+// could send again (the chaos run's robot account sat idle so).
 func (c *Client) blocked(ctx context.Context, endpoint string, rec *record) error {
 	path := ""
 	if rec.url != nil {
 		path = c.apiPath(rec.url)
 	}
-	wait := max(rec.blockedUntil.Sub(c.now()), time.Second)
+	wait := max(rec.blockedUntil.Sub(c.now()), minHeldWait)
 	c.logger.LogAttrs(ctx, slog.LevelDebug, "gitlab call held back by the account's rate limit wait",
 		slog.String(attrEndpoint, endpoint), slog.String(attrMethod, rec.method), slog.String(attrPath, path),
 		slog.Time("blocked_until", rec.blockedUntil))

@@ -137,3 +137,51 @@ func TestAccountWaitsOutRateLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldCallWaitsTheRest: a call held back by the account's wait asks
+// its job to wait the rest of the wait, not a round second (at least
+// 100 ms), so that held jobs send again as soon as GitLab allows.
+func TestHeldCallWaitsTheRest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		left, want time.Duration
+	}{
+		{name: "a few seconds left", left: 2500 * time.Millisecond, want: 2500 * time.Millisecond},
+		{name: "under a second left", left: 300 * time.Millisecond, want: 300 * time.Millisecond},
+		{name: "about to end", left: 20 * time.Millisecond, want: 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &testClock{now: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
+			srv := gitlabfake.New(gitlabfake.Options{NowFunc: clock.Now})
+			t.Cleanup(srv.Close)
+			srv.AddUser("changebot", robotToken, gitlabfake.AsBot())
+			proj := srv.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "group/config",
+				Members: map[string]int{"changebot": gitlabfake.AccessMaintainer}})
+			waits := &waitsTable{until: map[string]time.Time{}}
+			c, err := gitlab.New(gitlab.Config{BaseURL: srv.URL(), Token: robotToken, AccountWaits: waits, NowFunc: clock.Now,
+				RetryMax: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.InjectRateLimit(gitlabfake.RateLimit{User: "changebot", Until: clock.Now().Add(time.Minute),
+				Headers: gitlabfake.RateLimitRetryAfterSeconds})
+			if _, err := c.Project(t.Context(), proj.PathWithNamespace); platform.StatusOf(err) != http.StatusTooManyRequests {
+				t.Fatalf("first call: %v; want the 429", err)
+			}
+			// Later, tt.left of the account's wait is left.
+			for account := range waits.until {
+				waits.until[account] = clock.Now().Add(tt.left)
+			}
+			_, err = c.Project(t.Context(), proj.PathWithNamespace)
+			if d, ok := platform.RateLimitWait(err); !ok || d != tt.want {
+				t.Fatalf("held call: wait %s (%v); want %s", d, err, tt.want)
+			}
+			if n := srv.CallCount("", "/api/v4/projects/*"); n != 1 {
+				t.Fatalf("%d calls reached GitLab; want only the first", n)
+			}
+		})
+	}
+}
