@@ -113,6 +113,16 @@ func (s *Server) AddProject(spec ProjectSpec) Project {
 	return Project{ID: p.id, PathWithNamespace: spec.PathWithNamespace, DefaultBranch: spec.DefaultBranch, WebURL: s.projectURL(p)}
 }
 
+// AddMember gives username (a user AddUser created) access to the project
+// from now on, as a maintainer adding a member in GitLab would.
+func (s *Server) AddMember(projectID int64, username string, access int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.projects[projectID]; p != nil {
+		p.Members[username] = access
+	}
+}
+
 // SetApprovalChecklist sets the checklist approvers must confirm (see
 // approve). An empty list turns the check off.
 func (s *Server) SetApprovalChecklist(projectID int64, items []ChecklistItem) {
