@@ -81,6 +81,9 @@ func buildRoutes() []route {
 	for _, d := range defs {
 		out = append(out, route{d.method, strings.Split(strings.Trim(d.pattern, "/"), "/"), d.handle})
 	}
+	for _, d := range adminRoutes() {
+		out = append(out, route{d.method, strings.Split(strings.Trim(d.pattern, "/"), "/"), d.handle})
+	}
 	return out
 }
 

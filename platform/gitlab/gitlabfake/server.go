@@ -72,6 +72,8 @@ type Server struct {
 	before   func(method, path string)
 	pending  int // scheduled pipeline steps and rebases that will finish
 	hooks    hookQueue
+	webhooks hookState  // webhook configuration (project_hooks.go)
+	tokens   tokenState // access token details (tokens.go)
 }
 
 type idCounters struct {
@@ -109,7 +111,7 @@ func newServer(opts Options) *Server {
 		s.now = time.Now
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.h = http.HandlerFunc(s.serveHTTP)
+	s.h = s.withFakeEndpoints(http.HandlerFunc(s.serveHTTP))
 	return s
 }
 
