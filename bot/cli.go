@@ -25,7 +25,9 @@ const usage = `changebot carries configuration changes through GitLab merge requ
 Usage:
   changebot serve   [-config file]          run the HTTP server and the job workers
   changebot migrate [-config file] [-down version [-yes]]  apply the database migrations (or revert to a version, asking first)
-  changebot demo    [-timeout 90s]          carry one change end to end against an in-memory GitLab
+  changebot demo    [-timeout 90s] [-keep]  carry one change end to end against an in-memory GitLab (-keep: keep it all running to try more)
+  changebot doctor  [-config file] [-project P]... [-hook-token-file f]   check tokens, roles, webhooks, approval system, database
+  changebot setup   [-config file] (-project P | -group G)... [-hook-token-file f] [-no-test]   create or fix the webhook, then test it
   changebot settings get [<key>] [-project P]               show runtime settings (needs DATABASE_URL)
   changebot settings set <key> <json> [-project P] [-by u]  change one, audited, seen by every replica within 5s
   changebot history <operation id>                          print a change's events
@@ -63,12 +65,19 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = cmdSettings(ctx, args[1:], stdout)
 	case "version", "-version", "--version":
 		err = cmdVersion(stdout)
+	case "doctor":
+		err = cmdDoctor(ctx, args[1:], stdout, stderr)
+	case "setup":
+		err = cmdSetup(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
 		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // -h printed the flags: asking for help is no failure
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "changebot %s: %v\n", args[0], err)
@@ -108,6 +117,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer app.Close()
+	logDoctor(ctx, cfg, log)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
@@ -204,6 +214,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	timeout := fs.Duration("timeout", 90*time.Second, "give up after this long")
 	verbose := fs.Bool("v", false, "log the bot's own lines")
+	keep := fs.Bool("keep", false, "keep the bot, the in-memory GitLab and the approval system running after the first change (until Ctrl-C) and print how to use them")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -216,5 +227,5 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	return RunDemo(ctx, DemoOpts{DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log})
+	return RunDemo(ctx, DemoOpts{DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep})
 }

@@ -2,12 +2,15 @@ package bot
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"changebot/store"
@@ -23,6 +26,26 @@ type DemoOpts struct {
 	Timeout     time.Duration
 	Out         io.Writer
 	Logger      *slog.Logger
+	// Schema is the schema recreated for the demo; empty means DemoSchema.
+	Schema string
+	// Keep keeps the bot, the in-memory GitLab and the approval system
+	// running after the first change, until ctx ends, for a person to try
+	// more changes and comments (printing how).
+	Keep bool
+	// KeptFunc, when set, is called with the running demo's addresses once
+	// Keep's instructions are printed.
+	KeptFunc func(DemoInfo)
+}
+
+// DemoInfo is where a kept demo runs.
+type DemoInfo struct {
+	// BotURL, GitLabURL and ApprovalURL are base URLs (http://127.0.0.1:port).
+	BotURL, GitLabURL, ApprovalURL string
+	// ProjectID and Project name the demo project; MRIID is the first
+	// change's merge request.
+	ProjectID int64
+	Project   string
+	MRIID     int64
 }
 
 // RunDemo carries one change from request to VALIDATED: it starts the
@@ -33,8 +56,9 @@ type DemoOpts struct {
 // stuck in.
 func RunDemo(ctx context.Context, o DemoOpts) error {
 	out := o.Out
-	fmt.Fprintf(out, "changebot demo: database %s, schema %s\n", redactURL(o.DatabaseURL), DemoSchema)
-	if err := resetSchema(ctx, o.DatabaseURL, DemoSchema); err != nil {
+	schema := cmp.Or(o.Schema, DemoSchema)
+	fmt.Fprintf(out, "changebot demo: database %s, schema %s\n", redactURL(o.DatabaseURL), schema)
+	if err := resetSchema(ctx, o.DatabaseURL, schema); err != nil {
 		return err
 	}
 	env, err := newDemoEnv(o.DatabaseURL, true, 300*time.Millisecond, o.Logger)
@@ -42,7 +66,7 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 		return err
 	}
 	defer env.Close()
-	app, err := NewApp(ctx, env.Config, &AppOpts{Logger: o.Logger, Schema: DemoSchema, Poll: demoPoll})
+	app, err := NewApp(ctx, env.Config, &AppOpts{Logger: o.Logger, Schema: schema, Poll: demoPoll})
 	if err != nil {
 		return err
 	}
@@ -81,7 +105,51 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 		fmt.Fprintf(out, "\nstatus comment on %s:\n\n%s\n", view.MergeRequest.WebURL, env.StatusComment(view.MergeRequest.IID))
 	}
 	fmt.Fprintf(out, "change %s reached %s with %d events\n", opID, view.Status, len(view.Events))
+	if !o.Keep {
+		return nil
+	}
+	info := DemoInfo{BotURL: env.BaseURL, GitLabURL: env.GitLab.URL(), ApprovalURL: env.Approvals.URL(),
+		ProjectID: env.Project.ID, Project: env.Project.PathWithNamespace}
+	if view.MergeRequest != nil {
+		info.MRIID = view.MergeRequest.IID
+	}
+	printKeepInstructions(out, info)
+	if o.KeptFunc != nil {
+		o.KeptFunc(info)
+	}
+	<-ctx.Done()
+	fmt.Fprintln(out, "stopping the demo")
 	return nil
+}
+
+// printKeepInstructions tells a person how to use the kept demo.
+func printKeepInstructions(out io.Writer, i DemoInfo) {
+	proj := url.PathEscape(i.Project)
+	users := []string{}
+	for _, u := range []struct{ name, role string }{{demoRequester, "requester, Developer"}, {demoOperator, "operator, Developer"},
+		{demoDeveloper, "Developer"}, {demoReporter, "Reporter"}, {demoApprover, "Developer"}} {
+		users = append(users, fmt.Sprintf("%s (%s, token demo-%s-token)", u.name, u.role, u.name))
+	}
+	fmt.Fprintf(out, `
+The demo keeps running until Ctrl-C (schema and GitLab are thrown away then).
+
+  bot              %[1]s   REST API tokens: submitter %[4]s, operator %[5]s
+  GitLab (memory)  %[2]s   robot token %[6]s; project %[7]s (id %[8]d)
+  approval system  %[3]s   approves every request after 300 ms
+  GitLab users     %[9]s
+                   (the fake GitLab accepts any user name in the comment endpoint below)
+
+Submit another change:
+  curl -sS -X POST %[1]s/api/v1/changes -H 'Authorization: Bearer %[4]s' -H 'Content-Type: application/json'     -d '{"subject_id": "payments-api", "target_key": "prod/us-east-1", "project": "%[7]s", "title": "Raise payments-api replicas in us-east-1", "requested_by": "alice", "files": [{"path": "services/payments-api/us-east-1.yaml", "content": "replicas: 4
+"}]}'
+Follow it (merge_request.iid is its MR):
+  curl -sS %[1]s/api/v1/changes/<operation_id> -H 'Authorization: Bearer %[4]s'
+Comment on a merge request as any user (commands: /help, /status, /retry, /cancel):
+  curl -sS -X POST %[2]s/-/fake/projects/%[10]s/merge_requests/%[11]d/notes -d '{"username": "dave", "body": "/help"}'
+Watch the status comment and the replies:
+  curl -sS '%[2]s/api/v4/projects/%[10]s/merge_requests/%[11]d/notes?sort=asc' -H 'PRIVATE-TOKEN: demo-alice-token'
+`, i.BotURL, i.GitLabURL, i.ApprovalURL, demoAPIToken, demoOperatorToken, demoRobotToken, i.Project, i.ProjectID,
+		strings.Join(users, ", "), proj, max(i.MRIID, 1))
 }
 
 func submitDemoChange(ctx context.Context, env *demoEnv) (string, error) {

@@ -79,6 +79,10 @@ func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Dura
 	members[demoReporter] = gitlabfake.AccessReporter
 	proj := gl.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: demoProject, Members: members})
 	gl.SetPipelineScript(proj.ID, gitlabfake.PipelineScript{Duration: pipelineDuration})
+	// The webhook `changebot setup` would create: the fake sends events to
+	// Options.WebhookURL anyway; this makes doctor see it.
+	gl.AddProjectHook(proj.ID, gitlabfake.HookSpec{URL: base + webhookPath, Token: demoWebhookSecret, Name: webhookName,
+		Triggers: []string{gitlabfake.TriggerMergeRequests, gitlabfake.TriggerPipeline, gitlabfake.TriggerNote}})
 	decision := ""
 	if autoApprove {
 		decision = "approved"

@@ -83,3 +83,12 @@ type WebhookParams struct {
 	Triggers              map[string]bool
 	EnableSSLVerification bool
 }
+
+// GitLab access levels (roles) of a member (doc/api/members.md).
+const (
+	AccessGuest      = 10
+	AccessReporter   = 20
+	AccessDeveloper  = 30
+	AccessMaintainer = 40
+	AccessOwner      = 50
+)

@@ -113,3 +113,33 @@ func (s *Store) CallbackResult(ctx context.Context, db DBTX, kind, requestID str
 	}
 	return r, nil
 }
+
+// LastDeliveryID returns the id of the newest stored delivery, 0 when there
+// is none. With DeliveriesAfter it tells which deliveries arrived in a
+// window without comparing clocks.
+func (s *Store) LastDeliveryID(ctx context.Context, db DBTX) (int64, error) {
+	var id int64
+	if err := db.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM webhook_deliveries`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("reading the newest delivery id: %w", err)
+	}
+	return id, nil
+}
+
+// DeliveriesAfter returns the deliveries stored with an id above after,
+// oldest first, without their bodies, at most 100.
+func (s *Store) DeliveriesAfter(ctx context.Context, db DBTX, after int64) ([]Delivery, error) {
+	rows, err := db.Query(ctx, `SELECT id, dedupe_key, event, coalesce(project_id, 0), received_at FROM webhook_deliveries
+		WHERE id > $1 ORDER BY id LIMIT 100`, after)
+	if err != nil {
+		return nil, fmt.Errorf("reading deliveries after %d: %w", after, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Delivery, error) {
+		var d Delivery
+		err := r.Scan(&d.ID, &d.DedupeKey, &d.Event, &d.ProjectID, &d.ReceivedAt)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading deliveries after %d: %w", after, err)
+	}
+	return out, nil
+}

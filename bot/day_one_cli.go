@@ -1,0 +1,132 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"changebot/platform"
+)
+
+// doctorAtStart bounds the doctor run serve makes before it serves.
+const doctorAtStart = 20 * time.Second
+
+// listFlag is a repeatable flag whose values may also be comma-separated.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// readTokenFile reads a token from a file (its content, trimmed); "" for
+// no file. The token never appears in an error.
+func readTokenFile(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path) // #nosec G304 -- a file the operator names
+	if err != nil {
+		return "", fmt.Errorf("reading the token file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("the token file %s is empty", path)
+	}
+	return t, nil
+}
+
+func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
+	var projects listFlag
+	fs.Var(&projects, "project", "a project to check, full path or id (repeatable or comma-separated); projects with stored settings are always checked")
+	tokenFile := fs.String("hook-token-file", "", "file holding a token allowed to read the webhooks (a project Maintainer's); default the robot's token")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(*path, nil, nil)
+	if err != nil {
+		return err
+	}
+	token, err := readTokenFile(*tokenFile)
+	if err != nil {
+		return err
+	}
+	checks := RunDoctor(ctx, cfg, &DoctorOpts{Projects: projects, HookToken: token})
+	for _, c := range checks {
+		fmt.Fprintln(stdout, c)
+	}
+	summary, fails := DoctorSummary(checks)
+	fmt.Fprintln(stdout, summary)
+	if fails > 0 {
+		return fmt.Errorf("%d check(s) failed", fails)
+	}
+	return nil
+}
+
+func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
+	var projects, groups listFlag
+	fs.Var(&projects, "project", "a project whose webhook to set up, full path or id (repeatable or comma-separated)")
+	fs.Var(&groups, "group", "a group whose webhook to set up, full path or id (GitLab Premium; repeatable or comma-separated)")
+	tokenFile := fs.String("hook-token-file", "", "file holding a token allowed to write webhooks (a project Maintainer's, a group Owner's); default the robot's token")
+	noTest := fs.Bool("no-test", false, "do not ask GitLab for a test event")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(projects)+len(groups) == 0 {
+		return errors.New("name at least one -project or -group")
+	}
+	cfg, err := LoadConfig(*path, nil, nil)
+	if err != nil {
+		return err
+	}
+	token, err := readTokenFile(*tokenFile)
+	if err != nil {
+		return err
+	}
+	var owners []platform.HookOwner
+	for _, p := range projects {
+		owners = append(owners, platform.HookOwner{ID: p})
+	}
+	for _, g := range groups {
+		owners = append(owners, platform.HookOwner{Group: true, ID: g})
+	}
+	_, err = RunSetup(ctx, cfg, SetupOpts{Owners: owners, HookToken: token, NoTest: *noTest, Out: stdout})
+	return err
+}
+
+// logDoctor runs doctor over the projects with stored settings and logs
+// its summary, each WARN at warn level and each FAIL at error level; it
+// never stops serve (GitLab may be briefly down while the bot starts).
+func logDoctor(ctx context.Context, cfg Config, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, doctorAtStart)
+	defer cancel()
+	checks := RunDoctor(ctx, cfg, nil)
+	for _, c := range checks {
+		switch c.Level {
+		case CheckWarn:
+			log.Warn("doctor check warns", "check", c.What, "fix", c.Fix)
+		case CheckFail:
+			log.Error("doctor check failed", "check", c.What, "fix", c.Fix)
+		}
+	}
+	summary, fails := DoctorSummary(checks)
+	log.Info("doctor checked the installation", "summary", summary, "fails", fails)
+}

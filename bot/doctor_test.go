@@ -1,0 +1,259 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/platform"
+	"changebot/platform/gitlab/gitlabfake"
+)
+
+const (
+	appProject    = "platform/app"
+	maintainer    = "mia"
+	maintainerTok = "demo-mia-token"
+)
+
+// newDayOneEnv is the demo environment with a second project,
+// platform/app, as an operator finds it on day one: no webhook, the robot
+// a Developer where merging into main needs Maintainer (GitLab's
+// default), and reviewer 2's token revoked. mia is its Maintainer.
+func newDayOneEnv(t *testing.T) (*demoEnv, string) {
+	t.Helper()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	env.GitLab.AddUser(maintainer, maintainerTok)
+	_ = env.GitLab.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: appProject, MergeAccessLevel: gitlabfake.AccessMaintainer,
+		Members: map[string]int{demoRobot: gitlabfake.AccessDeveloper, maintainer: gitlabfake.AccessMaintainer,
+			demoReviewers[0].name: gitlabfake.AccessDeveloper, demoReviewers[1].name: gitlabfake.AccessDeveloper}})
+	env.GitLab.RevokeToken(demoReviewers[1].token)
+	_, sc := startBot(t, env)
+	return env, sc.Name
+}
+
+func levels(checks []Check, level string) []Check {
+	var out []Check
+	for _, c := range checks {
+		if c.Level == level {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestDoctorFindsDayOneProblems is issue 14's acceptance: a revoked
+// reviewer token, a missing webhook and a robot without merge rights are
+// three FAILs with fixes, through the CLI with exit code 1; after setup the
+// webhook check is OK.
+func TestDoctorFindsDayOneProblems(t *testing.T) {
+	t.Parallel()
+	env, schema := newDayOneEnv(t)
+	ctx := context.Background()
+	opts := &DoctorOpts{Projects: []string{appProject}, HookToken: maintainerTok, Schema: schema}
+	checks := RunDoctor(ctx, env.Config, opts)
+	t.Logf("doctor:\n%s", lines(checks))
+	fails := levels(checks, CheckFail)
+	want := []string{
+		"reviewer token 2: GitLab refused it (401)",
+		"robot changebot may not push and merge into main of platform/app: its role is Developer, merging needs Maintainer",
+		"webhook of platform/app: none sends to " + env.BaseURL + "/webhooks/gitlab",
+	}
+	if len(fails) != len(want) {
+		t.Fatalf("%d FAILs, want %d:\n%s", len(fails), len(want), lines(checks))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(fails[i].What, w) || fails[i].Fix == "" {
+			t.Errorf("FAIL %d = %q (fix %q), want it to start %q with a fix", i+1, fails[i].What, fails[i].Fix, w)
+		}
+	}
+	for _, w := range []string{"give changebot the Maintainer role in platform/app", "changebot setup -project platform/app", "CHANGEBOT_REVIEWER_TOKENS"} {
+		if !strings.Contains(lines(fails), w) {
+			t.Errorf("no fix says %q:\n%s", w, lines(fails))
+		}
+	}
+	if warns := levels(checks, CheckWarn); len(warns) != 0 {
+		t.Errorf("unexpected WARNs:\n%s", lines(warns))
+	}
+
+	// The same through the command line: one line per check, exit 1.
+	cfgFile := writeConfig(t, env, schema)
+	var out, errOut bytes.Buffer
+	code := Main([]string{"doctor", "-config", cfgFile, "-project", appProject, "-hook-token-file", tokenFile(t, maintainerTok)}, &out, &errOut)
+	if code != 1 || strings.Count(out.String(), "\nFAIL ") != 3 || !strings.Contains(out.String(), " — ") ||
+		!strings.Contains(out.String(), "3 FAIL") || !strings.Contains(errOut.String(), "3 check(s) failed") {
+		t.Errorf("changebot doctor exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+
+	var setupOut bytes.Buffer
+	res, err := RunSetup(ctx, env.Config, SetupOpts{Owners: []platform.HookOwner{{ID: appProject}}, HookToken: maintainerTok, Schema: schema, Out: &setupOut})
+	if err != nil || len(res) != 1 || res[0].Action != SetupCreated || !res[0].Delivered {
+		t.Fatalf("setup = %+v, %v\n%s", res, err, setupOut.String())
+	}
+	t.Logf("setup:\n%s", setupOut.String())
+	after := RunDoctor(ctx, env.Config, opts)
+	if f := levels(after, CheckFail); len(f) != 2 {
+		t.Errorf("after setup: %d FAILs, want the 2 that are not the webhook's:\n%s", len(f), lines(after))
+	}
+	if !strings.Contains(lines(levels(after, CheckOK)), "webhook ") {
+		t.Errorf("after setup the webhook check is not OK:\n%s", lines(after))
+	}
+}
+
+// TestDoctorAllGoodOnTheDemo: the demo's own project passes every check,
+// and a disabled webhook or a token about to expire is found.
+func TestDoctorAllGoodOnTheDemo(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	_, sc := startBot(t, env)
+	opts := &DoctorOpts{Projects: []string{demoProject}, Schema: sc.Name}
+	checks := RunDoctor(context.Background(), env.Config, opts)
+	if n := len(levels(checks, CheckOK)); n != len(checks) || n != 8 {
+		t.Fatalf("want 8 OK checks (database, robot, 2 reviewers, merge rights, approvers, webhook, approval system):\n%s", lines(checks))
+	}
+	hook := env.GitLab.ProjectHooks(env.Project.ID)[0]
+	env.GitLab.DisableHook(hook.ID, time.Now().Add(time.Hour))
+	now := time.Now()
+	env.GitLab.SetTokenInfo(demoRobotToken, gitlabfake.TokenInfo{ExpiresAt: now.Add(5 * 24 * time.Hour)})
+	checks = RunDoctor(context.Background(), env.Config, opts)
+	if f := lines(levels(checks, CheckFail)); !strings.Contains(f, "is disabled until") || !strings.Contains(f, "Recent events") {
+		t.Errorf("a temporarily disabled webhook is not a FAIL naming where to look:\n%s", lines(checks))
+	}
+	if w := lines(levels(checks, CheckWarn)); !strings.Contains(w, "robot token (user changebot): expires") {
+		t.Errorf("a robot token expiring in 5 days is not a WARN:\n%s", lines(checks))
+	}
+}
+
+// TestSetupIsIdempotent: a second run changes nothing and says so; a hook
+// whose secret is not ours is fixed; a test event of a project with a
+// merge request is stored by the bot.
+func TestSetupIsIdempotent(t *testing.T) {
+	t.Parallel()
+	env, schema := newDayOneEnv(t)
+	ctx := context.Background()
+	run := func(owner string) (SetupResult, string) {
+		t.Helper()
+		var out bytes.Buffer
+		res, err := RunSetup(ctx, env.Config, SetupOpts{Owners: []platform.HookOwner{{ID: owner}}, HookToken: maintainerTok, Schema: schema, Out: &out})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("setup %s: %v\n%s", owner, err, out.String())
+		}
+		return res[0], out.String()
+	}
+	first, out1 := run(appProject)
+	second, out2 := run(appProject)
+	if first.Action != SetupCreated || second.Action != SetupUnchanged || second.HookID != first.HookID {
+		t.Errorf("runs: %+v then %+v, want created then unchanged\n%s%s", first, second, out1, out2)
+	}
+	if !strings.Contains(out2, "no change") || !second.Delivered {
+		t.Errorf("second run output:\n%s", out2)
+	}
+	hooks := env.GitLab.ProjectHooks(env.Project.ID + 1) // platform/app
+	if len(hooks) != 1 || hooks[0].Token != demoWebhookSecret || hooks[0].Tests != 2 {
+		t.Errorf("hooks after two runs: %+v, want one, with the secret, tested twice", hooks)
+	}
+
+	// The demo project's hook, with a secret the bot does not know; the
+	// project has a merge request, so the test is a Merge Request Hook.
+	openMR(t, env)
+	demoHook := env.GitLab.ProjectHooks(env.Project.ID)[0]
+	env.GitLab.SetMember(env.Project.ID, maintainer, gitlabfake.AccessMaintainer)
+	env.GitLab.AddProjectHook(env.Project.ID, gitlabfake.HookSpec{}) // another hook, not ours
+	setHookToken(t, env, demoHook.ID, "an-old-secret")
+	fixed, out3 := run(demoProject)
+	t.Logf("setup of %s:\n%s", demoProject, out3)
+	if fixed.Action != SetupUpdated || !fixed.Delivered || !strings.Contains(out3, "secret token was not one of") ||
+		!strings.Contains(out3, "stored it as delivery") {
+		t.Errorf("setup of a hook with a foreign secret: %+v\n%s", fixed, out3)
+	}
+}
+
+// glCall makes a REST call to the fake GitLab and fails the test unless
+// it answers want.
+func glCall(t *testing.T, env *demoEnv, method, path, token string, body any, want int) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, env.GitLab.URL()+"/api/v4"+path, bytes.NewReader(b))
+	req.Header.Set("PRIVATE-TOKEN", token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, data, want)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(data, &m)
+	return m
+}
+
+// openMR opens a merge request in the demo project as the robot.
+func openMR(t *testing.T, env *demoEnv) {
+	t.Helper()
+	p := "/projects/" + itoa(env.Project.ID)
+	glCall(t, env, "POST", p+"/repository/branches", demoRobotToken, map[string]any{"branch": "by-hand", "ref": "main"}, 201)
+	glCall(t, env, "POST", p+"/repository/commits", demoRobotToken, map[string]any{"branch": "by-hand", "commit_message": "By hand",
+		"actions": []any{map[string]any{"action": "create", "file_path": "by-hand.yaml", "content": "a: 1\n"}}}, 201)
+	glCall(t, env, "POST", p+"/merge_requests", demoRobotToken, map[string]any{"source_branch": "by-hand", "target_branch": "main", "title": "By hand"}, 201)
+}
+
+// setHookToken gives a hook another secret, as a Maintainer would in
+// GitLab's settings.
+func setHookToken(t *testing.T, env *demoEnv, hookID int64, token string) {
+	t.Helper()
+	glCall(t, env, "PUT", "/projects/"+itoa(env.Project.ID)+"/hooks/"+itoa(hookID), maintainerTok,
+		map[string]any{"url": env.BaseURL + webhookPath, "token": token}, 200)
+}
+
+// lines prints checks one per line.
+func lines(checks []Check) string {
+	var b strings.Builder
+	for _, c := range checks {
+		b.WriteString(c.String() + "\n")
+	}
+	return b.String()
+}
+
+// writeConfig writes env's configuration as a YAML file whose database URL
+// selects schema.
+func writeConfig(t *testing.T, env *demoEnv, schema string) string {
+	t.Helper()
+	c := env.Config
+	q := "?"
+	if strings.Contains(c.DatabaseURL, "?") {
+		q = "&"
+	}
+	yaml := fmt.Sprintf(`database_url: %q
+gitlab_url: %q
+gitlab_token: %q
+reviewer_tokens: [%q, %q]
+webhook_secrets: [%q]
+callback_secret: %q
+api_tokens: ["submitter:%s"]
+approval_url: %q
+external_url: %q
+`, c.DatabaseURL+q+"search_path="+schema, c.GitLabURL, c.GitLabToken, c.ReviewerTokens[0], c.ReviewerTokens[1],
+		c.WebhookSecrets[0], c.CallbackSecret, demoAPIToken, c.ApprovalURL, c.ExternalURL)
+	return writeFile(t, "changebot.yaml", yaml)
+}
+
+func tokenFile(t *testing.T, token string) string { return writeFile(t, "token", token+"\n") }
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
