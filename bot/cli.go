@@ -96,6 +96,7 @@ func newLogger(w io.Writer, cfg Config) *slog.Logger {
 
 func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -212,6 +213,7 @@ func migrateURL(ctx context.Context, url string, opts *store.MigrateOpts) error 
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 90*time.Second, "give up after this long")
 	verbose := fs.Bool("v", false, "log the bot's own lines")
 	keep := fs.Bool("keep", false, "keep the bot, the in-memory GitLab and the approval system running after the first change (until Ctrl-C) and print how to use them")

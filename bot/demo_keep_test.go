@@ -1,0 +1,148 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/store/storetest"
+)
+
+// TestDemoKeepServesMoreChanges: `changebot demo -keep` keeps running after
+// its first change, prints its URLs and tokens, accepts a second change
+// submitted over HTTP (as the printed curl does), and a comment posted
+// through the fake GitLab's note endpoint reaches the bot, which answers
+// on the merge request.
+func TestDemoKeepServesMoreChanges(t *testing.T) {
+	t.Parallel()
+	schema := emptySchema(t) // RunDemo recreates it
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	kept := make(chan DemoInfo, 1)
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- RunDemo(ctx, DemoOpts{DatabaseURL: storetest.URL(), Schema: schema, Timeout: 60 * time.Second,
+			Out: out, Logger: testLogger(t), Keep: true, KeptFunc: func(i DemoInfo) { kept <- i }})
+	}()
+	var info DemoInfo
+	select {
+	case info = <-kept:
+	case err := <-done:
+		t.Fatalf("the demo ended instead of staying up: %v\n%s", err, out.String())
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the demo did not reach its kept state:\n%s", out.String())
+	}
+	printed := out.String()
+	for _, want := range []string{info.BotURL, info.GitLabURL, info.ApprovalURL, demoAPIToken, demoOperatorToken,
+		"/-/fake/projects/platform%2Fconfig/merge_requests/1/notes", "curl -sS -X POST " + info.BotURL + "/api/v1/changes"} {
+		if !strings.Contains(printed, want) {
+			t.Errorf("the instructions do not mention %q:\n%s", want, printed)
+		}
+	}
+
+	// A second change, as the printed curl submits it.
+	body := `{"subject_id": "payments-api", "target_key": "prod/us-east-1", "project": "platform/config", "title": "Raise payments-api replicas in us-east-1", "requested_by": "alice", "files": [{"path": "services/payments-api/us-east-1.yaml", "content": "replicas: 4\n"}]}`
+	var submitted struct {
+		OperationID string `json:"operation_id"`
+	}
+	httpJSON(t, "POST", info.BotURL+"/api/v1/changes", "Bearer "+demoAPIToken, body, http.StatusAccepted, &submitted)
+	var view changeView
+	deadline := time.Now().Add(60 * time.Second)
+	for view.Status != "VALIDATED" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second change did not reach VALIDATED: %+v", view)
+		}
+		time.Sleep(100 * time.Millisecond)
+		httpJSON(t, "GET", info.BotURL+"/api/v1/changes/"+submitted.OperationID, "Bearer "+demoAPIToken, "", http.StatusOK, &view)
+	}
+	if view.MergeRequest == nil || view.MergeRequest.IID == info.MRIID {
+		t.Fatalf("the second change has no merge request of its own: %+v", view)
+	}
+
+	// dave asks for /help on it through the fake's endpoint; the bot answers.
+	notes := fmt.Sprintf("/projects/%s/merge_requests/%d/notes", url.PathEscape(info.Project), view.MergeRequest.IID)
+	httpJSON(t, "POST", info.GitLabURL+"/-/fake"+notes, "", `{"username": "dave", "body": "/help"}`, http.StatusCreated, nil)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		var got []struct {
+			Body   string `json:"body"`
+			Author struct {
+				Username string `json:"username"`
+			} `json:"author"`
+		}
+		httpJSON(t, "GET", info.GitLabURL+"/api/v4"+notes, "token:demo-alice-token", "", http.StatusOK, &got)
+		replied := false
+		for _, n := range got {
+			replied = replied || (n.Author.Username == demoRobot && strings.HasPrefix(n.Body, "Commands you may use"))
+		}
+		if replied {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reply of the bot to dave's /help among %+v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the kept demo ended with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the kept demo did not stop when its context ended")
+	}
+}
+
+// httpJSON makes a request (auth "Bearer x" or "token:x" for PRIVATE-TOKEN),
+// fails unless it answers want, and decodes the answer into v (if not nil).
+func httpJSON(t *testing.T, method, u, auth, body string, want int, v any) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if tok, ok := strings.CutPrefix(auth, "token:"); ok {
+		req.Header.Set("PRIVATE-TOKEN", tok)
+	} else if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, u, resp.StatusCode, data, want)
+	}
+	if v != nil {
+		if err := json.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s %s: decoding %s: %v", method, u, data, err)
+		}
+	}
+}
+
+// TestFlagHelpExitsZero: -h prints a command's flags and is no failure.
+func TestFlagHelpExitsZero(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"demo", "doctor", "setup", "serve"} {
+		var out, errOut bytes.Buffer
+		if code := Main([]string{cmd, "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "Usage of "+cmd) {
+			t.Errorf("changebot %s -h: exit %d, stderr %q; want 0 and the flags", cmd, code, errOut.String())
+		}
+	}
+	if code := Main([]string{"demo", "-no-such-flag"}, io.Discard, io.Discard); code == 0 {
+		t.Error("an unknown flag must still fail")
+	}
+}
