@@ -7,7 +7,11 @@
 // and a tiny in-memory repository (branches, commits, file trees), merge
 // requests (approvals, notes, merge, asynchronous rebase), scripted CI
 // pipelines, webhook delivery with chaos (drop, duplicate, reorder), and
-// fault injection (any status, Retry-After, latency). Tests and
+// fault injection (any status, Retry-After, latency); for `changebot setup`
+// and `doctor`, project and group webhook configuration with test events
+// and access token details (project_hooks.go, tokens.go); and, beside the
+// API, one endpoint for a person to comment as any user (FakeNotesPath,
+// used by `changebot demo -keep`). Tests and
 // `changebot demo` start one with New and point the GitLab adapter and the
 // bot's webhook endpoint at it.
 //

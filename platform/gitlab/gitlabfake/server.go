@@ -45,7 +45,10 @@ type Options struct {
 //     "preparing" unless a test scripts it with SetMergeBlock), in the order
 //     not_open, conflict, need_rebase, ci_still_running / ci_must_pass,
 //     not_approved, mergeable;
-//   - pipelines have one scripted outcome each and report one fake job.
+//   - pipelines have one scripted outcome each and report one fake job;
+//   - webhooks configured through the API receive only their test events
+//     (every event goes to Options.WebhookURL), and token expiry dates are
+//     shown, not enforced (project_hooks.go, tokens.go).
 type Server struct {
 	opts Options
 	log  *slog.Logger
