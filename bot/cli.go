@@ -118,7 +118,12 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer app.Close()
-	logDoctor(ctx, cfg, log)
+	// Doctor's findings are logged while the replica already serves: a
+	// slow GitLab must not hold back readiness or liveness.
+	doctorCtx, stopDoctor := context.WithCancel(ctx)
+	doctorDone := make(chan struct{})
+	go func() { defer close(doctorDone); logDoctor(doctorCtx, cfg, log) }()
+	defer func() { stopDoctor(); <-doctorDone }()
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)

@@ -15,6 +15,7 @@ import (
 
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store/storetest"
 )
 
 const (
@@ -256,4 +257,43 @@ func writeFile(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestServeLogsDoctorSummary: `changebot serve` runs doctor at start and
+// logs each WARN and the summary, and serves anyway.
+func TestServeLogsDoctorSummary(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	env.GitLab.SetTokenInfo(demoRobotToken, gitlabfake.TokenInfo{ExpiresAt: time.Now().Add(3 * 24 * time.Hour)})
+	addr := env.Listener.Addr().String()
+	_ = env.Listener.Close() // the subprocess listens there
+	c := env.Config
+	logs := &syncBuffer{}
+	p := &botProcess{t: t, logs: logs, env: []string{writeFile(t, "changebot.yaml", "log_format: text\n"),
+		"CHANGEBOT_LISTEN=" + addr, "DATABASE_URL=" + sc.URL, "CHANGEBOT_GITLAB_URL=" + c.GitLabURL,
+		"CHANGEBOT_GITLAB_TOKEN=" + c.GitLabToken, "CHANGEBOT_REVIEWER_TOKENS=" + strings.Join(c.ReviewerTokens, ","),
+		"CHANGEBOT_WEBHOOK_SECRETS=" + demoWebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demoCallbackSecret,
+		"CHANGEBOT_API_TOKENS=submitter:" + demoAPIToken, "CHANGEBOT_APPROVAL_URL=" + c.ApprovalURL,
+		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL, "CHANGEBOT_LOG_LEVEL=info",
+	}}
+	p.start()
+	defer p.kill()
+	waitListening(t, addr)
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), "doctor checked the installation") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no doctor summary in serve's log:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := logs.String()
+	if !strings.Contains(got, `summary="4 OK, 1 WARN, 0 FAIL"`) || !strings.Contains(got, `check="robot token (user changebot): expires`) {
+		t.Errorf("serve's doctor lines:\n%s", got)
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("serve stopped serving after a WARN: %v %v", resp, err)
+	}
+	resp.Body.Close()
 }
