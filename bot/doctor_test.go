@@ -297,3 +297,27 @@ func TestServeLogsDoctorSummary(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestSetupGroupWebhook: setup -group creates a group webhook (tested
+// through the group's first project) and doctor accepts it for a project
+// of the group that has none of its own.
+func TestSetupGroupWebhook(t *testing.T) {
+	t.Parallel()
+	env, schema := newDayOneEnv(t)
+	env.GitLab.AddGroup("platform", map[string]int{maintainer: gitlabfake.AccessOwner})
+	var out bytes.Buffer
+	res, err := RunSetup(context.Background(), env.Config, SetupOpts{Owners: []platform.HookOwner{{Group: true, ID: "platform"}},
+		HookToken: maintainerTok, Schema: schema, Out: &out})
+	if err != nil || len(res) != 1 || res[0].Action != SetupCreated || !res[0].Delivered {
+		t.Fatalf("setup -group = %+v, %v\n%s", res, err, out.String())
+	}
+	checks := RunDoctor(context.Background(), env.Config, &DoctorOpts{Projects: []string{appProject}, HookToken: maintainerTok, Schema: schema})
+	want := fmt.Sprintf("webhook %d of group platform sends", res[0].HookID)
+	if !strings.Contains(lines(levels(checks, CheckOK)), want) {
+		t.Errorf("doctor does not accept the group's webhook (%q):\n%s", want, lines(checks))
+	}
+	if _, err := RunSetup(context.Background(), env.Config, SetupOpts{Owners: []platform.HookOwner{{Group: true, ID: "platform"}},
+		Schema: schema, Out: &out}); err == nil || !strings.Contains(err.Error(), "platform") || !strings.Contains(out.String(), "Owner of the group") {
+		t.Errorf("setup -group as the robot (no Owner) = %v, want a failure saying an Owner's token is needed:\n%s", err, out.String())
+	}
+}
