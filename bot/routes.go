@@ -124,21 +124,44 @@ func requestTokenID(r *http.Request) string {
 }
 
 func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
-	if a.draining.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if err := a.store.Ping(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "database unreachable"})
-		return
-	}
-	if _, current, err := store.MigrationStatus(a.pool, a.schema); err != nil || !current {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "migrations not applied: run changebot migrate"})
+	if status := a.readiness(r.Context()); status != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": status})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// readiness returns why this replica is not ready ("" when it is): it is
+// shutting down, the database is unreachable, or the migrations are not
+// applied. /readyz and changebot_ready both answer from it.
+func (a *App) readiness(ctx context.Context) string {
+	if a.draining.Load() {
+		return "shutting down"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := a.store.Ping(ctx); err != nil {
+		return "database unreachable"
+	}
+	if _, current, err := store.MigrationStatus(a.pool, a.schema); err != nil || !current {
+		return "migrations not applied: run changebot migrate"
+	}
+	return ""
+}
+
+// registerReady exports changebot_ready: 1 when this replica would answer
+// /readyz with 200, else 0, checked at each scrape.
+func (a *App) registerReady() {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "changebot_ready",
+		Help: "1 when this replica is ready (GET /readyz answers 200: database reachable, migrations applied, not shutting down), else 0; read at each scrape."},
+		func() float64 {
+			if a.readiness(context.Background()) != "" {
+				return 0
+			}
+			return 1
+		})
+	// A registry shared by several Apps (tests) keeps the first one.
+	_ = a.registry.Register(g)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -55,7 +55,44 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.transitions, m.stateSeconds, m.validated, m.jobFailures, m.panics, m.active, m.oldest, m.admission)
 	}
+	m.initSeries()
 	return m
+}
+
+// Label values of changebot_job_failures_total's kind.
+var jobFailureKinds = []string{"recognised", "declared", "rate_limited", "transient"}
+
+// panicSites are the where values of changebot_panics_total: the job kinds
+// and "http" (the router's recovery).
+var panicSites = append(append([]string{}, stepJobKinds...),
+	KindProcessDelivery, KindRefreshNote, KindCloseMR, KindReconcile, KindSweep, "http")
+
+// initSeries starts at 0 every series an alert or a dashboard panel
+// watches, so that increase() sees the first occurrence too (a series
+// born at 1 has no earlier sample to increase from): every legal move of
+// the step table with result ok in both flow orders, the time spent in
+// each step, every job failure kind per job kind, every panic site.
+func (m *Metrics) initSeries() {
+	for _, s := range Catalogue() {
+		m.stateSeconds.WithLabelValues(s.Code.String())
+		if s.Terminal {
+			continue
+		}
+		for _, to := range moves(s) {
+			for _, flow := range []string{"approval_first", "mr_first"} {
+				m.transitions.WithLabelValues(flow, s.Code.String(), to.String(), "ok")
+			}
+		}
+	}
+	for _, kind := range stepJobKinds {
+		for _, k := range jobFailureKinds {
+			m.jobFailures.WithLabelValues(kind, k)
+		}
+	}
+	for _, w := range panicSites {
+		m.panics.WithLabelValues(w)
+	}
+	m.admission.Add(0)
 }
 
 // ValidatedCounter exposes the validated counter (tests and the chaos run
