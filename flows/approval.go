@@ -42,16 +42,27 @@ func (e *Engine) requestApproval(ctx context.Context, op store.Operation) error 
 		return e.requestGitLabApproval(ctx, op)
 	}
 	ext := map[string]any{}
+	key := ""
 	if op.MRIID > 0 {
 		// MR-first order: the ticket carries the MR so the callback knows
-		// which order to continue in, even after flow.approval_first flips.
+		// which order to continue in, even after flow.approval_first flips,
+		// and the head the approval is for.
 		ext["mr_iid"] = op.MRIID
 		ext["project_id"] = op.ProjectID
 		ext["mr_web_url"] = op.MRWebURL
+		ext["head_sha"] = op.HeadSHA
+	}
+	if supersedes(op) {
+		// Asked again after an operator resumed a change a person had
+		// stopped by closing its MR: a new ticket (another key), and the
+		// old one's decisions no longer count (callbackMatches).
+		ext["supersedes_ticket_id"] = op.TicketID
+		key = op.ID + "/supersedes/" + op.TicketID
 	}
 	ticket, err := e.cfg.Approvals.RequestApproval(ctx, ApprovalRequest{
 		OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Title: op.Title,
 		RequestedBy: op.RequestedBy, CallbackURL: e.cfg.ExternalURL + "/callbacks/approval", Ext: ext,
+		IdempotencyKey: key,
 	})
 	if err != nil {
 		return fmt.Errorf("requesting approval: %w", err)
@@ -107,7 +118,7 @@ func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (strin
 			Actor: "approval:" + cb.Approver, Source: "callback:" + cb.RequestID, IgnoreVersion: true,
 			Payload: map[string]any{"decision": cb.Decision, "ticket_id": cb.TicketID},
 			Update: func(o *store.Operation) {
-				if o.TicketID == "" {
+				if o.TicketID == "" || supersedes(*o) {
 					o.TicketID = cb.TicketID // the decision came before APPROVAL_SENT was recorded
 				}
 				if to == ApprovalRejected || to == ApprovalWithdrawn {
@@ -157,13 +168,30 @@ func callbackMatches(op store.Operation, cb ApprovalCallback) bool {
 	if op.TicketID == GitLabTicket {
 		return false
 	}
-	if op.TicketID != "" && cb.TicketID != "" && cb.TicketID != op.TicketID {
+	switch {
+	case supersedes(op):
+		// The ticket held is the one from before a close and /resume: its
+		// decisions no longer count; another ticket is the new request's,
+		// decided before APPROVAL_SENT was recorded.
+		if cb.TicketID == "" || cb.TicketID == op.TicketID {
+			return false
+		}
+	case op.TicketID != "" && cb.TicketID != "" && cb.TicketID != op.TicketID:
 		return false
 	}
 	if iid := extMRIID(cb.Ext); iid != 0 && iid != op.MRIID {
 		return false
 	}
 	return true
+}
+
+// supersedes reports whether op asks the external approval system again
+// while it holds the ticket of an earlier request: an MR-first change at
+// APPROVAL_SENDING with an external ticket got there only through an
+// operator's /resume after a person closed its MR (Engine.resumeClosed),
+// so that ticket is superseded by the request now being made.
+func supersedes(op store.Operation) bool {
+	return op.MRIID > 0 && op.Status == store.StatusApprovalSending && op.TicketID != "" && op.TicketID != GitLabTicket
 }
 
 func extMRIID(ext map[string]any) int64 {

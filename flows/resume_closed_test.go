@@ -261,6 +261,42 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 0)
 				return op.ID
 			}},
+		{name: "MR first, external approval: a new ticket for the head; the old ticket's decision does not count", want: flows.HandleMerged,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				p := flowtest.Change("svc")
+				p.ApprovalFirst = false
+				op := h.ToMROpened(t, p)
+				h.DeliverWebhooks(t)
+				h.WorkUntilIdle(t)
+				old := h.RequireStep(t, op.ID, flows.ApprovalSent).TicketID
+				closeByPerson(t, h, op.ID)
+				reopenMR(t, h, op.ID, flowtest.Requester)
+				h.DeliverWebhooks(t)
+				if err := resume(h, op.ID); err != nil {
+					t.Fatalf("/resume: %v", err)
+				}
+				h.DeliverWebhooks(t)
+				got := h.RunUntil(t, op.ID, flows.ApprovalSent, time.Hour)
+				if got.TicketID == old {
+					t.Fatalf("ticket %s after /resume, want a new one", got.TicketID)
+				}
+				reqs := h.Approvals.Requests()
+				last := reqs[len(reqs)-1]
+				if last.Ext["supersedes_ticket_id"] != old || last.Ext["head_sha"] != h.MR(t, op.ID).SHA {
+					t.Fatalf("the new request's ext %v does not name the old ticket %s and the head", last.Ext, old)
+				}
+				res, err := h.Engine.AcceptApproval(context.Background(), flows.ApprovalCallback{RequestID: "late-" + old,
+					OperationID: op.ID, TicketID: old, Decision: flows.DecisionApproved, Approver: "carol"})
+				if err != nil || res != flows.ResultIgnoredStale {
+					t.Fatalf("a decision on the old ticket answered %s, %v; want IGNORED_STALE", res, err)
+				}
+				h.RequireStep(t, op.ID, flows.ApprovalSent)
+				if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+					t.Fatalf("the new ticket's decision: %s", res)
+				}
+				h.WorkUntilIdle(t)
+				return op.ID
+			}},
 		{name: "a newer change took the binding: refused naming it", want: flows.ClosedByPerson,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := inPipelineWait(t, h)

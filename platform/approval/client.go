@@ -28,6 +28,11 @@ type Request struct {
 	RequestedBy string         `json:"requested_by"`
 	CallbackURL string         `json:"callback_url"`
 	Ext         map[string]any `json:"ext"`
+	// IdempotencyKey is the request's Idempotency-Key; "" means
+	// OperationID (the contract's key). A change asking again after an
+	// operator resumed it sends another key, so the system opens a new
+	// ticket (see flows' requestApproval).
+	IdempotencyKey string `json:"-"`
 }
 
 // Client calls the approval system.
@@ -58,7 +63,11 @@ func (c *Client) RequestApproval(ctx context.Context, r Request) (string, error)
 		return "", fmt.Errorf("building approval request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", r.OperationID)
+	key := r.IdempotencyKey
+	if key == "" {
+		key = r.OperationID
+	}
+	req.Header.Set("Idempotency-Key", key)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("requesting approval for %s: %w", r.OperationID, err)

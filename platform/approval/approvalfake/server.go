@@ -106,10 +106,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"unavailable"}`, http.StatusServiceUnavailable)
 		return
 	}
-	ticket, seen := s.tickets[req.OperationID]
-	if !seen { // idempotent per operation id, as the contract requires
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		key = req.OperationID
+	}
+	ticket, seen := s.tickets[key]
+	if !seen { // idempotent per Idempotency-Key (the operation id), as the contract requires
 		ticket = fmt.Sprintf("T-%d", len(s.tickets)+1)
-		s.tickets[req.OperationID] = ticket
+		s.tickets[key] = ticket
 	}
 	req.TicketID = ticket
 	s.requests = append(s.requests, req)
