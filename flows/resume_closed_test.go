@@ -308,6 +308,20 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				}
 				return op.ID
 			}},
+		{name: "reopened and merged by a person: the merge hook records the merge, naming who", want: flows.HandleMerged,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := inPipelineWait(t, h)
+				reopenMR(t, h, op.ID, flowtest.Requester)
+				if _, err := h.ClientAs(t, flowtest.Requester).Merge(context.Background(), h.Project.ID, op.MRIID,
+					platform.MergeParams{SHA: h.MR(t, op.ID).SHA}); err != nil {
+					t.Fatal(err)
+				}
+				h.Deliver(t, mergeHooksOnly(h.TakeWebhooks(t))...)
+				h.WorkUntilIdle(t)
+				wantDetail(t, h, op.ID, flowtest.Requester+" merged")
+				wantBinding(t, h, op.ID, store.StatusMerged)
+				return op.ID
+			}},
 		{name: "merged in GitLab after a reopen: /resume records the merge", want: flows.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := inPipelineWait(t, h)
@@ -321,4 +335,16 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				return op.ID
 			}},
 	})
+}
+
+// mergeHooksOnly keeps the Merge Request Hooks of hooks (the reopen and
+// the merge), dropping the pipelines'.
+func mergeHooksOnly(hooks []gitlabfake.SentWebhook) []gitlabfake.SentWebhook {
+	var out []gitlabfake.SentWebhook
+	for _, w := range hooks {
+		if w.Event == gitlabfake.EventMergeRequest {
+			out = append(out, w)
+		}
+	}
+	return out
 }
