@@ -236,9 +236,12 @@ func TestPersonClosesMR(t *testing.T) {
 				t.Fatalf("an approval after the close was %s", res)
 			}
 			h.WorkUntilIdle(t)
-			for range 2 {
-				h.Advance(flowtest.Poll.LongInterval)
+			for range 2 { // two reconciler and two sweeper passes, past sweeper.after
+				h.Advance(flows.DefaultSweepConfig.After + time.Minute)
 				if _, err := flows.NewReconciler(h.Engine, h.Store, flows.ReconcileConfig{}).Run(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := flows.NewSweeper(h.Engine, h.Store, flows.SweepConfig{}).Run(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 				h.WorkUntilIdle(t)
