@@ -222,6 +222,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	timeout := fs.Duration("timeout", 90*time.Second, "give up after this long")
 	verbose := fs.Bool("v", false, "log the bot's own lines")
 	keep := fs.Bool("keep", false, "keep the bot, the in-memory GitLab and the approval system running after the first change (until Ctrl-C) and print how to use them")
+	listen := fs.String("listen", "", "host:port of the bot (default a free port on 127.0.0.1)")
+	glListen := fs.String("gitlab-listen", "", "host:port of the in-memory GitLab (default a free port on 127.0.0.1)")
+	apListen := fs.String("approval-listen", "", "host:port of the stand-in approval system (default a free port on 127.0.0.1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -234,5 +237,6 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	return RunDemo(ctx, DemoOpts{DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep})
+	return RunDemo(ctx, DemoOpts{DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep,
+		Listen: *listen, GitLabListen: *glListen, ApprovalListen: *apListen})
 }

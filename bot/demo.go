@@ -35,6 +35,11 @@ type DemoOpts struct {
 	// KeptFunc, when set, is called with the running demo's addresses once
 	// Keep's instructions are printed.
 	KeptFunc func(DemoInfo)
+	// Listen, GitLabListen and ApprovalListen are where the bot, the
+	// in-memory GitLab and the approval system listen (host:port, for
+	// example 0.0.0.0:8080 in a container); empty means a free port on
+	// 127.0.0.1.
+	Listen, GitLabListen, ApprovalListen string
 }
 
 // DemoInfo is where a kept demo runs.
@@ -61,7 +66,8 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 	if err := resetSchema(ctx, o.DatabaseURL, schema); err != nil {
 		return err
 	}
-	env, err := newDemoEnv(o.DatabaseURL, true, 300*time.Millisecond, o.Logger)
+	env, err := newDemoEnvAt(demoAddrs{Bot: o.Listen, GitLab: o.GitLabListen, Approval: o.ApprovalListen},
+		o.DatabaseURL, true, 300*time.Millisecond, o.Logger)
 	if err != nil {
 		return err
 	}
@@ -108,7 +114,7 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 	if !o.Keep {
 		return nil
 	}
-	info := DemoInfo{BotURL: env.BaseURL, GitLabURL: env.GitLab.URL(), ApprovalURL: env.Approvals.URL(),
+	info := DemoInfo{BotURL: reachable(env.BaseURL), GitLabURL: reachable(env.GitLab.URL()), ApprovalURL: reachable(env.Approvals.URL()),
 		ProjectID: env.Project.ID, Project: env.Project.PathWithNamespace}
 	if view.MergeRequest != nil {
 		info.MRIID = view.MergeRequest.IID
@@ -120,6 +126,15 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping the demo")
 	return nil
+}
+
+// reachable turns a URL on the wildcard address (a container listening on
+// 0.0.0.0:port) into one a person's browser or curl can use.
+func reachable(u string) string {
+	for _, wild := range []string{"//0.0.0.0:", "//[::]:"} {
+		u = strings.Replace(u, wild, "//localhost:", 1)
+	}
+	return u
 }
 
 // printKeepInstructions tells a person how to use the kept demo.
@@ -140,8 +155,8 @@ The demo keeps running until Ctrl-C (schema and GitLab are thrown away then).
                    (the fake GitLab accepts any user name in the comment endpoint below)
 
 Submit another change:
-  curl -sS -X POST %[1]s/api/v1/changes -H 'Authorization: Bearer %[4]s' -H 'Content-Type: application/json'     -d '{"subject_id": "payments-api", "target_key": "prod/us-east-1", "project": "%[7]s", "title": "Raise payments-api replicas in us-east-1", "requested_by": "alice", "files": [{"path": "services/payments-api/us-east-1.yaml", "content": "replicas: 4
-"}]}'
+  curl -sS -X POST %[1]s/api/v1/changes -H 'Authorization: Bearer %[4]s' -H 'Content-Type: application/json' \
+    -d '{"subject_id": "payments-api", "target_key": "prod/us-east-1", "project": "%[7]s", "title": "Raise payments-api replicas in us-east-1", "requested_by": "alice", "files": [{"path": "services/payments-api/us-east-1.yaml", "content": "replicas: 4\n"}]}'
 Follow it (merge_request.iid is its MR):
   curl -sS %[1]s/api/v1/changes/<operation_id> -H 'Authorization: Bearer %[4]s'
 Comment on a merge request as any user (commands: /help, /status, /retry, /cancel):

@@ -54,12 +54,46 @@ type demoEnv struct {
 // newDemoEnv starts gitlabfake (sending webhooks to a listener the bot will
 // serve) and the stand-in approval system, and returns the bot's Config.
 func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Duration, logger *slog.Logger) (*demoEnv, error) {
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	return newDemoEnvAt(demoAddrs{}, databaseURL, autoApprove, pipelineDuration, logger)
+}
+
+// demoAddrs are where the demo's three servers listen (host:port); empty
+// means a free port on 127.0.0.1.
+type demoAddrs struct {
+	Bot, GitLab, Approval string
+}
+
+// listen listens on addr, or a free port on 127.0.0.1.
+func listen(addr, what string) (net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listening: %w", err)
+		return nil, fmt.Errorf("listening for the %s on %s: %w", what, addr, err)
+	}
+	return ln, nil
+}
+
+// newDemoEnvAt is newDemoEnv with the servers on addrs.
+func newDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelineDuration time.Duration, logger *slog.Logger) (*demoEnv, error) {
+	ln, err := listen(addrs.Bot, "bot")
+	if err != nil {
+		return nil, err
+	}
+	glLn, err := listen(addrs.GitLab, "in-memory GitLab")
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	apLn, err := listen(addrs.Approval, "approval system")
+	if err != nil {
+		ln.Close()
+		glLn.Close()
+		return nil, err
 	}
 	base := "http://" + ln.Addr().String()
-	gl := gitlabfake.New(gitlabfake.Options{WebhookURL: base + "/webhooks/gitlab", WebhookSecret: demoWebhookSecret, Logger: logger})
+	gl := gitlabfake.New(gitlabfake.Options{WebhookURL: base + "/webhooks/gitlab", WebhookSecret: demoWebhookSecret, Logger: logger, Listener: glLn})
 	gl.AddUser(demoRobot, demoRobotToken, gitlabfake.AsBot())
 	members := map[string]int{demoRobot: gitlabfake.AccessMaintainer, demoRequester: gitlabfake.AccessDeveloper}
 	var reviewerTokens []string
@@ -81,13 +115,13 @@ func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Dura
 	gl.SetPipelineScript(proj.ID, gitlabfake.PipelineScript{Duration: pipelineDuration})
 	// The webhook `changebot setup` would create: the fake sends events to
 	// Options.WebhookURL anyway; this makes doctor see it.
-	gl.AddProjectHook(proj.ID, gitlabfake.HookSpec{URL: base + webhookPath, Token: demoWebhookSecret, Name: webhookName,
+	gl.AddProjectHook(proj.ID, gitlabfake.HookSpec{URL: reachable(base) + webhookPath, Token: demoWebhookSecret, Name: webhookName,
 		Triggers: []string{gitlabfake.TriggerMergeRequests, gitlabfake.TriggerPipeline, gitlabfake.TriggerNote}})
 	decision := ""
 	if autoApprove {
 		decision = "approved"
 	}
-	ap := approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: decision, AutoDelay: 300 * time.Millisecond, Approver: "carol"})
+	ap := approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: decision, AutoDelay: 300 * time.Millisecond, Approver: "carol", Listener: apLn})
 	cfg := DefaultConfig()
 	cfg.DatabaseURL = databaseURL
 	cfg.GitLabURL = gl.URL()
@@ -97,7 +131,7 @@ func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Dura
 	cfg.CallbackSecret = demoCallbackSecret
 	cfg.APITokens = []APIToken{{Role: RoleSubmitter, Token: demoAPIToken}, {Role: RoleOperator, Token: demoOperatorToken}}
 	cfg.ApprovalURL = ap.URL()
-	cfg.ExternalURL = base
+	cfg.ExternalURL = reachable(base)
 	cfg.Workers = 10
 	cfg.Operators = []string{demoOperator}
 	cfg.ShutdownGrace = 5 * time.Second

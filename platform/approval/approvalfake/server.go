@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -34,6 +35,9 @@ type Options struct {
 	// before answering the request: the decision then reaches the bot before
 	// it has recorded APPROVAL_SENT (DESIGN §3 step 2).
 	DecideBeforeAnswer bool
+	// Listener, when set, is where the stand-in serves (`changebot demo
+	// -keep` in a container); nil means a free port on 127.0.0.1.
+	Listener net.Listener
 }
 
 // Request is one approval request received, with the ticket it got.
@@ -56,13 +60,18 @@ type Server struct {
 	wg       sync.WaitGroup
 }
 
-// New starts the stand-in on 127.0.0.1.
+// New starts the stand-in on opts.Listener, else on 127.0.0.1.
 func New(opts Options) *Server {
 	if opts.Approver == "" {
 		opts.Approver = "approver"
 	}
 	s := &Server{opts: opts, tickets: map[string]string{}, hc: &http.Client{Timeout: 10 * time.Second}}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if opts.Listener != nil {
+		_ = s.srv.Listener.Close()
+		s.srv.Listener = opts.Listener
+	}
+	s.srv.Start()
 	return s
 }
 

@@ -3,6 +3,7 @@ package gitlabfake
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,6 +22,10 @@ type Options struct {
 	WebhookSecret string
 	// Logger, may be nil (logs are discarded).
 	Logger *slog.Logger
+	// Listener, when set, is where the server serves (`changebot demo
+	// -keep` in a container); nil means a free port on 127.0.0.1. Its
+	// address makes URL().
+	Listener net.Listener
 	// NowFunc, may be nil (time.Now). It stamps created_at/updated_at and
 	// the like; pipeline durations and rebase durations still run on real
 	// timers.
@@ -83,12 +88,17 @@ type idCounters struct {
 	user, project, mr, pipeline, note, commit, job int64
 }
 
-// New starts a Server listening on 127.0.0.1 on a free port (an
-// httptest.Server) and, when opts.WebhookURL is set, its webhook sender.
+// New starts a Server listening on opts.Listener, else on 127.0.0.1 on a
+// free port (an httptest.Server) and, when opts.WebhookURL is set, its webhook sender.
 // Call Close when done.
 func New(opts Options) *Server {
 	s := newServer(opts)
-	s.ts = httptest.NewServer(s.h)
+	s.ts = httptest.NewUnstartedServer(s.h)
+	if opts.Listener != nil {
+		_ = s.ts.Listener.Close()
+		s.ts.Listener = opts.Listener
+	}
+	s.ts.Start()
 	s.startHooks()
 	return s
 }
