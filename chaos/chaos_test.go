@@ -388,11 +388,12 @@ func submitOne(base string, i int) (string, error) {
 }
 
 // settled reports whether a step is an end the run accepts: terminal
-// (VALIDATED, CLOSED, REJECTED), an explicit failure waiting for /retry, or
-// an explicit pending code waiting for /resume.
+// (VALIDATED, CLOSED, REJECTED), an explicit failure waiting for /retry, an
+// explicit pending code waiting for /resume, or MR_CLOSED (a person closed
+// the MR; it waits for a reopen and an operator's /resume).
 func settled(code int) bool {
 	s, ok := flows.Lookup(flows.StepCode(code))
-	return ok && (s.Terminal || s.Retryable() || s.Phase == flows.PhasePending)
+	return ok && (s.Terminal || s.Retryable() || s.Phase == flows.PhasePending || s.Code == flows.ClosedByPerson)
 }
 
 // waitSettled polls the database until every change has settled or the
