@@ -13,6 +13,8 @@ export TEST_DATABASE_URL
 
 GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+HELM_VERSION := v3.22.0
+HELM := bin/helm
 FUZZTIME ?= 15s
 BENCHCOUNT ?= 6
 CHAOS_N ?= 1000
@@ -21,7 +23,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X changebot/bot.version=$(VERSION) -X changebot/bot.commit=$(COMMIT)
 
-.PHONY: all build test vet fuzz demo lint bench chaos db-up clean
+.PHONY: all build test vet fuzz demo lint bench chaos db-up clean helm
 
 all: build lint test
 
@@ -29,8 +31,8 @@ all: build lint test
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/changebot ./cmd/changebot
 
-## test: vet, all tests with the race detector (PostgreSQL tests included), a bounded fuzz run
-test: vet
+## test: vet, the Helm chart, all tests with the race detector (PostgreSQL tests included), a bounded fuzz run
+test: vet helm
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) --no-print-directory fuzz
 
@@ -39,6 +41,16 @@ vet:
 
 fuzz:
 	$(GO) test ./commands -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME)
+
+## helm: helm lint and helm template of deploy/helm/changebot, and the Go test that checks the rendered manifests
+helm: $(HELM)
+	$(HELM) lint --strict deploy/helm/changebot --set existingSecret=changebot
+	$(HELM) template cb deploy/helm/changebot --kube-version 1.31.0 --set existingSecret=changebot >/dev/null
+	CHANGEBOT_HELM=$(abspath $(HELM)) $(GO) test -count=1 ./bot -run 'TestHelmChartLintsAndRenders'
+
+# helm itself, built from the Go module proxy (no download of a release binary).
+$(HELM):
+	GOBIN=$(abspath bin) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 ## demo: run one change end to end against gitlabfake and PostgreSQL at DATABASE_URL
 demo:
