@@ -321,3 +321,26 @@ func TestSetupGroupWebhook(t *testing.T) {
 		t.Errorf("setup -group as the robot (no Owner) = %v, want a failure saying an Owner's token is needed:\n%s", err, out.String())
 	}
 }
+
+// TestSetupRetriesGitLabFailures: a create whose answer is lost (500 after
+// it took effect) and a rate-limited test (GitLab allows five a minute)
+// are retried without creating a second webhook.
+func TestSetupRetriesGitLabFailures(t *testing.T) {
+	t.Parallel()
+	env, schema := newDayOneEnv(t)
+	env.GitLab.InjectFault(gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/hooks", Status: 500, Times: 1, AfterEffect: true})
+	env.GitLab.InjectFault(gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/hooks/*/test/*", Status: 429, RetryAfter: "3", Times: 1}) // above the client's own 2 s retry
+	var out bytes.Buffer
+	res, err := RunSetup(context.Background(), env.Config, SetupOpts{Owners: []platform.HookOwner{{ID: appProject}},
+		HookToken: maintainerTok, Schema: schema, Out: &out})
+	t.Logf("setup:\n%s", out.String())
+	if err != nil || len(res) != 1 || !res[0].Delivered {
+		t.Fatalf("setup = %+v, %v", res, err)
+	}
+	if n := strings.Count(out.String(), "trying again"); n != 2 {
+		t.Errorf("%d retries reported, want 2 (the lost create, the 429)", n)
+	}
+	if hooks := env.GitLab.ProjectHooks(env.Project.ID + 1); len(hooks) != 1 {
+		t.Errorf("%d webhooks after a retried create, want 1", len(hooks))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -101,7 +102,7 @@ func RunSetup(ctx context.Context, cfg Config, o SetupOpts) ([]SetupResult, erro
 	var results []SetupResult
 	var failed []string
 	for _, owner := range o.Owners {
-		r, err := s.one(ctx, owner, !o.NoTest)
+		r, err := s.retrying(ctx, owner, !o.NoTest)
 		if err != nil {
 			fmt.Fprintf(o.Out, "FAIL %s: %v\n", owner, err)
 			failed = append(failed, owner.String())
@@ -120,6 +121,42 @@ type setup struct {
 	out        io.Writer
 	want       platform.WebhookParams
 	deliveries *deliveryWatch
+}
+
+// setupAttempts is how often setup tries one owner when GitLab answers
+// 5xx or 429; setupMaxWait bounds one wait (GitLab allows five hook tests
+// a minute per user).
+const (
+	setupAttempts = 3
+	setupMaxWait  = 2 * time.Minute
+)
+
+// retrying runs one again after a 5xx or 429 (GitLab's wait, else
+// platform.DefaultRateLimitWait for a 429 and 2 s for a 5xx): one is
+// idempotent, it finds what an earlier attempt created, so a write whose
+// answer was lost is not repeated.
+func (s *setup) retrying(ctx context.Context, owner platform.HookOwner, test bool) (SetupResult, error) {
+	for attempt := 1; ; attempt++ {
+		r, err := s.one(ctx, owner, test)
+		var pe *platform.Error
+		if err == nil || !errors.As(err, &pe) || !pe.Retryable() || attempt == setupAttempts {
+			return r, err
+		}
+		wait := pe.RetryAfter
+		if wait <= 0 {
+			wait = 2 * time.Second
+			if errors.Is(err, platform.ErrRateLimited) {
+				wait = platform.DefaultRateLimitWait
+			}
+		}
+		wait = min(wait, setupMaxWait)
+		fmt.Fprintf(s.out, "%s: GitLab answered %d (%s); trying again in %s\n", owner, pe.Status, pe.Message, wait)
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 func (s *setup) one(ctx context.Context, owner platform.HookOwner, test bool) (SetupResult, error) {
@@ -188,6 +225,10 @@ func (s *setup) test(ctx context.Context, owner platform.HookOwner, id int64) er
 		// goes through the bot's secret check (and is then ignored).
 		trigger = platform.TriggerPush
 		err = s.gl.TestWebhook(ctx, owner, id, trigger)
+	}
+	var pe *platform.Error
+	if errors.As(err, &pe) && pe.Retryable() {
+		return fmt.Errorf("asking GitLab for a test event (%s): %w", trigger, err)
 	}
 	if err != nil {
 		return fmt.Errorf("GitLab's test event (%s) did not reach the bot: %s — check that GitLab reaches %s and that the bot runs with these secrets",
