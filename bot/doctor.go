@@ -430,14 +430,14 @@ func (d *doctor) checkWebhook(ctx context.Context, project string) {
 	}
 	owner := "project " + project
 	h, found := findHook(hooks, want)
-	if !found {
-		if i := strings.LastIndex(project, "/"); i > 0 {
-			// Group webhooks (Premium) also send the project's events;
-			// 403 or 404 (Free) just means there are none to see.
-			if gh, err := d.hooks.Webhooks(ctx, platform.HookOwner{Group: true, ID: project[:i]}); err == nil {
-				if h, found = findHook(gh, want); found {
-					owner = "group " + project[:i]
-				}
+	// Webhooks of the project's group and of every group above it
+	// (Premium) also send the project's events; 403 or 404 (Free, or not
+	// an Owner) just means there are none to see.
+	for group := project; !found && strings.Contains(group, "/"); {
+		group = group[:strings.LastIndex(group, "/")]
+		if gh, err := d.hooks.Webhooks(ctx, platform.HookOwner{Group: true, ID: group}); err == nil {
+			if h, found = findHook(gh, want); found {
+				owner = "group " + group
 			}
 		}
 	}
@@ -505,7 +505,7 @@ func triggerLabels() string {
 func (d *doctor) checkApprovalURL(ctx context.Context) {
 	url := d.cfg.ApprovalURL
 	if url == "" {
-		d.ok("approval system: none configured (approval.provider " + d.cfg.Settings[settings.ApprovalProvider] + ")")
+		d.ok(fmt.Sprintf("approval system: none configured (initial setting approval.provider %q)", d.cfg.Settings[settings.ApprovalProvider]))
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
