@@ -47,6 +47,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first signal the default comes back: a second Ctrl-C or
+	// SIGTERM ends the process at once, without the shutdown delay and drain.
+	go func() { <-ctx.Done(); stop() }()
 	var err error
 	switch args[0] {
 	case "serve":

@@ -197,3 +197,52 @@ func prefixed(prefix string, ss []string) []string {
 	}
 	return out
 }
+
+// TestSecondSignalStopsAtOnce: a second SIGTERM during the shutdown delay
+// ends serve at once (the default action is back after the first), so a
+// person's second Ctrl-C is never made to wait out the delay.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	const delay = 30 * time.Second
+	sc := storetest.New(t)
+	env := newTestEnv(t, true, time.Second)
+	addr := env.Listener.Addr().String()
+	_ = env.Listener.Close()
+	cfgFile := filepath.Join(t.TempDir(), "changebot.yaml")
+	if err := os.WriteFile(cfgFile, []byte("log_level: info\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	p := &botProcess{t: t, logs: logs, env: []string{cfgFile,
+		"CHANGEBOT_LISTEN=" + addr, "DATABASE_URL=" + sc.URL, "CHANGEBOT_GITLAB_URL=" + env.GitLab.URL(),
+		"CHANGEBOT_GITLAB_TOKEN=" + demoRobotToken, "CHANGEBOT_REVIEWER_TOKENS=" + demoReviewers[0].token,
+		"CHANGEBOT_WEBHOOK_SECRETS=" + demoWebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demoCallbackSecret,
+		"CHANGEBOT_API_TOKENS=submitter:" + demoAPIToken, "CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
+		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL, "CHANGEBOT_SHUTDOWN_DELAY=" + delay.String(),
+	}}
+	p.start()
+	defer p.kill()
+	waitListening(t, addr)
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "still accepting requests for the shutdown delay") {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never entered the shutdown delay:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	second := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		t.Logf("exited %s after the second SIGTERM", time.Since(second).Round(time.Millisecond))
+	case <-time.After(delay / 3):
+		t.Fatalf("serve still runs %s after a second SIGTERM", delay/3)
+	}
+}
