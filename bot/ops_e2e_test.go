@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -189,5 +190,72 @@ func TestRiverRoutineLinesAtDebug(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLeaderPrunesOldIntakeRows: a running bot (its job queue's leader)
+// deletes a processed delivery and a callback row older than
+// retention.intake_max_age soon after it starts, and keeps young ones.
+func TestLeaderPrunesOldIntakeRows(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	sc := storetest.New(t)
+	ctx := context.Background()
+	old, young := time.Now().Add(-31*24*time.Hour), time.Now().Add(-time.Hour)
+	for i, at := range []time.Time{old, young} {
+		if _, err := sc.Pool.Exec(ctx, `INSERT INTO webhook_deliveries (dedupe_key, event, body, received_at, processed_at, outcome)
+			VALUES ($1, 'Note Hook', '{}'::bytea, $2, $2, 'routed')`, fmt.Sprintf("idem:age%d", i), at); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sc.Pool.Exec(ctx, `INSERT INTO callback_requests (request_id, kind, operation_id, result, received_at)
+			VALUES ($1, 'approval', 'op_x', 'ACCEPTED', $2)`, fmt.Sprintf("age%d", i), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.Config.DatabaseURL = storetest.URL()
+	app, err := NewApp(ctx, env.Config, &AppOpts{Logger: testLogger(t), Schema: sc.Name, Poll: demoPoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(runCtx, env.Listener) }()
+	defer func() {
+		cancel()
+		<-done
+		app.Close()
+	}()
+	left := func() (deliveries, callbacks []string) {
+		rows, err := sc.Pool.Query(ctx, `SELECT dedupe_key FROM webhook_deliveries UNION ALL SELECT 'cb:' || request_id FROM callback_requests ORDER BY 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(k, "cb:") {
+				callbacks = append(callbacks, k)
+			} else {
+				deliveries = append(deliveries, k)
+			}
+		}
+		return deliveries, callbacks
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, c := left()
+		if len(d) == 1 && len(c) == 1 {
+			if d[0] != "idem:age1" || c[0] != "cb:age1" {
+				t.Fatalf("left %v %v, want the young rows", d, c)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after start the old rows are still there: %v %v", d, c)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

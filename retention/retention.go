@@ -139,14 +139,15 @@ func (p *Pruner) Run(ctx context.Context) (Report, error) {
 	return rep, errors.Join(errs...)
 }
 
-// PeriodicJob returns the River periodic job of the pruner (inserted by
-// the elected leader only; one at a time).
+// PeriodicJob returns the River periodic job of the pruner: inserted by
+// the elected leader only, one at a time, when it becomes leader and every
+// Interval after.
 func (p *Pruner) PeriodicJob() *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(p.cfg.Interval), func() (river.JobArgs, *river.InsertOpts) {
 		return Args{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
 			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
 			rivertype.JobStateRunning, rivertype.JobStateScheduled}}}
-	}, &river.PeriodicJobOpts{ID: Kind})
+	}, &river.PeriodicJobOpts{ID: Kind, RunOnStart: true})
 }
 
 // AddWorker registers the pruner's worker.
