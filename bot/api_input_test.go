@@ -46,7 +46,7 @@ func validChange(subject string) string {
 func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, false, 100*time.Millisecond)
-	app, sc := startBot(t, env)
+	app, _ := startBot(t, env)
 	long := strings.Repeat("x", 256)
 	tests := []struct {
 		name string
@@ -90,7 +90,7 @@ func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 			}
 		})
 	}
-	n, err := app.Store().CountActive(context.Background(), sc.Pool)
+	n, err := app.Store().CountActive(context.Background(), app.Store().DB())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestAPIBearerSchemeIsCaseInsensitive(t *testing.T) {
 func TestSubmitCheckedAgainstGitLab(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, false, 100*time.Millisecond)
-	app, sc := startBot(t, env)
+	app, _ := startBot(t, env)
 	n := 0
 	change := func(project, branch, files string) []byte {
 		n++ // a binding of its own per case
@@ -224,7 +224,7 @@ func TestSubmitCheckedAgainstGitLab(t *testing.T) {
 			}
 		})
 	}
-	n, err := app.Store().CountActive(context.Background(), sc.Pool)
+	n, err := app.Store().CountActive(context.Background(), app.Store().DB())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,7 +184,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	if err != nil {
 		return fmt.Errorf("configuring the job queue: %w", err)
 	}
-	a.gauge = flows.NewActiveGauge(flows.ActiveGaugeConfig{Store: a.store, DB: a.pool, Metrics: fm, ClientIDFunc: a.jobs.ID})
+	a.gauge = flows.NewActiveGauge(flows.ActiveGaugeConfig{Store: a.store, DB: a.store.DB(), Metrics: fm, ClientIDFunc: a.jobs.ID})
 	a.registerReady()
 	a.router, err = a.routes(fm)
 	return err

@@ -59,7 +59,7 @@ func waitReplies(t *testing.T, env *demoEnv, iid int64, n int) []gitlabfake.Note
 
 func eventsOf(t *testing.T, app *App, opID string) []store.Event {
 	t.Helper()
-	ev, err := app.Store().ListEvents(context.Background(), app.pool, opID)
+	ev, err := app.Store().ListEvents(context.Background(), app.Store().DB(), opID)
 	if err != nil {
 		t.Fatal(err)
 	}

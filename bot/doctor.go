@@ -216,7 +216,7 @@ func (d *doctor) checkDatabase(ctx context.Context, schema string) {
 	if err != nil {
 		return
 	}
-	stored, err := st.ListSettings(ctx, pool)
+	stored, err := st.ListSettings(ctx, st.DB())
 	if err != nil {
 		d.warn(fmt.Sprintf("database: stored settings unreadable (%v)", err), "projects named by project settings are not checked; name them with -project")
 		return

@@ -87,7 +87,7 @@ func TestEndToEndReachesValidated(t *testing.T) {
 	// otherwise poll before a webhook lands, which is correct but noisy).
 	poll := demoPoll
 	poll.ShortInterval = 10 * time.Second
-	app, sc := startBotWithPoll(t, env, poll)
+	app, _ := startBotWithPoll(t, env, poll)
 	ctx := context.Background()
 	opID, err := submitDemoChange(ctx, env)
 	if err != nil {
@@ -103,7 +103,7 @@ func TestEndToEndReachesValidated(t *testing.T) {
 	}
 
 	// Every transition is an event, and the hash chain recomputes.
-	events, err := app.Store().ListEvents(ctx, sc.Pool, opID)
+	events, err := app.Store().ListEvents(ctx, app.Store().DB(), opID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestReplayedDeliveryStoredOnceMovesNothing(t *testing.T) {
 	if hook.IdempotencyKey == "" {
 		t.Fatal("no MR pipeline success webhook was sent")
 	}
-	before, _ := app.Store().ListEvents(ctx, sc.Pool, opID)
+	before, _ := app.Store().ListEvents(ctx, app.Store().DB(), opID)
 	stored := func() int {
 		// Only this hook's deliveries: other webhooks (the deploy pipeline,
 		// the merge) may still be arriving.
@@ -248,7 +248,7 @@ func TestReplayedDeliveryStoredOnceMovesNothing(t *testing.T) {
 		t.Fatalf("deliveries stored %d, want 2 (the original once, the new key once)", n)
 	}
 	time.Sleep(time.Second) // let the processing job run
-	after, _ := app.Store().ListEvents(ctx, sc.Pool, opID)
+	after, _ := app.Store().ListEvents(ctx, app.Store().DB(), opID)
 	if len(after) != len(before) {
 		t.Fatalf("the replayed delivery moved the change: %d events, was %d", len(after), len(before))
 	}

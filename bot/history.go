@@ -56,7 +56,7 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 	}
 	defer pool.Close()
 	id := fs.Arg(0)
-	events, err := st.ListEvents(ctx, pool, id)
+	events, err := st.ListEvents(ctx, st.DB(), id)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 // each read in one snapshot, printing each broken one and a summary to
 // stdout; an error when one is broken.
 func verifyHistories(ctx context.Context, st *store.Store, ids []string, stdout io.Writer) error {
-	pool := st.Pool()
+	db := st.DB()
 	checked, broken := 0, 0
 	check := func(id string) error {
 		h, err := st.ReadHistory(ctx, id)
@@ -137,7 +137,7 @@ func verifyHistories(ctx context.Context, st *store.Store, ids []string, stdout 
 	} else {
 		after := ""
 		for {
-			page, err := st.ListOperationIDs(ctx, pool, after, 500)
+			page, err := st.ListOperationIDs(ctx, db, after, 500)
 			if err != nil {
 				return err
 			}

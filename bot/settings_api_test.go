@@ -67,7 +67,7 @@ func submitTestChange(t *testing.T, env *demoEnv, subject string) (int, http.Hea
 func TestSettingsAPI(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, false, time.Second)
-	app, sc := startBot(t, env)
+	app, _ := startBot(t, env)
 
 	tests := []struct {
 		name, method, path, token string
@@ -124,14 +124,14 @@ func TestSettingsAPI(t *testing.T) {
 
 	// Refused writes stored nothing; accepted ones are audited.
 	ctx := context.Background()
-	rows, err := app.Store().ListSettings(ctx, sc.Pool)
+	rows, err := app.Store().ListSettings(ctx, app.Store().DB())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rows) != 2 {
 		t.Errorf("stored settings %+v, want the two accepted writes", rows)
 	}
-	audit, err := app.Store().ListSettingAudit(ctx, sc.Pool, settings.PipelineDeadline, "project:42")
+	audit, err := app.Store().ListSettingAudit(ctx, app.Store().DB(), settings.PipelineDeadline, "project:42")
 	if err != nil {
 		t.Fatal(err)
 	}

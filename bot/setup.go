@@ -324,7 +324,7 @@ func (w *deliveryWatch) last(ctx context.Context) int64 {
 	if w == nil {
 		return 0
 	}
-	id, _ := w.store.LastDeliveryID(ctx, w.pool)
+	id, _ := w.store.LastDeliveryID(ctx, w.store.DB())
 	return id
 }
 
@@ -333,7 +333,7 @@ func (w *deliveryWatch) after(ctx context.Context, id int64, event string) strin
 	if w == nil {
 		return ""
 	}
-	ds, err := w.store.DeliveriesAfter(ctx, w.pool, id)
+	ds, err := w.store.DeliveriesAfter(ctx, w.store.DB(), id)
 	if err != nil || len(ds) == 0 {
 		return ""
 	}

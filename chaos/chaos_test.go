@@ -406,7 +406,7 @@ func waitSettled(ctx context.Context, t *testing.T, st *store.Store, sc storetes
 		byStep := map[string]int{}
 		var open []string
 		for _, id := range ids {
-			op, err := st.GetOperation(ctx, sc.Pool, id)
+			op, err := st.GetOperation(ctx, st.DB(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -477,7 +477,7 @@ type report struct {
 func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Server, st *store.Store, sc storetest.Schema, ids []string) {
 	t.Helper()
 	for _, id := range r.unsettled {
-		op, err := st.GetOperation(ctx, sc.Pool, id)
+		op, err := st.GetOperation(ctx, st.DB(), id)
 		if err == nil {
 			r.unsettledD = append(r.unsettledD, fmt.Sprintf("%s at %s (v%d, last change %s ago)", id, flows.StepCode(op.Step),
 				op.Version, time.Since(op.UpdatedAt).Round(time.Second)))
@@ -624,7 +624,7 @@ func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Serve
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		events, err := st.ListEvents(ctx, sc.Pool, id)
+		events, err := st.ListEvents(ctx, st.DB(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

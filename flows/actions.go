@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/jackc/pgx/v5"
 
 	"changebot/platform"
 	"changebot/store"
@@ -64,7 +63,7 @@ var ErrUnknownAction = errors.New("unknown action")
 // the action does not apply in the change's step, ErrUnknownAction, or
 // whatever the action met (GitLab, the store).
 func (e *Engine) Act(ctx context.Context, id string, a Action, p ActionParams) (store.Operation, error) {
-	op, err := e.st.GetOperation(ctx, e.st.Pool(), id)
+	op, err := e.st.GetOperation(ctx, e.st.DB(), id)
 	if err != nil {
 		return store.Operation{}, err
 	}
@@ -179,7 +178,7 @@ func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p ActionP
 		x.HeadSHA, x.PipelineID, x.PipelineURL, x.Rounds = mr.SHA, pl.ID, pl.WebURL, 0
 		x.Detail = fmt.Sprintf("resumed by %s after !%d was reopened: waiting for the new pipeline %d of %s", p.Actor, op.MRIID, pl.ID, short(mr.SHA))
 	}
-	o.Guard = func(ctx context.Context, tx pgx.Tx, _ store.Operation, _ store.Binding) error {
+	o.Guard = func(ctx context.Context, tx store.Tx, _ store.Operation, _ store.Binding) error {
 		_, err := e.st.ClearGitLabApprovals(ctx, tx, op.ID)
 		return err
 	}
@@ -197,7 +196,7 @@ func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p ActionP
 // *NotApplicableError naming the newer change that holds it, or the
 // store's error.
 func (e *Engine) bindingTaken(ctx context.Context, op store.Operation) error {
-	b, err := e.st.GetBinding(ctx, e.st.Pool(), op.SubjectID, op.TargetKey)
+	b, err := e.st.GetBinding(ctx, e.st.DB(), op.SubjectID, op.TargetKey)
 	if err != nil {
 		return err
 	}
@@ -304,5 +303,5 @@ func (e *Engine) Reply(ctx context.Context, projectID, iid int64, body string) e
 
 // FindByMR returns the newest change of an MR; store.ErrNotFound when none.
 func (e *Engine) FindByMR(ctx context.Context, projectID, iid int64) (store.Operation, error) {
-	return e.st.FindOperationByMR(ctx, e.st.Pool(), projectID, iid)
+	return e.st.FindOperationByMR(ctx, e.st.DB(), projectID, iid)
 }

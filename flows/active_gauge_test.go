@@ -35,7 +35,7 @@ func TestActiveGaugeOnTheLeaderOnly(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := flows.NewMetrics(reg)
 	gauge := func(id string) *flows.ActiveGauge {
-		return flows.NewActiveGauge(flows.ActiveGaugeConfig{Store: s.store, DB: s.sc.Pool, Metrics: m,
+		return flows.NewActiveGauge(flows.ActiveGaugeConfig{Store: s.store, DB: s.store.DB(), Metrics: m,
 			ClientIDFunc: func() string { return id }, NowFunc: func() time.Time { return now }})
 	}
 	if err := gauge("leader").Refresh(ctx); err != nil {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
-
 	"changebot/store"
 )
 
@@ -96,14 +94,14 @@ type ApprovalCallback struct {
 // handling it (MR-first, recognised by an MR iid in Ext or on the operation);
 // rejected or withdrawn end the change as REJECTED.
 func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (string, error) {
-	switch _, err := e.st.CallbackResult(ctx, e.st.Pool(), callbackKindApproval, cb.RequestID); {
+	switch _, err := e.st.CallbackResult(ctx, e.st.DB(), callbackKindApproval, cb.RequestID); {
 	case err == nil:
 		return ResultDuplicate, nil
 	case !errors.Is(err, store.ErrNotFound):
 		return "", err
 	}
 	for range 3 {
-		op, err := e.st.GetOperation(ctx, e.st.Pool(), cb.OperationID)
+		op, err := e.st.GetOperation(ctx, e.st.DB(), cb.OperationID)
 		if errors.Is(err, store.ErrNotFound) {
 			return e.recordCallback(ctx, cb, ResultIgnoredUnknown)
 		}
@@ -125,7 +123,7 @@ func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (strin
 					o.Detail = fmt.Sprintf("%s by %s", cb.Decision, cb.Approver)
 				}
 			},
-			Guard: func(ctx context.Context, tx pgx.Tx, _ store.Operation, _ store.Binding) error {
+			Guard: func(ctx context.Context, tx store.Tx, _ store.Operation, _ store.Binding) error {
 				return e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, callbackKindApproval, cb.OperationID, ResultAccepted)
 			},
 		})
@@ -210,7 +208,7 @@ func extMRIID(ext map[string]any) int64 {
 }
 
 func (e *Engine) recordCallback(ctx context.Context, cb ApprovalCallback, result string) (string, error) {
-	err := e.st.InsertCallbackRequest(ctx, e.st.Pool(), cb.RequestID, callbackKindApproval, cb.OperationID, result)
+	err := e.st.InsertCallbackRequest(ctx, e.st.DB(), cb.RequestID, callbackKindApproval, cb.OperationID, result)
 	if errors.Is(err, store.ErrDuplicate) {
 		return ResultDuplicate, nil
 	}

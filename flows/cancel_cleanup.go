@@ -23,7 +23,7 @@ import (
 // are GitLab's or the store's; the job is retried and cleans up again
 // (closing a closed merge request and deleting a missing branch are no-ops).
 func (e *Engine) cleanUpIfCancelled(ctx context.Context, id string, projectID int64, source string, mr platform.MergeRequest) error {
-	cur, err := e.st.GetOperation(ctx, e.st.Pool(), id)
+	cur, err := e.st.GetOperation(ctx, e.st.DB(), id)
 	if err != nil {
 		return fmt.Errorf("reading the change after a lost move: %w", err)
 	}
@@ -109,7 +109,7 @@ type cancelCleanupWorker struct {
 // something. Idempotent: a second run finds nothing.
 func (w *cancelCleanupWorker) Work(ctx context.Context, job *river.Job[CloseMRArgs]) error {
 	e := w.e
-	op, err := e.st.GetOperation(ctx, e.st.Pool(), job.Args.OperationID)
+	op, err := e.st.GetOperation(ctx, e.st.DB(), job.Args.OperationID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"changebot/flows/commitgate"
 	"changebot/platform"
 	"changebot/store"
@@ -48,7 +46,7 @@ const markValidatedAttempts = 3
 // future path that could leave CALLED_BACK.
 func (e *Engine) MarkValidated(ctx context.Context, opID, source, actor string, payload map[string]any) (bool, error) {
 	for range markValidatedAttempts {
-		op, err := e.st.GetOperation(ctx, e.st.Pool(), opID)
+		op, err := e.st.GetOperation(ctx, e.st.DB(), opID)
 		if err != nil {
 			return false, err
 		}
@@ -57,8 +55,8 @@ func (e *Engine) MarkValidated(ctx context.Context, opID, source, actor string, 
 		}
 		_, err = e.Transition(ctx, op, CalledBack, TransitionOpts{Actor: actor, Source: source, Payload: payload,
 			IgnoreVersion: true,
-			Guard: func(ctx context.Context, tx pgx.Tx, cur store.Operation, _ store.Binding) error {
-				g := commitgate.NewGuardWithStore(commitgate.NewPostgresStore(tx), nil)
+			Guard: func(ctx context.Context, tx store.Tx, cur store.Operation, _ store.Binding) error {
+				g := commitgate.NewGuardWithStore(commitgate.NewDBStore(e.st, tx), nil)
 				_, err := g.Acquire(ctx, commitgate.Commit{Ref: commitgate.Ref{RunID: cur.ID, Step: validatedStep},
 					Status: store.StatusValidated, Branch: cur.TargetBranch, Seq: cur.Version + 1})
 				return err
@@ -183,10 +181,10 @@ type DeployCallback struct {
 // change's project and target branch (DESIGN §3 step 8), recorded in the
 // same transaction as the request.
 func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, error) {
-	if _, err := e.st.CallbackResult(ctx, e.st.Pool(), callbackKindDeploy, cb.RequestID); err == nil {
+	if _, err := e.st.CallbackResult(ctx, e.st.DB(), callbackKindDeploy, cb.RequestID); err == nil {
 		return ResultDuplicate, nil
 	}
-	op, err := e.st.FindOperationByMR(ctx, e.st.Pool(), cb.ProjectID, cb.MRIID)
+	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), cb.ProjectID, cb.MRIID)
 	result, confirmed := ResultIgnoredStale, false
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -209,7 +207,7 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 	if err == nil {
 		opID = op.ID
 	}
-	err = e.st.InTx(ctx, func(tx pgx.Tx) error {
+	err = e.st.InTx(ctx, func(tx store.Tx) error {
 		if err := e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, callbackKindDeploy, opID, result); err != nil {
 			return err
 		}

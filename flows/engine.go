@@ -15,8 +15,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -29,9 +27,10 @@ import (
 )
 
 // Store is what flows needs from the store (implemented by *store.Store).
+// Transactions are opaque (store.Tx): flows never sees the database driver.
 type Store interface {
-	InTx(ctx context.Context, fn func(tx pgx.Tx) error) error
-	Pool() *pgxpool.Pool
+	InTx(ctx context.Context, fn func(tx store.Tx) error) error
+	DB() store.DBTX
 	Now() time.Time
 	GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error)
 	GetBinding(ctx context.Context, db store.DBTX, subjectID, targetKey string) (store.Binding, error)
@@ -60,6 +59,8 @@ type Store interface {
 	ReleaseStatusNote(ctx context.Context, db store.DBTX, c store.NoteClaim) error
 	ReadHistory(ctx context.Context, id string) (store.History, error)
 	CountActive(ctx context.Context, db store.DBTX) (int, error)
+	// Claims are the commit gate's rows (commitgate.DBStore).
+	commitgate.Claims
 }
 
 // GitLab is what flows needs from the GitLab adapter (implemented by
@@ -252,7 +253,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if e.cfg.JobTimeout <= 0 {
 		e.cfg.JobTimeout = DefaultJobTimeout
 	}
-	e.gate = commitgate.NewGuardWithStore(commitgate.NewPostgresStore(e.st.Pool()).WithClock(e.now), nil)
+	e.gate = commitgate.NewGuardWithStore(commitgate.NewDBStore(e.st, e.st.DB()).WithClock(e.now), nil)
 	return e, nil
 }
 
@@ -289,7 +290,7 @@ type TransitionOpts struct {
 	// Update sets operation fields in the same write.
 	Update func(op *store.Operation)
 	// Guard runs in the transaction after the rows are locked.
-	Guard func(ctx context.Context, tx pgx.Tx, op store.Operation, b store.Binding) error
+	Guard func(ctx context.Context, tx store.Tx, op store.Operation, b store.Binding) error
 	// IgnoreVersion checks only the step (for idempotent flips that several
 	// sources race to make, such as MERGED -> VALIDATED).
 	IgnoreVersion bool
@@ -333,7 +334,7 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to StepCode
 	if ts.JobFor(op.ApprovalFirst).Kind != "" {
 		// One job per (operation, step): a job left queued from an earlier
 		// visit of the step (a snoozed poll, say) gives way to the new one.
-		guard = func(ctx context.Context, tx pgx.Tx, cur store.Operation, b store.Binding) error {
+		guard = func(ctx context.Context, tx store.Tx, cur store.Operation, b store.Binding) error {
 			if o.Guard != nil {
 				if err := o.Guard(ctx, tx, cur, b); err != nil {
 					return err

@@ -85,15 +85,15 @@ type snapshot struct {
 func snap(t *testing.T, s setup, op store.Operation) snapshot {
 	t.Helper()
 	ctx := context.Background()
-	o, err := s.store.GetOperation(ctx, s.sc.Pool, op.ID)
+	o, err := s.store.GetOperation(ctx, s.store.DB(), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.store.GetBinding(ctx, s.sc.Pool, op.SubjectID, op.TargetKey)
+	b, err := s.store.GetBinding(ctx, s.store.DB(), op.SubjectID, op.TargetKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := s.store.ListEvents(ctx, s.sc.Pool, op.ID)
+	ev, err := s.store.ListEvents(ctx, s.store.DB(), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestApprovalCallbackGuard(t *testing.T) {
 	if err != nil || res != flows.ResultAccepted {
 		t.Fatalf("early callback: %s %v", res, err)
 	}
-	got, _ := s.store.GetOperation(ctx, s.sc.Pool, op.ID)
+	got, _ := s.store.GetOperation(ctx, s.store.DB(), op.ID)
 	if flows.StepCode(got.Step) != flows.CreateStarted {
 		t.Fatalf("step after approval = %s", flows.StepCode(got.Step))
 	}
@@ -233,7 +233,7 @@ func TestApprovalCallbackCannotSteerTheFlow(t *testing.T) {
 	if err != nil || res != flows.ResultAccepted {
 		t.Fatalf("the matching callback: %s %v", res, err)
 	}
-	got, _ := s.store.GetOperation(ctx, s.sc.Pool, op.ID)
+	got, _ := s.store.GetOperation(ctx, s.store.DB(), op.ID)
 	if flows.StepCode(got.Step) != flows.CreateStarted {
 		t.Fatalf("approval-first change went to %s, want CREATE_STARTED", flows.StepCode(got.Step))
 	}

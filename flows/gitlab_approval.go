@@ -73,14 +73,14 @@ func (e *Engine) requestGitLabApproval(ctx context.Context, op store.Operation) 
 // commits last sees the other's, and an approval recorded while the change
 // was still APPROVAL_SENDING is never left uncounted.
 func (e *Engine) advanceIfApproved(ctx context.Context, id, actor, source string) error {
-	op, err := e.st.GetOperation(ctx, e.st.Pool(), id)
+	op, err := e.st.GetOperation(ctx, e.st.DB(), id)
 	if err != nil {
 		return err
 	}
 	if op.TicketID != GitLabTicket || StepCode(op.Step) != ApprovalSent {
 		return nil
 	}
-	count, err := e.st.CountGitLabApprovals(ctx, e.st.Pool(), op.ID)
+	count, err := e.st.CountGitLabApprovals(ctx, e.st.DB(), op.ID)
 	if err != nil || count < e.policy(op.Project).Required {
 		return err
 	}
@@ -189,7 +189,7 @@ func (e *Engine) DecideInGitLab(ctx context.Context, op store.Operation, user pl
 	if !ok {
 		return notApplicable("%s is not an approver of this project", user.Username)
 	}
-	db := e.st.Pool()
+	db := e.st.DB()
 	switch decision {
 	case GitLabUnapprove:
 		_, err := e.st.RemoveGitLabApproval(ctx, db, op.ID, user.Username)

@@ -30,7 +30,7 @@ func gitlabApprovalHarness(t *testing.T) (*flowtest.Harness, func() store.Operat
 			if kind != flows.KindRequestApproval {
 				return
 			}
-			ops, err := h.Store.ListOperationsByStatus(context.Background(), h.Schema.Pool, []string{store.StatusApprovalSending},
+			ops, err := h.Store.ListOperationsByStatus(context.Background(), h.Store.DB(), []string{store.StatusApprovalSending},
 				flowtest.Start.AddDate(-1, 0, 0), flowtest.Start.AddDate(1, 0, 0), 10)
 			mu.Lock()
 			defer mu.Unlock()

@@ -245,7 +245,7 @@ type approveAttempt struct {
 type approveAttempts struct{ list []approveAttempt }
 
 func (e *Engine) approveAttempts(ctx context.Context, op store.Operation) (*approveAttempts, error) {
-	events, err := e.st.ListEvents(ctx, e.st.Pool(), op.ID)
+	events, err := e.st.ListEvents(ctx, e.st.DB(), op.ID)
 	if err != nil {
 		return nil, fmt.Errorf("reading approve attempts of %s: %w", op.ID, err)
 	}
@@ -475,7 +475,7 @@ func (e *Engine) releaseMerge(ctx context.Context, op store.Operation, lease com
 // knows them after a restart or on a fresh claims table (DESIGN §6 "Seed").
 // It returns how many it looked at. The bot calls it at start.
 func (e *Engine) SeedMergeClaims(ctx context.Context) (int, error) {
-	ops, err := e.st.ListOperationsByStatus(ctx, e.st.Pool(), []string{store.StatusMerged},
+	ops, err := e.st.ListOperationsByStatus(ctx, e.st.DB(), []string{store.StatusMerged},
 		time.Time{}, e.now().Add(24*time.Hour), maxSeededMerges)
 	if err != nil {
 		return 0, fmt.Errorf("seeding merge claims: %w", err)

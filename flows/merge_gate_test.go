@@ -203,7 +203,7 @@ func TestMergeGateClaimOfDeadReplica(t *testing.T) {
 	t.Parallel()
 	h := flowtest.New(t, nil)
 	op, before := toMergeStep(t, h)
-	dead := commitgate.NewGuardWithStore(commitgate.NewPostgresStore(h.Schema.Pool).WithClock(h.Clock.Now), nil)
+	dead := commitgate.NewGuardWithStore(commitgate.NewDBStore(h.Store, h.Store.DB()).WithClock(h.Clock.Now), nil)
 	ref := commitgate.Ref{RunID: op.ID, Step: "merge:" + op.HeadSHA}
 	lease, err := dead.Acquire(context.Background(), commitgate.Commit{Ref: ref, Status: store.StatusMerged, Seq: 1})
 	if err != nil {
@@ -252,7 +252,7 @@ func TestSeedMergeClaims(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("SeedMergeClaims = %d, %v; want 1", n, err)
 	}
-	g := commitgate.NewGuardWithStore(commitgate.NewPostgresStore(h.Schema.Pool), nil)
+	g := commitgate.NewGuardWithStore(commitgate.NewDBStore(h.Store, h.Store.DB()), nil)
 	ref := commitgate.Ref{RunID: op.ID, Step: "merge:" + op.HeadSHA}
 	if _, err := g.Acquire(ctx, commitgate.Commit{Ref: ref, Status: store.StatusMerged}); !errors.Is(err, commitgate.ErrAlreadyCommitted) {
 		t.Fatalf("claiming a seeded merge: %v; want ErrAlreadyCommitted", err)

@@ -177,7 +177,7 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 	rep := ReconcileReport{Flipped: map[string]int{}}
 	now := r.e.now().UTC()
 	cfg := r.cfg.live()
-	cands, err := r.st.ListReconcileCandidates(ctx, r.e.st.Pool(), store.ReconcileParams{
+	cands, err := r.st.ListReconcileCandidates(ctx, r.e.st.DB(), store.ReconcileParams{
 		After: now.Add(-cfg.MaxAge), Before: now.Add(-cfg.MinAge), Limit: cfg.MaxRows})
 	if err != nil {
 		return rep, err
@@ -192,7 +192,7 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 		r.reconcileBranch(ctx, cands[start:end], &budget, &rep)
 		start = end
 	}
-	rep.Woken, err = r.st.WakeStaleWaits(ctx, r.e.st.Pool(), store.WakeParams{
+	rep.Woken, err = r.st.WakeStaleWaits(ctx, r.e.st.DB(), store.WakeParams{
 		Steps: stepInts(reconcileWaitSteps), Kinds: reconcileWaitKinds,
 		QuietBefore: now.Add(-cfg.QuietAfter), WakeAfter: now.Add(r.e.pollFor(store.Operation{}).ShortInterval), Limit: r.cfg.MaxWakes})
 	if err != nil {
@@ -239,7 +239,7 @@ var watchStatuses = func() []string {
 func (r *Reconciler) watchMRs(ctx context.Context, rep *ReconcileReport) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ops, err := r.st.ListWatchedMRs(ctx, r.e.st.Pool(), store.WatchParams{Steps: stepInts(watchSteps), Statuses: watchStatuses,
+	ops, err := r.st.ListWatchedMRs(ctx, r.e.st.DB(), store.WatchParams{Steps: stepInts(watchSteps), Statuses: watchStatuses,
 		After: r.watchAfter, Limit: r.cfg.MaxWatches})
 	if err != nil {
 		return err

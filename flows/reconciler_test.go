@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"changebot/flows"
@@ -142,7 +141,7 @@ func (s deploySetup) validatedTotal(t *testing.T) (total float64, bySource map[s
 
 func (s deploySetup) step(t *testing.T, op store.Operation) flows.StepCode {
 	t.Helper()
-	got, err := s.store.GetOperation(context.Background(), s.sc.Pool, op.ID)
+	got, err := s.store.GetOperation(context.Background(), s.store.DB(), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +234,7 @@ func TestValidatedRaceFlipsOnce(t *testing.T) {
 	}
 	t.Logf("flips by source: %v (callback answered ACCEPTED %d times)", by, flips.Load())
 	for _, op := range ops {
-		events, err := s.store.ListEvents(ctx, s.sc.Pool, op.ID)
+		events, err := s.store.ListEvents(ctx, s.store.DB(), op.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,7 +401,7 @@ func TestReconcilerWindowAndWatermark(t *testing.T) {
 	}
 	before := map[string]store.Operation{}
 	for _, op := range []store.Operation{young, old, above} {
-		before[op.ID], _ = s.store.GetOperation(ctx, s.sc.Pool, op.ID)
+		before[op.ID], _ = s.store.GetOperation(ctx, s.store.DB(), op.ID)
 	}
 	rep, err := flows.NewReconciler(s.engine, s.store, flows.ReconcileConfig{}).Run(ctx)
 	if err != nil {
@@ -415,7 +414,7 @@ func TestReconcilerWindowAndWatermark(t *testing.T) {
 		t.Fatalf("inside: %s", st)
 	}
 	for _, op := range []store.Operation{young, old, above} {
-		after, _ := s.store.GetOperation(ctx, s.sc.Pool, op.ID)
+		after, _ := s.store.GetOperation(ctx, s.store.DB(), op.ID)
 		if after.Step != before[op.ID].Step || after.Version != before[op.ID].Version {
 			t.Errorf("%s changed: %s v%d -> %s v%d", op.SubjectID, flows.StepCode(before[op.ID].Step), before[op.ID].Version,
 				flows.StepCode(after.Step), after.Version)
@@ -468,7 +467,7 @@ func TestSweeperRequeuesStuckStep(t *testing.T) {
 		flows.KindHandle, stuck.ID); n != 1 {
 		t.Fatalf("%d handle jobs for the stuck operation, want 1", n)
 	}
-	events, _ := s.store.ListEvents(ctx, s.sc.Pool, stuck.ID)
+	events, _ := s.store.ListEvents(ctx, s.store.DB(), stuck.ID)
 	last := events[len(events)-1]
 	if last.Actor != flows.ActorSweeper || last.ToStep != int(flows.HandleStarted) {
 		t.Fatalf("last event %+v, want a sweeper event at HANDLE_STARTED", last)
@@ -529,9 +528,10 @@ func TestStaleWriterLoses(t *testing.T) {
 	go func() {
 		_, err := slow.Transition(ctx, cur, flows.HandleMerged, flows.TransitionOpts{Source: "slow",
 			Update: func(o *store.Operation) { o.MergeCommitSHA = "slow-merge" },
-			Guard: func(ctx context.Context, tx pgx.Tx, _ store.Operation, _ store.Binding) error {
+			Guard: func(ctx context.Context, tx store.Tx, _ store.Operation, _ store.Binding) error {
+				ptx, _ := store.PgxTx(tx)
 				var pid int
-				if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				if err := ptx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 					return err
 				}
 				inGuard <- pid
@@ -554,7 +554,7 @@ func TestStaleWriterLoses(t *testing.T) {
 	if err := <-fastDone; !errors.Is(err, store.ErrStepMismatch) {
 		t.Fatalf("waiting writer: %v, want ErrStepMismatch", err)
 	}
-	got, _ := s.store.GetOperation(ctx, s.sc.Pool, op.ID)
+	got, _ := s.store.GetOperation(ctx, s.store.DB(), op.ID)
 	if flows.StepCode(got.Step) != flows.HandleMerged || got.MergeCommitSHA != "slow-merge" {
 		t.Fatalf("final state %s %q", flows.StepCode(got.Step), got.MergeCommitSHA)
 	}

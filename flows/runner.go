@@ -87,7 +87,7 @@ type stepFunc func(ctx context.Context, op store.Operation) error
 // stale jobs, recovers panics and turns every exit into a state or a River
 // instruction (STYLE 12, 13).
 func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, attempt, maxAttempts int, run stepFunc) (err error) {
-	op, err := e.st.GetOperation(ctx, e.st.Pool(), a.OperationID)
+	op, err := e.st.GetOperation(ctx, e.st.DB(), a.OperationID)
 	if errors.Is(err, store.ErrNotFound) {
 		e.log.Warn("job for unknown operation", attrOperationID, a.OperationID, attrJobKind, kind)
 		return nil
@@ -206,7 +206,7 @@ func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func (e *Engine) fail(ctx context.Context, at store.Operation, kind string, step StepCode, detail string) error {
 	ctx, cancel := recordContext(ctx)
 	defer cancel()
-	op, err := e.st.GetOperation(ctx, e.st.Pool(), at.ID)
+	op, err := e.st.GetOperation(ctx, e.st.DB(), at.ID)
 	if err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (
 	}
 	view := e.StatusView(op, h.Events())
 	upToDate := func() (store.StatusNote, bool, error) {
-		rec, err := e.st.GetStatusNote(ctx, e.st.Pool(), op.ProjectID, op.MRIID)
+		rec, err := e.st.GetStatusNote(ctx, e.st.DB(), op.ProjectID, op.MRIID)
 		if errors.Is(err, store.ErrNotFound) {
 			return store.StatusNote{}, false, nil
 		}
@@ -163,7 +163,7 @@ func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (
 		// not outlive a cancelled job.
 		rctx, cancel := recordContext(ctx)
 		defer cancel()
-		if rerr := e.st.ReleaseStatusNote(rctx, e.st.Pool(), claim); rerr != nil {
+		if rerr := e.st.ReleaseStatusNote(rctx, e.st.DB(), claim); rerr != nil {
 			e.opLog(op).Warn("releasing status note claim", "err", rerr)
 		}
 		if err != nil {

@@ -55,7 +55,7 @@ func TestStatusNoteCurrentAfterReplicaDiedMidRefresh(t *testing.T) {
 		if !strings.Contains(body, "**State:** "+cur.Status+" — step "+step) {
 			t.Fatalf("%s: %s after %s the comment does not show %s/%s:\n%s", when, noteBudget, when, cur.Status, step, body)
 		}
-		rec, err := h.Store.GetStatusNote(ctx, h.Schema.Pool, op.ProjectID, iid)
+		rec, err := h.Store.GetStatusNote(ctx, h.Store.DB(), op.ProjectID, iid)
 		if err != nil || rec.RenderedSeq != last {
 			t.Fatalf("%s: note record %+v (%v), want it to show event %d", when, rec, err, last)
 		}

@@ -100,12 +100,12 @@ func TestStatusNoteRefreshJobWaitsForTheClaim(t *testing.T) {
 	if snoozed == 0 {
 		t.Fatalf("no refresh job snoozed while the note was claimed: %v", worked)
 	}
-	if err := h.Store.ReleaseStatusNote(ctx, h.Schema.Pool, claim); err != nil {
+	if err := h.Store.ReleaseStatusNote(ctx, h.Store.DB(), claim); err != nil {
 		t.Fatal(err)
 	}
 	h.RunFor(t, time.Minute)
 	last := h.Events(t, op.ID)
-	rec, err := h.Store.GetStatusNote(ctx, h.Schema.Pool, op.ProjectID, h.Op(t, op.ID).MRIID)
+	rec, err := h.Store.GetStatusNote(ctx, h.Store.DB(), op.ProjectID, h.Op(t, op.ID).MRIID)
 	if err != nil || rec.RenderedSeq != last[len(last)-1].Seq {
 		t.Fatalf("note record %+v (%v), want it to show event %d", rec, err, last[len(last)-1].Seq)
 	}

@@ -197,7 +197,7 @@ func (e *Engine) admit(ctx context.Context, limit int) error {
 	if limit <= 0 {
 		return nil
 	}
-	n, err := e.st.CountActive(ctx, e.st.Pool())
+	n, err := e.st.CountActive(ctx, e.st.DB())
 	if err != nil {
 		return fmt.Errorf("checking admission: %w", err)
 	}
@@ -227,7 +227,7 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	if p.IdempotencyKey != "" {
 		// A repeat answers from the database alone (no admission, no
 		// GitLab): the change exists already.
-		op, err := e.st.FindOperationByIdempotencyKey(ctx, e.st.Pool(), p.IdempotencyKey)
+		op, err := e.st.FindOperationByIdempotencyKey(ctx, e.st.DB(), p.IdempotencyKey)
 		switch {
 		case err == nil:
 			return e.repeated(p, op)

@@ -93,7 +93,7 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	if s.cfg.AfterFunc != nil {
 		after = cmpOrDur(s.cfg.AfterFunc(), after)
 	}
-	ops, err := s.st.ListStuckOperations(ctx, s.e.st.Pool(), store.StuckParams{Steps: stepInts(s.steps), Kinds: stepJobKinds,
+	ops, err := s.st.ListStuckOperations(ctx, s.e.st.DB(), store.StuckParams{Steps: stepInts(s.steps), Kinds: stepJobKinds,
 		QuietBefore: s.e.now().UTC().Add(-after), Limit: s.cfg.MaxRows})
 	if err != nil {
 		return rep, err

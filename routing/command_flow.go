@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"changebot/commands"
 	"changebot/flows"
 	"changebot/platform"
@@ -29,7 +27,7 @@ type Engine interface {
 
 // OperationReader reads one operation (implemented by *store.Store).
 type OperationReader interface {
-	Pool() *pgxpool.Pool
+	DB() store.DBTX
 	GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error)
 }
 
@@ -63,7 +61,7 @@ func StatusCommands(op store.Operation, _ flows.Step) []templates.CommandHelp {
 }
 
 func (f *CommandFlow) get(ctx context.Context, id string) (store.Operation, error) {
-	op, err := f.st.GetOperation(ctx, f.st.Pool(), id)
+	op, err := f.st.GetOperation(ctx, f.st.DB(), id)
 	if err != nil {
 		return store.Operation{}, fmt.Errorf("reading the change: %w", err)
 	}
@@ -132,7 +130,7 @@ func (f *CommandFlow) DecideInGitLab(ctx context.Context, id string, user platfo
 // NoteRecorder is what NoteStore needs from the store (implemented by
 // *store.Store).
 type NoteRecorder interface {
-	Pool() *pgxpool.Pool
+	DB() store.DBTX
 	ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error)
 	SetNoteOutcome(ctx context.Context, db store.DBTX, projectID, noteID int64, outcome string) error
 	NoteActivity(ctx context.Context, db store.DBTX, author string, since time.Time) (notes, limited int, err error)
@@ -149,23 +147,23 @@ func NewNoteStore(st NoteRecorder) NoteStore { return NoteStore{st: st} }
 
 // ClaimNote implements commands.NoteStore.
 func (n NoteStore) ClaimNote(ctx context.Context, projectID, noteID, iid int64, author string) (bool, error) {
-	return n.st.ClaimNote(ctx, n.st.Pool(), projectID, noteID, iid, author)
+	return n.st.ClaimNote(ctx, n.st.DB(), projectID, noteID, iid, author)
 }
 
 // SetNoteOutcome implements commands.NoteStore.
 func (n NoteStore) SetNoteOutcome(ctx context.Context, projectID, noteID int64, outcome string) error {
-	return n.st.SetNoteOutcome(ctx, n.st.Pool(), projectID, noteID, outcome)
+	return n.st.SetNoteOutcome(ctx, n.st.DB(), projectID, noteID, outcome)
 }
 
 // NoteActivity implements commands.NoteStore.
 func (n NoteStore) NoteActivity(ctx context.Context, author string, since time.Time) (int, int, error) {
-	return n.st.NoteActivity(ctx, n.st.Pool(), author, since)
+	return n.st.NoteActivity(ctx, n.st.DB(), author, since)
 }
 
 // ClaimOnce implements commands.NoteStore with a one-off row of
 // callback_requests (kind rate_limit).
 func (n NoteStore) ClaimOnce(ctx context.Context, key string) (bool, error) {
-	err := n.st.InsertCallbackRequest(ctx, n.st.Pool(), key, "rate_limit", "", commands.OutcomeRateLimited)
+	err := n.st.InsertCallbackRequest(ctx, n.st.DB(), key, "rate_limit", "", commands.OutcomeRateLimited)
 	if errors.Is(err, store.ErrDuplicate) {
 		return false, nil
 	}

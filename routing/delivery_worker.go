@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
@@ -35,7 +34,7 @@ type NoteHandler interface {
 // DeliveryStore reads stored deliveries and records their outcome
 // (implemented by *store.Store).
 type DeliveryStore interface {
-	Pool() *pgxpool.Pool
+	DB() store.DBTX
 	GetDelivery(ctx context.Context, db store.DBTX, id int64) (store.Delivery, error)
 	MarkDeliveryProcessed(ctx context.Context, db store.DBTX, id int64, outcome string) error
 }
@@ -125,7 +124,7 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessD
 		}
 	}()
 	st := r.cfg.Store
-	d, err := st.GetDelivery(ctx, st.Pool(), id)
+	d, err := st.GetDelivery(ctx, st.DB(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -135,7 +134,7 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessD
 	ev, err := r.cfg.Decode(d.Event, d.Body)
 	if err != nil {
 		log.Error("stored delivery does not decode", "err", err)
-		return st.MarkDeliveryProcessed(ctx, st.Pool(), d.ID, outcomeUndecodable)
+		return st.MarkDeliveryProcessed(ctx, st.DB(), d.ID, outcomeUndecodable)
 	}
 	outcome, err := r.Route(ctx, d.ID, ev)
 	if wait, ok := platform.RateLimitWait(err); ok {
@@ -148,7 +147,7 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessD
 		return fmt.Errorf("applying delivery %d: %w", d.ID, err)
 	}
 	log.Debug("delivery processed", "outcome", outcome, "event", d.Event)
-	return st.MarkDeliveryProcessed(ctx, st.Pool(), d.ID, outcome)
+	return st.MarkDeliveryProcessed(ctx, st.DB(), d.ID, outcome)
 }
 
 // Route hands one decoded delivery to its owner: comments to the command

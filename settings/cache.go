@@ -11,18 +11,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"changebot/store"
 )
 
 // Store is what the Cache needs from the store (implemented by
 // *store.Store).
 type Store interface {
-	Pool() *pgxpool.Pool
+	DB() store.DBTX
 	ListSettings(ctx context.Context, db store.DBTX) ([]store.Setting, error)
 	SaveSetting(ctx context.Context, p store.SaveSettingParams) (store.Setting, error)
-	ListenSettings(ctx context.Context) (*store.SettingsListener, error)
+	ListenSettings(ctx context.Context) (store.SettingsListener, error)
 }
 
 // DefaultTTL bounds how stale a replica's settings can be when a
@@ -95,7 +93,7 @@ func NewCache(cfg CacheConfig) (*Cache, error) {
 // values that no longer validate (a key removed or retyped since) are
 // skipped with a warning, so their lookups fall back to config or default.
 func (c *Cache) Load(ctx context.Context) error {
-	rows, err := c.st.ListSettings(ctx, c.st.Pool())
+	rows, err := c.st.ListSettings(ctx, c.st.DB())
 	if err != nil {
 		return fmt.Errorf("loading settings: %w", err)
 	}
@@ -229,7 +227,7 @@ func (c *Cache) Close() {
 // most once per TTL; the TTL reloads continue meanwhile.
 func (c *Cache) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	var l *store.SettingsListener
+	var l store.SettingsListener
 	defer func() {
 		if l != nil {
 			_ = l.Close(context.Background())

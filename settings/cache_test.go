@@ -107,7 +107,7 @@ func TestSetRefusesAndAudits(t *testing.T) {
 	if err := c.Set(ctx, PollShortInterval, "", json.RawMessage(`"30s"`), ""); err == nil {
 		t.Error("a change without an author must be refused")
 	}
-	if rows, _ := st.ListSettings(ctx, sc.Pool); len(rows) != 0 {
+	if rows, _ := st.ListSettings(ctx, st.DB()); len(rows) != 0 {
 		t.Fatalf("refused changes stored %v", rows)
 	}
 
@@ -116,7 +116,7 @@ func TestSetRefusesAndAudits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	audit, err := st.ListSettingAudit(ctx, sc.Pool, PollShortInterval, "global")
+	audit, err := st.ListSettingAudit(ctx, st.DB(), PollShortInterval, "global")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func (s *Store) CountByStatusWithAge(ctx context.Context, db DBTX, statuses []st
 		parts[i] = fmt.Sprintf(`(SELECT $%d::text, count(*), min(updated_at) FROM operations WHERE status = $%[1]d)`, i+1)
 		args[i] = st
 	}
-	rows, err := db.Query(ctx, strings.Join(parts, " UNION ALL "), args...)
+	rows, err := q(db).Query(ctx, strings.Join(parts, " UNION ALL "), args...)
 	if err != nil {
 		return nil, fmt.Errorf("counting operations by status: %w", err)
 	}
@@ -78,7 +78,7 @@ func (s *Store) CountByStatusWithAge(ctx context.Context, db DBTX, statuses []st
 // active changes gauge.
 func (s *Store) IsJobLeader(ctx context.Context, db DBTX, clientID string) (bool, error) {
 	var ok bool
-	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_leader WHERE leader_id = $1 AND expires_at > now())`,
+	err := q(db).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_leader WHERE leader_id = $1 AND expires_at > now())`,
 		clientID).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("reading the job queue leader: %w", err)

@@ -31,7 +31,7 @@ func TestCountByStatusWithAge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.CountByStatusWithAge(ctx, sc.Pool, []string{store.StatusMerging, store.StatusApprovalSent, store.StatusCreateFailed})
+	got, err := s.CountByStatusWithAge(ctx, s.DB(), []string{store.StatusMerging, store.StatusApprovalSent, store.StatusCreateFailed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestCountByStatusWithAge(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
-	if n, err := s.CountActive(ctx, sc.Pool); err != nil || n != 3 {
+	if n, err := s.CountActive(ctx, s.DB()); err != nil || n != 3 {
 		t.Fatalf("CountActive = %d %v, want 3 (the VALIDATED change holds nothing)", n, err)
 	}
 	for _, st := range store.ActiveStatuses() {
@@ -58,7 +58,7 @@ func TestIsJobLeader(t *testing.T) {
 	t.Parallel()
 	s, sc := setup(t)
 	ctx := context.Background()
-	if ok, err := s.IsJobLeader(ctx, sc.Pool, "replica-a"); err != nil || ok {
+	if ok, err := s.IsJobLeader(ctx, s.DB(), "replica-a"); err != nil || ok {
 		t.Fatalf("no leader elected: %v %v", ok, err)
 	}
 	if _, err := sc.Pool.Exec(ctx, `INSERT INTO river_leader (leader_id, elected_at, expires_at)
@@ -66,14 +66,14 @@ func TestIsJobLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]bool{"replica-a": true, "replica-b": false} {
-		if ok, err := s.IsJobLeader(ctx, sc.Pool, id); err != nil || ok != want {
+		if ok, err := s.IsJobLeader(ctx, s.DB(), id); err != nil || ok != want {
 			t.Errorf("IsJobLeader(%s) = %v %v, want %v", id, ok, err, want)
 		}
 	}
 	if _, err := sc.Pool.Exec(ctx, `UPDATE river_leader SET expires_at = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.IsJobLeader(ctx, sc.Pool, "replica-a"); err != nil || ok {
+	if ok, err := s.IsJobLeader(ctx, s.DB(), "replica-a"); err != nil || ok {
 		t.Fatalf("expired leadership: %v %v", ok, err)
 	}
 }
@@ -82,15 +82,15 @@ func TestIsJobLeader(t *testing.T) {
 // change's own requester (newOp's alice) is not counted.
 func TestGitLabApprovalsNeverCountTheRequester(t *testing.T) {
 	t.Parallel()
-	s, sc := setup(t)
+	s, _ := setup(t)
 	ctx := context.Background()
 	op := create(t, s, newOp("op_self", "svc"))
 	for _, u := range []string{"alice", "carol"} {
-		if _, _, err := s.AddGitLabApproval(ctx, sc.Pool, op.ID, u, "test"); err != nil {
+		if _, _, err := s.AddGitLabApproval(ctx, s.DB(), op.ID, u, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, err := s.CountGitLabApprovals(ctx, sc.Pool, op.ID); err != nil || n != 1 {
+	if n, err := s.CountGitLabApprovals(ctx, s.DB(), op.ID); err != nil || n != 1 {
 		t.Fatalf("approvals counted: %d %v, want 1 (carol)", n, err)
 	}
 }

@@ -43,7 +43,7 @@ func TestBindingTakenOverAfterFinishedChange(t *testing.T) {
 			second := newOp(fmt.Sprintf("op_second_%d", i), subject)
 			_, created, err := s.CreateOperation(ctx, store.CreateParams{Operation: second,
 				Event: store.EventParams{Type: store.EventSubmitted}})
-			b, berr := s.GetBinding(ctx, s.Pool(), subject, "prod")
+			b, berr := s.GetBinding(ctx, s.DB(), subject, "prod")
 			if berr != nil {
 				t.Fatal(berr)
 			}
@@ -79,7 +79,7 @@ func TestBindingTakenOverAfterFinishedChange(t *testing.T) {
 			if failed != active.Failed() || failed != (strings.Contains(msg, "retry") && strings.Contains(msg, "cancel")) {
 				t.Errorf("reason %q (failed=%v) for %s: a failed change must be named as such, with retry or cancel", msg, active.Failed(), status)
 			}
-			if _, err := s.GetOperation(ctx, s.Pool(), second.ID); !errors.Is(err, store.ErrNotFound) {
+			if _, err := s.GetOperation(ctx, s.DB(), second.ID); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("the refused change was stored: %v", err)
 			}
 		})
@@ -113,7 +113,7 @@ func TestConcurrentFirstSubmissionsOneWins(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		b, err := s.GetBinding(ctx, s.Pool(), subject, "prod")
+		b, err := s.GetBinding(ctx, s.DB(), subject, "prod")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,7 @@ type Delivery struct {
 // path (DESIGN §9). job receives the new delivery id. inserted is false (and
 // nothing is written or enqueued) when the dedupe key was seen before.
 func (s *Store) InsertDelivery(ctx context.Context, d Delivery, job func(id int64) river.InsertManyParams) (id int64, inserted bool, err error) {
-	err = s.InTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at)
 			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`,
 			d.DedupeKey, d.Event, d.ProjectID, d.Body, s.Now()).Scan(&id)
@@ -41,7 +41,7 @@ func (s *Store) InsertDelivery(ctx context.Context, d Delivery, job func(id int6
 			return fmt.Errorf("inserting delivery: %w", err)
 		}
 		inserted = true
-		return s.Enqueue(ctx, tx, []river.InsertManyParams{job(id)})
+		return s.enqueue(ctx, tx, []river.InsertManyParams{job(id)})
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("storing %s delivery: %w", d.Event, err)
@@ -52,7 +52,7 @@ func (s *Store) InsertDelivery(ctx context.Context, d Delivery, job func(id int6
 // GetDelivery reads one delivery; ErrNotFound when there is none.
 func (s *Store) GetDelivery(ctx context.Context, db DBTX, id int64) (Delivery, error) {
 	var d Delivery
-	err := db.QueryRow(ctx, `SELECT id, dedupe_key, event, project_id, body, received_at, processed_at, outcome
+	err := q(db).QueryRow(ctx, `SELECT id, dedupe_key, event, project_id, body, received_at, processed_at, outcome
 		FROM webhook_deliveries WHERE id = $1`, id).
 		Scan(&d.ID, &d.DedupeKey, &d.Event, &d.ProjectID, &d.Body, &d.ReceivedAt, &d.ProcessedAt, &d.Outcome)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -66,7 +66,7 @@ func (s *Store) GetDelivery(ctx context.Context, db DBTX, id int64) (Delivery, e
 
 // MarkDeliveryProcessed records the outcome of processing a delivery.
 func (s *Store) MarkDeliveryProcessed(ctx context.Context, db DBTX, id int64, outcome string) error {
-	_, err := db.Exec(ctx, `UPDATE webhook_deliveries SET processed_at = $2, outcome = $3 WHERE id = $1`, id, s.Now(), outcome)
+	_, err := q(db).Exec(ctx, `UPDATE webhook_deliveries SET processed_at = $2, outcome = $3 WHERE id = $1`, id, s.Now(), outcome)
 	if err != nil {
 		return fmt.Errorf("marking delivery %d processed: %w", id, err)
 	}
@@ -76,7 +76,7 @@ func (s *Store) MarkDeliveryProcessed(ctx context.Context, db DBTX, id int64, ou
 // CountDeliveries returns how many deliveries are stored.
 func (s *Store) CountDeliveries(ctx context.Context, db DBTX) (int, error) {
 	var n int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries`).Scan(&n); err != nil {
+	if err := q(db).QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("counting deliveries: %w", err)
 	}
 	return n, nil
@@ -89,7 +89,7 @@ func (s *Store) CountDeliveries(ctx context.Context, db DBTX) (int, error) {
 // requestID) was recorded before (the whole transaction should then be
 // abandoned).
 func (s *Store) InsertCallbackRequest(ctx context.Context, db DBTX, requestID, kind, operationID, result string) error {
-	tag, err := db.Exec(ctx, `INSERT INTO callback_requests (request_id, kind, operation_id, result, received_at)
+	tag, err := q(db).Exec(ctx, `INSERT INTO callback_requests (request_id, kind, operation_id, result, received_at)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (kind, request_id) DO NOTHING`, requestID, kind, operationID, result, s.Now())
 	if err != nil {
 		return fmt.Errorf("recording %s callback request %s: %w", kind, requestID, err)
@@ -104,7 +104,7 @@ func (s *Store) InsertCallbackRequest(ctx context.Context, db DBTX, requestID, k
 // (kind, requestID); ErrNotFound when unseen.
 func (s *Store) CallbackResult(ctx context.Context, db DBTX, kind, requestID string) (string, error) {
 	var r string
-	err := db.QueryRow(ctx, `SELECT result FROM callback_requests WHERE kind = $1 AND request_id = $2`, kind, requestID).Scan(&r)
+	err := q(db).QueryRow(ctx, `SELECT result FROM callback_requests WHERE kind = $1 AND request_id = $2`, kind, requestID).Scan(&r)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", ErrNotFound
 	}
@@ -119,7 +119,7 @@ func (s *Store) CallbackResult(ctx context.Context, db DBTX, kind, requestID str
 // window without comparing clocks.
 func (s *Store) LastDeliveryID(ctx context.Context, db DBTX) (int64, error) {
 	var id int64
-	if err := db.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM webhook_deliveries`).Scan(&id); err != nil {
+	if err := q(db).QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM webhook_deliveries`).Scan(&id); err != nil {
 		return 0, fmt.Errorf("reading the newest delivery id: %w", err)
 	}
 	return id, nil
@@ -128,7 +128,7 @@ func (s *Store) LastDeliveryID(ctx context.Context, db DBTX) (int64, error) {
 // DeliveriesAfter returns the deliveries stored with an id above after,
 // oldest first, without their bodies, at most 100.
 func (s *Store) DeliveriesAfter(ctx context.Context, db DBTX, after int64) ([]Delivery, error) {
-	rows, err := db.Query(ctx, `SELECT id, dedupe_key, event, coalesce(project_id, 0), received_at FROM webhook_deliveries
+	rows, err := q(db).Query(ctx, `SELECT id, dedupe_key, event, coalesce(project_id, 0), received_at FROM webhook_deliveries
 		WHERE id > $1 ORDER BY id LIMIT 100`, after)
 	if err != nil {
 		return nil, fmt.Errorf("reading deliveries after %d: %w", after, err)

@@ -28,7 +28,7 @@ func deliveryJob(id int64) river.InsertManyParams {
 // duplicate keys), and reads each back byte for byte.
 func TestDeliveryBodyStoredByteIdentical(t *testing.T) {
 	t.Parallel()
-	s, sc := setup(t)
+	s, _ := setup(t)
 	ctx := context.Background()
 	tests := []struct {
 		name string
@@ -46,7 +46,7 @@ func TestDeliveryBodyStoredByteIdentical(t *testing.T) {
 			if err != nil || !inserted {
 				t.Fatalf("InsertDelivery: inserted=%v err=%v", inserted, err)
 			}
-			got, err := s.GetDelivery(ctx, sc.Pool, id)
+			got, err := s.GetDelivery(ctx, s.DB(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,21 +94,21 @@ func TestCallbackRequestsDedupePerKind(t *testing.T) {
 	t.Parallel()
 	s, sc := setup(t)
 	ctx := context.Background()
-	if err := s.InsertCallbackRequest(ctx, sc.Pool, "42", "approval", "op_1", "ACCEPTED"); err != nil {
+	if err := s.InsertCallbackRequest(ctx, s.DB(), "42", "approval", "op_1", "ACCEPTED"); err != nil {
 		t.Fatalf("approval 42: %v", err)
 	}
-	if err := s.InsertCallbackRequest(ctx, sc.Pool, "42", "deploy", "op_2", "IGNORED_STALE"); err != nil {
+	if err := s.InsertCallbackRequest(ctx, s.DB(), "42", "deploy", "op_2", "IGNORED_STALE"); err != nil {
 		t.Fatalf("deploy 42 after approval 42: %v, want it recorded", err)
 	}
-	if err := s.InsertCallbackRequest(ctx, sc.Pool, "42", "deploy", "op_2", "ACCEPTED"); !errors.Is(err, store.ErrDuplicate) {
+	if err := s.InsertCallbackRequest(ctx, s.DB(), "42", "deploy", "op_2", "ACCEPTED"); !errors.Is(err, store.ErrDuplicate) {
 		t.Fatalf("deploy 42 again: %v, want ErrDuplicate", err)
 	}
 	for kind, want := range map[string]string{"approval": "ACCEPTED", "deploy": "IGNORED_STALE"} {
-		if got, err := s.CallbackResult(ctx, sc.Pool, kind, "42"); err != nil || got != want {
+		if got, err := s.CallbackResult(ctx, s.DB(), kind, "42"); err != nil || got != want {
 			t.Errorf("result of %s 42: %q %v, want %q", kind, got, err, want)
 		}
 	}
-	if _, err := s.CallbackResult(ctx, sc.Pool, "rate_limit", "42"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.CallbackResult(ctx, s.DB(), "rate_limit", "42"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("result of an unseen kind: %v, want ErrNotFound", err)
 	}
 	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name, Down: true}); err != nil {
@@ -131,7 +131,7 @@ func TestDeployConfirmationsMigrationBackfills(t *testing.T) {
 		t.Fatal(err)
 	}
 	for kind, result := range map[string]string{"deploy": "ACCEPTED", "approval": "ACCEPTED"} {
-		if err := s.InsertCallbackRequest(ctx, sc.Pool, "r-"+kind, kind, op.ID, result); err != nil {
+		if err := s.InsertCallbackRequest(ctx, s.DB(), "r-"+kind, kind, op.ID, result); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -136,7 +136,7 @@ func (s *Store) insertEvent(ctx context.Context, tx pgx.Tx, ev Event) error {
 // from/to step and status are the current ones.
 func (s *Store) AppendEvent(ctx context.Context, operationID string, p EventParams, jobs ...river.InsertManyParams) (Event, error) {
 	var ev Event
-	err := s.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var step int
 		var status string
 		err := tx.QueryRow(ctx, `SELECT step, status FROM operations WHERE id = $1 FOR UPDATE`, operationID).Scan(&step, &status)
@@ -150,7 +150,7 @@ func (s *Store) AppendEvent(ctx context.Context, operationID string, p EventPara
 		if err != nil {
 			return err
 		}
-		return s.Enqueue(ctx, tx, jobs)
+		return s.enqueue(ctx, tx, jobs)
 	})
 	if err != nil {
 		return Event{}, fmt.Errorf("recording %s event of %s: %w", p.Type, operationID, err)
@@ -202,7 +202,7 @@ func (s *Store) ListEvents(ctx context.Context, db DBTX, operationID string) ([]
 // listStoredEvents returns every event of operationID in sequence order,
 // exactly as stored (schema version and fields of its time).
 func listStoredEvents(ctx context.Context, db DBTX, operationID string) ([]Event, error) {
-	rows, err := db.Query(ctx, `SELECT operation_id, seq, type, from_step, to_step, from_status, to_status,
+	rows, err := q(db).Query(ctx, `SELECT operation_id, seq, type, from_step, to_step, from_status, to_status,
 		actor, source, payload, schema_version, occurred_at, prev_hash, hash
 		FROM change_events WHERE operation_id = $1 ORDER BY seq`, operationID)
 	if err != nil {
@@ -255,10 +255,10 @@ func (s *Store) ReadHistory(ctx context.Context, id string) (History, error) {
 	var h History
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
-		if h.Operation, err = s.GetOperation(ctx, tx, id); err != nil {
+		if h.Operation, err = s.GetOperation(ctx, txHandle{tx}, id); err != nil {
 			return err
 		}
-		h.Stored, err = listStoredEvents(ctx, tx, id)
+		h.Stored, err = listStoredEvents(ctx, txHandle{tx}, id)
 		return err
 	})
 	if err != nil {

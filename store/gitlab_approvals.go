@@ -9,7 +9,7 @@ import (
 // reports whether it is new, and the number of approvals that count now
 // (CountGitLabApprovals).
 func (s *Store) AddGitLabApproval(ctx context.Context, db DBTX, operationID, username, source string) (added bool, count int, err error) {
-	tag, err := db.Exec(ctx, `INSERT INTO gitlab_approvals (operation_id, username, source, approved_at)
+	tag, err := q(db).Exec(ctx, `INSERT INTO gitlab_approvals (operation_id, username, source, approved_at)
 		VALUES ($1, $2, $3, $4) ON CONFLICT (operation_id, username) DO NOTHING`, operationID, username, source, s.Now())
 	if err != nil {
 		return false, 0, fmt.Errorf("recording approval of %s by %s: %w", operationID, username, err)
@@ -23,7 +23,7 @@ func (s *Store) AddGitLabApproval(ctx context.Context, db DBTX, operationID, use
 // RemoveGitLabApproval forgets username's approval of operationID; it
 // reports whether there was one.
 func (s *Store) RemoveGitLabApproval(ctx context.Context, db DBTX, operationID, username string) (bool, error) {
-	tag, err := db.Exec(ctx, `DELETE FROM gitlab_approvals WHERE operation_id = $1 AND username = $2`, operationID, username)
+	tag, err := q(db).Exec(ctx, `DELETE FROM gitlab_approvals WHERE operation_id = $1 AND username = $2`, operationID, username)
 	if err != nil {
 		return false, fmt.Errorf("removing approval of %s by %s: %w", operationID, username, err)
 	}
@@ -35,7 +35,7 @@ func (s *Store) RemoveGitLabApproval(ctx context.Context, db DBTX, operationID, 
 // whatever was recorded).
 func (s *Store) CountGitLabApprovals(ctx context.Context, db DBTX, operationID string) (int, error) {
 	var n int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals a JOIN operations o ON o.id = a.operation_id
+	if err := q(db).QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals a JOIN operations o ON o.id = a.operation_id
 		WHERE a.operation_id = $1 AND a.username <> o.requested_by`, operationID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("counting approvals of %s: %w", operationID, err)
 	}
@@ -46,7 +46,7 @@ func (s *Store) CountGitLabApprovals(ctx context.Context, db DBTX, operationID s
 // change resumed after its merge request was closed counts only approvals
 // given afresh, issue 10 point 1); it returns how many it forgot.
 func (s *Store) ClearGitLabApprovals(ctx context.Context, db DBTX, operationID string) (int, error) {
-	tag, err := db.Exec(ctx, `DELETE FROM gitlab_approvals WHERE operation_id = $1`, operationID)
+	tag, err := q(db).Exec(ctx, `DELETE FROM gitlab_approvals WHERE operation_id = $1`, operationID)
 	if err != nil {
 		return 0, fmt.Errorf("clearing approvals of %s: %w", operationID, err)
 	}

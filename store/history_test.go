@@ -40,7 +40,7 @@ func TestHistoryVerifiesEventsAsStored(t *testing.T) {
 		return ev
 	}))
 
-	read, err := s.ListEvents(ctx, sc.Pool, op.ID)
+	read, err := s.ListEvents(ctx, s.DB(), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

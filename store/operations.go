@@ -58,7 +58,7 @@ func collectOperations(rows pgx.Rows, err error) ([]Operation, error) {
 
 // GetOperation reads one operation; ErrNotFound when there is none.
 func (s *Store) GetOperation(ctx context.Context, db DBTX, id string) (Operation, error) {
-	op, err := scanOperation(db.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE id = $1`, id))
+	op, err := scanOperation(q(db).QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE id = $1`, id))
 	if err != nil {
 		return Operation{}, fmt.Errorf("reading operation %s: %w", id, err)
 	}
@@ -69,7 +69,7 @@ func (s *Store) GetOperation(ctx context.Context, db DBTX, id string) (Operation
 // create step's insert-or-advance question, DESIGN §3 step 4).
 func (s *Store) OperationExists(ctx context.Context, db DBTX, id string) (bool, error) {
 	var ok bool
-	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM operations WHERE id = $1)`, id).Scan(&ok)
+	err := q(db).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM operations WHERE id = $1)`, id).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("checking operation %s: %w", id, err)
 	}
@@ -79,7 +79,7 @@ func (s *Store) OperationExists(ctx context.Context, db DBTX, id string) (bool, 
 // FindOperationByIdempotencyKey returns the operation submitted with
 // idempotency key key; ErrNotFound when none was.
 func (s *Store) FindOperationByIdempotencyKey(ctx context.Context, db DBTX, key string) (Operation, error) {
-	op, err := scanOperation(db.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = $1`, key))
+	op, err := scanOperation(q(db).QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = $1`, key))
 	if err != nil {
 		return Operation{}, fmt.Errorf("finding the operation of an idempotency key: %w", err)
 	}
@@ -89,7 +89,7 @@ func (s *Store) FindOperationByIdempotencyKey(ctx context.Context, db DBTX, key 
 // FindOperationByMR returns the newest operation that opened merge request
 // iid in project projectID; ErrNotFound when none did.
 func (s *Store) FindOperationByMR(ctx context.Context, db DBTX, projectID, iid int64) (Operation, error) {
-	op, err := scanOperation(db.QueryRow(ctx, `SELECT `+opColumns+` FROM operations
+	op, err := scanOperation(q(db).QueryRow(ctx, `SELECT `+opColumns+` FROM operations
 		WHERE project_id = $1 AND mr_iid = $2 ORDER BY created_at DESC LIMIT 1`, projectID, iid))
 	if err != nil {
 		return Operation{}, fmt.Errorf("finding operation of !%d in project %d: %w", iid, projectID, err)
@@ -100,7 +100,7 @@ func (s *Store) FindOperationByMR(ctx context.Context, db DBTX, projectID, iid i
 // ListOperationsByStatus returns up to limit operations in one of statuses
 // whose updated_at lies in [from, to), oldest first. One query.
 func (s *Store) ListOperationsByStatus(ctx context.Context, db DBTX, statuses []string, from, to any, limit int) ([]Operation, error) {
-	ops, err := collectOperations(db.Query(ctx, `SELECT `+opColumns+` FROM operations
+	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
 		WHERE status = ANY($1) AND updated_at >= $2 AND updated_at < $3
 		ORDER BY updated_at LIMIT $4`, statuses, from, to, limit))
 	if err != nil {
@@ -112,7 +112,7 @@ func (s *Store) ListOperationsByStatus(ctx context.Context, db DBTX, statuses []
 // ListMergedByProject returns MERGED operations of projectID whose merge
 // commit is set, oldest first. One query.
 func (s *Store) ListMergedByProject(ctx context.Context, db DBTX, projectID int64, limit int) ([]Operation, error) {
-	ops, err := collectOperations(db.Query(ctx, `SELECT `+opColumns+` FROM operations
+	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
 		WHERE project_id = $1 AND status = $2 AND merge_commit_sha <> ''
 		ORDER BY updated_at LIMIT $3`, projectID, StatusMerged, limit))
 	if err != nil {
@@ -166,7 +166,7 @@ func (s *Store) CreateOperation(ctx context.Context, p CreateParams) (op Operati
 	if err != nil {
 		return Operation{}, false, fmt.Errorf("encoding files: %w", err)
 	}
-	err = s.InTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if op.IdempotencyKey != "" {
 			existing, err := scanOperation(tx.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = $1`, op.IdempotencyKey))
 			if err == nil {
@@ -201,7 +201,7 @@ func (s *Store) CreateOperation(ctx context.Context, p CreateParams) (op Operati
 			return err
 		}
 		created = true
-		return s.Enqueue(ctx, tx, p.Jobs)
+		return s.enqueue(ctx, tx, p.Jobs)
 	})
 	if errors.Is(err, ErrDuplicate) {
 		// A concurrent request with the same idempotency key won the insert.
@@ -282,7 +282,7 @@ func (e *ActiveChangeError) Reason() string {
 // GetBinding reads a binding; ErrNotFound when there is none.
 func (s *Store) GetBinding(ctx context.Context, db DBTX, subjectID, targetKey string) (Binding, error) {
 	var b Binding
-	err := db.QueryRow(ctx, `SELECT subject_id, target_key, operation_id, status, version, updated_at
+	err := q(db).QueryRow(ctx, `SELECT subject_id, target_key, operation_id, status, version, updated_at
 		FROM bindings WHERE subject_id = $1 AND target_key = $2`, subjectID, targetKey).
 		Scan(&b.SubjectID, &b.TargetKey, &b.OperationID, &b.Status, &b.Version, &b.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -298,7 +298,7 @@ func (s *Store) GetBinding(ctx context.Context, db DBTX, subjectID, targetKey st
 // ListOperationIDs returns up to limit operation ids greater than after, in
 // order (for paging through every operation).
 func (s *Store) ListOperationIDs(ctx context.Context, db DBTX, after string, limit int) ([]string, error) {
-	rows, err := db.Query(ctx, `SELECT id FROM operations WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
+	rows, err := q(db).Query(ctx, `SELECT id FROM operations WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing operation ids: %w", err)
 	}

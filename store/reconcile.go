@@ -35,7 +35,7 @@ type ReconcileParams struct {
 // verdict from deploy_confirmations (see RecordDeployConfirmation). One
 // query, whatever the number of rows.
 func (s *Store) ListReconcileCandidates(ctx context.Context, db DBTX, p ReconcileParams) ([]ReconcileCandidate, error) {
-	rows, err := db.Query(ctx, `SELECT `+prefixedOpColumns+`, EXISTS (
+	rows, err := q(db).Query(ctx, `SELECT `+prefixedOpColumns+`, EXISTS (
 			SELECT 1 FROM deploy_confirmations d
 			WHERE d.project_id = o.project_id AND d.target_branch = o.target_branch
 			  AND d.mr_iid >= o.mr_iid AND d.confirmed_at >= o.updated_at)
@@ -78,7 +78,7 @@ type DeployConfirmation struct {
 // One row per MR; a later confirmation of the same MR moves its time
 // forward, never back.
 func (s *Store) RecordDeployConfirmation(ctx context.Context, db DBTX, c DeployConfirmation) error {
-	_, err := db.Exec(ctx, `INSERT INTO deploy_confirmations (project_id, target_branch, mr_iid, confirmed_at)
+	_, err := q(db).Exec(ctx, `INSERT INTO deploy_confirmations (project_id, target_branch, mr_iid, confirmed_at)
 		VALUES ($1, $2, $3, $4)
 		ON CONFLICT (project_id, target_branch, mr_iid)
 		DO UPDATE SET confirmed_at = greatest(deploy_confirmations.confirmed_at, EXCLUDED.confirmed_at)`,
@@ -135,7 +135,7 @@ type WakeParams struct {
 // next (long) interval: what a lost webhook would have told us. It returns
 // how many jobs it woke. One statement.
 func (s *Store) WakeStaleWaits(ctx context.Context, db DBTX, p WakeParams) (int, error) {
-	tag, err := db.Exec(ctx, `UPDATE river_job SET scheduled_at = $6 WHERE id IN (
+	tag, err := q(db).Exec(ctx, `UPDATE river_job SET scheduled_at = $6 WHERE id IN (
 			SELECT j.id FROM river_job j JOIN operations o ON o.id = j.args->>'operation_id'
 			WHERE j.state = 'scheduled' AND j.kind = ANY($2) AND j.scheduled_at > $4
 			  AND (j.args->>'step')::int = o.step AND o.step = ANY($1) AND o.updated_at < $3
@@ -165,7 +165,7 @@ type StuckParams struct {
 // scheduled, running or retryable) of one of p.Kinds for their current step.
 // Oldest first. One query.
 func (s *Store) ListStuckOperations(ctx context.Context, db DBTX, p StuckParams) ([]Operation, error) {
-	ops, err := collectOperations(db.Query(ctx, `SELECT `+prefixedOpColumns+` FROM operations o
+	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+prefixedOpColumns+` FROM operations o
 		WHERE o.step = ANY($1) AND o.updated_at < $3 AND NOT EXISTS (
 			SELECT 1 FROM river_job j
 			WHERE j.args->>'operation_id' = o.id AND (j.args->>'step')::int = o.step
@@ -197,7 +197,7 @@ type WatchParams struct {
 // the caller passes the last id back to go on, "" to start over). One
 // query.
 func (s *Store) ListWatchedMRs(ctx context.Context, db DBTX, p WatchParams) ([]Operation, error) {
-	ops, err := collectOperations(db.Query(ctx, `SELECT `+opColumns+` FROM operations
+	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
 		WHERE status = ANY($2) AND step = ANY($1) AND mr_iid > 0 AND id > $3
 		ORDER BY id LIMIT $4`, p.Steps, p.Statuses, p.After, p.Limit))
 	if err != nil {

@@ -60,7 +60,7 @@ type SettingsNotice struct {
 // ListSettings returns every stored setting, ordered by key and scope. The
 // table holds a few rows per key: one query, no paging.
 func (s *Store) ListSettings(ctx context.Context, db DBTX) ([]Setting, error) {
-	rows, err := db.Query(ctx, `SELECT key, scope, value, updated_by, updated_at FROM settings ORDER BY key, scope`)
+	rows, err := q(db).Query(ctx, `SELECT key, scope, value, updated_by, updated_at FROM settings ORDER BY key, scope`)
 	if err != nil {
 		return nil, fmt.Errorf("listing settings: %w", err)
 	}
@@ -87,7 +87,7 @@ func (s *Store) SaveSetting(ctx context.Context, p SaveSettingParams) (Setting, 
 	}
 	now := s.Now()
 	saved := Setting{Key: p.Key, Scope: p.Scope, UpdatedBy: p.UpdatedBy, UpdatedAt: now}
-	err := s.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('changebot_settings/' || $1 || '/' || $2, 0))`, p.Key, p.Scope); err != nil {
 			return err
 		}
@@ -137,7 +137,7 @@ func nullJSON(b []byte) any {
 
 // ListSettingAudit returns the audit rows of key in scope, oldest first.
 func (s *Store) ListSettingAudit(ctx context.Context, db DBTX, key, scope string) ([]SettingAudit, error) {
-	rows, err := db.Query(ctx, `SELECT id, key, scope, old_value, new_value, updated_by, updated_at
+	rows, err := q(db).Query(ctx, `SELECT id, key, scope, old_value, new_value, updated_by, updated_at
 		FROM settings_audit WHERE key = $1 AND scope = $2 ORDER BY id`, key, scope)
 	if err != nil {
 		return nil, fmt.Errorf("listing audit of setting %s: %w", key, err)
@@ -154,22 +154,34 @@ func (s *Store) ListSettingAudit(ctx context.Context, db DBTX, key, scope string
 	return out, nil
 }
 
-// SettingsListener is a dedicated connection listening on SettingsChannel.
-// It is not safe for concurrent use; one goroutine owns it.
-type SettingsListener struct {
+// SettingsListener delivers the announcements of settings changes made by
+// any replica (SaveSetting announces each in the transaction that writes
+// it). It is not safe for concurrent use; one goroutine owns it.
+type SettingsListener interface {
+	// Wait blocks until an announcement arrives or ctx ends (its error then
+	// wraps ctx.Err()). An announcement that does not decode is returned as
+	// a zero notice, so the caller still reloads.
+	Wait(ctx context.Context) (SettingsNotice, error)
+	// Close stops listening and releases what the listener holds.
+	Close(ctx context.Context) error
+}
+
+// pgSettingsListener is a dedicated connection listening on SettingsChannel
+// (PostgreSQL LISTEN/NOTIFY).
+type pgSettingsListener struct {
 	conn   *pgx.Conn
 	schema string
 }
 
 // ListenSettings takes a connection out of the pool for good and listens on
-// SettingsChannel with it. Close it when done.
-func (s *Store) ListenSettings(ctx context.Context) (*SettingsListener, error) {
+// SettingsChannel with it (LISTEN). Close it when done.
+func (s *Store) ListenSettings(ctx context.Context) (SettingsListener, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("acquiring settings listener connection: %w", err)
 	}
 	conn := c.Hijack()
-	l := &SettingsListener{conn: conn}
+	l := &pgSettingsListener{conn: conn}
 	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&l.schema); err != nil {
 		_ = conn.Close(ctx)
 		return nil, fmt.Errorf("reading current schema: %w", err)
@@ -181,10 +193,9 @@ func (s *Store) ListenSettings(ctx context.Context) (*SettingsListener, error) {
 	return l, nil
 }
 
-// Wait blocks until a notification of this listener's schema arrives or ctx
-// ends (its error then wraps ctx.Err()). A payload that does not decode is
-// returned as a notice with only Schema set, so the caller still reloads.
-func (l *SettingsListener) Wait(ctx context.Context) (SettingsNotice, error) {
+// Wait implements SettingsListener: notifications of other schemas in the
+// same database (tests) are skipped.
+func (l *pgSettingsListener) Wait(ctx context.Context) (SettingsNotice, error) {
 	for {
 		n, err := l.conn.WaitForNotification(ctx)
 		if err != nil {
@@ -200,5 +211,5 @@ func (l *SettingsListener) Wait(ctx context.Context) (SettingsNotice, error) {
 	}
 }
 
-// Close closes the listener's connection.
-func (l *SettingsListener) Close(ctx context.Context) error { return l.conn.Close(ctx) }
+// Close implements SettingsListener: it closes the listener's connection.
+func (l *pgSettingsListener) Close(ctx context.Context) error { return l.conn.Close(ctx) }

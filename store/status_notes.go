@@ -24,7 +24,7 @@ type StatusNote struct {
 // GetStatusNote reads the status note of an MR; ErrNotFound when none.
 func (s *Store) GetStatusNote(ctx context.Context, db DBTX, projectID, iid int64) (StatusNote, error) {
 	var n StatusNote
-	err := db.QueryRow(ctx, `SELECT project_id, mr_iid, note_id, operation_id, rendered_seq
+	err := q(db).QueryRow(ctx, `SELECT project_id, mr_iid, note_id, operation_id, rendered_seq
 		FROM status_notes WHERE project_id = $1 AND mr_iid = $2`, projectID, iid).
 		Scan(&n.ProjectID, &n.MRIID, &n.NoteID, &n.OperationID, &n.RenderedSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -40,7 +40,7 @@ func (s *Store) GetStatusNote(ctx context.Context, db DBTX, projectID, iid int64
 // (rendered_seq greater than n's, for the same note). It reports whether it
 // wrote, so an older render never overwrites a newer one.
 func (s *Store) SaveStatusNote(ctx context.Context, db DBTX, n StatusNote) (bool, error) {
-	tag, err := db.Exec(ctx, `INSERT INTO status_notes (project_id, mr_iid, note_id, operation_id, rendered_seq, updated_at)
+	tag, err := q(db).Exec(ctx, `INSERT INTO status_notes (project_id, mr_iid, note_id, operation_id, rendered_seq, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (project_id, mr_iid) DO UPDATE
 		SET note_id = EXCLUDED.note_id, operation_id = EXCLUDED.operation_id,
@@ -103,12 +103,12 @@ func (s *Store) RenewStatusNote(ctx context.Context, c NoteClaim, lease time.Dur
 // was written.
 func (s *Store) RecordStatusNote(ctx context.Context, c NoteClaim, n StatusNote) (bool, error) {
 	var wrote bool
-	err := s.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if wrote, err = s.SaveStatusNote(ctx, tx, n); err != nil {
+		if wrote, err = s.SaveStatusNote(ctx, txHandle{tx}, n); err != nil {
 			return err
 		}
-		return s.ReleaseStatusNote(ctx, tx, c)
+		return s.ReleaseStatusNote(ctx, txHandle{tx}, c)
 	})
 	return wrote, err
 }
@@ -116,7 +116,7 @@ func (s *Store) RecordStatusNote(ctx context.Context, c NoteClaim, n StatusNote)
 // ReleaseStatusNote releases claim c (a no-op when it expired and another
 // refresh took the note over).
 func (s *Store) ReleaseStatusNote(ctx context.Context, db DBTX, c NoteClaim) error {
-	_, err := db.Exec(ctx, `DELETE FROM status_note_claims WHERE project_id = $1 AND mr_iid = $2 AND token = $3`,
+	_, err := q(db).Exec(ctx, `DELETE FROM status_note_claims WHERE project_id = $1 AND mr_iid = $2 AND token = $3`,
 		c.ProjectID, c.MRIID, c.Token)
 	if err != nil {
 		return fmt.Errorf("releasing status note claim of !%d: %w", c.MRIID, err)

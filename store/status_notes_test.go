@@ -52,7 +52,7 @@ func TestStatusNoteClaims(t *testing.T) {
 	if !ok {
 		t.Fatal("an expired claim was not taken over")
 	}
-	if err := s.ReleaseStatusNote(ctx, sc.Pool, second); err != nil {
+	if err := s.ReleaseStatusNote(ctx, s.DB(), second); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := claim(1); ok {
@@ -61,13 +61,13 @@ func TestStatusNoteClaims(t *testing.T) {
 	if wrote, err := s.RecordStatusNote(ctx, second, store.StatusNote{ProjectID: 7, MRIID: 1, NoteID: 50, OperationID: "op_a", RenderedSeq: 3}); err != nil || wrote {
 		t.Fatalf("a stale render was recorded over a newer one: %v %v", wrote, err)
 	}
-	if err := s.ReleaseStatusNote(ctx, sc.Pool, third); err != nil {
+	if err := s.ReleaseStatusNote(ctx, s.DB(), third); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := claim(1); !ok {
 		t.Fatal("claim after release refused")
 	}
-	if n, err := s.GetStatusNote(ctx, sc.Pool, 7, 1); err != nil || n.RenderedSeq != 4 || n.NoteID != 50 {
+	if n, err := s.GetStatusNote(ctx, s.DB(), 7, 1); err != nil || n.RenderedSeq != 4 || n.NoteID != 50 {
 		t.Fatalf("recorded note %+v %v", n, err)
 	}
 }

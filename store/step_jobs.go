@@ -33,7 +33,7 @@ type ResumeStepParams struct {
 // Errors: ErrNotFound, ErrStepMismatch (wrapped).
 func (s *Store) ResumeStep(ctx context.Context, p ResumeStepParams) (bool, error) {
 	queued := false
-	err := s.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var step int
 		var status string
 		err := tx.QueryRow(ctx, `SELECT step, status FROM operations WHERE id = $1 FOR UPDATE`, p.OperationID).Scan(&step, &status)
@@ -65,7 +65,7 @@ func (s *Store) ResumeStep(ctx context.Context, p ResumeStepParams) (bool, error
 			return nil
 		}
 		queued = true
-		return s.Enqueue(ctx, tx, p.Jobs)
+		return s.enqueue(ctx, tx, p.Jobs)
 	})
 	if err != nil {
 		return false, fmt.Errorf("resuming %s at step %d: %w", p.OperationID, p.Step, err)
@@ -81,7 +81,7 @@ func (s *Store) ResumeStep(ctx context.Context, p ResumeStepParams) (bool, error
 // alone: it finds the operation moved under it and its write refused. It
 // returns how many jobs it deleted.
 func (s *Store) RetireStepJobs(ctx context.Context, db DBTX, operationID string, step int, kinds []string) (int, error) {
-	tag, err := db.Exec(ctx, `DELETE FROM river_job
+	tag, err := q(db).Exec(ctx, `DELETE FROM river_job
 		WHERE args @> jsonb_build_object('operation_id', $1::text, 'step', $2::int) AND kind = ANY($3)
 		  AND state IN ('available', 'pending', 'scheduled', 'retryable')`, operationID, step, kinds)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -40,13 +39,6 @@ var (
 	// ErrDuplicate: a dedupe key (delivery, callback request) was seen before.
 	ErrDuplicate = errors.New("duplicate")
 )
-
-// DBTX is what store functions need from a pool or a transaction.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // File is one file of a change: Action is create, update or delete
 // (empty means create-or-update, decided against the repository).
@@ -146,13 +138,23 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // microsecond precision so values read back compare equal.
 func (s *Store) Now() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
 
-// InTx runs fn in one transaction, committing when fn returns nil.
-func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+// DB returns the store's own handle: each statement of a method given it
+// runs on its own (autocommit).
+func (s *Store) DB() DBTX { return poolHandle{s.pool} }
+
+// InTx runs fn in one transaction, committing when fn returns nil and
+// rolling back when it returns an error (which InTx returns as is).
+func (s *Store) InTx(ctx context.Context, fn func(tx Tx) error) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error { return fn(txHandle{tx}) })
+}
+
+// inTx runs fn in one pgx transaction.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, fn)
 }
 
-// Enqueue inserts jobs in tx. Empty jobs is a no-op.
-func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, jobs []river.InsertManyParams) error {
+// enqueue inserts jobs in tx. Empty jobs is a no-op.
+func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, jobs []river.InsertManyParams) error {
 	if len(jobs) == 0 {
 		return nil
 	}

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"changebot/store"
 	"changebot/store/storetest"
 )
@@ -77,7 +75,7 @@ func TestCreateOperationBindingRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	create(t, s, newOp("op_2", "svc"))
-	b, err := s.GetBinding(ctx, nil2(s), "svc", "prod")
+	b, err := s.GetBinding(ctx, s.DB(), "svc", "prod")
 	if err != nil || b.OperationID != "op_2" || b.Status != store.StatusApprovalSending {
 		t.Fatalf("binding after re-apply: %+v %v", b, err)
 	}
@@ -88,8 +86,6 @@ func TestCreateOperationBindingRules(t *testing.T) {
 		t.Fatalf("late transition of the old operation: %v, want ErrBindingNotOwned", err)
 	}
 }
-
-func nil2(s *store.Store) *pgxpool.Pool { return s.Pool() }
 
 func TestIdempotencyKeyReturnsExisting(t *testing.T) {
 	t.Parallel()
@@ -149,7 +145,7 @@ func TestConcurrentTransitionsOneWinner(t *testing.T) {
 // stored, replaced, instead of failing the state write.
 func TestStrangeTextNeverBlocksAWrite(t *testing.T) {
 	t.Parallel()
-	s, sc := setup(t)
+	s, _ := setup(t)
 	ctx := context.Background()
 	op := create(t, s, newOp("op_nul", "svc"))
 	_, _, err := s.ApplyTransition(ctx, store.TransitionParams{OperationID: op.ID, ExpectStep: op.Step,
@@ -159,7 +155,7 @@ func TestStrangeTextNeverBlocksAWrite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("write with strange text: %v", err)
 	}
-	got, err := s.GetOperation(ctx, sc.Pool, op.ID)
+	got, err := s.GetOperation(ctx, s.DB(), op.ID)
 	if err != nil || got.Detail != "GitLab said \uFFFD and \uFFFD" {
 		t.Fatalf("detail %q (%v)", got.Detail, err)
 	}

@@ -27,7 +27,7 @@ type TransitionParams struct {
 	// Guard runs after both rows are locked and checked; an error aborts the
 	// transaction and is returned as is (for example a dedupe insert that
 	// reports ErrDuplicate).
-	Guard func(ctx context.Context, tx pgx.Tx, op Operation, b Binding) error
+	Guard func(ctx context.Context, tx Tx, op Operation, b Binding) error
 	Event EventParams
 	Jobs  []river.InsertManyParams
 	// KeepStepClock keeps step_started_at (a same-step bookkeeping write).
@@ -45,7 +45,7 @@ type TransitionParams struct {
 func (s *Store) ApplyTransition(ctx context.Context, p TransitionParams) (Operation, Event, error) {
 	var out Operation
 	var ev Event
-	err := s.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		op, err := scanOperation(tx.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE id = $1 FOR UPDATE`, p.OperationID))
 		if err != nil {
 			return err
@@ -70,7 +70,7 @@ func (s *Store) ApplyTransition(ctx context.Context, p TransitionParams) (Operat
 			return fmt.Errorf("%w: %s", ErrBindingNotOwned, b.OperationID)
 		}
 		if p.Guard != nil {
-			if err := p.Guard(ctx, tx, op, b); err != nil {
+			if err := p.Guard(ctx, txHandle{tx}, op, b); err != nil {
 				return err
 			}
 		}
@@ -94,7 +94,7 @@ func (s *Store) ApplyTransition(ctx context.Context, p TransitionParams) (Operat
 			return err
 		}
 		out = op
-		return s.Enqueue(ctx, tx, p.Jobs)
+		return s.enqueue(ctx, tx, p.Jobs)
 	})
 	if err != nil {
 		return Operation{}, Event{}, fmt.Errorf("moving %s to step %d: %w", p.OperationID, p.ToStep, err)

@@ -4,10 +4,10 @@
 // claim the step's terminal commit and tells every other caller who holds it.
 //
 // A claim carries a token minted by the store (a database sequence for the
-// PostgreSQL store). ReleaseLease frees a claim only when its token matches,
+// database store, DBStore). ReleaseLease frees a claim only when its token matches,
 // so a late or duplicate release never frees someone else's claim. Seed
 // refills the claims of steps whose terminal state was persisted before a
-// restart. For fencing, a caller claims with PostgresStore.InTx inside the
+// restart. For fencing, a caller claims with DBStore.InTx inside the
 // transaction that also writes the resulting state, so the claim and the
 // state commit or roll back together.
 //
@@ -120,7 +120,7 @@ func describe(c Commit) string {
 // Unwrap returns ErrAlreadyCommitted, so errors.Is matches it.
 func (e *AlreadyCommittedError) Unwrap() error { return ErrAlreadyCommitted }
 
-// Store keeps the claims behind a Guard. Implementations: NewPostgresStore
+// Store keeps the claims behind a Guard. Implementations: NewDBStore
 // (production) and NewMemoryStore (unit tests only). The Guard validates refs
 // and statuses before calling a Store.
 type Store interface {
@@ -167,7 +167,7 @@ func NewGuard(isTerminal func(status string) bool) *Guard {
 	return NewGuardWithStore(NewMemoryStore(), isTerminal)
 }
 
-// NewGuardWithStore returns a Guard over store, such as NewPostgresStore for
+// NewGuardWithStore returns a Guard over store, such as NewDBStore for
 // a gate shared by every replica. A nil store yields a Guard whose methods
 // return ErrUnconfigured (never a silent per-process gate).
 func NewGuardWithStore(store Store, isTerminal func(status string) bool) *Guard {

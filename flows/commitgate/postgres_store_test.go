@@ -53,7 +53,12 @@ func runRacer() int {
 		return 2
 	}
 	defer pool.Close()
-	g := commitgate.NewGuardWithStore(commitgate.NewPostgresStore(pool), nil)
+	st, err := store.New(pool, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "opening the store: %v\n", err)
+		return 2
+	}
+	g := commitgate.NewGuardWithStore(commitgate.NewDBStore(st, st.DB()), nil)
 	id := os.Getenv(racerIDEnv)
 	fmt.Println("READY")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
@@ -73,10 +78,14 @@ func runRacer() int {
 	return 0
 }
 
-func newPostgresStore(t *testing.T) (*commitgate.PostgresStore, storetest.Schema) {
+func newPostgresStore(t *testing.T) (*commitgate.DBStore, storetest.Schema) {
 	t.Helper()
 	sc := storetest.New(t)
-	return commitgate.NewPostgresStore(sc.Pool), sc
+	st, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return commitgate.NewDBStore(st, st.DB()), sc
 }
 
 func TestPostgresStoreContract(t *testing.T) {
@@ -254,7 +263,7 @@ func TestPostgresClaimInTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = tx.Rollback(ctx) }()
-			if _, err := commitgate.NewGuardWithStore(s.InTx(tx), nil).Acquire(ctx, c); err != nil {
+			if _, err := commitgate.NewGuardWithStore(s.InTx(store.TxOf(tx)), nil).Acquire(ctx, c); err != nil {
 				t.Fatalf("Acquire in tx: %v", err)
 			}
 			// A competing claim outside the transaction waits for it.

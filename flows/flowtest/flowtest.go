@@ -257,7 +257,7 @@ func (h *Harness) Submit(t testing.TB, p flows.SubmitParams) store.Operation {
 // Op reads operation id.
 func (h *Harness) Op(t testing.TB, id string) store.Operation {
 	t.Helper()
-	op, err := h.Store.GetOperation(context.Background(), h.Schema.Pool, id)
+	op, err := h.Store.GetOperation(context.Background(), h.Store.DB(), id)
 	if err != nil {
 		t.Fatalf("reading operation %s: %v", id, err)
 	}
@@ -268,7 +268,7 @@ func (h *Harness) Op(t testing.TB, id string) store.Operation {
 func (h *Harness) Binding(t testing.TB, id string) store.Binding {
 	t.Helper()
 	op := h.Op(t, id)
-	b, err := h.Store.GetBinding(context.Background(), h.Schema.Pool, op.SubjectID, op.TargetKey)
+	b, err := h.Store.GetBinding(context.Background(), h.Store.DB(), op.SubjectID, op.TargetKey)
 	if err != nil {
 		t.Fatalf("reading binding of %s: %v", id, err)
 	}
@@ -278,7 +278,7 @@ func (h *Harness) Binding(t testing.TB, id string) store.Binding {
 // Events reads operation id's events, oldest first.
 func (h *Harness) Events(t testing.TB, id string) []store.Event {
 	t.Helper()
-	ev, err := h.Store.ListEvents(context.Background(), h.Schema.Pool, id)
+	ev, err := h.Store.ListEvents(context.Background(), h.Store.DB(), id)
 	if err != nil {
 		t.Fatalf("reading events of %s: %v", id, err)
 	}
