@@ -30,7 +30,7 @@ import (
 	"changebot/retention"
 	"changebot/routing"
 	"changebot/settings"
-	"changebot/store"
+	"changebot/store/postgres"
 	"changebot/templates"
 )
 
@@ -56,7 +56,7 @@ type App struct {
 	cfg      Config
 	log      *slog.Logger
 	pool     *pgxpool.Pool
-	store    *store.Store
+	store    *postgres.Store
 	engine   *flows.Engine
 	jobs     *river.Client[pgx.Tx]
 	gitlab   *gitlab.Client
@@ -104,7 +104,7 @@ func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
 
 func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	var err error
-	a.store, err = store.New(a.pool, &store.StoreOpts{Logger: a.log, Schema: a.schema})
+	a.store, err = postgres.New(a.pool, &postgres.StoreOpts{Logger: a.log, Schema: a.schema})
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (a *App) Handler() http.Handler { return a.router }
 func (a *App) Engine() *flows.Engine { return a.engine }
 
 // Store returns the store.
-func (a *App) Store() *store.Store { return a.store }
+func (a *App) Store() *postgres.Store { return a.store }
 
 // Run serves HTTP on ln and runs the job workers until ctx is cancelled
 // (SIGTERM). Then the replica turns not ready (/readyz answers 503) but keeps
@@ -295,7 +295,7 @@ func (a *App) startJobs(ctx context.Context) (stop func(), err error) {
 		}
 		return func() {}, nil
 	}
-	if _, current, serr := store.MigrationStatus(a.pool, a.schema); serr != nil || current {
+	if _, current, serr := postgres.MigrationStatus(a.pool, a.schema); serr != nil || current {
 		return nil, fmt.Errorf("starting job workers: %w", err)
 	}
 	a.log.Warn("job workers wait for the migrations (changebot migrate)", "err", err)
@@ -311,7 +311,7 @@ func (a *App) startJobs(ctx context.Context) (stop func(), err error) {
 				return
 			case <-t.C:
 			}
-			if _, current, err := store.MigrationStatus(a.pool, a.schema); err != nil || !current {
+			if _, current, err := postgres.MigrationStatus(a.pool, a.schema); err != nil || !current {
 				continue
 			}
 			// ctx, not retryCtx: stopping the retries must not cancel the

@@ -9,7 +9,7 @@ import (
 
 	"changebot/flows"
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres/pgtest"
 )
 
 // BenchmarkWaitingChangesMemory measures what changes in flight cost the
@@ -19,13 +19,13 @@ import (
 // after a GC and the Go runtime's total memory from the OS.
 func BenchmarkWaitingChangesMemory(b *testing.B) {
 	const n = 10000
-	env, err := newDemoEnv(storetest.URL(), false, time.Second, nil)
+	env, err := newDemoEnv(pgtest.URL(), false, time.Second, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer env.Close()
-	sc := storetest.New(b)
-	env.Config.DatabaseURL = storetest.URL()
+	sc := pgtest.New(b)
+	env.Config.DatabaseURL = pgtest.URL()
 	app, err := NewApp(context.Background(), env.Config, &AppOpts{Schema: sc.Name, Poll: demoPoll})
 	if err != nil {
 		b.Fatal(err)

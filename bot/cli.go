@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"changebot/store"
+	"changebot/store/postgres"
 )
 
 const usage = `changebot carries configuration changes through GitLab merge requests.
@@ -157,7 +157,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err := migrateURL(ctx, cfg.DatabaseURL, nil); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "migrations applied, now at version %d\n", store.LatestMigration)
+		fmt.Fprintf(stdout, "migrations applied, now at version %d\n", postgres.LatestMigration)
 		return nil
 	}
 	return migrateDown(ctx, cfg.DatabaseURL, uint(*down), *yes, stdout, stderr)
@@ -171,7 +171,7 @@ func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout,
 	if err != nil {
 		return fmt.Errorf("connecting to the database: %w", err)
 	}
-	current, _, err := store.MigrationStatus(pool, "")
+	current, _, err := postgres.MigrationStatus(pool, "")
 	pool.Close()
 	if err != nil {
 		return err
@@ -195,9 +195,9 @@ func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout,
 			return errors.New("not confirmed; nothing was reverted (answer yes, or pass -yes)")
 		}
 	}
-	opts := &store.MigrateOpts{To: target}
+	opts := &postgres.MigrateOpts{To: target}
 	if target == 0 {
-		opts = &store.MigrateOpts{Down: true}
+		opts = &postgres.MigrateOpts{Down: true}
 	}
 	if err := migrateURL(ctx, url, opts); err != nil {
 		return err
@@ -210,13 +210,13 @@ func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout,
 	return nil
 }
 
-func migrateURL(ctx context.Context, url string, opts *store.MigrateOpts) error {
+func migrateURL(ctx context.Context, url string, opts *postgres.MigrateOpts) error {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return fmt.Errorf("connecting to the database: %w", err)
 	}
 	defer pool.Close()
-	return store.Migrate(ctx, pool, opts)
+	return postgres.Migrate(ctx, pool, opts)
 }
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 // clearConfigEnv unsets every configuration variable (t.Setenv with ""
@@ -33,7 +33,7 @@ func clearConfigEnv(t *testing.T) {
 // hides it). Not parallel: it sets the environment.
 func TestDatabaseCommandsNeedOnlyDatabaseURL(t *testing.T) {
 	schema := emptySchema(t)
-	url := storetest.WithSearchPath(storetest.URL(), schema)
+	url := pgtest.WithSearchPath(pgtest.URL(), schema)
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -63,9 +63,9 @@ func TestDatabaseCommandsNeedOnlyDatabaseURL(t *testing.T) {
 	}{
 		// In order: migrate first, revert last.
 		{name: "migrate with DATABASE_URL", env: map[string]string{"DATABASE_URL": url}, args: []string{"migrate"},
-			stdout: fmt.Sprintf("migrations applied, now at version %d\n", store.LatestMigration), errNone: true},
+			stdout: fmt.Sprintf("migrations applied, now at version %d\n", postgres.LatestMigration), errNone: true},
 		{name: "migrate again from the config file", args: []string{"migrate", "-config", goodFile},
-			stdout: fmt.Sprintf("migrations applied, now at version %d\n", store.LatestMigration), errNone: true},
+			stdout: fmt.Sprintf("migrations applied, now at version %d\n", postgres.LatestMigration), errNone: true},
 		{name: "migrate with CHANGEBOT_CONFIG full of serve problems", env: map[string]string{"CHANGEBOT_CONFIG": noisyFile}, args: []string{"migrate"},
 			stdout: "migrations applied", errNone: true},
 		{name: "migrate with DATABASE_URL_FILE", env: map[string]string{"DATABASE_URL_FILE": urlFile}, args: []string{"migrate"},
@@ -144,15 +144,15 @@ func TestDatabaseCommandsNeedOnlyDatabaseURL(t *testing.T) {
 // refuses a version above the applied one, and migrate goes back up. Not
 // parallel: it sets the environment and the confirmation input.
 func TestMigrateDownToAVersionAsksFirst(t *testing.T) {
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	clearConfigEnv(t)
 	t.Setenv("DATABASE_URL", sc.URL)
 	defer func(r io.Reader) { confirmInput = r }(confirmInput)
-	latest := store.LatestMigration
+	latest := postgres.LatestMigration
 	prev := latest - 1
 	version := func() uint {
 		t.Helper()
-		v, _, err := store.MigrationStatus(sc.Pool, sc.Name)
+		v, _, err := postgres.MigrationStatus(sc.Pool, sc.Name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,7 @@ import (
 	"changebot/flows"
 	"changebot/platform/approval/approvalfake"
 	"changebot/platform/gitlab/gitlabfake"
-	"changebot/store"
+	"changebot/store/postgres"
 	"changebot/templates"
 )
 
@@ -182,5 +182,5 @@ func resetSchema(ctx context.Context, databaseURL, schema string) error {
 		return err
 	}
 	defer sp.Close()
-	return store.Migrate(ctx, sp, &store.MigrateOpts{Schema: schema})
+	return postgres.Migrate(ctx, sp, &postgres.MigrateOpts{Schema: schema})
 }

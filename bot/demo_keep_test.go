@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"changebot/store/storetest"
+	"changebot/store/postgres/pgtest"
 )
 
 // TestDemoKeepServesMoreChanges: `changebot demo -keep` keeps running after
@@ -29,7 +29,7 @@ func TestDemoKeepServesMoreChanges(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- RunDemo(ctx, DemoOpts{DatabaseURL: storetest.URL(), Schema: schema, Timeout: 60 * time.Second,
+		done <- RunDemo(ctx, DemoOpts{DatabaseURL: pgtest.URL(), Schema: schema, Timeout: 60 * time.Second,
 			Out: out, Logger: testLogger(t), Keep: true, KeptFunc: func(i DemoInfo) { kept <- i }})
 	}()
 	var info DemoInfo

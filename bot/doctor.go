@@ -16,7 +16,7 @@ import (
 	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/settings"
-	"changebot/store"
+	"changebot/store/postgres"
 )
 
 // Check levels printed by changebot doctor, in increasing gravity.
@@ -199,20 +199,20 @@ func (d *doctor) checkDatabase(ctx context.Context, schema string) {
 		d.fail(fmt.Sprintf("database %s: unreachable (%v)", redactURL(d.cfg.DatabaseURL), err), fix)
 		return
 	}
-	version, current, err := store.MigrationStatus(pool, schema)
+	version, current, err := postgres.MigrationStatus(pool, schema)
 	switch {
 	case err != nil:
 		d.fail(fmt.Sprintf("database: migration state unreadable (%v)", err), "run changebot migrate")
 		return
-	case !current && version == store.LatestMigration:
+	case !current && version == postgres.LatestMigration:
 		d.fail(fmt.Sprintf("database: migration %d failed half-way (dirty)", version), "repair the schema by hand, then run changebot migrate")
 		return
 	case !current:
-		d.fail(fmt.Sprintf("database: migrations at version %d of %d", version, store.LatestMigration), "run changebot migrate (or set CHANGEBOT_AUTO_MIGRATE=true)")
+		d.fail(fmt.Sprintf("database: migrations at version %d of %d", version, postgres.LatestMigration), "run changebot migrate (or set CHANGEBOT_AUTO_MIGRATE=true)")
 		return
 	}
 	d.ok(fmt.Sprintf("database: reachable, migrations at version %d", version))
-	st, err := store.New(pool, &store.StoreOpts{Schema: schema})
+	st, err := postgres.New(pool, &postgres.StoreOpts{Schema: schema})
 	if err != nil {
 		return
 	}

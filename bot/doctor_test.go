@@ -15,7 +15,7 @@ import (
 
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
-	"changebot/store/storetest"
+	"changebot/store/postgres/pgtest"
 )
 
 const (
@@ -263,7 +263,7 @@ func writeFile(t *testing.T, name, content string) string {
 // logs each WARN and the summary, and serves anyway.
 func TestServeLogsDoctorSummary(t *testing.T) {
 	t.Parallel()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	env := newTestEnv(t, true, 200*time.Millisecond)
 	env.GitLab.SetTokenInfo(demoRobotToken, gitlabfake.TokenInfo{ExpiresAt: time.Now().Add(3 * 24 * time.Hour)})
 	addr := env.Listener.Addr().String()

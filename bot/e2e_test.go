@@ -13,7 +13,7 @@ import (
 	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres/pgtest"
 	"changebot/templates"
 )
 
@@ -31,23 +31,23 @@ func testLogger(t testing.TB) *slog.Logger {
 
 // startBot runs an App on env's listener over a fresh schema until the test
 // ends.
-func startBot(t *testing.T, env *demoEnv) (*App, storetest.Schema) {
+func startBot(t *testing.T, env *demoEnv) (*App, pgtest.Schema) {
 	t.Helper()
 	return startBotWithPoll(t, env, demoPoll)
 }
 
 // startBotWithPoll is startBot with a polling schedule of the test's own.
-func startBotWithPoll(t *testing.T, env *demoEnv, poll flows.PollConfig) (*App, storetest.Schema) {
+func startBotWithPoll(t *testing.T, env *demoEnv, poll flows.PollConfig) (*App, pgtest.Schema) {
 	t.Helper()
 	return startBotWithOpts(t, env, poll, &AppOpts{})
 }
 
 // startBotWithOpts runs an App with poll and extra AppOpts (for example a
 // step hook) on env's listener over a fresh schema until the test ends.
-func startBotWithOpts(t *testing.T, env *demoEnv, poll flows.PollConfig, opts *AppOpts) (*App, storetest.Schema) {
+func startBotWithOpts(t *testing.T, env *demoEnv, poll flows.PollConfig, opts *AppOpts) (*App, pgtest.Schema) {
 	t.Helper()
-	sc := storetest.New(t)
-	env.Config.DatabaseURL = storetest.URL()
+	sc := pgtest.New(t)
+	env.Config.DatabaseURL = pgtest.URL()
 	o := *opts
 	o.Logger, o.Schema, o.Poll = testLogger(t), sc.Name, poll
 	app, err := NewApp(context.Background(), env.Config, &o)
@@ -69,7 +69,7 @@ func startBotWithOpts(t *testing.T, env *demoEnv, poll flows.PollConfig, opts *A
 
 func newTestEnv(t *testing.T, autoApprove bool, pipeline time.Duration) *demoEnv {
 	t.Helper()
-	env, err := newDemoEnv(storetest.URL(), autoApprove, pipeline, testLogger(t))
+	env, err := newDemoEnv(pgtest.URL(), autoApprove, pipeline, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

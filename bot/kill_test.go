@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"changebot/store/storetest"
+	"changebot/store/postgres/pgtest"
 	"changebot/templates"
 )
 
@@ -58,7 +58,7 @@ func (p *botProcess) kill() {
 // the change to VALIDATED from what is in the database.
 func TestSIGKILLWhileWaitingForPipelineThenRestart(t *testing.T) {
 	t.Parallel()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	env := newTestEnv(t, true, 3*time.Second)
 	addr := env.Listener.Addr().String()
 	_ = env.Listener.Close() // the subprocess listens there

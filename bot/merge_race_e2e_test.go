@@ -16,7 +16,7 @@ import (
 
 	"changebot/flows"
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres/pgtest"
 )
 
 // mergeDuration is how long GitLab takes to answer a merge in the race
@@ -32,7 +32,7 @@ type raceReplica struct {
 }
 
 // startReplica starts a replica named id on schema sc with env's config.
-func startReplica(t *testing.T, env *demoEnv, sc storetest.Schema, id string) raceReplica {
+func startReplica(t *testing.T, env *demoEnv, sc pgtest.Schema, id string) raceReplica {
 	t.Helper()
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
@@ -266,7 +266,7 @@ func TestMergeRaceRescuedJobLosesTheClaim(t *testing.T) {
 // behind a hookFront, merges taking mergeDuration.
 type race struct {
 	env      *demoEnv
-	sc       storetest.Schema
+	sc       pgtest.Schema
 	front    *hookFront
 	replicas map[string]*App // by River client id
 }
@@ -277,8 +277,8 @@ func startRace(t *testing.T) race {
 	t.Helper()
 	env := newTestEnv(t, true, 100*time.Millisecond)
 	env.GitLab.SetMergeDuration(env.Project.ID, mergeDuration)
-	sc := storetest.New(t)
-	env.Config.DatabaseURL = storetest.URL()
+	sc := pgtest.New(t)
+	env.Config.DatabaseURL = pgtest.URL()
 	a := startReplica(t, env, sc, "replica-a")
 	b := startReplica(t, env, sc, "replica-b")
 	front := &hookFront{a: a.url, b: b.url, after: 50 * time.Millisecond}

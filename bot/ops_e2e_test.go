@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"changebot/store/storetest"
+	"changebot/store/postgres/pgtest"
 )
 
 // logLine is one JSON log line, its fields by name.
@@ -50,8 +50,8 @@ type opsRun struct {
 func runOneChangeCapturingLogs(t *testing.T) opsRun {
 	t.Helper()
 	env := newTestEnv(t, true, 200*time.Millisecond)
-	sc := storetest.New(t)
-	env.Config.DatabaseURL = storetest.URL()
+	sc := pgtest.New(t)
+	env.Config.DatabaseURL = pgtest.URL()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, tlogWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: log, Schema: sc.Name, Poll: demoPoll})
@@ -199,7 +199,7 @@ func TestRiverRoutineLinesAtDebug(t *testing.T) {
 func TestLeaderPrunesOldIntakeRows(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	ctx := context.Background()
 	old, young := time.Now().Add(-31*24*time.Hour), time.Now().Add(-time.Hour)
 	for i, at := range []time.Time{old, young} {
@@ -212,7 +212,7 @@ func TestLeaderPrunesOldIntakeRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env.Config.DatabaseURL = storetest.URL()
+	env.Config.DatabaseURL = pgtest.URL()
 	app, err := NewApp(ctx, env.Config, &AppOpts{Logger: testLogger(t), Schema: sc.Name, Poll: demoPoll})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"changebot/internal/fixture"
-	"changebot/store/storetest"
+	"changebot/store/postgres/pgtest"
 )
 
 // hookResult is one webhook the rollout test sent and what it got back.
@@ -33,7 +33,7 @@ type hookResult struct {
 func TestRolloutStoresEveryHookSentDuringTheShutdownDelay(t *testing.T) {
 	t.Parallel()
 	const delay = 2 * time.Second
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	env := newTestEnv(t, true, time.Second)
 	addr := env.Listener.Addr().String()
 	_ = env.Listener.Close() // the subprocess listens there
@@ -204,7 +204,7 @@ func prefixed(prefix string, ss []string) []string {
 func TestSecondSignalStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	const delay = 30 * time.Second
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	env := newTestEnv(t, true, time.Second)
 	addr := env.Listener.Addr().String()
 	_ = env.Listener.Close()

@@ -18,7 +18,7 @@ import (
 
 	"changebot/flows"
 	"changebot/settings"
-	"changebot/store"
+	"changebot/store/postgres"
 )
 
 // SettingDoc documents one setting key: its default and unit.
@@ -149,7 +149,7 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("connecting to the database: %w", errors.New("invalid DATABASE_URL"))
 	}
 	defer pool.Close()
-	st, err := store.New(pool, nil)
+	st, err := postgres.New(pool, nil)
 	if err != nil {
 		return err
 	}
@@ -229,9 +229,9 @@ func (a *App) buildSettings(ctx context.Context, poll flows.PollConfig) error {
 	if err == nil {
 		return nil
 	}
-	if v, current, serr := store.MigrationStatus(a.pool, a.schema); serr == nil && !current {
+	if v, current, serr := postgres.MigrationStatus(a.pool, a.schema); serr == nil && !current {
 		a.log.Error("database migrations not applied: run changebot migrate; serving with config values and default settings, /readyz answers 503 until then",
-			"migration_version", v, "migration_want", store.LatestMigration, "err", err)
+			"migration_version", v, "migration_want", postgres.LatestMigration, "err", err)
 		return nil
 	}
 	a.log.Warn("settings not readable at start, using config values and defaults", "err", err)

@@ -12,8 +12,8 @@ import (
 
 	"changebot/flows"
 	"changebot/settings"
-	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 // apiCall sends one API request to the bot of env and returns the status,
@@ -214,7 +214,7 @@ func TestAdmissionControl(t *testing.T) {
 
 // TestSettingsCLI runs changebot settings set and get against a schema.
 func TestSettingsCLI(t *testing.T) {
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	t.Setenv("DATABASE_URL", sc.URL)
 	t.Setenv("CHANGEBOT_CONFIG", "")
 	run := func(args ...string) (int, string, string) {
@@ -258,7 +258,7 @@ func TestSettingsCLI(t *testing.T) {
 // flows.DefaultPollConfig, which the engine uses without settings.
 func TestSettingsDefaultsMatchFlows(t *testing.T) {
 	t.Parallel()
-	c, err := settings.NewCache(settings.CacheConfig{Store: &store.Store{}})
+	c, err := settings.NewCache(settings.CacheConfig{Store: &postgres.Store{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"changebot/platform"
 	"changebot/platform/gitlab"
-	"changebot/store"
+	"changebot/store/postgres"
 )
 
 // webhookName is the name setup gives the webhook it manages (GitLab
@@ -285,7 +285,7 @@ func platformMessage(err error) string {
 // reports nothing.
 type deliveryWatch struct {
 	pool  *pgxpool.Pool
-	store *store.Store
+	store *postgres.Store
 }
 
 func openDeliveries(ctx context.Context, url, schema string, out io.Writer) *deliveryWatch {
@@ -300,9 +300,9 @@ func openDeliveries(ctx context.Context, url, schema string, out io.Writer) *del
 	if err == nil {
 		err = pool.Ping(ctx)
 	}
-	var st *store.Store
+	var st *postgres.Store
 	if err == nil {
-		st, err = store.New(pool, &store.StoreOpts{Schema: schema})
+		st, err = postgres.New(pool, &postgres.StoreOpts{Schema: schema})
 	}
 	if err != nil {
 		fmt.Fprintf(out, "(the bot's stored deliveries are not checked: database unreachable: %v)\n", err)

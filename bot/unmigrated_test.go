@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the App's concurrent log writes.
@@ -42,7 +42,7 @@ func (s *syncBuffer) String() string {
 func emptySchema(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, storetest.URL())
+	admin, err := pgxpool.New(ctx, pgtest.URL())
 	if err == nil {
 		err = admin.Ping(ctx)
 	}
@@ -50,7 +50,7 @@ func emptySchema(t *testing.T) string {
 		if testing.Short() {
 			t.Skipf("database unreachable under -short: %v", err)
 		}
-		t.Fatalf("database tests need PostgreSQL at %s: %v", storetest.URL(), err)
+		t.Fatalf("database tests need PostgreSQL at %s: %v", pgtest.URL(), err)
 	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -69,12 +69,12 @@ func emptySchema(t *testing.T) string {
 func migrateSchema(t *testing.T, schema string) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, storetest.WithSearchPath(storetest.URL(), schema))
+	pool, err := pgxpool.New(ctx, pgtest.WithSearchPath(pgtest.URL(), schema))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if err := store.Migrate(ctx, pool, &store.MigrateOpts{Schema: schema}); err != nil {
+	if err := postgres.Migrate(ctx, pool, &postgres.MigrateOpts{Schema: schema}); err != nil {
 		t.Fatalf("migrating: %v", err)
 	}
 }
@@ -87,7 +87,7 @@ func TestServeWithoutMigrations(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 100*time.Millisecond)
 	schema := emptySchema(t)
-	env.Config.DatabaseURL = storetest.URL()
+	env.Config.DatabaseURL = pgtest.URL()
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tlogWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: log, Schema: schema, Poll: demoPoll})

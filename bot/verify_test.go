@@ -7,7 +7,8 @@ import (
 	"testing"
 
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 // TestVerifyOnALiveSystem (issue 9, defect 14): `changebot verify` reads
@@ -15,8 +16,8 @@ import (
 // runs are never reported broken.
 func TestVerifyOnALiveSystem(t *testing.T) {
 	t.Parallel()
-	sc := storetest.New(t)
-	st, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name})
+	sc := pgtest.New(t)
+	st, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
 	if err != nil {
 		t.Fatal(err)
 	}

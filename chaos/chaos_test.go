@@ -27,7 +27,8 @@ import (
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 var (
@@ -94,8 +95,8 @@ func TestChaos(t *testing.T) {
 	n := *flagN
 	t.Logf("chaos run: %d changes, %d replicas, seed %d", n, *flagReplicas, seed)
 	ctx := context.Background()
-	sc := storetest.New(t)
-	st, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name})
+	sc := pgtest.New(t)
+	st, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +360,7 @@ func windowOf(ws []throttleWindow, c gitlabfake.Call) *throttleWindow {
 }
 
 // waitProcessed waits until every stored delivery was processed.
-func waitProcessed(ctx context.Context, t *testing.T, sc storetest.Schema, timeout time.Duration) {
+func waitProcessed(ctx context.Context, t *testing.T, sc pgtest.Schema, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -447,7 +448,7 @@ func settled(code int) bool {
 
 // waitSettled polls the database until every change has settled or the
 // timeout passes; it returns the count per step name and the unsettled ids.
-func waitSettled(ctx context.Context, t *testing.T, st *store.Store, sc storetest.Schema, ids []string, timeout time.Duration) (map[string]int, []string) {
+func waitSettled(ctx context.Context, t *testing.T, st *postgres.Store, sc pgtest.Schema, ids []string, timeout time.Duration) (map[string]int, []string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	lastLog := time.Now()
@@ -523,7 +524,7 @@ type report struct {
 	waitEvents int
 }
 
-func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Server, st *store.Store, sc storetest.Schema, ids []string) {
+func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Server, st *postgres.Store, sc pgtest.Schema, ids []string) {
 	t.Helper()
 	for _, id := range r.unsettled {
 		op, err := st.GetOperation(ctx, st.DB(), id)

@@ -8,7 +8,7 @@ import (
 )
 
 // ActiveGaugeStore is what the active changes gauge reads (implemented by
-// *store.Store).
+// *postgres.Store).
 type ActiveGaugeStore interface {
 	IsJobLeader(ctx context.Context, db store.DBTX, clientID string) (bool, error)
 	CountByStatusWithAge(ctx context.Context, db store.DBTX, statuses []string) ([]store.StatusAge, error)

@@ -26,7 +26,7 @@ import (
 	"changebot/templates"
 )
 
-// Store is what flows needs from the store (implemented by *store.Store).
+// Store is what flows needs from the store (implemented by *postgres.Store).
 // Transactions are opaque (store.Tx): flows never sees the database driver.
 type Store interface {
 	InTx(ctx context.Context, fn func(tx store.Tx) error) error

@@ -13,20 +13,21 @@ import (
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 	"changebot/templates"
 )
 
 type setup struct {
 	engine *flows.Engine
-	store  *store.Store
-	sc     storetest.Schema
+	store  *postgres.Store
+	sc     pgtest.Schema
 }
 
 func newSetup(t *testing.T) setup {
 	t.Helper()
-	sc := storetest.New(t)
-	st, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name})
+	sc := pgtest.New(t)
+	st, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ type ReconcileArgs struct{}
 func (ReconcileArgs) Kind() string { return KindReconcile }
 
 // ReconcileStore is what the reconciler and the sweeper read from the store
-// (implemented by *store.Store): one query each.
+// (implemented by *postgres.Store): one query each.
 type ReconcileStore interface {
 	ListReconcileCandidates(ctx context.Context, db store.DBTX, p store.ReconcileParams) ([]store.ReconcileCandidate, error)
 	WakeStaleWaits(ctx context.Context, db store.DBTX, p store.WakeParams) (int, error)

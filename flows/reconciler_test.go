@@ -19,7 +19,8 @@ import (
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 	"changebot/templates"
 )
 
@@ -38,8 +39,8 @@ type deploySetup struct {
 
 func newDeploySetup(t *testing.T) deploySetup {
 	t.Helper()
-	sc := storetest.New(t)
-	st, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name})
+	sc := pgtest.New(t)
+	st, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestBranchPipelineAtLaterCommitValidates(t *testing.T) {
 // runs between reading and returning the stuck operations (a state change
 // the sweeper must not overwrite).
 type countingStore struct {
-	*store.Store
+	*postgres.Store
 	queries atomic.Int64
 	before  func(ops []store.Operation)
 }
@@ -529,7 +530,7 @@ func TestStaleWriterLoses(t *testing.T) {
 		_, err := slow.Transition(ctx, cur, flows.HandleMerged, flows.TransitionOpts{Source: "slow",
 			Update: func(o *store.Operation) { o.MergeCommitSHA = "slow-merge" },
 			Guard: func(ctx context.Context, tx store.Tx, _ store.Operation, _ store.Binding) error {
-				ptx, _ := store.PgxTx(tx)
+				ptx, _ := postgres.PgxTx(tx)
 				var pid int
 				if err := ptx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 					return err
@@ -546,7 +547,7 @@ func TestStaleWriterLoses(t *testing.T) {
 		_, err := fast.Transition(ctx, cur, flows.Closed, flows.TransitionOpts{Source: "fast"})
 		fastDone <- err
 	}()
-	storetest.WaitBlockedBy(t, s.sc.Pool, holder, fastDone)
+	pgtest.WaitBlockedBy(t, s.sc.Pool, holder, fastDone)
 	close(release)
 	if err := <-slowDone; err != nil {
 		t.Fatalf("lock holder: %v", err)

@@ -8,7 +8,8 @@ import (
 
 	"changebot/retention"
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 // now is the injected clock of every case.
@@ -16,7 +17,7 @@ var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 // seed writes deliveries and callback rows received ages ago (processed
 // unless unprocessed is set), and one change event dated long ago.
-func seed(t *testing.T, sc storetest.Schema, ages []time.Duration, unprocessed ...time.Duration) {
+func seed(t *testing.T, sc pgtest.Schema, ages []time.Duration, unprocessed ...time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	for i, age := range ages {
@@ -38,7 +39,7 @@ func seed(t *testing.T, sc storetest.Schema, ages []time.Duration, unprocessed .
 	}
 }
 
-func count(t *testing.T, sc storetest.Schema, table string) int {
+func count(t *testing.T, sc pgtest.Schema, table string) int {
 	t.Helper()
 	var n int
 	if err := sc.Pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
@@ -80,8 +81,8 @@ func TestPrunerDeletesOnlyOldIntakeRows(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			sc := storetest.New(t)
-			st, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name})
+			sc := pgtest.New(t)
+			st, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
 			if err != nil {
 				t.Fatal(err)
 			}

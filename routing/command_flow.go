@@ -25,7 +25,7 @@ type Engine interface {
 	DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error
 }
 
-// OperationReader reads one operation (implemented by *store.Store).
+// OperationReader reads one operation (implemented by *postgres.Store).
 type OperationReader interface {
 	DB() store.DBTX
 	GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error)
@@ -128,7 +128,7 @@ func (f *CommandFlow) DecideInGitLab(ctx context.Context, id string, user platfo
 }
 
 // NoteRecorder is what NoteStore needs from the store (implemented by
-// *store.Store).
+// *postgres.Store).
 type NoteRecorder interface {
 	DB() store.DBTX
 	ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error)

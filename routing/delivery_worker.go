@@ -32,7 +32,7 @@ type NoteHandler interface {
 }
 
 // DeliveryStore reads stored deliveries and records their outcome
-// (implemented by *store.Store).
+// (implemented by *postgres.Store).
 type DeliveryStore interface {
 	DB() store.DBTX
 	GetDelivery(ctx context.Context, db store.DBTX, id int64) (store.Delivery, error)

@@ -15,7 +15,7 @@ import (
 )
 
 // Store is what the Cache needs from the store (implemented by
-// *store.Store).
+// *postgres.Store).
 type Store interface {
 	DB() store.DBTX
 	ListSettings(ctx context.Context, db store.DBTX) ([]store.Setting, error)

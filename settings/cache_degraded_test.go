@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"changebot/store/storetest"
+	"changebot/store/postgres/pgtest"
 )
 
 // TestStartWithoutSettingsTable starts a cache whose settings table is not
@@ -15,7 +15,7 @@ import (
 func TestStartWithoutSettingsTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	if _, err := sc.Pool.Exec(ctx, `ALTER TABLE settings RENAME TO settings_hidden`); err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 type tlogWriter struct{ t testing.TB }
@@ -20,14 +20,14 @@ func (w tlogWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 
 // newReplica returns a cache over its own pool on sc's schema, as another
 // replica would have.
-func newReplica(t *testing.T, sc storetest.Schema, initial map[string]string, ttl time.Duration) (*Cache, *store.Store) {
+func newReplica(t *testing.T, sc pgtest.Schema, initial map[string]string, ttl time.Duration) (*Cache, *postgres.Store) {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), sc.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	st, err := store.New(pool, &store.StoreOpts{Schema: sc.Name})
+	st, err := postgres.New(pool, &postgres.StoreOpts{Schema: sc.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func newReplica(t *testing.T, sc storetest.Schema, initial map[string]string, tt
 func TestPrecedence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	c, _ := newReplica(t, sc, map[string]string{PollShortCount: "5", PipelineDeadline: "1h"}, 0)
 	if err := c.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestPrecedence(t *testing.T) {
 func TestSetRefusesAndAudits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	c, st := newReplica(t, sc, nil, 0)
 	if err := c.Set(ctx, "no.such.key", "", json.RawMessage(`1`), "alice"); !errors.Is(err, ErrUnknownKey) {
 		t.Errorf("unknown key: %v", err)
@@ -150,7 +150,7 @@ func waitFor(limit time.Duration, get func() bool) time.Duration {
 func TestTwoReplicasSeeAChangeWithin5s(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	a, _ := newReplica(t, sc, nil, time.Minute) // a long TTL: only the notification can be fast
 	b, _ := newReplica(t, sc, nil, time.Minute)
 	for _, c := range []*Cache{a, b} {
@@ -160,7 +160,7 @@ func TestTwoReplicasSeeAChangeWithin5s(t *testing.T) {
 		t.Cleanup(c.Close)
 	}
 	// Another schema's change on the same database must not disturb b.
-	other := storetest.New(t)
+	other := pgtest.New(t)
 	o, _ := newReplica(t, other, nil, 0)
 	if err := o.Set(ctx, FlowApprovalFirst, "", json.RawMessage(`false`), "elsewhere"); err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestTwoReplicasSeeAChangeWithin5s(t *testing.T) {
 func TestTTLReloadWithoutNotify(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	c, _ := newReplica(t, sc, nil, time.Second)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestTTLReloadWithoutNotify(t *testing.T) {
 
 func TestCloseStopsListener(t *testing.T) {
 	t.Parallel()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	c, _ := newReplica(t, sc, nil, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := c.Start(ctx); err != nil {
@@ -227,7 +227,7 @@ func TestCloseStopsListener(t *testing.T) {
 
 func TestNewCacheRefusesBadInitialValues(t *testing.T) {
 	t.Parallel()
-	_, err := NewCache(CacheConfig{Store: &store.Store{}, Initial: map[string]string{PollShortInterval: "fast"}})
+	_, err := NewCache(CacheConfig{Store: &postgres.Store{}, Initial: map[string]string{PollShortInterval: "fast"}})
 	if !errors.Is(err, ErrInvalidValue) {
 		t.Fatalf("NewCache = %v, want ErrInvalidValue", err)
 	}

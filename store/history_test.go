@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"changebot/store"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 // TestHistoryVerifiesEventsAsStored (issue 9, defect 14): the hash chain is
@@ -13,7 +15,11 @@ import (
 // older schema version, upcast on read, must still verify. Not parallel: it
 // registers an upcaster for the duration of the test.
 func TestHistoryVerifiesEventsAsStored(t *testing.T) {
-	s, sc := setup(t)
+	sc := pgtest.New(t)
+	s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	op := store.Operation{ID: "op_old", SubjectID: "svc", TargetKey: "prod", Project: "g/r", Title: "t",
 		RequestedBy: "alice", Step: 10401, Status: store.StatusApprovalSending}

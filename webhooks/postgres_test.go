@@ -11,8 +11,8 @@ import (
 
 	"changebot/flows"
 	"changebot/platform/gitlab"
-	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 // newPostgresHandler builds the real handler over the real store in a
@@ -20,10 +20,10 @@ import (
 // log nil logs to t.Log.
 func newPostgresHandler(t testing.TB, log *slog.Logger) (http.Handler, *pgxpool.Pool) {
 	t.Helper()
-	sc := storetest.New(t)
-	s, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name})
+	sc := pgtest.New(t)
+	s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
 	if err != nil {
-		t.Fatalf("store.New: %v", err)
+		t.Fatalf("postgres.New: %v", err)
 	}
 	if log == nil {
 		log, _ = newLogger(t)

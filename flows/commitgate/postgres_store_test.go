@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"changebot/flows/commitgate"
-	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 // Environment of a racer process (see TestMain and TestProcessesRace).
@@ -53,7 +53,7 @@ func runRacer() int {
 		return 2
 	}
 	defer pool.Close()
-	st, err := store.New(pool, nil)
+	st, err := postgres.New(pool, nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "opening the store: %v\n", err)
 		return 2
@@ -78,10 +78,10 @@ func runRacer() int {
 	return 0
 }
 
-func newPostgresStore(t *testing.T) (*commitgate.DBStore, storetest.Schema) {
+func newPostgresStore(t *testing.T) (*commitgate.DBStore, pgtest.Schema) {
 	t.Helper()
-	sc := storetest.New(t)
-	st, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name})
+	sc := pgtest.New(t)
+	st, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestPostgresClaimInTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = tx.Rollback(ctx) }()
-			if _, err := commitgate.NewGuardWithStore(s.InTx(store.TxOf(tx)), nil).Acquire(ctx, c); err != nil {
+			if _, err := commitgate.NewGuardWithStore(s.InTx(postgres.TxOf(tx)), nil).Acquire(ctx, c); err != nil {
 				t.Fatalf("Acquire in tx: %v", err)
 			}
 			// A competing claim outside the transaction waits for it.
@@ -276,7 +276,7 @@ func TestPostgresClaimInTransaction(t *testing.T) {
 			if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
 				t.Fatal(err)
 			}
-			storetest.WaitBlockedBy(t, sc.Pool, holder, outcome)
+			pgtest.WaitBlockedBy(t, sc.Pool, holder, outcome)
 			if tc.commit {
 				err = tx.Commit(ctx)
 			} else {
@@ -299,7 +299,7 @@ func TestMigrationDownDropsCommitClaims(t *testing.T) {
 	t.Parallel()
 	_, sc := newPostgresStore(t)
 	ctx := context.Background()
-	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name, Down: true}); err != nil {
+	if err := postgres.Migrate(ctx, sc.Pool, &postgres.MigrateOpts{Schema: sc.Name, Down: true}); err != nil {
 		t.Fatalf("down: %v", err)
 	}
 	var n int

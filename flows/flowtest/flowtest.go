@@ -1,5 +1,5 @@
 // Package flowtest runs the change flow in-process for tests: a real
-// PostgreSQL schema (store/storetest), the real flows.Engine wired as bot
+// PostgreSQL schema (store/postgres/pgtest), the real flows.Engine wired as bot
 // wires it, the GitLab adapter pointed at gitlabfake, the stand-in approval
 // system (approvalfake) and an injected clock the test advances. River jobs
 // are worked explicitly, one at a time, through rivertest: no River client
@@ -49,7 +49,8 @@ import (
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/routing"
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 	"changebot/templates"
 )
 
@@ -99,8 +100,8 @@ type Opts struct {
 // parts; use them directly for anything the methods do not cover.
 type Harness struct {
 	Clock     *Clock
-	Schema    storetest.Schema
-	Store     *store.Store
+	Schema    pgtest.Schema
+	Store     *postgres.Store
 	Engine    *flows.Engine
 	GitLab    *gitlabfake.Server
 	Client    *gitlab.Client // the adapter the engine uses, pointed at GitLab
@@ -126,9 +127,9 @@ func New(t testing.TB, opts *Opts) *Harness {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	h.Schema = storetest.New(t)
+	h.Schema = pgtest.New(t)
 	var err error
-	h.Store, err = store.New(h.Schema.Pool, &store.StoreOpts{Schema: h.Schema.Name, NowFunc: h.Clock.Now, Logger: log})
+	h.Store, err = postgres.New(h.Schema.Pool, &postgres.StoreOpts{Schema: h.Schema.Name, NowFunc: h.Clock.Now, Logger: log})
 	if err != nil {
 		t.Fatalf("building the store: %v", err)
 	}

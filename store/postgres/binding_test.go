@@ -1,4 +1,4 @@
-package store_test
+package postgres_test
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"changebot/store"
+	"changebot/store/postgres"
 )
 
 // setStatus puts op and its binding at status directly (the store does not
 // know which step implies which status; flows does).
-func setStatus(t *testing.T, s *store.Store, op store.Operation, status string) {
+func setStatus(t *testing.T, s *postgres.Store, op store.Operation, status string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := s.Pool().Exec(ctx, `UPDATE operations SET status = $2 WHERE id = $1`, op.ID, status); err != nil {

@@ -1,12 +1,12 @@
-package store_test
+package postgres_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 // TestAccountWaits: an account never blocked reads the zero time; a block
@@ -14,10 +14,10 @@ import (
 // recorded later never shortens a longer one; accounts are independent.
 func TestAccountWaits(t *testing.T) {
 	t.Parallel()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	replica := func() *store.Store {
-		s, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name, NowFunc: func() time.Time { return now }})
+	replica := func() *postgres.Store {
+		s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name, NowFunc: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -25,7 +25,7 @@ func TestAccountWaits(t *testing.T) {
 	}
 	a, b := replica(), replica()
 	ctx := context.Background()
-	read := func(s *store.Store, account string) time.Time {
+	read := func(s *postgres.Store, account string) time.Time {
 		t.Helper()
 		u, err := s.AccountBlockedUntil(ctx, account)
 		if err != nil {

@@ -1,4 +1,4 @@
-package store_test
+package postgres_test
 
 import (
 	"context"
@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
 // TestStatusNoteClaims: one live claim per MR; it ends when recorded or
@@ -14,9 +15,9 @@ import (
 // a stale holder can neither release nor overwrite a newer render.
 func TestStatusNoteClaims(t *testing.T) {
 	t.Parallel()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	s, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name, NowFunc: func() time.Time { return now }})
+	s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name, NowFunc: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +79,9 @@ func TestStatusNoteClaims(t *testing.T) {
 // refresh writes).
 func TestStatusNoteClaimRenewal(t *testing.T) {
 	t.Parallel()
-	sc := storetest.New(t)
+	sc := pgtest.New(t)
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	s, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name, NowFunc: func() time.Time { return now }})
+	s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name, NowFunc: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store_test
+package postgres_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"changebot/store"
+	"changebot/store/postgres"
 )
 
 // deliveryArgs is a stand-in process-delivery job (store must not import
@@ -68,14 +69,14 @@ func TestDeliveryBodyMigrationKeepsRows(t *testing.T) {
 	ctx := context.Background()
 	// Back to the jsonb column (before migration 0008), insert a row there,
 	// and migrate up again.
-	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name, To: 7}); err != nil {
+	if err := postgres.Migrate(ctx, sc.Pool, &postgres.MigrateOpts{Schema: sc.Name, To: 7}); err != nil {
 		t.Fatalf("migrating down to 7: %v", err)
 	}
 	if _, err := sc.Pool.Exec(ctx, `INSERT INTO webhook_deliveries (dedupe_key, event, body, received_at)
 		VALUES ('idem:old', 'Note Hook', '{"b": 1, "a": "é"}'::jsonb, now())`); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name}); err != nil {
+	if err := postgres.Migrate(ctx, sc.Pool, &postgres.MigrateOpts{Schema: sc.Name}); err != nil {
 		t.Fatalf("migrating: %v", err)
 	}
 	var body []byte
@@ -111,7 +112,7 @@ func TestCallbackRequestsDedupePerKind(t *testing.T) {
 	if _, err := s.CallbackResult(ctx, s.DB(), "rate_limit", "42"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("result of an unseen kind: %v, want ErrNotFound", err)
 	}
-	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name, Down: true}); err != nil {
+	if err := postgres.Migrate(ctx, sc.Pool, &postgres.MigrateOpts{Schema: sc.Name, Down: true}); err != nil {
 		t.Fatalf("migrating down with an id shared by two kinds: %v", err)
 	}
 }
@@ -123,7 +124,7 @@ func TestDeployConfirmationsMigrationBackfills(t *testing.T) {
 	t.Parallel()
 	s, sc := setup(t)
 	ctx := context.Background()
-	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name, To: 9}); err != nil {
+	if err := postgres.Migrate(ctx, sc.Pool, &postgres.MigrateOpts{Schema: sc.Name, To: 9}); err != nil {
 		t.Fatalf("migrating down to 9: %v", err)
 	}
 	op := create(t, s, newOp("op_wm", "svc"))
@@ -135,7 +136,7 @@ func TestDeployConfirmationsMigrationBackfills(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name}); err != nil {
+	if err := postgres.Migrate(ctx, sc.Pool, &postgres.MigrateOpts{Schema: sc.Name}); err != nil {
 		t.Fatalf("migrating up: %v", err)
 	}
 	var n int

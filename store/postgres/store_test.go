@@ -1,4 +1,4 @@
-package store_test
+package postgres_test
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"changebot/store"
-	"changebot/store/storetest"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
 )
 
-func setup(t *testing.T) (*store.Store, storetest.Schema) {
+func setup(t *testing.T) (*postgres.Store, pgtest.Schema) {
 	t.Helper()
-	sc := storetest.New(t)
-	s, err := store.New(sc.Pool, &store.StoreOpts{Schema: sc.Name})
+	sc := pgtest.New(t)
+	s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func newOp(id, subject string) store.Operation {
 		Files: []store.File{{Path: "a.yaml", Content: "x: 1"}}}
 }
 
-func create(t *testing.T, s *store.Store, op store.Operation) store.Operation {
+func create(t *testing.T, s *postgres.Store, op store.Operation) store.Operation {
 	t.Helper()
 	got, created, err := s.CreateOperation(context.Background(), store.CreateParams{Operation: op,
 		Event: store.EventParams{Type: store.EventSubmitted, Actor: op.RequestedBy, Source: "api"}})
@@ -41,20 +42,20 @@ func TestMigrateIsReversible(t *testing.T) {
 	t.Parallel()
 	_, sc := setup(t)
 	ctx := context.Background()
-	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name}); err != nil {
+	if err := postgres.Migrate(ctx, sc.Pool, &postgres.MigrateOpts{Schema: sc.Name}); err != nil {
 		t.Fatalf("second up: %v", err)
 	}
-	if v, cur, err := store.MigrationStatus(sc.Pool, sc.Name); err != nil || !cur || v != store.LatestMigration {
+	if v, cur, err := postgres.MigrationStatus(sc.Pool, sc.Name); err != nil || !cur || v != postgres.LatestMigration {
 		t.Fatalf("status after up: v=%d current=%v err=%v", v, cur, err)
 	}
-	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name, Down: true}); err != nil {
+	if err := postgres.Migrate(ctx, sc.Pool, &postgres.MigrateOpts{Schema: sc.Name, Down: true}); err != nil {
 		t.Fatalf("down: %v", err)
 	}
 	var n int
 	if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name IN ('operations','bindings','change_events','river_job')`, sc.Name).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("tables left after down: %d (%v)", n, err)
 	}
-	if err := store.Migrate(ctx, sc.Pool, &store.MigrateOpts{Schema: sc.Name}); err != nil {
+	if err := postgres.Migrate(ctx, sc.Pool, &postgres.MigrateOpts{Schema: sc.Name}); err != nil {
 		t.Fatalf("up again: %v", err)
 	}
 }

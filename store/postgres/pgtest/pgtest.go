@@ -1,8 +1,8 @@
-// Package storetest gives tests a real PostgreSQL schema of their own,
+// Package pgtest gives tests a real PostgreSQL schema of their own,
 // migrated, at TEST_DATABASE_URL (default the local test database). It fails
 // the test when the database is unreachable, except under -short where it
 // skips (STYLE 33). It must only be imported by tests and the demo.
-package storetest
+package pgtest
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"changebot/store"
+	"changebot/store/postgres"
 )
 
 // DefaultURL is the local test database used when TEST_DATABASE_URL is unset.
@@ -89,7 +89,7 @@ func New(t testing.TB) Schema {
 	if cloned {
 		return Schema{Name: name, URL: url, Pool: pool}
 	}
-	if err := store.Migrate(ctx, pool, &store.MigrateOpts{Schema: name}); err != nil {
+	if err := postgres.Migrate(ctx, pool, &postgres.MigrateOpts{Schema: name}); err != nil {
 		t.Fatalf("migrating schema %s: %v", name, err)
 	}
 	return Schema{Name: name, URL: url, Pool: pool}
@@ -132,7 +132,7 @@ func migratedScript() (string, bool) {
 			return
 		}
 		defer pool.Close()
-		if err := store.Migrate(ctx, pool, &store.MigrateOpts{Schema: templateName}); err != nil {
+		if err := postgres.Migrate(ctx, pool, &postgres.MigrateOpts{Schema: templateName}); err != nil {
 			return
 		}
 		out, err := exec.CommandContext(ctx, "pg_dump", "--dbname", URL(), "--schema", templateName,

@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// Store is the contract every implementation of changebot's state keeps
+// (store/postgres today; storetest.Run checks it). Methods that take a DBTX
+// run on the handle given (DB, or a Tx of InTx); the others open what they
+// need themselves. Jobs given to a write are enqueued in the same
+// transaction as the write: both commit, or neither. Each method's doc is
+// the one of the PostgreSQL implementation, which the contract suite pins.
+type Store interface {
+	Handles
+	Operations
+	Events
+	Intake
+	Approvals
+	StatusNotes
+	Jobs
+	CommitClaims
+	Settings
+	AccountWaits
+}
+
+// Handles are the store's handles, transactions and clock.
+type Handles interface {
+	// DB is the store's own handle: each statement on its own.
+	DB() DBTX
+	// InTx runs fn in one transaction, committing when fn returns nil.
+	InTx(ctx context.Context, fn func(tx Tx) error) error
+	// Now is the store clock's time in UTC, at the precision the store
+	// keeps, so values read back compare equal.
+	Now() time.Time
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+}
+
+// Operations are the operations and their bindings (DESIGN §2).
+type Operations interface {
+	CreateOperation(ctx context.Context, p CreateParams) (op Operation, created bool, err error)
+	ApplyTransition(ctx context.Context, p TransitionParams) (Operation, Event, error)
+	GetOperation(ctx context.Context, db DBTX, id string) (Operation, error)
+	OperationExists(ctx context.Context, db DBTX, id string) (bool, error)
+	FindOperationByIdempotencyKey(ctx context.Context, db DBTX, key string) (Operation, error)
+	FindOperationByMR(ctx context.Context, db DBTX, projectID, iid int64) (Operation, error)
+	ListOperationsByStatus(ctx context.Context, db DBTX, statuses []string, from, to any, limit int) ([]Operation, error)
+	ListMergedByProject(ctx context.Context, db DBTX, projectID int64, limit int) ([]Operation, error)
+	ListOperationIDs(ctx context.Context, db DBTX, after string, limit int) ([]string, error)
+	GetBinding(ctx context.Context, db DBTX, subjectID, targetKey string) (Binding, error)
+	CountActive(ctx context.Context, db DBTX) (int, error)
+	CountByStatusWithAge(ctx context.Context, db DBTX, statuses []string) ([]StatusAge, error)
+	ListReconcileCandidates(ctx context.Context, db DBTX, p ReconcileParams) ([]ReconcileCandidate, error)
+	RecordDeployConfirmation(ctx context.Context, db DBTX, c DeployConfirmation) error
+	ListStuckOperations(ctx context.Context, db DBTX, p StuckParams) ([]Operation, error)
+	ListWatchedMRs(ctx context.Context, db DBTX, p WatchParams) ([]Operation, error)
+}
+
+// Events are the hash-chained change events (DESIGN §4).
+type Events interface {
+	AppendEvent(ctx context.Context, operationID string, p EventParams, jobs ...river.InsertManyParams) (Event, error)
+	ListEvents(ctx context.Context, db DBTX, operationID string) ([]Event, error)
+	ReadHistory(ctx context.Context, id string) (History, error)
+}
+
+// Intake is what arrives from outside: webhook deliveries, callback
+// requests and the commands of notes.
+type Intake interface {
+	InsertDelivery(ctx context.Context, d Delivery, job func(id int64) river.InsertManyParams) (id int64, inserted bool, err error)
+	GetDelivery(ctx context.Context, db DBTX, id int64) (Delivery, error)
+	MarkDeliveryProcessed(ctx context.Context, db DBTX, id int64, outcome string) error
+	CountDeliveries(ctx context.Context, db DBTX) (int, error)
+	LastDeliveryID(ctx context.Context, db DBTX) (int64, error)
+	DeliveriesAfter(ctx context.Context, db DBTX, after int64) ([]Delivery, error)
+	InsertCallbackRequest(ctx context.Context, db DBTX, requestID, kind, operationID, result string) error
+	CallbackResult(ctx context.Context, db DBTX, kind, requestID string) (string, error)
+	ClaimNote(ctx context.Context, db DBTX, projectID, noteID, iid int64, author string) (bool, error)
+	SetNoteOutcome(ctx context.Context, db DBTX, projectID, noteID int64, outcome string) error
+	NoteActivity(ctx context.Context, db DBTX, author string, since time.Time) (notes, limited int, err error)
+	PruneIntake(ctx context.Context, table string, before time.Time, limit int) (int64, error)
+}
+
+// Approvals are the approvals given in GitLab.
+type Approvals interface {
+	AddGitLabApproval(ctx context.Context, db DBTX, operationID, username, source string) (added bool, count int, err error)
+	RemoveGitLabApproval(ctx context.Context, db DBTX, operationID, username string) (bool, error)
+	CountGitLabApprovals(ctx context.Context, db DBTX, operationID string) (int, error)
+	ClearGitLabApprovals(ctx context.Context, db DBTX, operationID string) (int, error)
+}
+
+// StatusNotes are the status comments and their claims (DESIGN §7).
+type StatusNotes interface {
+	GetStatusNote(ctx context.Context, db DBTX, projectID, iid int64) (StatusNote, error)
+	SaveStatusNote(ctx context.Context, db DBTX, n StatusNote) (bool, error)
+	ClaimStatusNote(ctx context.Context, projectID, iid int64, lease time.Duration) (c NoteClaim, ok bool, err error)
+	RenewStatusNote(ctx context.Context, c NoteClaim, lease time.Duration) (ok bool, err error)
+	RecordStatusNote(ctx context.Context, c NoteClaim, n StatusNote) (bool, error)
+	ReleaseStatusNote(ctx context.Context, db DBTX, c NoteClaim) error
+}
+
+// Jobs are the reads and writes of the job queue's rows that must agree
+// with the operations' (one job per operation and step, waking waits).
+type Jobs interface {
+	ResumeStep(ctx context.Context, p ResumeStepParams) (bool, error)
+	RetireStepJobs(ctx context.Context, db DBTX, operationID string, step int, kinds []string) (int, error)
+	WakeStaleWaits(ctx context.Context, db DBTX, p WakeParams) (int, error)
+	IsJobLeader(ctx context.Context, db DBTX, clientID string) (bool, error)
+}
+
+// CommitClaims are the rows of the commit gate (flows/commitgate.DBStore).
+type CommitClaims interface {
+	ClaimCommit(ctx context.Context, db DBTX, c CommitClaim) (token int64, claimed bool, err error)
+	SeedCommitClaim(ctx context.Context, db DBTX, c CommitClaim) error
+	GetCommitClaim(ctx context.Context, db DBTX, runID, step string) (CommitClaim, error)
+	ReleaseCommitClaim(ctx context.Context, db DBTX, runID, step string, token int64) (bool, error)
+	CountCommitClaims(ctx context.Context, db DBTX) (int, error)
+}
+
+// Settings are the runtime settings, their audit and the announcements of
+// their changes.
+type Settings interface {
+	ListSettings(ctx context.Context, db DBTX) ([]Setting, error)
+	SaveSetting(ctx context.Context, p SaveSettingParams) (Setting, error)
+	ListSettingAudit(ctx context.Context, db DBTX, key, scope string) ([]SettingAudit, error)
+	ListenSettings(ctx context.Context) (SettingsListener, error)
+}
+
+// AccountWaits are the waits GitLab asked of an account (issue 10 point 4).
+type AccountWaits interface {
+	AccountBlockedUntil(ctx context.Context, account string) (time.Time, error)
+	BlockAccountUntil(ctx context.Context, account string, until time.Time) error
+}

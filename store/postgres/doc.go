@@ -1,0 +1,10 @@
+// Package postgres is the PostgreSQL implementation (pgx v5) of the store
+// contract (store.Store): the schema and its numbered, reversible, embedded
+// migrations (migrations/, golang-migrate, then River's own), the SQL of
+// every store method, River job inserts in the caller's transaction
+// (riverpgxv5, river.Client[pgx.Tx].InsertManyTx), settings announcements
+// by LISTEN/NOTIFY (SettingsChannel) and the commit gate's rows. Its
+// handles (store.DBTX, store.Tx) wrap a *pgxpool.Pool and a pgx.Tx; TxOf and
+// PgxTx convert for the wiring and tests. Only this package, the wiring in
+// bot and tests import pgx.
+package postgres
