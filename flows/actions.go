@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 
-
 	"changebot/platform"
 	"changebot/store"
 )
