@@ -265,7 +265,7 @@ const vacuumEvery = 15 * time.Second
 // retryable jobs were not made available and the run stalled at about 750
 // changes of 1000 (after ANALYZE it went on at once). A production
 // database has autovacuum on.
-func standInForAutovacuum(ctx context.Context, t *testing.T, sc storetest.Schema, stop <-chan struct{}, done chan<- struct{}) {
+func standInForAutovacuum(ctx context.Context, t *testing.T, sc pgtest.Schema, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	var on string
 	if err := sc.Pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&on); err != nil || on == "on" {
