@@ -77,20 +77,3 @@ func TestIsJobLeader(t *testing.T) {
 		t.Fatalf("expired leadership: %v %v", ok, err)
 	}
 }
-
-// TestGitLabApprovalsNeverCountTheRequester: an approval recorded for the
-// change's own requester (newOp's alice) is not counted.
-func TestGitLabApprovalsNeverCountTheRequester(t *testing.T) {
-	t.Parallel()
-	s, _ := setup(t)
-	ctx := context.Background()
-	op := create(t, s, newOp("op_self", "svc"))
-	for _, u := range []string{"alice", "carol"} {
-		if _, _, err := s.AddGitLabApproval(ctx, s.DB(), op.ID, u, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n, err := s.CountGitLabApprovals(ctx, s.DB(), op.ID); err != nil || n != 1 {
-		t.Fatalf("approvals counted: %d %v, want 1 (carol)", n, err)
-	}
-}
