@@ -2,6 +2,7 @@ package gitlabfake
 
 import (
 	"cmp"
+	"container/heap"
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
@@ -85,19 +86,78 @@ func (r *repo) ancestors(sha string) map[string]bool {
 	return seen
 }
 
-func (r *repo) isAncestor(a, b string) bool { return r.ancestors(b)[a] }
+// isAncestor reports whether a is b or one of its ancestors. It walks b's
+// history and stops below a's creation order (parents are always older),
+// so that it costs the commits between the two, not the whole history
+// (the chaos run's thousands of merges made every call walk all of it).
+func (r *repo) isAncestor(a, b string) bool {
+	ca := r.commits[a]
+	if ca == nil {
+		return false
+	}
+	seen := map[string]bool{}
+	stack := []string{b}
+	for len(stack) > 0 {
+		c := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if c == a {
+			return true
+		}
+		cm := r.commits[c]
+		if cm == nil || seen[c] || cm.seq <= ca.seq {
+			continue
+		}
+		seen[c] = true
+		stack = append(stack, cm.parents...)
+	}
+	return false
+}
 
 // mergeBase returns the newest common ancestor of a and b (by creation
-// order, which is enough for the fake's simple histories).
+// order, which is enough for the fake's simple histories), "" when none.
+// It walks both histories newest first and stops at the first commit
+// reached from both: parents are older than their children, so a commit's
+// marks are complete when it is taken.
 func (r *repo) mergeBase(a, b string) string {
-	aa, bb := r.ancestors(a), r.ancestors(b)
-	best := ""
-	for c := range aa {
-		if bb[c] && (best == "" || r.commits[c].seq > r.commits[best].seq) {
-			best = c
+	const fromA, fromB = 1, 2
+	marks := map[string]int{}
+	h := &commitHeap{}
+	push := func(sha string, m int) {
+		if r.commits[sha] == nil {
+			return
+		}
+		if _, queued := marks[sha]; !queued {
+			heap.Push(h, r.commits[sha])
+		}
+		marks[sha] |= m
+	}
+	push(a, fromA)
+	push(b, fromB)
+	for h.Len() > 0 {
+		c := heap.Pop(h).(*commit)
+		m := marks[c.id]
+		if m == fromA|fromB {
+			return c.id
+		}
+		for _, parent := range c.parents {
+			push(parent, m)
 		}
 	}
-	return best
+	return ""
+}
+
+// commitHeap is a max-heap of commits by creation order.
+type commitHeap []*commit
+
+func (h commitHeap) Len() int           { return len(h) }
+func (h commitHeap) Less(i, j int) bool { return h[i].seq > h[j].seq }
+func (h commitHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *commitHeap) Push(x any)        { *h = append(*h, x.(*commit)) }
+func (h *commitHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
 }
 
 // threeWay applies the changes between base and head onto onto (the fake
@@ -534,11 +594,16 @@ func (s *Server) compare(rc *reqCtx) {
 		return
 	}
 	reach := p.repo.ancestors(from)
-	commits := []any{}
-	for _, c := range p.repo.sortedCommits() {
-		if p.repo.isAncestor(c.id, to) && !reach[c.id] {
-			commits = append(commits, s.commitJSON(p, c, false))
+	var between []*commit
+	for id := range p.repo.ancestors(to) {
+		if !reach[id] {
+			between = append(between, p.repo.commits[id])
 		}
+	}
+	slices.SortFunc(between, func(a, b *commit) int { return cmp.Compare(a.seq, b.seq) })
+	commits := []any{}
+	for _, c := range between {
+		commits = append(commits, s.commitJSON(p, c, false))
 	}
 	diffs := []any{}
 	// Like GitLab's default (straight=false): diff from the merge base.
@@ -571,10 +636,4 @@ func (s *Server) mergeBase(rc *reqCtx) {
 		return
 	}
 	rc.writeJSON(http.StatusOK, s.commitJSON(p, p.repo.commits[p.repo.mergeBase(a, b)], false))
-}
-
-func (r *repo) sortedCommits() []*commit {
-	out := slices.Collect(maps.Values(r.commits))
-	slices.SortFunc(out, func(a, b *commit) int { return cmp.Compare(a.seq, b.seq) })
-	return out
 }
