@@ -714,7 +714,7 @@ func (r *report) print(t *testing.T) {
 	for _, w := range r.windows {
 		byUser[w.user]++
 	}
-	fmt.Fprintf(&b, "throttle windows opened %d by account %s; 429s answered over a second after a window's first %d (goal 0)\n",
+	fmt.Fprintf(&b, "throttle windows opened %d by account %s; 429s answered over a second after a window's first %d (sent before the wait was known and answered late, or a replica not holding back)\n",
 		len(r.windows), fmtMap(byUser), r.lateInWindow)
 	for _, u := range sortedKeys(r.rateLimited) {
 		fmt.Fprintf(&b, "rate limit: %s answered 429 %d times, account held back %s of %s (%.1f%%)\n", u, r.rateLimited[u],

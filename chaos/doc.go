@@ -5,4 +5,19 @@
 // checks that every change ends in an explicit state and that no side effect
 // happened twice. It has tests only (`make chaos` runs the long version) and
 // must not be imported.
+//
+// GitLab's rate limits come as throttle windows: now and then one account
+// answers 429 until a whole second ahead and every replica holds it back
+// (issue 10 point 4), plus rare lone 429s. The report says how long each
+// account was held back. On a PostgreSQL with autovacuum off the run
+// vacuums and analyzes its tables itself (standInForAutovacuum).
+//
+// Measured on 2026-12-01 (2 shared cores, `make chaos`, N=1000, 3
+// replicas): PASS in 5m10s wall, of which 4m11s submitting at 4 changes a
+// second; 1000/1000 VALIDATED, 119 SIGKILLs, 24,943 GitLab calls (2.9%
+// answered 429 or 503), 32 throttle windows, the robot account held back
+// 18.7% of the run. Before (2.5% lone 429s, each holding the robot account
+// back a second; a held job waiting at least a second; no vacuum; the
+// fake's compare quadratic in the history) N=1000 stalled at 650 to 780
+// changes settled; N=150 took 3m23s with the robot held back 43%.
 package chaos
