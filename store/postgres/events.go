@@ -55,13 +55,13 @@ func (s *Store) AppendEvent(ctx context.Context, operationID string, p store.Eve
 // appendEventSteps appends the next event of operationID in tx. The caller
 // holds the operation's row lock, so sequence numbers cannot race.
 func (s *Store) appendEventSteps(ctx context.Context, tx pgx.Tx, operationID string, p store.EventParams, fromStep, toStep int, fromStatus, toStatus string) (store.Event, error) {
-	ev := store.Event{OperationID: operationID, Type: p.Type, Actor: cleanText(p.Actor), Source: cleanText(p.Source),
+	ev := store.Event{OperationID: operationID, Type: p.Type, Actor: store.CleanText(p.Actor), Source: store.CleanText(p.Source),
 		FromStep: fromStep, ToStep: toStep, FromStatus: fromStatus, ToStatus: toStatus,
 		SchemaVersion: store.EventSchemaVersion, OccurredAt: s.Now()}
 	if p.Payload == nil {
 		p.Payload = map[string]any{}
 	}
-	payload, err := json.Marshal(cleanValue(p.Payload))
+	payload, err := json.Marshal(store.CleanValue(p.Payload))
 	if err != nil {
 		return store.Event{}, fmt.Errorf("encoding event payload: %w", err)
 	}

@@ -88,8 +88,8 @@ func (s *Store) updateOperation(ctx context.Context, tx pgx.Tx, op store.Operati
 		head_sha = $12, pipeline_id = $13, pipeline_url = $14, merge_commit_sha = $15, rounds = $16,
 		detail = $17, step_started_at = $18, updated_at = $19 WHERE id = $1`,
 		op.ID, op.ProjectID, op.TargetBranch, op.SourceBranch, files, op.Step, op.Status, op.Version,
-		cleanText(op.TicketID), op.MRIID, op.MRWebURL, op.HeadSHA, op.PipelineID, op.PipelineURL, op.MergeCommitSHA,
-		op.Rounds, cleanText(op.Detail), op.StepStartedAt, op.UpdatedAt)
+		store.CleanText(op.TicketID), op.MRIID, op.MRWebURL, op.HeadSHA, op.PipelineID, op.PipelineURL, op.MergeCommitSHA,
+		op.Rounds, store.CleanText(op.Detail), op.StepStartedAt, op.UpdatedAt)
 	if err != nil {
 		return fmt.Errorf("updating operation %s: %w", op.ID, err)
 	}
