@@ -1,0 +1,15 @@
+// Package sqlite is the SQLite implementation of the store contract
+// (store.Store), for one replica and the demo: no database server, one
+// file. It uses modernc.org/sqlite (pure Go, no cgo, so the static image
+// stays), the driver River's riversqlite is run with and golang-migrate's
+// sqlite driver is built on, through database/sql. River jobs are inserted
+// in the caller's transaction with riversqlite (river.Client[*sql.Tx]).
+//
+// What PostgreSQL gives that SQLite does not is handled here: writers are
+// serialised (every transaction is BEGIN IMMEDIATE, in WAL mode with a busy
+// timeout) instead of row and advisory locks, commit-claim tokens come from
+// an AUTOINCREMENT table instead of a sequence, and settings announcements
+// are delivered in-process (one process owns the file) instead of by
+// LISTEN/NOTIFY. Times are stored as fixed-width UTC text so that text order
+// is time order.
+package sqlite

@@ -1,0 +1,184 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"changebot/store"
+)
+
+// riverTS is t as River's SQLite driver stores times (milliseconds), for
+// comparisons with and writes to its columns.
+func riverTS(t time.Time) string {
+	return t.UTC().Round(time.Millisecond).Format("2006-01-02 15:04:05.000")
+}
+
+// riverNow is SQLite's clock in River's format.
+const riverNow = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
+
+// ResumeStep implements store.Jobs.
+func (s *Store) ResumeStep(ctx context.Context, p store.ResumeStepParams) (bool, error) {
+	queued := false
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		c := conn{ex: tx}
+		var step int
+		var status string
+		err := c.QueryRow(ctx, `SELECT step, status FROM operations WHERE id = ?`, p.OperationID).Scan(&step, &status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if step != p.Step {
+			return fmt.Errorf("%w: at %d, expected %d", store.ErrStepMismatch, step, p.Step)
+		}
+		kinds, kargs := in(p.Kinds)
+		live := `SELECT id FROM river_job
+			WHERE json_extract(args, '$.operation_id') = ? AND json_extract(args, '$.step') = ? AND kind IN (` + kinds + `)
+			  AND state IN ('available', 'pending', 'scheduled', 'running', 'retryable')`
+		args := append([]any{p.OperationID, p.Step}, kargs...)
+		var n int
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM (`+live+`)`, args...).Scan(&n); err != nil {
+			return fmt.Errorf("finding the live job of step %d: %w", p.Step, err)
+		}
+		due := riverTS(s.Now())
+		if _, err := c.Exec(ctx, `UPDATE river_job SET scheduled_at = ?
+			WHERE id IN (`+live+`) AND state IN ('available', 'scheduled', 'retryable') AND scheduled_at > ?`,
+			append(append([]any{due}, args...), due)...); err != nil {
+			return fmt.Errorf("waking the live job of step %d: %w", p.Step, err)
+		}
+		if _, err := s.appendEventSteps(ctx, c, p.OperationID, p.Event, step, step, status, status); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		queued = true
+		return s.enqueue(ctx, tx, p.Jobs)
+	})
+	if err != nil {
+		return false, fmt.Errorf("resuming %s at step %d: %w", p.OperationID, p.Step, err)
+	}
+	return queued, nil
+}
+
+// RetireStepJobs implements store.Jobs.
+func (s *Store) RetireStepJobs(ctx context.Context, db store.DBTX, operationID string, step int, kinds []string) (int, error) {
+	ph, kargs := in(kinds)
+	res, err := q(db).Exec(ctx, `DELETE FROM river_job
+		WHERE json_extract(args, '$.operation_id') = ? AND json_extract(args, '$.step') = ? AND kind IN (`+ph+`)
+		  AND state IN ('available', 'pending', 'scheduled', 'retryable')`, append([]any{operationID, step}, kargs...)...)
+	if err != nil {
+		return 0, fmt.Errorf("retiring the earlier jobs of %s at step %d: %w", operationID, step, err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// WakeStaleWaits implements store.Jobs. Writers are serialised, so no row
+// is skipped as locked.
+func (s *Store) WakeStaleWaits(ctx context.Context, db store.DBTX, p store.WakeParams) (int, error) {
+	steps, sargs := in(p.Steps)
+	kinds, kargs := in(p.Kinds)
+	args := append(append(kargs, riverTS(p.WakeAfter)), sargs...)
+	args = append(args, p.QuietBefore, p.Limit)
+	res, err := q(db).Exec(ctx, `UPDATE river_job SET scheduled_at = ? WHERE id IN (
+			SELECT j.id FROM river_job j JOIN operations o ON o.id = json_extract(j.args, '$.operation_id')
+			WHERE j.state = 'scheduled' AND j.kind IN (`+kinds+`) AND j.scheduled_at > ?
+			  AND json_extract(j.args, '$.step') = o.step AND o.step IN (`+steps+`) AND o.updated_at < ?
+			ORDER BY o.updated_at LIMIT ?)`, append([]any{riverTS(s.Now())}, args...)...)
+	if err != nil {
+		return 0, fmt.Errorf("waking stale waits: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// IsJobLeader implements store.Jobs.
+func (s *Store) IsJobLeader(ctx context.Context, db store.DBTX, clientID string) (bool, error) {
+	var ok bool
+	err := q(db).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_leader WHERE leader_id = ? AND expires_at > `+riverNow+`)`,
+		clientID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("reading the job queue leader: %w", err)
+	}
+	return ok, nil
+}
+
+// ListStuckOperations implements store.Operations.
+func (s *Store) ListStuckOperations(ctx context.Context, db store.DBTX, p store.StuckParams) ([]store.Operation, error) {
+	steps, sargs := in(p.Steps)
+	kinds, kargs := in(p.Kinds)
+	args := append(append(sargs, p.QuietBefore), kargs...)
+	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+prefixedOpColumns+` FROM operations o
+		WHERE o.step IN (`+steps+`) AND o.updated_at < ? AND NOT EXISTS (
+			SELECT 1 FROM river_job j
+			WHERE json_extract(j.args, '$.operation_id') = o.id AND json_extract(j.args, '$.step') = o.step
+			  AND j.kind IN (`+kinds+`)
+			  AND j.state IN ('available', 'pending', 'scheduled', 'running', 'retryable'))
+		ORDER BY o.updated_at LIMIT ?`, append(args, p.Limit)...))
+	if err != nil {
+		return nil, fmt.Errorf("listing stuck operations: %w", err)
+	}
+	return ops, nil
+}
+
+// ListWatchedMRs implements store.Operations.
+func (s *Store) ListWatchedMRs(ctx context.Context, db store.DBTX, p store.WatchParams) ([]store.Operation, error) {
+	statuses, stargs := in(p.Statuses)
+	steps, sargs := in(p.Steps)
+	args := append(append(stargs, sargs...), p.After, p.Limit)
+	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
+		WHERE status IN (`+statuses+`) AND step IN (`+steps+`) AND mr_iid > 0 AND id > ?
+		ORDER BY id LIMIT ?`, args...))
+	if err != nil {
+		return nil, fmt.Errorf("listing watched merge requests: %w", err)
+	}
+	return ops, nil
+}
+
+// ListReconcileCandidates implements store.Operations.
+func (s *Store) ListReconcileCandidates(ctx context.Context, db store.DBTX, p store.ReconcileParams) ([]store.ReconcileCandidate, error) {
+	rows, err := q(db).Query(ctx, `SELECT `+prefixedOpColumns+`, EXISTS (
+			SELECT 1 FROM deploy_confirmations d
+			WHERE d.project_id = o.project_id AND d.target_branch = o.target_branch
+			  AND d.mr_iid >= o.mr_iid AND d.confirmed_at >= o.updated_at)
+		FROM operations o
+		WHERE o.status = ? AND o.merge_commit_sha <> '' AND o.updated_at > ? AND o.updated_at < ?
+		ORDER BY o.project_id, o.target_branch, o.updated_at, o.id
+		LIMIT ?`, store.StatusMerged, p.After, p.Before, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing reconcile candidates: %w", err)
+	}
+	defer rows.Close()
+	var out []store.ReconcileCandidate
+	for rows.Next() {
+		var wm bool
+		op, err := scanOperation(rows, &wm)
+		if err != nil {
+			return nil, fmt.Errorf("listing reconcile candidates: %w", err)
+		}
+		out = append(out, store.ReconcileCandidate{Operation: op, Watermarked: wm})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing reconcile candidates: %w", err)
+	}
+	return out, nil
+}
+
+// RecordDeployConfirmation implements store.Operations.
+func (s *Store) RecordDeployConfirmation(ctx context.Context, db store.DBTX, c store.DeployConfirmation) error {
+	_, err := q(db).Exec(ctx, `INSERT INTO deploy_confirmations (project_id, target_branch, mr_iid, confirmed_at)
+		VALUES (?, ?, ?, ?)
+		ON CONFLICT (project_id, target_branch, mr_iid)
+		DO UPDATE SET confirmed_at = max(deploy_confirmations.confirmed_at, excluded.confirmed_at)`,
+		c.ProjectID, c.TargetBranch, c.MRIID, s.Now())
+	if err != nil {
+		return fmt.Errorf("recording deploy confirmation of !%d into %s: %w", c.MRIID, c.TargetBranch, err)
+	}
+	return nil
+}

@@ -1,0 +1,15 @@
+DROP TABLE gitlab_account_waits;
+DROP TABLE deploy_confirmations;
+DROP TABLE settings_audit;
+DROP TABLE settings;
+DROP TABLE gitlab_approvals;
+DROP TABLE note_commands;
+DROP TABLE commit_claims;
+DROP TABLE commit_claim_tokens;
+DROP TABLE status_note_claims;
+DROP TABLE status_notes;
+DROP TABLE callback_requests;
+DROP TABLE webhook_deliveries;
+DROP TABLE change_events;
+DROP TABLE bindings;
+DROP TABLE operations;

@@ -1,0 +1,277 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"changebot/store"
+)
+
+// GetStatusNote implements store.StatusNotes.
+func (s *Store) GetStatusNote(ctx context.Context, db store.DBTX, projectID, iid int64) (store.StatusNote, error) {
+	var n store.StatusNote
+	err := q(db).QueryRow(ctx, `SELECT project_id, mr_iid, note_id, operation_id, rendered_seq
+		FROM status_notes WHERE project_id = ? AND mr_iid = ?`, projectID, iid).
+		Scan(&n.ProjectID, &n.MRIID, &n.NoteID, &n.OperationID, &n.RenderedSeq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.StatusNote{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.StatusNote{}, fmt.Errorf("reading status note of !%d: %w", iid, err)
+	}
+	return n, nil
+}
+
+// SaveStatusNote implements store.StatusNotes.
+func (s *Store) SaveStatusNote(ctx context.Context, db store.DBTX, n store.StatusNote) (bool, error) {
+	res, err := q(db).Exec(ctx, `INSERT INTO status_notes (project_id, mr_iid, note_id, operation_id, rendered_seq, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (project_id, mr_iid) DO UPDATE
+		SET note_id = excluded.note_id, operation_id = excluded.operation_id,
+		    rendered_seq = excluded.rendered_seq, updated_at = excluded.updated_at
+		WHERE status_notes.rendered_seq <= excluded.rendered_seq
+		   OR status_notes.note_id <> excluded.note_id
+		   OR status_notes.operation_id <> excluded.operation_id`,
+		n.ProjectID, n.MRIID, n.NoteID, n.OperationID, n.RenderedSeq, s.Now())
+	if err != nil {
+		return false, fmt.Errorf("saving status note of !%d: %w", n.MRIID, err)
+	}
+	k, _ := res.RowsAffected()
+	return k > 0, nil
+}
+
+// ClaimStatusNote implements store.StatusNotes.
+func (s *Store) ClaimStatusNote(ctx context.Context, projectID, iid int64, lease time.Duration) (c store.NoteClaim, ok bool, err error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return store.NoteClaim{}, false, fmt.Errorf("making a claim token: %w", err)
+	}
+	c = store.NoteClaim{ProjectID: projectID, MRIID: iid, Token: hex.EncodeToString(b)}
+	now := s.Now()
+	res, err := q(s.DB()).Exec(ctx, `INSERT INTO status_note_claims (project_id, mr_iid, token, claimed_until)
+		VALUES (?, ?, ?, ?)
+		ON CONFLICT (project_id, mr_iid) DO UPDATE SET token = excluded.token, claimed_until = excluded.claimed_until
+		WHERE status_note_claims.claimed_until <= ?`, projectID, iid, c.Token, now.Add(lease), now)
+	if err != nil {
+		return store.NoteClaim{}, false, fmt.Errorf("claiming status note of !%d: %w", iid, err)
+	}
+	n, _ := res.RowsAffected()
+	return c, n == 1, nil
+}
+
+// RenewStatusNote implements store.StatusNotes.
+func (s *Store) RenewStatusNote(ctx context.Context, c store.NoteClaim, lease time.Duration) (ok bool, err error) {
+	res, err := q(s.DB()).Exec(ctx, `UPDATE status_note_claims SET claimed_until = ?
+		WHERE project_id = ? AND mr_iid = ? AND token = ?`, s.Now().Add(lease), c.ProjectID, c.MRIID, c.Token)
+	if err != nil {
+		return false, fmt.Errorf("renewing status note claim of !%d: %w", c.MRIID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// RecordStatusNote implements store.StatusNotes.
+func (s *Store) RecordStatusNote(ctx context.Context, c store.NoteClaim, n store.StatusNote) (bool, error) {
+	var wrote bool
+	err := s.InTx(ctx, func(tx store.Tx) error {
+		var err error
+		if wrote, err = s.SaveStatusNote(ctx, tx, n); err != nil {
+			return err
+		}
+		return s.ReleaseStatusNote(ctx, tx, c)
+	})
+	return wrote, err
+}
+
+// ReleaseStatusNote implements store.StatusNotes.
+func (s *Store) ReleaseStatusNote(ctx context.Context, db store.DBTX, c store.NoteClaim) error {
+	if _, err := q(db).Exec(ctx, `DELETE FROM status_note_claims WHERE project_id = ? AND mr_iid = ? AND token = ?`,
+		c.ProjectID, c.MRIID, c.Token); err != nil {
+		return fmt.Errorf("releasing status note claim of !%d: %w", c.MRIID, err)
+	}
+	return nil
+}
+
+// stamp is the claimed_at to write: c's, or the store clock's.
+func (s *Store) stamp(c store.CommitClaim) time.Time {
+	if c.ClaimedAt.IsZero() {
+		return s.Now()
+	}
+	return c.ClaimedAt
+}
+
+// ClaimCommit implements store.CommitClaims. The token is minted first
+// (an AUTOINCREMENT row, never reused); a refused claim burns it, as
+// PostgreSQL's nextval does.
+func (s *Store) ClaimCommit(ctx context.Context, db store.DBTX, c store.CommitClaim) (token int64, claimed bool, err error) {
+	x := q(db)
+	res, err := x.Exec(ctx, `INSERT INTO commit_claim_tokens DEFAULT VALUES`)
+	if err != nil {
+		return 0, false, fmt.Errorf("minting a commit claim token: %w", err)
+	}
+	minted, err := res.LastInsertId()
+	if err != nil {
+		return 0, false, fmt.Errorf("minting a commit claim token: %w", err)
+	}
+	res, err = x.Exec(ctx, `INSERT INTO commit_claims (run_id, step, status, branch, seq, token, claimed_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, step) DO NOTHING`,
+		c.RunID, c.Step, c.Status, c.Branch, c.Seq, minted, s.stamp(c))
+	if err != nil {
+		return 0, false, fmt.Errorf("inserting commit claim: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return 0, false, nil
+	}
+	return minted, true, nil
+}
+
+// SeedCommitClaim implements store.CommitClaims.
+func (s *Store) SeedCommitClaim(ctx context.Context, db store.DBTX, c store.CommitClaim) error {
+	x := q(db)
+	res, err := x.Exec(ctx, `INSERT INTO commit_claim_tokens DEFAULT VALUES`)
+	if err != nil {
+		return fmt.Errorf("minting a commit claim token: %w", err)
+	}
+	minted, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("minting a commit claim token: %w", err)
+	}
+	if _, err := x.Exec(ctx, `INSERT INTO commit_claims (run_id, step, status, branch, seq, token, claimed_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, step) DO NOTHING`,
+		c.RunID, c.Step, c.Status, c.Branch, c.Seq, minted, s.stamp(c)); err != nil {
+		return fmt.Errorf("seeding commit claim: %w", err)
+	}
+	return nil
+}
+
+// GetCommitClaim implements store.CommitClaims.
+func (s *Store) GetCommitClaim(ctx context.Context, db store.DBTX, runID, step string) (store.CommitClaim, error) {
+	c := store.CommitClaim{RunID: runID, Step: step}
+	err := q(db).QueryRow(ctx, `SELECT status, branch, seq, token, claimed_at FROM commit_claims WHERE run_id = ? AND step = ?`,
+		runID, step).Scan(&c.Status, &c.Branch, &c.Seq, &c.Token, tm{&c.ClaimedAt})
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.CommitClaim{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.CommitClaim{}, fmt.Errorf("reading commit claim: %w", err)
+	}
+	return c, nil
+}
+
+// ReleaseCommitClaim implements store.CommitClaims.
+func (s *Store) ReleaseCommitClaim(ctx context.Context, db store.DBTX, runID, step string, token int64) (bool, error) {
+	res, err := q(db).Exec(ctx, `DELETE FROM commit_claims WHERE run_id = ? AND step = ? AND token = ?`, runID, step, token)
+	if err != nil {
+		return false, fmt.Errorf("deleting commit claim: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// CountCommitClaims implements store.CommitClaims.
+func (s *Store) CountCommitClaims(ctx context.Context, db store.DBTX) (int, error) {
+	var n int
+	if err := q(db).QueryRow(ctx, `SELECT count(*) FROM commit_claims`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting commit claims: %w", err)
+	}
+	return n, nil
+}
+
+// ListSettings implements store.Settings.
+func (s *Store) ListSettings(ctx context.Context, db store.DBTX) ([]store.Setting, error) {
+	rows, err := q(db).Query(ctx, `SELECT key, scope, value, updated_by, updated_at FROM settings ORDER BY key, scope`)
+	if err != nil {
+		return nil, fmt.Errorf("listing settings: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Setting
+	for rows.Next() {
+		var st store.Setting
+		var v []byte
+		if err := rows.Scan(&st.Key, &st.Scope, &v, &st.UpdatedBy, tm{&st.UpdatedAt}); err != nil {
+			return nil, fmt.Errorf("listing settings: %w", err)
+		}
+		st.Value = v
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// SaveSetting implements store.Settings. The transaction holds the write
+// lock, so the audit's old value is exact; the change is announced to this
+// process's listeners once committed (one process owns a SQLite file).
+func (s *Store) SaveSetting(ctx context.Context, p store.SaveSettingParams) (store.Setting, error) {
+	if p.Key == "" || p.Scope == "" || p.UpdatedBy == "" {
+		return store.Setting{}, errors.New("saving setting: key, scope and updated_by are required")
+	}
+	now := s.Now()
+	saved := store.Setting{Key: p.Key, Scope: p.Scope, UpdatedBy: p.UpdatedBy, UpdatedAt: now}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		c := conn{ex: tx}
+		var old []byte
+		err := c.QueryRow(ctx, `SELECT value FROM settings WHERE key = ? AND scope = ?`, p.Key, p.Scope).Scan(&old)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		var newValue any
+		if p.Value == nil {
+			if _, err := c.Exec(ctx, `DELETE FROM settings WHERE key = ? AND scope = ?`, p.Key, p.Scope); err != nil {
+				return err
+			}
+		} else {
+			var v []byte
+			err := c.QueryRow(ctx, `INSERT INTO settings (key, scope, value, updated_by, updated_at)
+				VALUES (?, ?, json(?), ?, ?)
+				ON CONFLICT (key, scope) DO UPDATE SET value = excluded.value, updated_by = excluded.updated_by, updated_at = excluded.updated_at
+				RETURNING value`, p.Key, p.Scope, string(p.Value), p.UpdatedBy, now).Scan(&v)
+			if err != nil {
+				return err
+			}
+			saved.Value, newValue = json.RawMessage(v), string(v)
+		}
+		var oldValue any
+		if len(old) > 0 {
+			oldValue = string(old)
+		}
+		_, err = c.Exec(ctx, `INSERT INTO settings_audit (key, scope, old_value, new_value, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, p.Key, p.Scope, oldValue, newValue, p.UpdatedBy, now)
+		return err
+	})
+	if err != nil {
+		return store.Setting{}, fmt.Errorf("saving setting %s (%s): %w", p.Key, p.Scope, err)
+	}
+	s.hub.announce(store.SettingsNotice{Key: p.Key, Scope: p.Scope})
+	return saved, nil
+}
+
+// ListSettingAudit implements store.Settings.
+func (s *Store) ListSettingAudit(ctx context.Context, db store.DBTX, key, scope string) ([]store.SettingAudit, error) {
+	rows, err := q(db).Query(ctx, `SELECT id, key, scope, old_value, new_value, updated_by, updated_at
+		FROM settings_audit WHERE key = ? AND scope = ? ORDER BY id`, key, scope)
+	if err != nil {
+		return nil, fmt.Errorf("listing audit of setting %s: %w", key, err)
+	}
+	defer rows.Close()
+	var out []store.SettingAudit
+	for rows.Next() {
+		var a store.SettingAudit
+		var oldV, newV []byte
+		if err := rows.Scan(&a.ID, &a.Key, &a.Scope, &oldV, &newV, &a.UpdatedBy, tm{&a.UpdatedAt}); err != nil {
+			return nil, fmt.Errorf("listing audit of setting %s: %w", key, err)
+		}
+		if oldV != nil {
+			a.OldValue = oldV
+		}
+		if newV != nil {
+			a.NewValue = newV
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
