@@ -28,8 +28,8 @@ Usage:
   changebot demo    [-timeout 90s] [-keep]  carry one change end to end against an in-memory GitLab (-keep: keep it all running to try more)
   changebot doctor  [-config file] [-project P]... [-hook-token-file f]   check tokens, roles, webhooks, approval system, database
   changebot setup   [-config file] (-project P | -group G)... [-hook-token-file f] [-no-test]   create or fix the webhook, then test it
-  changebot settings get [<key>] [-project P]               show runtime settings (needs DATABASE_URL)
-  changebot settings set <key> <json> [-project P] [-by u]  change one, audited, seen by every replica within 5s
+  changebot settings get [<key>] [-project P] [-json]       show runtime settings as a table (needs DATABASE_URL)
+  changebot settings set [-project P] [-by u] <key> [--] <json>  change one, audited, seen by every replica within 5s
   changebot history <operation id>                          print a change's events
   changebot replay  <operation id> [-at RFC3339 time]       rebuild a change's state from its events
   changebot verify  [<operation id>...]                     check hash chains and that replay equals the stored state

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,6 +37,9 @@ func SettingsReference() []SettingDoc {
 		desc := d.Doc
 		if d.Kind == settings.KindEnum {
 			desc += " (one of `" + strings.Join(d.Enum, "`, `") + "`)"
+		}
+		if d.GlobalOnly {
+			desc += " (global only)"
 		}
 		def := d.Default
 		if def == "" {
@@ -117,12 +121,21 @@ func newSettingView(v settings.Value) settingView {
 }
 
 const settingsUsage = `Usage:
-  changebot settings get [<key>] [-project P] [-config file]
-  changebot settings set <key> <value> [-project P] [-by user] [-config file]
+  changebot settings get [<key>] [-project P] [-json] [-config file]
+  changebot settings set <key> <value> [-project P] [-by user] [-json] [-config file]
+  changebot settings set [-project P] [-by user] [-json] [-config file] <key> -- <value>
 
+get and set print a table: key, value (text form), scope and source of the
+value in effect, who stored it and when, and notes (global only, read at
+start only); -json prints what GET /api/v1/settings answers instead.
 <value> is JSON (true, 8, "30s", null to remove the stored value); a bare
 word that is not JSON is taken as a string, so 30s and gitlab work as is.
-Needs only DATABASE_URL (and the config file for initial values).
+A value that starts with "-" goes after "--", flags before it
+(set -project grp/app approval.approvers -- -bot).
+Values are checked as the REST API checks them: counts are never negative,
+durations are positive, and a global-only setting takes no -project.
+Needs only DATABASE_URL; the config file is serve's (-config, default
+$CHANGEBOT_CONFIG), whose settings: map gives the initial values.
 `
 
 // cmdSettings runs "changebot settings get|set".
@@ -136,9 +149,18 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) error {
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
 	project := fs.String("project", "", "project path or numeric id (default: global)")
 	by := fs.String("by", "", "who makes the change (default cli:$USER)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := parseInterleaved(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, settingsUsage)
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, settingsUsage)
+	}
+	switch {
+	case verb == "get" && len(pos) > 1, verb == "set" && len(pos) != 2:
+		return fmt.Errorf("wrong number of arguments\n%s", settingsUsage)
 	}
 	cfg, err := loadDatabaseConfig(*path, nil, nil)
 	if err != nil {
@@ -160,22 +182,10 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
 	switch {
 	case verb == "get" && len(pos) == 0:
-		views := []settingView{}
-		for _, v := range cache.List(*project) {
-			views = append(views, newSettingView(v))
-		}
-		return enc.Encode(views)
-	case verb == "get" && len(pos) == 1:
-		v, err := cache.Lookup(pos[0], *project)
-		if err != nil {
-			return err
-		}
-		return enc.Encode(newSettingView(v))
-	case verb == "set" && len(pos) == 2:
+		return printSettings(stdout, *asJSON, false, cache.List(*project))
+	case verb == "set":
 		actor := *by
 		if actor == "" {
 			actor = "cli:" + cmp.Or(os.Getenv("USER"), "unknown")
@@ -187,30 +197,90 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := cache.Set(ctx, pos[0], *project, raw, actor); err != nil {
 			return err
 		}
-		v, err := cache.Lookup(pos[0], *project)
-		if err != nil {
-			return err
-		}
-		return enc.Encode(newSettingView(v))
-	default:
-		return errors.New("wrong number of arguments (see changebot help)")
 	}
+	v, err := cache.Lookup(pos[0], *project)
+	if err != nil {
+		return err
+	}
+	return printSettings(stdout, *asJSON, true, []settings.Value{v})
+}
+
+// printSettings writes vals as a table for a person, or as JSON (one
+// object when single, else an array) in the REST API's shape.
+func printSettings(w io.Writer, asJSON, single bool, vals []settings.Value) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if single {
+			return enc.Encode(newSettingView(vals[0]))
+		}
+		views := make([]settingView, 0, len(vals))
+		for _, v := range vals {
+			views = append(views, newSettingView(v))
+		}
+		return enc.Encode(views)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tVALUE\tSCOPE\tSOURCE\tUPDATED BY\tUPDATED AT\tNOTES")
+	for _, v := range vals {
+		text := v.String()
+		if text == "" {
+			text = `""`
+		}
+		by, at := cmp.Or(v.UpdatedBy, "-"), "-"
+		if !v.UpdatedAt.IsZero() {
+			at = v.UpdatedAt.UTC().Format(time.RFC3339)
+		}
+		var notes []string
+		d, _ := settings.Lookup(v.Key)
+		if d.GlobalOnly {
+			notes = append(notes, "global only")
+		}
+		if d.StartOnly {
+			notes = append(notes, "read at start only")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Key, text, v.Scope, v.Source, by, at, strings.Join(notes, ", "))
+	}
+	return tw.Flush()
 }
 
 // parseInterleaved parses flags that may come before, between or after the
-// positional arguments, and returns the positional ones.
+// positional arguments, and returns the positional ones. Everything after
+// "--" is positional, so a value may start with "-"; a lone "-" is
+// positional too. An argument before "--" that starts with "-" and names no
+// flag is refused with that hint, not taken as a value.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
+	for len(args) > 0 {
+		a := args[0]
+		args = args[1:]
+		if a == "--" {
+			return append(pos, args...), nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil && name != "h" && name != "help" {
+			return nil, fmt.Errorf("flag provided but not defined: %s (a value that starts with \"-\" goes after \"--\")", a)
+		}
+		one := []string{a}
+		if f != nil && !hasValue && !isBoolFlag(f) && len(args) > 0 {
+			one, args = append(one, args[0]), args[1:] // the flag's value is the next argument
+		}
+		if err := fs.Parse(one); err != nil {
 			return nil, err
 		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
 	}
+	return pos, nil
+}
+
+// isBoolFlag reports whether f takes no value (-json, not -json true).
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // buildSettings creates the settings cache from the config file's initial

@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +102,14 @@ func TestSettingsAPI(t *testing.T) {
 			`{"value": tru`, 400, []string{"malformed JSON"}},
 		{"put unknown field", http.MethodPut, "/api/v1/settings/flow.approval_first", demoOperatorToken,
 			map[string]any{"value": true, "scope": "global"}, 400, []string{"malformed JSON"}},
+		{"put negative count", http.MethodPut, "/api/v1/settings/poll.short_count", demoOperatorToken,
+			map[string]any{"value": -1}, 400, []string{"invalid value for poll.short_count", "at least 0", "got -1"}},
+		{"put negative duration", http.MethodPut, "/api/v1/settings/note.delay", demoOperatorToken,
+			map[string]any{"value": "-2s"}, 400, []string{"invalid value for note.delay", "positive duration"}},
+		{"put global-only key for a project", http.MethodPut, "/api/v1/settings/admission.max_active", demoOperatorToken,
+			map[string]any{"value": 5, "project": demoProject}, 400, []string{"admission.max_active is global only", "project:" + demoProject}},
+		{"put global-only key for a project id", http.MethodPut, "/api/v1/settings/sweeper.after", demoOperatorToken,
+			map[string]any{"value": "20m", "project": 42}, 400, []string{"sweeper.after is global only", "project:42"}},
 		{"put global", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
 			map[string]any{"value": "90m"}, 200, []string{`"value":"90m"`, `"source":"stored"`, `"scope":"global"`, `"updated_by":"api:operator"`}},
 		{"put project by id", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
@@ -212,44 +224,128 @@ func TestAdmissionControl(t *testing.T) {
 	}
 }
 
-// TestSettingsCLI runs changebot settings set and get against a schema.
+// tableRow returns the cells of the row for key in the table printed by
+// changebot settings (cells are separated by two or more spaces; an empty
+// last cell is left out), nil when there is none.
+func tableRow(out, key string) []string {
+	for _, line := range strings.Split(out, "\n") {
+		cells := regexp.MustCompile(` {2,}`).Split(strings.TrimSpace(line), -1)
+		if cells[0] == key {
+			return cells
+		}
+	}
+	return nil
+}
+
+// TestSettingsCLI runs changebot settings get and set as a person would,
+// against a migrated schema of the real database and with the config file
+// serve reads (CHANGEBOT_CONFIG): tables by default and JSON with -json,
+// values checked by settings.Validate, and every refused command stores
+// nothing (the audit table does not grow). Cases run in order: later ones
+// read what earlier ones wrote. Not parallel: it sets the environment.
 func TestSettingsCLI(t *testing.T) {
 	sc := pgtest.New(t)
+	clearConfigEnv(t)
 	t.Setenv("DATABASE_URL", sc.URL)
-	t.Setenv("CHANGEBOT_CONFIG", "")
-	run := func(args ...string) (int, string, string) {
-		var out, errOut bytes.Buffer
-		code := Main(append([]string{"settings"}, args...), &out, &errOut)
-		return code, out.String(), errOut.String()
+	t.Setenv("USER", "olivia")
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "changebot.yaml")
+	if err := os.WriteFile(cfgFile, []byte("settings:\n  poll.short_count: 4\n  approval.provider: gitlab\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badFile := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badFile, []byte("settings:\n  poll.short_count: -4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CHANGEBOT_CONFIG", cfgFile)
+	audited := func() int {
+		var n int
+		if err := sc.Pool.QueryRow(context.Background(), `SELECT count(*) FROM settings_audit`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 	tests := []struct {
 		name     string
 		args     []string
 		wantCode int
-		want     []string
+		// rows maps a key to the cells its table row must start with.
+		rows map[string][]string
+		// want are substrings of stdout and stderr together.
+		want []string
+		// stored is whether the audit table grows by one.
+		stored bool
 	}{
-		{"get default", []string{"get", "merge.max_rounds"}, 0, []string{`"value": 3`, `"source": "default"`}},
-		{"set bare duration, flags after", []string{"set", "rebase.deadline", "20m", "-project", "platform/config", "-by", "olivia"}, 0,
-			[]string{`"value": "20m"`, `"scope": "project:platform/config"`, `"updated_by": "olivia"`}},
-		{"get project value, flag first", []string{"get", "-project", "platform/config", "rebase.deadline"}, 0, []string{`"value": "20m"`, `"source": "stored"`}},
-		{"get global value", []string{"get", "rebase.deadline"}, 0, []string{`"value": "15m"`, `"source": "default"`}},
-		{"set json bool", []string{"set", "flow.approval_first", "false"}, 0, []string{`"value": false`, `"updated_by": "cli:`}},
-		{"list", []string{"get"}, 0, []string{`"key": "flow.approval_first"`, `"value": false`}},
-		{"unknown key", []string{"get", "no.such"}, 1, []string{`unknown setting "no.such"`}},
-		{"invalid value", []string{"set", "poll.short_count", "--", "-3"}, 1, []string{"invalid value for poll.short_count"}},
-		{"missing value", []string{"set", "poll.short_count"}, 1, []string{"wrong number of arguments"}},
-		{"no verb", nil, 1, []string{"want get or set"}},
+		{name: "list is a table", args: []string{"get"},
+			rows: map[string][]string{
+				"KEY":                  {"KEY", "VALUE", "SCOPE", "SOURCE", "UPDATED BY", "UPDATED AT", "NOTES"},
+				"merge.max_rounds":     {"merge.max_rounds", "3", "global", "default", "-", "-"},
+				"approval.approvers":   {"approval.approvers", `""`, "global", "default"},
+				"admission.max_active": {"admission.max_active", "1000", "global", "default", "-", "-", "global only"},
+				"jobs.rescue_after":    {"jobs.rescue_after", "5m", "global", "default", "-", "-", "global only, read at start only"},
+				"poll.short_count":     {"poll.short_count", "4", "global", "config"},
+				"approval.provider":    {"approval.provider", "gitlab", "global", "config"}}},
+		{name: "one key is a one-row table", args: []string{"get", "merge.max_rounds"},
+			rows: map[string][]string{"merge.max_rounds": {"merge.max_rounds", "3", "global", "default"}}},
+		{name: "json for machines", args: []string{"get", "-json", "poll.short_count"},
+			want: []string{`"key": "poll.short_count"`, `"value": 4`, `"source": "config"`}},
+		{name: "json list", args: []string{"get", "-json"}, want: []string{`[`, `"key": "flow.approval_first"`}},
+		{name: "another config file with -config", args: []string{"get", "poll.short_count", "-config", badFile}, wantCode: 1,
+			want: []string{"invalid value for poll.short_count", "at least 0", "-4"}},
+		{name: "set bare duration, flags after", args: []string{"set", "rebase.deadline", "20m", "-project", "platform/config", "-by", "ops-olivia"},
+			rows: map[string][]string{"rebase.deadline": {"rebase.deadline", "20m", "project:platform/config", "stored", "ops-olivia"}}, stored: true},
+		{name: "get project value, flag first", args: []string{"get", "-project", "platform/config", "rebase.deadline"},
+			rows: map[string][]string{"rebase.deadline": {"rebase.deadline", "20m", "project:platform/config", "stored", "ops-olivia"}}},
+		{name: "get global value", args: []string{"get", "rebase.deadline"},
+			rows: map[string][]string{"rebase.deadline": {"rebase.deadline", "15m", "global", "default"}}},
+		{name: "set json bool", args: []string{"set", "-json", "flow.approval_first", "false"},
+			want: []string{`"value": false`, `"updated_by": "cli:olivia"`}, stored: true},
+		{name: "stored value wins over the config file", args: []string{"set", "poll.short_count", "6"},
+			rows: map[string][]string{"poll.short_count": {"poll.short_count", "6", "global", "stored", "cli:olivia"}}, stored: true},
+		{name: "value starting with - after --", args: []string{"set", "-project", "platform/config", "approval.approvers", "--", "-bot,carol"},
+			rows: map[string][]string{"approval.approvers": {"approval.approvers", "-bot,carol", "project:platform/config", "stored"}}, stored: true},
+		{name: "value starting with - without --", args: []string{"set", "approval.approvers", "-bot"}, wantCode: 1,
+			want: []string{"flag provided but not defined: -bot", `goes after "--"`}},
+		{name: "negative count after --", args: []string{"set", "poll.short_count", "--", "-3"}, wantCode: 1,
+			want: []string{"invalid value for poll.short_count: want a whole number of at least 0, got -3"}},
+		{name: "zero where at least one", args: []string{"set", "merge.max_rounds", "0"}, wantCode: 1,
+			want: []string{"invalid value for merge.max_rounds: want a whole number of at least 1, got 0"}},
+		{name: "negative duration", args: []string{"set", "pipeline.deadline", "--", "-1h"}, wantCode: 1,
+			want: []string{"invalid value for pipeline.deadline", "positive duration"}},
+		{name: "global-only key with a project", args: []string{"set", "admission.max_active", "5", "-project", "platform/config"}, wantCode: 1,
+			want: []string{"admission.max_active is global only", "project:platform/config", "leave the project out"}},
+		{name: "global-only key read for a project shows the global value", args: []string{"get", "commands.rate_limit", "-project", "platform/config"},
+			rows: map[string][]string{"commands.rate_limit": {"commands.rate_limit", "20", "global", "default", "-", "-", "global only"}}},
+		{name: "global-only key globally", args: []string{"set", "admission.max_active", "5"},
+			rows: map[string][]string{"admission.max_active": {"admission.max_active", "5", "global", "stored"}}, stored: true},
+		{name: "remove a stored value", args: []string{"set", "poll.short_count", "null"},
+			rows: map[string][]string{"poll.short_count": {"poll.short_count", "4", "global", "config"}}, stored: true},
+		{name: "unknown key", args: []string{"get", "no.such"}, wantCode: 1, want: []string{`unknown setting "no.such"`}},
+		{name: "unknown key set", args: []string{"set", "no.such", "1"}, wantCode: 1, want: []string{`unknown setting "no.such"`}},
+		{name: "missing value", args: []string{"set", "poll.short_count"}, wantCode: 1, want: []string{"wrong number of arguments", "Usage:"}},
+		{name: "help", args: []string{"get", "-h"}, want: []string{"Usage:", "-json", "--"}},
+		{name: "no verb", wantCode: 1, want: []string{"want get or set"}},
 	}
 	for _, tt := range tests {
-		code, out, errOut := run(tt.args...)
+		before := audited()
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"settings"}, tt.args...), &out, &errOut)
 		if code != tt.wantCode {
-			t.Errorf("%s: exit %d, want %d (%s%s)", tt.name, code, tt.wantCode, out, errOut)
+			t.Errorf("%s: exit %d, want %d (%s%s)", tt.name, code, tt.wantCode, out.String(), errOut.String())
 			continue
 		}
 		for _, w := range tt.want {
-			if !strings.Contains(out+errOut, w) {
-				t.Errorf("%s: output %s%s lacks %s", tt.name, out, errOut, w)
+			if !strings.Contains(out.String()+errOut.String(), w) {
+				t.Errorf("%s: output %s%s lacks %s", tt.name, out.String(), errOut.String(), w)
 			}
+		}
+		for key, cells := range tt.rows {
+			if got := tableRow(out.String(), key); len(got) < len(cells) || !slices.Equal(got[:len(cells)], cells) {
+				t.Errorf("%s: row %q, want it to start with %q; table:\n%s", tt.name, got, cells, out.String())
+			}
+		}
+		if want := before + map[bool]int{true: 1}[tt.stored]; audited() != want {
+			t.Errorf("%s: %d audited changes after, want %d", tt.name, audited(), want)
 		}
 	}
 }

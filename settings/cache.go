@@ -116,15 +116,16 @@ func (c *Cache) Load(ctx context.Context) error {
 }
 
 // Lookup returns the effective value of key for project ("" for the global
-// value): project scope, then global, then the initial value, then the
-// default. The error is an *UnknownKeyError for a key not in the registry.
+// value): project scope (never for a global-only key), then global, then
+// the initial value, then the default. The error is an *UnknownKeyError for
+// a key not in the registry.
 func (c *Cache) Lookup(key, project string) (Value, error) {
 	d, ok := Lookup(key)
 	if !ok {
 		return Value{}, &UnknownKeyError{Key: key}
 	}
 	s := c.snap.Load()
-	if project = strings.TrimSpace(project); project != "" {
+	if project = strings.TrimSpace(project); project != "" && !d.GlobalOnly {
 		if v, ok := s.values[rowKey{key, Scope(project)}]; ok {
 			return v, nil
 		}
@@ -163,28 +164,21 @@ func (c *Cache) List(project string) []Value {
 	return out
 }
 
-// Set validates rawJSON for key and stores it in project's scope ("" for
-// global), audited and announced to every replica in one transaction, then
-// reloads this cache so the caller reads its own write. A JSON null removes
-// the stored value of that scope. Errors: *UnknownKeyError,
-// *InvalidValueError, or the store's.
+// Set validates rawJSON for key and project (Validate) and stores it in
+// project's scope ("" for global), audited and announced to every replica in
+// one transaction, then reloads this cache so the caller reads its own
+// write. A JSON null removes the stored value of that scope. A refused value
+// changes nothing. Errors: *UnknownKeyError, *InvalidValueError,
+// *GlobalOnlyError, or the store's.
 func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMessage, updatedBy string) error {
-	d, ok := Lookup(key)
-	if !ok {
-		return &UnknownKeyError{Key: key}
+	v, err := Validate(key, project, rawJSON)
+	if err != nil {
+		return err
 	}
 	if strings.TrimSpace(updatedBy) == "" {
 		return errors.New("setting " + key + ": updated_by is required")
 	}
-	var value json.RawMessage
-	if strings.TrimSpace(string(rawJSON)) != "null" {
-		v, err := d.Parse(rawJSON)
-		if err != nil {
-			return err
-		}
-		value = v.JSON()
-	}
-	if _, err := c.st.SaveSetting(ctx, store.SaveSettingParams{Key: key, Scope: Scope(project), Value: value, UpdatedBy: updatedBy}); err != nil {
+	if _, err := c.st.SaveSetting(ctx, store.SaveSettingParams{Key: key, Scope: Scope(project), Value: v.JSON(), UpdatedBy: updatedBy}); err != nil {
 		return err
 	}
 	return c.Load(ctx)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"changebot/store"
 	"changebot/store/postgres"
 	"changebot/store/postgres/pgtest"
 )
@@ -107,6 +108,12 @@ func TestSetRefusesAndAudits(t *testing.T) {
 	if err := c.Set(ctx, PollShortInterval, "", json.RawMessage(`"30s"`), ""); err == nil {
 		t.Error("a change without an author must be refused")
 	}
+	if err := c.Set(ctx, PollShortCount, "", json.RawMessage(`-1`), "alice"); !errors.Is(err, ErrInvalidValue) {
+		t.Errorf("negative count: %v", err)
+	}
+	if err := c.Set(ctx, AdmissionMaxActive, "group/repo", json.RawMessage(`5`), "alice"); !errors.Is(err, ErrGlobalOnly) {
+		t.Errorf("global-only key with a project: %v", err)
+	}
 	if rows, _ := st.ListSettings(ctx, st.DB()); len(rows) != 0 {
 		t.Fatalf("refused changes stored %v", rows)
 	}
@@ -128,6 +135,32 @@ func TestSetRefusesAndAudits(t *testing.T) {
 		if string(a.OldValue) != want[i][0] || string(a.NewValue) != want[i][1] || a.UpdatedBy != "alice" || a.UpdatedAt.IsZero() {
 			t.Errorf("audit row %d = old %s new %s by %s, want old %s new %s", i, a.OldValue, a.NewValue, a.UpdatedBy, want[i][0], want[i][1])
 		}
+	}
+}
+
+// TestGlobalOnlyIgnoresProjectRows: a project value of a global-only key
+// stored before the key was marked (written here straight to the store) is
+// never what a lookup for that project answers, and it can be removed.
+func TestGlobalOnlyIgnoresProjectRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sc := pgtest.New(t)
+	c, st := newReplica(t, sc, nil, 0)
+	if _, err := st.SaveSetting(ctx, store.SaveSettingParams{Key: AdmissionMaxActive, Scope: "project:group/repo",
+		Value: json.RawMessage(`5`), UpdatedBy: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, AdmissionMaxActive, "", json.RawMessage(`50`), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.Get(AdmissionMaxActive, "group/repo"); v.Int() != 50 || v.Scope != "global" {
+		t.Errorf("Get(admission.max_active, group/repo) = %d from %s, want the global 50", v.Int(), v.Scope)
+	}
+	if err := c.Set(ctx, AdmissionMaxActive, "group/repo", json.RawMessage(`null`), "alice"); err != nil {
+		t.Fatalf("removing the old project value: %v", err)
+	}
+	if rows, _ := st.ListSettings(ctx, st.DB()); len(rows) != 1 || rows[0].Scope != "global" {
+		t.Errorf("stored %+v, want the global row only", rows)
 	}
 }
 

@@ -91,6 +91,12 @@ type Def struct {
 	// StartOnly marks settings read once when a replica starts: a change
 	// takes effect at the next start.
 	StartOnly bool
+	// GlobalOnly marks settings the bot reads for the whole process, never
+	// per project (admission, the command rate limit, the reconciler, the
+	// sweeper, job rescue, retention): a project-scoped value would never
+	// be used, so Validate refuses one and Cache.Lookup ignores any stored
+	// before the rule existed.
+	GlobalOnly bool
 	// Doc says what the setting does, one sentence without a final period.
 	Doc string
 }
@@ -109,12 +115,12 @@ var registry = []Def{
 		Doc: "comma-separated GitLab groups (full path or id) whose members may approve in GitLab, inherited membership included"},
 	{Key: ApprovalRequired, Kind: KindInt, Default: "1", Unit: "approvals", Min: 1,
 		Doc: "how many distinct approvals in GitLab a change needs when approval.provider is gitlab"},
-	{Key: CommandsRateLimit, Kind: KindInt, Default: "20", Unit: "commands per minute", Min: 1,
-		Doc: "how many MR comments with commands one user may send per minute; the excess is ignored and answered once (global only)"},
+	{Key: CommandsRateLimit, Kind: KindInt, Default: "20", Unit: "commands per minute", Min: 1, GlobalOnly: true,
+		Doc: "how many MR comments with commands one user may send per minute; the excess is ignored and answered once"},
 	{Key: ApprovalAdapter, Kind: KindEnum, Default: "legacy", Unit: "enum", Enum: []string{"legacy", "checklist"},
 		Doc: "how reviewer robots approve: the client library's approve, or a direct call carrying the required checklist"},
-	{Key: AdmissionMaxActive, Kind: KindInt, Default: "1000", Unit: "changes", Min: 1,
-		Doc: "above this many active changes POST /api/v1/changes answers 503 with Retry-After and creates nothing (global only)"},
+	{Key: AdmissionMaxActive, Kind: KindInt, Default: "1000", Unit: "changes", Min: 1, GlobalOnly: true,
+		Doc: "above this many active changes POST /api/v1/changes answers 503 with Retry-After and creates nothing"},
 	{Key: PollShortInterval, Kind: KindDuration, Default: "15s", Unit: "duration",
 		Doc: "interval of the first polls of a wait (pipeline, rebase, deploy)"},
 	{Key: PollShortCount, Kind: KindInt, Default: "8", Unit: "polls", Min: 0,
@@ -131,24 +137,24 @@ var registry = []Def{
 		Doc: "rebase/re-approval rounds per change before HANDLE_FAILED"},
 	{Key: ApproveMaxRetries, Kind: KindInt, Default: "3", Unit: "retries", Min: 0,
 		Doc: "retries of one reviewer robot's approve call (exponential backoff) before its failure state"},
-	{Key: ReconcileMinAge, Kind: KindDuration, Default: "10m", Unit: "duration",
+	{Key: ReconcileMinAge, Kind: KindDuration, Default: "10m", Unit: "duration", GlobalOnly: true,
 		Doc: "the reconciler looks at MERGED changes last changed at least this long ago"},
-	{Key: ReconcileMaxAge, Kind: KindDuration, Default: "24h", Unit: "duration",
+	{Key: ReconcileMaxAge, Kind: KindDuration, Default: "24h", Unit: "duration", GlobalOnly: true,
 		Doc: "the reconciler ignores MERGED changes last changed longer ago than this"},
-	{Key: ReconcileInterval, Kind: KindDuration, Default: "1m", Unit: "duration", StartOnly: true,
+	{Key: ReconcileInterval, Kind: KindDuration, Default: "1m", Unit: "duration", StartOnly: true, GlobalOnly: true,
 		Doc: "time between reconciler passes; read at start only, a change needs a restart"},
-	{Key: ReconcileQuietAfter, Kind: KindDuration, Default: "10m", Unit: "duration",
+	{Key: ReconcileQuietAfter, Kind: KindDuration, Default: "10m", Unit: "duration", GlobalOnly: true,
 		Doc: "a change waiting on a pipeline or a merge unchanged this long gets its polling job woken by the reconciler"},
-	{Key: SweeperInterval, Kind: KindDuration, Default: "1m", Unit: "duration", StartOnly: true,
+	{Key: SweeperInterval, Kind: KindDuration, Default: "1m", Unit: "duration", StartOnly: true, GlobalOnly: true,
 		Doc: "time between stuck-step sweeper passes; read at start only, a change needs a restart"},
-	{Key: SweeperAfter, Kind: KindDuration, Default: "10m", Unit: "duration",
+	{Key: SweeperAfter, Kind: KindDuration, Default: "10m", Unit: "duration", GlobalOnly: true,
 		Doc: "an in-progress change unchanged this long with no live job is re-enqueued by the sweeper; keep it above jobs.rescue_after"},
 	{Key: NoteDelay, Kind: KindDuration, Default: "2s", Unit: "duration",
 		Doc: "how long status-comment edits wait to coalesce"},
-	{Key: JobsRescueAfter, Kind: KindDuration, Default: "5m", Unit: "duration", StartOnly: true,
+	{Key: JobsRescueAfter, Kind: KindDuration, Default: "5m", Unit: "duration", StartOnly: true, GlobalOnly: true,
 		Doc: "a job still marked running this long after its replica died is run again; read at start only, a change needs a restart"},
-	{Key: RetentionIntake, Kind: KindDuration, Default: "720h", Unit: "duration",
-		Doc: "stored webhook deliveries (once processed) and callback dedupe rows older than this are deleted by the leader, in batches, every 10 minutes; change events are kept (global only)"},
+	{Key: RetentionIntake, Kind: KindDuration, Default: "720h", Unit: "duration", GlobalOnly: true,
+		Doc: "stored webhook deliveries (once processed) and callback dedupe rows older than this are deleted by the leader, in batches, every 10 minutes; change events are kept"},
 }
 
 // Defs returns the registry in documentation order.
@@ -223,6 +229,44 @@ func (e *InvalidValueError) Error() string {
 
 // Is makes errors.Is(err, ErrInvalidValue) true.
 func (e *InvalidValueError) Is(target error) bool { return target == ErrInvalidValue }
+
+// ErrGlobalOnly is returned (wrapped in a *GlobalOnlyError) for a value of
+// a global-only setting (Def.GlobalOnly) given a project scope.
+var ErrGlobalOnly = errors.New("setting is global only")
+
+// GlobalOnlyError names the global-only key and the scope it was given.
+type GlobalOnlyError struct{ Key, Scope string }
+
+// Error implements error.
+func (e *GlobalOnlyError) Error() string {
+	return fmt.Sprintf("%s is global only: it applies to every project, so it cannot be set for %s (leave the project out)", e.Key, e.Scope)
+}
+
+// Is makes errors.Is(err, ErrGlobalOnly) true.
+func (e *GlobalOnlyError) Is(target error) bool { return target == ErrGlobalOnly }
+
+// Validate checks a value an operator sets for key in project's scope (""
+// for global): the one check behind Cache.Set, so the CLI and the REST API
+// refuse the same values with the same words. raw is JSON; a JSON null
+// (remove the stored value) returns a zero Value and is accepted in every
+// scope, so a project value stored before its key became global only can
+// still be removed. Errors: *UnknownKeyError, *InvalidValueError (wrong
+// type, an enum outside its list, a count below its minimum such as a
+// negative count, a duration that is not positive, a string too long),
+// *GlobalOnlyError.
+func Validate(key, project string, raw json.RawMessage) (Value, error) {
+	d, ok := Lookup(key)
+	if !ok {
+		return Value{}, &UnknownKeyError{Key: key}
+	}
+	if strings.TrimSpace(string(raw)) == "null" {
+		return Value{}, nil
+	}
+	if d.GlobalOnly && Scope(project) != scopeGlobal {
+		return Value{}, &GlobalOnlyError{Key: key, Scope: Scope(project)}
+	}
+	return d.Parse(raw)
+}
 
 // want describes the accepted values of d.
 func (d Def) want() string {

@@ -3,6 +3,7 @@ package settings
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,77 @@ func TestScope(t *testing.T) {
 		if got := Scope(in); got != want {
 			t.Errorf("Scope(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestValidate lists every rule an operator's value meets, through the one
+// check the CLI and the REST API share.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, key, project, raw string
+		wantErr                 error
+		wantText                []string
+	}{
+		{"bool", FlowApprovalFirst, "grp/app", `false`, nil, nil},
+		{"wrong type", FlowApprovalFirst, "", `"no"`, ErrInvalidValue, []string{"flow.approval_first", "true or false"}},
+		{"enum outside its list", ApprovalProvider, "", `"jira"`, ErrInvalidValue, []string{"approval.provider", `one of "external", "gitlab"`}},
+		{"negative count", PollShortCount, "", `-1`, ErrInvalidValue, []string{"poll.short_count", "at least 0", "got -1"}},
+		{"negative retries", ApproveMaxRetries, "grp/app", `-3`, ErrInvalidValue, []string{"approve.max_retries", "at least 0"}},
+		{"negative access level", ApprovalMinAccess, "", `-30`, ErrInvalidValue, []string{"approval.min_access", "at least 0"}},
+		{"zero count", PollShortCount, "", `0`, nil, nil},
+		{"zero below a minimum of one", ApprovalRequired, "", `0`, ErrInvalidValue, []string{"approval.required", "at least 1"}},
+		{"count too large", MergeMaxRounds, "", `4294967296`, ErrInvalidValue, []string{"merge.max_rounds"}},
+		{"negative duration", NoteDelay, "", `"-2s"`, ErrInvalidValue, []string{"note.delay", "positive duration"}},
+		{"zero duration", DeployDeadline, "", `"0s"`, ErrInvalidValue, []string{"deploy.deadline", "positive duration"}},
+		{"string too long", ApprovalApprovers, "", `"` + strings.Repeat("a", 4097) + `"`, ErrInvalidValue, []string{"approval.approvers", "at most 4096 bytes"}},
+		{"string starting with a dash", ApprovalApprovers, "grp/app", `"-bot"`, nil, nil},
+		{"unknown key", "poll.shortcount", "", `1`, ErrUnknownKey, []string{`"poll.shortcount"`, "poll.short_count"}},
+		{"global-only key globally", AdmissionMaxActive, "", `5`, nil, nil},
+		{"global-only key for a project", AdmissionMaxActive, "grp/app", `5`, ErrGlobalOnly, []string{"admission.max_active is global only", "project:grp/app"}},
+		{"global-only key for a project id", RetentionIntake, "42", `"24h"`, ErrGlobalOnly, []string{"retention.intake_max_age", "project:42"}},
+		{"global-only start-only key for a project", JobsRescueAfter, "grp/app", `"1m"`, ErrGlobalOnly, []string{"jobs.rescue_after"}},
+		{"removing a global-only project value", CommandsRateLimit, "grp/app", `null`, nil, nil},
+		{"global-only wrong type for a project", CommandsRateLimit, "grp/app", `"x"`, ErrGlobalOnly, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Validate(tt.key, tt.project, json.RawMessage(tt.raw))
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Validate(%s, %q, %s): %v", tt.key, tt.project, tt.raw, err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Validate(%s, %q, %s) = %v, want %v", tt.key, tt.project, tt.raw, err, tt.wantErr)
+			}
+			for _, w := range tt.wantText {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestGlobalOnlyKeys keeps the global-only marks equal to how the bot reads
+// the settings: these are read without a project, every other key per
+// project (a key added to either side must be marked here on purpose).
+func TestGlobalOnlyKeys(t *testing.T) {
+	t.Parallel()
+	want := []string{CommandsRateLimit, AdmissionMaxActive, ReconcileMinAge, ReconcileMaxAge, ReconcileInterval,
+		ReconcileQuietAfter, SweeperInterval, SweeperAfter, JobsRescueAfter, RetentionIntake}
+	var got []string
+	for _, d := range Defs() {
+		if d.GlobalOnly {
+			got = append(got, d.Key)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("global-only keys %v, want %v", got, want)
 	}
 }
