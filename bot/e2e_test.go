@@ -168,7 +168,7 @@ func TestEndToEndReachesValidated(t *testing.T) {
 		if len(notes) > 1 {
 			t.Fatalf("%d status notes, want 1", len(notes))
 		}
-		if len(notes) == 1 && strings.Contains(notes[0], "**State:** VALIDATED") {
+		if len(notes) == 1 && strings.Contains(notes[0], "<sub>VALIDATED · step") {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -151,7 +151,7 @@ func TestSIGKILLWhileWaitingForPipelineThenRestart(t *testing.T) {
 				body = n.Body
 			}
 		}
-		if strings.Contains(body, "**State:** VALIDATED") {
+		if strings.Contains(body, "<sub>VALIDATED · step") {
 			break
 		}
 		if time.Now().After(deadline) {

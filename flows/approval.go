@@ -65,12 +65,16 @@ func (e *Engine) requestApproval(ctx context.Context, op store.Operation) error 
 	if err != nil {
 		return fmt.Errorf("requesting approval: %w", err)
 	}
+	payload := map[string]any{"ticket_id": ticket.ID}
+	if ticket.URL != "" {
+		payload["ticket_url"] = ticket.URL // the status comment links it
+	}
 	_, err = e.Transition(ctx, op, ApprovalSent, TransitionOpts{Source: "job:" + KindRequestApproval,
-		Payload: map[string]any{"ticket_id": ticket},
-		Update:  func(o *store.Operation) { o.TicketID = ticket }})
+		Payload: payload,
+		Update:  func(o *store.Operation) { o.TicketID = ticket.ID }})
 	if isConflict(err) {
 		// The decision arrived before this write: it already moved the change.
-		e.opLog(op).Info("approval decided before APPROVAL_SENT was written", "ticket_id", ticket)
+		e.opLog(op).Info("approval decided before APPROVAL_SENT was written", "ticket_id", ticket.ID)
 		return nil
 	}
 	return err

@@ -99,13 +99,17 @@ type GitLab interface {
 // (README "Approval system contract"); the HTTP client owns its shape.
 type ApprovalRequest = approval.Request
 
+// ApprovalTicket is the approval system's answer: the ticket id and,
+// optionally, the ticket's page (README "Approval system contract").
+type ApprovalTicket = approval.Ticket
+
 // ApprovalSystem asks an approver for a decision. It must be idempotent per
 // operation id (a crash between the call and our write repeats the call).
 // Every error but a refusal (platform.IsRefused: a *platform.Error of a
 // kind other than rate limited or unavailable) is treated as transient and
 // retried.
 type ApprovalSystem interface {
-	RequestApproval(ctx context.Context, r ApprovalRequest) (ticketID string, err error)
+	RequestApproval(ctx context.Context, r ApprovalRequest) (ApprovalTicket, error)
 }
 
 // Renderer renders status comments (implemented by *templates.Renderer).

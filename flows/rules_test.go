@@ -139,9 +139,9 @@ func mrFirst(subject string) flows.SubmitParams {
 }
 
 // approvalFunc is an ApprovalSystem made of a function.
-type approvalFunc func(ctx context.Context, r flows.ApprovalRequest) (string, error)
+type approvalFunc func(ctx context.Context, r flows.ApprovalRequest) (flows.ApprovalTicket, error)
 
-func (f approvalFunc) RequestApproval(ctx context.Context, r flows.ApprovalRequest) (string, error) {
+func (f approvalFunc) RequestApproval(ctx context.Context, r flows.ApprovalRequest) (flows.ApprovalTicket, error) {
 	return f(ctx, r)
 }
 
@@ -153,13 +153,13 @@ func decidedDuringRequest() (*flowtest.Opts, func(t *testing.T, h *flowtest.Harn
 	var result string
 	opts := &flowtest.Opts{Configure: func(cfg *flows.EngineConfig) {
 		next := cfg.Approvals
-		cfg.Approvals = approvalFunc(func(ctx context.Context, r flows.ApprovalRequest) (string, error) {
+		cfg.Approvals = approvalFunc(func(ctx context.Context, r flows.ApprovalRequest) (flows.ApprovalTicket, error) {
 			ticket, err := next.RequestApproval(ctx, r)
 			if err != nil {
-				return "", err
+				return ticket, err
 			}
 			result, err = harness.Engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "early", OperationID: r.OperationID,
-				TicketID: ticket, Decision: flows.DecisionApproved, Approver: "carol"})
+				TicketID: ticket.ID, Decision: flows.DecisionApproved, Approver: "carol"})
 			return ticket, err
 		})
 	}}

@@ -67,7 +67,7 @@ func TestStatusCommentTruncatedToGitLabLimit(t *testing.T) {
 	if n := utf8.RuneCountInString(body); n > gitlabfake.MaxNoteChars || n < gitlabfake.MaxNoteChars-500 {
 		t.Errorf("status comment of %d characters, want at most %d and not much less", n, gitlabfake.MaxNoteChars)
 	}
-	if !strings.HasSuffix(body, templates.TruncatedPrefix+link+"\n") || !strings.Contains(body, "**State:** MR_CREATING") {
+	if !strings.HasSuffix(body, templates.TruncatedPrefix+link+"\n") || !strings.Contains(body, "<sub>MR_CREATING · step CREATE_MR_OPENED") {
 		t.Errorf("status comment is not the truncated current one: %q … %q", body[:200], body[len(body)-200:])
 	}
 }

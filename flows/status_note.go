@@ -2,9 +2,11 @@ package flows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +19,9 @@ import (
 
 // StatusView builds the status comment's view of op from its events and the
 // step catalogue; commands lists what may be run now (from the command
-// registry, wired by bot).
+// registry, wired by bot). The ticket's page, the decision and who made it
+// and the deploy pipeline are read from the events' payloads; timeline
+// sources are put in words (describeSource).
 func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.StatusView {
 	st := MustStep(StepCode(op.Step))
 	v := templates.StatusView{
@@ -27,20 +31,131 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 		Failed:      op.Status == store.StatusCreateFailed || op.Status == store.StatusHandleFailed || op.Status == store.StatusRejected,
 		MR:          templates.MRView{IID: op.MRIID, WebURL: op.MRWebURL},
 		PipelineURL: op.PipelineURL, TicketID: op.TicketID, HistoryURL: e.changeURL(op.ID),
+		ApprovalInGitLab: op.TicketID == GitLabTicket,
 	}
+	var gitlabApprovers []string
+	var deployPipeline int64
 	for _, ev := range events {
 		v.Seq = ev.Seq
+		pl := payloadOf(ev)
+		if u, _ := pl["ticket_url"].(string); u != "" && pl["ticket_id"] == op.TicketID {
+			v.ApprovalURL = u
+		}
+		switch {
+		case ev.Type == EventApproval && !slices.Contains(gitlabApprovers, ev.Actor):
+			gitlabApprovers = append(gitlabApprovers, ev.Actor)
+		case pl["decision"] != nil:
+			v.Decision, _ = pl["decision"].(string)
+			v.DecidedBy = []string{personOf(ev.Actor)}
+			if pl["provider"] == ProviderGitLab && v.Decision == DecisionApproved && len(gitlabApprovers) > 0 {
+				v.DecidedBy = gitlabApprovers
+			}
+		}
+		if ev.ToStep == int(CalledBack) && ev.FromStep != int(CalledBack) {
+			if id, ok := pl["pipeline_id"].(float64); ok {
+				deployPipeline = int64(id)
+			}
+		}
 		if ev.Type == store.EventAttempt || ev.Type == store.EventClaim {
 			continue // retried calls and gate claims are history, not steps
 		}
 		v.Timeline = append(v.Timeline, templates.TimelineEntry{At: ev.OccurredAt,
-			StepName: StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: ev.Actor, Source: ev.Source})
-		v.Seq = ev.Seq
+			StepName: StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: personOf(ev.Actor), Source: describeSource(ev, pl)})
 	}
+	v.DeployURL = deployURL(op, deployPipeline)
 	if e.cfg.CommandsFunc != nil {
 		v.Commands = e.cfg.CommandsFunc(op, st)
 	}
 	return v
+}
+
+// payloadOf decodes ev's payload; nil when it is empty or not an object.
+func payloadOf(ev store.Event) map[string]any {
+	var m map[string]any
+	if len(ev.Payload) > 0 {
+		_ = json.Unmarshal(ev.Payload, &m)
+	}
+	return m
+}
+
+// personOf is the person in an event's actor: "approval:carol" is carol,
+// "api:operator" is "operator (API)".
+func personOf(actor string) string {
+	if p, ok := strings.CutPrefix(actor, "approval:"); ok {
+		return p
+	}
+	if role, ok := strings.CutPrefix(actor, "api:"); ok {
+		return role + " (API)"
+	}
+	return actor
+}
+
+// jobWords names in words the work of each job kind, for event sources
+// "job:<kind>".
+var jobWords = map[string]string{
+	KindRequestApproval: "approval request",
+	KindCreateMR:        "merge request creation",
+	KindAwaitPipeline:   "pipeline check",
+	KindHandle:          "merge request handling",
+	KindAwaitDeploy:     "deploy check",
+	KindCloseMR:         "merge request cleanup",
+}
+
+// describeSource says in words where event ev (payload pl) came from, for
+// the status comment's timeline: "pipeline webhook", "comment by @dev-a",
+// "approval system callback", "sweeper", never the stored "webhook:9" or
+// "job:handle_merge_request" (store.EventParams documents the stored forms).
+func describeSource(ev store.Event, pl map[string]any) string {
+	kind, _, _ := strings.Cut(ev.Source, ":")
+	switch kind {
+	case "api":
+		if ev.Type == store.EventSubmitted {
+			return "API request"
+		}
+		return "API call"
+	case SourceWebhook:
+		if pl["pipeline_id"] != nil || pl["pipeline_status"] != nil {
+			return "pipeline webhook"
+		}
+		return "merge request webhook"
+	case SourceCallback:
+		if strings.HasPrefix(ev.Actor, "approval:") || pl["decision"] != nil {
+			return "approval system callback"
+		}
+		return "deploy callback"
+	case "command":
+		return "comment by @" + ev.Actor
+	case "job":
+		if w, ok := jobWords[strings.TrimPrefix(ev.Source, "job:")]; ok {
+			return w
+		}
+		return "changebot job"
+	case SourcePoll:
+		return "deploy check"
+	case SourceReconciler:
+		return "reconciler"
+	case ActorSweeper:
+		return "sweeper"
+	}
+	return ev.Source
+}
+
+// deployURL links the deploy pipeline of a merged op: pipeline id (the one
+// that confirmed it) when known, else the merge commit's pipelines page;
+// "" before the merge or when the project's web URL cannot be told from the
+// merge request's (GitLab's "<project>/-/merge_requests/<iid>").
+func deployURL(op store.Operation, pipelineID int64) string {
+	if op.MergeCommitSHA == "" && pipelineID == 0 {
+		return ""
+	}
+	project, _, ok := strings.Cut(op.MRWebURL, "/-/merge_requests/")
+	if !ok || project == "" {
+		return ""
+	}
+	if pipelineID > 0 {
+		return fmt.Sprintf("%s/-/pipelines/%d", project, pipelineID)
+	}
+	return project + "/-/commit/" + op.MergeCommitSHA + "/pipelines"
 }
 
 // changeURL is the change's API URL under the configured external URL

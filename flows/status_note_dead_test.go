@@ -52,7 +52,7 @@ func TestStatusNoteCurrentAfterReplicaDiedMidRefresh(t *testing.T) {
 			}
 		}
 		step := flows.StepCode(cur.Step).String()
-		if !strings.Contains(body, "**State:** "+cur.Status+" — step "+step) {
+		if !strings.Contains(body, "<sub>"+cur.Status+" · step "+step) {
 			t.Fatalf("%s: %s after %s the comment does not show %s/%s:\n%s", when, noteBudget, when, cur.Status, step, body)
 		}
 		rec, err := h.Store.GetStatusNote(ctx, h.Store.DB(), op.ProjectID, iid)

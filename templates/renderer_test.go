@@ -77,14 +77,14 @@ func base() StatusView {
 // timeline returns the first n events of a change's happy path.
 func timeline(n int) []TimelineEntry {
 	all := []TimelineEntry{
-		{At: at(0), StepName: "APPROVAL_SENDING", Status: "APPROVAL_SENDING", Actor: "alice", Source: "api"},
-		{At: at(0).Add(2 * time.Second), StepName: "APPROVAL_SENT", Status: "APPROVAL_SENT", Actor: "changebot", Source: "job"},
-		{At: at(31), StepName: "CREATE_STARTED", Status: "MR_CREATING", Actor: "bob", Source: "callback"},
-		{At: at(31).Add(4 * time.Second), StepName: "CREATE_MR_OPENED", Status: "MR_CREATING", Actor: "changebot", Source: "job"},
-		{At: at(39), StepName: "CREATE_SUCCEEDED", Status: "MR_CREATED", Actor: "gitlab", Source: "webhook"},
-		{At: at(39).Add(time.Second), StepName: "HANDLE_STARTED", Status: "MERGING", Actor: "changebot", Source: "job"},
-		{At: at(40), StepName: "HANDLE_MERGED", Status: "MERGED", Actor: "changebot", Source: "job"},
-		{At: at(52), StepName: "CALLED_BACK", Status: "VALIDATED", Actor: "gitlab", Source: "webhook"},
+		{At: at(0), StepName: "APPROVAL_SENDING", Status: "APPROVAL_SENDING", Actor: "alice", Source: "API request"},
+		{At: at(0).Add(2 * time.Second), StepName: "APPROVAL_SENT", Status: "APPROVAL_SENT", Actor: "changebot", Source: "approval request"},
+		{At: at(31), StepName: "CREATE_STARTED", Status: "MR_CREATING", Actor: "bob", Source: "approval system callback"},
+		{At: at(31).Add(4 * time.Second), StepName: "CREATE_MR_OPENED", Status: "MR_CREATING", Actor: "changebot", Source: "merge request creation"},
+		{At: at(39), StepName: "CREATE_SUCCEEDED", Status: "MR_CREATED", Actor: "gitlab", Source: "pipeline webhook"},
+		{At: at(39).Add(time.Second), StepName: "HANDLE_STARTED", Status: "MERGING", Actor: "changebot", Source: "merge request handling"},
+		{At: at(40), StepName: "HANDLE_MERGED", Status: "MERGED", Actor: "changebot", Source: "merge request handling"},
+		{At: at(52), StepName: "CALLED_BACK", Status: "VALIDATED", Actor: "gitlab", Source: "pipeline webhook"},
 	}
 	return all[:n]
 }
@@ -106,7 +106,15 @@ func statusCases() []struct {
 	running.Timeline, running.Seq = timeline(4), 4
 	running.Commands = []CommandHelp{cmdStatus, cmdCancel, cmdHelp}
 
+	waitingGitLab := base()
+	waitingGitLab.TicketID, waitingGitLab.ApprovalURL, waitingGitLab.ApprovalInGitLab = "gitlab", "", true
+	waitingGitLab.Status, waitingGitLab.StepCode, waitingGitLab.StepName = "APPROVAL_SENT", 10402, "APPROVAL_SENT"
+	waitingGitLab.Hint = "Waiting for an approver to decide."
+	waitingGitLab.Timeline, waitingGitLab.Seq = timeline(6)[2:5], 5
+	waitingGitLab.Commands = []CommandHelp{cmdStatus, cmdCancel, cmdApprove, cmdReject, cmdHelp}
+
 	merging := base()
+	merging.Decision, merging.DecidedBy = "approved", []string{"bob"}
 	merging.Status, merging.StepCode, merging.StepName = "MERGING", 10101, "HANDLE_STARTED"
 	merging.Hint = "Keep waiting: changebot is working on it."
 	merging.Timeline, merging.Seq = timeline(6), 6
@@ -117,13 +125,15 @@ func statusCases() []struct {
 	failed.Hint = "The pipeline failed. Fix the cause and comment /retry, or contact the maintainers."
 	failed.Failed = true
 	failed.Detail = "Pipeline #9001 failed: job validate-config (stage test) exited with code 1."
-	failed.Timeline = append(timeline(4), TimelineEntry{At: at(38), StepName: "CREATE_PIPELINE_FAILED", Status: "CREATE_FAILED", Actor: "gitlab", Source: "webhook"})
+	failed.Decision, failed.DecidedBy = "approved", []string{"bob"}
+	failed.Timeline = append(timeline(4), TimelineEntry{At: at(38), StepName: "CREATE_PIPELINE_FAILED", Status: "CREATE_FAILED", Actor: "gitlab", Source: "pipeline webhook"})
 	failed.Seq = 5
 	failed.Commands = []CommandHelp{cmdRetry, cmdStatus, cmdCancel, cmdHelp}
 
 	pending := base()
 	pending.Status, pending.StepCode, pending.StepName = "MERGING", 10501, "HANDLE_PIPELINE_PENDING"
 	pending.Hint = "Outcome unknown: keep waiting; an operator can /resume."
+	pending.Decision, pending.DecidedBy = "approved", []string{"bob"}
 	pending.Timeline = append(timeline(6), TimelineEntry{At: at(99), StepName: "HANDLE_PIPELINE_PENDING", Status: "MERGING", Actor: "sweeper", Source: "sweeper"})
 	pending.Seq = 7
 	pending.Commands = []CommandHelp{cmdResume, cmdStatus, cmdCancel, cmdHelp}
@@ -133,13 +143,24 @@ func statusCases() []struct {
 	conflict.Hint = "The rebase has conflicts: resolve them on the source branch and comment /retry, or contact the maintainers."
 	conflict.Failed = true
 	conflict.Detail = "Rebase failed: conflicts in\nconfig/payments/limits.yaml\nconfig/payments/routes.yaml"
+	conflict.Decision, conflict.DecidedBy = "approved", []string{"bob"}
 	conflict.Timeline = append(timeline(6),
-		TimelineEntry{At: at(40), StepName: "HANDLE_REBASING", Status: "MERGING", Actor: "changebot", Source: "job"},
-		TimelineEntry{At: at(41), StepName: "HANDLE_REBASE_CONFLICT", Status: "HANDLE_FAILED", Actor: "changebot", Source: "job"})
+		TimelineEntry{At: at(40), StepName: "HANDLE_REBASING", Status: "MERGING", Actor: "changebot", Source: "merge request handling"},
+		TimelineEntry{At: at(41), StepName: "HANDLE_REBASE_CONFLICT", Status: "HANDLE_FAILED", Actor: "changebot", Source: "merge request handling"})
 	conflict.Seq = 8
 	conflict.Commands = []CommandHelp{cmdRetry, cmdStatus, cmdCancel, cmdHelp}
 
+	merged := base()
+	merged.Decision, merged.DecidedBy = "approved", []string{"bob"}
+	merged.Status, merged.StepCode, merged.StepName = "MERGED", 10103, "HANDLE_MERGED"
+	merged.Hint = "Keep waiting: the deploy pipeline applies the change."
+	merged.DeployURL = "https://gitlab.example.com/platform/config/-/commit/4f2a9c1/pipelines"
+	merged.Timeline, merged.Seq = timeline(7), 7
+	merged.Commands = []CommandHelp{cmdStatus, cmdHelp}
+
 	validated := base()
+	validated.Decision, validated.DecidedBy = "approved", []string{"bob"}
+	validated.DeployURL = "https://gitlab.example.com/platform/config/-/pipelines/9002"
 	validated.Status, validated.StepCode, validated.StepName = "VALIDATED", 10301, "CALLED_BACK"
 	validated.Hint = "Nothing to do: the change is applied."
 	validated.Terminal = true
@@ -150,7 +171,8 @@ func statusCases() []struct {
 	closed.Status, closed.StepCode, closed.StepName = "CLOSED", 10201, "CLOSED"
 	closed.Hint = "Nothing to do here; the change may be submitted again."
 	closed.Terminal = true
-	closed.Timeline = append(timeline(4), TimelineEntry{At: at(35), StepName: "CLOSED", Status: "CLOSED", Actor: "alice", Source: "command"})
+	closed.Decision, closed.DecidedBy = "approved", []string{"bob"}
+	closed.Timeline = append(timeline(4), TimelineEntry{At: at(35), StepName: "CLOSED", Status: "CLOSED", Actor: "alice", Source: "comment by @alice"})
 	closed.Seq = 5
 
 	rejected := base()
@@ -159,7 +181,8 @@ func statusCases() []struct {
 	rejected.Hint = "The change was rejected. Nothing to do here; the change may be submitted again."
 	rejected.Terminal, rejected.Failed = true, true
 	rejected.Detail = "Not during the change freeze; resubmit after March 16."
-	rejected.Timeline = append(timeline(2), TimelineEntry{At: at(20), StepName: "APPROVAL_REJECTED", Status: "REJECTED", Actor: "carol", Source: "callback"})
+	rejected.Decision, rejected.DecidedBy = "rejected", []string{"carol"}
+	rejected.Timeline = append(timeline(2), TimelineEntry{At: at(20), StepName: "APPROVAL_REJECTED", Status: "REJECTED", Actor: "carol", Source: "approval system callback"})
 	rejected.Seq = 3
 
 	hostile := StatusView{
@@ -175,7 +198,8 @@ func statusCases() []struct {
 		MR:          MRView{IID: 7},
 		ApprovalURL: "javascript:alert(1)",
 		TicketID:    "T|1",
-		Timeline:    []TimelineEntry{{At: time.Date(2026, 3, 9, 15, 0, 0, 0, time.FixedZone("CET", 3600)), StepName: "APPROVAL_SENDING", Status: "APPROVAL_SENDING", Actor: "mal|lory\nx", Source: "api"}},
+		Timeline:    []TimelineEntry{{At: time.Date(2026, 3, 9, 15, 0, 0, 0, time.FixedZone("CET", 3600)), StepName: "APPROVAL_SENDING", Status: "APPROVAL_SENDING", Actor: "mal|lory\nx", Source: "comment by @mallory"}},
+		Decision:    "approved", DecidedBy: []string{"@all", "x|y"},
 		Seq:         1,
 	}
 
@@ -184,11 +208,13 @@ func statusCases() []struct {
 		view StatusView
 	}{
 		{name: "waiting_for_approval", view: waiting},
+		{name: "waiting_for_approval_in_gitlab", view: waitingGitLab},
 		{name: "pipeline_running", view: running},
 		{name: "merging", view: merging},
 		{name: "create_pipeline_failed", view: failed},
 		{name: "pipeline_pending", view: pending},
 		{name: "rebase_conflict", view: conflict},
+		{name: "merged", view: merged},
 		{name: "validated", view: validated},
 		{name: "closed", view: closed},
 		{name: "rejected", view: rejected},

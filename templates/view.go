@@ -37,8 +37,24 @@ type StatusView struct {
 	MR MRView
 	// PipelineURL links the merge request pipeline of the current head.
 	PipelineURL string
-	// TicketID and ApprovalURL identify the approval ticket.
+	// TicketID and ApprovalURL identify the approval ticket: its id and,
+	// when the approval system gave one (ticket_url, README "Approval
+	// system contract"), its page, which the comment links.
 	TicketID, ApprovalURL string
+	// ApprovalInGitLab reports that approvals are given on the merge
+	// request in GitLab (approval.provider gitlab), not by the external
+	// approval system.
+	ApprovalInGitLab bool
+	// Decision is the approval decision once made: "approved", "rejected"
+	// or "withdrawn"; "" while none is known.
+	Decision string
+	// DecidedBy names who made Decision (the approver of the approval
+	// system's callback, or the GitLab approvers), once decided.
+	DecidedBy []string
+	// DeployURL links the deploy pipeline once the change is merged: the
+	// pipeline that confirmed it once known, else the merge commit's
+	// pipelines; "" before the merge.
+	DeployURL string
 	// Timeline lists the change's events, oldest first.
 	Timeline []TimelineEntry
 	// Commands are the commands usable now, on this change in its state.
@@ -73,8 +89,9 @@ type TimelineEntry struct {
 	StepName, Status string
 	// Actor is who caused the event (a username, "changebot", "sweeper").
 	Actor string
-	// Source is where the event came from ("api", "webhook", "callback",
-	// "command", "sweeper", "reconciler").
+	// Source says in words where the event came from, for example
+	// "pipeline webhook", "comment by @dev-a", "approval system callback",
+	// "sweeper" (never a raw "webhook:9" or "job:handle").
 	Source string
 }
 

@@ -67,6 +67,10 @@ const (
 	ExternalURL = "http://changebot.test"
 )
 
+// TicketURL is the base of the approval tickets' pages: the stand-in
+// approval system answers "ticket_url": TicketURL + "/" + ticket id.
+const TicketURL = "https://approvals.example.test/tickets"
+
 // Start is the harness clock's initial time.
 var Start = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
@@ -165,7 +169,7 @@ func New(t testing.TB, opts *Opts) *Harness {
 		t.Fatalf("building the GitLab adapter: %v", err)
 	}
 
-	h.Approvals = approvalfake.New(approvalfake.Options{Approver: "carol"})
+	h.Approvals = approvalfake.New(approvalfake.Options{Approver: "carol", TicketURL: TicketURL})
 	t.Cleanup(h.Approvals.Close)
 	renderer, err := templates.NewRenderer(nil)
 	if err != nil {

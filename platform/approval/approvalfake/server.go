@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,10 @@ type Options struct {
 	// before answering the request: the decision then reaches the bot before
 	// it has recorded APPROVAL_SENT (DESIGN §3 step 2).
 	DecideBeforeAnswer bool
+	// TicketURL, when set, is the base of the ticket pages: each answer
+	// carries "ticket_url": TicketURL + "/" + ticket id (the contract's
+	// optional field). Empty means answers without ticket_url.
+	TicketURL string
 	// Listener, when set, is where the stand-in serves (`changebot demo
 	// -keep` in a container); nil means a free port on 127.0.0.1.
 	Listener net.Listener
@@ -138,7 +143,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]string{"ticket_id": ticket})
+	answer := approval.Ticket{ID: ticket}
+	if s.opts.TicketURL != "" {
+		answer.URL = strings.TrimRight(s.opts.TicketURL, "/") + "/" + ticket
+	}
+	_ = json.NewEncoder(w).Encode(answer)
 }
 
 // Decide sends a signed decision for req to its callback URL and returns

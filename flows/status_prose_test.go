@@ -1,0 +1,87 @@
+package flows_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"changebot/flows"
+	"changebot/flows/flowtest"
+	"changebot/templates"
+)
+
+// TestStatusViewReadsLikeProse (issue 13 point 6): the status comment's view
+// of a change links the ticket page the approval system gave, names the
+// approver once decided and the deploy pipeline once merged, and puts every
+// timeline source in words, never a stored "webhook:9" or "job:<kind>".
+func TestStatusViewReadsLikeProse(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	op := h.Submit(t, flowtest.Change("svc"))
+	h.WorkUntilIdle(t)
+	sent := h.RequireStep(t, op.ID, flows.ApprovalSent)
+	view := func() templates.StatusView {
+		o := h.Op(t, op.ID)
+		return h.Engine.StatusView(o, h.Events(t, op.ID))
+	}
+	waiting := view()
+	if want := flowtest.TicketURL + "/" + sent.TicketID; waiting.ApprovalURL != want {
+		t.Errorf("waiting: ticket page %q, want %q (the approval system's ticket_url)", waiting.ApprovalURL, want)
+	}
+	if waiting.Decision != "" || waiting.DecidedBy != nil || waiting.DeployURL != "" {
+		t.Errorf("waiting: decision %q by %v, deploy %q; want none yet", waiting.Decision, waiting.DecidedBy, waiting.DeployURL)
+	}
+
+	if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+		t.Fatalf("approving: %s", res)
+	}
+	h.WorkUntilIdle(t)
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	merged := h.RequireStep(t, op.ID, flows.HandleMerged)
+	mv := view()
+	if mv.Decision != flows.DecisionApproved || !slices.Equal(mv.DecidedBy, []string{"carol"}) {
+		t.Errorf("merged: decision %q by %v, want approved by carol", mv.Decision, mv.DecidedBy)
+	}
+	project, _, _ := strings.Cut(merged.MRWebURL, "/-/merge_requests/")
+	if want := project + "/-/commit/" + merged.MergeCommitSHA + "/pipelines"; merged.MergeCommitSHA == "" || mv.DeployURL != want {
+		t.Errorf("merged: deploy link %q, want the merge commit's pipelines %q", mv.DeployURL, want)
+	}
+
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	h.RequireStep(t, op.ID, flows.CalledBack)
+	vv := view()
+	if !strings.HasPrefix(vv.DeployURL, project+"/-/pipelines/") {
+		t.Errorf("validated: deploy link %q, want the confirming pipeline under %s/-/pipelines/", vv.DeployURL, project)
+	}
+	var sources []string
+	for _, e := range vv.Timeline {
+		sources = append(sources, e.Source)
+		if strings.Contains(e.Source, ":") || strings.Contains(e.Actor, "approval:") {
+			t.Errorf("timeline entry %s: source %q, actor %q; want words", e.StepName, e.Source, e.Actor)
+		}
+	}
+	for _, want := range []string{"API request", "approval request", "approval system callback", "merge request creation", "pipeline webhook"} {
+		if !slices.Contains(sources, want) {
+			t.Errorf("timeline sources %q lack %q", sources, want)
+		}
+	}
+
+	if err := h.Engine.RefreshNow(context.Background(), h.Op(t, op.ID)); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	for _, n := range h.MR(t, op.ID).Notes {
+		if _, ok := templates.ParseMarker(n.Body); ok {
+			body = n.Body
+		}
+	}
+	for _, want := range []string{"**Applied: merged and confirmed by the [deploy pipeline](" + project + "/-/pipelines/",
+		"<sub>VALIDATED · step CALLED_BACK (10301) · final</sub>", "**Approved by** carol in [" + sent.TicketID + "](" + flowtest.TicketURL} {
+		if !strings.Contains(body, want) {
+			t.Errorf("status comment lacks %q:\n%s", want, body)
+		}
+	}
+}
