@@ -200,7 +200,7 @@ func statusCases() []struct {
 		TicketID:    "T|1",
 		Timeline:    []TimelineEntry{{At: time.Date(2026, 3, 9, 15, 0, 0, 0, time.FixedZone("CET", 3600)), StepName: "APPROVAL_SENDING", Status: "APPROVAL_SENDING", Actor: "mal|lory\nx", Source: "comment by @mallory"}},
 		Decision:    "approved", DecidedBy: []string{"@all", "x|y"},
-		Seq:         1,
+		Seq: 1,
 	}
 
 	return []struct {
