@@ -8,7 +8,9 @@ SHELL := bash
 GO ?= go
 LOCAL_DATABASE_URL := postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 TEST_DATABASE_URL ?= $(LOCAL_DATABASE_URL)
-DATABASE_URL ?= $(TEST_DATABASE_URL)
+# The demo's database: empty means a temporary SQLite file (no server);
+# make demo DATABASE_URL=postgres://… runs it on PostgreSQL.
+DATABASE_URL ?=
 export TEST_DATABASE_URL
 
 GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
@@ -52,7 +54,7 @@ helm: $(HELM)
 $(HELM):
 	GOBIN=$(abspath bin) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
-## demo: run one change end to end against gitlabfake and PostgreSQL at DATABASE_URL
+## demo: run one change end to end against gitlabfake, on a temporary SQLite file (or PostgreSQL at DATABASE_URL)
 demo:
 	DATABASE_URL='$(DATABASE_URL)' $(GO) run ./cmd/changebot demo
 

@@ -16,12 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"changebot/commands"
 	"changebot/flows"
@@ -30,7 +27,7 @@ import (
 	"changebot/retention"
 	"changebot/routing"
 	"changebot/settings"
-	"changebot/store/postgres"
+	"changebot/store"
 	"changebot/templates"
 )
 
@@ -55,10 +52,10 @@ type AppOpts struct {
 type App struct {
 	cfg      Config
 	log      *slog.Logger
-	pool     *pgxpool.Pool
-	store    *postgres.Store
+	db       *database
+	store    store.Store
 	engine   *flows.Engine
-	jobs     *river.Client[pgx.Tx]
+	jobs     jobClient
 	gitlab   *gitlab.Client
 	registry *prometheus.Registry
 	router   http.Handler
@@ -69,8 +66,11 @@ type App struct {
 	draining atomic.Bool
 }
 
-// NewApp connects to the database and builds every subsystem; it starts
-// nothing (see Run).
+// NewApp opens the database cfg.DatabaseURL names and builds every
+// subsystem; it starts nothing (see Run). On a SQLite file it first takes
+// the file's lock (a second process gets an error saying several replicas
+// need PostgreSQL) and applies the migrations; on PostgreSQL it applies them
+// only with cfg.AutoMigrate.
 func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
 	if opts == nil {
 		opts = &AppOpts{}
@@ -84,19 +84,22 @@ func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
 		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	registerBuildInfo(a.registry, BuildVersion())
-	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	var err error
+	// One process per SQLite file: a second one refuses to start.
+	a.db, err = openDatabase(ctx, cfg.ResolvedDatabaseURL(), opts.Schema, true)
 	if err != nil {
-		return nil, fmt.Errorf("parsing database url: %w", errors.New("invalid DATABASE_URL"))
+		return nil, err
 	}
-	if opts.Schema != "" {
-		poolCfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
-	}
-	a.pool, err = pgxpool.NewWithConfig(ctx, poolCfg)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the database: %w", err)
+	// A SQLite file belongs to this process alone (the lock above): its
+	// migrations run at every start, so that serve needs no setup.
+	if cfg.AutoMigrate || a.db.target.Engine == EngineSQLite {
+		if err := a.db.Migrate(ctx); err != nil {
+			a.db.Close()
+			return nil, err
+		}
 	}
 	if err := a.build(ctx, opts); err != nil {
-		a.pool.Close()
+		a.db.Close()
 		return nil, err
 	}
 	return a, nil
@@ -104,7 +107,7 @@ func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
 
 func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	var err error
-	a.store, err = postgres.New(a.pool, &postgres.StoreOpts{Logger: a.log, Schema: a.schema})
+	a.store, err = a.db.Store(a.log)
 	if err != nil {
 		return err
 	}
@@ -165,8 +168,8 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	pruner := retention.New(retention.Config{Store: a.store, Logger: a.log, Panics: fm.PanicCounter(),
 		MaxAgeFunc: func() time.Duration { return a.settings.Get(settings.RetentionIntake, "").Duration() }})
 	pruner.AddWorker(workers)
-	a.jobs, err = river.NewClient(riverpgxv5.New(a.pool), &river.Config{
-		ID: opts.ClientID, Logger: quietRiverLogger(a.log), Schema: a.schema, Workers: workers,
+	a.jobs, err = a.db.JobClient(&river.Config{
+		ID: opts.ClientID, Logger: quietRiverLogger(a.log), Workers: workers,
 		Queues: map[string]river.QueueConfig{
 			flows.QueueDefault: {MaxWorkers: a.cfg.Workers},
 			flows.QueueEvents:  {MaxWorkers: a.cfg.Workers},
@@ -197,7 +200,11 @@ func (a *App) Handler() http.Handler { return a.router }
 func (a *App) Engine() *flows.Engine { return a.engine }
 
 // Store returns the store.
-func (a *App) Store() *postgres.Store { return a.store }
+func (a *App) Store() store.Store { return a.store }
+
+// Database names the engine and the database the App runs on ("sqlite
+// /path/changebot.db", "postgres postgres://…" without the password).
+func (a *App) Database() string { return a.db.Describe() }
 
 // Run serves HTTP on ln and runs the job workers until ctx is cancelled
 // (SIGTERM). Then the replica turns not ready (/readyz answers 503) but keeps
@@ -295,7 +302,7 @@ func (a *App) startJobs(ctx context.Context) (stop func(), err error) {
 		}
 		return func() {}, nil
 	}
-	if _, current, serr := postgres.MigrationStatus(a.pool, a.schema); serr != nil || current {
+	if _, current, serr := a.db.MigrationStatus(); serr != nil || current {
 		return nil, fmt.Errorf("starting job workers: %w", err)
 	}
 	a.log.Warn("job workers wait for the migrations (changebot migrate)", "err", err)
@@ -311,7 +318,7 @@ func (a *App) startJobs(ctx context.Context) (stop func(), err error) {
 				return
 			case <-t.C:
 			}
-			if _, current, err := postgres.MigrationStatus(a.pool, a.schema); err != nil || !current {
+			if _, current, err := a.db.MigrationStatus(); err != nil || !current {
 				continue
 			}
 			// ctx, not retryCtx: stopping the retries must not cancel the
@@ -327,8 +334,8 @@ func (a *App) startJobs(ctx context.Context) (stop func(), err error) {
 	return func() { cancel(); <-done }, nil
 }
 
-// Close releases the database pool.
-func (a *App) Close() { a.pool.Close() }
+// Close releases the database (and the SQLite file's lock).
+func (a *App) Close() { a.db.Close() }
 
 // periodicConfig returns the reconciler's and the sweeper's configuration
 // from the runtime settings: reconcile.interval and sweeper.interval read

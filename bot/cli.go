@@ -11,13 +11,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"changebot/store/postgres"
 )
 
 const usage = `changebot carries configuration changes through GitLab merge requests.
@@ -110,12 +107,9 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := newLogger(stderr, cfg)
 	b := BuildVersion()
-	log.Info("starting changebot", "version", b.Version, "commit", b.Commit, "go", b.Go, "config", cfg)
-	if cfg.AutoMigrate {
-		if err := migrateURL(ctx, cfg.DatabaseURL, nil); err != nil {
-			return err
-		}
-	}
+	log.Info("starting changebot", "version", b.Version, "commit", b.Commit, "go", b.Go,
+		"database", databaseNote(cfg), "config", cfg)
+	// NewApp takes the SQLite file's lock before anything writes to it.
 	app, err := NewApp(ctx, cfg, &AppOpts{Logger: log})
 	if err != nil {
 		return err
@@ -154,25 +148,30 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *down < 0 {
-		if err := migrateURL(ctx, cfg.DatabaseURL, nil); err != nil {
+		db, err := openDatabase(ctx, cfg.ResolvedDatabaseURL(), "", false)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "migrations applied, now at version %d\n", postgres.LatestMigration)
+		defer db.Close()
+		if err := db.Migrate(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "migrations applied, now at version %d\n", db.LatestMigration())
 		return nil
 	}
-	return migrateDown(ctx, cfg.DatabaseURL, uint(*down), *yes, stdout, stderr)
+	return migrateDown(ctx, cfg.ResolvedDatabaseURL(), uint(*down), *yes, stdout, stderr)
 }
 
 // migrateDown reverts changebot's migrations to version target (0: all of
 // them and River's), after the person typed "yes" (or with yes set). It
 // refuses a target above the applied version.
 func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout, stderr io.Writer) error {
-	pool, err := pgxpool.New(ctx, url)
+	db, err := openDatabase(ctx, url, "", false)
 	if err != nil {
-		return fmt.Errorf("connecting to the database: %w", err)
+		return err
 	}
-	current, _, err := postgres.MigrationStatus(pool, "")
-	pool.Close()
+	defer db.Close()
+	current, _, err := db.MigrationStatus()
 	if err != nil {
 		return err
 	}
@@ -195,11 +194,7 @@ func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout,
 			return errors.New("not confirmed; nothing was reverted (answer yes, or pass -yes)")
 		}
 	}
-	opts := &postgres.MigrateOpts{To: target}
-	if target == 0 {
-		opts = &postgres.MigrateOpts{Down: true}
-	}
-	if err := migrateURL(ctx, url, opts); err != nil {
+	if err := db.MigrateDown(ctx, target); err != nil {
 		return err
 	}
 	if target == 0 {
@@ -208,15 +203,6 @@ func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout,
 	}
 	fmt.Fprintf(stdout, "migrations reverted, now at version %d\n", target)
 	return nil
-}
-
-func migrateURL(ctx context.Context, url string, opts *postgres.MigrateOpts) error {
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		return fmt.Errorf("connecting to the database: %w", err)
-	}
-	defer pool.Close()
-	return postgres.Migrate(ctx, pool, opts)
 }
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -231,9 +217,20 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// Without DATABASE_URL the demo needs no database server: a SQLite
+	// file in a temporary directory, removed at exit unless -keep.
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+		dir, err := os.MkdirTemp("", "changebot-demo-")
+		if err != nil {
+			return fmt.Errorf("making the demo's database directory: %w", err)
+		}
+		if *keep {
+			fmt.Fprintf(stdout, "the demo's database stays at %s after the demo\n", dir)
+		} else {
+			defer os.RemoveAll(dir)
+		}
+		url = sqliteURL(filepath.Join(dir, DefaultDatabaseFile))
 	}
 	level := slog.LevelWarn
 	if *verbose {

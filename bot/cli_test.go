@@ -10,10 +10,13 @@ import (
 
 	"changebot/store/postgres"
 	"changebot/store/postgres/pgtest"
+	"changebot/store/sqlite"
 )
 
 // clearConfigEnv unsets every configuration variable (t.Setenv with ""
-// counts as unset), so that only what a case sets is seen.
+// counts as unset), so that only what a case sets is seen, except
+// CHANGEBOT_DATA_DIR: a directory of t's, where the default SQLite file of
+// an empty DATABASE_URL goes (never the package's directory).
 func clearConfigEnv(t *testing.T) {
 	t.Helper()
 	t.Setenv("CHANGEBOT_CONFIG", "")
@@ -23,6 +26,7 @@ func clearConfigEnv(t *testing.T) {
 			t.Setenv(f.Env+"_FILE", "")
 		}
 	}
+	t.Setenv("CHANGEBOT_DATA_DIR", t.TempDir())
 }
 
 // TestDatabaseCommandsNeedOnlyDatabaseURL runs the subcommands that need
@@ -50,6 +54,8 @@ func TestDatabaseCommandsNeedOnlyDatabaseURL(t *testing.T) {
 	brokenFile := write("broken.yaml", "database_url: [\n")
 	urlFile := write("db-url", url+"\n")
 
+	dataDir := t.TempDir()
+	dataDirEnv := map[string]string{"CHANGEBOT_DATA_DIR": dataDir}
 	serveWords := []string{"GITLAB", "TOKEN", "SECRET", "EXTERNAL", "APPROVAL", "WORKERS", "no_such_key", "gitlab_url"}
 	tests := []struct {
 		name    string
@@ -85,14 +91,18 @@ func TestDatabaseCommandsNeedOnlyDatabaseURL(t *testing.T) {
 		{name: "environment wins over a broken file", env: map[string]string{"DATABASE_URL": url, "CHANGEBOT_CONFIG": brokenFile}, args: []string{"verify"},
 			stdout: "0 operations checked", errNone: true},
 
-		{name: "migrate without DATABASE_URL", args: []string{"migrate"}, code: 1, stderr: "changebot migrate: DATABASE_URL is required\n"},
-		{name: "migrate -down without DATABASE_URL", args: []string{"migrate", "-down", "0"}, code: 1, stderr: "changebot migrate: DATABASE_URL is required\n"},
-		{name: "settings get without DATABASE_URL", args: []string{"settings", "get"}, code: 1, stderr: "changebot settings: DATABASE_URL is required\n"},
-		{name: "settings set without DATABASE_URL", args: []string{"settings", "set", "flow.approval_first", "false"}, code: 1, stderr: "changebot settings: DATABASE_URL is required\n"},
-		{name: "history without DATABASE_URL", args: []string{"history", "op_1"}, code: 1, stderr: "changebot history: DATABASE_URL is required\n"},
-		{name: "replay without DATABASE_URL", args: []string{"replay", "op_1"}, code: 1, stderr: "changebot replay: DATABASE_URL is required\n"},
-		{name: "verify without DATABASE_URL", args: []string{"verify"}, code: 1, stderr: "changebot verify: DATABASE_URL is required\n"},
-		{name: "config file without database_url", args: []string{"verify", "-config", emptyFile}, code: 1, stderr: "changebot verify: DATABASE_URL is required\n"},
+		// Without DATABASE_URL: the SQLite file changebot.db in
+		// CHANGEBOT_DATA_DIR, made by the first case.
+		{name: "history before the SQLite file exists", env: dataDirEnv, args: []string{"history", "op_1"}, code: 1,
+			errHas: []string{"no SQLite database at " + filepath.Join(dataDir, "changebot.db") + " yet"}},
+		{name: "migrate without DATABASE_URL", env: dataDirEnv, args: []string{"migrate"},
+			stdout: fmt.Sprintf("migrations applied, now at version %d\n", sqlite.LatestMigration), errNone: true},
+		{name: "settings get without DATABASE_URL", env: dataDirEnv, args: []string{"settings", "get", "flow.approval_first"},
+			stdout: `"key": "flow.approval_first"`, errNone: true},
+		{name: "history without DATABASE_URL", env: dataDirEnv, args: []string{"history", "op_1"}, code: 1, stderr: "changebot history: no events for op_1\n"},
+		{name: "replay without DATABASE_URL", env: dataDirEnv, args: []string{"replay", "op_1"}, code: 1, stderr: "changebot replay: no events for op_1\n"},
+		{name: "verify without DATABASE_URL", env: dataDirEnv, args: []string{"verify"}, stdout: "0 operations checked, 0 broken", errNone: true},
+		{name: "config file without database_url", env: dataDirEnv, args: []string{"verify", "-config", emptyFile}, stdout: "0 operations checked, 0 broken", errNone: true},
 		{name: "config file that is not YAML", args: []string{"migrate", "-config", brokenFile}, code: 1,
 			errHas: []string{"invalid YAML", "DATABASE_URL is required"}},
 		{name: "config file missing", args: []string{"history", "op_1", "-config", filepath.Join(dir, "nope.yaml")}, code: 1,

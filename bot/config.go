@@ -34,9 +34,15 @@ const redacted = "[REDACTED]"
 type Config struct {
 	// Listen is the HTTP listen address, host:port (":8080").
 	Listen string
-	// DatabaseURL is the PostgreSQL connection string, URL or key=value
-	// form. It may hold a password: print RedactedDatabaseURL instead.
+	// DatabaseURL names the database: a PostgreSQL connection string (URL
+	// or key=value form) or sqlite://<path> for a SQLite file (three
+	// slashes for an absolute path). Empty means DataDir's changebot.db
+	// (see ResolvedDatabaseURL). It may hold a password: print
+	// RedactedDatabaseURL instead.
 	DatabaseURL string
+	// DataDir is the directory of the default SQLite file changebot.db,
+	// used when DATABASE_URL is empty; empty means the working directory.
+	DataDir string
 	// GitLabURL is GitLab's base URL without "/api/v4" and without a
 	// trailing slash (LoadConfig strips both); see GitLabAPIURL.
 	GitLabURL string
@@ -174,8 +180,11 @@ var configFields = []configField{
 		Description: "HTTP listen address, host:port."},
 		set: func(c *Config, v string) error { c.Listen = v; return nil }},
 	{ConfigVar: ConfigVar{Env: "DATABASE_URL", YAML: "database_url", Secret: true,
-		Description: "PostgreSQL connection string (URL or key=value). Required. Printed with its password removed."},
+		Description: "The database: a PostgreSQL connection string (URL or key=value), needed for several replicas, or sqlite:///path/changebot.db for a SQLite file (one replica). Empty: changebot.db in CHANGEBOT_DATA_DIR. Printed with its password removed."},
 		set: func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_DATA_DIR", YAML: "data_dir",
+		Description: "Directory of the SQLite file changebot.db used when DATABASE_URL is empty (created if missing). Empty: the working directory."},
+		set: func(c *Config, v string) error { c.DataDir = v; return nil }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITLAB_URL", YAML: "gitlab_url",
 		Description: "GitLab base URL, http or https, with or without /api/v4. Required."},
 		set: func(c *Config, v string) error { c.GitLabURL = trimGitLabURL(v); return nil }},
@@ -298,6 +307,31 @@ func LoadConfig(path string, getenv func(string) string, readFile func(string) (
 	return c, ps.err()
 }
 
+// ResolvedDatabaseURL is DatabaseURL, or when it is empty the SQLite file
+// changebot.db in DataDir as an absolute sqlite:// URL (issue 11: one
+// binary that works out of the box, on one machine).
+func (c Config) ResolvedDatabaseURL() string {
+	if c.DatabaseURL == "" {
+		return defaultDatabaseURL(c.DataDir)
+	}
+	return c.DatabaseURL
+}
+
+// databaseNote describes the database for serve's first log line, saying
+// when it is the default file because DATABASE_URL is empty.
+func databaseNote(c Config) string {
+	t, err := parseDatabaseTarget(c.ResolvedDatabaseURL())
+	switch {
+	case err != nil:
+		return "invalid DATABASE_URL"
+	case c.DatabaseURL == "":
+		return "sqlite " + t.Path + " (DATABASE_URL is empty: changebot.db in CHANGEBOT_DATA_DIR; one replica only, several need PostgreSQL)"
+	case t.Engine == EngineSQLite:
+		return "sqlite " + t.Path + " (one replica only, several need PostgreSQL)"
+	}
+	return "postgres " + c.RedactedDatabaseURL()
+}
+
 // errDatabaseURLRequired is the whole error of the database-only
 // subcommands when no database URL is configured.
 var errDatabaseURLRequired = errors.New("DATABASE_URL is required")
@@ -325,10 +359,11 @@ func loadDatabaseConfig(path string, getenv func(string) string, readFile func(s
 		loadConfigFile(&c, path, readFile, &fileProblems)
 	}
 	for _, f := range configFields {
-		if f.Env == "DATABASE_URL" && !loadConfigEnv(&c, f, getenv, readFile, &ps) {
+		if (f.Env == "DATABASE_URL" || f.Env == "CHANGEBOT_DATA_DIR") && !loadConfigEnv(&c, f, getenv, readFile, &ps) {
 			return c, ps.err()
 		}
 	}
+
 	if getenv("DATABASE_URL") == "" && getenv("DATABASE_URL_FILE") == "" {
 		ownKey := fmt.Sprintf("config file key %q", "database_url")
 		for _, p := range fileProblems {
@@ -339,12 +374,11 @@ func loadDatabaseConfig(path string, getenv func(string) string, readFile func(s
 		}
 	}
 	switch {
-	case c.DatabaseURL == "" && len(ps) == 0:
-		return c, errDatabaseURLRequired
-	case c.DatabaseURL == "":
+	case c.DatabaseURL == "" && len(ps) > 0:
+		// A broken file may hold the URL: no silent default then.
 		ps.addf("%s", errDatabaseURLRequired)
-	case !validDatabaseURL(c.DatabaseURL):
-		ps.addf("%s: is not a postgres:// URL or a key=value connection string (percent-encode special characters in the password)", configLabel("DATABASE_URL"))
+	case c.DatabaseURL != "" && !validDatabaseURL(c.DatabaseURL):
+		ps.addf("%s: is not a postgres:// URL or a key=value connection string or a sqlite:// file (percent-encode special characters in the password)", configLabel("DATABASE_URL"))
 	}
 	return c, ps.err()
 }
@@ -676,11 +710,10 @@ func (c Config) validateEndpoints(ps *problems) {
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		ps.addf("%s: %q has no port number between 0 and 65535", configLabel("CHANGEBOT_LISTEN"), c.Listen)
 	}
+	// Empty DATABASE_URL: the default SQLite file (ResolvedDatabaseURL).
 	switch {
-	case c.DatabaseURL == "":
-		ps.addf("%s: is required", configLabel("DATABASE_URL"))
-	case !validDatabaseURL(c.DatabaseURL):
-		ps.addf("%s: is not a postgres:// URL or a key=value connection string (percent-encode special characters in the password)", configLabel("DATABASE_URL"))
+	case c.DatabaseURL != "" && !validDatabaseURL(c.DatabaseURL):
+		ps.addf("%s: is not a postgres:// URL or a key=value connection string or a sqlite:// file (percent-encode special characters in the password)", configLabel("DATABASE_URL"))
 	}
 	validateHTTPURL(ps, "CHANGEBOT_GITLAB_URL", c.GitLabURL, true)
 	validateHTTPURL(ps, "CHANGEBOT_APPROVAL_URL", c.ApprovalURL, c.Settings["approval.provider"] != "gitlab")
@@ -790,8 +823,12 @@ func configLabel(env string) string {
 }
 
 // validDatabaseURL accepts a postgres:// or postgresql:// URL that parses
-// unambiguously, or a key=value connection string.
+// unambiguously, a key=value connection string, or a sqlite:// file.
 func validDatabaseURL(s string) bool {
+	if strings.HasPrefix(s, sqliteScheme) {
+		_, err := parseDatabaseTarget(s)
+		return err == nil
+	}
 	if !strings.Contains(s, "://") {
 		return strings.Contains(s, "=")
 	}
@@ -877,6 +914,7 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("listen", c.Listen),
 		slog.String("database_url", c.RedactedDatabaseURL()),
+		slog.String("data_dir", c.DataDir),
 		slog.String("gitlab_url", redactURL(c.GitLabURL)),
 		slog.String("gitlab_token", redactSecret(c.GitLabToken)),
 		slog.Any("reviewer_tokens", redactSecrets(c.ReviewerTokens)),

@@ -300,8 +300,8 @@ func TestLoadConfigProblems(t *testing.T) {
 		{
 			name: "nothing set: every required input at once",
 			env:  map[string]string{},
+			// DATABASE_URL is not among them: empty means the SQLite file.
 			want: []string{
-				"DATABASE_URL (database_url): is required",
 				"CHANGEBOT_GITLAB_URL (gitlab_url): is required",
 				"CHANGEBOT_APPROVAL_URL (approval_url): is required",
 				"CHANGEBOT_EXTERNAL_URL (external_url): is required",

@@ -22,6 +22,8 @@ const DemoSchema = "changebot_demo"
 
 // DemoOpts configure RunDemo.
 type DemoOpts struct {
+	// DatabaseURL is a PostgreSQL connection string (the demo recreates
+	// Schema in it) or sqlite://<path> (a new file).
 	DatabaseURL string
 	Timeout     time.Duration
 	Out         io.Writer
@@ -61,10 +63,20 @@ type DemoInfo struct {
 // stuck in.
 func RunDemo(ctx context.Context, o DemoOpts) error {
 	out := o.Out
-	schema := cmp.Or(o.Schema, DemoSchema)
-	fmt.Fprintf(out, "changebot demo: database %s, schema %s\n", redactURL(o.DatabaseURL), schema)
-	if err := resetSchema(ctx, o.DatabaseURL, schema); err != nil {
+	target, err := parseDatabaseTarget(o.DatabaseURL)
+	if err != nil {
 		return err
+	}
+	schema := cmp.Or(o.Schema, DemoSchema)
+	if target.Engine == EngineSQLite {
+		// NewApp migrates the file; a schema is PostgreSQL's.
+		schema = ""
+		fmt.Fprintf(out, "changebot demo: database sqlite %s\n", target.Path)
+	} else {
+		fmt.Fprintf(out, "changebot demo: database %s, schema %s\n", redactURL(o.DatabaseURL), schema)
+		if err := resetSchema(ctx, o.DatabaseURL, schema); err != nil {
+			return err
+		}
 	}
 	env, err := newDemoEnvAt(demoAddrs{Bot: o.Listen, GitLab: o.GitLabListen, Approval: o.ApprovalListen},
 		o.DatabaseURL, true, 300*time.Millisecond, o.Logger)

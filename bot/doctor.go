@@ -11,12 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/settings"
-	"changebot/store/postgres"
+	"changebot/store"
 )
 
 // Check levels printed by changebot doctor, in increasing gravity.
@@ -181,41 +179,37 @@ func appendNew(l []string, s string) []string {
 // checkDatabase connects, checks the migrations, and adds the projects
 // named by stored project-scoped settings.
 func (d *doctor) checkDatabase(ctx context.Context, schema string) {
-	const fix = "check DATABASE_URL and that PostgreSQL accepts connections"
-	pcfg, err := pgxpool.ParseConfig(d.cfg.DatabaseURL)
-	if err != nil {
+	const fix = "check DATABASE_URL and that PostgreSQL accepts connections (or that the SQLite file exists)"
+	url := d.cfg.ResolvedDatabaseURL()
+	if _, err := parseDatabaseTarget(url); err != nil {
 		d.fail("database: DATABASE_URL is not a connection string", fix)
 		return
 	}
-	if schema != "" {
-		pcfg.ConnConfig.RuntimeParams["search_path"] = schema
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	db, err := openExistingDatabase(ctx, url, schema)
+	var st store.Store
 	if err == nil {
-		defer pool.Close()
-		err = pool.Ping(ctx)
+		defer db.Close()
+		if st, err = db.Store(nil); err == nil {
+			err = st.Ping(ctx)
+		}
 	}
 	if err != nil {
-		d.fail(fmt.Sprintf("database %s: unreachable (%v)", redactURL(d.cfg.DatabaseURL), err), fix)
+		d.fail(fmt.Sprintf("database %s: unreachable (%v)", redactURL(url), err), fix)
 		return
 	}
-	version, current, err := postgres.MigrationStatus(pool, schema)
+	version, current, err := db.MigrationStatus()
 	switch {
 	case err != nil:
 		d.fail(fmt.Sprintf("database: migration state unreadable (%v)", err), "run changebot migrate")
 		return
-	case !current && version == postgres.LatestMigration:
+	case !current && version == db.LatestMigration():
 		d.fail(fmt.Sprintf("database: migration %d failed half-way (dirty)", version), "repair the schema by hand, then run changebot migrate")
 		return
 	case !current:
-		d.fail(fmt.Sprintf("database: migrations at version %d of %d", version, postgres.LatestMigration), "run changebot migrate (or set CHANGEBOT_AUTO_MIGRATE=true)")
+		d.fail(fmt.Sprintf("database: migrations at version %d of %d", version, db.LatestMigration()), "run changebot migrate (or set CHANGEBOT_AUTO_MIGRATE=true)")
 		return
 	}
 	d.ok(fmt.Sprintf("database: reachable, migrations at version %d", version))
-	st, err := postgres.New(pool, &postgres.StoreOpts{Schema: schema})
-	if err != nil {
-		return
-	}
 	stored, err := st.ListSettings(ctx, st.DB())
 	if err != nil {
 		d.warn(fmt.Sprintf("database: stored settings unreadable (%v)", err), "projects named by project settings are not checked; name them with -project")

@@ -9,29 +9,27 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"changebot/flows"
-	"changebot/store/postgres"
+	"changebot/store"
 )
 
 // openStore connects to DATABASE_URL (or the -config file's database_url)
 // for the read-only history commands.
-func openStore(ctx context.Context, path string) (*postgres.Store, *pgxpool.Pool, error) {
+func openStore(ctx context.Context, path string) (store.Store, *database, error) {
 	cfg, err := loadDatabaseConfig(path, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	db, err := openExistingDatabase(ctx, cfg.ResolvedDatabaseURL(), "")
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to the database: %w", err)
-	}
-	st, err := postgres.New(pool, nil)
-	if err != nil {
-		pool.Close()
 		return nil, nil, err
 	}
-	return st, pool, nil
+	st, err := db.Store(nil)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return st, db, nil
 }
 
 // cmdHistory prints an operation's events (changebot history <id>), or its
@@ -113,7 +111,7 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 // verifyHistories checks the operations ids (every operation when empty),
 // each read in one snapshot, printing each broken one and a summary to
 // stdout; an error when one is broken.
-func verifyHistories(ctx context.Context, st *postgres.Store, ids []string, stdout io.Writer) error {
+func verifyHistories(ctx context.Context, st store.Store, ids []string, stdout io.Writer) error {
 	db := st.DB()
 	checked, broken := 0, 0
 	check := func(id string) error {

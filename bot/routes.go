@@ -25,7 +25,6 @@ import (
 	"changebot/platform/gitlab"
 	"changebot/settings"
 	"changebot/store"
-	"changebot/store/postgres"
 	"changebot/webhooks"
 )
 
@@ -144,7 +143,7 @@ func (a *App) readiness(ctx context.Context) string {
 	if err := a.store.Ping(ctx); err != nil {
 		return "database unreachable"
 	}
-	if _, current, err := postgres.MigrationStatus(a.pool, a.schema); err != nil || !current {
+	if _, current, err := a.db.MigrationStatus(); err != nil || !current {
 		return "migrations not applied: run changebot migrate"
 	}
 	return ""

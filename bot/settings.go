@@ -15,11 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"changebot/flows"
 	"changebot/settings"
-	"changebot/store/postgres"
 )
 
 // SettingDoc documents one setting key: its default and unit.
@@ -166,12 +163,12 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	db, err := openExistingDatabase(ctx, cfg.ResolvedDatabaseURL(), "")
 	if err != nil {
-		return fmt.Errorf("connecting to the database: %w", errors.New("invalid DATABASE_URL"))
+		return err
 	}
-	defer pool.Close()
-	st, err := postgres.New(pool, nil)
+	defer db.Close()
+	st, err := db.Store(nil)
 	if err != nil {
 		return err
 	}
@@ -299,9 +296,9 @@ func (a *App) buildSettings(ctx context.Context, poll flows.PollConfig) error {
 	if err == nil {
 		return nil
 	}
-	if v, current, serr := postgres.MigrationStatus(a.pool, a.schema); serr == nil && !current {
+	if v, current, serr := a.db.MigrationStatus(); serr == nil && !current {
 		a.log.Error("database migrations not applied: run changebot migrate; serving with config values and default settings, /readyz answers 503 until then",
-			"migration_version", v, "migration_want", postgres.LatestMigration, "err", err)
+			"migration_version", v, "migration_want", a.db.LatestMigration(), "err", err)
 		return nil
 	}
 	a.log.Warn("settings not readable at start, using config values and defaults", "err", err)

@@ -9,11 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"changebot/platform"
 	"changebot/platform/gitlab"
-	"changebot/store/postgres"
+	"changebot/store"
 )
 
 // webhookName is the name setup gives the webhook it manages (GitLab
@@ -96,7 +94,7 @@ func RunSetup(ctx context.Context, cfg Config, o SetupOpts) ([]SetupResult, erro
 			platform.TriggerNote: true, platform.TriggerPush: false},
 	}}
 	if !o.NoTest {
-		s.deliveries = openDeliveries(ctx, cfg.DatabaseURL, o.Schema, o.Out)
+		s.deliveries = openDeliveries(ctx, cfg.ResolvedDatabaseURL(), o.Schema, o.Out)
 		defer s.deliveries.close()
 	}
 	var results []SetupResult
@@ -284,39 +282,34 @@ func platformMessage(err error) string {
 // deliveryWatch reads the bot's stored deliveries; nil (no database)
 // reports nothing.
 type deliveryWatch struct {
-	pool  *pgxpool.Pool
-	store *postgres.Store
+	db    *database
+	store store.Store
 }
 
 func openDeliveries(ctx context.Context, url, schema string, out io.Writer) *deliveryWatch {
-	pcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
+	if _, err := parseDatabaseTarget(url); err != nil {
 		return nil
 	}
-	if schema != "" {
-		pcfg.ConnConfig.RuntimeParams["search_path"] = schema
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	db, err := openExistingDatabase(ctx, url, schema)
+	var st store.Store
 	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	var st *postgres.Store
-	if err == nil {
-		st, err = postgres.New(pool, &postgres.StoreOpts{Schema: schema})
+		if st, err = db.Store(nil); err == nil {
+			err = st.Ping(ctx)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(out, "(the bot's stored deliveries are not checked: database unreachable: %v)\n", err)
-		if pool != nil {
-			pool.Close()
+		if db != nil {
+			db.Close()
 		}
 		return nil
 	}
-	return &deliveryWatch{pool: pool, store: st}
+	return &deliveryWatch{db: db, store: st}
 }
 
 func (w *deliveryWatch) close() {
 	if w != nil {
-		w.pool.Close()
+		w.db.Close()
 	}
 }
 

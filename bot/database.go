@@ -1,0 +1,257 @@
+package bot
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+
+	"changebot/store"
+	"changebot/store/postgres"
+	"changebot/store/sqlite"
+)
+
+// The engines DATABASE_URL can name.
+const (
+	EnginePostgres = "postgres"
+	EngineSQLite   = "sqlite"
+)
+
+// sqliteScheme starts a DATABASE_URL naming a SQLite file:
+// sqlite:///var/lib/changebot/changebot.db (absolute) or
+// sqlite://changebot.db (relative to the working directory).
+const sqliteScheme = "sqlite://"
+
+// DefaultDatabaseFile is the SQLite file serve uses, in CHANGEBOT_DATA_DIR,
+// when DATABASE_URL is empty.
+const DefaultDatabaseFile = "changebot.db"
+
+// errSecondProcess is the whole error of a process that finds the SQLite
+// file in use by another.
+var errSecondProcess = errors.New("another changebot process is using this SQLite database; " +
+	"SQLite serves one replica only: several replicas need PostgreSQL (DATABASE_URL=postgres://…)")
+
+// databaseTarget is what a DATABASE_URL names: a PostgreSQL connection
+// string or a SQLite file.
+type databaseTarget struct {
+	Engine string
+	// URL is the PostgreSQL connection string (Engine postgres).
+	URL string
+	// Path is the SQLite file (Engine sqlite).
+	Path string
+}
+
+// parseDatabaseTarget reads a DATABASE_URL: sqlite://<path> names a SQLite
+// file (three slashes for an absolute path), anything else must be a
+// PostgreSQL URL (postgres://, postgresql://) or key=value connection string.
+func parseDatabaseTarget(s string) (databaseTarget, error) {
+	if rest, ok := strings.CutPrefix(s, sqliteScheme); ok {
+		if rest == "" || strings.ContainsAny(rest, "?#") {
+			return databaseTarget{}, fmt.Errorf("DATABASE_URL %q: want sqlite:///absolute/path/changebot.db or sqlite://relative/path.db, without parameters", s)
+		}
+		return databaseTarget{Engine: EngineSQLite, Path: rest}, nil
+	}
+	if !validDatabaseURL(s) {
+		return databaseTarget{}, errors.New("invalid DATABASE_URL: not a postgres:// URL, a key=value connection string or a sqlite:// file")
+	}
+	return databaseTarget{Engine: EnginePostgres, URL: s}, nil
+}
+
+// sqliteURL is the DATABASE_URL of the SQLite file at path.
+func sqliteURL(path string) string { return sqliteScheme + path }
+
+// defaultDatabaseURL is the DATABASE_URL of an empty one: the file
+// DefaultDatabaseFile in dataDir (empty: the working directory), absolute.
+func defaultDatabaseURL(dataDir string) string {
+	p := filepath.Join(dataDir, DefaultDatabaseFile)
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return sqliteURL(p)
+}
+
+// database is one open database of either engine and what is built on it:
+// the store, the migrations and the job queue's client.
+type database struct {
+	target databaseTarget
+	schema string        // PostgreSQL schema; empty means search_path
+	pool   *pgxpool.Pool // postgres
+	sqlDB  *sql.DB       // sqlite
+	lock   *os.File      // sqlite with exclusive: the held lock file
+}
+
+// openDatabase opens the database DATABASE_URL url names. For PostgreSQL
+// schema, when set, becomes the search_path. For SQLite with exclusive set
+// it first takes an exclusive lock on <file>.lock and returns
+// errSecondProcess when another process holds it (the lock is the
+// operating system's, so it goes with the process, SIGKILL included).
+func openDatabase(ctx context.Context, url, schema string, exclusive bool) (*database, error) {
+	t, err := parseDatabaseTarget(url)
+	if err != nil {
+		return nil, err
+	}
+	d := &database{target: t, schema: schema}
+	if t.Engine == EngineSQLite {
+		if dir := filepath.Dir(t.Path); dir != "" {
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				return nil, fmt.Errorf("creating the directory of %s: %w", t.Path, err)
+			}
+		}
+		if exclusive {
+			if d.lock, err = lockFile(t.Path + ".lock"); err != nil {
+				return nil, err
+			}
+		}
+		if d.sqlDB, err = sqlite.OpenDB(t.Path); err != nil {
+			d.Close()
+			return nil, err
+		}
+		return d, nil
+	}
+	cfg, err := pgxpool.ParseConfig(t.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing database url: %w", errors.New("invalid DATABASE_URL"))
+	}
+	if schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	}
+	if d.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("connecting to the database: %w", err)
+	}
+	return d, nil
+}
+
+// openExistingDatabase is openDatabase without the lock, for the checks
+// of doctor and setup: a SQLite file that does not exist is an error (they
+// must not create an empty database that serve would find later).
+func openExistingDatabase(ctx context.Context, url, schema string) (*database, error) {
+	t, err := parseDatabaseTarget(url)
+	if err != nil {
+		return nil, err
+	}
+	if t.Engine == EngineSQLite {
+		if _, err := os.Stat(t.Path); err != nil {
+			return nil, fmt.Errorf("no SQLite database at %s yet (serve creates it): %w", t.Path, err)
+		}
+	}
+	return openDatabase(ctx, url, schema, false)
+}
+
+// lockFile takes an exclusive, non-blocking flock on path (creating it).
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the lock file %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s is locked: %w", path, errSecondProcess)
+		}
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Describe names the database for a log line or a person: the engine and
+// the file, or the redacted PostgreSQL URL.
+func (d *database) Describe() string {
+	if d.target.Engine == EngineSQLite {
+		return "sqlite " + d.target.Path
+	}
+	return "postgres " + Config{DatabaseURL: d.target.URL}.RedactedDatabaseURL()
+}
+
+// Store returns a store on the database logging to log (nil: nowhere).
+func (d *database) Store(log *slog.Logger) (store.Store, error) {
+	if d.sqlDB != nil {
+		return sqlite.New(d.sqlDB, &sqlite.StoreOpts{Logger: log})
+	}
+	return postgres.New(d.pool, &postgres.StoreOpts{Logger: log, Schema: d.schema})
+}
+
+// Migrate applies every migration (ours and River's).
+func (d *database) Migrate(ctx context.Context) error {
+	if d.sqlDB != nil {
+		return sqlite.Migrate(ctx, d.sqlDB, nil)
+	}
+	return postgres.Migrate(ctx, d.pool, &postgres.MigrateOpts{Schema: d.schema})
+}
+
+// MigrateDown reverts changebot's migrations to version to; 0 reverts all
+// of them and River's. SQLite has one migration: only 0 is a version to
+// revert to.
+func (d *database) MigrateDown(ctx context.Context, to uint) error {
+	if d.sqlDB != nil {
+		if to != 0 {
+			return fmt.Errorf("-down %d: a SQLite database reverts to 0 only (all migrations)", to)
+		}
+		return sqlite.Migrate(ctx, d.sqlDB, &sqlite.MigrateOpts{Down: true})
+	}
+	opts := &postgres.MigrateOpts{Schema: d.schema, To: to}
+	if to == 0 {
+		opts = &postgres.MigrateOpts{Schema: d.schema, Down: true}
+	}
+	return postgres.Migrate(ctx, d.pool, opts)
+}
+
+// MigrationStatus reports the applied version of changebot's migrations
+// and whether it is the newest (and not dirty).
+func (d *database) MigrationStatus() (version uint, current bool, err error) {
+	if d.sqlDB != nil {
+		return sqlite.MigrationStatus(d.sqlDB)
+	}
+	return postgres.MigrationStatus(d.pool, d.schema)
+}
+
+// LatestMigration is the newest migration of the engine.
+func (d *database) LatestMigration() uint {
+	if d.sqlDB != nil {
+		return sqlite.LatestMigration
+	}
+	return postgres.LatestMigration
+}
+
+// jobClient is what the App calls on the River client of either engine.
+type jobClient interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+	StopAndCancel(ctx context.Context) error
+	ID() string
+}
+
+// JobClient returns a River client of the engine with cfg (Schema is set
+// for PostgreSQL).
+func (d *database) JobClient(cfg *river.Config) (jobClient, error) {
+	if d.sqlDB != nil {
+		return river.NewClient(riversqlite.New(d.sqlDB), cfg)
+	}
+	cfg.Schema = d.schema
+	var c *river.Client[pgx.Tx]
+	c, err := river.NewClient(riverpgxv5.New(d.pool), cfg)
+	return c, err
+}
+
+// Close closes the database and releases the lock.
+func (d *database) Close() {
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	if d.sqlDB != nil {
+		_ = d.sqlDB.Close()
+	}
+	if d.lock != nil {
+		_ = d.lock.Close() // closing the descriptor releases the flock
+	}
+}
