@@ -14,6 +14,9 @@ DATABASE_URL ?=
 export TEST_DATABASE_URL
 
 GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+SQLC := $(GO) run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
+# Each engine's sqlc.yaml and the directory its generated code goes to.
+SQLC_ENGINES := store/postgres store/sqlite
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 HELM_VERSION := v3.22.0
 HELM := bin/helm
@@ -25,7 +28,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X changebot/bot.version=$(VERSION) -X changebot/bot.commit=$(COMMIT)
 
-.PHONY: all build test vet fuzz demo lint bench chaos db-up clean helm
+.PHONY: all build test vet fuzz demo lint bench chaos db-up clean helm sqlc sqlc-check
 
 all: build lint test
 
@@ -57,6 +60,21 @@ $(HELM):
 ## demo: run one change end to end against gitlabfake, on a temporary SQLite file (or PostgreSQL at DATABASE_URL)
 demo:
 	DATABASE_URL='$(DATABASE_URL)' $(GO) run ./cmd/changebot demo
+
+## sqlc: regenerate each engine's queries (store/<engine>/internal/dbsqlc) from its .sql files and migrations
+# Generated files are removed first, so a file whose queries are gone does not linger.
+sqlc:
+	for d in $(SQLC_ENGINES); do rm -f $$d/internal/dbsqlc/*_gen.go; (cd $$d && $(SQLC) generate); done
+
+## sqlc-check: fail when `make sqlc` would change the committed generated code
+sqlc-check: sqlc
+	@if ! git diff --exit-code -- $(addsuffix /internal/dbsqlc,$(SQLC_ENGINES)) || \
+		[ -n "$$(git ls-files --others --exclude-standard -- $(addsuffix /internal/dbsqlc,$(SQLC_ENGINES)))" ]; then \
+		git ls-files --others --exclude-standard -- $(addsuffix /internal/dbsqlc,$(SQLC_ENGINES)); \
+		echo "FAIL: the generated queries above differ from what sqlc generates from the .sql files; run make sqlc and commit the result" >&2; \
+		exit 1; \
+	fi
+	@echo "generated queries match their .sql files"
 
 ## lint: golangci-lint with .golangci.yml
 lint:

@@ -7,4 +7,9 @@
 // handles (store.DBTX, store.Tx) wrap a *pgxpool.Pool and a pgx.Tx; TxOf and
 // PgxTx convert for the wiring and tests. Only this package, the wiring in
 // bot and tests import pgx.
+//
+// The SQL lives in internal/dbsqlc/*.sql; sqlc generates the Go code
+// beside it (sqlc.yaml, make sqlc). Queries it cannot express (COPY,
+// advisory locks, statements over River's tables) stay in this package,
+// each with a comment saying why.
 package postgres

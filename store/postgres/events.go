@@ -7,17 +7,17 @@ import (
 	"fmt"
 
 	"changebot/store"
+	"changebot/store/postgres/internal/dbsqlc"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 )
 
 func (s *Store) insertEvent(ctx context.Context, tx pgx.Tx, ev store.Event) error {
-	_, err := tx.Exec(ctx, `INSERT INTO change_events (operation_id, seq, type, from_step, to_step,
-		from_status, to_status, actor, source, payload, schema_version, occurred_at, prev_hash, hash)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)`,
-		ev.OperationID, ev.Seq, ev.Type, ev.FromStep, ev.ToStep, ev.FromStatus, ev.ToStatus, ev.Actor,
-		ev.Source, []byte(ev.Payload), ev.SchemaVersion, ev.OccurredAt, ev.PrevHash, ev.Hash)
+	err := queries.ChangeEventInsert(ctx, tx, &dbsqlc.ChangeEventInsertParams{OperationID: ev.OperationID, Seq: ev.Seq,
+		Type: ev.Type, FromStep: ev.FromStep, ToStep: ev.ToStep, FromStatus: ev.FromStatus, ToStatus: ev.ToStatus,
+		Actor: ev.Actor, Source: ev.Source, Payload: []byte(ev.Payload), SchemaVersion: ev.SchemaVersion,
+		OccurredAt: ev.OccurredAt, PrevHash: ev.PrevHash, Hash: ev.Hash})
 	if err != nil {
 		return fmt.Errorf("appending event %d of %s: %w", ev.Seq, ev.OperationID, err)
 	}
@@ -31,16 +31,14 @@ func (s *Store) insertEvent(ctx context.Context, tx pgx.Tx, ev store.Event) erro
 func (s *Store) AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error) {
 	var ev store.Event
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var step int
-		var status string
-		err := tx.QueryRow(ctx, `SELECT step, status FROM operations WHERE id = $1 FOR UPDATE`, operationID).Scan(&step, &status)
+		cur, err := queries.OperationStepStatusForUpdate(ctx, tx, operationID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return store.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
-		ev, err = s.appendEventSteps(ctx, tx, operationID, p, step, step, status, status)
+		ev, err = s.appendEventSteps(ctx, tx, operationID, p, cur.Step, cur.Step, cur.Status, cur.Status)
 		if err != nil {
 			return err
 		}
@@ -66,11 +64,11 @@ func (s *Store) appendEventSteps(ctx context.Context, tx pgx.Tx, operationID str
 		return store.Event{}, fmt.Errorf("encoding event payload: %w", err)
 	}
 	ev.Payload = payload
-	err = tx.QueryRow(ctx, `SELECT seq, hash FROM change_events WHERE operation_id = $1 ORDER BY seq DESC LIMIT 1`,
-		operationID).Scan(&ev.Seq, &ev.PrevHash)
+	last, err := queries.ChangeEventLast(ctx, tx, operationID)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return store.Event{}, fmt.Errorf("reading last event of %s: %w", operationID, err)
 	}
+	ev.Seq, ev.PrevHash = last.Seq, last.Hash
 	ev.Seq++
 	if ev.Hash, err = store.ComputeHash(ev); err != nil {
 		return store.Event{}, err
@@ -96,28 +94,16 @@ func (s *Store) ListEvents(ctx context.Context, db store.DBTX, operationID strin
 // listStoredEvents returns every event of operationID in sequence order,
 // exactly as stored (schema version and fields of its time).
 func listStoredEvents(ctx context.Context, db store.DBTX, operationID string) ([]store.Event, error) {
-	rows, err := q(db).Query(ctx, `SELECT operation_id, seq, type, from_step, to_step, from_status, to_status,
-		actor, source, payload, schema_version, occurred_at, prev_hash, hash
-		FROM change_events WHERE operation_id = $1 ORDER BY seq`, operationID)
+	rows, err := queries.ChangeEventList(ctx, q(db), operationID)
 	if err != nil {
 		return nil, fmt.Errorf("listing events of %s: %w", operationID, err)
 	}
-	defer rows.Close()
 	var out []store.Event
-	for rows.Next() {
-		var ev store.Event
-		var payload []byte
-		if err := rows.Scan(&ev.OperationID, &ev.Seq, &ev.Type, &ev.FromStep, &ev.ToStep, &ev.FromStatus,
-			&ev.ToStatus, &ev.Actor, &ev.Source, &payload, &ev.SchemaVersion, &ev.OccurredAt,
-			&ev.PrevHash, &ev.Hash); err != nil {
-			return nil, fmt.Errorf("reading event of %s: %w", operationID, err)
-		}
-		ev.Payload = payload
-		ev.OccurredAt = ev.OccurredAt.UTC()
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing events of %s: %w", operationID, err)
+	for _, r := range rows {
+		out = append(out, store.Event{OperationID: r.OperationID, Seq: r.Seq, Type: r.Type, FromStep: r.FromStep,
+			ToStep: r.ToStep, FromStatus: r.FromStatus, ToStatus: r.ToStatus, Actor: r.Actor, Source: r.Source,
+			Payload: r.Payload, SchemaVersion: r.SchemaVersion, OccurredAt: r.OccurredAt.UTC(),
+			PrevHash: r.PrevHash, Hash: r.Hash})
 	}
 	return out, nil
 }

@@ -5,14 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"changebot/store"
+	"changebot/store/postgres/internal/dbsqlc"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// opColumns and scanOperation serve the hand-written queries of
+// operations (reconcile.go, active.go); the others are generated
+// (internal/dbsqlc/operations.sql).
 const opColumns = `id, subject_id, target_key, project, project_id, target_branch, source_branch,
 	title, description, files, requested_by, approval_first, step, status, version, ticket_id,
 	mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail,
@@ -41,6 +46,67 @@ func scanOperation(row pgx.Row) (store.Operation, error) {
 	return op, nil
 }
 
+// fromRow converts a generated operations row to the store's type.
+func fromRow(r dbsqlc.Operations) (store.Operation, error) {
+	op := store.Operation{ID: r.ID, SubjectID: r.SubjectID, TargetKey: r.TargetKey, Project: r.Project,
+		ProjectID: r.ProjectID, TargetBranch: r.TargetBranch, SourceBranch: r.SourceBranch, Title: r.Title,
+		Description: r.Description, RequestedBy: r.RequestedBy, ApprovalFirst: r.ApprovalFirst, Step: r.Step,
+		Status: r.Status, Version: r.Version, TicketID: r.TicketID, MRIID: r.MrIid, MRWebURL: r.MrWebUrl,
+		HeadSHA: r.HeadSha, PipelineID: r.PipelineID, PipelineURL: r.PipelineUrl, MergeCommitSHA: r.MergeCommitSha,
+		Rounds: r.Rounds, Detail: r.Detail, StepStartedAt: r.StepStartedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
+		UpdatedAt: r.UpdatedAt.UTC()}
+	if r.IdempotencyKey != nil {
+		op.IdempotencyKey = *r.IdempotencyKey
+	}
+	if err := json.Unmarshal(r.Files, &op.Files); err != nil {
+		return store.Operation{}, fmt.Errorf("decoding files of %s: %w", op.ID, err)
+	}
+	return op, nil
+}
+
+// oneOperation converts the result of a generated :one query of operations;
+// no row is store.ErrNotFound.
+func oneOperation(r dbsqlc.Operations, err error) (store.Operation, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Operation{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Operation{}, err
+	}
+	return fromRow(r)
+}
+
+// manyOperations converts the result of a generated :many query of
+// operations.
+func manyOperations(rows []dbsqlc.Operations, err error) ([]store.Operation, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Operation
+	for _, r := range rows {
+		op, err := fromRow(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, op)
+	}
+	return out, nil
+}
+
+// asTime is a bound of ListOperationsByStatus: a time.Time (or a non-nil
+// *time.Time).
+func asTime(v any) (time.Time, error) {
+	switch t := v.(type) {
+	case time.Time:
+		return t, nil
+	case *time.Time:
+		if t != nil {
+			return *t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("an updated_at bound must be a time.Time, not %T", v)
+}
+
 func collectOperations(rows pgx.Rows, err error) ([]store.Operation, error) {
 	if err != nil {
 		return nil, err
@@ -59,7 +125,7 @@ func collectOperations(rows pgx.Rows, err error) ([]store.Operation, error) {
 
 // GetOperation reads one operation; ErrNotFound when there is none.
 func (s *Store) GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error) {
-	op, err := scanOperation(q(db).QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE id = $1`, id))
+	op, err := oneOperation(queries.OperationGet(ctx, q(db), id))
 	if err != nil {
 		return store.Operation{}, fmt.Errorf("reading operation %s: %w", id, err)
 	}
@@ -69,8 +135,7 @@ func (s *Store) GetOperation(ctx context.Context, db store.DBTX, id string) (sto
 // OperationExists reports whether an operation row with id exists (the
 // create step's insert-or-advance question, DESIGN §3 step 4).
 func (s *Store) OperationExists(ctx context.Context, db store.DBTX, id string) (bool, error) {
-	var ok bool
-	err := q(db).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM operations WHERE id = $1)`, id).Scan(&ok)
+	ok, err := queries.OperationExists(ctx, q(db), id)
 	if err != nil {
 		return false, fmt.Errorf("checking operation %s: %w", id, err)
 	}
@@ -80,7 +145,7 @@ func (s *Store) OperationExists(ctx context.Context, db store.DBTX, id string) (
 // FindOperationByIdempotencyKey returns the operation submitted with
 // idempotency key key; ErrNotFound when none was.
 func (s *Store) FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX, key string) (store.Operation, error) {
-	op, err := scanOperation(q(db).QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = $1`, key))
+	op, err := oneOperation(queries.OperationGetByIdempotencyKey(ctx, q(db), &key))
 	if err != nil {
 		return store.Operation{}, fmt.Errorf("finding the operation of an idempotency key: %w", err)
 	}
@@ -90,8 +155,7 @@ func (s *Store) FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX
 // FindOperationByMR returns the newest operation that opened merge request
 // iid in project projectID; ErrNotFound when none did.
 func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, projectID, iid int64) (store.Operation, error) {
-	op, err := scanOperation(q(db).QueryRow(ctx, `SELECT `+opColumns+` FROM operations
-		WHERE project_id = $1 AND mr_iid = $2 ORDER BY created_at DESC LIMIT 1`, projectID, iid))
+	op, err := oneOperation(queries.OperationNewestOfMR(ctx, q(db), &dbsqlc.OperationNewestOfMRParams{ProjectID: projectID, MrIid: iid}))
 	if err != nil {
 		return store.Operation{}, fmt.Errorf("finding operation of !%d in project %d: %w", iid, projectID, err)
 	}
@@ -101,9 +165,16 @@ func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, projectID,
 // ListOperationsByStatus returns up to limit operations in one of statuses
 // whose updated_at lies in [from, to), oldest first. One query.
 func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to any, limit int) ([]store.Operation, error) {
-	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
-		WHERE status = ANY($1) AND updated_at >= $2 AND updated_at < $3
-		ORDER BY updated_at LIMIT $4`, statuses, from, to, limit))
+	fromT, err := asTime(from)
+	if err != nil {
+		return nil, fmt.Errorf("listing operations by status: %w", err)
+	}
+	toT, err := asTime(to)
+	if err != nil {
+		return nil, fmt.Errorf("listing operations by status: %w", err)
+	}
+	ops, err := manyOperations(queries.OperationListByStatus(ctx, q(db), &dbsqlc.OperationListByStatusParams{
+		Statuses: statuses, UpdatedFrom: fromT, UpdatedTo: toT, Max: int32(min(limit, math.MaxInt32))}))
 	if err != nil {
 		return nil, fmt.Errorf("listing operations by status: %w", err)
 	}
@@ -113,9 +184,8 @@ func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statu
 // ListMergedByProject returns MERGED operations of projectID whose merge
 // commit is set, oldest first. One query.
 func (s *Store) ListMergedByProject(ctx context.Context, db store.DBTX, projectID int64, limit int) ([]store.Operation, error) {
-	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
-		WHERE project_id = $1 AND status = $2 AND merge_commit_sha <> ''
-		ORDER BY updated_at LIMIT $3`, projectID, store.StatusMerged, limit))
+	ops, err := manyOperations(queries.OperationListMergedByProject(ctx, q(db), &dbsqlc.OperationListMergedByProjectParams{
+		ProjectID: projectID, Status: store.StatusMerged, Max: int32(min(limit, math.MaxInt32))}))
 	if err != nil {
 		return nil, fmt.Errorf("listing merged operations of project %d: %w", projectID, err)
 	}
@@ -159,7 +229,7 @@ func (s *Store) CreateOperation(ctx context.Context, p store.CreateParams) (op s
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if op.IdempotencyKey != "" {
-			existing, err := scanOperation(tx.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = $1`, op.IdempotencyKey))
+			existing, err := oneOperation(queries.OperationGetByIdempotencyKey(ctx, tx, &op.IdempotencyKey))
 			if err == nil {
 				op, created = existing, false
 				return nil
@@ -168,16 +238,15 @@ func (s *Store) CreateOperation(ctx context.Context, p store.CreateParams) (op s
 				return err
 			}
 		}
-		var idem any
+		var idem *string
 		if op.IdempotencyKey != "" {
-			idem = op.IdempotencyKey
+			idem = &op.IdempotencyKey
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO operations (id, subject_id, target_key, project, project_id,
-			target_branch, source_branch, title, description, files, requested_by, approval_first,
-			step, status, version, idempotency_key, step_started_at, created_at, updated_at)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,1,$15,$16,$16,$16)`,
-			op.ID, op.SubjectID, op.TargetKey, op.Project, op.ProjectID, op.TargetBranch, op.SourceBranch,
-			op.Title, op.Description, files, op.RequestedBy, op.ApprovalFirst, op.Step, op.Status, idem, now)
+		err := queries.OperationInsert(ctx, tx, &dbsqlc.OperationInsertParams{ID: op.ID, SubjectID: op.SubjectID,
+			TargetKey: op.TargetKey, Project: op.Project, ProjectID: op.ProjectID, TargetBranch: op.TargetBranch,
+			SourceBranch: op.SourceBranch, Title: op.Title, Description: op.Description, Files: files,
+			RequestedBy: op.RequestedBy, ApprovalFirst: op.ApprovalFirst, Step: op.Step, Status: op.Status,
+			IdempotencyKey: idem, Now: now})
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "23505" && op.IdempotencyKey != "" {
@@ -196,7 +265,7 @@ func (s *Store) CreateOperation(ctx context.Context, p store.CreateParams) (op s
 	})
 	if errors.Is(err, store.ErrDuplicate) {
 		// A concurrent request with the same idempotency key won the insert.
-		existing, gerr := scanOperation(s.pool.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = $1`, op.IdempotencyKey))
+		existing, gerr := oneOperation(queries.OperationGetByIdempotencyKey(ctx, s.pool, &op.IdempotencyKey))
 		if gerr != nil {
 			return store.Operation{}, false, fmt.Errorf("reading operation of idempotency key: %w", gerr)
 		}
@@ -214,27 +283,24 @@ func (s *Store) CreateOperation(ctx context.Context, p store.CreateParams) (op s
 // committed one. SELECT ... FOR UPDATE alone locks nothing when no row
 // exists yet (issue 9, defect 2).
 func (s *Store) takeBinding(ctx context.Context, tx pgx.Tx, op store.Operation, now time.Time) error {
-	tag, err := tx.Exec(ctx, `INSERT INTO bindings (subject_id, target_key, operation_id, status, version, updated_at)
-		VALUES ($1, $2, $3, $4, 1, $5) ON CONFLICT (subject_id, target_key) DO NOTHING`,
-		op.SubjectID, op.TargetKey, op.ID, op.Status, now)
+	n, err := queries.BindingInsertIfAbsent(ctx, tx, &dbsqlc.BindingInsertIfAbsentParams{SubjectID: op.SubjectID,
+		TargetKey: op.TargetKey, OperationID: op.ID, Status: op.Status, UpdatedAt: now})
 	if err != nil {
 		return fmt.Errorf("taking binding: %w", err)
 	}
-	if tag.RowsAffected() == 1 {
+	if n == 1 {
 		return nil
 	}
-	var holder, status string
-	err = tx.QueryRow(ctx, `SELECT operation_id, status FROM bindings WHERE subject_id = $1 AND target_key = $2 FOR UPDATE`,
-		op.SubjectID, op.TargetKey).Scan(&holder, &status)
+	b, err := queries.BindingGetForUpdate(ctx, tx, &dbsqlc.BindingGetForUpdateParams{SubjectID: op.SubjectID, TargetKey: op.TargetKey})
 	if err != nil {
 		// The row existed at the insert and bindings are never deleted.
 		return fmt.Errorf("locking binding: %w", err)
 	}
-	if !store.IsReappliable(status) {
-		return &store.ActiveChangeError{OperationID: holder, Status: status}
+	if !store.IsReappliable(b.Status) {
+		return &store.ActiveChangeError{OperationID: b.OperationID, Status: b.Status}
 	}
-	_, err = tx.Exec(ctx, `UPDATE bindings SET operation_id = $3, status = $4, version = version + 1, updated_at = $5
-		WHERE subject_id = $1 AND target_key = $2`, op.SubjectID, op.TargetKey, op.ID, op.Status, now)
+	err = queries.BindingReset(ctx, tx, &dbsqlc.BindingResetParams{SubjectID: op.SubjectID, TargetKey: op.TargetKey,
+		OperationID: op.ID, Status: op.Status, UpdatedAt: now})
 	if err != nil {
 		return fmt.Errorf("resetting binding: %w", err)
 	}
@@ -243,35 +309,28 @@ func (s *Store) takeBinding(ctx context.Context, tx pgx.Tx, op store.Operation, 
 
 // GetBinding reads a binding; ErrNotFound when there is none.
 func (s *Store) GetBinding(ctx context.Context, db store.DBTX, subjectID, targetKey string) (store.Binding, error) {
-	var b store.Binding
-	err := q(db).QueryRow(ctx, `SELECT subject_id, target_key, operation_id, status, version, updated_at
-		FROM bindings WHERE subject_id = $1 AND target_key = $2`, subjectID, targetKey).
-		Scan(&b.SubjectID, &b.TargetKey, &b.OperationID, &b.Status, &b.Version, &b.UpdatedAt)
+	r, err := queries.BindingGet(ctx, q(db), &dbsqlc.BindingGetParams{SubjectID: subjectID, TargetKey: targetKey})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Binding{}, fmt.Errorf("reading binding %s/%s: %w", subjectID, targetKey, store.ErrNotFound)
 	}
 	if err != nil {
 		return store.Binding{}, fmt.Errorf("reading binding %s/%s: %w", subjectID, targetKey, err)
 	}
-	b.UpdatedAt = b.UpdatedAt.UTC()
-	return b, nil
+	return fromBinding(r), nil
+}
+
+// fromBinding converts a generated bindings row to the store's type.
+func fromBinding(r dbsqlc.Bindings) store.Binding {
+	return store.Binding{SubjectID: r.SubjectID, TargetKey: r.TargetKey, OperationID: r.OperationID,
+		Status: r.Status, Version: r.Version, UpdatedAt: r.UpdatedAt.UTC()}
 }
 
 // ListOperationIDs returns up to limit operation ids greater than after, in
 // order (for paging through every operation).
 func (s *Store) ListOperationIDs(ctx context.Context, db store.DBTX, after string, limit int) ([]string, error) {
-	rows, err := q(db).Query(ctx, `SELECT id FROM operations WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
+	ids, err := queries.OperationListIDs(ctx, q(db), &dbsqlc.OperationListIDsParams{After: after, Max: int32(min(limit, math.MaxInt32))})
 	if err != nil {
 		return nil, fmt.Errorf("listing operation ids: %w", err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return ids, nil
 }

@@ -8,12 +8,17 @@ import (
 	"time"
 
 	"changebot/store"
+	"changebot/store/postgres/internal/dbsqlc"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 )
+
+// queries are the generated queries (internal/dbsqlc, from the .sql files
+// there; make sqlc). They hold no state: each call takes its handle.
+var queries = dbsqlc.New()
 
 // StoreOpts are optional settings of New; nil means defaults.
 type StoreOpts struct {

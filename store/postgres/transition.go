@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"changebot/store"
+	"changebot/store/postgres/internal/dbsqlc"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -22,20 +23,18 @@ func (s *Store) ApplyTransition(ctx context.Context, p store.TransitionParams) (
 	var out store.Operation
 	var ev store.Event
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		op, err := scanOperation(tx.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE id = $1 FOR UPDATE`, p.OperationID))
+		op, err := oneOperation(queries.OperationGetForUpdate(ctx, tx, p.OperationID))
 		if err != nil {
 			return err
 		}
-		var b store.Binding
-		err = tx.QueryRow(ctx, `SELECT subject_id, target_key, operation_id, status, version, updated_at
-			FROM bindings WHERE subject_id = $1 AND target_key = $2 FOR UPDATE`, op.SubjectID, op.TargetKey).
-			Scan(&b.SubjectID, &b.TargetKey, &b.OperationID, &b.Status, &b.Version, &b.UpdatedAt)
+		br, err := queries.BindingGetForUpdate(ctx, tx, &dbsqlc.BindingGetForUpdateParams{SubjectID: op.SubjectID, TargetKey: op.TargetKey})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return store.ErrBindingNotOwned
 		}
 		if err != nil {
 			return fmt.Errorf("locking binding: %w", err)
 		}
+		b := fromBinding(br)
 		if op.Step != p.ExpectStep {
 			return fmt.Errorf("%w: at %d, expected %d", store.ErrStepMismatch, op.Step, p.ExpectStep)
 		}
@@ -62,8 +61,8 @@ func (s *Store) ApplyTransition(ctx context.Context, p store.TransitionParams) (
 		if err := s.updateOperation(ctx, tx, op); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE bindings SET status = $3, version = version + 1, updated_at = $4
-			WHERE subject_id = $1 AND target_key = $2`, op.SubjectID, op.TargetKey, op.Status, now); err != nil {
+		if err := queries.BindingSetStatus(ctx, tx, &dbsqlc.BindingSetStatusParams{SubjectID: op.SubjectID,
+			TargetKey: op.TargetKey, Status: op.Status, UpdatedAt: now}); err != nil {
 			return fmt.Errorf("updating binding: %w", err)
 		}
 		if ev, err = s.appendEventSteps(ctx, tx, op.ID, p.Event, fromStep, op.Step, fromStatus, op.Status); err != nil {
@@ -83,13 +82,11 @@ func (s *Store) updateOperation(ctx context.Context, tx pgx.Tx, op store.Operati
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE operations SET project_id = $2, target_branch = $3, source_branch = $4,
-		files = $5, step = $6, status = $7, version = $8, ticket_id = $9, mr_iid = $10, mr_web_url = $11,
-		head_sha = $12, pipeline_id = $13, pipeline_url = $14, merge_commit_sha = $15, rounds = $16,
-		detail = $17, step_started_at = $18, updated_at = $19 WHERE id = $1`,
-		op.ID, op.ProjectID, op.TargetBranch, op.SourceBranch, files, op.Step, op.Status, op.Version,
-		store.CleanText(op.TicketID), op.MRIID, op.MRWebURL, op.HeadSHA, op.PipelineID, op.PipelineURL, op.MergeCommitSHA,
-		op.Rounds, store.CleanText(op.Detail), op.StepStartedAt, op.UpdatedAt)
+	err = queries.OperationUpdate(ctx, tx, &dbsqlc.OperationUpdateParams{ID: op.ID, ProjectID: op.ProjectID,
+		TargetBranch: op.TargetBranch, SourceBranch: op.SourceBranch, Files: files, Step: op.Step, Status: op.Status,
+		Version: op.Version, TicketID: store.CleanText(op.TicketID), MrIid: op.MRIID, MrWebUrl: op.MRWebURL,
+		HeadSha: op.HeadSHA, PipelineID: op.PipelineID, PipelineUrl: op.PipelineURL, MergeCommitSha: op.MergeCommitSHA,
+		Rounds: op.Rounds, Detail: store.CleanText(op.Detail), StepStartedAt: op.StepStartedAt, UpdatedAt: op.UpdatedAt})
 	if err != nil {
 		return fmt.Errorf("updating operation %s: %w", op.ID, err)
 	}

@@ -12,4 +12,9 @@
 // are delivered in-process (one process owns the file) instead of by
 // LISTEN/NOTIFY. Times are stored as fixed-width UTC text so that text order
 // is time order.
+//
+// The SQL lives in internal/dbsqlc/*.sql; sqlc generates the Go code
+// beside it (sqlc.yaml, make sqlc). Queries it cannot express (IN lists
+// built at run time, statements over River's tables) stay in this package,
+// each with a comment saying why.
 package sqlite

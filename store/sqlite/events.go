@@ -10,23 +10,22 @@ import (
 	"github.com/riverqueue/river"
 
 	"changebot/store"
+	"changebot/store/sqlite/internal/dbsqlc"
+	"changebot/store/sqlite/internal/dbtime"
 )
 
 // AppendEvent implements store.Events.
 func (s *Store) AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error) {
 	var ev store.Event
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		c := conn{ex: tx}
-		var step int
-		var status string
-		err := c.QueryRow(ctx, `SELECT step, status FROM operations WHERE id = ?`, operationID).Scan(&step, &status)
+		cur, err := queries.OperationStepStatus(ctx, tx, operationID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
-		if ev, err = s.appendEventSteps(ctx, c, operationID, p, step, step, status, status); err != nil {
+		if ev, err = s.appendEventSteps(ctx, tx, operationID, p, cur.Step, cur.Step, cur.Status, cur.Status); err != nil {
 			return err
 		}
 		return s.enqueue(ctx, tx, jobs)
@@ -39,7 +38,7 @@ func (s *Store) AppendEvent(ctx context.Context, operationID string, p store.Eve
 
 // appendEventSteps appends the next event of operationID in the
 // transaction of c, which holds the write lock: sequence numbers cannot race.
-func (s *Store) appendEventSteps(ctx context.Context, c conn, operationID string, p store.EventParams, fromStep, toStep int, fromStatus, toStatus string) (store.Event, error) {
+func (s *Store) appendEventSteps(ctx context.Context, tx *sql.Tx, operationID string, p store.EventParams, fromStep, toStep int, fromStatus, toStatus string) (store.Event, error) {
 	ev := store.Event{OperationID: operationID, Type: p.Type, Actor: store.CleanText(p.Actor), Source: store.CleanText(p.Source),
 		FromStep: fromStep, ToStep: toStep, FromStatus: fromStatus, ToStatus: toStatus,
 		SchemaVersion: store.EventSchemaVersion, OccurredAt: s.Now()}
@@ -51,20 +50,19 @@ func (s *Store) appendEventSteps(ctx context.Context, c conn, operationID string
 		return store.Event{}, fmt.Errorf("encoding event payload: %w", err)
 	}
 	ev.Payload = payload
-	err = c.QueryRow(ctx, `SELECT seq, hash FROM change_events WHERE operation_id = ? ORDER BY seq DESC LIMIT 1`,
-		operationID).Scan(&ev.Seq, &ev.PrevHash)
+	last, err := queries.ChangeEventLast(ctx, tx, operationID)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return store.Event{}, fmt.Errorf("reading last event of %s: %w", operationID, err)
 	}
+	ev.Seq, ev.PrevHash = last.Seq, last.Hash
 	ev.Seq++
 	if ev.Hash, err = store.ComputeHash(ev); err != nil {
 		return store.Event{}, err
 	}
-	_, err = c.Exec(ctx, `INSERT INTO change_events (operation_id, seq, type, from_step, to_step,
-		from_status, to_status, actor, source, payload, schema_version, occurred_at, prev_hash, hash)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		ev.OperationID, ev.Seq, ev.Type, ev.FromStep, ev.ToStep, ev.FromStatus, ev.ToStatus, ev.Actor,
-		ev.Source, string(ev.Payload), ev.SchemaVersion, ev.OccurredAt, ev.PrevHash, ev.Hash)
+	err = queries.ChangeEventInsert(ctx, tx, &dbsqlc.ChangeEventInsertParams{OperationID: ev.OperationID, Seq: ev.Seq,
+		Type: ev.Type, FromStep: ev.FromStep, ToStep: ev.ToStep, FromStatus: ev.FromStatus, ToStatus: ev.ToStatus,
+		Actor: ev.Actor, Source: ev.Source, Payload: string(ev.Payload), SchemaVersion: ev.SchemaVersion,
+		OccurredAt: dbtime.Of(ev.OccurredAt), PrevHash: ev.PrevHash, Hash: ev.Hash})
 	if err != nil {
 		return store.Event{}, fmt.Errorf("appending event %d of %s: %w", ev.Seq, ev.OperationID, err)
 	}
@@ -84,27 +82,20 @@ func (s *Store) ListEvents(ctx context.Context, db store.DBTX, operationID strin
 }
 
 func listStoredEvents(ctx context.Context, c conn, operationID string) ([]store.Event, error) {
-	rows, err := c.Query(ctx, `SELECT operation_id, seq, type, from_step, to_step, from_status, to_status,
-		actor, source, payload, schema_version, occurred_at, prev_hash, hash
-		FROM change_events WHERE operation_id = ? ORDER BY seq`, operationID)
+	g, err := c.gen()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := queries.ChangeEventList(ctx, g, operationID)
 	if err != nil {
 		return nil, fmt.Errorf("listing events of %s: %w", operationID, err)
 	}
-	defer rows.Close()
 	var out []store.Event
-	for rows.Next() {
-		var ev store.Event
-		var payload []byte
-		if err := rows.Scan(&ev.OperationID, &ev.Seq, &ev.Type, &ev.FromStep, &ev.ToStep, &ev.FromStatus,
-			&ev.ToStatus, &ev.Actor, &ev.Source, &payload, &ev.SchemaVersion, tm{&ev.OccurredAt},
-			&ev.PrevHash, &ev.Hash); err != nil {
-			return nil, fmt.Errorf("reading event of %s: %w", operationID, err)
-		}
-		ev.Payload = payload
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing events of %s: %w", operationID, err)
+	for _, r := range rows {
+		out = append(out, store.Event{OperationID: r.OperationID, Seq: r.Seq, Type: r.Type, FromStep: r.FromStep,
+			ToStep: r.ToStep, FromStatus: r.FromStatus, ToStatus: r.ToStatus, Actor: r.Actor, Source: r.Source,
+			Payload: []byte(r.Payload), SchemaVersion: r.SchemaVersion, OccurredAt: r.OccurredAt.Time,
+			PrevHash: r.PrevHash, Hash: r.Hash})
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"changebot/store"
+	"changebot/store/sqlite/internal/dbsqlc"
 )
 
 // engine is the name this implementation gives its handles.
@@ -38,9 +39,11 @@ func SQLTx(tx store.Tx) (*sql.Tx, bool) {
 	return h.tx, ok
 }
 
-// execer is what *sql.DB and *sql.Tx share.
+// execer is what *sql.DB and *sql.Tx share (and what the generated
+// queries run on, dbsqlc.DBTX).
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
@@ -65,6 +68,15 @@ func q(db store.DBTX) conn {
 	default:
 		return conn{err: fmt.Errorf("a %s database handle given to the %s store", h.Engine(), engine)}
 	}
+}
+
+// gen returns what the generated queries (internal/dbsqlc) run on, or the
+// handle's error. They take times as dbtime.Time, so no conversion is due.
+func (c conn) gen() (dbsqlc.DBTX, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.ex, nil
 }
 
 func (c conn) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {

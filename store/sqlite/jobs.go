@@ -51,7 +51,7 @@ func (s *Store) ResumeStep(ctx context.Context, p store.ResumeStepParams) (bool,
 			append(append([]any{due}, args...), due)...); err != nil {
 			return fmt.Errorf("waking the live job of step %d: %w", p.Step, err)
 		}
-		if _, err := s.appendEventSteps(ctx, c, p.OperationID, p.Event, step, step, status, status); err != nil {
+		if _, err := s.appendEventSteps(ctx, tx, p.OperationID, p.Event, step, step, status, status); err != nil {
 			return err
 		}
 		if n > 0 {

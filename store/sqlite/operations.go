@@ -10,8 +10,12 @@ import (
 	"time"
 
 	"changebot/store"
+	"changebot/store/sqlite/internal/dbsqlc"
+	"changebot/store/sqlite/internal/dbtime"
 )
 
+// opColumns and scanOperation serve the hand-written queries of
+// operations; the others are generated (internal/dbsqlc/operations.sql).
 const opColumns = `id, subject_id, target_key, project, project_id, target_branch, source_branch,
 	title, description, files, requested_by, approval_first, step, status, version, ticket_id,
 	mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail,
@@ -55,6 +59,67 @@ func scanOperation(r row, extra ...any) (store.Operation, error) {
 	return op, nil
 }
 
+// fromRow converts a generated operations row to the store's type.
+func fromRow(r dbsqlc.Operations) (store.Operation, error) {
+	op := store.Operation{ID: r.ID, SubjectID: r.SubjectID, TargetKey: r.TargetKey, Project: r.Project,
+		ProjectID: r.ProjectID, TargetBranch: r.TargetBranch, SourceBranch: r.SourceBranch, Title: r.Title,
+		Description: r.Description, RequestedBy: r.RequestedBy, ApprovalFirst: r.ApprovalFirst, Step: r.Step,
+		Status: r.Status, Version: r.Version, TicketID: r.TicketID, MRIID: r.MrIid, MRWebURL: r.MrWebUrl,
+		HeadSHA: r.HeadSha, PipelineID: r.PipelineID, PipelineURL: r.PipelineUrl, MergeCommitSHA: r.MergeCommitSha,
+		Rounds: r.Rounds, Detail: r.Detail, StepStartedAt: r.StepStartedAt.Time, CreatedAt: r.CreatedAt.Time,
+		UpdatedAt: r.UpdatedAt.Time}
+	if r.IdempotencyKey != nil {
+		op.IdempotencyKey = *r.IdempotencyKey
+	}
+	if err := json.Unmarshal([]byte(r.Files), &op.Files); err != nil {
+		return store.Operation{}, fmt.Errorf("decoding files of %s: %w", op.ID, err)
+	}
+	return op, nil
+}
+
+// oneOperation converts the result of a generated :one query of operations;
+// no row is store.ErrNotFound.
+func oneOperation(r dbsqlc.Operations, err error) (store.Operation, error) {
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Operation{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Operation{}, err
+	}
+	return fromRow(r)
+}
+
+// manyOperations converts the result of a generated :many query of
+// operations.
+func manyOperations(rows []dbsqlc.Operations, err error) ([]store.Operation, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Operation
+	for _, r := range rows {
+		op, err := fromRow(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, op)
+	}
+	return out, nil
+}
+
+// asTime is a bound of ListOperationsByStatus: a time.Time (or a non-nil
+// *time.Time).
+func asTime(v any) (dbtime.Time, error) {
+	switch t := v.(type) {
+	case time.Time:
+		return dbtime.Of(t), nil
+	case *time.Time:
+		if t != nil {
+			return dbtime.Of(*t), nil
+		}
+	}
+	return dbtime.Time{}, fmt.Errorf("an updated_at bound must be a time.Time, not %T", v)
+}
+
 func collectOperations(rows *sql.Rows, err error) ([]store.Operation, error) {
 	if err != nil {
 		return nil, err
@@ -73,7 +138,11 @@ func collectOperations(rows *sql.Rows, err error) ([]store.Operation, error) {
 
 // GetOperation implements store.Operations.
 func (s *Store) GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error) {
-	op, err := scanOperation(q(db).QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE id = ?`, id))
+	g, err := q(db).gen()
+	if err != nil {
+		return store.Operation{}, err
+	}
+	op, err := oneOperation(queries.OperationGet(ctx, g, id))
 	if err != nil {
 		return store.Operation{}, fmt.Errorf("reading operation %s: %w", id, err)
 	}
@@ -82,8 +151,12 @@ func (s *Store) GetOperation(ctx context.Context, db store.DBTX, id string) (sto
 
 // OperationExists implements store.Operations.
 func (s *Store) OperationExists(ctx context.Context, db store.DBTX, id string) (bool, error) {
-	var ok bool
-	if err := q(db).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM operations WHERE id = ?)`, id).Scan(&ok); err != nil {
+	g, err := q(db).gen()
+	if err != nil {
+		return false, err
+	}
+	ok, err := queries.OperationExists(ctx, g, id)
+	if err != nil {
 		return false, fmt.Errorf("checking operation %s: %w", id, err)
 	}
 	return ok, nil
@@ -91,7 +164,11 @@ func (s *Store) OperationExists(ctx context.Context, db store.DBTX, id string) (
 
 // FindOperationByIdempotencyKey implements store.Operations.
 func (s *Store) FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX, key string) (store.Operation, error) {
-	op, err := scanOperation(q(db).QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = ?`, key))
+	g, err := q(db).gen()
+	if err != nil {
+		return store.Operation{}, err
+	}
+	op, err := oneOperation(queries.OperationGetByIdempotencyKey(ctx, g, &key))
 	if err != nil {
 		return store.Operation{}, fmt.Errorf("finding the operation of an idempotency key: %w", err)
 	}
@@ -100,8 +177,11 @@ func (s *Store) FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX
 
 // FindOperationByMR implements store.Operations.
 func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, projectID, iid int64) (store.Operation, error) {
-	op, err := scanOperation(q(db).QueryRow(ctx, `SELECT `+opColumns+` FROM operations
-		WHERE project_id = ? AND mr_iid = ? ORDER BY created_at DESC LIMIT 1`, projectID, iid))
+	g, err := q(db).gen()
+	if err != nil {
+		return store.Operation{}, err
+	}
+	op, err := oneOperation(queries.OperationNewestOfMR(ctx, g, &dbsqlc.OperationNewestOfMRParams{ProjectID: projectID, MrIid: iid}))
 	if err != nil {
 		return store.Operation{}, fmt.Errorf("finding operation of !%d in project %d: %w", iid, projectID, err)
 	}
@@ -110,10 +190,20 @@ func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, projectID,
 
 // ListOperationsByStatus implements store.Operations.
 func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to any, limit int) ([]store.Operation, error) {
-	ph, args := in(statuses)
-	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
-		WHERE status IN (`+ph+`) AND updated_at >= ? AND updated_at < ?
-		ORDER BY updated_at LIMIT ?`, append(args, from, to, limit)...))
+	g, err := q(db).gen()
+	if err != nil {
+		return nil, err
+	}
+	fromT, err := asTime(from)
+	if err != nil {
+		return nil, fmt.Errorf("listing operations by status: %w", err)
+	}
+	toT, err := asTime(to)
+	if err != nil {
+		return nil, fmt.Errorf("listing operations by status: %w", err)
+	}
+	ops, err := manyOperations(queries.OperationListByStatus(ctx, g, &dbsqlc.OperationListByStatusParams{
+		Statuses: statuses, UpdatedFrom: fromT, UpdatedTo: toT, Max: int64(limit)}))
 	if err != nil {
 		return nil, fmt.Errorf("listing operations by status: %w", err)
 	}
@@ -122,9 +212,12 @@ func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statu
 
 // ListMergedByProject implements store.Operations.
 func (s *Store) ListMergedByProject(ctx context.Context, db store.DBTX, projectID int64, limit int) ([]store.Operation, error) {
-	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
-		WHERE project_id = ? AND status = ? AND merge_commit_sha <> ''
-		ORDER BY updated_at LIMIT ?`, projectID, store.StatusMerged, limit))
+	g, err := q(db).gen()
+	if err != nil {
+		return nil, err
+	}
+	ops, err := manyOperations(queries.OperationListMergedByProject(ctx, g, &dbsqlc.OperationListMergedByProjectParams{
+		ProjectID: projectID, Status: store.StatusMerged, Max: int64(limit)}))
 	if err != nil {
 		return nil, fmt.Errorf("listing merged operations of project %d: %w", projectID, err)
 	}
@@ -188,9 +281,8 @@ func (s *Store) CreateOperation(ctx context.Context, p store.CreateParams) (op s
 		return store.Operation{}, false, fmt.Errorf("encoding files: %w", err)
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		c := conn{ex: tx}
 		if op.IdempotencyKey != "" {
-			existing, err := scanOperation(c.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE idempotency_key = ?`, op.IdempotencyKey))
+			existing, err := oneOperation(queries.OperationGetByIdempotencyKey(ctx, tx, &op.IdempotencyKey))
 			if err == nil {
 				op, created = existing, false
 				return nil
@@ -199,26 +291,25 @@ func (s *Store) CreateOperation(ctx context.Context, p store.CreateParams) (op s
 				return err
 			}
 		}
-		var idem any
+		var idem *string
 		if op.IdempotencyKey != "" {
-			idem = op.IdempotencyKey
+			idem = &op.IdempotencyKey
 		}
-		_, err := c.Exec(ctx, `INSERT INTO operations (id, subject_id, target_key, project, project_id,
-			target_branch, source_branch, title, description, files, requested_by, approval_first,
-			step, status, version, idempotency_key, step_started_at, created_at, updated_at)
-			VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,1,?,?,?,?)`,
-			op.ID, op.SubjectID, op.TargetKey, op.Project, op.ProjectID, op.TargetBranch, op.SourceBranch,
-			op.Title, op.Description, string(files), op.RequestedBy, op.ApprovalFirst, op.Step, op.Status, idem, now, now, now)
+		err := queries.OperationInsert(ctx, tx, &dbsqlc.OperationInsertParams{ID: op.ID, SubjectID: op.SubjectID,
+			TargetKey: op.TargetKey, Project: op.Project, ProjectID: op.ProjectID, TargetBranch: op.TargetBranch,
+			SourceBranch: op.SourceBranch, Title: op.Title, Description: op.Description, Files: string(files),
+			RequestedBy: op.RequestedBy, ApprovalFirst: op.ApprovalFirst, Step: op.Step, Status: op.Status,
+			IdempotencyKey: idem, StepStartedAt: dbtime.Of(now), CreatedAt: dbtime.Of(now), UpdatedAt: dbtime.Of(now)})
 		if err != nil {
 			if isUnique(err) && op.IdempotencyKey != "" {
 				return store.ErrDuplicate
 			}
 			return fmt.Errorf("inserting operation: %w", err)
 		}
-		if err := s.takeBinding(ctx, c, op, now); err != nil {
+		if err := s.takeBinding(ctx, tx, op, now); err != nil {
 			return err
 		}
-		if _, err := s.appendEventSteps(ctx, c, op.ID, p.Event, 0, op.Step, "", op.Status); err != nil {
+		if _, err := s.appendEventSteps(ctx, tx, op.ID, p.Event, 0, op.Step, "", op.Status); err != nil {
 			return err
 		}
 		created = true
@@ -240,26 +331,24 @@ func (s *Store) CreateOperation(ctx context.Context, p store.CreateParams) (op s
 // takeBinding makes op (inserted in the transaction of c) the owner of its
 // binding: a new row, or the row reset in place when its operation is
 // reappliable.
-func (s *Store) takeBinding(ctx context.Context, c conn, op store.Operation, now time.Time) error {
-	res, err := c.Exec(ctx, `INSERT INTO bindings (subject_id, target_key, operation_id, status, version, updated_at)
-		VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (subject_id, target_key) DO NOTHING`,
-		op.SubjectID, op.TargetKey, op.ID, op.Status, now)
+func (s *Store) takeBinding(ctx context.Context, tx *sql.Tx, op store.Operation, now time.Time) error {
+	n, err := queries.BindingInsertIfAbsent(ctx, tx, &dbsqlc.BindingInsertIfAbsentParams{SubjectID: op.SubjectID,
+		TargetKey: op.TargetKey, OperationID: op.ID, Status: op.Status, UpdatedAt: dbtime.Of(now)})
 	if err != nil {
 		return fmt.Errorf("taking binding: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	if n == 1 {
 		return nil
 	}
-	var holder, status string
-	if err := c.QueryRow(ctx, `SELECT operation_id, status FROM bindings WHERE subject_id = ? AND target_key = ?`,
-		op.SubjectID, op.TargetKey).Scan(&holder, &status); err != nil {
+	b, err := queries.BindingGet(ctx, tx, &dbsqlc.BindingGetParams{SubjectID: op.SubjectID, TargetKey: op.TargetKey})
+	if err != nil {
 		return fmt.Errorf("reading binding: %w", err)
 	}
-	if !store.IsReappliable(status) {
-		return &store.ActiveChangeError{OperationID: holder, Status: status}
+	if !store.IsReappliable(b.Status) {
+		return &store.ActiveChangeError{OperationID: b.OperationID, Status: b.Status}
 	}
-	if _, err := c.Exec(ctx, `UPDATE bindings SET operation_id = ?, status = ?, version = version + 1, updated_at = ?
-		WHERE subject_id = ? AND target_key = ?`, op.ID, op.Status, now, op.SubjectID, op.TargetKey); err != nil {
+	if err := queries.BindingReset(ctx, tx, &dbsqlc.BindingResetParams{SubjectID: op.SubjectID, TargetKey: op.TargetKey,
+		OperationID: op.ID, Status: op.Status, UpdatedAt: dbtime.Of(now)}); err != nil {
 		return fmt.Errorf("resetting binding: %w", err)
 	}
 	return nil
@@ -267,35 +356,37 @@ func (s *Store) takeBinding(ctx context.Context, c conn, op store.Operation, now
 
 // GetBinding implements store.Operations.
 func (s *Store) GetBinding(ctx context.Context, db store.DBTX, subjectID, targetKey string) (store.Binding, error) {
-	var b store.Binding
-	err := q(db).QueryRow(ctx, `SELECT subject_id, target_key, operation_id, status, version, updated_at
-		FROM bindings WHERE subject_id = ? AND target_key = ?`, subjectID, targetKey).
-		Scan(&b.SubjectID, &b.TargetKey, &b.OperationID, &b.Status, &b.Version, tm{&b.UpdatedAt})
+	g, err := q(db).gen()
+	if err != nil {
+		return store.Binding{}, err
+	}
+	r, err := queries.BindingGet(ctx, g, &dbsqlc.BindingGetParams{SubjectID: subjectID, TargetKey: targetKey})
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Binding{}, fmt.Errorf("reading binding %s/%s: %w", subjectID, targetKey, store.ErrNotFound)
 	}
 	if err != nil {
 		return store.Binding{}, fmt.Errorf("reading binding %s/%s: %w", subjectID, targetKey, err)
 	}
-	return b, nil
+	return fromBinding(r), nil
+}
+
+// fromBinding converts a generated bindings row to the store's type.
+func fromBinding(r dbsqlc.Bindings) store.Binding {
+	return store.Binding{SubjectID: r.SubjectID, TargetKey: r.TargetKey, OperationID: r.OperationID,
+		Status: r.Status, Version: r.Version, UpdatedAt: r.UpdatedAt.Time}
 }
 
 // ListOperationIDs implements store.Operations.
 func (s *Store) ListOperationIDs(ctx context.Context, db store.DBTX, after string, limit int) ([]string, error) {
-	rows, err := q(db).Query(ctx, `SELECT id FROM operations WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	g, err := q(db).gen()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := queries.OperationListIDs(ctx, g, &dbsqlc.OperationListIDsParams{After: after, Max: int64(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("listing operation ids: %w", err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return ids, nil
 }
 
 // ApplyTransition implements store.Operations (see the PostgreSQL
@@ -305,21 +396,18 @@ func (s *Store) ApplyTransition(ctx context.Context, p store.TransitionParams) (
 	var out store.Operation
 	var ev store.Event
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		c := conn{ex: tx}
-		op, err := scanOperation(c.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE id = ?`, p.OperationID))
+		op, err := oneOperation(queries.OperationGet(ctx, tx, p.OperationID))
 		if err != nil {
 			return err
 		}
-		var b store.Binding
-		err = c.QueryRow(ctx, `SELECT subject_id, target_key, operation_id, status, version, updated_at
-			FROM bindings WHERE subject_id = ? AND target_key = ?`, op.SubjectID, op.TargetKey).
-			Scan(&b.SubjectID, &b.TargetKey, &b.OperationID, &b.Status, &b.Version, tm{&b.UpdatedAt})
+		br, err := queries.BindingGet(ctx, tx, &dbsqlc.BindingGetParams{SubjectID: op.SubjectID, TargetKey: op.TargetKey})
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrBindingNotOwned
 		}
 		if err != nil {
 			return fmt.Errorf("reading binding: %w", err)
 		}
+		b := fromBinding(br)
 		if op.Step != p.ExpectStep {
 			return fmt.Errorf("%w: at %d, expected %d", store.ErrStepMismatch, op.Step, p.ExpectStep)
 		}
@@ -343,14 +431,14 @@ func (s *Store) ApplyTransition(ctx context.Context, p store.TransitionParams) (
 		if !p.KeepStepClock && fromStep != p.ToStep {
 			op.StepStartedAt = now
 		}
-		if err := updateOperation(ctx, c, op); err != nil {
+		if err := updateOperation(ctx, tx, op); err != nil {
 			return err
 		}
-		if _, err := c.Exec(ctx, `UPDATE bindings SET status = ?, version = version + 1, updated_at = ?
-			WHERE subject_id = ? AND target_key = ?`, op.Status, now, op.SubjectID, op.TargetKey); err != nil {
+		if err := queries.BindingSetStatus(ctx, tx, &dbsqlc.BindingSetStatusParams{SubjectID: op.SubjectID,
+			TargetKey: op.TargetKey, Status: op.Status, UpdatedAt: dbtime.Of(now)}); err != nil {
 			return fmt.Errorf("updating binding: %w", err)
 		}
-		if ev, err = s.appendEventSteps(ctx, c, op.ID, p.Event, fromStep, op.Step, fromStatus, op.Status); err != nil {
+		if ev, err = s.appendEventSteps(ctx, tx, op.ID, p.Event, fromStep, op.Step, fromStatus, op.Status); err != nil {
 			return err
 		}
 		out = op
@@ -362,18 +450,17 @@ func (s *Store) ApplyTransition(ctx context.Context, p store.TransitionParams) (
 	return out, ev, nil
 }
 
-func updateOperation(ctx context.Context, c conn, op store.Operation) error {
+func updateOperation(ctx context.Context, tx *sql.Tx, op store.Operation) error {
 	files, err := marshalFiles(op.Files)
 	if err != nil {
 		return err
 	}
-	_, err = c.Exec(ctx, `UPDATE operations SET project_id = ?, target_branch = ?, source_branch = ?,
-		files = ?, step = ?, status = ?, version = ?, ticket_id = ?, mr_iid = ?, mr_web_url = ?,
-		head_sha = ?, pipeline_id = ?, pipeline_url = ?, merge_commit_sha = ?, rounds = ?,
-		detail = ?, step_started_at = ?, updated_at = ? WHERE id = ?`,
-		op.ProjectID, op.TargetBranch, op.SourceBranch, string(files), op.Step, op.Status, op.Version,
-		store.CleanText(op.TicketID), op.MRIID, op.MRWebURL, op.HeadSHA, op.PipelineID, op.PipelineURL, op.MergeCommitSHA,
-		op.Rounds, store.CleanText(op.Detail), op.StepStartedAt, op.UpdatedAt, op.ID)
+	err = queries.OperationUpdate(ctx, tx, &dbsqlc.OperationUpdateParams{ID: op.ID, ProjectID: op.ProjectID,
+		TargetBranch: op.TargetBranch, SourceBranch: op.SourceBranch, Files: string(files), Step: op.Step, Status: op.Status,
+		Version: op.Version, TicketID: store.CleanText(op.TicketID), MrIid: op.MRIID, MrWebUrl: op.MRWebURL,
+		HeadSha: op.HeadSHA, PipelineID: op.PipelineID, PipelineUrl: op.PipelineURL, MergeCommitSha: op.MergeCommitSHA,
+		Rounds: op.Rounds, Detail: store.CleanText(op.Detail), StepStartedAt: dbtime.Of(op.StepStartedAt),
+		UpdatedAt: dbtime.Of(op.UpdatedAt)})
 	if err != nil {
 		return fmt.Errorf("updating operation %s: %w", op.ID, err)
 	}

@@ -17,7 +17,12 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"changebot/store"
+	"changebot/store/sqlite/internal/dbsqlc"
 )
+
+// queries are the generated queries (internal/dbsqlc, from the .sql files
+// there; make sqlc). They hold no state: each call takes its handle.
+var queries = dbsqlc.New()
 
 // BusyTimeout is how long a statement waits for another connection's
 // write lock before failing with SQLITE_BUSY.
