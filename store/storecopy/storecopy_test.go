@@ -1,0 +1,93 @@
+package storecopy_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"changebot/store"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
+	"changebot/store/sqlite"
+	"changebot/store/storecopy"
+	"changebot/store/storetest"
+)
+
+func openSQLite(t testing.TB, o storetest.Opts) storetest.Copier {
+	t.Helper()
+	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "changebot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := sqlite.Migrate(context.Background(), db, nil); err != nil {
+		t.Fatalf("migrating: %v", err)
+	}
+	s, err := sqlite.New(db, &sqlite.StoreOpts{NowFunc: o.NowFunc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func openPostgres(t testing.TB, o storetest.Opts) storetest.Copier {
+	t.Helper()
+	sc := pgtest.New(t)
+	s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name, NowFunc: o.NowFunc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRoundTrip runs the copy contract (storetest.RunCopy) both ways
+// between the two engines.
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	t.Run("sqlite to postgres", func(t *testing.T) {
+		t.Parallel()
+		storetest.RunCopy(t, openSQLite, openPostgres)
+	})
+	t.Run("postgres to sqlite", func(t *testing.T) {
+		t.Parallel()
+		storetest.RunCopy(t, openPostgres, openSQLite)
+	})
+}
+
+// TestCopy: Copy reports the rows of every table and the operations it
+// verified on the target, and refuses a target that is not empty without
+// writing to it.
+func TestCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := openSQLite(t, storetest.Opts{})
+	storetest.FillInstallation(t, src)
+	dst := openPostgres(t, storetest.Opts{})
+	rep, err := storecopy.Copy(ctx, src, dst)
+	if err != nil {
+		t.Fatalf("Copy: %v", err)
+	}
+	if rep.Verified != 2 {
+		t.Errorf("verified %d operations, want 2", rep.Verified)
+	}
+	got := map[string]int{}
+	for _, c := range rep.Counts {
+		got[c.Table] = c.Rows
+	}
+	want := map[string]int{"operations": 2, "bindings": 2, "change_events": 4, "webhook_deliveries": 2,
+		"settings": 1, "settings_audit": 2, "commit_claims": 2}
+	for table, n := range want {
+		if got[table] != n {
+			t.Errorf("%s: %d rows copied, want %d", table, got[table], n)
+		}
+	}
+	if got[store.JobsTable] < 4 {
+		t.Errorf("%d jobs copied, want at least the 2 step jobs and 2 delivery jobs", got[store.JobsTable])
+	}
+	_, err = storecopy.Copy(ctx, src, dst)
+	var full *store.NotEmptyError
+	if !errors.As(err, &full) {
+		t.Errorf("a second Copy into the same target: %v, want a NotEmptyError", err)
+	}
+}
