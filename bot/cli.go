@@ -30,6 +30,7 @@ Usage:
   changebot history <operation id>                          print a change's events
   changebot replay  <operation id> [-at RFC3339 time]       rebuild a change's state from its events
   changebot verify  [<operation id>...]                     check hash chains and that replay equals the stored state
+  changebot copy    -from <database url> -to <database url>  move an installation to another database (stop serving it first)
   changebot version                                         print the version, commit and Go version
   changebot help
 
@@ -57,6 +58,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = cmdHistory(ctx, args[1:], stdout, true)
 	case "verify":
 		err = cmdVerify(ctx, args[1:], stdout)
+	case "copy":
+		err = cmdCopy(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "demo":

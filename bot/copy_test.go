@@ -1,0 +1,96 @@
+package bot
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
+	"changebot/store/sqlite"
+	"changebot/store/storetest"
+)
+
+// sqliteInstallation makes a SQLite installation with a row in every copied
+// table and unfinished jobs (storetest.FillInstallation); it returns its
+// sqlite:// URL and its path.
+func sqliteInstallation(t *testing.T) (string, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "changebot.db")
+	db, err := sqlite.OpenDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := sqlite.Migrate(context.Background(), db, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.FillInstallation(t, st)
+	return "sqlite://" + path, path
+}
+
+// TestCopyCommand: `changebot copy` prints the rows of every table, the
+// target then verifies; a second copy into it, a source being served and a
+// missing flag exit 1 naming the problem.
+func TestCopyCommand(t *testing.T) {
+	t.Parallel()
+	from, path := sqliteInstallation(t)
+	sc := pgtest.New(t)
+	run := func(args ...string) (int, string, string) {
+		var out, errb strings.Builder
+		code := Main(append([]string{"copy"}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+
+	code, out, stderr := run("-from", from, "-to", sc.URL)
+	if code != 0 {
+		t.Fatalf("copy: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{`operations\s+2\n`, `change_events\s+4\n`, `settings_audit\s+2\n`, `river_job\s+[1-9]\d*\n`,
+		`2 operations' hash chains verified`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("copy output lacks %q:\n%s", want, out)
+		}
+	}
+	st, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vout strings.Builder
+	if err := verifyHistories(context.Background(), st, nil, &vout); err != nil || !strings.Contains(vout.String(), "2 operations checked, 0 broken") {
+		t.Errorf("verify on the target: %v\n%s", err, vout.String())
+	}
+
+	cases := []struct {
+		name string
+		args []string
+		hold bool
+		want string
+	}{
+		{"target not empty", []string{"-from", from, "-to", sc.URL}, false, "operations has 2 rows"},
+		{"source served", []string{"-from", from, "-to", pgtest.New(t).URL}, true, "stop it before copying"},
+		{"no target", []string{"-from", from}, false, "usage: changebot copy"},
+		{"source missing", []string{"-from", "sqlite://" + filepath.Join(t.TempDir(), "none.db"), "-to", sc.URL}, false, "no SQLite database"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.hold {
+				lock, err := copyLock(path + ".lock")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lock.Close()
+			}
+			code, out, stderr := run(c.args...)
+			if code != 1 || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, stderr %q (stdout %q); want 1 and %q", code, stderr, out, c.want)
+			}
+		})
+	}
+}
