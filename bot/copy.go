@@ -7,11 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"syscall"
 	"text/tabwriter"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"changebot/store/postgres"
 	"changebot/store/sqlite"
@@ -75,81 +71,49 @@ func cmdCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// copySQLitePrefix starts a URL naming a SQLite file (sqlite:///abs/path
-// or sqlite://relative/path), as DATABASE_URL does.
-const copySQLitePrefix = "sqlite://"
-
-// openCopyEnd opens the database url names. A SQLite source must exist
-// and must not be served: its lock file (<file>.lock, which serve holds
-// while it runs) is taken for the copy's duration, so neither can a serve
-// start meanwhile. The target is migrated (changebot's and River's
+// openCopyEnd opens the database url names (a DATABASE_URL: postgres://…,
+// key=value or sqlite:///path). A SQLite end is locked as serve locks it
+// (<file>.lock, errSecondProcess when a serve holds it) for the copy's
+// duration, so a serve can neither be running nor start meanwhile; a SQLite
+// source must exist. The target is migrated (changebot's and River's
 // migrations); the source must be at the newest migration already.
 func openCopyEnd(ctx context.Context, url string, target bool) (*copyEnd, error) {
-	if path, ok := strings.CutPrefix(url, copySQLitePrefix); ok {
-		return openCopySQLite(ctx, path, target)
-	}
-	if !validDatabaseURL(url) {
-		return nil, errors.New("not a sqlite:// file, a postgres:// URL or a key=value connection string")
-	}
-	pool, err := pgxpool.New(ctx, url)
+	t, err := parseDatabaseTarget(url)
 	if err != nil {
-		return nil, fmt.Errorf("connecting: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connecting: %w", err)
-	}
-	if target {
-		err = postgres.Migrate(ctx, pool, nil)
-	} else {
-		err = requireCurrent(postgres.MigrationStatus(pool, ""))
-	}
-	if err != nil {
-		pool.Close()
 		return nil, err
 	}
-	st, err := postgres.New(pool, nil)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return &copyEnd{store: st, name: "postgres " + Config{DatabaseURL: url}.RedactedDatabaseURL(), close: pool.Close}, nil
-}
-
-func openCopySQLite(ctx context.Context, path string, target bool) (*copyEnd, error) {
-	if path == "" || strings.ContainsAny(path, "?#") {
-		return nil, errors.New("want sqlite:///absolute/path/changebot.db or sqlite://relative/path.db, without parameters")
-	}
-	if !target {
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("no SQLite database at %s: %w", path, err)
+	if !target && t.Engine == EngineSQLite {
+		if _, err := os.Stat(t.Path); err != nil {
+			return nil, fmt.Errorf("no SQLite database at %s: %w", t.Path, err)
 		}
 	}
-	lock, err := copyLock(path + ".lock")
+	d, err := openDatabase(ctx, url, "", true)
+	if errors.Is(err, errSecondProcess) {
+		return nil, fmt.Errorf("%s is being served: stop changebot serve before copying", t.Path)
+	}
 	if err != nil {
 		return nil, err
 	}
-	db, err := sqlite.OpenDB(path)
-	if err != nil {
-		lock.Close()
-		return nil, err
-	}
-	release := func() { _ = db.Close(); _ = lock.Close() }
 	if target {
-		err = sqlite.Migrate(ctx, db, nil)
+		err = d.Migrate(ctx)
 	} else {
-		err = requireCurrent(sqlite.MigrationStatus(db))
+		err = requireCurrent(d.MigrationStatus())
 	}
 	if err != nil {
-		release()
+		d.Close()
 		return nil, err
 	}
-	st, err := sqlite.New(db, nil)
+	st, err := d.Store(nil)
 	if err != nil {
-		release()
+		d.Close()
 		return nil, err
 	}
-	return &copyEnd{store: st, name: "sqlite " + path, close: release}, nil
+	cs, ok := st.(copyStore)
+	if !ok {
+		d.Close()
+		return nil, fmt.Errorf("the %s store cannot export or import", t.Engine)
+	}
+	return &copyEnd{store: cs, name: d.Describe(), close: d.Close}, nil
 }
 
 // requireCurrent refuses a source that is not at the newest migration.
@@ -163,23 +127,7 @@ func requireCurrent(version uint, current bool, err error) error {
 	return nil
 }
 
-// copyLock takes the exclusive lock serve holds on a SQLite file's
-// <file>.lock while it runs (flock: the operating system releases it with
-// the process); a held lock means the database is being served.
-func copyLock(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening the lock file %s: %w", path, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s is locked: a changebot process is serving this database; stop it before copying", path)
-		}
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	return f, nil
-}
-
-var _ copyStore = (*sqlite.Store)(nil)
-var _ copyStore = (*postgres.Store)(nil)
+var (
+	_ copyStore = (*sqlite.Store)(nil)
+	_ copyStore = (*postgres.Store)(nil)
+)

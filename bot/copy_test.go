@@ -74,14 +74,14 @@ func TestCopyCommand(t *testing.T) {
 		want string
 	}{
 		{"target not empty", []string{"-from", from, "-to", sc.URL}, false, "operations has 2 rows"},
-		{"source served", []string{"-from", from, "-to", pgtest.New(t).URL}, true, "stop it before copying"},
+		{"source served", []string{"-from", from, "-to", pgtest.New(t).URL}, true, "is being served: stop changebot serve before copying"},
 		{"no target", []string{"-from", from}, false, "usage: changebot copy"},
 		{"source missing", []string{"-from", "sqlite://" + filepath.Join(t.TempDir(), "none.db"), "-to", sc.URL}, false, "no SQLite database"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.hold {
-				lock, err := copyLock(path + ".lock")
+				lock, err := lockFile(path + ".lock")
 				if err != nil {
 					t.Fatal(err)
 				}
