@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"changebot/flows"
@@ -32,6 +33,14 @@ type Change struct {
 	// AwaitsGitLabApproval reports that the change waits for approvers in
 	// GitLab (in-GitLab approval mode, approval sent).
 	AwaitsGitLabApproval bool
+	// ApprovalSystem reports that the change's approvals come from the
+	// external approval system (approval.provider external), where
+	// /approve and /reject in a comment cannot decide.
+	ApprovalSystem bool
+	// TicketID and TicketURL are the change's ticket in the approval
+	// system and its page (the system's optional ticket_url); "" while
+	// unknown.
+	TicketID, TicketURL string
 }
 
 // Flow is what the executor needs from the flow engine; every method
@@ -310,18 +319,31 @@ func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op Change,
 	reply func(string, any) error) error {
 	cmd, _ := Lookup(inv.Name)
 	p := flows.ActionParams{Actor: ev.User.Username, Source: fmt.Sprintf("command:%d", ev.Note.ID), Command: cmd.Name}
-	refuse := func(reason string) error {
-		if err := x.cfg.Flow.Refuse(ctx, op.OperationID, p, reason); err != nil {
+	refuse := func(r templates.RefusedReply, recorded string) error {
+		if err := x.cfg.Flow.Refuse(ctx, op.OperationID, p, recorded); err != nil {
 			return err
 		}
-		return reply(templates.ReplyRefused, templates.RefusedReply{Name: cmd.Name, Who: cmd.WhoText, Reason: reason})
+		r.Name, r.Who = cmd.Name, cmd.WhoText
+		// The reply names the command once: "/retry applies to …" reads
+		// "it applies to …" after "`/retry` was not run …".
+		if rest, ok := strings.CutPrefix(r.Reason, "/"+cmd.Name+" "); ok {
+			r.Reason = "it " + rest
+		}
+		return reply(templates.ReplyRefused, r)
 	}
-	ok, reason, err := x.allowed(ctx, ev, op, cmd)
+	if (cmd.Name == NameApprove || cmd.Name == NameReject) && op.ApprovalSystem {
+		return refuse(templates.RefusedReply{Because: templates.BecauseApprovalSystem, TicketID: op.TicketID, TicketURL: op.TicketURL},
+			"approvals of this change come from the approval system")
+	}
+	if reason := stateRefusal(op, cmd); reason != "" {
+		return refuse(templates.RefusedReply{Because: templates.BecauseState, Reason: reason}, reason)
+	}
+	ok, because, reason, err := x.allowed(ctx, ev, op, cmd)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return refuse(reason)
+		return refuse(templates.RefusedReply{Because: because, Reason: reason}, reason)
 	}
 	req := &Request{Flow: x.cfg.Flow, Change: op, User: ev.User, Params: p, x: x, ev: ev, reply: reply}
 	if cmd.Name == NameHelp {
@@ -330,9 +352,47 @@ func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op Change,
 	err = cmd.Run(ctx, req)
 	var na *flows.NotApplicableError
 	if errors.As(err, &na) {
-		return refuse(na.Reason)
+		return refuse(templates.RefusedReply{Because: templates.BecauseState, Reason: na.Reason}, na.Reason)
 	}
 	return err
+}
+
+// appliesNow reports whether cmd applies to c in its current state, whoever
+// asks (the step table's Retryable, Resumable and Cancellable; /approve and
+// /reject while the change waits for approvers in GitLab). /status and
+// /help always apply.
+func appliesNow(c Change, cmd Command) bool {
+	switch cmd.Name {
+	case NameRetry:
+		return c.Step.Retryable()
+	case NameResume:
+		return c.Step.Resumable()
+	case NameCancel:
+		return c.Step.Cancellable()
+	case NameApprove, NameReject:
+		return c.AwaitsGitLabApproval
+	}
+	return true
+}
+
+// stateRefusal says why cmd cannot run on c in its state, or "" when it may
+// (as far as the step table tells: the flow re-checks under its lock).
+// /approve and /reject are left to the flow, which records an approval given
+// before the change waits for it.
+func stateRefusal(c Change, cmd Command) string {
+	if appliesNow(c, cmd) {
+		return ""
+	}
+	state := fmt.Sprintf("%s (%s)", c.Status, c.Step.Name)
+	switch cmd.Name {
+	case NameRetry:
+		return "/retry applies to a failed change; this one is " + state
+	case NameResume:
+		return "/resume applies to a waiting or interrupted change; this one is " + state
+	case NameCancel:
+		return "/cancel applies to a change in progress; this one is " + state
+	}
+	return ""
 }
 
 func (x *Executor) robotName(ctx context.Context) string {
@@ -343,11 +403,17 @@ func (x *Executor) robotName(ctx context.Context) string {
 	return u.Username
 }
 
-// usable lists the commands the commenter may run now on op.
+// usable lists the commands the commenter may run now on op: those that
+// apply in its state (appliesNow) and that the commenter's role and access
+// allow; /approve and /reject never when approvals come from the approval
+// system.
 func (x *Executor) usable(ctx context.Context, ev platform.HookEvent, op Change) []Command {
 	var out []Command
 	for _, c := range Registry() {
-		if ok, _, err := x.allowed(ctx, ev, op, c); err == nil && ok {
+		if !appliesNow(op, c) || (c.Name == NameApprove || c.Name == NameReject) && op.ApprovalSystem {
+			continue
+		}
+		if ok, _, _, err := x.allowed(ctx, ev, op, c); err == nil && ok {
 			out = append(out, c)
 		}
 	}
@@ -361,8 +427,10 @@ const (
 
 // allowed decides whether the commenter holds one of cmd's roles. GitLab
 // is read only when a role needs it. Commands that lead to a merge (/retry)
-// also need Developer access or more, whoever asks, unless an operator.
-func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op Change, cmd Command) (bool, string, error) {
+// also need Developer access or more, whoever asks, unless an operator. A
+// refusal comes with its kind (templates.BecauseRole or BecauseAccess) and
+// the reason recorded in the change's history.
+func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op Change, cmd Command) (ok bool, because, reason string, err error) {
 	user := ev.User
 	operator := slices.Contains(x.cfg.Operators, user.Username)
 	access := -1
@@ -389,7 +457,7 @@ func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op Change
 			if !holds {
 				a, err := memberAccess()
 				if err != nil {
-					return false, "", err
+					return false, "", "", err
 				}
 				holds = a >= accessDeveloper
 			}
@@ -397,7 +465,7 @@ func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op Change
 			if !holds {
 				ok, err := x.cfg.Flow.IsApprover(ctx, op.OperationID, user)
 				if err != nil {
-					return false, "", err
+					return false, "", "", err
 				}
 				holds = ok
 			}
@@ -405,15 +473,14 @@ func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op Change
 			if !holds && op.MRIID > 0 {
 				mr, err := x.cfg.Access.MergeRequest(ctx, ev.ProjectID, op.MRIID, false)
 				if err != nil {
-					return false, "", fmt.Errorf("reading merge request author: %w", err)
+					return false, "", "", fmt.Errorf("reading merge request author: %w", err)
 				}
 				holds = mr.Author.ID == user.ID
 			}
 		}
 	}
-	reason := fmt.Sprintf("/%s needs: %s", cmd.Name, cmd.WhoText)
 	if !holds {
-		return false, reason, nil
+		return false, templates.BecauseRole, fmt.Sprintf("/%s needs: %s", cmd.Name, cmd.WhoText), nil
 	}
 	if leadsToMerge(cmd) && !operator {
 		// The right to merge into the target branch: Developer access, or
@@ -422,7 +489,7 @@ func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op Change
 		if op.TargetBranch != "" {
 			level, protected, err := x.cfg.Access.MergeAccessLevel(ctx, ev.ProjectID, op.TargetBranch)
 			if err != nil {
-				return false, "", err
+				return false, "", "", err
 			}
 			if protected && level > need {
 				need = level
@@ -430,14 +497,14 @@ func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op Change
 		}
 		a, err := memberAccess()
 		if err != nil {
-			return false, "", err
+			return false, "", "", err
 		}
 		if a < need {
-			return false, fmt.Sprintf("/%s leads to a merge into %s, which needs access level %d (%s) or more",
+			return false, templates.BecauseAccess, fmt.Sprintf("/%s leads to a merge into %s, which needs access level %d (%s) or more",
 				cmd.Name, op.TargetBranch, need, accessName(need)), nil
 		}
 	}
-	return true, "", nil
+	return true, "", "", nil
 }
 
 func accessName(level int) string {
@@ -469,25 +536,8 @@ func helpOf(cmds []Command) []templates.CommandHelp {
 func CommandsFor(c Change) []templates.CommandHelp {
 	var out []Command
 	for _, cmd := range Registry() {
-		switch cmd.Name {
-		case NameRetry:
-			if c.Step.Retryable() {
-				out = append(out, cmd)
-			}
-		case NameResume:
-			if c.Step.Resumable() {
-				out = append(out, cmd)
-			}
-		case NameCancel:
-			if c.Step.Cancellable() {
-				out = append(out, cmd)
-			}
-		case NameStatus, NameHelp:
+		if appliesNow(c, cmd) {
 			out = append(out, cmd)
-		case NameApprove, NameReject:
-			if c.AwaitsGitLabApproval {
-				out = append(out, cmd)
-			}
 		}
 	}
 	return helpOf(out)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,6 +20,9 @@ type fakeFlow struct {
 	acted   []string
 	refused []string
 	replies int
+	// approvers approve in GitLab; bodies are the replies posted.
+	approvers []string
+	bodies    []string
 }
 
 func (f *fakeFlow) FindByMR(context.Context, int64, int64) (Change, bool, error) {
@@ -38,10 +42,14 @@ func (f *fakeFlow) Refuse(_ context.Context, id string, p flows.ActionParams, re
 	return nil
 }
 
-func (f *fakeFlow) RefreshNow(context.Context, string) error          { return nil }
-func (f *fakeFlow) Reply(context.Context, int64, int64, string) error { f.replies++; return nil }
-func (f *fakeFlow) IsApprover(context.Context, string, platform.User) (bool, error) {
-	return false, nil
+func (f *fakeFlow) RefreshNow(context.Context, string) error { return nil }
+func (f *fakeFlow) Reply(_ context.Context, _, _ int64, body string) error {
+	f.replies++
+	f.bodies = append(f.bodies, body)
+	return nil
+}
+func (f *fakeFlow) IsApprover(_ context.Context, _ string, u platform.User) (bool, error) {
+	return slices.Contains(f.approvers, u.Username), nil
 }
 func (f *fakeFlow) DecideInGitLab(context.Context, string, platform.User, string, string) error {
 	return nil
@@ -94,21 +102,30 @@ func TestCommandsActThroughTheOneDispatch(t *testing.T) {
 	tests := []struct {
 		name        string
 		body        string
+		step        flows.StepCode // HANDLE_FAILED unless set
 		refuse      map[flows.Action]string
 		wantActed   []string
 		wantRefused []string
 	}{
 		{name: "retry", body: "/retry", wantActed: []string{"retry op_1 by alice from command:7"}},
 		{name: "cancel", body: "/cancel", wantActed: []string{"cancel op_1 by alice from command:7"}},
-		{name: "resume needs an operator", body: "/resume",
+		{name: "resume needs an operator", body: "/resume", step: flows.HandlePipelinePending,
 			wantRefused: []string{"resume op_1: /resume needs: operators only"}},
+		{name: "resume that does not apply in the state", body: "/resume",
+			wantRefused: []string{"resume op_1: /resume applies to a waiting or interrupted change; this one is HANDLE_FAILED (HANDLE_FAILED)"}},
 		{name: "retry that does not apply", body: "/retry", refuse: map[flows.Action]string{flows.ActionRetry: "not failed"},
 			wantRefused: []string{"retry op_1: not failed"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := &fakeFlow{change: Change{OperationID: "op_1", RequestedBy: "alice", TargetBranch: "main", MRIID: 3}, refuse: tc.refuse}
+			step := tc.step
+			if step == 0 {
+				step = flows.HandleFailed
+			}
+			st := flows.MustStep(step)
+			f := &fakeFlow{change: Change{OperationID: "op_1", RequestedBy: "alice", TargetBranch: "main", MRIID: 3,
+				Status: st.Status, Step: st}, refuse: tc.refuse}
 			x := NewExecutor(ExecutorConfig{Flow: f, Notes: &fakeNotes{seen: map[int64]bool{}}, Access: fakeAccess{}, Renderer: fakeReplier{}})
 			ev := platform.HookEvent{ProjectID: 5, User: platform.User{ID: 2, Username: "alice"},
 				Note: &platform.NoteHook{ID: 7, NoteableType: "MergeRequest", MRIID: 3, Body: tc.body}}

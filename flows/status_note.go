@@ -374,3 +374,29 @@ func (e *Engine) writeNote(ctx context.Context, op store.Operation, rec store.St
 	}
 	return n.ID, nil
 }
+
+// ApprovalProvider says who approves changes of project (approval.provider):
+// ProviderExternal, the approval system, or ProviderGitLab, approvers on the
+// merge request.
+func (e *Engine) ApprovalProvider(project string) string { return e.policy(project).Provider }
+
+// TicketURL returns the page of op's approval ticket as the approval system
+// gave it (its answer's optional ticket_url, recorded on APPROVAL_SENT), or
+// "" when it gave none or op has no ticket.
+func (e *Engine) TicketURL(ctx context.Context, op store.Operation) (string, error) {
+	if op.TicketID == "" || op.TicketID == GitLabTicket {
+		return "", nil
+	}
+	events, err := e.st.ListEvents(ctx, e.st.DB(), op.ID)
+	if err != nil {
+		return "", fmt.Errorf("reading the events of %s: %w", op.ID, err)
+	}
+	url := ""
+	for _, ev := range events {
+		pl := payloadOf(ev)
+		if u, _ := pl["ticket_url"].(string); u != "" && pl["ticket_id"] == op.TicketID {
+			url = u
+		}
+	}
+	return url, nil
+}

@@ -29,6 +29,12 @@ func TestStatusViewReadsLikeProse(t *testing.T) {
 	if want := flowtest.TicketURL + "/" + sent.TicketID; waiting.ApprovalURL != want {
 		t.Errorf("waiting: ticket page %q, want %q (the approval system's ticket_url)", waiting.ApprovalURL, want)
 	}
+	if u, err := h.Engine.TicketURL(context.Background(), sent); err != nil || u != waiting.ApprovalURL {
+		t.Errorf("TicketURL = %q, %v; want %q (what /approve points to)", u, err, waiting.ApprovalURL)
+	}
+	if p := h.Engine.ApprovalProvider(sent.Project); p != flows.ProviderExternal {
+		t.Errorf("ApprovalProvider = %q, want external", p)
+	}
 	if waiting.Decision != "" || waiting.DecidedBy != nil || waiting.DeployURL != "" {
 		t.Errorf("waiting: decision %q by %v, deploy %q; want none yet", waiting.Decision, waiting.DecidedBy, waiting.DeployURL)
 	}

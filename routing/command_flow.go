@@ -23,6 +23,8 @@ type Engine interface {
 	Reply(ctx context.Context, projectID, iid int64, body string) error
 	IsApprover(ctx context.Context, op store.Operation, user platform.User) (bool, error)
 	DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error
+	ApprovalProvider(project string) string
+	TicketURL(ctx context.Context, op store.Operation) (string, error)
 }
 
 // OperationReader reads one operation (implemented by *postgres.Store).
@@ -68,7 +70,9 @@ func (f *CommandFlow) get(ctx context.Context, id string) (store.Operation, erro
 	return op, nil
 }
 
-// FindByMR implements commands.Flow.
+// FindByMR implements commands.Flow. The change says whether its approvals
+// come from the external approval system, with the ticket and its page when
+// known (so that /approve can point there).
 func (f *CommandFlow) FindByMR(ctx context.Context, projectID, iid int64) (commands.Change, bool, error) {
 	op, err := f.e.FindByMR(ctx, projectID, iid)
 	if errors.Is(err, store.ErrNotFound) {
@@ -77,7 +81,14 @@ func (f *CommandFlow) FindByMR(ctx context.Context, projectID, iid int64) (comma
 	if err != nil {
 		return commands.Change{}, false, err
 	}
-	return ChangeOf(op), true, nil
+	c := ChangeOf(op)
+	if op.TicketID != flows.GitLabTicket && f.e.ApprovalProvider(op.Project) != flows.ProviderGitLab {
+		c.ApprovalSystem, c.TicketID = true, op.TicketID
+		if c.TicketURL, err = f.e.TicketURL(ctx, op); err != nil {
+			return commands.Change{}, false, err
+		}
+	}
+	return c, true, nil
 }
 
 // Act implements commands.Flow.

@@ -222,7 +222,7 @@ func (r *Renderer) selfCheck() error {
 	samples := map[string]any{
 		ReplyHelp:           HelpReply{Commands: cmds},
 		ReplyUnknownCommand: UnknownCommandReply{Names: []string{"x"}, Commands: cmds},
-		ReplyRefused:        RefusedReply{Name: "resume", Who: "operators only", Reason: "r"},
+		ReplyRefused:        RefusedReply{Name: "resume", Because: BecauseApprovalSystem, Who: "operators only", Reason: "r", TicketID: "T-1", TicketURL: "https://example.invalid/t/1"},
 		ReplyNoChange:       NoChangeReply{Names: []string{"retry"}},
 		ReplyRateLimited:    RateLimitedReply{Limit: 10, Window: time.Minute, Until: at},
 	}

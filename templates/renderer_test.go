@@ -268,8 +268,11 @@ func TestReplyGolden(t *testing.T) {
 		{name: "help_none", kind: ReplyHelp, data: HelpReply{}},
 		{name: "unknown_command", kind: ReplyUnknownCommand, data: UnknownCommandReply{Names: []string{"retyr"}, Commands: all}},
 		{name: "unknown_commands", kind: ReplyUnknownCommand, data: &UnknownCommandReply{Names: []string{"retyr", "merge-now"}, Commands: all}},
-		{name: "refused", kind: ReplyRefused, data: RefusedReply{Name: "resume", Who: "operators only"}},
-		{name: "refused_with_reason", kind: ReplyRefused, data: RefusedReply{Name: "retry", Who: "the change's requester, the MR author, project members with Developer access or more", Reason: "Merging into the protected branch main needs the right to merge."}},
+		{name: "refused", kind: ReplyRefused, data: RefusedReply{Name: "resume", Because: BecauseRole, Who: "operators only"}},
+		{name: "refused_access", kind: ReplyRefused, data: RefusedReply{Name: "retry", Because: BecauseAccess, Who: "the change's requester, the MR author, project members with Developer access or more", Reason: "it leads to a merge into main, which needs access level 40 (Maintainer) or more"}},
+		{name: "refused_state", kind: ReplyRefused, data: RefusedReply{Name: "retry", Because: BecauseState, Who: "the change's requester", Reason: "it applies to a failed change; this one is VALIDATED (CALLED_BACK)"}},
+		{name: "refused_approval_system", kind: ReplyRefused, data: RefusedReply{Name: "approve", Because: BecauseApprovalSystem, Who: "approvers", TicketID: "APR-1001", TicketURL: "https://approvals.example.com/tickets/APR-1001"}},
+		{name: "refused_approval_system_no_ticket", kind: ReplyRefused, data: RefusedReply{Name: "reject", Because: BecauseApprovalSystem, Who: "approvers"}},
 		{name: "no_change", kind: ReplyNoChange, data: NoChangeReply{Names: []string{"retry", "status"}}},
 		{name: "rate_limited", kind: ReplyRateLimited, data: RateLimitedReply{Limit: 10, Window: time.Minute, Until: time.Date(2026, 3, 9, 14, 5, 0, 0, time.UTC)}},
 	}

@@ -124,16 +124,40 @@ type UnknownCommandReply struct {
 	Commands []CommandHelp
 }
 
-// RefusedReply is the data of the "refused" reply to a command the commenter
-// may not run.
+// Why a command was refused (RefusedReply.Because).
+const (
+	// BecauseRole: the reader holds none of the command's roles.
+	BecauseRole = "role"
+	// BecauseAccess: the reader holds a role but lacks the access the
+	// command needs (the right to merge into the target branch).
+	BecauseAccess = "access"
+	// BecauseState: the command does not apply to the change in its
+	// current state, whoever asks.
+	BecauseState = "state"
+	// BecauseApprovalSystem: /approve or /reject on a change whose
+	// approvals come from the external approval system.
+	BecauseApprovalSystem = "approval_system"
+)
+
+// RefusedReply is the data of the "refused" reply to a command that was not
+// run. It says which of the reader's role (or access), the change's state or
+// the approval mode is the reason, once.
 type RefusedReply struct {
 	// Name is the refused command's name (lower-case, no slash).
 	Name string
-	// Who says who may run it, for example "operators only".
+	// Because is why: BecauseRole, BecauseAccess, BecauseState or
+	// BecauseApprovalSystem; "" is BecauseRole.
+	Because string
+	// Who says who may run it, for example "operators only"
+	// (BecauseRole).
 	Who string
-	// Reason optionally says more, for example "merging into the protected
-	// branch main needs the right to merge".
+	// Reason says what is missing in words, for example "this change is
+	// VALIDATED (CALLED_BACK); /retry applies to a failed change"
+	// (BecauseState, BecauseAccess).
 	Reason string
+	// TicketID and TicketURL are the change's approval ticket and its page
+	// (BecauseApprovalSystem), "" when unknown.
+	TicketID, TicketURL string
 }
 
 // NoChangeReply is the data of the "no_change" reply to commands on a merge
