@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"changebot/store/postgres/internal/dbsqlc"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -15,8 +17,7 @@ import (
 // adapter's key of one account (instance and token fingerprint); every
 // replica reads the same row (issue 10 point 4).
 func (s *Store) AccountBlockedUntil(ctx context.Context, account string) (time.Time, error) {
-	var until time.Time
-	err := s.pool.QueryRow(ctx, `SELECT blocked_until FROM gitlab_account_waits WHERE account = $1`, account).Scan(&until)
+	until, err := queries.GitLabAccountBlockedUntil(ctx, s.pool, account)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, nil
 	}
@@ -30,12 +31,8 @@ func (s *Store) AccountBlockedUntil(ctx context.Context, account string) (time.T
 // before until. A later moment already recorded is kept (two replicas
 // answered 429 at once: the longer wait wins). One statement.
 func (s *Store) BlockAccountUntil(ctx context.Context, account string, until time.Time) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO gitlab_account_waits (account, blocked_until, updated_at)
-		VALUES ($1, $2, $3)
-		ON CONFLICT (account) DO UPDATE
-		SET blocked_until = GREATEST(gitlab_account_waits.blocked_until, EXCLUDED.blocked_until),
-		    updated_at = EXCLUDED.updated_at`,
-		account, until.UTC(), s.Now())
+	err := queries.GitLabAccountBlock(ctx, s.pool, &dbsqlc.GitLabAccountBlockParams{Account: account,
+		BlockedUntil: until.UTC(), UpdatedAt: s.Now()})
 	if err != nil {
 		return fmt.Errorf("recording the wait of gitlab account %s: %w", account, err)
 	}

@@ -22,7 +22,7 @@ type CallbackRequests struct {
 	Kind        string
 	OperationID string
 	Result      string
-	ReceivedAt  string
+	ReceivedAt  dbtime.Time
 }
 
 type ChangeEvents struct {
@@ -65,15 +65,15 @@ type DeployConfirmations struct {
 
 type GitlabAccountWaits struct {
 	Account      string
-	BlockedUntil string
-	UpdatedAt    string
+	BlockedUntil dbtime.Time
+	UpdatedAt    dbtime.Time
 }
 
 type GitlabApprovals struct {
 	OperationID string
 	Username    string
 	Source      string
-	ApprovedAt  string
+	ApprovedAt  dbtime.Time
 }
 
 type NoteCommands struct {
@@ -82,7 +82,7 @@ type NoteCommands struct {
 	MrIid      int64
 	Author     string
 	Outcome    string
-	ReceivedAt string
+	ReceivedAt dbtime.Time
 }
 
 type Operations struct {
@@ -156,7 +156,7 @@ type WebhookDeliveries struct {
 	Event       string
 	ProjectID   int64
 	Body        []byte
-	ReceivedAt  string
-	ProcessedAt *string
+	ReceivedAt  dbtime.Time
+	ProcessedAt *dbtime.Time
 	Outcome     string
 }
