@@ -1,0 +1,158 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+	"changebot/store/postgres/pgtest"
+)
+
+// submitChangeOf submits a change of subject (its own binding and file).
+func submitChangeOf(ctx context.Context, env *demoEnv, subject string) (string, error) {
+	body, _ := json.Marshal(map[string]any{
+		"subject_id": subject, "target_key": "prod/eu-west-1", "project": demoProject,
+		"title": "Raise " + subject + " replicas to 6", "requested_by": demoRequester,
+		"files": []map[string]string{{"path": "services/" + subject + "/prod.yaml", "content": "replicas: 6\n"}},
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.BaseURL+"/api/v1/changes", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var out struct {
+		OperationID string `json:"operation_id"`
+	}
+	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(data, &out) != nil {
+		return "", fmt.Errorf("submitting %s: %d %s", subject, resp.StatusCode, data)
+	}
+	return out.OperationID, nil
+}
+
+// runApp serves env on ln with the database env.Config names until the
+// returned stop is called (stop waits for Run and closes the App).
+func runApp(t *testing.T, env *demoEnv, ln net.Listener, schema string) (*App, func()) {
+	t.Helper()
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: testLogger(t), Schema: schema, Poll: demoPoll})
+	if err != nil {
+		t.Fatalf("NewApp on %s: %v", env.Config.DatabaseURL, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, ln) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		app.Close()
+	}
+	t.Cleanup(stop)
+	return app, stop
+}
+
+// TestCopySQLiteToPostgresFinishesWaitingChanges is issue 11's acceptance
+// of `changebot copy`: a SQLite installation served against gitlabfake with
+// a finished change (VALIDATED) and two changes waiting for their MR
+// pipelines is stopped and copied to PostgreSQL; the bot served on
+// PostgreSQL finishes the waiting changes (their pipelines end while no bot
+// runs, so only the copied jobs can carry them) and verify passes on all.
+func TestCopySQLiteToPostgresFinishesWaitingChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	addr := env.Listener.Addr().String()
+	dbPath := filepath.Join(t.TempDir(), "changebot.db")
+	env.Config.DatabaseURL = "sqlite://" + dbPath
+	_, stopSQLite := runApp(t, env, env.Listener, "")
+
+	finished, err := submitChangeOf(ctx, env, "payments-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := followChange(ctx, env, finished, 60*time.Second, func(changeView) {}); err != nil {
+		t.Fatalf("on SQLite: %v", err)
+	}
+	// The next pipelines run for 4 s: long enough to stop the bot while
+	// they run, so they end with no bot to hear them.
+	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{Duration: 4 * time.Second})
+	var waiting []string
+	for _, subject := range []string{"orders-api", "users-api"} {
+		id, err := submitChangeOf(ctx, env, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting = append(waiting, id)
+	}
+	for _, id := range waiting {
+		waitStep(t, env, id, "CREATE_MR_OPENED", 30*time.Second)
+	}
+	stopSQLite()
+
+	sc := pgtest.New(t)
+	var out, errb strings.Builder
+	if code := Main([]string{"copy", "-from", "sqlite://" + dbPath, "-to", sc.URL}, &out, &errb); code != 0 {
+		t.Fatalf("copy: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	t.Logf("copy:\n%s", out.String())
+	if !regexp.MustCompile(`operations\s+3\n`).MatchString(out.String()) ||
+		!regexp.MustCompile(`river_job\s+[1-9]\d*\n`).MatchString(out.String()) {
+		t.Fatalf("copy carried other than 3 operations and their waiting jobs:\n%s", out.String())
+	}
+	time.Sleep(4 * time.Second) // the pipelines end while no bot runs: their webhooks are lost
+	if err := env.GitLab.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for _, h := range env.GitLab.Webhooks() {
+		if h.Status == 0 || h.Err != "" {
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Fatal("no webhook was lost while no bot ran: the copied jobs are not what finishes the changes")
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening again on %s: %v", addr, err)
+	}
+	env.Config.DatabaseURL = pgtest.URL()
+	app, _ := runApp(t, env, ln, sc.Name)
+	if app.db.target.Engine != EnginePostgres {
+		t.Fatalf("the second bot runs on %s, want postgres", app.db.target.Engine)
+	}
+	for _, id := range waiting {
+		v, err := followChange(ctx, env, id, 60*time.Second, func(changeView) {})
+		if err != nil {
+			t.Fatalf("on PostgreSQL: %v", err)
+		}
+		if v.Status != store.StatusValidated {
+			t.Fatalf("%s: %s", id, v.Status)
+		}
+	}
+	var vout strings.Builder
+	if err := verifyHistories(ctx, app.Store(), nil, &vout); err != nil || !strings.Contains(vout.String(), "3 operations checked, 0 broken") {
+		t.Fatalf("verify on PostgreSQL: %v\n%s", err, vout.String())
+	}
+}
