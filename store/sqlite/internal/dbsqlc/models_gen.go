@@ -53,7 +53,7 @@ type CommitClaims struct {
 	Branch    string
 	Seq       int64
 	Token     int64
-	ClaimedAt string
+	ClaimedAt dbtime.Time
 }
 
 type DeployConfirmations struct {
@@ -138,7 +138,7 @@ type StatusNoteClaims struct {
 	ProjectID    int64
 	MrIid        int64
 	Token        string
-	ClaimedUntil string
+	ClaimedUntil dbtime.Time
 }
 
 type StatusNotes struct {
@@ -147,7 +147,7 @@ type StatusNotes struct {
 	NoteID      int64
 	OperationID string
 	RenderedSeq int64
-	UpdatedAt   string
+	UpdatedAt   dbtime.Time
 }
 
 type WebhookDeliveries struct {
