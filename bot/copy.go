@@ -8,6 +8,10 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"changebot/store/postgres"
 	"changebot/store/sqlite"
@@ -94,9 +98,14 @@ func openCopyEnd(ctx context.Context, url string, target bool) (*copyEnd, error)
 	if err != nil {
 		return nil, err
 	}
-	if target {
+	switch {
+	case target:
 		err = d.Migrate(ctx)
-	} else {
+	case d.pool != nil:
+		if err = requireCurrent(d.MigrationStatus()); err == nil {
+			err = refuseServed(ctx, d.pool)
+		}
+	default:
 		err = requireCurrent(d.MigrationStatus())
 	}
 	if err != nil {
@@ -125,6 +134,24 @@ func requireCurrent(version uint, current bool, err error) error {
 		return fmt.Errorf("the database is at migration %d, not the newest: run changebot migrate on it first (DATABASE_URL set to it)", version)
 	}
 	return nil
+}
+
+// refuseServed refuses a PostgreSQL source that a replica serves: one
+// leads its job queue (River elects a leader among running clients and
+// renews it every few seconds; a stopped replica resigns, a killed one's
+// term runs out within about a minute).
+func refuseServed(ctx context.Context, pool *pgxpool.Pool) error {
+	var leader string
+	var until time.Time
+	err := pool.QueryRow(ctx, `SELECT leader_id, expires_at FROM river_leader WHERE expires_at > now() LIMIT 1`).Scan(&leader, &until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking whether a replica serves the database: %w", err)
+	}
+	return fmt.Errorf("replica %s is serving this database (it leads the job queue until %s): stop every replica before copying",
+		leader, until.UTC().Format(time.RFC3339))
 }
 
 var (

@@ -36,8 +36,10 @@ func sqliteInstallation(t *testing.T) (string, string) {
 }
 
 // TestCopyCommand: `changebot copy` prints the rows of every table, the
-// target then verifies; a second copy into it, a source being served and a
-// missing flag exit 1 naming the problem.
+// target then verifies, and it copies back from PostgreSQL to SQLite; a
+// second copy into a target, a source being served (SQLite: its lock file
+// held; PostgreSQL: a replica leads its job queue), a missing flag or
+// source exit 1 naming the problem.
 func TestCopyCommand(t *testing.T) {
 	t.Parallel()
 	from, path := sqliteInstallation(t)
@@ -65,6 +67,21 @@ func TestCopyCommand(t *testing.T) {
 	var vout strings.Builder
 	if err := verifyHistories(context.Background(), st, nil, &vout); err != nil || !strings.Contains(vout.String(), "2 operations checked, 0 broken") {
 		t.Errorf("verify on the target: %v\n%s", err, vout.String())
+	}
+
+	// And back to SQLite: a PostgreSQL source, a SQLite target made here.
+	back := "sqlite://" + filepath.Join(t.TempDir(), "back.db")
+	if code, out, stderr := run("-from", sc.URL, "-to", back); code != 0 || !regexp.MustCompile(`operations\s+2\n`).MatchString(out) {
+		t.Errorf("copy back to SQLite: exit %d\n%s%s", code, out, stderr)
+	}
+	// A PostgreSQL source whose job queue a replica leads is being served.
+	if _, err := sc.Pool.Exec(context.Background(), `INSERT INTO river_leader (elected_at, expires_at, leader_id)
+		VALUES (now(), now() + interval '1 minute', 'replica-a')`); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := run("-from", sc.URL, "-to", "sqlite://"+filepath.Join(t.TempDir(), "again.db")); code != 1 ||
+		!strings.Contains(stderr, "replica replica-a is serving this database") {
+		t.Errorf("copy from a served PostgreSQL: exit %d, stderr %q (stdout %q)", code, stderr, out)
 	}
 
 	cases := []struct {
