@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"changebot/store"
+	"changebot/store/postgres/internal/dbsqlc"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -19,18 +20,13 @@ const SettingsChannel = "changebot_settings"
 // ListSettings returns every stored setting, ordered by key and scope. The
 // table holds a few rows per key: one query, no paging.
 func (s *Store) ListSettings(ctx context.Context, db store.DBTX) ([]store.Setting, error) {
-	rows, err := q(db).Query(ctx, `SELECT key, scope, value, updated_by, updated_at FROM settings ORDER BY key, scope`)
+	rows, err := queries.SettingList(ctx, q(db))
 	if err != nil {
 		return nil, fmt.Errorf("listing settings: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Setting, error) {
-		var st store.Setting
-		err := r.Scan(&st.Key, &st.Scope, &st.Value, &st.UpdatedBy, &st.UpdatedAt)
-		st.UpdatedAt = st.UpdatedAt.UTC()
-		return st, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing settings: %w", err)
+	out := make([]store.Setting, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, store.Setting{Key: r.Key, Scope: r.Scope, Value: r.Value, UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.UTC()})
 	}
 	return out, nil
 }
@@ -47,33 +43,33 @@ func (s *Store) SaveSetting(ctx context.Context, p store.SaveSettingParams) (sto
 	now := s.Now()
 	saved := store.Setting{Key: p.Key, Scope: p.Scope, UpdatedBy: p.UpdatedBy, UpdatedAt: now}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// Hand-written: the advisory lock and the NOTIFY below are
+		// PostgreSQL session functions, not queries of our tables.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('changebot_settings/' || $1 || '/' || $2, 0))`, p.Key, p.Scope); err != nil {
 			return err
 		}
-		var old json.RawMessage
-		err := tx.QueryRow(ctx, `SELECT value FROM settings WHERE key = $1 AND scope = $2`, p.Key, p.Scope).Scan(&old)
+		old, err := queries.SettingValue(ctx, tx, &dbsqlc.SettingValueParams{Key: p.Key, Scope: p.Scope})
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		if p.Value == nil {
-			if _, err := tx.Exec(ctx, `DELETE FROM settings WHERE key = $1 AND scope = $2`, p.Key, p.Scope); err != nil {
+			if err := queries.SettingDelete(ctx, tx, &dbsqlc.SettingDeleteParams{Key: p.Key, Scope: p.Scope}); err != nil {
 				return err
 			}
 		} else {
-			err := tx.QueryRow(ctx, `INSERT INTO settings (key, scope, value, updated_by, updated_at)
-				VALUES ($1, $2, $3, $4, $5)
-				ON CONFLICT (key, scope) DO UPDATE SET value = EXCLUDED.value, updated_by = EXCLUDED.updated_by, updated_at = EXCLUDED.updated_at
-				RETURNING value`, p.Key, p.Scope, []byte(p.Value), p.UpdatedBy, now).Scan(&saved.Value)
+			v, err := queries.SettingUpsert(ctx, tx, &dbsqlc.SettingUpsertParams{Key: p.Key, Scope: p.Scope,
+				Value: []byte(p.Value), UpdatedBy: p.UpdatedBy, UpdatedAt: now})
 			if err != nil {
 				return err
 			}
+			saved.Value = v
 		}
 		var newValue []byte
 		if p.Value != nil {
 			newValue = saved.Value
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO settings_audit (key, scope, old_value, new_value, updated_by, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6)`, p.Key, p.Scope, nullJSON(old), nullJSON(newValue), p.UpdatedBy, now); err != nil {
+		if err := queries.SettingAuditInsert(ctx, tx, &dbsqlc.SettingAuditInsertParams{Key: p.Key, Scope: p.Scope,
+			OldValue: nullJSON(old), NewValue: nullJSON(newValue), UpdatedBy: p.UpdatedBy, UpdatedAt: now}); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `SELECT pg_notify($1, json_build_object('schema', current_schema(), 'key', $2::text, 'scope', $3::text)::text)`,
@@ -86,29 +82,24 @@ func (s *Store) SaveSetting(ctx context.Context, p store.SaveSettingParams) (sto
 	return saved, nil
 }
 
-// nullJSON maps an empty value to SQL NULL.
-func nullJSON(b []byte) any {
+// nullJSON maps an empty value to SQL NULL (a nil slice).
+func nullJSON(b []byte) []byte {
 	if len(b) == 0 {
 		return nil
 	}
-	return string(b)
+	return b
 }
 
 // ListSettingAudit returns the audit rows of key in scope, oldest first.
 func (s *Store) ListSettingAudit(ctx context.Context, db store.DBTX, key, scope string) ([]store.SettingAudit, error) {
-	rows, err := q(db).Query(ctx, `SELECT id, key, scope, old_value, new_value, updated_by, updated_at
-		FROM settings_audit WHERE key = $1 AND scope = $2 ORDER BY id`, key, scope)
+	rows, err := queries.SettingAuditList(ctx, q(db), &dbsqlc.SettingAuditListParams{Key: key, Scope: scope})
 	if err != nil {
 		return nil, fmt.Errorf("listing audit of setting %s: %w", key, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.SettingAudit, error) {
-		var a store.SettingAudit
-		err := r.Scan(&a.ID, &a.Key, &a.Scope, &a.OldValue, &a.NewValue, &a.UpdatedBy, &a.UpdatedAt)
-		a.UpdatedAt = a.UpdatedAt.UTC()
-		return a, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing audit of setting %s: %w", key, err)
+	out := make([]store.SettingAudit, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, store.SettingAudit{ID: r.ID, Key: r.Key, Scope: r.Scope, OldValue: r.OldValue,
+			NewValue: r.NewValue, UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.UTC()})
 	}
 	return out, nil
 }

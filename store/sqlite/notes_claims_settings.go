@@ -196,22 +196,20 @@ func (s *Store) CountCommitClaims(ctx context.Context, db store.DBTX) (int, erro
 
 // ListSettings implements store.Settings.
 func (s *Store) ListSettings(ctx context.Context, db store.DBTX) ([]store.Setting, error) {
-	rows, err := q(db).Query(ctx, `SELECT key, scope, value, updated_by, updated_at FROM settings ORDER BY key, scope`)
+	g, err := q(db).gen()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := queries.SettingList(ctx, g)
 	if err != nil {
 		return nil, fmt.Errorf("listing settings: %w", err)
 	}
-	defer rows.Close()
 	var out []store.Setting
-	for rows.Next() {
-		var st store.Setting
-		var v []byte
-		if err := rows.Scan(&st.Key, &st.Scope, &v, &st.UpdatedBy, tm{&st.UpdatedAt}); err != nil {
-			return nil, fmt.Errorf("listing settings: %w", err)
-		}
-		st.Value = v
-		out = append(out, st)
+	for _, r := range rows {
+		out = append(out, store.Setting{Key: r.Key, Scope: r.Scope, Value: json.RawMessage(r.Value),
+			UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.Time})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // SaveSetting implements store.Settings. The transaction holds the write
@@ -224,35 +222,29 @@ func (s *Store) SaveSetting(ctx context.Context, p store.SaveSettingParams) (sto
 	now := s.Now()
 	saved := store.Setting{Key: p.Key, Scope: p.Scope, UpdatedBy: p.UpdatedBy, UpdatedAt: now}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		c := conn{ex: tx}
-		var old []byte
-		err := c.QueryRow(ctx, `SELECT value FROM settings WHERE key = ? AND scope = ?`, p.Key, p.Scope).Scan(&old)
+		old, err := queries.SettingValue(ctx, tx, &dbsqlc.SettingValueParams{Key: p.Key, Scope: p.Scope})
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		var newValue any
+		var newValue *string
 		if p.Value == nil {
-			if _, err := c.Exec(ctx, `DELETE FROM settings WHERE key = ? AND scope = ?`, p.Key, p.Scope); err != nil {
+			if err := queries.SettingDelete(ctx, tx, &dbsqlc.SettingDeleteParams{Key: p.Key, Scope: p.Scope}); err != nil {
 				return err
 			}
 		} else {
-			var v []byte
-			err := c.QueryRow(ctx, `INSERT INTO settings (key, scope, value, updated_by, updated_at)
-				VALUES (?, ?, json(?), ?, ?)
-				ON CONFLICT (key, scope) DO UPDATE SET value = excluded.value, updated_by = excluded.updated_by, updated_at = excluded.updated_at
-				RETURNING value`, p.Key, p.Scope, string(p.Value), p.UpdatedBy, now).Scan(&v)
+			v, err := queries.SettingUpsert(ctx, tx, &dbsqlc.SettingUpsertParams{Key: p.Key, Scope: p.Scope,
+				Value: string(p.Value), UpdatedBy: p.UpdatedBy, UpdatedAt: dbtime.Of(now)})
 			if err != nil {
 				return err
 			}
-			saved.Value, newValue = json.RawMessage(v), string(v)
+			saved.Value, newValue = json.RawMessage(v), &v
 		}
-		var oldValue any
-		if len(old) > 0 {
-			oldValue = string(old)
+		var oldValue *string
+		if old != "" {
+			oldValue = &old
 		}
-		_, err = c.Exec(ctx, `INSERT INTO settings_audit (key, scope, old_value, new_value, updated_by, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, p.Key, p.Scope, oldValue, newValue, p.UpdatedBy, now)
-		return err
+		return queries.SettingAuditInsert(ctx, tx, &dbsqlc.SettingAuditInsertParams{Key: p.Key, Scope: p.Scope,
+			OldValue: oldValue, NewValue: newValue, UpdatedBy: p.UpdatedBy, UpdatedAt: dbtime.Of(now)})
 	})
 	if err != nil {
 		return store.Setting{}, fmt.Errorf("saving setting %s (%s): %w", p.Key, p.Scope, err)
@@ -263,26 +255,24 @@ func (s *Store) SaveSetting(ctx context.Context, p store.SaveSettingParams) (sto
 
 // ListSettingAudit implements store.Settings.
 func (s *Store) ListSettingAudit(ctx context.Context, db store.DBTX, key, scope string) ([]store.SettingAudit, error) {
-	rows, err := q(db).Query(ctx, `SELECT id, key, scope, old_value, new_value, updated_by, updated_at
-		FROM settings_audit WHERE key = ? AND scope = ? ORDER BY id`, key, scope)
+	g, err := q(db).gen()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := queries.SettingAuditList(ctx, g, &dbsqlc.SettingAuditListParams{Key: key, Scope: scope})
 	if err != nil {
 		return nil, fmt.Errorf("listing audit of setting %s: %w", key, err)
 	}
-	defer rows.Close()
 	var out []store.SettingAudit
-	for rows.Next() {
-		var a store.SettingAudit
-		var oldV, newV []byte
-		if err := rows.Scan(&a.ID, &a.Key, &a.Scope, &oldV, &newV, &a.UpdatedBy, tm{&a.UpdatedAt}); err != nil {
-			return nil, fmt.Errorf("listing audit of setting %s: %w", key, err)
+	for _, r := range rows {
+		a := store.SettingAudit{ID: r.ID, Key: r.Key, Scope: r.Scope, UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.Time}
+		if r.OldValue != nil {
+			a.OldValue = json.RawMessage(*r.OldValue)
 		}
-		if oldV != nil {
-			a.OldValue = oldV
-		}
-		if newV != nil {
-			a.NewValue = newV
+		if r.NewValue != nil {
+			a.NewValue = json.RawMessage(*r.NewValue)
 		}
 		out = append(out, a)
 	}
-	return out, rows.Err()
+	return out, nil
 }

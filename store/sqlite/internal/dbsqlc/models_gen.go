@@ -121,7 +121,7 @@ type Settings struct {
 	Scope     string
 	Value     string
 	UpdatedBy string
-	UpdatedAt string
+	UpdatedAt dbtime.Time
 }
 
 type SettingsAudit struct {
@@ -131,7 +131,7 @@ type SettingsAudit struct {
 	OldValue  *string
 	NewValue  *string
 	UpdatedBy string
-	UpdatedAt string
+	UpdatedAt dbtime.Time
 }
 
 type StatusNoteClaims struct {
