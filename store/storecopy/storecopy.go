@@ -86,25 +86,34 @@ func Copy(ctx context.Context, src Source, dst Target) (Report, error) {
 		return Report{}, err
 	}
 	rep := Report{Counts: snap.Counts()}
+	if err := check(ctx, snap, chains, dst, &rep); err != nil {
+		return rep, fmt.Errorf("the copy is committed on the target, but checking it failed: %w", err)
+	}
+	return rep, nil
+}
+
+// check reads every operation of snap back from dst and compares its chain
+// with the source's (chains), counting them in rep.Verified.
+func check(ctx context.Context, snap *store.Snapshot, chains map[string][]store.Event, dst Target, rep *Report) error {
 	ids, err := operationIDs(snap)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	for _, id := range ids {
 		h, err := dst.ReadHistory(ctx, id)
 		if err != nil {
-			return rep, fmt.Errorf("reading %s back from the target: %w", id, err)
+			return fmt.Errorf("reading %s back: %w", id, err)
 		}
 		if _, err := store.VerifyChain(h.Stored); err != nil {
-			return rep, fmt.Errorf("%s on the target: %w", id, err)
+			return fmt.Errorf("%s: %w", id, err)
 		}
 		want := chains[id]
 		if len(h.Stored) != len(want) || (len(want) > 0 && h.Stored[len(want)-1].Hash != want[len(want)-1].Hash) {
-			return rep, fmt.Errorf("%s on the target: %d events, the source has %d (or the last hash differs)", id, len(h.Stored), len(want))
+			return fmt.Errorf("%s: %d events, the source has %d (or the last hash differs)", id, len(h.Stored), len(want))
 		}
 		rep.Verified++
 	}
-	return rep, nil
+	return nil
 }
 
 // column returns the index of column name in table t of store.CopyTables.

@@ -3,6 +3,7 @@ package storecopy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -89,5 +90,37 @@ func TestCopy(t *testing.T) {
 	var full *store.NotEmptyError
 	if !errors.As(err, &full) {
 		t.Errorf("a second Copy into the same target: %v, want a NotEmptyError", err)
+	}
+}
+
+// BenchmarkCopySQLiteToPostgres copies a SQLite installation of 200
+// operations with 10 events each (and their jobs) to a fresh PostgreSQL
+// schema per iteration.
+func BenchmarkCopySQLiteToPostgres(b *testing.B) {
+	ctx := context.Background()
+	src := openSQLite(b, storetest.Opts{})
+	for i := range 200 {
+		id := fmt.Sprintf("op_bench_%03d", i)
+		if _, _, err := src.CreateOperation(ctx, store.CreateParams{Operation: store.Operation{ID: id, SubjectID: id,
+			TargetKey: "prod", Project: "g/r", Title: "t", RequestedBy: "alice", Step: 10401, Status: store.StatusApprovalSending},
+			Event: store.EventParams{Type: store.EventSubmitted, Actor: "alice", Source: "api"}}); err != nil {
+			b.Fatal(err)
+		}
+		for j := range 9 {
+			if _, err := src.AppendEvent(ctx, id, store.EventParams{Type: store.EventAttempt, Actor: "changebot", Source: "job:x",
+				Payload: map[string]any{"n": j, "reason": "GitLab answered 502"}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		dst := openPostgres(b, storetest.Opts{})
+		b.StartTimer()
+		rep, err := storecopy.Copy(ctx, src, dst)
+		if err != nil || rep.Verified != 200 {
+			b.Fatalf("Copy: %v (verified %d)", err, rep.Verified)
+		}
 	}
 }
