@@ -17,7 +17,8 @@ func (s *Store) CountByStatusWithAge(ctx context.Context, db store.DBTX, statuse
 	if len(statuses) == 0 {
 		return nil, nil
 	}
-	// One UNION ALL branch per status: the planner sees each status's own
+	// Hand-written: the statement is built at run time, one UNION ALL
+	// branch per status, which sqlc cannot express. One UNION ALL branch per status: the planner sees each status's own
 	// value and reads it as an index range (a join over unnest would be
 	// planned for an average status, often a scan of the whole table).
 	parts := make([]string, len(statuses))
@@ -59,6 +60,7 @@ func (s *Store) CountByStatusWithAge(ctx context.Context, db store.DBTX, statuse
 // schema of the pool). Only the leader runs cluster-wide duties such as the
 // active changes gauge.
 func (s *Store) IsJobLeader(ctx context.Context, db store.DBTX, clientID string) (bool, error) {
+	// Hand-written: river_leader is River's table, not in our migrations.
 	var ok bool
 	err := q(db).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_leader WHERE leader_id = $1 AND expires_at > now())`,
 		clientID).Scan(&ok)

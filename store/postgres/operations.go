@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// opColumns and scanOperation serve the hand-written queries of
-// operations (reconcile.go, active.go); the others are generated
-// (internal/dbsqlc/operations.sql).
+// opColumns and scanOperation serve the hand-written query of operations
+// over River's jobs (ListStuckOperations); the others are generated
+// (internal/dbsqlc).
 const opColumns = `id, subject_id, target_key, project, project_id, target_branch, source_branch,
 	title, description, files, requested_by, approval_first, step, status, version, ticket_id,
 	mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail,

@@ -3,11 +3,11 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 
 	"changebot/store"
-
-	"github.com/jackc/pgx/v5"
+	"changebot/store/postgres/internal/dbsqlc"
 )
 
 // ListReconcileCandidates returns up to p.Limit MERGED operations with a
@@ -16,31 +16,18 @@ import (
 // verdict from deploy_confirmations (see RecordDeployConfirmation). One
 // query, whatever the number of rows.
 func (s *Store) ListReconcileCandidates(ctx context.Context, db store.DBTX, p store.ReconcileParams) ([]store.ReconcileCandidate, error) {
-	rows, err := q(db).Query(ctx, `SELECT `+prefixedOpColumns+`, EXISTS (
-			SELECT 1 FROM deploy_confirmations d
-			WHERE d.project_id = o.project_id AND d.target_branch = o.target_branch
-			  AND d.mr_iid >= o.mr_iid AND d.confirmed_at >= o.updated_at)
-		FROM operations o
-		WHERE o.status = $1 AND o.merge_commit_sha <> '' AND o.updated_at > $2 AND o.updated_at < $3
-		ORDER BY o.project_id, o.target_branch, o.updated_at, o.id
-		LIMIT $4`, store.StatusMerged, p.After, p.Before, p.Limit)
+	rows, err := queries.ReconcileCandidates(ctx, q(db), &dbsqlc.ReconcileCandidatesParams{Status: store.StatusMerged,
+		UpdatedAfter: p.After, UpdatedBefore: p.Before, Max: int32(min(p.Limit, math.MaxInt32))})
 	if err != nil {
 		return nil, fmt.Errorf("listing reconcile candidates: %w", err)
 	}
-	defer rows.Close()
 	var out []store.ReconcileCandidate
-	for rows.Next() {
-		var c store.ReconcileCandidate
-		var wm bool
-		op, err := scanOperation(extraScan{rows, []any{&wm}})
+	for _, r := range rows {
+		op, err := fromRow(r.Operations)
 		if err != nil {
 			return nil, fmt.Errorf("listing reconcile candidates: %w", err)
 		}
-		c.Operation, c.Watermarked = op, wm
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing reconcile candidates: %w", err)
+		out = append(out, store.ReconcileCandidate{Operation: op, Watermarked: r.Watermarked})
 	}
 	return out, nil
 }
@@ -50,11 +37,8 @@ func (s *Store) ListReconcileCandidates(ctx context.Context, db store.DBTX, p st
 // One row per MR; a later confirmation of the same MR moves its time
 // forward, never back.
 func (s *Store) RecordDeployConfirmation(ctx context.Context, db store.DBTX, c store.DeployConfirmation) error {
-	_, err := q(db).Exec(ctx, `INSERT INTO deploy_confirmations (project_id, target_branch, mr_iid, confirmed_at)
-		VALUES ($1, $2, $3, $4)
-		ON CONFLICT (project_id, target_branch, mr_iid)
-		DO UPDATE SET confirmed_at = greatest(deploy_confirmations.confirmed_at, EXCLUDED.confirmed_at)`,
-		c.ProjectID, c.TargetBranch, c.MRIID, s.Now())
+	err := queries.DeployConfirmationRecord(ctx, q(db), &dbsqlc.DeployConfirmationRecordParams{ProjectID: c.ProjectID,
+		TargetBranch: c.TargetBranch, MrIid: c.MRIID, ConfirmedAt: s.Now()})
 	if err != nil {
 		return fmt.Errorf("recording deploy confirmation of !%d into %s: %w", c.MRIID, c.TargetBranch, err)
 	}
@@ -78,20 +62,13 @@ var prefixedOpColumns = func() string {
 	return strings.Join(cols, ", ")
 }()
 
-// extraScan scans a row of operation columns followed by extra columns.
-type extraScan struct {
-	row   pgx.Row
-	extra []any
-}
-
-// Scan implements pgx.Row.
-func (r extraScan) Scan(dest ...any) error { return r.row.Scan(append(dest, r.extra...)...) }
-
 // WakeStaleWaits makes the scheduled polling job of up to p.Limit waiting
 // operations due now, so that it reads GitLab at once instead of at its
 // next (long) interval: what a lost webhook would have told us. It returns
 // how many jobs it woke. One statement.
 func (s *Store) WakeStaleWaits(ctx context.Context, db store.DBTX, p store.WakeParams) (int, error) {
+	// Hand-written: it reads River's river_job table (not in our migrations,
+	// so sqlc does not know it) through its JSON args.
 	tag, err := q(db).Exec(ctx, `UPDATE river_job SET scheduled_at = $6 WHERE id IN (
 			SELECT j.id FROM river_job j JOIN operations o ON o.id = j.args->>'operation_id'
 			WHERE j.state = 'scheduled' AND j.kind = ANY($2) AND j.scheduled_at > $4
@@ -109,6 +86,8 @@ func (s *Store) WakeStaleWaits(ctx context.Context, db store.DBTX, p store.WakeP
 // scheduled, running or retryable) of one of p.Kinds for their current step.
 // Oldest first. One query.
 func (s *Store) ListStuckOperations(ctx context.Context, db store.DBTX, p store.StuckParams) ([]store.Operation, error) {
+	// Hand-written: it reads River's river_job table (not in our migrations,
+	// so sqlc does not know it) through its JSON args.
 	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+prefixedOpColumns+` FROM operations o
 		WHERE o.step = ANY($1) AND o.updated_at < $3 AND NOT EXISTS (
 			SELECT 1 FROM river_job j
@@ -127,9 +106,8 @@ func (s *Store) ListStuckOperations(ctx context.Context, db store.DBTX, p store.
 // the caller passes the last id back to go on, "" to start over). One
 // query.
 func (s *Store) ListWatchedMRs(ctx context.Context, db store.DBTX, p store.WatchParams) ([]store.Operation, error) {
-	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
-		WHERE status = ANY($2) AND step = ANY($1) AND mr_iid > 0 AND id > $3
-		ORDER BY id LIMIT $4`, p.Steps, p.Statuses, p.After, p.Limit))
+	ops, err := manyOperations(queries.OperationListWatched(ctx, q(db), &dbsqlc.OperationListWatchedParams{
+		Statuses: p.Statuses, Steps: p.Steps, After: p.After, Max: int32(min(p.Limit, math.MaxInt32))}))
 	if err != nil {
 		return nil, fmt.Errorf("listing watched merge requests: %w", err)
 	}

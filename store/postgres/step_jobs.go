@@ -21,18 +21,19 @@ import (
 func (s *Store) ResumeStep(ctx context.Context, p store.ResumeStepParams) (bool, error) {
 	queued := false
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var step int
-		var status string
-		err := tx.QueryRow(ctx, `SELECT step, status FROM operations WHERE id = $1 FOR UPDATE`, p.OperationID).Scan(&step, &status)
+		cur, err := queries.OperationStepStatusForUpdate(ctx, tx, p.OperationID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return store.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
+		step, status := cur.Step, cur.Status
 		if step != p.Step {
 			return fmt.Errorf("%w: at %d, expected %d", store.ErrStepMismatch, step, p.Step)
 		}
+		// Hand-written: it reads River's river_job table (not in our migrations,
+		// so sqlc does not know it) through its JSON args (a jsonb containment lookup).
 		var live int
 		err = tx.QueryRow(ctx, `WITH live AS (
 				SELECT id, state FROM river_job
@@ -68,6 +69,8 @@ func (s *Store) ResumeStep(ctx context.Context, p store.ResumeStepParams) (bool,
 // alone: it finds the operation moved under it and its write refused. It
 // returns how many jobs it deleted.
 func (s *Store) RetireStepJobs(ctx context.Context, db store.DBTX, operationID string, step int, kinds []string) (int, error) {
+	// Hand-written: it reads River's river_job table (not in our migrations,
+	// so sqlc does not know it) through its JSON args (a jsonb containment lookup).
 	tag, err := q(db).Exec(ctx, `DELETE FROM river_job
 		WHERE args @> jsonb_build_object('operation_id', $1::text, 'step', $2::int) AND kind = ANY($3)
 		  AND state IN ('available', 'pending', 'scheduled', 'retryable')`, operationID, step, kinds)

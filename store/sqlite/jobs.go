@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"changebot/store"
+	"changebot/store/sqlite/internal/dbsqlc"
+	"changebot/store/sqlite/internal/dbtime"
 )
 
 // riverTS is t as River's SQLite driver stores times (milliseconds), for
@@ -24,18 +26,19 @@ func (s *Store) ResumeStep(ctx context.Context, p store.ResumeStepParams) (bool,
 	queued := false
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		c := conn{ex: tx}
-		var step int
-		var status string
-		err := c.QueryRow(ctx, `SELECT step, status FROM operations WHERE id = ?`, p.OperationID).Scan(&step, &status)
+		cur, err := queries.OperationStepStatus(ctx, tx, p.OperationID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
+		step, status := cur.Step, cur.Status
 		if step != p.Step {
 			return fmt.Errorf("%w: at %d, expected %d", store.ErrStepMismatch, step, p.Step)
 		}
+		// Hand-written: it reads River's river_job table (not in our migrations,
+		// so sqlc does not know it) through its JSON args (json_extract).
 		kinds, kargs := in(p.Kinds)
 		live := `SELECT id FROM river_job
 			WHERE json_extract(args, '$.operation_id') = ? AND json_extract(args, '$.step') = ? AND kind IN (` + kinds + `)
@@ -68,6 +71,8 @@ func (s *Store) ResumeStep(ctx context.Context, p store.ResumeStepParams) (bool,
 
 // RetireStepJobs implements store.Jobs.
 func (s *Store) RetireStepJobs(ctx context.Context, db store.DBTX, operationID string, step int, kinds []string) (int, error) {
+	// Hand-written: it reads River's river_job table (not in our migrations,
+	// so sqlc does not know it) through its JSON args (json_extract).
 	ph, kargs := in(kinds)
 	res, err := q(db).Exec(ctx, `DELETE FROM river_job
 		WHERE json_extract(args, '$.operation_id') = ? AND json_extract(args, '$.step') = ? AND kind IN (`+ph+`)
@@ -82,6 +87,8 @@ func (s *Store) RetireStepJobs(ctx context.Context, db store.DBTX, operationID s
 // WakeStaleWaits implements store.Jobs. Writers are serialised, so no row
 // is skipped as locked.
 func (s *Store) WakeStaleWaits(ctx context.Context, db store.DBTX, p store.WakeParams) (int, error) {
+	// Hand-written: it reads River's river_job table (not in our migrations,
+	// so sqlc does not know it) through its JSON args (json_extract).
 	steps, sargs := in(p.Steps)
 	kinds, kargs := in(p.Kinds)
 	args := append(append(kargs, riverTS(p.WakeAfter)), sargs...)
@@ -100,6 +107,7 @@ func (s *Store) WakeStaleWaits(ctx context.Context, db store.DBTX, p store.WakeP
 
 // IsJobLeader implements store.Jobs.
 func (s *Store) IsJobLeader(ctx context.Context, db store.DBTX, clientID string) (bool, error) {
+	// Hand-written: river_leader is River's table, not in our migrations.
 	var ok bool
 	err := q(db).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_leader WHERE leader_id = ? AND expires_at > `+riverNow+`)`,
 		clientID).Scan(&ok)
@@ -111,6 +119,8 @@ func (s *Store) IsJobLeader(ctx context.Context, db store.DBTX, clientID string)
 
 // ListStuckOperations implements store.Operations.
 func (s *Store) ListStuckOperations(ctx context.Context, db store.DBTX, p store.StuckParams) ([]store.Operation, error) {
+	// Hand-written: it reads River's river_job table (not in our migrations,
+	// so sqlc does not know it) through its JSON args (json_extract).
 	steps, sargs := in(p.Steps)
 	kinds, kargs := in(p.Kinds)
 	args := append(append(sargs, p.QuietBefore), kargs...)
@@ -129,12 +139,12 @@ func (s *Store) ListStuckOperations(ctx context.Context, db store.DBTX, p store.
 
 // ListWatchedMRs implements store.Operations.
 func (s *Store) ListWatchedMRs(ctx context.Context, db store.DBTX, p store.WatchParams) ([]store.Operation, error) {
-	statuses, stargs := in(p.Statuses)
-	steps, sargs := in(p.Steps)
-	args := append(append(stargs, sargs...), p.After, p.Limit)
-	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
-		WHERE status IN (`+statuses+`) AND step IN (`+steps+`) AND mr_iid > 0 AND id > ?
-		ORDER BY id LIMIT ?`, args...))
+	g, err := q(db).gen()
+	if err != nil {
+		return nil, err
+	}
+	ops, err := manyOperations(queries.OperationListWatched(ctx, g, &dbsqlc.OperationListWatchedParams{
+		Statuses: p.Statuses, Steps: p.Steps, After: p.After, Max: int64(p.Limit)}))
 	if err != nil {
 		return nil, fmt.Errorf("listing watched merge requests: %w", err)
 	}
@@ -143,40 +153,34 @@ func (s *Store) ListWatchedMRs(ctx context.Context, db store.DBTX, p store.Watch
 
 // ListReconcileCandidates implements store.Operations.
 func (s *Store) ListReconcileCandidates(ctx context.Context, db store.DBTX, p store.ReconcileParams) ([]store.ReconcileCandidate, error) {
-	rows, err := q(db).Query(ctx, `SELECT `+prefixedOpColumns+`, EXISTS (
-			SELECT 1 FROM deploy_confirmations d
-			WHERE d.project_id = o.project_id AND d.target_branch = o.target_branch
-			  AND d.mr_iid >= o.mr_iid AND d.confirmed_at >= o.updated_at)
-		FROM operations o
-		WHERE o.status = ? AND o.merge_commit_sha <> '' AND o.updated_at > ? AND o.updated_at < ?
-		ORDER BY o.project_id, o.target_branch, o.updated_at, o.id
-		LIMIT ?`, store.StatusMerged, p.After, p.Before, p.Limit)
+	g, err := q(db).gen()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := queries.ReconcileCandidates(ctx, g, &dbsqlc.ReconcileCandidatesParams{Status: store.StatusMerged,
+		UpdatedAfter: dbtime.Of(p.After), UpdatedBefore: dbtime.Of(p.Before), Max: int64(p.Limit)})
 	if err != nil {
 		return nil, fmt.Errorf("listing reconcile candidates: %w", err)
 	}
-	defer rows.Close()
 	var out []store.ReconcileCandidate
-	for rows.Next() {
-		var wm bool
-		op, err := scanOperation(rows, &wm)
+	for _, r := range rows {
+		op, err := fromRow(r.Operations)
 		if err != nil {
 			return nil, fmt.Errorf("listing reconcile candidates: %w", err)
 		}
-		out = append(out, store.ReconcileCandidate{Operation: op, Watermarked: wm})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing reconcile candidates: %w", err)
+		out = append(out, store.ReconcileCandidate{Operation: op, Watermarked: r.Watermarked})
 	}
 	return out, nil
 }
 
 // RecordDeployConfirmation implements store.Operations.
 func (s *Store) RecordDeployConfirmation(ctx context.Context, db store.DBTX, c store.DeployConfirmation) error {
-	_, err := q(db).Exec(ctx, `INSERT INTO deploy_confirmations (project_id, target_branch, mr_iid, confirmed_at)
-		VALUES (?, ?, ?, ?)
-		ON CONFLICT (project_id, target_branch, mr_iid)
-		DO UPDATE SET confirmed_at = max(deploy_confirmations.confirmed_at, excluded.confirmed_at)`,
-		c.ProjectID, c.TargetBranch, c.MRIID, s.Now())
+	g, err := q(db).gen()
+	if err != nil {
+		return err
+	}
+	err = queries.DeployConfirmationRecord(ctx, g, &dbsqlc.DeployConfirmationRecordParams{ProjectID: c.ProjectID,
+		TargetBranch: c.TargetBranch, MrIid: c.MRIID, ConfirmedAt: dbtime.Of(s.Now())})
 	if err != nil {
 		return fmt.Errorf("recording deploy confirmation of !%d into %s: %w", c.MRIID, c.TargetBranch, err)
 	}

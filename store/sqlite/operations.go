@@ -14,8 +14,9 @@ import (
 	"changebot/store/sqlite/internal/dbtime"
 )
 
-// opColumns and scanOperation serve the hand-written queries of
-// operations; the others are generated (internal/dbsqlc/operations.sql).
+// opColumns and scanOperation serve the hand-written query of operations
+// over River's jobs (ListStuckOperations); the others are generated
+// (internal/dbsqlc).
 const opColumns = `id, subject_id, target_key, project, project_id, target_branch, source_branch,
 	title, description, files, requested_by, approval_first, step, status, version, ticket_id,
 	mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail,
@@ -242,6 +243,8 @@ func (s *Store) CountByStatusWithAge(ctx context.Context, db store.DBTX, statuse
 	if len(statuses) == 0 {
 		return nil, nil
 	}
+	// Not generated yet: the IN list is built at run time here (sqlc.slice
+	// could express it; PostgreSQL's statement, active.go, cannot be).
 	ph, args := in(statuses)
 	rows, err := q(db).Query(ctx, `SELECT status, count(*), min(updated_at) FROM operations
 		WHERE status IN (`+ph+`) GROUP BY status`, args...)

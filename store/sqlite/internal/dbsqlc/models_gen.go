@@ -60,7 +60,7 @@ type DeployConfirmations struct {
 	ProjectID    int64
 	TargetBranch string
 	MrIid        int64
-	ConfirmedAt  string
+	ConfirmedAt  dbtime.Time
 }
 
 type GitlabAccountWaits struct {
