@@ -2,8 +2,10 @@ package bot
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +20,26 @@ import (
 )
 
 // TestMain lets the test binary act as the changebot binary in a
-// subprocess (kill-and-resume tests), so no separate build is needed.
+// subprocess (kill-and-resume tests), so no separate build is needed. In the
+// tests themselves every HTTP exchange with the bot is validated against the
+// OpenAPI document (openAPIRoundTripper as http.DefaultTransport); a run with
+// a violation fails.
 func TestMain(m *testing.M) {
 	if os.Getenv("CHANGEBOT_TEST_SUBPROCESS") == "1" {
 		os.Exit(Main(os.Args[len(os.Args)-2:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	v, err := newOpenAPIRoundTripper(openAPIDocument, http.DefaultTransport)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	http.DefaultTransport, openAPIValidator = v, v
+	code := m.Run()
+	if bad := v.Violations(); len(bad) > 0 {
+		fmt.Fprintf(os.Stderr, "%d requests or answers do not match bot/openapi.json:\n%s\n", len(bad), strings.Join(bad, "\n"))
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // botProcess runs `changebot serve` in a subprocess.

@@ -50,6 +50,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	r.Handle("/callbacks/approval", textInput(cbCfg.MaxBodyBytes, true, approvalCB)).Methods(http.MethodPost)
 	r.Handle("/callbacks/deploy", textInput(cbCfg.MaxBodyBytes, true, deployCB)).Methods(http.MethodPost)
 	api := r.PathPrefix("/api/v1").Subrouter()
+	api.HandleFunc("/openapi.json", serveOpenAPI).Methods(http.MethodGet)
 	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
 	api.Handle("/changes/{id}", a.auth("", http.HandlerFunc(a.getChange))).Methods(http.MethodGet)
 	api.Handle("/changes/{id}/{action:retry|resume|cancel}", a.auth("", http.HandlerFunc(a.changeAction))).Methods(http.MethodPost)
