@@ -243,25 +243,23 @@ func (s *Store) CountByStatusWithAge(ctx context.Context, db store.DBTX, statuse
 	if len(statuses) == 0 {
 		return nil, nil
 	}
-	// Not generated yet: the IN list is built at run time here (sqlc.slice
-	// could express it; PostgreSQL's statement, active.go, cannot be).
-	ph, args := in(statuses)
-	rows, err := q(db).Query(ctx, `SELECT status, count(*), min(updated_at) FROM operations
-		WHERE status IN (`+ph+`) GROUP BY status`, args...)
+	g, err := q(db).gen()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := queries.OperationCountByStatus(ctx, g, statuses)
 	if err != nil {
 		return nil, fmt.Errorf("counting operations by status: %w", err)
 	}
-	defer rows.Close()
 	byStatus := map[string]store.StatusAge{}
-	for rows.Next() {
-		var a store.StatusAge
-		if err := rows.Scan(&a.Status, &a.Count, tm{&a.OldestUpdatedAt}); err != nil {
+	for _, r := range rows {
+		// min(updated_at) has no column type for sqlc: it comes as the
+		// stored text, read as dbtime.Time reads its column.
+		var oldest dbtime.Time
+		if err := oldest.Scan(r.OldestUpdatedAt); err != nil {
 			return nil, fmt.Errorf("counting operations by status: %w", err)
 		}
-		byStatus[a.Status] = a
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("counting operations by status: %w", err)
+		byStatus[r.Status] = store.StatusAge{Status: r.Status, Count: int(r.N), OldestUpdatedAt: oldest.Time}
 	}
 	out := make([]store.StatusAge, len(statuses))
 	for i, st := range statuses {

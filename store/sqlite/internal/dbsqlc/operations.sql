@@ -65,3 +65,9 @@ UPDATE operations SET
     step_started_at = @step_started_at,
     updated_at = @updated_at
 WHERE id = @id;
+
+-- name: OperationCountByStatus :many
+SELECT status, count(*) AS n, min(updated_at) AS oldest_updated_at
+FROM operations
+WHERE status IN (sqlc.slice('statuses'))
+GROUP BY status;

@@ -12,6 +12,52 @@ import (
 	"changebot/store/sqlite/internal/dbtime"
 )
 
+const operationCountByStatus = `-- name: OperationCountByStatus :many
+SELECT status, count(*) AS n, min(updated_at) AS oldest_updated_at
+FROM operations
+WHERE status IN (/*SLICE:statuses*/?)
+GROUP BY status
+`
+
+type OperationCountByStatusRow struct {
+	Status          string
+	N               int64
+	OldestUpdatedAt interface{}
+}
+
+func (q *Queries) OperationCountByStatus(ctx context.Context, db DBTX, statuses []string) ([]OperationCountByStatusRow, error) {
+	query := operationCountByStatus
+	var queryParams []interface{}
+	if len(statuses) > 0 {
+		for _, v := range statuses {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:statuses*/?", strings.Repeat(",?", len(statuses))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:statuses*/?", "NULL", 1)
+	}
+	rows, err := db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OperationCountByStatusRow
+	for rows.Next() {
+		var i OperationCountByStatusRow
+		if err := rows.Scan(&i.Status, &i.N, &i.OldestUpdatedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const operationExists = `-- name: OperationExists :one
 SELECT EXISTS (SELECT 1 FROM operations WHERE id = ?1)
 `
