@@ -133,6 +133,43 @@ var CopyTables = []Table{
 // still refused, as not empty.
 var IgnoredTables = []string{"status_note_claims"}
 
+// UnknownTableError is an Export's refusal of a database holding a table
+// the copy does not know: a migration added it and CopyTables (or
+// IgnoredTables) was not told, so the copy would leave its rows behind.
+type UnknownTableError struct {
+	Tables []string
+}
+
+func (e *UnknownTableError) Error() string {
+	return fmt.Sprintf("the database has tables the copy does not know (%s): is it migrated by a newer changebot?",
+		strings.Join(e.Tables, ", "))
+}
+
+// CheckTables returns an *UnknownTableError when have (the tables of a
+// database) holds one that is not in CopyTables or IgnoredTables and is
+// not bookkeeping: River's (river_*), the migrations' and the engines' own
+// counters (commit_claim_tokens, sqlite_sequence).
+func CheckTables(have []string) error {
+	known := map[string]bool{"changebot_schema_migrations": true, "commit_claim_tokens": true, "sqlite_sequence": true}
+	for _, t := range CopyTables {
+		known[t.Name] = true
+	}
+	for _, n := range IgnoredTables {
+		known[n] = true
+	}
+	var unknown []string
+	for _, n := range have {
+		if !known[n] && !strings.HasPrefix(n, "river_") {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return &UnknownTableError{Tables: unknown}
+	}
+	return nil
+}
+
 // JobsTable is the name Snapshot counts its jobs under.
 const JobsTable = "river_job"
 

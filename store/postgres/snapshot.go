@@ -14,10 +14,25 @@ import (
 // Export reads the installation (store.CopyTables and the unfinished jobs)
 // in one read-only REPEATABLE READ transaction, so every table is of the
 // same moment. A table whose columns are not the ones store.CopyTables
-// lists is refused (*store.SchemaMismatchError).
+// lists is refused (*store.SchemaMismatchError), and so is a table the
+// copy does not know (*store.UnknownTableError). The statements are built
+// from store.CopyTables (one per table, generic over its columns), so they
+// are not sqlc's.
 func (s *Store) Export(ctx context.Context) (*store.Snapshot, error) {
 	snap := &store.Snapshot{Rows: map[string][][]any{}}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT table_name FROM information_schema.tables
+			WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
+		if err != nil {
+			return fmt.Errorf("listing the tables: %w", err)
+		}
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("listing the tables: %w", err)
+		}
+		if err := store.CheckTables(tables); err != nil {
+			return err
+		}
 		for _, t := range store.CopyTables {
 			rows, err := exportTable(ctx, tx, t)
 			if err != nil {
@@ -25,7 +40,6 @@ func (s *Store) Export(ctx context.Context) (*store.Snapshot, error) {
 			}
 			snap.Rows[t.Name] = rows
 		}
-		var err error
 		snap.Jobs, err = store.ListCopyJobs(ctx, s.jobs, tx)
 		return err
 	})

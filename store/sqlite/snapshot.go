@@ -13,10 +13,16 @@ import (
 // Export reads the installation (store.CopyTables and the unfinished jobs)
 // in one transaction, which holds the write lock (BEGIN IMMEDIATE): no
 // writer moves anything while it reads. A table whose columns are not the
-// ones store.CopyTables lists is refused (*store.SchemaMismatchError).
+// ones store.CopyTables lists is refused (*store.SchemaMismatchError), and
+// so is a table the copy does not know (*store.UnknownTableError). The
+// statements are built from store.CopyTables (one per table, generic over
+// its columns), so they are not sqlc's.
 func (s *Store) Export(ctx context.Context) (*store.Snapshot, error) {
 	snap := &store.Snapshot{Rows: map[string][][]any{}}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := checkTables(ctx, tx); err != nil {
+			return err
+		}
 		for _, t := range store.CopyTables {
 			rows, err := exportTable(ctx, tx, t)
 			if err != nil {
@@ -32,6 +38,28 @@ func (s *Store) Export(ctx context.Context) (*store.Snapshot, error) {
 		return nil, fmt.Errorf("exporting from SQLite: %w", err)
 	}
 	return snap, nil
+}
+
+// checkTables refuses a database holding a table the copy does not know
+// (store.CheckTables).
+func checkTables(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'`)
+	if err != nil {
+		return fmt.Errorf("listing the tables: %w", err)
+	}
+	defer rows.Close()
+	var have []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return fmt.Errorf("listing the tables: %w", err)
+		}
+		have = append(have, n)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("listing the tables: %w", err)
+	}
+	return store.CheckTables(have)
 }
 
 func exportTable(ctx context.Context, tx *sql.Tx, t store.Table) ([][]any, error) {

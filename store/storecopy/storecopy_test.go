@@ -124,3 +124,27 @@ func BenchmarkCopySQLiteToPostgres(b *testing.B) {
 		}
 	}
 }
+
+// TestExportRefusesWhatItDoesNotKnow: a table no copy knows (SQLite) and
+// a column store.CopyTables does not list (PostgreSQL) stop the export
+// instead of being left behind.
+func TestExportRefusesWhatItDoesNotKnow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lite := openSQLite(t, storetest.Opts{}).(*sqlite.Store)
+	if _, err := lite.SQLDB().ExecContext(ctx, `CREATE TABLE deploy_windows (id INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	var unknown *store.UnknownTableError
+	if _, err := lite.Export(ctx); !errors.As(err, &unknown) || len(unknown.Tables) != 1 || unknown.Tables[0] != "deploy_windows" {
+		t.Errorf("SQLite export with a new table: %v, want an UnknownTableError naming deploy_windows", err)
+	}
+	pg := openPostgres(t, storetest.Opts{}).(*postgres.Store)
+	if _, err := pg.Pool().Exec(ctx, `ALTER TABLE bindings ADD COLUMN note text`); err != nil {
+		t.Fatal(err)
+	}
+	var mismatch *store.SchemaMismatchError
+	if _, err := pg.Export(ctx); !errors.As(err, &mismatch) || mismatch.Table != "bindings" {
+		t.Errorf("PostgreSQL export with a new column: %v, want a SchemaMismatchError of bindings", err)
+	}
+}
