@@ -9,7 +9,8 @@
 // bot and tests import pgx.
 //
 // The SQL lives in internal/dbsqlc/*.sql; sqlc generates the Go code
-// beside it (sqlc.yaml, make sqlc). Queries it cannot express (COPY,
-// advisory locks, statements over River's tables) stay in this package,
-// each with a comment saying why.
+// beside it (sqlc.yaml, make sqlc). Statements it cannot express stay in
+// this package, each with a comment saying why: those over River's tables
+// (river_job, river_leader), the count built per status at run time, the
+// advisory lock, NOTIFY and LISTEN of settings changes.
 package postgres

@@ -119,6 +119,8 @@ func (s *Store) ListenSettings(ctx context.Context) (store.SettingsListener, err
 		return nil, fmt.Errorf("acquiring settings listener connection: %w", err)
 	}
 	conn := c.Hijack()
+	// Hand-written: LISTEN and current_schema() are session statements,
+	// not queries of our tables.
 	l := &pgSettingsListener{conn: conn}
 	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&l.schema); err != nil {
 		_ = conn.Close(ctx)

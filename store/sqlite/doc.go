@@ -14,7 +14,8 @@
 // is time order.
 //
 // The SQL lives in internal/dbsqlc/*.sql; sqlc generates the Go code
-// beside it (sqlc.yaml, make sqlc). Queries it cannot express (IN lists
-// built at run time, statements over River's tables) stay in this package,
-// each with a comment saying why.
+// beside it (sqlc.yaml, make sqlc). Statements it cannot express stay in
+// this package, each with a comment saying why: those over River's tables
+// (river_job, river_leader) and the status note claim (an upsert whose
+// WHERE takes a parameter, which sqlc's SQLite engine leaves unbound).
 package sqlite
