@@ -353,6 +353,35 @@ func TestPersonMergesMR(t *testing.T) {
 	}
 }
 
+// TestPersonActsOnASettledGitLab: a person's call through the harness
+// (ClientAs) comes after the fake GitLab's work of an earlier act, as at a
+// moment of harness time: the merge right after FinishRebase, whose new
+// head's pipeline the fake runs on real-time timers (here for 300ms), is
+// accepted, not refused with 405 ci_still_running (the race behind a flaky
+// "rebase pending, merge hook lost").
+func TestPersonActsOnASettledGitLab(t *testing.T) {
+	t.Parallel()
+	ph := personPhases[len(personPhases)-1]
+	if ph.name != "rebase pending" {
+		t.Fatalf("last person phase is %q, want rebase pending", ph.name)
+	}
+	h := flowtest.New(t, ph.opts)
+	op, _ := ph.reach(t, h)
+	h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{Duration: 300 * time.Millisecond})
+	h.GitLab.FinishRebase(h.Project.ID, op.MRIID)
+	snap, _ := h.GitLab.MergeRequest(h.Project.ID, op.MRIID) // no settling: what GitLab shows at once
+	if snap.DetailedMergeStatus != "ci_still_running" {
+		t.Fatalf("right after the rebase the MR is %s, want ci_still_running (the test no longer shows the race)", snap.DetailedMergeStatus)
+	}
+	merged, err := h.ClientAs(t, flowtest.Requester).Merge(context.Background(), h.Project.ID, op.MRIID, platform.MergeParams{SHA: snap.SHA})
+	if err != nil {
+		t.Fatalf("the person's merge after the rebase: %v", err)
+	}
+	if merged.State != platform.MRStateMerged {
+		t.Fatalf("MR %s after the merge, want merged", merged.State)
+	}
+}
+
 // TestReconcilerWatchIsBounded: the reconciler reads the MR of each change
 // waiting without a poll once per pass, at most MaxWatches per pass, going
 // on where the last pass stopped; a close whose hook was lost is found on

@@ -1,11 +1,14 @@
 package flowtest
 
 import (
+	"context"
+	"net/http"
 	"testing"
 	"time"
 
 	"changebot/flows"
 	"changebot/platform/gitlab"
+	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
 
@@ -65,12 +68,32 @@ func (h *Harness) RunUntil(t testing.TB, id string, step flows.StepCode, limit t
 // ClientAs returns a GitLab client acting as username (any user the
 // harness created: Robot, Requester, "reviewer1", ...), for what people do
 // in GitLab during a test: push to the change's branch, merge or close its
-// MR.
+// MR. Each of its requests first settles the fake GitLab (Settle), as every
+// job does: a person acts at a moment of harness time, and the fake's work
+// of no duration that an earlier act started (the pipeline a push or
+// FinishRebase starts, which the fake runs on real-time timers; its hooks)
+// is done by then. Without it a merge right after FinishRebase raced those
+// timers and GitLab answered 405 (detailed_merge_status ci_still_running).
 func (h *Harness) ClientAs(t testing.TB, username string) *gitlab.Client {
 	t.Helper()
-	c, err := gitlab.New(gitlab.Config{BaseURL: h.GitLab.URL(), Token: username + "-token", RetryMax: -1})
+	c, err := gitlab.New(gitlab.Config{BaseURL: h.GitLab.URL(), Token: username + "-token", RetryMax: -1,
+		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: settledTransport{fake: h.GitLab}}})
 	if err != nil {
 		t.Fatalf("building a GitLab client for %s: %v", username, err)
 	}
 	return c
+}
+
+// settledTransport waits until the fake GitLab is idle before each request
+// (ClientAs).
+type settledTransport struct{ fake *gitlabfake.Server }
+
+// RoundTrip implements http.RoundTripper.
+func (s settledTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.fake.WaitIdle(ctx); err != nil {
+		return nil, err
+	}
+	return http.DefaultTransport.RoundTrip(req)
 }
