@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,8 +47,24 @@ func startBotWithPoll(t *testing.T, env *demoEnv, poll flows.PollConfig) (*App, 
 // step hook) on env's listener over a fresh schema until the test ends.
 func startBotWithOpts(t *testing.T, env *demoEnv, poll flows.PollConfig, opts *AppOpts) (*App, pgtest.Schema) {
 	t.Helper()
-	sc := pgtest.New(t)
-	env.Config.DatabaseURL = pgtest.URL()
+	return startBotOn(t, EnginePostgres, env, poll, opts)
+}
+
+// testEngines are the engines the engine-neutral end-to-end tests run on.
+var testEngines = []string{EnginePostgres, EngineSQLite}
+
+// startBotOn is startBotWithOpts on engine: PostgreSQL (a fresh schema,
+// returned) or SQLite (a file of t's own, migrated by NewApp; the schema
+// returned is zero).
+func startBotOn(t *testing.T, engine string, env *demoEnv, poll flows.PollConfig, opts *AppOpts) (*App, pgtest.Schema) {
+	t.Helper()
+	var sc pgtest.Schema
+	if engine == EngineSQLite {
+		env.Config.DatabaseURL = sqliteURL(filepath.Join(t.TempDir(), DefaultDatabaseFile))
+	} else {
+		sc = pgtest.New(t)
+		env.Config.DatabaseURL = pgtest.URL()
+	}
 	o := *opts
 	o.Logger, o.Schema, o.Poll = testLogger(t), sc.Name, poll
 	app, err := NewApp(context.Background(), env.Config, &o)
@@ -78,16 +95,29 @@ func newTestEnv(t *testing.T, autoApprove bool, pipeline time.Duration) *demoEnv
 }
 
 // TestEndToEndReachesValidated is `make demo` as a test: real HTTP between
-// the bot, gitlabfake and the stand-in approval system, on real PostgreSQL.
+// the bot, gitlabfake and the stand-in approval system, on real PostgreSQL
+// and on a SQLite file.
 func TestEndToEndReachesValidated(t *testing.T) {
 	t.Parallel()
+	for _, engine := range testEngines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			testEndToEndReachesValidated(t, engine)
+		})
+	}
+}
+
+func testEndToEndReachesValidated(t *testing.T, engine string) {
 	env := newTestEnv(t, true, 200*time.Millisecond)
 	// Polls only after 10 s: every wait here must be ended by its webhook,
 	// so the call count below shows no polling (a loaded machine may
 	// otherwise poll before a webhook lands, which is correct but noisy).
 	poll := demoPoll
 	poll.ShortInterval = 10 * time.Second
-	app, _ := startBotWithPoll(t, env, poll)
+	app, _ := startBotOn(t, engine, env, poll, &AppOpts{})
+	if !strings.HasPrefix(app.Database(), engine+" ") {
+		t.Fatalf("the bot runs on %q, want %s", app.Database(), engine)
+	}
 	ctx := context.Background()
 	opID, err := submitDemoChange(ctx, env)
 	if err != nil {

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -71,10 +72,30 @@ func (p *botProcess) kill() {
 // TestSIGKILLWhileWaitingForPipelineThenRestart kills the bot with SIGKILL
 // while its change waits for the MR pipeline; the pipeline finishes while
 // the bot is down (its webhook is lost), and the restarted bot still carries
-// the change to VALIDATED from what is in the database.
+// the change to VALIDATED from what is in the database: on PostgreSQL, and
+// on SQLite as a zero-setup installation runs (no DATABASE_URL: changebot.db
+// in CHANGEBOT_DATA_DIR, whose lock SIGKILL must release).
 func TestSIGKILLWhileWaitingForPipelineThenRestart(t *testing.T) {
 	t.Parallel()
-	sc := pgtest.New(t)
+	for _, engine := range testEngines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			testSIGKILLThenRestart(t, engine)
+		})
+	}
+}
+
+// databaseEnv is the environment of a serve subprocess on engine: a fresh
+// PostgreSQL schema, or no DATABASE_URL and a data directory of t's own.
+func databaseEnv(t *testing.T, engine string) []string {
+	t.Helper()
+	if engine == EngineSQLite {
+		return []string{"DATABASE_URL=", "CHANGEBOT_DATA_DIR=" + t.TempDir()}
+	}
+	return []string{"DATABASE_URL=" + pgtest.New(t).URL}
+}
+
+func testSIGKILLThenRestart(t *testing.T, engine string) {
 	env := newTestEnv(t, true, 3*time.Second)
 	addr := env.Listener.Addr().String()
 	_ = env.Listener.Close() // the subprocess listens there
@@ -88,9 +109,8 @@ func TestSIGKILLWhileWaitingForPipelineThenRestart(t *testing.T) {
 		reviewers = append(reviewers, r.token)
 	}
 	logs := &strings.Builder{}
-	p := &botProcess{t: t, logs: logs, env: []string{cfgFile,
+	p := &botProcess{t: t, logs: logs, env: append([]string{cfgFile,
 		"CHANGEBOT_LISTEN=" + addr,
-		"DATABASE_URL=" + sc.URL,
 		"CHANGEBOT_GITLAB_URL=" + env.GitLab.URL(),
 		"CHANGEBOT_GITLAB_TOKEN=" + demoRobotToken,
 		"CHANGEBOT_REVIEWER_TOKENS=" + strings.Join(reviewers, ","),
@@ -100,7 +120,7 @@ func TestSIGKILLWhileWaitingForPipelineThenRestart(t *testing.T) {
 		"CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
 		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL,
 		"CHANGEBOT_LOG_LEVEL=warn",
-	}}
+	}, databaseEnv(t, engine)...)}
 	defer func() {
 		if t.Failed() {
 			t.Logf("bot output:\n%s", logs.String())
@@ -204,4 +224,78 @@ func waitStep(t *testing.T, env *demoEnv, opID, step string, timeout time.Durati
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("change never reached %s", step)
+}
+
+// TestSecondServeOnSQLiteFileRefused: serve without DATABASE_URL says in
+// its first log line that it runs on changebot.db in CHANGEBOT_DATA_DIR; a
+// second serve on the same file exits 1 saying that several replicas need
+// PostgreSQL, and the first keeps serving.
+func TestSecondServeOnSQLiteFileRefused(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, time.Second)
+	addr := env.Listener.Addr().String()
+	_ = env.Listener.Close()
+	cfgFile := filepath.Join(t.TempDir(), "changebot.yaml")
+	if err := os.WriteFile(cfgFile, []byte("log_format: text\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	serveEnv := func(listen string) []string {
+		return []string{cfgFile, "CHANGEBOT_LISTEN=" + listen, "DATABASE_URL=", "CHANGEBOT_DATA_DIR=" + dataDir,
+			"CHANGEBOT_GITLAB_URL=" + env.GitLab.URL(), "CHANGEBOT_GITLAB_TOKEN=" + demoRobotToken,
+			"CHANGEBOT_WEBHOOK_SECRETS=" + demoWebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demoCallbackSecret,
+			"CHANGEBOT_API_TOKENS=submitter:" + demoAPIToken, "CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
+			"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL, "CHANGEBOT_LOG_LEVEL=info"}
+	}
+	first := &lockedBuilder{}
+	p := &botProcess{t: t, logs: first, env: serveEnv(addr)}
+	p.start()
+	defer p.kill()
+	waitListening(t, addr)
+	line, _, _ := strings.Cut(first.String(), "\n")
+	dbFile := filepath.Join(dataDir, DefaultDatabaseFile)
+	if !strings.Contains(line, "starting changebot") || !strings.Contains(line, "sqlite "+dbFile) || !strings.Contains(line, "DATABASE_URL is empty") {
+		t.Errorf("first log line %q, want it to name the SQLite file %s and that DATABASE_URL is empty", line, dbFile)
+	}
+
+	second := &lockedBuilder{}
+	q := &botProcess{t: t, logs: second, env: serveEnv("127.0.0.1:0")}
+	q.start()
+	done := make(chan error, 1)
+	go func() { done <- q.cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("second serve ended with %v, want exit status 1; output:\n%s", err, second.String())
+		}
+	case <-time.After(30 * time.Second):
+		q.kill()
+		t.Fatalf("second serve on the same SQLite file still runs; output:\n%s", second.String())
+	}
+	if out := second.String(); !strings.Contains(out, "several replicas need PostgreSQL") {
+		t.Errorf("second serve said %q, want it to say several replicas need PostgreSQL", out)
+	}
+	// The first still serves.
+	if _, err := submitDemoChange(context.Background(), env); err != nil {
+		t.Fatalf("the first serve stopped answering: %v", err)
+	}
+}
+
+// lockedBuilder is a strings.Builder safe for a subprocess's output.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
