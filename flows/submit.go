@@ -267,9 +267,11 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	return op, true, nil
 }
 
-// submittedPayload is the payload of a change's submitted event.
+// submittedPayload is the payload of a change's submitted event (schema
+// version 2: "file_count" is the number of files; see
+// store.EventSchemaVersion).
 func submittedPayload(p SubmitParams) map[string]any {
-	payload := map[string]any{"project": p.Project, "files": len(p.Files), "approval_first": p.ApprovalFirst}
+	payload := map[string]any{"project": p.Project, "file_count": len(p.Files), "approval_first": p.ApprovalFirst}
 	if p.SubmittedBy != "" {
 		payload["submitted_by"] = p.SubmittedBy
 	}

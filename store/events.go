@@ -10,8 +10,16 @@ import (
 )
 
 // EventSchemaVersion is the version written with new events. Older versions
-// are upcast on read by UpcastEvent.
-const EventSchemaVersion = 1
+// are upcast on read by UpcastEvent; stored rows are never rewritten (the
+// hash chain covers them as stored).
+//
+// Versions:
+//   - 1: the first.
+//   - 2: the submitted event's payload names the number of files
+//     "file_count" (version 1 called it "files", the name of the submitted
+//     list itself, which read as that list once the events API published
+//     payloads: GET /api/v1/changes/{id}/events).
+const EventSchemaVersion = 2
 
 // Event types (persisted).
 const (
@@ -133,8 +141,36 @@ func (h History) Events() []Event {
 }
 
 // upcasters lift an event of schema version v (the key) to version v+1.
-// None yet: version 1 is the only version so far.
-var upcasters = map[int]func(Event) Event{}
+var upcasters = map[int]func(Event) Event{
+	1: upcastV1,
+}
+
+// upcastV1 lifts a version 1 event to version 2: a submitted event's
+// "files" (a number) becomes "file_count". Other events and payloads that
+// do not decode are returned unchanged.
+func upcastV1(ev Event) Event {
+	if ev.Type != EventSubmitted {
+		return ev
+	}
+	dec := json.NewDecoder(bytes.NewReader(ev.Payload))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return ev
+	}
+	n, ok := m["files"].(json.Number)
+	if !ok {
+		return ev
+	}
+	delete(m, "files")
+	m["file_count"] = n
+	out, err := json.Marshal(m)
+	if err != nil {
+		return ev
+	}
+	ev.Payload = out
+	return ev
+}
 
 // UpcastEvent turns an event of an older schema version into the current
 // shape, one version at a time. The hash covers the stored fields, so an

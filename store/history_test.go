@@ -27,7 +27,9 @@ func TestHistoryVerifiesEventsAsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Rewrite the first event as one of schema version 0 whose payload
-	// names the field "files_count", hashed as such.
+	// names the field "files_count", hashed as such. Read, it goes through
+	// the test's upcaster (to version 1: "files") and the real one (to
+	// version 2: "file_count").
 	h, err := s.ReadHistory(ctx, op.ID)
 	if err != nil || len(h.Stored) != 1 {
 		t.Fatalf("events: %+v %v", h, err)
@@ -50,7 +52,7 @@ func TestHistoryVerifiesEventsAsStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if read[0].SchemaVersion != store.EventSchemaVersion || string(read[0].Payload) != `{"files":1}` {
+	if read[0].SchemaVersion != store.EventSchemaVersion || string(read[0].Payload) != `{"file_count":1}` {
 		t.Fatalf("ListEvents gave %+v, want it upcast", read[0])
 	}
 	if _, err := store.VerifyChain(read); err == nil {

@@ -1,0 +1,162 @@
+package flows_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"changebot/flows"
+	"changebot/flows/flowtest"
+	"changebot/store"
+	"changebot/store/postgres"
+	"changebot/store/postgres/pgtest"
+)
+
+// v1Fixture is testdata/events_v1.json: a change's whole history written by
+// the schema version 1 code (origin in testdata/README.md).
+type v1Fixture struct {
+	Operation struct {
+		ID     string `json:"id"`
+		Step   int    `json:"step"`
+		Status string `json:"status"`
+	} `json:"operation"`
+	Events []store.Event `json:"events"`
+}
+
+func loadV1(t *testing.T) (v1Fixture, store.History) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/events_v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f v1Fixture
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range f.Events {
+		if ev.SchemaVersion != 1 {
+			t.Fatalf("fixture event %d has schema version %d, want 1", ev.Seq, ev.SchemaVersion)
+		}
+	}
+	return f, store.History{Operation: store.Operation{ID: f.Operation.ID, Step: f.Operation.Step, Status: f.Operation.Status},
+		Stored: f.Events}
+}
+
+// submittedPayload decodes the submitted event's payload.
+func submittedPayload(t *testing.T, ev store.Event) map[string]any {
+	t.Helper()
+	if ev.Type != store.EventSubmitted {
+		t.Fatalf("event %d is %s, want submitted", ev.Seq, ev.Type)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(ev.Payload, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestV1FixtureReplaysAndVerifies (issue 13 point 5): a history of schema
+// version 1 verifies on its stored form, and read upcast (version 2) it
+// replays to the stored state with the submitted event's "files" renamed
+// "file_count".
+func TestV1FixtureReplaysAndVerifies(t *testing.T) {
+	t.Parallel()
+	f, h := loadV1(t)
+	if err := flows.Verify(h); err != nil {
+		t.Fatalf("the v1 fixture does not verify: %v", err)
+	}
+	events := h.Events()
+	if st := flows.Replay(events, events[len(events)-1].OccurredAt); int(st.Step) != f.Operation.Step ||
+		st.Status != f.Operation.Status || st.Seq != int64(len(events)) {
+		t.Fatalf("replay gives %+v, want %d/%s", st, f.Operation.Step, f.Operation.Status)
+	}
+	for _, ev := range events {
+		if ev.SchemaVersion != store.EventSchemaVersion {
+			t.Fatalf("event %d read as version %d, want %d", ev.Seq, ev.SchemaVersion, store.EventSchemaVersion)
+		}
+	}
+	p := submittedPayload(t, events[0])
+	if _, ok := p["files"]; ok || p["file_count"] != float64(1) {
+		t.Fatalf("upcast submitted payload %v, want file_count 1 and no files", p)
+	}
+	if string(h.Stored[0].Payload) == string(events[0].Payload) || h.Stored[0].SchemaVersion != 1 {
+		t.Fatal("upcasting changed the stored event")
+	}
+	// The hash covers the stored form: the upcast events do not verify.
+	if _, err := store.VerifyChain(events); err == nil {
+		t.Fatal("the upcast events verified: the upcast changed nothing the hash covers")
+	}
+	// And the check is real: a stored payload changed breaks the chain.
+	tampered := append([]store.Event(nil), h.Stored...)
+	tampered[0].Payload = json.RawMessage(`{"files":2,"project":"g/config","approval_first":true}`)
+	if err := flows.Verify(store.History{Operation: h.Operation, Stored: tampered}); err == nil ||
+		!strings.Contains(err.Error(), "event 1") {
+		t.Fatalf("a tampered v1 event: %v, want the chain broken at event 1", err)
+	}
+}
+
+// TestV1FixtureThroughPostgres: the v1 fixture stored in PostgreSQL (jsonb
+// reorders payload keys) reads back, verifies as stored and lists upcast,
+// like a history written today (version 2).
+func TestV1FixtureThroughPostgres(t *testing.T) {
+	t.Parallel()
+	f, _ := loadV1(t)
+	sc := pgtest.New(t)
+	s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	op := store.Operation{ID: f.Operation.ID, SubjectID: "svc-v1", TargetKey: "prod", Project: "g/config", Title: "t",
+		RequestedBy: "alice", Step: f.Operation.Step, Status: f.Operation.Status}
+	if _, _, err := s.CreateOperation(ctx, store.CreateParams{Operation: op, Event: store.EventParams{Type: store.EventSubmitted}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Pool.Exec(ctx, `DELETE FROM change_events WHERE operation_id = $1`, op.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range f.Events {
+		if _, err := sc.Pool.Exec(ctx, `INSERT INTO change_events (operation_id, seq, type, from_step, to_step,
+			from_status, to_status, actor, source, payload, schema_version, occurred_at, prev_hash, hash)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`, ev.OperationID, ev.Seq, ev.Type,
+			ev.FromStep, ev.ToStep, ev.FromStatus, ev.ToStatus, ev.Actor, ev.Source, []byte(ev.Payload),
+			ev.SchemaVersion, ev.OccurredAt, ev.PrevHash, ev.Hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := s.ReadHistory(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := flows.Verify(h); err != nil {
+		t.Fatalf("the stored v1 history does not verify: %v", err)
+	}
+	listed, err := s.ListEvents(ctx, s.DB(), op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := submittedPayload(t, listed[0]); p["file_count"] != float64(1) || listed[0].SchemaVersion != 2 {
+		t.Fatalf("listed submitted event %+v, want it upcast to version 2", listed[0])
+	}
+}
+
+// TestNewEventsAreVersion2: a change submitted today writes schema version
+// 2 ("file_count") and verifies like the v1 fixture.
+func TestNewEventsAreVersion2(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	op := h.Submit(t, flowtest.Change("svc"))
+	hist, err := h.Store.ReadHistory(context.Background(), op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := flows.Verify(hist); err != nil {
+		t.Fatal(err)
+	}
+	ev := hist.Stored[0]
+	if p := submittedPayload(t, ev); ev.SchemaVersion != 2 || p["file_count"] != float64(1) || p["files"] != nil {
+		t.Fatalf("stored submitted event %+v, want version 2 with file_count", ev)
+	}
+}
