@@ -57,6 +57,7 @@ type Operations interface {
 	RecordDeployConfirmation(ctx context.Context, db DBTX, c DeployConfirmation) error
 	ListStuckOperations(ctx context.Context, db DBTX, p StuckParams) ([]Operation, error)
 	ListWatchedMRs(ctx context.Context, db DBTX, p WatchParams) ([]Operation, error)
+	ListChanges(ctx context.Context, db DBTX, p ListParams) ([]Operation, error)
 }
 
 // Events are the hash-chained change events (DESIGN §4).

@@ -334,3 +334,36 @@ func (s *Store) ListOperationIDs(ctx context.Context, db store.DBTX, after strin
 	}
 	return ids, nil
 }
+
+// ListChanges returns up to p.Limit operations matching p's filters,
+// newest first by id, with ids before p.Before (a keyset page: the caller
+// passes the last id back to go on). One generated query whose filters
+// apply only when set.
+func (s *Store) ListChanges(ctx context.Context, db store.DBTX, p store.ListParams) ([]store.Operation, error) {
+	// pgx sends a nil slice as NULL, which no filter reads as "unset".
+	args := &dbsqlc.OperationListParams{Statuses: orEmpty(p.Statuses), Steps: orEmpty(p.Steps), Project: p.Project,
+		SubjectID: p.SubjectID, TargetKey: p.TargetKey, RequestedBy: p.RequestedBy, StuckOnly: p.StuckOnly,
+		StuckSteps: []int{}, StuckStartedBefore: []time.Time{}, BeforeID: p.Before, Max: int32(min(p.Limit, math.MaxInt32))}
+	if !p.UpdatedAfter.IsZero() {
+		args.UpdatedAfter = &p.UpdatedAfter
+	}
+	if !p.UpdatedBefore.IsZero() {
+		args.UpdatedBefore = &p.UpdatedBefore
+	}
+	for _, b := range p.Stuck {
+		args.StuckSteps = append(args.StuckSteps, b.Step)
+		args.StuckStartedBefore = append(args.StuckStartedBefore, b.StartedBefore)
+	}
+	ops, err := manyOperations(queries.OperationList(ctx, q(db), args))
+	if err != nil {
+		return nil, fmt.Errorf("listing changes: %w", err)
+	}
+	return ops, nil
+}
+
+func orEmpty[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
+}

@@ -16,6 +16,7 @@
 // The SQL lives in internal/dbsqlc/*.sql; sqlc generates the Go code
 // beside it (sqlc.yaml, make sqlc). Statements it cannot express stay in
 // this package, each with a comment saying why: those over River's tables
-// (river_job, river_leader) and the status note claim (an upsert whose
+// (river_job, river_leader), the list API's optional filters (ListChanges)
+// and the status note claim (an upsert whose
 // WHERE takes a parameter, which sqlc's SQLite engine leaves unbound).
 package sqlite

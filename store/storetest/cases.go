@@ -30,6 +30,7 @@ var cases = []struct {
 	{"CallbackRequestsDedupePerKind", testCallbackRequestsDedupePerKind},
 	{"CommitClaims", testCommitClaims},
 	{"CommitClaimInTransaction", testCommitClaimInTransaction},
+	{"ListChangesFiltersAndPages", testListChangesFiltersAndPages},
 }
 
 // CreateOperationBindingRules: see the case name.

@@ -68,3 +68,25 @@ UPDATE operations SET
     step_started_at = @step_started_at,
     updated_at = @updated_at
 WHERE id = @id;
+
+-- name: OperationList :many
+-- The list API's page (store.ListParams): each filter applies only when
+-- set (an empty list or text, a NULL time, stuck_only false), so one
+-- statement serves every combination. Newest first by id (a ULID fixed at
+-- creation: a keyset that changes never move).
+SELECT * FROM operations
+WHERE (cardinality(@statuses::text[]) = 0 OR status = ANY(@statuses::text[]))
+    AND (cardinality(@steps::int[]) = 0 OR step = ANY(@steps::int[]))
+    AND (@project::text = '' OR project = @project::text)
+    AND (@subject_id::text = '' OR subject_id = @subject_id::text)
+    AND (@target_key::text = '' OR target_key = @target_key::text)
+    AND (@requested_by::text = '' OR requested_by = @requested_by::text)
+    AND (sqlc.narg(updated_after)::timestamptz IS NULL OR updated_at > sqlc.narg(updated_after)::timestamptz)
+    AND (sqlc.narg(updated_before)::timestamptz IS NULL OR updated_at < sqlc.narg(updated_before)::timestamptz)
+    -- stuck_steps[i] is stuck once its step started before
+    -- stuck_started_before[i]; a step not listed gives NULL (not stuck).
+    AND (NOT @stuck_only::bool OR step_started_at <
+        (@stuck_started_before::timestamptz[])[array_position(@stuck_steps::int[], step)])
+    AND (@before_id::text = '' OR id < @before_id::text)
+ORDER BY id DESC
+LIMIT @max;

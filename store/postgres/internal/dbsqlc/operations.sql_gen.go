@@ -194,6 +194,108 @@ func (q *Queries) OperationInsert(ctx context.Context, db DBTX, arg *OperationIn
 	return err
 }
 
+const operationList = `-- name: OperationList :many
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at FROM operations
+WHERE (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
+    AND (cardinality($2::int[]) = 0 OR step = ANY($2::int[]))
+    AND ($3::text = '' OR project = $3::text)
+    AND ($4::text = '' OR subject_id = $4::text)
+    AND ($5::text = '' OR target_key = $5::text)
+    AND ($6::text = '' OR requested_by = $6::text)
+    AND ($7::timestamptz IS NULL OR updated_at > $7::timestamptz)
+    AND ($8::timestamptz IS NULL OR updated_at < $8::timestamptz)
+    -- stuck_steps[i] is stuck once its step started before
+    -- stuck_started_before[i]; a step not listed gives NULL (not stuck).
+    AND (NOT $9::bool OR step_started_at <
+        ($10::timestamptz[])[array_position($11::int[], step)])
+    AND ($12::text = '' OR id < $12::text)
+ORDER BY id DESC
+LIMIT $13
+`
+
+type OperationListParams struct {
+	Statuses           []string
+	Steps              []int
+	Project            string
+	SubjectID          string
+	TargetKey          string
+	RequestedBy        string
+	UpdatedAfter       *time.Time
+	UpdatedBefore      *time.Time
+	StuckOnly          bool
+	StuckStartedBefore []time.Time
+	StuckSteps         []int
+	BeforeID           string
+	Max                int32
+}
+
+// The list API's page (store.ListParams): each filter applies only when
+// set (an empty list or text, a NULL time, stuck_only false), so one
+// statement serves every combination. Newest first by id (a ULID fixed at
+// creation: a keyset that changes never move).
+func (q *Queries) OperationList(ctx context.Context, db DBTX, arg *OperationListParams) ([]Operations, error) {
+	rows, err := db.Query(ctx, operationList,
+		arg.Statuses,
+		arg.Steps,
+		arg.Project,
+		arg.SubjectID,
+		arg.TargetKey,
+		arg.RequestedBy,
+		arg.UpdatedAfter,
+		arg.UpdatedBefore,
+		arg.StuckOnly,
+		arg.StuckStartedBefore,
+		arg.StuckSteps,
+		arg.BeforeID,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Operations
+	for rows.Next() {
+		var i Operations
+		if err := rows.Scan(
+			&i.ID,
+			&i.SubjectID,
+			&i.TargetKey,
+			&i.Project,
+			&i.ProjectID,
+			&i.TargetBranch,
+			&i.SourceBranch,
+			&i.Title,
+			&i.Description,
+			&i.Files,
+			&i.RequestedBy,
+			&i.ApprovalFirst,
+			&i.Step,
+			&i.Status,
+			&i.Version,
+			&i.TicketID,
+			&i.MrIid,
+			&i.MrWebUrl,
+			&i.HeadSha,
+			&i.PipelineID,
+			&i.PipelineUrl,
+			&i.MergeCommitSha,
+			&i.Rounds,
+			&i.Detail,
+			&i.IdempotencyKey,
+			&i.StepStartedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const operationListByStatus = `-- name: OperationListByStatus :many
 SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at FROM operations
 WHERE status = ANY($1::text[])
