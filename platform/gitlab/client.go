@@ -135,9 +135,55 @@ type Client struct {
 
 	checklists *checklistCache
 
-	mu            sync.Mutex
-	robotUser     *platform.User
-	reviewerUsers []*platform.User
+	robotUser     userOnce
+	reviewerUsers []userOnce
+}
+
+// userOnce is an account as GET /user answers for one token, read once and
+// cached after the first success. Callers that ask while the first read is
+// in flight wait for it instead of reading too, so the jobs and hooks that
+// start together (status note, command check, approve) make one GET /user
+// per token, not one each; a failed read is not cached, the next caller
+// reads again.
+type userOnce struct {
+	mu   sync.Mutex
+	user *platform.User
+	// reading is closed when the read in flight ends; nil when none runs.
+	reading chan struct{}
+}
+
+// get returns the cached account or the one read answers, sharing a read
+// in flight. A caller whose ctx ends while it waits gets ctx's error.
+func (o *userOnce) get(ctx context.Context, read func(context.Context) (platform.User, error)) (platform.User, error) {
+	for {
+		o.mu.Lock()
+		if o.user != nil {
+			u := *o.user
+			o.mu.Unlock()
+			return u, nil
+		}
+		if o.reading == nil {
+			done := make(chan struct{})
+			o.reading = done
+			o.mu.Unlock()
+			u, err := read(ctx)
+			o.mu.Lock()
+			if err == nil {
+				o.user = &u
+			}
+			o.reading = nil
+			o.mu.Unlock()
+			close(done)
+			return u, err
+		}
+		wait := o.reading
+		o.mu.Unlock()
+		select {
+		case <-wait: // cached now, or failed: then read ourselves
+		case <-ctx.Done():
+			return platform.User{}, ctx.Err()
+		}
+	}
 }
 
 // New validates cfg, reporting every problem at once, and builds one
@@ -175,7 +221,7 @@ func New(cfg Config) (*Client, error) {
 		now:           cfg.NowFunc,
 		adapter:       cfg.AdapterFunc,
 		checklists:    newChecklistCache(cfg.ChecklistCacheSize),
-		reviewerUsers: make([]*platform.User, len(cfg.ReviewerTokens)),
+		reviewerUsers: make([]userOnce, len(cfg.ReviewerTokens)),
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -285,21 +331,13 @@ func (c *Client) redact(err error) error {
 }
 
 // CurrentUser returns the robot account (GET /user, doc/api/users.md), read
-// once and cached after the first success.
+// once and cached after the first success; concurrent first callers share
+// one read.
 func (c *Client) CurrentUser(ctx context.Context) (platform.User, error) {
-	c.mu.Lock()
-	cached := c.robotUser
-	c.mu.Unlock()
-	if cached != nil {
-		return *cached, nil
-	}
-	u, err := c.readUser(ctx, c.robot)
+	u, err := c.robotUser.get(ctx, func(ctx context.Context) (platform.User, error) { return c.readUser(ctx, c.robot) })
 	if err != nil {
 		return platform.User{}, fmt.Errorf("reading robot user: %w", err)
 	}
-	c.mu.Lock()
-	c.robotUser = &u
-	c.mu.Unlock()
 	return u, nil
 }
 
@@ -308,24 +346,16 @@ func (c *Client) CurrentUser(ctx context.Context) (platform.User, error) {
 func (c *Client) ReviewerCount() int { return len(c.reviewers) }
 
 // Reviewer returns reviewer robot i (0-based, in Config.ReviewerTokens order)
-// as GET /user answers with its token, cached after the first success.
+// as GET /user answers with its token, cached after the first success;
+// concurrent first callers share one read.
 func (c *Client) Reviewer(ctx context.Context, i int) (platform.User, error) {
 	if i < 0 || i >= len(c.reviewers) {
 		return platform.User{}, fmt.Errorf("reading reviewer %d: only %d reviewers configured", i, len(c.reviewers))
 	}
-	c.mu.Lock()
-	cached := c.reviewerUsers[i]
-	c.mu.Unlock()
-	if cached != nil {
-		return *cached, nil
-	}
-	u, err := c.readUser(ctx, c.reviewers[i])
+	u, err := c.reviewerUsers[i].get(ctx, func(ctx context.Context) (platform.User, error) { return c.readUser(ctx, c.reviewers[i]) })
 	if err != nil {
 		return platform.User{}, fmt.Errorf("reading reviewer %d: %w", i, err)
 	}
-	c.mu.Lock()
-	c.reviewerUsers[i] = &u
-	c.mu.Unlock()
 	return u, nil
 }
 

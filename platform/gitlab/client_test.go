@@ -1,11 +1,16 @@
 package gitlab
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -632,6 +637,64 @@ func TestUsersAreCached(t *testing.T) {
 	}
 	if _, err := c.Reviewer(t.Context(), 2); err == nil {
 		t.Errorf("Reviewer(2) succeeded with two reviewers")
+	}
+}
+
+// TestUsersReadOncePerToken: callers that start together (the status note
+// job, the command check of a note hook, the approve step) share the first
+// GET /user of a token instead of each making one, and one whose context
+// ends while it waits returns at once.
+func TestUsersReadOncePerToken(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	reads := map[string]int{}
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := r.Header.Get("PRIVATE-TOKEN")
+		mu.Lock()
+		reads[tok]++
+		mu.Unlock()
+		<-release // every caller has asked by now
+		fmt.Fprintf(w, `{"id":7,"username":%q}`, "user-"+tok)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(Config{BaseURL: srv.URL, Token: robotToken, ReviewerTokens: []string{reviewerTokenA}, RetryMax: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 8 {
+		wg.Add(2)
+		go func() { defer wg.Done(); _, err := c.CurrentUser(t.Context()); errs <- err }()
+		go func() { defer wg.Done(); _, err := c.Reviewer(t.Context(), 0); errs <- err }()
+	}
+	for { // both first reads are in flight
+		mu.Lock()
+		n := len(reads)
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	late := make(chan error, 1)
+	go func() { _, err := c.CurrentUser(waitCtx); late <- err }()
+	cancel()
+	if err := <-late; !errors.Is(err, context.Canceled) {
+		t.Errorf("a waiting caller whose context ended got %v, want context.Canceled", err)
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a sharing caller got %v", err)
+		}
+	}
+	if reads[robotToken] != 1 || reads[reviewerTokenA] != 1 {
+		t.Errorf("GET /user per token %v, want one each", reads)
 	}
 }
 
