@@ -171,19 +171,6 @@ func testEndToEndReachesValidated(t *testing.T, engine string) {
 	if n := env.GitLab.CallCount("POST", "/api/v4/projects/*/merge_requests/*/approve"); n != 2 {
 		t.Errorf("approve calls = %d, want 2 (one per reviewer)", n)
 	}
-	// Close to the minimum number of GitLab calls (DESIGN §9), and no
-	// pipeline polling while webhooks arrive.
-	calls := map[string]int{}
-	for _, c := range env.GitLab.Calls() {
-		calls[c.Method+" "+c.Path]++
-	}
-	t.Logf("GitLab calls of one happy-path change: %d %v", len(env.GitLab.Calls()), calls)
-	if n := len(env.GitLab.Calls()); n > 22 {
-		t.Errorf("%d GitLab calls for one change, budget 22", n)
-	}
-	if n := env.GitLab.CallCount("GET", "/api/v4/projects/*/pipelines"); n != 0 {
-		t.Errorf("%d deploy pipeline polls although the webhook arrived", n)
-	}
 	// One status note, eventually showing VALIDATED.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -204,6 +191,59 @@ func testEndToEndReachesValidated(t *testing.T, engine string) {
 			t.Fatalf("status note never showed VALIDATED: %q", notes)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// Close to the minimum number of GitLab calls (DESIGN §9), and no
+	// pipeline polling while webhooks arrive. Counted once the status note
+	// is final: its calls are asynchronous (note.delay after a transition,
+	// coalescing the transitions made meanwhile), so when the change
+	// reaches VALIDATED anywhere from none to all of them are made (19 to
+	// 25 calls measured at that moment under load, 2 to 7 of them the
+	// note's). Hence two budgets: the change's own work, which does not
+	// depend on timing, and the status note's, bounded by the transitions it
+	// can show. The own calls were once 20 under load: the note job and the
+	// command check of the note's hook each read the robot's GET /user
+	// while neither had cached it (the client now shares the first read).
+	var own, noteCalls []gitlabfake.Call
+	for _, c := range env.GitLab.Calls() {
+		if strings.HasSuffix(c.Path, "/notes") || strings.Contains(c.Path, "/notes/") {
+			noteCalls = append(noteCalls, c)
+			continue
+		}
+		own = append(own, c)
+	}
+	describe := func(cs []gitlabfake.Call) map[string]int {
+		m := map[string]int{}
+		for _, c := range cs {
+			m[c.Method+" "+c.Path]++
+		}
+		return m
+	}
+	t.Logf("GitLab calls of one happy-path change: %d of its own %v, %d for the status note %v", len(own), describe(own), len(noteCalls), describe(noteCalls))
+	if len(own) > 19 {
+		t.Errorf("%d GitLab calls for one change besides its status note, budget 19", len(own))
+	}
+	if n := env.GitLab.CallCount("GET", "/api/v4/projects/*/merge_requests/*"); n != 3 {
+		t.Errorf("%d reads of the MR, want 3: the pipeline hook's, the approve step's and the merge step's (issue 12: no repeated read within a step)", n)
+	}
+	// The note: one list to find an earlier one, one post, then at most one
+	// edit per transition after the MR exists (CREATE_SUCCEEDED to CALLED_BACK).
+	posts, lists, edits := 0, 0, 0
+	for _, c := range noteCalls {
+		switch c.Method {
+		case http.MethodPost:
+			posts++
+		case http.MethodGet:
+			lists++
+		case http.MethodPut:
+			edits++
+		}
+	}
+	if posts != 1 || lists > 1 || edits > 5 || posts+lists+edits != len(noteCalls) {
+		t.Errorf("status note calls %v: want one post, at most one list and at most 5 edits", describe(noteCalls))
+	}
+	if n := env.GitLab.CallCount("GET", "/api/v4/projects/*/pipelines"); n != 0 {
+		t.Errorf("%d deploy pipeline polls although the webhook arrived", n)
 	}
 }
 
