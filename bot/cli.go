@@ -27,7 +27,7 @@ Usage:
   changebot setup   [-config file] (-project P | -group G)... [-hook-token-file f] [-no-test]   create or fix the webhook, then test it
   changebot settings get [<key>] [-project P] [-json]       show runtime settings as a table (needs DATABASE_URL)
   changebot settings set [-project P] [-by u] <key> [--] <json>  change one, audited, seen by every replica within 5s
-  changebot history <operation id>                          print a change's events
+  changebot history <operation id> [-json [-stored]]        print a change's events (-json: as the events API)
   changebot replay  <operation id> [-at RFC3339 time]       rebuild a change's state from its events
   changebot verify  [<operation id>...]                     check hash chains and that replay equals the stored state
   changebot copy    -from <database url> -to <database url>  move an installation to another database (stop serving it first)

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -42,6 +43,8 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
 	at := fs.String("at", "", "RFC 3339 time to rebuild the state at (replay; default now)")
+	asJSON := fs.Bool("json", false, "print the events as JSON, the body of GET /api/v1/changes/{id}/events (history)")
+	stored := fs.Bool("stored", false, "with -json: the events as stored, the form their hash chain covers, not upcast")
 	if err := fs.Parse(reorderFlags(args)); err != nil {
 		return err
 	}
@@ -54,6 +57,9 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 	}
 	defer pool.Close()
 	id := fs.Arg(0)
+	if *asJSON && !replay {
+		return printEventsJSON(ctx, st, id, *stored, stdout)
+	}
 	events, err := st.ListEvents(ctx, st.DB(), id)
 	if err != nil {
 		return err
@@ -83,6 +89,22 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 			flows.StepCode(ev.ToStep), ev.ToStatus, ev.Actor, ev.Source, ev.Payload)
 	}
 	return tw.Flush()
+}
+
+// printEventsJSON writes the events of id as GET
+// /api/v1/changes/{id}/events answers them, upcast or as stored.
+func printEventsJSON(ctx context.Context, st store.Store, id string, stored bool, stdout io.Writer) error {
+	h, err := st.ReadHistory(ctx, id)
+	if err != nil {
+		return err
+	}
+	form := formCurrent
+	if stored {
+		form = formStored
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(newEventsView(h, form))
 }
 
 func orNow(at string) string {

@@ -1,10 +1,16 @@
 package bot
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"changebot/store"
 )
 
 // TestHistoryReplayVerifyCommands runs one change to VALIDATED, then the
@@ -42,10 +48,66 @@ func TestHistoryReplayVerifyCommands(t *testing.T) {
 	if out, code := run("verify"); code != 0 || !strings.Contains(out, "1 operations checked, 0 broken") {
 		t.Fatalf("verify: %d %s", code, out)
 	}
+	// The events API (any token) and history -json give the same events:
+	// upcast by default, as stored (hash chain intact) with form=stored.
+	for _, form := range []string{"", "stored"} {
+		var api eventsView
+		u := env.BaseURL + "/api/v1/changes/" + opID + "/events"
+		if form != "" {
+			u += "?form=" + form
+		}
+		httpJSON(t, "GET", u, "Bearer "+demoAPIToken, "", http.StatusOK, &api)
+		args := []string{"history", opID, "-json"}
+		if form == "stored" {
+			args = append(args, "-stored")
+		}
+		out, code := run(args...)
+		var cli eventsView
+		if err := json.Unmarshal([]byte(out), &cli); code != 0 || err != nil {
+			t.Fatalf("history -json: %d %v %s", code, err, out)
+		}
+		if !reflect.DeepEqual(compactPayloads(t, api), compactPayloads(t, cli)) || len(api.Events) != len(view.Events) {
+			t.Fatalf("form %q: the API and history -json differ:\n%s\n%s", form, mustJSON(api), out)
+		}
+		if form == "stored" {
+			if seq, err := store.VerifyChain(api.Events); api.Form != "stored" || err != nil {
+				t.Fatalf("stored events from the API do not verify at %d: %v", seq, err)
+			}
+		} else if api.Form != "current" || api.Events[0].SchemaVersion != store.EventSchemaVersion {
+			t.Fatalf("default form %q, first event version %d", api.Form, api.Events[0].SchemaVersion)
+		}
+	}
+	var bad map[string]string
+	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/"+opID+"/events?form=raw", "Bearer "+demoAPIToken, "", http.StatusBadRequest, &bad)
+	if !strings.Contains(bad["error"], "form") {
+		t.Fatalf("form=raw: %v, want the error to name form", bad)
+	}
+	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/op_missing/events", "Bearer "+demoAPIToken, "", http.StatusNotFound, &bad)
 	if _, err := sc.Pool.Exec(ctx, `UPDATE change_events SET actor = 'mallory' WHERE operation_id = $1 AND seq = 2`, opID); err != nil {
 		t.Fatal(err)
 	}
 	if out, code := run("verify", opID); code == 0 || !strings.Contains(out, "hash chain broken at event 2") {
 		t.Fatalf("verify after tampering: %d %s", code, out)
 	}
+}
+
+// compactPayloads returns v with every payload compacted (history -json
+// indents them).
+func compactPayloads(t *testing.T, v eventsView) eventsView {
+	t.Helper()
+	out := v
+	out.Events = append([]store.Event(nil), v.Events...)
+	for i, ev := range out.Events {
+		var b bytes.Buffer
+		if err := json.Compact(&b, ev.Payload); err != nil {
+			t.Fatal(err)
+		}
+		out.Events[i].Payload = b.Bytes()
+	}
+	return out
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

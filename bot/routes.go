@@ -53,6 +53,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	api.HandleFunc("/openapi.json", serveOpenAPI).Methods(http.MethodGet)
 	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
 	api.Handle("/changes/{id}", a.auth("", http.HandlerFunc(a.getChange))).Methods(http.MethodGet)
+	api.Handle("/changes/{id}/events", a.auth("", http.HandlerFunc(a.getEvents))).Methods(http.MethodGet)
 	api.Handle("/changes/{id}/{action:retry|resume|cancel}", a.auth("", http.HandlerFunc(a.changeAction))).Methods(http.MethodPost)
 	api.Handle("/settings", a.auth("", http.HandlerFunc(a.listSettings))).Methods(http.MethodGet)
 	api.Handle("/settings/{key}", a.auth("", http.HandlerFunc(a.getSetting))).Methods(http.MethodGet)
@@ -518,6 +519,61 @@ func (a *App) getChange(w http.ResponseWriter, r *http.Request) {
 		v.Events = []store.Event{}
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// eventsView is the body of GET /api/v1/changes/{id}/events and of
+// changebot history -json.
+type eventsView struct {
+	OperationID string `json:"operation_id"`
+	// Form is "current" (events upcast to store.EventSchemaVersion, to
+	// read and replay) or "stored" (as stored, to check the hash chain).
+	Form   string        `json:"form"`
+	Events []store.Event `json:"events"`
+}
+
+// Event forms of GET /api/v1/changes/{id}/events?form=.
+const (
+	formCurrent = "current"
+	formStored  = "stored"
+)
+
+// newEventsView returns h's events in form (formCurrent or formStored).
+func newEventsView(h store.History, form string) eventsView {
+	v := eventsView{OperationID: h.Operation.ID, Form: form, Events: h.Stored}
+	if form == formCurrent {
+		v.Events = h.Events()
+	}
+	if v.Events == nil {
+		v.Events = []store.Event{}
+	}
+	return v
+}
+
+// getEvents serves GET /api/v1/changes/{id}/events[?form=current|stored]
+// (any token): the change's events in sequence order, read with the
+// operation in one snapshot (store.ReadHistory); "stored" gives them as
+// stored, whose hash chain a client can check (store.ComputeHash).
+func (a *App) getEvents(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	form := r.URL.Query().Get("form")
+	if form == "" {
+		form = formCurrent
+	}
+	if form != formCurrent && form != formStored {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "form must be current or stored, not " + strconv.Quote(form)})
+		return
+	}
+	h, err := a.store.ReadHistory(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
+		return
+	}
+	if err != nil {
+		a.log.Error("reading events", "operation_id", id, "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not read the change's events"})
+		return
+	}
+	writeJSON(w, http.StatusOK, newEventsView(h, form))
 }
 
 // apiHint is the hint of a change that has no merge request to comment
