@@ -121,7 +121,8 @@ func newDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelin
 	if autoApprove {
 		decision = "approved"
 	}
-	ap := approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: decision, AutoDelay: 300 * time.Millisecond, Approver: "carol", Listener: apLn})
+	ap := approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: decision, AutoDelay: 300 * time.Millisecond, Approver: "carol", Listener: apLn,
+		TicketPages: true})
 	cfg := DefaultConfig()
 	cfg.DatabaseURL = databaseURL
 	cfg.GitLabURL = gl.URL()

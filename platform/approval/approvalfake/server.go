@@ -40,6 +40,10 @@ type Options struct {
 	// carries "ticket_url": TicketURL + "/" + ticket id (the contract's
 	// optional field). Empty means answers without ticket_url.
 	TicketURL string
+	// TicketPages makes the stand-in serve a page per ticket, GET
+	// /tickets/{id} (the request it holds, as JSON), and answer with
+	// "ticket_url" pointing to it; it takes precedence over TicketURL.
+	TicketPages bool
 	// Listener, when set, is where the stand-in serves (`changebot demo
 	// -keep` in a container); nil means a free port on 127.0.0.1.
 	Listener net.Listener
@@ -104,6 +108,10 @@ func (s *Server) Results() []string {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if id, ok := strings.CutPrefix(r.URL.Path, "/tickets/"); ok && r.Method == http.MethodGet && s.opts.TicketPages {
+		s.serveTicket(w, id)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/approvals" {
 		http.NotFound(w, r)
 		return
@@ -144,10 +152,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	answer := approval.Ticket{ID: ticket}
-	if s.opts.TicketURL != "" {
+	switch {
+	case s.opts.TicketPages:
+		answer.URL = s.URL() + "/tickets/" + ticket
+	case s.opts.TicketURL != "":
 		answer.URL = strings.TrimRight(s.opts.TicketURL, "/") + "/" + ticket
 	}
 	_ = json.NewEncoder(w).Encode(answer)
+}
+
+// serveTicket answers a ticket's page: the request that opened it.
+func (s *Server) serveTicket(w http.ResponseWriter, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, req := range s.requests {
+		if req.TicketID == id {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"ticket_id": id, "request": req.Request})
+			return
+		}
+	}
+	http.Error(w, `{"error":"no such ticket"}`, http.StatusNotFound)
 }
 
 // Decide sends a signed decision for req to its callback URL and returns
