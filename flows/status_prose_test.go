@@ -8,6 +8,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/platform"
 	"changebot/templates"
 )
 
@@ -89,5 +90,31 @@ func TestStatusViewReadsLikeProse(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("status comment lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+// TestStatusViewNamesGitLabApprovers (issue 13 point 6): with approvals in
+// GitLab the view says so, links no external ticket, and names the
+// approvers once the change is approved.
+func TestStatusViewNamesGitLabApprovers(t *testing.T) {
+	t.Parallel()
+	h, sendingOp := gitlabApprovalHarness(t)
+	op, _ := toApprovalSent(t, h, sendingOp)
+	waiting := h.Engine.StatusView(h.Op(t, op.ID), h.Events(t, op.ID))
+	if !waiting.ApprovalInGitLab || waiting.ApprovalURL != "" || waiting.Decision != "" {
+		t.Errorf("waiting in GitLab: in GitLab %v, ticket page %q, decision %q; want in GitLab, none, none",
+			waiting.ApprovalInGitLab, waiting.ApprovalURL, waiting.Decision)
+	}
+	if err := h.Engine.DecideInGitLab(context.Background(), h.Op(t, op.ID), platform.User{Username: "carol"}, flows.GitLabApprove, "command:5"); err != nil {
+		t.Fatalf("carol's approval: %v", err)
+	}
+	h.RequireStep(t, op.ID, flows.HandleStarted)
+	v := h.Engine.StatusView(h.Op(t, op.ID), h.Events(t, op.ID))
+	if v.Decision != flows.DecisionApproved || !slices.Equal(v.DecidedBy, []string{"carol"}) {
+		t.Errorf("approved in GitLab: decision %q by %v, want approved by carol", v.Decision, v.DecidedBy)
+	}
+	last := v.Timeline[len(v.Timeline)-1]
+	if last.Source != "comment by @carol" {
+		t.Errorf("the approval's timeline source is %q, want %q", last.Source, "comment by @carol")
 	}
 }
