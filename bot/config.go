@@ -16,11 +16,13 @@ import (
 	"github.com/goccy/go-yaml"
 )
 
-// API token roles (issue 2 point 8). They are the exact strings accepted in
-// CHANGEBOT_API_TOKENS ("role:token").
+// API token roles (issue 2 point 8; viewer: issue 13 point 2). They are the
+// exact strings accepted in CHANGEBOT_API_TOKENS ("role:token"). A viewer
+// token only reads: the API's GET endpoints and the web pages.
 const (
 	RoleSubmitter = "submitter"
 	RoleOperator  = "operator"
+	RoleViewer    = "viewer"
 )
 
 // redacted replaces every secret value in String, GoString and LogValue.
@@ -95,7 +97,7 @@ type Config struct {
 }
 
 // APIToken is one REST API bearer token and the role it grants
-// (RoleSubmitter or RoleOperator). Its String, GoString and LogValue hide the
+// (RoleSubmitter, RoleOperator or RoleViewer). Its String, GoString and LogValue hide the
 // token.
 type APIToken struct {
 	Role  string
@@ -201,7 +203,7 @@ var configFields = []configField{
 		Description: "HMAC-SHA256 key of X-Changebot-Signature on approval and deploy callbacks. Required."},
 		set: func(c *Config, v string) error { c.CallbackSecret = v; return nil }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_API_TOKENS", YAML: "api_tokens", Secret: true,
-		Description: "REST API bearer tokens, comma-separated role:token with role submitter or operator. At least one is required."},
+		Description: "REST API bearer tokens, comma-separated role:token with role submitter, operator or viewer (read-only: GET endpoints and the web pages). At least one is required."},
 		setList: func(c *Config, v []string) { c.APITokens = parseAPITokens(v) }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_APPROVAL_URL", YAML: "approval_url",
 		Description: "Base URL of the external approval system (the bot calls POST {url}/approvals). Required unless the setting approval.provider is gitlab."},
@@ -752,8 +754,8 @@ func validateAPITokens(ps *problems, tokens []APIToken) {
 			ps.addf("%s: entry %d is empty", label, i+1)
 		case t.Role == "":
 			ps.addf("%s: entry %d has no role: want role:token", label, i+1)
-		case t.Role != RoleSubmitter && t.Role != RoleOperator:
-			ps.addf("%s: entry %d: the role must be %s or %s", label, i+1, RoleSubmitter, RoleOperator)
+		case t.Role != RoleSubmitter && t.Role != RoleOperator && t.Role != RoleViewer:
+			ps.addf("%s: entry %d: the role must be %s, %s or %s", label, i+1, RoleSubmitter, RoleOperator, RoleViewer)
 		case t.Token == "":
 			ps.addf("%s: entry %d (%s) has an empty token", label, i+1, t.Role)
 		}

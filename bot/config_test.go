@@ -343,7 +343,7 @@ func TestLoadConfigProblems(t *testing.T) {
 				"CHANGEBOT_REVIEWER_TOKENS (reviewer_tokens): entries 1 and 4 are the same",
 				"CHANGEBOT_REVIEWER_TOKENS (reviewer_tokens): entry 3 is the robot's own CHANGEBOT_GITLAB_TOKEN",
 				"CHANGEBOT_WEBHOOK_SECRETS (webhook_secrets): entry 2 is empty",
-				"CHANGEBOT_API_TOKENS (api_tokens): entry 1: the role must be submitter or operator",
+				"CHANGEBOT_API_TOKENS (api_tokens): entry 1: the role must be submitter, operator or viewer",
 				"CHANGEBOT_API_TOKENS (api_tokens): entry 2 has no role",
 				"CHANGEBOT_API_TOKENS (api_tokens): entry 3 (operator) has an empty token",
 				"CHANGEBOT_API_TOKENS (api_tokens): entry 4 is empty",

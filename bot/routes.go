@@ -58,6 +58,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	api.Handle("/settings", a.auth("", http.HandlerFunc(a.listSettings))).Methods(http.MethodGet)
 	api.Handle("/settings/{key}", a.auth("", http.HandlerFunc(a.getSetting))).Methods(http.MethodGet)
 	api.Handle("/settings/{key}", a.auth(RoleOperator, textInput(a.cfg.MaxBodyBytes, true, http.HandlerFunc(a.putSetting)))).Methods(http.MethodPut)
+	a.webRoutes(r)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	r.HandleFunc("/readyz", a.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
@@ -80,8 +81,8 @@ func recoverPanics(c *prometheus.CounterVec, a *App, next http.Handler) http.Han
 }
 
 // auth checks "Authorization: Bearer <token>" (any case of the scheme) in constant time against every
-// configured API token; role "" accepts any role, "submitter" also accepts
-// operators.
+// configured API token; role "" accepts any role (viewers included: the
+// GET endpoints), "submitter" also accepts operators but not viewers.
 func (a *App) auth(role string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The scheme is case-insensitive (RFC 9110 §11.1).
@@ -99,6 +100,8 @@ func (a *App) auth(role string, next http.Handler) http.Handler {
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or invalid bearer token"})
 		case role == RoleOperator && matched != RoleOperator:
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})
+		case role == RoleSubmitter && matched == RoleViewer:
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "a viewer token only reads; this needs a submitter or operator token"})
 		default:
 			ctx := context.WithValue(r.Context(), tokenRoleKey{}, matched)
 			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenIDKey{}, id)))

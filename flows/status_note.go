@@ -30,7 +30,7 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 		Hint: st.Hint, Terminal: st.Terminal, Detail: op.Detail,
 		Failed:      op.Status == store.StatusCreateFailed || op.Status == store.StatusHandleFailed || op.Status == store.StatusRejected,
 		MR:          templates.MRView{IID: op.MRIID, WebURL: op.MRWebURL},
-		PipelineURL: op.PipelineURL, TicketID: op.TicketID, HistoryURL: e.changeURL(op.ID),
+		PipelineURL: op.PipelineURL, TicketID: op.TicketID, HistoryURL: e.changeURL(op.ID), PageURL: e.pageURL(op.ID),
 		ApprovalInGitLab: op.TicketID == GitLabTicket,
 	}
 	var gitlabApprovers []string
@@ -167,6 +167,21 @@ func (e *Engine) changeURL(opID string) string {
 	}
 	return strings.TrimRight(e.cfg.ExternalURL, "/") + "/api/v1/changes/" + opID
 }
+
+// pageURL is the change's web page under the configured external URL
+// ({external_url}/ui/changes/{id}, issue 13 point 2); "" without an
+// external URL.
+func (e *Engine) pageURL(opID string) string {
+	if e.cfg.ExternalURL == "" {
+		return ""
+	}
+	return strings.TrimRight(e.cfg.ExternalURL, "/") + "/ui/changes/" + opID
+}
+
+// DescribeSource says in words where event ev came from ("pipeline
+// webhook", "comment by @dev-a", "sweeper"), as the status comment's
+// timeline does; the web pages show it beside the stored source.
+func DescribeSource(ev store.Event) string { return describeSource(ev, payloadOf(ev)) }
 
 type noteWorker struct {
 	river.WorkerDefaults[RefreshNoteArgs]

@@ -63,6 +63,9 @@ type StatusView struct {
 	// URL, {external_url}/api/v1/changes/{id}); the comment links it when
 	// it has to be shortened to fit GitLab's note limit.
 	HistoryURL string
+	// PageURL is the change's web page ({external_url}/ui/changes/{id},
+	// issue 13 point 2); the footer links it. "" without an external URL.
+	PageURL string
 	// Seq is the sequence number of the last event this render reflects;
 	// the footer shows it so that readers (and the coalescing edit job)
 	// can tell an older render from a newer one.

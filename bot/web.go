@@ -1,0 +1,392 @@
+package bot
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"changebot/flows"
+	"changebot/store"
+	"changebot/templates"
+)
+
+// The web pages (issue 13 point 2): server-rendered HTML under /ui, read
+// only, working without JavaScript. A person logs in once with any API
+// token (viewer, submitter or operator) on /ui/login; the answer sets the
+// session cookie webSessionCookie, which holds a hash of the token (never
+// the token) and is HttpOnly, SameSite=Strict and, over https, Secure. No
+// page ever renders a token or secret. The login form is the only POST,
+// and it is refused unless its Origin header names this server.
+
+//go:embed web/*.html
+var webFS embed.FS
+
+var webTemplates = template.Must(template.New("web").ParseFS(webFS, "web/*.html"))
+
+const (
+	// webSessionCookie is the name of the web pages' session cookie.
+	webSessionCookie = "changebot_session"
+	// webSessionTTL is how long a login lasts.
+	webSessionTTL = 12 * time.Hour
+	// webSameSiteParam marks the second try of a page after a
+	// cross-site arrival (see webAuth).
+	webSameSiteParam = "same_site"
+)
+
+// sessionValue is the cookie value of a login with token: the hex SHA-256
+// of a fixed label and the token, so that the browser never stores the
+// token itself; removing the token from CHANGEBOT_API_TOKENS ends the
+// sessions made with it.
+func sessionValue(token string) string {
+	sum := sha256.Sum256([]byte("changebot web session\x00" + token))
+	return hex.EncodeToString(sum[:])
+}
+
+// webRole returns the role of the request's session cookie, "" when it
+// has none or it matches no configured token.
+func (a *App) webRole(r *http.Request) string {
+	c, err := r.Cookie(webSessionCookie)
+	if err != nil || c.Value == "" {
+		return ""
+	}
+	role := ""
+	for _, t := range a.cfg.APITokens {
+		if subtle.ConstantTimeCompare([]byte(c.Value), []byte(sessionValue(t.Token))) == 1 {
+			role = t.Role
+		}
+	}
+	return role
+}
+
+// webAuth lets a request with a valid session through. Without one it
+// answers a page that reloads itself once (a meta refresh, no script): a
+// SameSite=Strict cookie is not sent on the arrival from another site (a
+// link in the GitLab status comment), but is on that same-site reload.
+// When the reload has no session either it redirects to the login page.
+func (a *App) webAuth(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		webHeaders(w)
+		if a.webRole(r) != "" {
+			next(w, r)
+			return
+		}
+		q := r.URL.Query()
+		if q.Get(webSameSiteParam) == "" {
+			q.Set(webSameSiteParam, "1")
+			again := r.URL.Path + "?" + q.Encode()
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.WriteHeader(http.StatusOK)
+			_ = webReload.Execute(w, again)
+			return
+		}
+		q.Del(webSameSiteParam)
+		nextURL := r.URL.Path
+		if len(q) > 0 {
+			nextURL += "?" + q.Encode()
+		}
+		http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(nextURL), http.StatusSeeOther)
+	})
+}
+
+var webReload = template.Must(template.New("reload").Parse(`<!doctype html><html lang="en"><head><meta charset="utf-8">` +
+	`<meta http-equiv="refresh" content="0;url={{.}}"><title>changebot</title></head>` +
+	`<body><p><a href="{{.}}">Continue</a></p></body></html>`))
+
+// webHeaders sets the headers of every page: no caching, no framing, no
+// scripts, no referrer.
+func webHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
+// webRoutes adds the pages to r.
+func (a *App) webRoutes(r *mux.Router) {
+	r.Handle("/ui", http.RedirectHandler("/ui/changes", http.StatusSeeOther))
+	r.Handle("/ui/", http.RedirectHandler("/ui/changes", http.StatusSeeOther))
+	r.HandleFunc("/ui/login", a.webLoginForm).Methods(http.MethodGet)
+	r.HandleFunc("/ui/login", a.webLogin).Methods(http.MethodPost)
+	r.HandleFunc("/ui/logout", a.webLogout).Methods(http.MethodGet)
+	r.Handle("/ui/changes", a.webAuth(a.webList)).Methods(http.MethodGet)
+	r.Handle("/ui/stuck", a.webAuth(a.webStuck)).Methods(http.MethodGet)
+	r.Handle("/ui/changes/{id}", a.webAuth(a.webChange)).Methods(http.MethodGet)
+}
+
+// webPage is the data every page template gets.
+type webPage struct {
+	Title string
+	Nav   bool
+}
+
+func (a *App) render(w http.ResponseWriter, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := webTemplates.ExecuteTemplate(&buf, name, data); err != nil {
+		a.log.Error("rendering a web page", "page", name, "err", err)
+		http.Error(w, "could not render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+type loginPage struct {
+	webPage
+	Next, Error string
+}
+
+// safeNext keeps a post-login destination only when it is a page of this
+// server (/ui/…), never another site.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/ui/changes"
+	}
+	return next
+}
+
+func (a *App) webLoginForm(w http.ResponseWriter, r *http.Request) {
+	webHeaders(w)
+	a.render(w, http.StatusOK, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+// sameOrigin reports whether the POST's Origin header names this server:
+// the host the request was sent to, or the configured external URL. A
+// missing Origin is refused (every current browser sends it on a form
+// POST), which makes the login CSRF-safe.
+func (a *App) sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" {
+		return false
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	ext, err := url.Parse(a.cfg.ExternalURL)
+	return err == nil && ext.Host != "" && strings.EqualFold(u.Host, ext.Host) && u.Scheme == ext.Scheme
+}
+
+func (a *App) webLogin(w http.ResponseWriter, r *http.Request) {
+	webHeaders(w)
+	if !a.sameOrigin(r) {
+		a.render(w, http.StatusForbidden, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: "/ui/changes",
+			Error: "The login form must be sent from this server's own page (Origin header missing or foreign)."})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		a.render(w, http.StatusBadRequest, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: "/ui/changes",
+			Error: "The login form could not be read."})
+		return
+	}
+	next := safeNext(r.PostForm.Get("next"))
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	matched := false
+	for _, t := range a.cfg.APITokens {
+		if subtle.ConstantTimeCompare([]byte(token), []byte(t.Token)) == 1 && token != "" {
+			matched = true
+		}
+	}
+	if !matched {
+		a.log.Warn("web login refused: unknown token", "remote", r.RemoteAddr)
+		a.render(w, http.StatusUnauthorized, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: next,
+			Error: "That token is not valid."})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: webSessionCookie, Value: sessionValue(token), Path: "/ui",
+		MaxAge: int(webSessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil || strings.HasPrefix(a.cfg.ExternalURL, "https://")})
+	a.log.Info("web login", "token", tokenID(token))
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// webLogout clears the session cookie (a GET: logging someone out is no
+// harm worth a form).
+func (a *App) webLogout(w http.ResponseWriter, r *http.Request) {
+	webHeaders(w)
+	http.SetCookie(w, &http.Cookie{Name: webSessionCookie, Value: "", Path: "/ui", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || strings.HasPrefix(a.cfg.ExternalURL, "https://")})
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// changePage is the data of change.html.
+type changePage struct {
+	webPage
+	Change changeDetail
+}
+
+type changeDetail struct {
+	templates.StatusView
+	State   string
+	Project string
+	Events  []eventRow
+}
+
+// eventRow is one timeline row of a change's page: every stored event,
+// its source both in words and as stored, its payload indented.
+type eventRow struct {
+	Seq                                       int64
+	At, Type, StepName, Status, Actor, Source string
+	RawSource, Payload                        string
+}
+
+func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	op, events, err := a.engine.Get(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		a.render(w, http.StatusNotFound, "change.html", changePage{webPage: webPage{Title: "No change " + id, Nav: true}})
+		return
+	}
+	if err != nil {
+		a.log.Error("reading a change for its page", "operation_id", id, "err", err)
+		http.Error(w, "could not read the change, try again", http.StatusServiceUnavailable)
+		return
+	}
+	v := a.engine.StatusView(op, events)
+	if op.MRIID == 0 {
+		v.Hint = apiHint(flows.MustStep(flows.StepCode(op.Step)), a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
+	}
+	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project}
+	for _, ev := range events {
+		var pretty bytes.Buffer
+		if err := json.Indent(&pretty, ev.Payload, "", "  "); err != nil {
+			pretty.Reset()
+			pretty.Write(ev.Payload)
+		}
+		d.Events = append(d.Events, eventRow{Seq: ev.Seq, At: ev.OccurredAt.UTC().Format("2006-01-02 15:04:05Z"), Type: ev.Type,
+			StepName: flows.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: ev.Actor,
+			Source: flows.DescribeSource(ev), RawSource: ev.Source, Payload: pretty.String()})
+	}
+	a.render(w, http.StatusOK, "change.html", changePage{webPage: webPage{Title: "Change " + op.ID, Nav: true}, Change: d})
+}
+
+// stateWords is the change's state in one sentence, as the status
+// comment's first line says it (templates/status.md.tmpl "state"), without
+// links: the page lists them apart.
+func stateWords(v templates.StatusView) string {
+	mr := "the merge request"
+	if v.MR.IID > 0 {
+		mr = fmt.Sprintf("merge request !%d", v.MR.IID)
+	}
+	ticket := "its ticket"
+	if v.TicketID != "" {
+		ticket = v.TicketID
+	}
+	switch v.Status {
+	case store.StatusApprovalSending:
+		if v.ApprovalInGitLab {
+			return "Asking for approval in GitLab."
+		}
+		return "Asking the approval system for approval."
+	case store.StatusApprovalSent:
+		if v.ApprovalInGitLab {
+			return "Waiting for approval on " + mr + " by the project's approvers in GitLab."
+		}
+		return "Waiting for approval in " + ticket + " by the approval system."
+	case store.StatusMRCreating:
+		if v.MR.IID > 0 {
+			return "Merge request !" + fmt.Sprint(v.MR.IID) + " is open; waiting for its pipeline."
+		}
+		return "Opening the merge request."
+	case store.StatusMRCreated:
+		return "Merge request !" + fmt.Sprint(v.MR.IID) + " is open and its pipeline passed."
+	case store.StatusMerging:
+		return "Merging " + mr + "."
+	case store.StatusMerged:
+		return "Merged; waiting for the deploy pipeline to apply it."
+	case store.StatusValidated:
+		return "Applied: merged and confirmed by the deploy pipeline."
+	case store.StatusCreateFailed:
+		return "Failed while opening " + mr + "."
+	case store.StatusHandleFailed:
+		return "Failed while merging " + mr + "."
+	case store.StatusRejected:
+		if v.Decision == "withdrawn" {
+			return "Withdrawn."
+		}
+		return "Rejected."
+	case store.StatusClosed:
+		return "Closed without being applied."
+	}
+	return v.Status + "."
+}
+
+// webFilters are the list page's filters, the query parameters of GET
+// /api/v1/changes (issue 13 point 1), in the order the form shows them.
+var webFilters = []string{"status", "step", "project", "subject_id", "target_key", "requested_by", "updated_after", "updated_before"}
+
+// listPage is the data of list.html.
+type listPage struct {
+	webPage
+	Action  string
+	Filters []filterField
+	Rows    []listRow
+	Error   string
+	Next    string
+}
+
+type filterField struct{ Name, Value string }
+
+type listRow struct {
+	store.Operation
+	StepName, Updated string
+}
+
+func (a *App) webList(w http.ResponseWriter, r *http.Request) {
+	a.renderList(w, r, "Changes", "/ui/changes", false)
+}
+
+func (a *App) webStuck(w http.ResponseWriter, r *http.Request) {
+	a.renderList(w, r, "Stuck changes", "/ui/stuck", true)
+}
+
+func (a *App) renderList(w http.ResponseWriter, r *http.Request, title, action string, stuck bool) {
+	q := r.URL.Query()
+	p := listPage{webPage: webPage{Title: title, Nav: true}, Action: action}
+	for _, f := range webFilters {
+		p.Filters = append(p.Filters, filterField{Name: f, Value: q.Get(f)})
+	}
+	if stuck {
+		q.Set("stuck", "true")
+	}
+	ops, next, err := a.listChanges(r.Context(), q)
+	var bad *listFilterError
+	switch {
+	case errors.As(err, &bad):
+		p.Error = bad.Error()
+		a.render(w, http.StatusBadRequest, "list.html", p)
+		return
+	case err != nil:
+		a.log.Error("listing changes for the web page", "err", err)
+		http.Error(w, "could not list the changes, try again", http.StatusServiceUnavailable)
+		return
+	}
+	for _, op := range ops {
+		p.Rows = append(p.Rows, listRow{Operation: op, StepName: flows.StepCode(op.Step).String(),
+			Updated: op.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z")})
+	}
+	if next != "" {
+		nq := r.URL.Query()
+		nq.Set("cursor", next)
+		p.Next = action + "?" + nq.Encode()
+	}
+	a.render(w, http.StatusOK, "list.html", p)
+}
