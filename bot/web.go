@@ -105,14 +105,15 @@ var webReload = template.Must(template.New("reload").Parse(`<!doctype html><html
 	`<body><p><a href="{{.}}">Continue</a></p></body></html>`))
 
 // webHeaders sets the headers of every page: no caching, no framing, no
-// scripts, no referrer.
+// scripts, no referrer to other sites ("no-referrer" would also make the
+// browser send "Origin: null" on the login POST, which sameOrigin refuses).
 func webHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 }
 
 // webRoutes adds the pages to r.
@@ -211,19 +212,25 @@ func (a *App) webLogin(w http.ResponseWriter, r *http.Request) {
 			Error: "That token is not valid."})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: webSessionCookie, Value: sessionValue(token), Path: "/ui",
-		MaxAge: int(webSessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil || strings.HasPrefix(a.cfg.ExternalURL, "https://")})
+	http.SetCookie(w, a.sessionCookie(r, sessionValue(token), int(webSessionTTL/time.Second)))
 	a.log.Info("web login", "token", tokenID(token))
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // safeNext keeps only paths under /ui/
+}
+
+// sessionCookie is the session cookie with value and max-age (seconds; -1
+// deletes it): HttpOnly, SameSite=Strict, Secure when served over https
+// (TLS here or an https external URL); plain http stays possible for a
+// local run.
+func (a *App) sessionCookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: webSessionCookie, Value: value, Path: "/ui", MaxAge: maxAge, HttpOnly: true, //nolint:gosec // Secure is set over https
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || strings.HasPrefix(a.cfg.ExternalURL, "https://")}
 }
 
 // webLogout clears the session cookie (a GET: logging someone out is no
 // harm worth a form).
 func (a *App) webLogout(w http.ResponseWriter, r *http.Request) {
 	webHeaders(w)
-	http.SetCookie(w, &http.Cookie{Name: webSessionCookie, Value: "", Path: "/ui", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || strings.HasPrefix(a.cfg.ExternalURL, "https://")})
+	http.SetCookie(w, a.sessionCookie(r, "", -1))
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
 

@@ -1,0 +1,280 @@
+package bot
+
+import (
+	"context"
+	"flag"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath finds Debian's headless Chromium (scripts/install-chromium.sh
+// installs it; CHANGEBOT_CHROMIUM overrides). Without one the browser tests
+// skip, except under CI=true, where they fail: CI must run them.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("CHANGEBOT_CHROMIUM"), "/usr/bin/chromium"} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is missing and CI=true: run scripts/install-chromium.sh (.ci/run does) before the tests")
+	}
+	t.Skip("chromium is missing (run scripts/install-chromium.sh); the browser tests skip outside CI")
+	return ""
+}
+
+// newBrowser starts a headless Chromium for the test, with a fresh profile
+// and nothing reaching out to the network on its own (the closed network
+// refuses those connections, and Chromium then stalls).
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return ctx
+}
+
+// artifactDir is where screenshots go: $TEST_ARTIFACTS, else go test's
+// -test.outputdir, else the test's temporary directory.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("TEST_ARTIFACTS")
+	if dir == "" {
+		if f := flag.Lookup("test.outputdir"); f != nil {
+			dir = f.Value.String()
+		}
+	}
+	if dir == "" {
+		return t.TempDir()
+	}
+	dir = filepath.Join(dir, "webui")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// screenshot saves the full page as name under artifactDir and logs its
+// path.
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(png))
+}
+
+const demoViewerToken = "demo-viewer-token-not-secret"
+
+// TestWebPagesInBrowser (issue 13 points 2 and 3) drives the pages in
+// headless Chromium against a running bot: a wrong token is refused on the
+// login page, the viewer token logs in once (HttpOnly, SameSite=Strict
+// cookie holding no token), the change's page shows its timeline after
+// VALIDATED, and the status comment links that page.
+func TestWebPagesInBrowser(t *testing.T) {
+	t.Parallel()
+	browser := newBrowser(t)
+	dir := artifactDir(t)
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	env.Config.APITokens = append(env.Config.APITokens, APIToken{Role: RoleViewer, Token: demoViewerToken})
+	startBot(t, env)
+	ctx := context.Background()
+	opID, err := submitDemoChange(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageURL := env.BaseURL + "/ui/changes/" + opID
+	bctx, cancel := context.WithTimeout(browser, 60*time.Second)
+	defer cancel()
+
+	// Not logged in: the page leads to the login form; a wrong token is
+	// refused there and sets no cookie.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(pageURL),
+		chromedp.WaitVisible(chromedp.ID("token")),
+	); err != nil {
+		t.Fatalf("opening a page logged out: %v", err)
+	}
+	loc := run(t, bctx, chromedp.Location())
+	if err := chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.ID("token"), "not-a-token"),
+		chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.ID("error")),
+	); err != nil {
+		t.Fatalf("wrong token: %v", err)
+	}
+	errText := run(t, bctx, chromedp.Text(chromedp.ID("error")))
+	html := run(t, bctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	if !strings.Contains(loc, "/ui/login?next=") || errText != "That token is not valid." {
+		t.Fatalf("wrong token: at %s, error %q", loc, errText)
+	}
+	if strings.Contains(html, "not-a-token") {
+		t.Error("the login page renders the token it refused")
+	}
+	if c := browserCookies(t, bctx, env.BaseURL); len(c) != 0 {
+		t.Errorf("a refused login set cookies: %v", c)
+	}
+
+	// The viewer token logs in and lands on the page it asked for.
+	if err := chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.ID("token"), demoViewerToken),
+		chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.ID("timeline")),
+	); err != nil {
+		t.Fatalf("viewer login: %v", err)
+	}
+	loc = run(t, bctx, chromedp.Location())
+	state := run(t, bctx, chromedp.Text(chromedp.ID("state")))
+	timeline := run(t, bctx, chromedp.Text(chromedp.ID("timeline")))
+	html = run(t, bctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	if loc != pageURL {
+		t.Errorf("after login at %s, want %s", loc, pageURL)
+	}
+	if state != "Applied: merged and confirmed by the deploy pipeline." {
+		t.Errorf("state %q", state)
+	}
+	for _, want := range []string{"submitted", "CALLED_BACK", "VALIDATED", "API request", "approval system callback", "carol"} {
+		if !strings.Contains(timeline, want) {
+			t.Errorf("timeline lacks %q:\n%s", want, timeline)
+		}
+	}
+	if !strings.Contains(html, view.MergeRequest.WebURL) {
+		t.Errorf("the page does not link the merge request %s", view.MergeRequest.WebURL)
+	}
+	for _, secret := range []string{demoViewerToken, demoAPIToken, demoOperatorToken, demoCallbackSecret, demoWebhookSecret} {
+		if strings.Contains(html, secret) {
+			t.Errorf("the change page renders a secret")
+		}
+	}
+	screenshot(t, bctx, dir, "change.png")
+	cookies := browserCookies(t, bctx, env.BaseURL)
+	if len(cookies) != 1 || cookies[0].Name != webSessionCookie || !cookies[0].HTTPOnly ||
+		cookies[0].SameSite != network.CookieSameSiteStrict || strings.Contains(cookies[0].Value, demoViewerToken) {
+		t.Errorf("session cookie %+v, want one HttpOnly SameSite=Strict %s without the token", cookies, webSessionCookie)
+	}
+
+	// The status comment links the page (it is refreshed after a short
+	// delay).
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		note := env.StatusComment(view.MergeRequest.IID)
+		if strings.Contains(note, "("+pageURL+")") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the status comment does not link %s:\n%s", pageURL, note)
+		}
+	}
+}
+
+// run runs one browser action and returns its value, failing the test on
+// an error.
+func run[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// browserCookies lists the browser's cookies for the pages of base.
+func browserCookies(t *testing.T, ctx context.Context, base string) []*network.Cookie {
+	t.Helper()
+	return run(t, ctx, func(ctx context.Context, tg *chromedp.Target) ([]*network.Cookie, error) {
+		res, err := cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{URLs: []string{base + "/ui/changes"}})
+		if err != nil {
+			return nil, err
+		}
+		return res.Cookies, nil
+	})
+}
+
+// TestWebLoginRefusesForeignOrigin: the login form is the only POST of
+// the pages, and it is refused unless its Origin names this server, so
+// another site cannot log a browser in with its own token (login CSRF).
+// A viewer token reads but cannot submit.
+func TestWebLoginRefusesForeignOrigin(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	env.Config.APITokens = append(env.Config.APITokens, APIToken{Role: RoleViewer, Token: demoViewerToken})
+	startBot(t, env)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	login := func(origin, token string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/ui/login",
+			strings.NewReader(url.Values{"token": {token}, "next": {"/ui/changes"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, tc := range []struct {
+		name, origin, token string
+		want                int
+	}{
+		{"no Origin", "", demoViewerToken, http.StatusForbidden},
+		{"foreign Origin", "https://evil.example", demoViewerToken, http.StatusForbidden},
+		{"own Origin, wrong token", env.BaseURL, "nope", http.StatusUnauthorized},
+		{"own Origin, viewer token", env.BaseURL, demoViewerToken, http.StatusSeeOther},
+	} {
+		resp := login(tc.origin, tc.token)
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
+		if got := len(resp.Cookies()) > 0; got != (tc.want == http.StatusSeeOther) {
+			t.Errorf("%s: cookies %v", tc.name, resp.Cookies())
+		}
+	}
+	code, _ := submitCall(t, env, "/api/v1/changes", "Bearer", demoViewerToken, "", []byte(validChange("viewer")))
+	if code != http.StatusForbidden {
+		t.Errorf("a viewer token submitted a change: %d, want 403", code)
+	}
+}
