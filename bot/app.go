@@ -46,6 +46,9 @@ type AppOpts struct {
 	// StepHookFunc is passed to flows.EngineConfig.StepHookFunc (tests
 	// inject panics into steps with it); nil in production.
 	StepHookFunc func(kind string)
+	// Now is the clock of the list API's stuck=true (tests move it past a
+	// deadline); nil means time.Now.
+	Now func() time.Time
 }
 
 // App is one running replica: HTTP intake plus job workers.
@@ -62,6 +65,8 @@ type App struct {
 	schema   string
 	settings *settings.Cache
 	gauge    *flows.ActiveGauge
+	// now is the list API's clock (AppOpts.Now).
+	now func() time.Time
 	// draining is set once Run got its stop signal: /readyz answers 503.
 	draining atomic.Bool
 }
@@ -75,7 +80,10 @@ func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
 	if opts == nil {
 		opts = &AppOpts{}
 	}
-	a := &App{cfg: cfg, log: opts.Logger, registry: opts.Registry, schema: opts.Schema}
+	a := &App{cfg: cfg, log: opts.Logger, registry: opts.Registry, schema: opts.Schema, now: opts.Now}
+	if a.now == nil {
+		a.now = time.Now
+	}
 	if a.log == nil {
 		a.log = slog.Default()
 	}

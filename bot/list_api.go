@@ -1,0 +1,220 @@
+package bot
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"changebot/flows"
+	"changebot/settings"
+	"changebot/store"
+)
+
+// List API limits (issue 13 point 1).
+const (
+	// DefaultListLimit is the page size of GET /api/v1/changes without limit.
+	DefaultListLimit = 50
+	// MaxListLimit is the largest limit it accepts.
+	MaxListLimit = 500
+)
+
+// listParams are the query parameters GET /api/v1/changes knows.
+var listParams = []string{"status", "step", "project", "subject_id", "target_key", "requested_by",
+	"updated_after", "updated_before", "stuck", "limit", "cursor"}
+
+// FilterError is a bad query parameter of the list API: Param names it,
+// Reason says what is wrong. The API answers it with a 400.
+type FilterError struct {
+	Param, Reason string
+}
+
+// Error implements error.
+func (e *FilterError) Error() string { return "query parameter " + e.Param + ": " + e.Reason }
+
+// ListQuery is a parsed list request: the store's parameters (Limit is one
+// more than the page, to learn whether a next page exists) and the page
+// size.
+type ListQuery struct {
+	Params store.ListParams
+	Limit  int
+}
+
+// parseListQuery reads the list API's filters from q (each may repeat or
+// list values separated by commas where it takes several: status, step);
+// an empty value does not filter. stuck=true takes each step's threshold
+// at now from the step table and the global settings (flows.StuckBounds).
+// Unknown parameters and bad values are a *FilterError.
+func (a *App) parseListQuery(q url.Values, now time.Time) (ListQuery, error) {
+	for k := range q {
+		if !slices.Contains(listParams, k) {
+			return ListQuery{}, &FilterError{k, "unknown; the filters are " + strings.Join(listParams, ", ")}
+		}
+	}
+	lq := ListQuery{Limit: DefaultListLimit}
+	p := &lq.Params
+	for _, v := range splitValues(q["status"]) {
+		if !slices.Contains(store.AllStatuses, v) {
+			return ListQuery{}, &FilterError{"status", fmt.Sprintf("%q is not a status (%s)", v, strings.Join(store.AllStatuses, ", "))}
+		}
+		p.Statuses = append(p.Statuses, v)
+	}
+	for _, v := range splitValues(q["step"]) {
+		code, ok := parseStep(v)
+		if !ok {
+			return ListQuery{}, &FilterError{"step", fmt.Sprintf("%q is not a step code or name (README state table)", v)}
+		}
+		p.Steps = append(p.Steps, code)
+	}
+	p.Project, p.SubjectID = q.Get("project"), q.Get("subject_id")
+	p.TargetKey, p.RequestedBy = q.Get("target_key"), q.Get("requested_by")
+	var err error
+	if p.UpdatedAfter, err = parseTimeParam(q, "updated_after"); err != nil {
+		return ListQuery{}, err
+	}
+	if p.UpdatedBefore, err = parseTimeParam(q, "updated_before"); err != nil {
+		return ListQuery{}, err
+	}
+	if v := q.Get("stuck"); v != "" {
+		stuck, err := strconv.ParseBool(v)
+		if err != nil {
+			return ListQuery{}, &FilterError{"stuck", fmt.Sprintf("%q is not true or false", v)}
+		}
+		if stuck {
+			get := func(key string) time.Duration { return a.settings.Get(key, "").Duration() }
+			p.StuckOnly, p.Stuck = true, flows.StuckBounds(now.UTC(), flows.StuckLimits{
+				PipelineDeadline: get(settings.PipelineDeadline), RebaseDeadline: get(settings.RebaseDeadline),
+				DeployDeadline: get(settings.DeployDeadline), SweeperAfter: get(settings.SweeperAfter)})
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return ListQuery{}, &FilterError{"limit", fmt.Sprintf("%q is not a whole number from 1 to %d", v, MaxListLimit)}
+		}
+		lq.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		id, ok := decodeCursor(v)
+		if !ok {
+			return ListQuery{}, &FilterError{"cursor", "not a cursor this API gave (pass next_cursor back as it is)"}
+		}
+		p.Before = id
+	}
+	p.Limit = lq.Limit + 1
+	return lq, nil
+}
+
+// splitValues returns the non-empty comma-separated values of vs.
+func splitValues(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		for _, part := range strings.Split(v, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}
+
+// parseStep reads a step code (10401) or name (APPROVAL_SENDING, any case).
+func parseStep(v string) (int, bool) {
+	for _, s := range flows.Catalogue() {
+		if strconv.Itoa(int(s.Code)) == v || strings.EqualFold(s.Name, v) {
+			return int(s.Code), true
+		}
+	}
+	return 0, false
+}
+
+func parseTimeParam(q url.Values, key string) (time.Time, error) {
+	v := q.Get(key)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, &FilterError{key, fmt.Sprintf("%q is not an RFC 3339 time (2026-12-01T10:00:00Z)", v)}
+	}
+	return t.UTC(), nil
+}
+
+// cursorPrefix versions the cursor's form.
+const cursorPrefix = "v1:"
+
+// encodeCursor makes the opaque next_cursor of a page whose last change is
+// id: the keyset position, not an offset.
+func encodeCursor(id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + id))
+}
+
+func decodeCursor(c string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", false
+	}
+	id, ok := strings.CutPrefix(string(b), cursorPrefix)
+	return id, ok && id != ""
+}
+
+// listItem is one change of GET /api/v1/changes.
+type listItem struct {
+	OperationID  string    `json:"operation_id"`
+	SubjectID    string    `json:"subject_id"`
+	TargetKey    string    `json:"target_key"`
+	Project      string    `json:"project"`
+	Status       string    `json:"status"`
+	Step         stepView  `json:"step"`
+	Hint         string    `json:"hint"`
+	Terminal     bool      `json:"terminal"`
+	MergeRequest *mrView   `json:"merge_request"`
+	RequestedBy  string    `json:"requested_by"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// listPage is the body of GET /api/v1/changes.
+type listPage struct {
+	Changes    []listItem `json:"changes"`
+	NextCursor string     `json:"next_cursor,omitempty"`
+}
+
+// listChanges serves GET /api/v1/changes: a page of changes, newest first,
+// filtered by the query (parseListQuery), with next_cursor unless it is
+// the last page.
+func (a *App) listChanges(w http.ResponseWriter, r *http.Request) {
+	lq, err := a.parseListQuery(r.URL.Query(), a.now())
+	if err != nil { // a *FilterError
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	ops, err := a.store.ListChanges(r.Context(), a.store.DB(), lq.Params)
+	if err != nil {
+		a.log.Error("listing changes", "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not list the changes"})
+		return
+	}
+	page := listPage{Changes: []listItem{}}
+	if len(ops) > lq.Limit {
+		ops = ops[:lq.Limit]
+		page.NextCursor = encodeCursor(ops[len(ops)-1].ID)
+	}
+	for _, op := range ops {
+		st := flows.MustStep(flows.StepCode(op.Step))
+		it := listItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
+			Status: op.Status, Step: stepView{op.Step, st.Name}, Hint: st.Hint, Terminal: st.Terminal,
+			RequestedBy: op.RequestedBy, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+		if op.MRIID > 0 {
+			it.MergeRequest = &mrView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
+		} else {
+			it.Hint = apiHint(st, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
+		}
+		page.Changes = append(page.Changes, it)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
