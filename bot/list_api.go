@@ -1,7 +1,9 @@
 package bot
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -162,8 +164,8 @@ func decodeCursor(c string) (string, bool) {
 	return id, ok && id != ""
 }
 
-// listItem is one change of GET /api/v1/changes.
-type listItem struct {
+// changeListItem is one change of GET /api/v1/changes.
+type changeListItem struct {
 	OperationID  string    `json:"operation_id"`
 	SubjectID    string    `json:"subject_id"`
 	TargetKey    string    `json:"target_key"`
@@ -178,35 +180,31 @@ type listItem struct {
 	UpdatedAt    time.Time `json:"updated_at"`
 }
 
-// listPage is the body of GET /api/v1/changes.
-type listPage struct {
-	Changes    []listItem `json:"changes"`
-	NextCursor string     `json:"next_cursor,omitempty"`
+// changeListPage is the body of GET /api/v1/changes.
+type changeListPage struct {
+	Changes    []changeListItem `json:"changes"`
+	NextCursor string           `json:"next_cursor,omitempty"`
 }
 
-// listChanges serves GET /api/v1/changes: a page of changes, newest first,
+// serveChangeList serves GET /api/v1/changes: a page of changes, newest first,
 // filtered by the query (parseListQuery), with next_cursor unless it is
 // the last page.
-func (a *App) listChanges(w http.ResponseWriter, r *http.Request) {
-	lq, err := a.parseListQuery(r.URL.Query(), a.now())
-	if err != nil { // a *FilterError
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+func (a *App) serveChangeList(w http.ResponseWriter, r *http.Request) {
+	ops, next, err := a.listChanges(r.Context(), r.URL.Query())
+	var bad *listFilterError
+	switch {
+	case errors.As(err, &bad):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": bad.Error()})
 		return
-	}
-	ops, err := a.store.ListChanges(r.Context(), a.store.DB(), lq.Params)
-	if err != nil {
+	case err != nil:
 		a.log.Error("listing changes", "error", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not list the changes"})
 		return
 	}
-	page := listPage{Changes: []listItem{}}
-	if len(ops) > lq.Limit {
-		ops = ops[:lq.Limit]
-		page.NextCursor = encodeCursor(ops[len(ops)-1].ID)
-	}
+	page := changeListPage{Changes: []changeListItem{}, NextCursor: next}
 	for _, op := range ops {
 		st := flows.MustStep(flows.StepCode(op.Step))
-		it := listItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
+		it := changeListItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
 			Status: op.Status, Step: stepView{op.Step, st.Name}, Hint: st.Hint, Terminal: st.Terminal,
 			RequestedBy: op.RequestedBy, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 		if op.MRIID > 0 {
@@ -217,4 +215,24 @@ func (a *App) listChanges(w http.ResponseWriter, r *http.Request) {
 		page.Changes = append(page.Changes, it)
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// listChanges reads one page of changes for the query parameters of GET
+// /api/v1/changes (parseListQuery), newest first, and the cursor of the
+// next page ("" on the last). A bad filter is a *listFilterError (the API
+// and the web pages answer 400).
+func (a *App) listChanges(ctx context.Context, q url.Values) ([]store.Operation, string, error) {
+	lq, err := a.parseListQuery(q, a.now())
+	if err != nil {
+		return nil, "", &listFilterError{msg: err.Error()}
+	}
+	ops, err := a.store.ListChanges(ctx, a.store.DB(), lq.Params)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(ops) > lq.Limit {
+		ops = ops[:lq.Limit]
+		return ops, encodeCursor(ops[len(ops)-1].ID), nil
+	}
+	return ops, "", nil
 }

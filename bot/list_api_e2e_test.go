@@ -17,11 +17,11 @@ import (
 	"changebot/platform/gitlab/gitlabfake"
 )
 
-// listPageOf is GET /api/v1/changes?query, which must answer 200.
-func listPageOf(t *testing.T, env *demoEnv, query url.Values) listPage {
+// changeListPageOf is GET /api/v1/changes?query, which must answer 200.
+func changeListPageOf(t *testing.T, env *demoEnv, query url.Values) changeListPage {
 	t.Helper()
 	code, _, body := apiCall(t, env, http.MethodGet, "/api/v1/changes?"+query.Encode(), demoAPIToken, nil)
-	var p listPage
+	var p changeListPage
 	if code != http.StatusOK || json.Unmarshal(body, &p) != nil {
 		t.Fatalf("GET /api/v1/changes?%s = %d %s", query.Encode(), code, body)
 	}
@@ -71,7 +71,7 @@ func TestListChangesAPI(t *testing.T) {
 	}
 	// All wait for their approval decision (APPROVAL_SENT) before paging.
 	deadline := time.Now().Add(60 * time.Second)
-	for len(listPageOf(t, env, url.Values{"status": {"APPROVAL_SENT"}, "limit": {"500"}}).Changes) != 30 {
+	for len(changeListPageOf(t, env, url.Values{"status": {"APPROVAL_SENT"}, "limit": {"500"}}).Changes) != 30 {
 		if time.Now().After(deadline) {
 			t.Fatal("the 30 changes did not all reach APPROVAL_SENT")
 		}
@@ -91,7 +91,7 @@ func TestListChangesAPI(t *testing.T) {
 		seen := map[string]int{}
 		query.Set("limit", "10")
 		for page := 1; ; page++ {
-			p := listPageOf(t, env, query)
+			p := changeListPageOf(t, env, query)
 			if len(p.Changes) > 10 || (p.NextCursor != "" && len(p.Changes) != 10) {
 				t.Fatalf("page %d of %v: %d changes, next_cursor %q", page, query, len(p.Changes), p.NextCursor)
 			}
@@ -154,7 +154,7 @@ func TestListChangesAPI(t *testing.T) {
 		t.Helper()
 		query.Set("stuck", "true")
 		var ids []string
-		for _, c := range listPageOf(t, env, query).Changes {
+		for _, c := range changeListPageOf(t, env, query).Changes {
 			ids = append(ids, c.Step.Name+" "+c.OperationID)
 		}
 		return ids

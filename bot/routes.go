@@ -52,7 +52,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	api := r.PathPrefix("/api/v1").Subrouter()
 	api.HandleFunc("/openapi.json", serveOpenAPI).Methods(http.MethodGet)
 	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
-	api.Handle("/changes", a.auth("", http.HandlerFunc(a.listChanges))).Methods(http.MethodGet)
+	api.Handle("/changes", a.auth("", http.HandlerFunc(a.serveChangeList))).Methods(http.MethodGet)
 	api.Handle("/changes/{id}", a.auth("", http.HandlerFunc(a.getChange))).Methods(http.MethodGet)
 	api.Handle("/changes/{id}/events", a.auth("", http.HandlerFunc(a.getEvents))).Methods(http.MethodGet)
 	api.Handle("/changes/{id}/{action:retry|resume|cancel}", a.auth("", http.HandlerFunc(a.changeAction))).Methods(http.MethodPost)
