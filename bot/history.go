@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"changebot/flows"
+	"changebot/settings"
 	"changebot/store"
 )
 
@@ -60,27 +61,15 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 	if *asJSON && !replay {
 		return printEventsJSON(ctx, st, id, *stored, stdout)
 	}
+	if replay {
+		return printReplay(ctx, st, *path, id, *at, stdout)
+	}
 	events, err := st.ListEvents(ctx, st.DB(), id)
 	if err != nil {
 		return err
 	}
 	if len(events) == 0 {
 		return fmt.Errorf("no events for %s", id)
-	}
-	if replay {
-		var when time.Time
-		if *at != "" {
-			if when, err = time.Parse(time.RFC3339, *at); err != nil {
-				return fmt.Errorf("parsing -at: %w", err)
-			}
-		}
-		s := flows.Replay(events, when)
-		if s.Seq == 0 {
-			fmt.Fprintf(stdout, "%s did not exist yet at %s\n", id, *at)
-			return nil
-		}
-		fmt.Fprintf(stdout, "%s at %s: %s (%s), event %d of %s\n", id, orNow(*at), s.Status, s.Step, s.Seq, s.At.Format(time.RFC3339))
-		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "seq\ttime (UTC)\ttype\tstep\tstatus\tactor\tsource\tpayload")
@@ -105,6 +94,43 @@ func printEventsJSON(ctx context.Context, st store.Store, id string, stored bool
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(newEventsView(h, form))
+}
+
+// printReplay prints id's state at `at` (RFC 3339; empty: now), replayed
+// from its nearest snapshot (flows.ReplaySnapshots), storing snapshots every
+// history.snapshot_every events on the way.
+func printReplay(ctx context.Context, st store.Store, path, id, at string, stdout io.Writer) error {
+	var when time.Time
+	if at != "" {
+		var err error
+		if when, err = time.Parse(time.RFC3339, at); err != nil {
+			return fmt.Errorf("parsing -at: %w", err)
+		}
+	}
+	cfg, err := loadDatabaseConfig(path, nil, nil)
+	if err != nil {
+		return err
+	}
+	cache, err := settings.NewCache(settings.CacheConfig{Store: st, Initial: cfg.Settings})
+	if err != nil {
+		return err
+	}
+	if err := cache.Load(ctx); err != nil {
+		return err
+	}
+	if _, err := st.GetOperation(ctx, st.DB(), id); err != nil {
+		return err
+	}
+	s, _, err := flows.ReplaySnapshots(ctx, st, id, when, cache.Get(settings.HistorySnapshotEvery, "").Int())
+	if err != nil {
+		return err
+	}
+	if s.Seq == 0 {
+		fmt.Fprintf(stdout, "%s did not exist yet at %s\n", id, at)
+		return nil
+	}
+	fmt.Fprintf(stdout, "%s at %s: %s (%s), event %d of %s\n", id, orNow(at), s.Status, s.Step, s.Seq, s.At.Format(time.RFC3339))
+	return nil
 }
 
 func orNow(at string) string {

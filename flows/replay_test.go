@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
@@ -158,5 +159,84 @@ func TestNewEventsAreVersion2(t *testing.T) {
 	ev := hist.Stored[0]
 	if p := submittedPayload(t, ev); ev.SchemaVersion != 2 || p["file_count"] != float64(1) || p["files"] != nil {
 		t.Fatalf("stored submitted event %+v, want version 2 with file_count", ev)
+	}
+}
+
+// TestReplayFromSnapshotEqualsReplayFromStart (issue 13 point 5): a
+// change of 120 events replayed with snapshots every 50 events gives, at
+// every moment, the state replaying every event from the first gives; the
+// first replay stores snapshots at events 50 and 100, and a later replay
+// starts from the nearest one, reading only the events after it.
+func TestReplayFromSnapshotEqualsReplayFromStart(t *testing.T) {
+	t.Parallel()
+	sc := pgtest.New(t)
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name, NowFunc: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	op := store.Operation{ID: "op_long", SubjectID: "svc", TargetKey: "prod", Project: "g/r", Title: "t",
+		RequestedBy: "alice", Step: int(flows.ApprovalSending), Status: store.StatusApprovalSending}
+	if _, _, err := s.CreateOperation(ctx, store.CreateParams{Operation: op, Event: store.EventParams{Type: store.EventSubmitted}}); err != nil {
+		t.Fatal(err)
+	}
+	// Moves and refusals, a minute apart: the state changes along the way.
+	steps := []flows.StepCode{flows.ApprovalSent, flows.CreateStarted, flows.CreateSucceeded}
+	for i := 2; i <= 120; i++ {
+		now = now.Add(time.Minute)
+		if i%40 == 0 {
+			to := steps[i/40-1]
+			cur, err := s.GetOperation(ctx, s.DB(), op.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.ApplyTransition(ctx, store.TransitionParams{OperationID: op.ID, ExpectStep: cur.Step,
+				ExpectVersion: cur.Version, ToStep: int(to), ToStatus: flows.MustStep(to).Status,
+				Event: store.EventParams{Type: store.EventTransition}}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, err := s.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventRefused, Actor: "bob", Source: "api"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := s.ListEvents(ctx, s.DB(), op.ID)
+	if err != nil || len(all) != 120 {
+		t.Fatalf("events: %d %v", len(all), err)
+	}
+	// The first replay (now) stores the snapshots and reads every event.
+	got, read, err := flows.ReplaySnapshots(ctx, s, op.ID, time.Time{}, 50)
+	if err != nil || got != flows.Replay(all, time.Time{}) || read != 120 || got.Step != flows.CreateSucceeded {
+		t.Fatalf("first replay: %+v, %d events read, %v; from the start: %+v", got, read, err, flows.Replay(all, time.Time{}))
+	}
+	var snaps int
+	if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM change_snapshots WHERE operation_id = $1 AND seq IN (50, 100)`, op.ID).Scan(&snaps); err != nil || snaps != 2 {
+		t.Fatalf("snapshots at 50 and 100: %d %v", snaps, err)
+	}
+	cases := []struct {
+		name string
+		at   time.Time
+		read int // events read after the nearest snapshot
+	}{
+		{"before the first event", all[0].OccurredAt.Add(-time.Second), 120},
+		{"at event 10", all[9].OccurredAt, 120},
+		{"at event 50, a snapshot", all[49].OccurredAt, 70},
+		{"at event 80, a transition", all[79].OccurredAt, 70},
+		{"at event 99", all[98].OccurredAt, 70},
+		{"between 100 and 101", all[99].OccurredAt.Add(30 * time.Second), 20},
+		{"at the last event", all[119].OccurredAt, 20},
+		{"now", time.Time{}, 20},
+	}
+	for _, c := range cases {
+		got, read, err := flows.ReplaySnapshots(ctx, s, op.ID, c.at, 50)
+		want := flows.Replay(all, c.at)
+		if err != nil || got.Step != want.Step || got.Status != want.Status || got.Seq != want.Seq || !got.At.Equal(want.At) {
+			t.Errorf("%s: from the snapshot %+v (%v), from the start %+v", c.name, got, err, want)
+		}
+		if read != c.read {
+			t.Errorf("%s: read %d events, want %d (from the nearest snapshot)", c.name, read, c.read)
+		}
 	}
 }

@@ -25,32 +25,33 @@ import (
 // Keys of the registry. Persisted names: never rename one without a
 // migration of the stored rows.
 const (
-	FlowApprovalFirst   = "flow.approval_first"
-	ApprovalProvider    = "approval.provider"
-	ApprovalAdapter     = "approval.adapter"
-	AdmissionMaxActive  = "admission.max_active"
-	PollShortInterval   = "poll.short_interval"
-	PollShortCount      = "poll.short_count"
-	PollLongInterval    = "poll.long_interval"
-	PipelineDeadline    = "pipeline.deadline"
-	RebaseDeadline      = "rebase.deadline"
-	DeployDeadline      = "deploy.deadline"
-	MergeMaxRounds      = "merge.max_rounds"
-	ApproveMaxRetries   = "approve.max_retries"
-	ReconcileMinAge     = "reconcile.min_age"
-	ReconcileMaxAge     = "reconcile.max_age"
-	NoteDelay           = "note.delay"
-	JobsRescueAfter     = "jobs.rescue_after"
-	ApprovalApprovers   = "approval.approvers"
-	ApprovalMinAccess   = "approval.min_access"
-	ApprovalRequired    = "approval.required"
-	ReconcileInterval   = "reconcile.interval"
-	ReconcileQuietAfter = "reconcile.quiet_after"
-	SweeperInterval     = "sweeper.interval"
-	SweeperAfter        = "sweeper.after"
-	CommandsRateLimit   = "commands.rate_limit"
-	ApprovalGroups      = "approval.approver_groups"
-	RetentionIntake     = "retention.intake_max_age"
+	FlowApprovalFirst    = "flow.approval_first"
+	ApprovalProvider     = "approval.provider"
+	ApprovalAdapter      = "approval.adapter"
+	AdmissionMaxActive   = "admission.max_active"
+	PollShortInterval    = "poll.short_interval"
+	PollShortCount       = "poll.short_count"
+	PollLongInterval     = "poll.long_interval"
+	PipelineDeadline     = "pipeline.deadline"
+	RebaseDeadline       = "rebase.deadline"
+	DeployDeadline       = "deploy.deadline"
+	MergeMaxRounds       = "merge.max_rounds"
+	ApproveMaxRetries    = "approve.max_retries"
+	ReconcileMinAge      = "reconcile.min_age"
+	ReconcileMaxAge      = "reconcile.max_age"
+	NoteDelay            = "note.delay"
+	JobsRescueAfter      = "jobs.rescue_after"
+	ApprovalApprovers    = "approval.approvers"
+	ApprovalMinAccess    = "approval.min_access"
+	ApprovalRequired     = "approval.required"
+	ReconcileInterval    = "reconcile.interval"
+	ReconcileQuietAfter  = "reconcile.quiet_after"
+	SweeperInterval      = "sweeper.interval"
+	SweeperAfter         = "sweeper.after"
+	CommandsRateLimit    = "commands.rate_limit"
+	ApprovalGroups       = "approval.approver_groups"
+	RetentionIntake      = "retention.intake_max_age"
+	HistorySnapshotEvery = "history.snapshot_every"
 )
 
 const (
@@ -155,6 +156,8 @@ var registry = []Def{
 		Doc: "a job still marked running this long after its replica died is run again; read at start only, a change needs a restart"},
 	{Key: RetentionIntake, Kind: KindDuration, Default: "720h", Unit: "duration", GlobalOnly: true,
 		Doc: "stored webhook deliveries (once processed) and callback dedupe rows older than this are deleted by the leader, in batches, every 10 minutes; change events are kept"},
+	{Key: HistorySnapshotEvery, Kind: KindInt, Default: "50", Unit: "events", Min: 1, GlobalOnly: true,
+		Doc: "a replay (changebot replay) stores a snapshot of a change's state at every this many events and starts from the nearest one"},
 }
 
 // Defs returns the registry in documentation order.

@@ -200,7 +200,7 @@ func TestValidate(t *testing.T) {
 func TestGlobalOnlyKeys(t *testing.T) {
 	t.Parallel()
 	want := []string{CommandsRateLimit, AdmissionMaxActive, ReconcileMinAge, ReconcileMaxAge, ReconcileInterval,
-		ReconcileQuietAfter, SweeperInterval, SweeperAfter, JobsRescueAfter, RetentionIntake}
+		ReconcileQuietAfter, SweeperInterval, SweeperAfter, JobsRescueAfter, RetentionIntake, HistorySnapshotEvery}
 	var got []string
 	for _, d := range Defs() {
 		if d.GlobalOnly {

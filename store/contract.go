@@ -65,6 +65,16 @@ type Events interface {
 	AppendEvent(ctx context.Context, operationID string, p EventParams, jobs ...river.InsertManyParams) (Event, error)
 	ListEvents(ctx context.Context, db DBTX, operationID string) ([]Event, error)
 	ReadHistory(ctx context.Context, id string) (History, error)
+	// ListEventsAfter returns the events of operationID with a sequence
+	// number above after, in order, upcast (a replay from a snapshot).
+	ListEventsAfter(ctx context.Context, db DBTX, operationID string, after int64) ([]Event, error)
+	// PutSnapshot stores a snapshot; one already stored at its sequence
+	// number is kept (snapshots of one event are equal).
+	PutSnapshot(ctx context.Context, db DBTX, s StateSnapshot) error
+	// NearestSnapshot returns the operation's snapshot of the highest
+	// sequence number whose event happened at or before at; false when
+	// there is none.
+	NearestSnapshot(ctx context.Context, db DBTX, operationID string, at time.Time) (StateSnapshot, bool, error)
 }
 
 // Intake is what arrives from outside: webhook deliveries, callback

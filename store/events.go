@@ -121,6 +121,19 @@ func ComputeHash(e Event) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// StateSnapshot is an operation's state replayed up to and including event
+// Seq (a row of change_snapshots), kept every N events (setting
+// history.snapshot_every) so a replay starts from the nearest one instead
+// of the first event. State is the replayer's JSON (flows.ReplayState);
+// snapshots are derived data: the events stay the record.
+type StateSnapshot struct {
+	OperationID string
+	Seq         int64
+	// OccurredAt is the time of event Seq.
+	OccurredAt time.Time
+	State      json.RawMessage
+}
+
 // History is an operation and its events read in one snapshot.
 type History struct {
 	Operation Operation

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"changebot/store"
 	"changebot/store/postgres/internal/dbsqlc"
@@ -126,4 +127,42 @@ func (s *Store) ReadHistory(ctx context.Context, id string) (store.History, erro
 		return store.History{}, fmt.Errorf("reading history of %s: %w", id, err)
 	}
 	return h, nil
+}
+
+// ListEventsAfter implements store.Events.
+func (s *Store) ListEventsAfter(ctx context.Context, db store.DBTX, operationID string, after int64) ([]store.Event, error) {
+	rows, err := queries.ChangeEventListAfter(ctx, q(db), &dbsqlc.ChangeEventListAfterParams{OperationID: operationID, After: after})
+	if err != nil {
+		return nil, fmt.Errorf("listing events of %s after %d: %w", operationID, after, err)
+	}
+	out := make([]store.Event, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, store.UpcastEvent(store.Event{OperationID: r.OperationID, Seq: r.Seq, Type: r.Type,
+			FromStep: r.FromStep, ToStep: r.ToStep, FromStatus: r.FromStatus, ToStatus: r.ToStatus, Actor: r.Actor,
+			Source: r.Source, Payload: r.Payload, SchemaVersion: r.SchemaVersion, OccurredAt: r.OccurredAt.UTC(),
+			PrevHash: r.PrevHash, Hash: r.Hash}))
+	}
+	return out, nil
+}
+
+// PutSnapshot implements store.Events.
+func (s *Store) PutSnapshot(ctx context.Context, db store.DBTX, snap store.StateSnapshot) error {
+	err := queries.ChangeSnapshotInsert(ctx, q(db), &dbsqlc.ChangeSnapshotInsertParams{OperationID: snap.OperationID,
+		Seq: snap.Seq, OccurredAt: snap.OccurredAt, State: []byte(snap.State)})
+	if err != nil {
+		return fmt.Errorf("storing the snapshot of %s at event %d: %w", snap.OperationID, snap.Seq, err)
+	}
+	return nil
+}
+
+// NearestSnapshot implements store.Events.
+func (s *Store) NearestSnapshot(ctx context.Context, db store.DBTX, operationID string, at time.Time) (store.StateSnapshot, bool, error) {
+	r, err := queries.ChangeSnapshotNearest(ctx, q(db), &dbsqlc.ChangeSnapshotNearestParams{OperationID: operationID, At: at})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.StateSnapshot{}, false, nil
+	}
+	if err != nil {
+		return store.StateSnapshot{}, false, fmt.Errorf("reading the snapshot of %s: %w", operationID, err)
+	}
+	return store.StateSnapshot{OperationID: r.OperationID, Seq: r.Seq, OccurredAt: r.OccurredAt.UTC(), State: r.State}, true, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -116,4 +117,54 @@ func (s *Store) ReadHistory(ctx context.Context, id string) (store.History, erro
 		return store.History{}, fmt.Errorf("reading history of %s: %w", id, err)
 	}
 	return h, nil
+}
+
+// ListEventsAfter implements store.Events.
+func (s *Store) ListEventsAfter(ctx context.Context, db store.DBTX, operationID string, after int64) ([]store.Event, error) {
+	g, err := q(db).gen()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := queries.ChangeEventListAfter(ctx, g, &dbsqlc.ChangeEventListAfterParams{OperationID: operationID, After: after})
+	if err != nil {
+		return nil, fmt.Errorf("listing events of %s after %d: %w", operationID, after, err)
+	}
+	out := make([]store.Event, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, store.UpcastEvent(store.Event{OperationID: r.OperationID, Seq: r.Seq, Type: r.Type,
+			FromStep: r.FromStep, ToStep: r.ToStep, FromStatus: r.FromStatus, ToStatus: r.ToStatus, Actor: r.Actor,
+			Source: r.Source, Payload: []byte(r.Payload), SchemaVersion: r.SchemaVersion, OccurredAt: r.OccurredAt.Time,
+			PrevHash: r.PrevHash, Hash: r.Hash}))
+	}
+	return out, nil
+}
+
+// PutSnapshot implements store.Events.
+func (s *Store) PutSnapshot(ctx context.Context, db store.DBTX, snap store.StateSnapshot) error {
+	g, err := q(db).gen()
+	if err != nil {
+		return err
+	}
+	err = queries.ChangeSnapshotInsert(ctx, g, &dbsqlc.ChangeSnapshotInsertParams{OperationID: snap.OperationID,
+		Seq: snap.Seq, OccurredAt: dbtime.Of(snap.OccurredAt), State: string(snap.State)})
+	if err != nil {
+		return fmt.Errorf("storing the snapshot of %s at event %d: %w", snap.OperationID, snap.Seq, err)
+	}
+	return nil
+}
+
+// NearestSnapshot implements store.Events.
+func (s *Store) NearestSnapshot(ctx context.Context, db store.DBTX, operationID string, at time.Time) (store.StateSnapshot, bool, error) {
+	g, err := q(db).gen()
+	if err != nil {
+		return store.StateSnapshot{}, false, err
+	}
+	r, err := queries.ChangeSnapshotNearest(ctx, g, &dbsqlc.ChangeSnapshotNearestParams{OperationID: operationID, At: dbtime.Of(at)})
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.StateSnapshot{}, false, nil
+	}
+	if err != nil {
+		return store.StateSnapshot{}, false, fmt.Errorf("reading the snapshot of %s: %w", operationID, err)
+	}
+	return store.StateSnapshot{OperationID: r.OperationID, Seq: r.Seq, OccurredAt: r.OccurredAt.Time, State: []byte(r.State)}, true, nil
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,66 @@ var cases = []struct {
 	{"CommitClaims", testCommitClaims},
 	{"CommitClaimInTransaction", testCommitClaimInTransaction},
 	{"ListChangesFiltersAndPages", testListChangesFiltersAndPages},
+	{"SnapshotsAndEventsAfter", testSnapshotsAndEventsAfter},
+}
+
+// SnapshotsAndEventsAfter (issue 13 point 5): ListEventsAfter lists the
+// events after a sequence number, upcast; NearestSnapshot finds the
+// snapshot of the highest sequence number taken at or before a time;
+// PutSnapshot keeps the first snapshot stored at a sequence number.
+func testSnapshotsAndEventsAfter(t *testing.T, open Open) {
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	s := open(t)(Opts{NowFunc: func() time.Time { now = now.Add(time.Minute); return now }})
+	ctx := context.Background()
+	op := create(t, s, newOp("op_snap", "svc"))
+	for range 4 {
+		if _, err := s.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventRefused, Actor: "bob", Source: "api"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := s.ListEvents(ctx, s.DB(), op.ID)
+	if err != nil || len(all) != 5 {
+		t.Fatalf("events: %d %v", len(all), err)
+	}
+	after, err := s.ListEventsAfter(ctx, s.DB(), op.ID, 2)
+	if err != nil || len(after) != 3 || after[0].Seq != 3 || after[2].Seq != 5 || after[0].Hash != all[2].Hash ||
+		after[0].SchemaVersion != store.EventSchemaVersion {
+		t.Fatalf("events after 2: %+v %v", after, err)
+	}
+	if _, ok, err := s.NearestSnapshot(ctx, s.DB(), op.ID, all[4].OccurredAt); ok || err != nil {
+		t.Fatalf("a snapshot before any was stored: %v %v", ok, err)
+	}
+	put := func(seq int64, state string) {
+		t.Helper()
+		if err := s.PutSnapshot(ctx, s.DB(), store.StateSnapshot{OperationID: op.ID, Seq: seq,
+			OccurredAt: all[seq-1].OccurredAt, State: []byte(state)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(2, `{"n":2}`)
+	put(4, `{"n":4}`)
+	put(2, `{"n":"again"}`)
+	for _, c := range []struct {
+		name string
+		at   time.Time
+		seq  int64
+	}{
+		{"before the first snapshot's event", all[1].OccurredAt.Add(-time.Second), 0},
+		{"at the first snapshot's event", all[1].OccurredAt, 2},
+		{"between the two", all[2].OccurredAt, 2},
+		{"after the last", all[4].OccurredAt.Add(time.Hour), 4},
+	} {
+		snap, ok, err := s.NearestSnapshot(ctx, s.DB(), op.ID, c.at)
+		if err != nil || ok != (c.seq > 0) || snap.Seq != c.seq {
+			t.Errorf("%s: snapshot %+v %v %v, want seq %d", c.name, snap, ok, err, c.seq)
+			continue
+		}
+		var state struct{ N any }
+		if ok && (!snap.OccurredAt.Equal(all[c.seq-1].OccurredAt) || json.Unmarshal(snap.State, &state) != nil ||
+			state.N != float64(c.seq)) {
+			t.Errorf("%s: snapshot %+v (%s), want the first state stored at %d", c.name, snap, snap.State, c.seq)
+		}
+	}
 }
 
 // CreateOperationBindingRules: see the case name.

@@ -42,6 +42,13 @@ type ChangeEvents struct {
 	Hash          string
 }
 
+type ChangeSnapshots struct {
+	OperationID string
+	Seq         int64
+	OccurredAt  time.Time
+	State       []byte
+}
+
 type CommitClaims struct {
 	RunID     string
 	Step      string

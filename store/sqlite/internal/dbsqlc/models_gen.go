@@ -42,6 +42,13 @@ type ChangeEvents struct {
 	Hash          string
 }
 
+type ChangeSnapshots struct {
+	OperationID string
+	Seq         int64
+	OccurredAt  dbtime.Time
+	State       string
+}
+
 type CommitClaimTokens struct {
 	Token int64
 }
