@@ -27,6 +27,7 @@ Usage:
   changebot setup   [-config file] (-project P | -group G)... [-hook-token-file f] [-no-test]   create or fix the webhook, then test it
   changebot settings get [<key>] [-project P] [-json]       show runtime settings as a table (needs DATABASE_URL)
   changebot settings set [-project P] [-by u] <key> [--] <json>  change one, audited, seen by every replica within 5s
+  changebot list    [filters] [-stuck] [-json]               list changes, newest first (filters of GET /api/v1/changes)
   changebot history <operation id> [-json [-stored]]        print a change's events (-json: as the events API)
   changebot replay  <operation id> [-at RFC3339 time]       rebuild a change's state from its events
   changebot verify  [<operation id>...]                     check hash chains and that replay equals the stored state
@@ -56,6 +57,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = cmdHistory(ctx, args[1:], stdout, false)
 	case "replay":
 		err = cmdHistory(ctx, args[1:], stdout, true)
+	case "list":
+		err = cmdList(ctx, args[1:], stdout)
 	case "verify":
 		err = cmdVerify(ctx, args[1:], stdout)
 	case "copy":

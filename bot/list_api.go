@@ -49,9 +49,10 @@ type ListQuery struct {
 // parseListQuery reads the list API's filters from q (each may repeat or
 // list values separated by commas where it takes several: status, step);
 // an empty value does not filter. stuck=true takes each step's threshold
-// at now from the step table and the global settings (flows.StuckBounds).
-// Unknown parameters and bad values are a *FilterError.
-func (a *App) parseListQuery(q url.Values, now time.Time) (ListQuery, error) {
+// at now from the step table and the global settings get reads
+// (flows.StuckBounds). Unknown parameters and bad values are a
+// *FilterError.
+func parseListQuery(q url.Values, now time.Time, get func(key string) time.Duration) (ListQuery, error) {
 	for k := range q {
 		if !slices.Contains(listParams, k) {
 			return ListQuery{}, &FilterError{k, "unknown; the filters are " + strings.Join(listParams, ", ")}
@@ -87,7 +88,6 @@ func (a *App) parseListQuery(q url.Values, now time.Time) (ListQuery, error) {
 			return ListQuery{}, &FilterError{"stuck", fmt.Sprintf("%q is not true or false", v)}
 		}
 		if stuck {
-			get := func(key string) time.Duration { return a.settings.Get(key, "").Duration() }
 			p.StuckOnly, p.Stuck = true, flows.StuckBounds(now.UTC(), flows.StuckLimits{
 				PipelineDeadline: get(settings.PipelineDeadline), RebaseDeadline: get(settings.RebaseDeadline),
 				DeployDeadline: get(settings.DeployDeadline), SweeperAfter: get(settings.SweeperAfter)})
@@ -203,18 +203,24 @@ func (a *App) serveChangeList(w http.ResponseWriter, r *http.Request) {
 	}
 	page := changeListPage{Changes: []changeListItem{}, NextCursor: next}
 	for _, op := range ops {
-		st := flows.MustStep(flows.StepCode(op.Step))
-		it := changeListItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
-			Status: op.Status, Step: stepView{op.Step, st.Name}, Hint: st.Hint, Terminal: st.Terminal,
-			RequestedBy: op.RequestedBy, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
-		if op.MRIID > 0 {
-			it.MergeRequest = &mrView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
-		} else {
-			it.Hint = apiHint(st, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
-		}
-		page.Changes = append(page.Changes, it)
+		page.Changes = append(page.Changes, newChangeListItem(op, a.cfg.ExternalURL))
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// newChangeListItem is op as the list API shows it; externalURL is the
+// bot's, for the hint of a change without a merge request (apiHint).
+func newChangeListItem(op store.Operation, externalURL string) changeListItem {
+	st := flows.MustStep(flows.StepCode(op.Step))
+	it := changeListItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
+		Status: op.Status, Step: stepView{op.Step, st.Name}, Hint: st.Hint, Terminal: st.Terminal,
+		RequestedBy: op.RequestedBy, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+	if op.MRIID > 0 {
+		it.MergeRequest = &mrView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
+	} else {
+		it.Hint = apiHint(st, externalURL+"/api/v1/changes/"+op.ID)
+	}
+	return it
 }
 
 // listChanges reads one page of changes for the query parameters of GET
@@ -222,11 +228,23 @@ func (a *App) serveChangeList(w http.ResponseWriter, r *http.Request) {
 // next page ("" on the last). A bad filter is a *listFilterError (the API
 // and the web pages answer 400).
 func (a *App) listChanges(ctx context.Context, q url.Values) ([]store.Operation, string, error) {
-	lq, err := a.parseListQuery(q, a.now())
+	return listChangesIn(ctx, a.store, q, a.now(), func(key string) time.Duration { return a.settings.Get(key, "").Duration() })
+}
+
+// changeLister is what listing changes needs of the store.
+type changeLister interface {
+	DB() store.DBTX
+	ListChanges(ctx context.Context, db store.DBTX, p store.ListParams) ([]store.Operation, error)
+}
+
+// listChangesIn is listChanges over st, at now, with the settings get
+// reads (the API and changebot list).
+func listChangesIn(ctx context.Context, st changeLister, q url.Values, now time.Time, get func(key string) time.Duration) ([]store.Operation, string, error) {
+	lq, err := parseListQuery(q, now, get)
 	if err != nil {
 		return nil, "", &listFilterError{msg: err.Error()}
 	}
-	ops, err := a.store.ListChanges(ctx, a.store.DB(), lq.Params)
+	ops, err := st.ListChanges(ctx, st.DB(), lq.Params)
 	if err != nil {
 		return nil, "", err
 	}

@@ -7,6 +7,9 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +18,7 @@ import (
 
 	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store/postgres/pgtest"
 )
 
 // changeListPageOf is GET /api/v1/changes?query, which must answer 200.
@@ -41,7 +45,7 @@ func TestListChangesAPI(t *testing.T) {
 	other := env.GitLab.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "platform/other"})
 	third := env.GitLab.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "platform/third"})
 	var skew atomic.Int64
-	startBotWithOpts(t, env, demoPoll, &AppOpts{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
+	_, schema := startBotWithOpts(t, env, demoPoll, &AppOpts{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
 	projects := []string{demoProject, other.PathWithNamespace, strconv.FormatInt(third.ID, 10)}
 	perProject := []int{16, 9, 5}
 
@@ -204,6 +208,35 @@ func TestListChangesAPI(t *testing.T) {
 	}
 	if code, _, _ := apiCall(t, env, http.MethodGet, "/api/v1/changes", "", nil); code != http.StatusUnauthorized {
 		t.Errorf("GET /api/v1/changes without a token = %d, want 401", code)
+	}
+
+	// changebot list reads the same page from the database.
+	cfgFile := filepath.Join(t.TempDir(), "db.yaml")
+	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf("database_url: %q\n", pgtest.WithSearchPath(pgtest.URL(), schema.Name))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) (int, string, string) {
+		var stdout, stderr strings.Builder
+		code := Main(append([]string{"list", "-config", cfgFile}, args...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	api := changeListPageOf(t, env, url.Values{"project": {projects[2]}, "limit": {"3"}})
+	code, out, errOut := cli("-project", projects[2], "-limit", "3", "-json")
+	var got changeListPage
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || !reflect.DeepEqual(got, api) {
+		t.Errorf("changebot list -json = %d %s %s, want the API's page %+v", code, out, errOut, api)
+	}
+	code, out, _ = cli("-stuck")
+	if code != 0 || !strings.Contains(out, x) || !strings.Contains(out, "CREATE_PIPELINE_PENDING") || strings.Count(out, "\n") != 2 {
+		t.Errorf("changebot list -stuck = %d\n%s\nwant a header and the row of %s", code, out, x)
+	}
+	code, out, _ = cli("-project", projects[2], "-limit", "3")
+	if code != 0 || !strings.HasPrefix(out, "operation id") || !strings.Contains(out, api.Changes[0].OperationID) ||
+		!strings.Contains(out, "more: add -cursor "+api.NextCursor) {
+		t.Errorf("changebot list table = %d\n%s", code, out)
+	}
+	if code, _, errOut = cli("-status", "NOPE"); code != 1 || !strings.Contains(errOut, "query parameter status") {
+		t.Errorf("changebot list -status NOPE = %d %q, want 1 naming status", code, errOut)
 	}
 }
 

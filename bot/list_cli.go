@@ -1,0 +1,111 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"changebot/settings"
+)
+
+const listUsage = `usage: changebot list [-status S] [-step S] [-project P] [-subject_id S] [-target_key K]
+                      [-requested_by U] [-updated_after T] [-updated_before T] [-stuck]
+                      [-limit N] [-cursor C] [-json] [-config file]
+The filters are those of GET /api/v1/changes (README "Finding changes").
+`
+
+// cmdList prints a page of changes, newest first, filtered as GET
+// /api/v1/changes filters them (changebot list): a table, or with -json
+// the API's answer. It reads the database (DATABASE_URL or -config).
+func cmdList(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("list", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
+	filters := map[string]*string{}
+	for _, p := range listParams {
+		if p != "stuck" && p != "limit" {
+			filters[p] = fs.String(p, "", "filter "+p+" (as in GET /api/v1/changes)")
+		}
+	}
+	stuck := fs.Bool("stuck", false, "only stuck changes")
+	limit := fs.Int("limit", DefaultListLimit, "page size (at most 500)")
+	asJSON := fs.Bool("json", false, "print the API's JSON answer instead of a table")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			fmt.Fprint(stdout, listUsage)
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), listUsage)
+	}
+	q := url.Values{"limit": {strconv.Itoa(*limit)}}
+	for k, v := range filters {
+		if *v != "" {
+			q.Set(k, *v)
+		}
+	}
+	if *stuck {
+		q.Set("stuck", "true")
+	}
+	cfg, err := loadDatabaseConfig(*path, nil, nil)
+	if err != nil {
+		return err
+	}
+	db, err := openExistingDatabase(ctx, cfg.ResolvedDatabaseURL(), "")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	st, err := db.Store(nil)
+	if err != nil {
+		return err
+	}
+	cache, err := settings.NewCache(settings.CacheConfig{Store: st, Initial: cfg.Settings})
+	if err != nil {
+		return err
+	}
+	if err := cache.Load(ctx); err != nil {
+		return err
+	}
+	ops, next, err := listChangesIn(ctx, st, q, time.Now(), func(key string) time.Duration { return cache.Get(key, "").Duration() })
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		page := changeListPage{Changes: []changeListItem{}, NextCursor: next}
+		for _, op := range ops {
+			page.Changes = append(page.Changes, newChangeListItem(op, cfg.ExternalURL))
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(page)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "operation id\tproject\tsubject\ttarget\tstatus\tstep\tupdated (UTC)\tMR")
+	for _, op := range ops {
+		mr := "-"
+		if op.MRIID > 0 {
+			mr = "!" + strconv.FormatInt(op.MRIID, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Project, op.SubjectID, op.TargetKey, op.Status,
+			stepName(op.Step), op.UpdatedAt.UTC().Format("2006-01-02 15:04:05"), mr)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		fmt.Fprintln(stdout, "no changes match")
+	}
+	if next != "" {
+		fmt.Fprintf(stdout, "more: add -cursor %s\n", next)
+	}
+	return nil
+}
