@@ -107,23 +107,12 @@ func printReplay(ctx context.Context, st store.Store, path, id, at string, stdou
 			return fmt.Errorf("parsing -at: %w", err)
 		}
 	}
-	cfg, err := loadDatabaseConfig(path, nil, nil)
+	s, read, err := flows.ReplaySnapshots(ctx, st, id, when, snapshotEvery(ctx, st, path))
 	if err != nil {
 		return err
 	}
-	cache, err := settings.NewCache(settings.CacheConfig{Store: st, Initial: cfg.Settings})
-	if err != nil {
-		return err
-	}
-	if err := cache.Load(ctx); err != nil {
-		return err
-	}
-	if _, err := st.GetOperation(ctx, st.DB(), id); err != nil {
-		return err
-	}
-	s, _, err := flows.ReplaySnapshots(ctx, st, id, when, cache.Get(settings.HistorySnapshotEvery, "").Int())
-	if err != nil {
-		return err
+	if s.Seq == 0 && read == 0 {
+		return fmt.Errorf("no events for %s", id)
 	}
 	if s.Seq == 0 {
 		fmt.Fprintf(stdout, "%s did not exist yet at %s\n", id, at)
@@ -131,6 +120,21 @@ func printReplay(ctx context.Context, st store.Store, path, id, at string, stdou
 	}
 	fmt.Fprintf(stdout, "%s at %s: %s (%s), event %d of %s\n", id, orNow(at), s.Status, s.Step, s.Seq, s.At.Format(time.RFC3339))
 	return nil
+}
+
+// snapshotEvery is the setting history.snapshot_every as stored (or
+// configured); its default when the settings cannot be read.
+func snapshotEvery(ctx context.Context, st store.Store, path string) int {
+	def := settings.DefaultValue(settings.HistorySnapshotEvery).Int()
+	cfg, err := loadDatabaseConfig(path, nil, nil)
+	if err != nil {
+		return def
+	}
+	cache, err := settings.NewCache(settings.CacheConfig{Store: st, Initial: cfg.Settings})
+	if err != nil || cache.Load(ctx) != nil {
+		return def
+	}
+	return cache.Get(settings.HistorySnapshotEvery, "").Int()
 }
 
 func orNow(at string) string {
