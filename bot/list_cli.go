@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,7 +39,7 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) error {
 	limit := fs.Int("limit", DefaultListLimit, "page size (at most 500)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer instead of a table")
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, listUsage)
 		}
 		return err
