@@ -154,7 +154,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *down < 0 {
-		db, err := openDatabase(ctx, cfg.ResolvedDatabaseURL(), "", false)
+		db, err := openMigrateDatabase(ctx, cfg.ResolvedDatabaseURL())
 		if err != nil {
 			return err
 		}
@@ -168,11 +168,24 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return migrateDown(ctx, cfg.ResolvedDatabaseURL(), uint(*down), *yes, stdout, stderr)
 }
 
+// openMigrateDatabase opens the database migrate changes. A SQLite file is
+// locked as serve locks it (<file>.lock) for the migration's duration: a
+// serve or demo holding it is refused, as copy refuses a served source, so
+// no migration changes the tables under a running bot.
+func openMigrateDatabase(ctx context.Context, url string) (*database, error) {
+	db, err := openDatabase(ctx, url, "", true)
+	if errors.Is(err, errSecondProcess) {
+		t, _ := parseDatabaseTarget(url)
+		return nil, fmt.Errorf("%s is being served: stop changebot serve (or demo) before migrating", t.Path)
+	}
+	return db, err
+}
+
 // migrateDown reverts changebot's migrations to version target (0: all of
 // them and River's), after the person typed "yes" (or with yes set). It
 // refuses a target above the applied version.
 func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout, stderr io.Writer) error {
-	db, err := openDatabase(ctx, url, "", false)
+	db, err := openMigrateDatabase(ctx, url)
 	if err != nil {
 		return err
 	}

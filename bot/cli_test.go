@@ -211,3 +211,35 @@ func TestMigrateDownToAVersionAsksFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateRefusesAServedSQLiteFile: migrate, up or down, on a SQLite
+// file whose <file>.lock a serve holds exits 1 naming it and changes
+// nothing (the tables stay). Not parallel: it sets the environment.
+func TestMigrateRefusesAServedSQLiteFile(t *testing.T) {
+	clearConfigEnv(t)
+	path := filepath.Join(t.TempDir(), "changebot.db")
+	t.Setenv("DATABASE_URL", sqliteURL(path))
+	if code := Main([]string{"migrate"}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("first migrate: exit %d", code)
+	}
+	lock, err := lockFile(path + ".lock") // what serve holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"migrate", "-down", "0", "-yes"}, {"migrate"}} {
+		var stdout, stderr strings.Builder
+		code := Main(args, &stdout, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), "is being served: stop changebot serve") {
+			t.Errorf("%v while served: exit %d, stdout %q, stderr %q; want exit 1 and is being served", args, code, stdout.String(), stderr.String())
+		}
+	}
+	lock.Close()
+	db, err := sqlite.OpenDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, _, err := sqlite.MigrationStatus(db); err != nil || v != sqlite.LatestMigration {
+		t.Fatalf("after the refused migrations: version %d, %v; want %d (nothing reverted)", v, err, sqlite.LatestMigration)
+	}
+}
