@@ -340,19 +340,19 @@ func stateWords(v templates.StatusView) string {
 // /api/v1/changes (issue 13 point 1), in the order the form shows them.
 var webFilters = []string{"status", "step", "project", "subject_id", "target_key", "requested_by", "updated_after", "updated_before"}
 
-// listPage is the data of list.html.
-type listPage struct {
+// webListPage is the data of list.html.
+type webListPage struct {
 	webPage
 	Action  string
-	Filters []filterField
-	Rows    []listRow
+	Filters []webFilterField
+	Rows    []webListRow
 	Error   string
 	Next    string
 }
 
-type filterField struct{ Name, Value string }
+type webFilterField struct{ Name, Value string }
 
-type listRow struct {
+type webListRow struct {
 	store.Operation
 	StepName, Updated string
 }
@@ -367,9 +367,17 @@ func (a *App) webStuck(w http.ResponseWriter, r *http.Request) {
 
 func (a *App) renderList(w http.ResponseWriter, r *http.Request, title, action string, stuck bool) {
 	q := r.URL.Query()
-	p := listPage{webPage: webPage{Title: title, Nav: true}, Action: action}
+	p := webListPage{webPage: webPage{Title: title, Nav: true}, Action: action}
 	for _, f := range webFilters {
-		p.Filters = append(p.Filters, filterField{Name: f, Value: q.Get(f)})
+		p.Filters = append(p.Filters, webFilterField{Name: f, Value: q.Get(f)})
+	}
+	// The list query refuses parameters it does not know: the reload
+	// marker is not a filter, and an empty form field filters nothing.
+	q.Del(webSameSiteParam)
+	for k, v := range q {
+		if len(v) == 1 && v[0] == "" {
+			q.Del(k)
+		}
 	}
 	if stuck {
 		q.Set("stuck", "true")
@@ -387,11 +395,12 @@ func (a *App) renderList(w http.ResponseWriter, r *http.Request, title, action s
 		return
 	}
 	for _, op := range ops {
-		p.Rows = append(p.Rows, listRow{Operation: op, StepName: flows.StepCode(op.Step).String(),
+		p.Rows = append(p.Rows, webListRow{Operation: op, StepName: flows.StepCode(op.Step).String(),
 			Updated: op.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z")})
 	}
 	if next != "" {
 		nq := r.URL.Query()
+		nq.Del(webSameSiteParam)
 		nq.Set("cursor", next)
 		p.Next = action + "?" + nq.Encode()
 	}

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"flag"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -109,7 +110,9 @@ const demoViewerToken = "demo-viewer-token-not-secret"
 // headless Chromium against a running bot: a wrong token is refused on the
 // login page, the viewer token logs in once (HttpOnly, SameSite=Strict
 // cookie holding no token), the change's page shows its timeline after
-// VALIDATED, and the status comment links that page.
+// VALIDATED, the list shows the change and its filters narrow it, a bad
+// filter is named, the stuck view leaves it out, and the status comment
+// links the change's page. Screenshots: change.png and list.png.
 func TestWebPagesInBrowser(t *testing.T) {
 	t.Parallel()
 	browser := newBrowser(t)
@@ -196,6 +199,66 @@ func TestWebPagesInBrowser(t *testing.T) {
 		t.Errorf("session cookie %+v, want one HttpOnly SameSite=Strict %s without the token", cookies, webSessionCookie)
 	}
 
+	// The list shows the change; its filters (a form, GET) narrow it.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(env.BaseURL+"/ui/changes"),
+		chromedp.WaitVisible(chromedp.ID("changes")),
+	); err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if rows := run(t, bctx, chromedp.Text(chromedp.ID("changes"))); !strings.Contains(rows, opID) || !strings.Contains(rows, "VALIDATED") {
+		t.Errorf("the list does not show %s as VALIDATED:\n%s", opID, rows)
+	}
+	screenshot(t, bctx, dir, "list.png")
+	for _, tc := range []struct{ field, value string }{{"project", demoProject}, {"status", "VALIDATED"}, {"subject_id", "payments-api"}} {
+		if err := chromedp.Do(bctx,
+			chromedp.Navigate(env.BaseURL+"/ui/changes"),
+			chromedp.WaitVisible(chromedp.ID("changes")),
+			chromedp.SendKeys(chromedp.CSS(`input[name="`+tc.field+`"]`), tc.value),
+			chromedp.Click(chromedp.ID("filter")),
+		); err != nil {
+			t.Fatalf("filter %s=%s: %v", tc.field, tc.value, err)
+		}
+		waitLocation(t, bctx, tc.field+"="+url.QueryEscape(tc.value))
+		if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.ID("changes"))); err != nil {
+			t.Fatalf("filter %s=%s: %v", tc.field, tc.value, err)
+		}
+		if rows := run(t, bctx, chromedp.Text(chromedp.ID("changes"))); !strings.Contains(rows, opID) {
+			t.Errorf("filter %s=%s hides %s", tc.field, tc.value, opID)
+		}
+	}
+	for _, tc := range []struct{ field, value string }{{"project", "other/project"}, {"status", "MERGING"}, {"subject_id", "nobody"}} {
+		if err := chromedp.Do(bctx,
+			chromedp.Navigate(env.BaseURL+"/ui/changes"),
+			chromedp.WaitVisible(chromedp.ID("changes")),
+			chromedp.SendKeys(chromedp.CSS(`input[name="`+tc.field+`"]`), tc.value),
+			chromedp.Click(chromedp.ID("filter")),
+		); err != nil {
+			t.Fatalf("filter %s=%s: %v", tc.field, tc.value, err)
+		}
+		waitLocation(t, bctx, tc.field+"="+url.QueryEscape(tc.value))
+		if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.ID("empty"))); err != nil {
+			t.Fatalf("filter %s=%s: %v", tc.field, tc.value, err)
+		}
+	}
+	// A bad filter says what is wrong; the stuck view does not list a
+	// VALIDATED change.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(env.BaseURL+"/ui/changes?updated_after=yesterday"),
+		chromedp.WaitVisible(chromedp.ID("error")),
+	); err != nil {
+		t.Fatalf("bad filter: %v", err)
+	}
+	if msg := run(t, bctx, chromedp.Text(chromedp.ID("error"))); !strings.Contains(msg, "updated_after") {
+		t.Errorf("bad filter error %q does not name updated_after", msg)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(env.BaseURL+"/ui/stuck"),
+		chromedp.WaitVisible(chromedp.ID("empty")),
+	); err != nil {
+		t.Fatalf("stuck view: %v", err)
+	}
+
 	// The status comment links the page (it is refreshed after a short
 	// delay).
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -220,6 +283,26 @@ func run[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	return v
 }
 
+// waitLocation waits until the page's URL contains want (a form's GET
+// navigation has begun and ended), failing the test after 10 s.
+func waitLocation(t *testing.T, ctx context.Context, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		loc := run(t, ctx, chromedp.Location())
+		if strings.Contains(loc, want) {
+			if err := chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS("body"))); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page stayed at %s, want a URL with %s", loc, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // browserCookies lists the browser's cookies for the pages of base.
 func browserCookies(t *testing.T, ctx context.Context, base string) []*network.Cookie {
 	t.Helper()
@@ -235,7 +318,10 @@ func browserCookies(t *testing.T, ctx context.Context, base string) []*network.C
 // TestWebLoginRefusesForeignOrigin: the login form is the only POST of
 // the pages, and it is refused unless its Origin names this server, so
 // another site cannot log a browser in with its own token (login CSRF).
-// A viewer token reads but cannot submit.
+// A page opened without a session reloads itself once (the strict cookie
+// is not sent on an arrival from another site), then asks to log in, and
+// the login leads back only to a page of this server. A viewer token reads
+// but cannot submit.
 func TestWebLoginRefusesForeignOrigin(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
@@ -271,6 +357,29 @@ func TestWebLoginRefusesForeignOrigin(t *testing.T) {
 		}
 		if got := len(resp.Cookies()) > 0; got != (tc.want == http.StatusSeeOther) {
 			t.Errorf("%s: cookies %v", tc.name, resp.Cookies())
+		}
+	}
+	get := func(path string) (*http.Response, string) {
+		resp, err := client.Get(env.BaseURL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := get("/ui/changes/op_x?status=MERGED")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `content="0;url=/ui/changes/op_x?same_site=1&amp;status=MERGED"`) {
+		t.Errorf("first arrival without a session: %d %s", resp.StatusCode, body)
+	}
+	resp, _ = get("/ui/changes/op_x?same_site=1&status=MERGED")
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/ui/login?next="+url.QueryEscape("/ui/changes/op_x?status=MERGED") {
+		t.Errorf("reload without a session: %d to %q", resp.StatusCode, loc)
+	}
+	for next, want := range map[string]string{"/ui/stuck": "/ui/stuck", "https://evil.example/": "/ui/changes",
+		"//evil.example/ui/": "/ui/changes", "/api/v1/changes": "/ui/changes", "/ui/\\evil": "/ui/changes"} {
+		if got := safeNext(next); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
 		}
 	}
 	code, _ := submitCall(t, env, "/api/v1/changes", "Bearer", demoViewerToken, "", []byte(validChange("viewer")))
