@@ -1,0 +1,122 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/store/postgres/pgtest"
+)
+
+// benchPipeline is how long gitlabfake's pipelines run in
+// BenchmarkChangeEndToEnd: two pipelines (the MR's and the deploy's) per
+// change, so a floor of about 2×benchPipeline per change.
+const benchPipeline = 50 * time.Millisecond
+
+// BenchmarkChangeEndToEnd measures one change end to end, once per engine
+// (engine=postgres: a fresh schema on TEST_DATABASE_URL; engine=sqlite: a
+// fresh file): each iteration submits a change through POST
+// /api/v1/changes and follows GET /api/v1/changes/{id} (every 100 ms, as
+// `changebot demo` does) until it is VALIDATED, over real HTTP to
+// gitlabfake and the stand-in approval system, like
+// TestEndToEndReachesValidated. Changes run one after the other, so ns/op
+// is the latency of a whole change (including gitlabfake's pipelines of
+// benchPipeline each and the 100 ms polling of the follower), not the
+// bot's throughput. Besides ns/op it reports changes/s and the GitLab calls
+// per change (gitlab-calls/op: every call gitlabfake served, status note
+// included, over b.N). BENCHMARKS.md has measured figures.
+//
+//	go test ./bot/ -run '^$' -bench ChangeEndToEnd -benchtime 20x
+func BenchmarkChangeEndToEnd(b *testing.B) {
+	if testing.Short() {
+		b.Skip("needs PostgreSQL; skipped under -short")
+	}
+	for _, engine := range testEngines {
+		b.Run("engine="+engine, func(b *testing.B) { benchmarkChangeEndToEnd(b, engine) })
+	}
+}
+
+func benchmarkChangeEndToEnd(b *testing.B, engine string) {
+	quiet := slog.New(slog.DiscardHandler)
+	env, err := newDemoEnv(pgtest.URL(), true, benchPipeline, quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(env.Close)
+	poll := demoPoll
+	poll.ShortInterval = 10 * time.Second // webhooks end every wait, as in the end-to-end test
+	opts := &AppOpts{Logger: quiet, Poll: poll}
+	if engine == EngineSQLite {
+		env.Config.DatabaseURL = sqliteURL(filepath.Join(b.TempDir(), DefaultDatabaseFile))
+	} else {
+		env.Config.DatabaseURL = pgtest.URL()
+		opts.Schema = pgtest.New(b).Name
+	}
+	app, err := NewApp(context.Background(), env.Config, opts)
+	if err != nil {
+		b.Fatalf("NewApp: %v", err)
+	}
+	if !strings.HasPrefix(app.Database(), engine+" ") {
+		b.Fatalf("the bot runs on %q, want %s", app.Database(), engine)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, env.Listener) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+		app.Close()
+	})
+
+	calls := len(env.GitLab.Calls())
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		opID, err := submitBenchChange(ctx, env, i)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := followChange(ctx, env, opID, time.Minute, func(changeView) {}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "changes/s")
+	b.ReportMetric(float64(len(env.GitLab.Calls())-calls)/float64(b.N), "gitlab-calls/op")
+}
+
+// submitBenchChange submits the demo change with content of its own (the
+// n-th), so every change's merge request has a diff.
+func submitBenchChange(ctx context.Context, env *demoEnv, n int) (string, error) {
+	body, _ := json.Marshal(map[string]any{
+		"subject_id": "payments-api", "target_key": "prod/eu-west-1", "project": demoProject,
+		"title": fmt.Sprintf("Bench change %d", n), "requested_by": demoRequester,
+		"files": []map[string]string{{"path": "services/payments-api/prod.yaml", "content": fmt.Sprintf("replicas: %d\n", n+7)}},
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.BaseURL+"/api/v1/changes", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("submitting change %d: %w", n, err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		OperationID string `json:"operation_id"`
+	}
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(data, &out) != nil {
+		return "", fmt.Errorf("submitting change %d: %d %s", n, resp.StatusCode, data)
+	}
+	return out.OperationID, nil
+}
