@@ -28,7 +28,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X changebot/bot.version=$(VERSION) -X changebot/bot.commit=$(COMMIT)
 
-.PHONY: all build test vet fuzz demo lint bench chaos db-up clean helm sqlc sqlc-check
+.PHONY: all build test vet fuzz demo lint bench pgbench chaos db-up clean helm sqlc sqlc-check
 
 all: build lint test
 
@@ -84,6 +84,10 @@ lint:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) ./... | tee bench.txt
 	$(BENCHSTAT) bench.txt
+
+## pgbench: the PostgreSQL reference of BENCHMARKS.md (scratch database bench, never test)
+pgbench:
+	scripts/pgbench.sh
 
 ## chaos: long randomised fault-injection run (package chaos)
 chaos:
