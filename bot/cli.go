@@ -85,11 +85,33 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0 // -h printed the flags: asking for help is no failure
 	}
+	if ue := (usageError{}); errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "changebot %s: %v (changebot help shows the usage)\n", args[0], err)
+		return 2
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "changebot %s: %v\n", args[0], err)
 		return 1
 	}
 	return 0
+}
+
+// usageError is a command line a command refuses before doing anything (a
+// stray argument, a value out of range): Main exits 2 for it, as for an
+// unknown command.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// usagef returns a usageError formatted as fmt.Sprintf.
+func usagef(format string, a ...any) error { return usageError{msg: fmt.Sprintf(format, a...)} }
+
+// noArgs refuses the arguments left after fs's flags.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q: %s takes flags only", fs.Arg(0), fs.Name())
+	}
+	return nil
 }
 
 func newLogger(w io.Writer, cfg Config) *slog.Logger {
@@ -147,13 +169,21 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	downSet := false
+	fs.Visit(func(f *flag.Flag) { downSet = downSet || f.Name == "down" })
+	if downSet && *down < 0 {
+		return usagef("-down %d: a version is 0 or more (0 reverts every migration)", *down)
+	}
 	// Migrating needs only the database: other configuration problems are
 	// reported by serve.
 	cfg, err := loadDatabaseConfig(*path, nil, nil)
 	if err != nil {
 		return err
 	}
-	if *down < 0 {
+	if !downSet {
 		db, err := openMigrateDatabase(ctx, cfg.ResolvedDatabaseURL())
 		if err != nil {
 			return err
@@ -235,6 +265,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	apListen := fs.String("approval-listen", "", "host:port of the stand-in approval system (default a free port on 127.0.0.1)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *timeout <= 0 {
+		return usagef("-timeout %v: want a positive duration such as 90s", *timeout)
 	}
 	// Without DATABASE_URL the demo needs no database server: a SQLite
 	// file in a temporary directory, removed at exit unless -keep.

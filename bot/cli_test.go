@@ -243,3 +243,34 @@ func TestMigrateRefusesAServedSQLiteFile(t *testing.T) {
 		t.Fatalf("after the refused migrations: version %d, %v; want %d (nothing reverted)", v, err, sqlite.LatestMigration)
 	}
 }
+
+// TestMigrateAndDemoRefuseBadUsage: a negative -down, a stray argument, a
+// demo -timeout that is not positive are usage errors (exit 2) refused
+// before anything is opened or changed. Not parallel: it sets the
+// environment.
+func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
+	clearConfigEnv(t)
+	path := filepath.Join(t.TempDir(), "changebot.db")
+	t.Setenv("DATABASE_URL", sqliteURL(path))
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"migrate", "-down", "-3", "-yes"}, "-down -3: a version is 0 or more"},
+		{[]string{"migrate", "extra"}, `unexpected argument "extra"`},
+		{[]string{"migrate", "-down", "0", "-yes", "extra"}, `unexpected argument "extra"`},
+		{[]string{"demo", "bogusarg"}, `unexpected argument "bogusarg"`},
+		{[]string{"demo", "-timeout", "-5s"}, "-timeout -5s: want a positive duration"},
+		{[]string{"demo", "-timeout", "0"}, "-timeout 0s: want a positive duration"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr strings.Builder
+		code := Main(tt.args, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), tt.want) || stdout.Len() > 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, stderr with %q", tt.args, code, stdout.String(), stderr.String(), tt.want)
+		}
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("a refused migrate made the database %s (%v)", path, err)
+	}
+}
