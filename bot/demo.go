@@ -68,16 +68,29 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 		return err
 	}
 	schema := cmp.Or(o.Schema, DemoSchema)
+	var atExit string // what happens to the data when a kept demo stops
 	if target.Engine == EngineSQLite {
 		// NewApp migrates the file; a schema is PostgreSQL's.
 		schema = ""
 		fmt.Fprintf(out, "changebot demo: database sqlite %s\n", target.Path)
+		atExit = "the in-memory GitLab is thrown away then; the SQLite file " + target.Path + " is kept"
 	} else {
 		fmt.Fprintf(out, "changebot demo: database %s, schema %s\n", redactURL(o.DatabaseURL), schema)
 		if err := resetSchema(ctx, o.DatabaseURL, schema); err != nil {
 			return err
 		}
+		atExit = "the schema " + schema + " is dropped and the in-memory GitLab thrown away then"
 	}
+	// A kept demo on PostgreSQL drops its schema when it stops (after the
+	// bot below has stopped: this defer runs last), as its instructions say.
+	dropAtExit := false
+	defer func() {
+		if dropAtExit {
+			if err := dropSchema(context.WithoutCancel(ctx), o.DatabaseURL, schema); err != nil {
+				fmt.Fprintf(out, "dropping the demo schema: %v\n", err)
+			}
+		}
+	}()
 	env, err := newDemoEnvAt(demoAddrs{Bot: o.Listen, GitLab: o.GitLabListen, Approval: o.ApprovalListen},
 		o.DatabaseURL, true, 300*time.Millisecond, o.Logger)
 	if err != nil {
@@ -131,11 +144,12 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 	if view.MergeRequest != nil {
 		info.MRIID = view.MergeRequest.IID
 	}
-	printKeepInstructions(out, info)
+	printKeepInstructions(out, info, atExit)
 	if o.KeptFunc != nil {
 		o.KeptFunc(info)
 	}
 	<-ctx.Done()
+	dropAtExit = schema != ""
 	fmt.Fprintln(out, "stopping the demo")
 	return nil
 }
@@ -149,19 +163,27 @@ func reachable(u string) string {
 	return u
 }
 
-// printKeepInstructions tells a person how to use the kept demo.
-func printKeepInstructions(out io.Writer, i DemoInfo) {
+// printKeepInstructions tells a person how to use the kept demo; atExit
+// says what happens to its data at Ctrl-C. Every secret is printed: they are
+// the demo's fixed fake ones (demo_env.go), for doctor and signed webhooks.
+func printKeepInstructions(out io.Writer, i DemoInfo, atExit string) {
 	proj := url.PathEscape(i.Project)
 	users := []string{}
 	for _, u := range []struct{ name, role string }{{demoRequester, "requester, Developer"}, {demoOperator, "operator, Developer"},
 		{demoDeveloper, "Developer"}, {demoReporter, "Reporter"}, {demoApprover, "Developer"}} {
 		users = append(users, fmt.Sprintf("%s (%s, token demo-%s-token)", u.name, u.role, u.name))
 	}
+	reviewers := []string{}
+	for _, r := range demoReviewers {
+		reviewers = append(reviewers, r.token)
+	}
 	fmt.Fprintf(out, `
-The demo keeps running until Ctrl-C (schema and GitLab are thrown away then).
+The demo keeps running until Ctrl-C (%[12]s).
 
   bot              %[1]s   REST API tokens: submitter %[4]s, operator %[5]s
-  GitLab (memory)  %[2]s   robot token %[6]s; project %[7]s (id %[8]d)
+                   webhook secret %[13]s (X-Gitlab-Token of POST %[1]s%[14]s)
+                   approval callback secret %[15]s
+  GitLab (memory)  %[2]s   robot token %[6]s; reviewer tokens %[16]s; project %[7]s (id %[8]d)
   approval system  %[3]s   approves every request after 300 ms
   GitLab users     %[9]s
                    (the fake GitLab accepts any user name in the comment endpoint below)
@@ -176,7 +198,8 @@ Comment on a merge request as any user (commands: /help, /status, /retry, /cance
 Watch the status comment and the replies:
   curl -sS '%[2]s/api/v4/projects/%[10]s/merge_requests/%[11]d/notes?sort=asc' -H 'PRIVATE-TOKEN: demo-alice-token'
 `, i.BotURL, i.GitLabURL, i.ApprovalURL, demoAPIToken, demoOperatorToken, demoRobotToken, i.Project, i.ProjectID,
-		strings.Join(users, ", "), proj, max(i.MRIID, 1))
+		strings.Join(users, ", "), proj, max(i.MRIID, 1), atExit, demoWebhookSecret, webhookPath, demoCallbackSecret,
+		strings.Join(reviewers, ", "))
 }
 
 func submitDemoChange(ctx context.Context, env *demoEnv) (string, error) {

@@ -160,6 +160,19 @@ func (d *demoEnv) StatusComment(iid int64) string {
 	return ""
 }
 
+// dropSchema drops schema with everything in it.
+func dropSchema(ctx context.Context, databaseURL, schema string) error {
+	pool, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+		return fmt.Errorf("dropping schema %s: %w", schema, err)
+	}
+	return nil
+}
+
 // resetSchema drops and recreates schema and migrates it.
 func resetSchema(ctx context.Context, databaseURL, schema string) error {
 	pool, err := pgxpool.New(ctx, databaseURL)

@@ -8,9 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"changebot/store/postgres/pgtest"
 )
@@ -42,6 +46,8 @@ func TestDemoKeepServesMoreChanges(t *testing.T) {
 	}
 	printed := out.String()
 	for _, want := range []string{info.BotURL, info.GitLabURL, info.ApprovalURL, demoAPIToken, demoOperatorToken,
+		demoWebhookSecret, demoCallbackSecret, demoReviewers[0].token, demoReviewers[1].token,
+		"the schema " + schema + " is dropped",
 		"/-/fake/projects/platform%2Fconfig/merge_requests/1/notes", "curl -sS -X POST " + info.BotURL + "/api/v1/changes"} {
 		if !strings.Contains(printed, want) {
 			t.Errorf("the instructions do not mention %q:\n%s", want, printed)
@@ -100,6 +106,46 @@ func TestDemoKeepServesMoreChanges(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the kept demo did not stop when its context ended")
+	}
+	// Its schema is dropped at exit, as the instructions said.
+	pool, err := pgxpool.New(context.Background(), pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil || n != 0 {
+		t.Errorf("schema %s after the kept demo stopped: %d (%v), want it dropped", schema, n, err)
+	}
+}
+
+// TestDemoKeepOnSQLiteSaysTheFileIsKept: the kept demo on SQLite says at
+// Ctrl-C the file stays (there is no schema to throw away).
+func TestDemoKeepOnSQLiteSaysTheFileIsKept(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "changebot.db")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- RunDemo(ctx, DemoOpts{DatabaseURL: sqliteURL(path), Timeout: 60 * time.Second,
+			Out: out, Logger: testLogger(t), Keep: true, KeptFunc: func(DemoInfo) { stop() }})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the kept demo: %v\n%s", err, out.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the kept demo did not stop:\n%s", out.String())
+	}
+	want := "until Ctrl-C (the in-memory GitLab is thrown away then; the SQLite file " + path + " is kept)"
+	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "schema") {
+		t.Errorf("instructions:\n%s\nwant %q and no schema", out.String(), want)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the SQLite file after the kept demo: %v", err)
 	}
 }
 
