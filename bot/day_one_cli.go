@@ -87,6 +87,7 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&groups, "group", "a group whose webhook to set up, full path or id (GitLab Premium; repeatable or comma-separated)")
 	tokenFile := fs.String("hook-token-file", "", "file holding a token allowed to write webhooks (a project Maintainer's, a group Owner's); default the robot's token")
 	noTest := fs.Bool("no-test", false, "do not ask GitLab for a test event")
+	force := fs.Bool("force", false, "repoint a webhook named changebot that sends to another URL (another installation's) to this bot")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, g := range groups {
 		owners = append(owners, platform.HookOwner{Group: true, ID: g})
 	}
-	_, err = RunSetup(ctx, cfg, SetupOpts{Owners: owners, HookToken: token, NoTest: *noTest, Out: stdout})
+	_, err = RunSetup(ctx, cfg, SetupOpts{Owners: owners, HookToken: token, NoTest: *noTest, Force: *force, Out: stdout})
 	return err
 }
 

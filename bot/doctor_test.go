@@ -344,3 +344,35 @@ func TestSetupRetriesGitLabFailures(t *testing.T) {
 		t.Errorf("%d webhooks after a retried create, want 1", len(hooks))
 	}
 }
+
+// TestSetupLeavesAnotherInstallationsHook: a hook named changebot that
+// sends to another URL is not repointed without Force (the owner fails,
+// saying what would change and how to force); with Force it is.
+func TestSetupLeavesAnotherInstallationsHook(t *testing.T) {
+	t.Parallel()
+	env, schema := newDayOneEnv(t)
+	appID := env.Project.ID + 1 // platform/app
+	other := "https://other-bot.example/webhooks/gitlab"
+	env.GitLab.AddProjectHook(appID, gitlabfake.HookSpec{URL: other, Name: webhookName, Token: "their-secret"})
+	setup := func(force bool) ([]SetupResult, string, error) {
+		var out bytes.Buffer
+		res, err := RunSetup(context.Background(), env.Config, SetupOpts{Owners: []platform.HookOwner{{ID: appProject}},
+			HookToken: maintainerTok, Schema: schema, NoTest: true, Force: force, Out: &out})
+		return res, out.String(), err
+	}
+	_, out, err := setup(false)
+	hooks := env.GitLab.ProjectHooks(appID)
+	if err == nil || len(hooks) != 1 || hooks[0].URL != other || hooks[0].Token != "their-secret" {
+		t.Fatalf("setup without -force = %v, hooks %+v; want a failure and the other bot's hook untouched\n%s", err, hooks, out)
+	}
+	for _, want := range []string{"sends to " + other, "URL " + other + " → " + env.Config.ExternalURL + webhookPath, "-force"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("setup without -force says:\n%s\nwant it to contain %q", out, want)
+		}
+	}
+	res, out, err := setup(true)
+	hooks = env.GitLab.ProjectHooks(appID)
+	if err != nil || len(res) != 1 || res[0].Action != SetupUpdated || len(hooks) != 1 || hooks[0].URL != env.Config.ExternalURL+webhookPath {
+		t.Fatalf("setup -force = %+v, %v, hooks %+v; want the hook repointed\n%s", res, err, hooks, out)
+	}
+}

@@ -27,6 +27,10 @@ type SetupOpts struct {
 	HookToken string
 	// NoTest skips the test event.
 	NoTest bool
+	// Force lets setup repoint a hook named "changebot" that sends to
+	// another URL (another installation's, or this one's old external
+	// URL); without it such a hook is left alone and the owner fails.
+	Force bool
 	// Schema is the PostgreSQL schema of changebot's tables (where the
 	// test event's delivery is looked for); empty means the search_path.
 	Schema string
@@ -66,8 +70,9 @@ type hookWriter interface {
 // RunSetup makes each owner's webhook send the needed triggers to
 // CHANGEBOT_EXTERNAL_URL/webhooks/gitlab with the first of
 // CHANGEBOT_WEBHOOK_SECRETS, idempotently: it finds the hook by URL (else
-// by the name "changebot"), creates it when missing, edits it only when
-// its URL, triggers or TLS verification differ, and otherwise changes
+// by the name "changebot", repointed only with Force), creates it when
+// missing, edits it only when its URL, triggers or TLS verification
+// differ, and otherwise changes
 // nothing and says so. GitLab never shows a hook's secret, so setup then
 // asks GitLab for a test event (merge request events, or push events in a
 // project without merge requests): when the bot refuses its secret, the
@@ -87,7 +92,7 @@ func RunSetup(ctx context.Context, cfg Config, o SetupOpts) ([]SetupResult, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &setup{gl: client, out: o.Out, want: platform.WebhookParams{
+	s := &setup{gl: client, out: o.Out, force: o.Force, want: platform.WebhookParams{
 		URL: cfg.ExternalURL + webhookPath, Name: webhookName, Token: cfg.WebhookSecrets[0],
 		EnableSSLVerification: strings.HasPrefix(cfg.ExternalURL, "https://"),
 		Triggers: map[string]bool{platform.TriggerMergeRequests: true, platform.TriggerPipeline: true,
@@ -118,6 +123,7 @@ type setup struct {
 	gl         hookWriter
 	out        io.Writer
 	want       platform.WebhookParams
+	force      bool
 	deliveries *deliveryWatch
 }
 
@@ -170,6 +176,13 @@ func (s *setup) one(ctx context.Context, owner platform.HookOwner, test bool) (S
 				h, found = c, true
 				break
 			}
+		}
+		// Found by name only: it sends elsewhere, perhaps to another
+		// installation's bot, which must not lose its hook silently.
+		if found && !s.force {
+			return r, fmt.Errorf("webhook %d is named %s but sends to %s, not %s (another installation's bot?); left unchanged. "+
+				"Setup would change: %s. Run setup with -force to repoint it, or create ours beside it by renaming that hook in GitLab",
+				h.ID, webhookName, h.URL, s.want.URL, strings.Join(hookDiffs(h, s.want), "; "))
 		}
 	}
 	switch diffs := hookDiffs(h, s.want); {
