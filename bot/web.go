@@ -238,6 +238,22 @@ func (a *App) webLogout(w http.ResponseWriter, r *http.Request) {
 type changePage struct {
 	webPage
 	Change changeDetail
+	// Error names a bad query parameter (the page answers 400 then).
+	Error string
+	// At is the "replay at" field as given; Replay is the state the
+	// change's events give at that moment (DESIGN §4), nil without `at`.
+	At     string
+	Replay *replayView
+}
+
+// replayView is a change's state rebuilt from its events at a moment
+// (flows.Replay): the step and status it was in, and the last event then.
+type replayView struct {
+	At       string
+	Seq      int64
+	StepName string
+	StepCode int
+	Status   string
 }
 
 type changeDetail struct {
@@ -253,6 +269,8 @@ type eventRow struct {
 	Seq                                       int64
 	At, Type, StepName, Status, Actor, Source string
 	RawSource, Payload                        string
+	// Later marks an event after the "replay at" moment.
+	Later bool
 }
 
 func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
@@ -272,6 +290,20 @@ func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
 		v.Hint = apiHint(flows.MustStep(flows.StepCode(op.Step)), a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
 	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project}
+	page := changePage{webPage: webPage{Title: "Change " + op.ID, Nav: true}}
+	status := http.StatusOK
+	if at := r.URL.Query().Get("at"); at != "" {
+		page.At = at
+		when, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			page.Error = "at: not an RFC 3339 time (for example 2026-12-01T10:36:51Z)"
+			status = http.StatusBadRequest
+		} else {
+			rs := flows.Replay(events, when)
+			page.Replay = &replayView{At: when.UTC().Format(time.RFC3339), Seq: rs.Seq,
+				StepName: rs.Step.String(), StepCode: int(rs.Step), Status: rs.Status}
+		}
+	}
 	for _, ev := range events {
 		var pretty bytes.Buffer
 		if err := json.Indent(&pretty, ev.Payload, "", "  "); err != nil {
@@ -280,9 +312,11 @@ func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Events = append(d.Events, eventRow{Seq: ev.Seq, At: ev.OccurredAt.UTC().Format("2006-01-02 15:04:05Z"), Type: ev.Type,
 			StepName: flows.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: ev.Actor,
-			Source: flows.DescribeSource(ev), RawSource: ev.Source, Payload: pretty.String()})
+			Source: flows.DescribeSource(ev), RawSource: ev.Source, Payload: pretty.String(),
+			Later: page.Replay != nil && ev.Seq > page.Replay.Seq})
 	}
-	a.render(w, http.StatusOK, "change.html", changePage{webPage: webPage{Title: "Change " + op.ID, Nav: true}, Change: d})
+	page.Change = d
+	a.render(w, status, "change.html", page)
 }
 
 // stateWords is the change's state in one sentence, as the status
