@@ -376,3 +376,17 @@ func TestSetupLeavesAnotherInstallationsHook(t *testing.T) {
 		t.Fatalf("setup -force = %+v, %v, hooks %+v; want the hook repointed\n%s", res, err, hooks, out)
 	}
 }
+
+// TestSetupWordsAnUnknownProjectAsDoctor: setup of a project GitLab does
+// not show (404) says so as doctor does, not as a raw HTTP answer.
+func TestSetupWordsAnUnknownProjectAsDoctor(t *testing.T) {
+	t.Parallel()
+	env, schema := newDayOneEnv(t)
+	var out bytes.Buffer
+	_, err := RunSetup(context.Background(), env.Config, SetupOpts{Owners: []platform.HookOwner{{ID: "nope/x"}},
+		Schema: schema, NoTest: true, Out: &out})
+	want := "FAIL project nope/x: not found, or not visible to the robot"
+	if err == nil || !strings.Contains(out.String(), want) || strings.Contains(out.String(), "404") {
+		t.Errorf("setup of nope/x = %v:\n%s\nwant %q and no raw 404", err, out.String(), want)
+	}
+}

@@ -92,7 +92,7 @@ func RunSetup(ctx context.Context, cfg Config, o SetupOpts) ([]SetupResult, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &setup{gl: client, out: o.Out, force: o.Force, want: platform.WebhookParams{
+	s := &setup{gl: client, out: o.Out, force: o.Force, hookToken: o.HookToken != "", want: platform.WebhookParams{
 		URL: cfg.ExternalURL + webhookPath, Name: webhookName, Token: cfg.WebhookSecrets[0],
 		EnableSSLVerification: strings.HasPrefix(cfg.ExternalURL, "https://"),
 		Triggers: map[string]bool{platform.TriggerMergeRequests: true, platform.TriggerPipeline: true,
@@ -124,6 +124,7 @@ type setup struct {
 	out        io.Writer
 	want       platform.WebhookParams
 	force      bool
+	hookToken  bool // the token is -hook-token-file's, not the robot's
 	deliveries *deliveryWatch
 }
 
@@ -167,7 +168,7 @@ func (s *setup) one(ctx context.Context, owner platform.HookOwner, test bool) (S
 	r := SetupResult{Owner: owner}
 	hooks, err := s.gl.Webhooks(ctx, owner)
 	if err != nil {
-		return r, hookAccessHint(owner, err)
+		return r, s.hookAccessHint(owner, err)
 	}
 	h, found := findHook(hooks, s.want.URL)
 	if !found {
@@ -188,13 +189,13 @@ func (s *setup) one(ctx context.Context, owner platform.HookOwner, test bool) (S
 	switch diffs := hookDiffs(h, s.want); {
 	case !found:
 		if h, err = s.gl.CreateWebhook(ctx, owner, s.want); err != nil {
-			return r, hookAccessHint(owner, err)
+			return r, s.hookAccessHint(owner, err)
 		}
 		r.Action = SetupCreated
 		fmt.Fprintf(s.out, "%s: created webhook %d sending %s to %s\n", owner, h.ID, triggerLabels(), s.want.URL)
 	case len(diffs) > 0:
 		if h, err = s.gl.UpdateWebhook(ctx, owner, h.ID, s.want); err != nil {
-			return r, hookAccessHint(owner, err)
+			return r, s.hookAccessHint(owner, err)
 		}
 		r.Action = SetupUpdated
 		fmt.Fprintf(s.out, "%s: updated webhook %d (%s)\n", owner, h.ID, strings.Join(diffs, "; "))
@@ -213,7 +214,7 @@ func (s *setup) one(ctx context.Context, owner platform.HookOwner, test bool) (S
 	if err != nil && r.Action != SetupCreated && strings.Contains(platformMessage(err), "invalid webhook token") {
 		// The hook's secret, which GitLab never shows, is not ours.
 		if _, uerr := s.gl.UpdateWebhook(ctx, owner, h.ID, s.want); uerr != nil {
-			return r, hookAccessHint(owner, uerr)
+			return r, s.hookAccessHint(owner, uerr)
 		}
 		r.Action = SetupUpdated
 		fmt.Fprintf(s.out, "%s: updated webhook %d (its secret token was not one of CHANGEBOT_WEBHOOK_SECRETS)\n", owner, h.ID)
@@ -273,7 +274,17 @@ func hookDiffs(h platform.Webhook, want platform.WebhookParams) []string {
 	return d
 }
 
-func hookAccessHint(owner platform.HookOwner, err error) error {
+// hookAccessHint words a refused webhook call for a person: a 404 as
+// doctor words it (GitLab answers 404 for a project the token cannot see),
+// a 401/403 with the role the token needs.
+func (s *setup) hookAccessHint(owner platform.HookOwner, err error) error {
+	if errors.Is(err, platform.ErrNotFound) {
+		who := "the robot"
+		if s.hookToken {
+			who = "the account of -hook-token-file"
+		}
+		return fmt.Errorf("not found, or not visible to %s — check the path, and add %s as a member", who, who)
+	}
 	if errors.Is(err, platform.ErrForbidden) {
 		role := "Maintainer of the project"
 		if owner.Group {
