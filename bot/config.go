@@ -931,8 +931,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("log_format", c.LogFormat),
 		slog.Int("workers", c.Workers),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
-		slog.Duration("shutdown_grace", c.ShutdownGrace),
-		slog.Duration("shutdown_delay", c.ShutdownDelay),
+		slog.String("shutdown_grace", c.ShutdownGrace.String()), // "20s", not nanoseconds in JSON
+		slog.String("shutdown_delay", c.ShutdownDelay.String()),
 		slog.Bool("auto_migrate", c.AutoMigrate),
 		slog.Any("settings", c.Settings),
 	)

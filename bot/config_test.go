@@ -571,3 +571,16 @@ func TestDeployExampleConfig(t *testing.T) {
 		t.Error("the example should show initial settings")
 	}
 }
+
+// TestConfigLogsDurationsAsText: serve's first log line (JSON) shows the
+// shutdown durations as a person writes them ("20s"), not nanoseconds.
+func TestConfigLogsDurationsAsText(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("starting changebot", "config", Config{ShutdownGrace: 20 * time.Second, ShutdownDelay: 10 * time.Second})
+	for _, want := range []string{`"shutdown_grace":"20s"`, `"shutdown_delay":"10s"`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("log line %s: want %s", b.String(), want)
+		}
+	}
+}
