@@ -24,7 +24,7 @@ Usage:
   changebot migrate [-config file] [-down version [-yes]]  apply the database migrations (or revert to a version, asking first)
   changebot demo    [-timeout 90s] [-keep]  carry one change end to end against an in-memory GitLab (-keep: keep it all running to try more)
   changebot doctor  [-config file] [-project P]... [-hook-token-file f]   check tokens, roles, webhooks, approval system, database
-  changebot setup   [-config file] (-project P | -group G)... [-hook-token-file f] [-no-test]   create or fix the webhook, then test it
+  changebot setup   [-config file] (-project P | -group G)... [-hook-token-file f] [-no-test] [-force]   create or fix the webhook, then test it
   changebot settings get [<key>] [-project P] [-json]       show runtime settings as a table (needs DATABASE_URL)
   changebot settings set [-project P] [-by u] <key> [--] <json>  change one, audited, seen by every replica within 5s
   changebot list    [filters] [-stuck] [-json]               list changes, newest first (filters of GET /api/v1/changes)
