@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"changebot/flows"
+	"changebot/flows/flowtest"
 	"changebot/platform/approval"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
@@ -26,6 +27,7 @@ type setup struct {
 
 func newSetup(t *testing.T) setup {
 	t.Helper()
+	flowtest.SkipOnSQLite(t, "builds its PostgreSQL store itself (pgtest, pgx transactions)")
 	sc := pgtest.New(t)
 	st, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
 	if err != nil {

@@ -243,6 +243,7 @@ func TestMergeGateClaimOfDeadReplica(t *testing.T) {
 func TestSeedMergeClaims(t *testing.T) {
 	t.Parallel()
 	h := flowtest.New(t, nil)
+	h.RequirePostgres(t, "deletes commit_claims rows through the PostgreSQL pool (h.Schema.Pool)")
 	op := h.ToMerged(t, flowtest.Change("svc"))
 	ctx := context.Background()
 	if _, err := h.Schema.Pool.Exec(ctx, `DELETE FROM commit_claims`); err != nil {

@@ -122,6 +122,7 @@ func TestRateLimitWindowDuringPipelineWait(t *testing.T) {
 // unprocessed counts stored webhook deliveries not yet applied.
 func unprocessed(t *testing.T, h *flowtest.Harness) int {
 	t.Helper()
+	h.RequirePostgres(t, "counts unprocessed deliveries through the PostgreSQL pool (h.Schema.Pool)")
 	var n int
 	if err := h.Schema.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM webhook_deliveries WHERE processed_at IS NULL`).Scan(&n); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"changebot/flows"
+	"changebot/flows/flowtest"
 	"changebot/platform"
 	"changebot/platform/approval"
 	"changebot/platform/gitlab"
@@ -39,6 +40,7 @@ type deploySetup struct {
 
 func newDeploySetup(t *testing.T) deploySetup {
 	t.Helper()
+	flowtest.SkipOnSQLite(t, "builds its PostgreSQL store itself (pgtest, row locks, pgtest.WaitBlockedBy)")
 	sc := pgtest.New(t)
 	st, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
 	if err != nil {

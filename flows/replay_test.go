@@ -103,6 +103,7 @@ func TestV1FixtureReplaysAndVerifies(t *testing.T) {
 // like a history written today (version 2).
 func TestV1FixtureThroughPostgres(t *testing.T) {
 	t.Parallel()
+	flowtest.SkipOnSQLite(t, "replays through a PostgreSQL store it builds itself (pgtest)")
 	f, _ := loadV1(t)
 	sc := pgtest.New(t)
 	s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})

@@ -156,6 +156,7 @@ func TestPeriodicSettingsApplyWithoutRestart(t *testing.T) {
 		t.Parallel()
 		get, set := liveDuration(time.Hour)
 		h := flowtest.New(t, nil)
+		h.RequirePostgres(t, "deletes river_job rows through the PostgreSQL pool (h.Schema.Pool)")
 		op := h.Submit(t, flowtest.Change("svc"))
 		if _, err := h.Schema.Pool.Exec(ctx, `DELETE FROM river_job`); err != nil { // the job is lost
 			t.Fatal(err)

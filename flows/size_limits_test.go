@@ -41,6 +41,7 @@ func TestMRDescriptionTruncatedToGitLabLimit(t *testing.T) {
 func TestStatusCommentTruncatedToGitLabLimit(t *testing.T) {
 	t.Parallel()
 	h := flowtest.New(t, nil)
+	h.RequirePostgres(t, "writes change_events rows with PostgreSQL SQL through h.Schema.Pool")
 	ctx := context.Background()
 	op := h.ToMROpened(t, flowtest.Change("svc"))
 	h.RunFor(t, flowtest.Poll.NoteDelay)

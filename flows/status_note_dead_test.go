@@ -23,6 +23,7 @@ const noteBudget = 10 * time.Second
 func TestStatusNoteCurrentAfterReplicaDiedMidRefresh(t *testing.T) {
 	t.Parallel()
 	h := flowtest.New(t, nil)
+	h.RequirePostgres(t, "marks a river_job row running with PostgreSQL SQL (now()) through h.Schema.Pool")
 	ctx := context.Background()
 	op := h.ToMROpened(t, flowtest.Change("svc"))
 	iid := h.Op(t, op.ID).MRIID

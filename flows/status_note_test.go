@@ -21,6 +21,7 @@ import (
 func TestStatusNoteRefreshHoldsNothingAcrossGitLab(t *testing.T) {
 	t.Parallel()
 	h := flowtest.New(t, nil)
+	h.RequirePostgres(t, "counts acquired connections of the PostgreSQL pool (pgxpool Stat)")
 	ctx := context.Background()
 	op := h.ToMROpened(t, flowtest.Change("svc"))
 	h.RunFor(t, flowtest.Poll.NoteDelay)

@@ -36,6 +36,7 @@ func toCreateStarted(t *testing.T, h *flowtest.Harness) store.Operation {
 // loseCreateJob deletes the create job, as when a job is discarded.
 func loseCreateJob(t *testing.T, h *flowtest.Harness, _ store.Operation) {
 	t.Helper()
+	h.RequirePostgres(t, "deletes river_job rows through the PostgreSQL pool (h.Schema.Pool)")
 	if _, err := h.Schema.Pool.Exec(context.Background(), `DELETE FROM river_job WHERE kind = $1`, flows.KindCreateMR); err != nil {
 		t.Fatal(err)
 	}

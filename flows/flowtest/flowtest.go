@@ -1,6 +1,7 @@
 // Package flowtest runs the change flow in-process for tests: a real
-// PostgreSQL schema (store/postgres/pgtest), the real flows.Engine wired as bot
-// wires it, the GitLab adapter pointed at gitlabfake, the stand-in approval
+// PostgreSQL schema (store/postgres/pgtest), or with CHANGEBOT_TEST_ENGINE=sqlite
+// a SQLite file of the test's own (store/sqlite, opened as bot opens it), the
+// real flows.Engine wired as bot wires it, the GitLab adapter pointed at gitlabfake, the stand-in approval
 // system (approvalfake) and an injected clock the test advances. River jobs
 // are worked explicitly, one at a time, through rivertest: no River client
 // runs in the background and nothing sleeps. Webhooks the fake GitLab emits
@@ -23,12 +24,15 @@ package flowtest
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -37,7 +41,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivertest"
 	"github.com/riverqueue/river/rivertype"
 
@@ -51,6 +57,7 @@ import (
 	"changebot/store"
 	"changebot/store/postgres"
 	"changebot/store/postgres/pgtest"
+	"changebot/store/sqlite"
 	"changebot/templates"
 )
 
@@ -100,12 +107,46 @@ type Opts struct {
 	Logger *slog.Logger
 }
 
+// EngineEnv is the environment variable that chooses the database engine of
+// every harness: "sqlite" runs it on a SQLite file, anything else (or unset)
+// on PostgreSQL. make test runs the flow tests once on each.
+const EngineEnv = "CHANGEBOT_TEST_ENGINE"
+
+// The engines a harness runs on (Harness.Engine).
+const (
+	EnginePostgres = "postgres"
+	EngineSQLite   = "sqlite"
+)
+
+// TestEngine is the engine EngineEnv chooses.
+func TestEngine() string {
+	if os.Getenv(EngineEnv) == EngineSQLite {
+		return EngineSQLite
+	}
+	return EnginePostgres
+}
+
+// SkipOnSQLite skips t when the tests run on SQLite (EngineEnv), saying
+// why: what PostgreSQL-only feature the test reaches into.
+func SkipOnSQLite(t testing.TB, why string) {
+	t.Helper()
+	if TestEngine() == EngineSQLite {
+		t.Skipf("PostgreSQL only (%s=sqlite): %s", EngineEnv, why)
+	}
+}
+
 // Harness is one in-process flow with its fakes. Its fields are the real
 // parts; use them directly for anything the methods do not cover.
 type Harness struct {
-	Clock     *Clock
-	Schema    pgtest.Schema
-	Store     *postgres.Store
+	Clock *Clock
+	// DB is the database engine: EnginePostgres or EngineSQLite (see
+	// EngineEnv).
+	DB string
+	// Schema is the PostgreSQL schema; zero on SQLite.
+	Schema pgtest.Schema
+	// SQLDB is the SQLite database; nil on PostgreSQL.
+	SQLDB     *sql.DB
+	Store     store.Store
 	Engine    *flows.Engine
 	GitLab    *gitlabfake.Server
 	Client    *gitlab.Client // the adapter the engine uses, pointed at GitLab
@@ -113,10 +154,10 @@ type Harness struct {
 	Project   gitlabfake.Project
 	Metrics   *prometheus.Registry
 
-	jobs   *river.Client[pgx.Tx]
-	worker *rivertest.Worker[anyJob, pgx.Tx]
-	funcs  map[string]flows.JobWorkFunc
-	hooks  *hookSink
+	jobs  jobLister
+	work1 func(ctx context.Context, t testing.TB, job *rivertype.JobRow) (*rivertest.WorkResult, error)
+	funcs map[string]flows.JobWorkFunc
+	hooks *hookSink
 }
 
 // New builds a harness; everything is closed when the test ends.
@@ -131,9 +172,22 @@ func New(t testing.TB, opts *Opts) *Harness {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	h.Schema = pgtest.New(t)
+	h.DB = TestEngine()
 	var err error
-	h.Store, err = postgres.New(h.Schema.Pool, &postgres.StoreOpts{Schema: h.Schema.Name, NowFunc: h.Clock.Now, Logger: log})
+	if h.DB == EngineSQLite {
+		h.SQLDB, err = sqlite.OpenDB(filepath.Join(t.TempDir(), "changebot.db"))
+		if err != nil {
+			t.Fatalf("opening the SQLite database: %v", err)
+		}
+		t.Cleanup(func() { _ = h.SQLDB.Close() })
+		if err := sqlite.Migrate(context.Background(), h.SQLDB, nil); err != nil {
+			t.Fatalf("migrating the SQLite database: %v", err)
+		}
+		h.Store, err = sqlite.New(h.SQLDB, &sqlite.StoreOpts{NowFunc: h.Clock.Now, Logger: log})
+	} else {
+		h.Schema = pgtest.New(t)
+		h.Store, err = postgres.New(h.Schema.Pool, &postgres.StoreOpts{Schema: h.Schema.Name, NowFunc: h.Clock.Now, Logger: log})
+	}
 	if err != nil {
 		t.Fatalf("building the store: %v", err)
 	}
@@ -201,15 +255,79 @@ func New(t testing.TB, opts *Opts) *Harness {
 	}
 	h.funcs[flows.KindProcessDelivery] = flows.WorkFuncOf(router.Worker())
 
-	driver := riverpgxv5.New(h.Schema.Pool)
 	rcfg := &river.Config{Schema: h.Schema.Name, Logger: log, Test: river.TestConfig{Time: h.Clock},
 		RetryPolicy: retryPolicy{clock: h.Clock}}
-	h.jobs, err = river.NewClient(driver, rcfg)
-	if err != nil {
+	work := river.Worker[anyJob](&dispatcher{funcs: h.funcs})
+	if h.DB == EngineSQLite {
+		driver := riversqlite.New(h.SQLDB)
+		if h.jobs, err = river.NewClient(driver, rcfg); err != nil {
+			t.Fatalf("building the job client: %v", err)
+		}
+		// Jobs are worked outside any transaction, as River's client works
+		// them: SQLite has one write lock, and a transaction held around
+		// the job would make every write the job makes wait for it.
+		w := rivertest.NewWorker(t, noTxDriver{driver}, rcfg, work)
+		h.work1 = func(ctx context.Context, t testing.TB, job *rivertype.JobRow) (*rivertest.WorkResult, error) {
+			return w.WorkJob(ctx, t, nil, job)
+		}
+		return h
+	}
+	driver := riverpgxv5.New(h.Schema.Pool)
+	if h.jobs, err = river.NewClient(driver, rcfg); err != nil {
 		t.Fatalf("building the job client: %v", err)
 	}
-	h.worker = rivertest.NewWorker(t, driver, rcfg, river.Worker[anyJob](&dispatcher{funcs: h.funcs}))
+	w := rivertest.NewWorker(t, driver, rcfg, work)
+	h.work1 = func(ctx context.Context, t testing.TB, job *rivertype.JobRow) (*rivertest.WorkResult, error) {
+		tx, err := h.Schema.Pool.Begin(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("beginning the job transaction: %w", err)
+		}
+		defer func() { _ = tx.Rollback(context.Background()) }()
+		res, werr := w.WorkJob(ctx, t, tx, job)
+		if res == nil {
+			return nil, werr
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return nil, fmt.Errorf("committing the job transaction: %w", err)
+		}
+		return res, werr
+	}
 	return h
+}
+
+// jobLister is what the harness asks its River client: the live jobs.
+type jobLister interface {
+	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
+}
+
+var (
+	_ jobLister = (*river.Client[pgx.Tx])(nil)
+	_ jobLister = (*river.Client[*sql.Tx])(nil)
+)
+
+// noTxDriver is River's SQLite driver whose transaction executor is the
+// database's own executor: rivertest's worker then records the attempt and
+// the outcome in statements of their own (each its own short write), not
+// in a transaction held around the job. Its Commit and Rollback do nothing.
+type noTxDriver struct{ *riversqlite.Driver }
+
+// UnwrapExecutor implements riverdriver.Driver; tx is ignored (nil).
+func (d noTxDriver) UnwrapExecutor(*sql.Tx) riverdriver.ExecutorTx {
+	return noTxExecutor{d.GetExecutor()}
+}
+
+type noTxExecutor struct{ riverdriver.Executor }
+
+func (noTxExecutor) Commit(context.Context) error   { return nil }
+func (noTxExecutor) Rollback(context.Context) error { return nil }
+
+// RequirePostgres skips t on a SQLite harness, naming the PostgreSQL-only
+// feature the test reaches into (h.Schema, row locks, pool statistics).
+func (h *Harness) RequirePostgres(t testing.TB, why string) {
+	t.Helper()
+	if h.DB != EnginePostgres {
+		t.Skipf("PostgreSQL only (%s=sqlite): %s", EngineEnv, why)
+	}
 }
 
 func maps(src, dst map[string]int) {

@@ -184,17 +184,9 @@ func (h *Harness) work(t testing.TB, job *rivertype.JobRow) Worked {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
 	defer cancel()
-	tx, err := h.Schema.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatalf("beginning the job transaction: %v", err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	res, werr := h.worker.WorkJob(ctx, t, tx, job)
+	res, werr := h.work1(ctx, t, job)
 	if res == nil {
 		t.Fatalf("working %s job %d: %v", job.Kind, job.ID, werr)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatalf("committing %s job %d: %v", job.Kind, job.ID, err)
 	}
 	w := Worked{ID: job.ID, Kind: job.Kind, Args: string(job.EncodedArgs), Event: res.EventKind, Err: werr}
 	if res.EventKind == river.EventKindJobFailed && res.Job != nil && res.Job.State == rivertype.JobStateRetryable {

@@ -139,12 +139,15 @@ func (s *Store) ListStuckOperations(ctx context.Context, db store.DBTX, p store.
 
 // ListWatchedMRs implements store.Operations.
 func (s *Store) ListWatchedMRs(ctx context.Context, db store.DBTX, p store.WatchParams) ([]store.Operation, error) {
-	g, err := q(db).gen()
-	if err != nil {
-		return nil, err
-	}
-	ops, err := manyOperations(queries.OperationListWatched(ctx, g, &dbsqlc.OperationListWatchedParams{
-		Statuses: p.Statuses, Steps: p.Steps, After: p.After, Max: int64(p.Limit)}))
+	// Hand-written: sqlc numbers the parameters after two sqlc.slice lists
+	// (?3, ?4) as if each list were one value, so with more than one status
+	// or step LIMIT read a step and SQLite answered "datatype mismatch".
+	statuses, stArgs := in(p.Statuses)
+	steps, spArgs := in(p.Steps)
+	args := append(append(stArgs, spArgs...), p.After, p.Limit)
+	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
+		WHERE status IN (`+statuses+`) AND step IN (`+steps+`) AND mr_iid > 0 AND id > ?
+		ORDER BY id LIMIT ?`, args...))
 	if err != nil {
 		return nil, fmt.Errorf("listing watched merge requests: %w", err)
 	}

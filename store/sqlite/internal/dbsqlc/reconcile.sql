@@ -16,8 +16,3 @@ VALUES (@project_id, @target_branch, @mr_iid, @confirmed_at)
 ON CONFLICT (project_id, target_branch, mr_iid)
 DO UPDATE SET confirmed_at = max(deploy_confirmations.confirmed_at, excluded.confirmed_at);
 
--- name: OperationListWatched :many
-SELECT * FROM operations
-WHERE status IN (sqlc.slice('statuses')) AND step IN (sqlc.slice('steps')) AND mr_iid > 0 AND id > @after
-ORDER BY id
-LIMIT @max;

@@ -7,7 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-	"strings"
 
 	"changebot/store/sqlite/internal/dbtime"
 )
@@ -34,92 +33,6 @@ func (q *Queries) DeployConfirmationRecord(ctx context.Context, db DBTX, arg *De
 		arg.ConfirmedAt,
 	)
 	return err
-}
-
-const operationListWatched = `-- name: OperationListWatched :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at FROM operations
-WHERE status IN (/*SLICE:statuses*/?) AND step IN (/*SLICE:steps*/?) AND mr_iid > 0 AND id > ?3
-ORDER BY id
-LIMIT ?4
-`
-
-type OperationListWatchedParams struct {
-	Statuses []string
-	Steps    []int
-	After    string
-	Max      int64
-}
-
-func (q *Queries) OperationListWatched(ctx context.Context, db DBTX, arg *OperationListWatchedParams) ([]Operations, error) {
-	query := operationListWatched
-	var queryParams []interface{}
-	if len(arg.Statuses) > 0 {
-		for _, v := range arg.Statuses {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:statuses*/?", strings.Repeat(",?", len(arg.Statuses))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:statuses*/?", "NULL", 1)
-	}
-	if len(arg.Steps) > 0 {
-		for _, v := range arg.Steps {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:steps*/?", strings.Repeat(",?", len(arg.Steps))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:steps*/?", "NULL", 1)
-	}
-	queryParams = append(queryParams, arg.After)
-	queryParams = append(queryParams, arg.Max)
-	rows, err := db.QueryContext(ctx, query, queryParams...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Operations
-	for rows.Next() {
-		var i Operations
-		if err := rows.Scan(
-			&i.ID,
-			&i.SubjectID,
-			&i.TargetKey,
-			&i.Project,
-			&i.ProjectID,
-			&i.TargetBranch,
-			&i.SourceBranch,
-			&i.Title,
-			&i.Description,
-			&i.Files,
-			&i.RequestedBy,
-			&i.ApprovalFirst,
-			&i.Step,
-			&i.Status,
-			&i.Version,
-			&i.TicketID,
-			&i.MrIid,
-			&i.MrWebUrl,
-			&i.HeadSha,
-			&i.PipelineID,
-			&i.PipelineUrl,
-			&i.MergeCommitSha,
-			&i.Rounds,
-			&i.Detail,
-			&i.IdempotencyKey,
-			&i.StepStartedAt,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const reconcileCandidates = `-- name: ReconcileCandidates :many
