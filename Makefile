@@ -36,9 +36,10 @@ all: build lint test
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/changebot ./cmd/changebot
 
-## test: vet, the Helm chart, all tests with the race detector (PostgreSQL tests included), a bounded fuzz run
+## test: vet, the Helm chart, all tests with the race detector (PostgreSQL tests included), the flow tests again on SQLite, a bounded fuzz run
 test: vet helm
 	$(GO) test -race -count=1 -timeout 15m ./...
+	CHANGEBOT_TEST_ENGINE=sqlite $(GO) test -race -count=1 -timeout 15m ./flows/...
 	$(MAKE) --no-print-directory fuzz
 
 vet:
