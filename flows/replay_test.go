@@ -170,6 +170,7 @@ func TestNewEventsAreVersion2(t *testing.T) {
 // starts from the nearest one, reading only the events after it.
 func TestReplayFromSnapshotEqualsReplayFromStart(t *testing.T) {
 	t.Parallel()
+	flowtest.SkipOnSQLite(t, "replays through a PostgreSQL store it builds itself (pgtest)")
 	sc := pgtest.New(t)
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	s, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name, NowFunc: func() time.Time { return now }})
