@@ -191,10 +191,6 @@ func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, projectID,
 
 // ListOperationsByStatus implements store.Operations.
 func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to any, limit int) ([]store.Operation, error) {
-	g, err := q(db).gen()
-	if err != nil {
-		return nil, err
-	}
 	fromT, err := asTime(from)
 	if err != nil {
 		return nil, fmt.Errorf("listing operations by status: %w", err)
@@ -203,8 +199,14 @@ func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statu
 	if err != nil {
 		return nil, fmt.Errorf("listing operations by status: %w", err)
 	}
-	ops, err := manyOperations(queries.OperationListByStatus(ctx, g, &dbsqlc.OperationListByStatusParams{
-		Statuses: statuses, UpdatedFrom: fromT, UpdatedTo: toT, Max: int64(limit)}))
+	// Hand-written: sqlc v1.31.1 numbers the parameters after an
+	// sqlc.slice list (?2, ?3) as if the list were one value, so with two
+	// or more statuses the time bounds read a status (as in ListWatchedMRs).
+	list, args := in(statuses)
+	args = append(args, fromT, toT, limit)
+	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
+		WHERE status IN (`+list+`) AND updated_at >= ? AND updated_at < ?
+		ORDER BY updated_at LIMIT ?`, args...))
 	if err != nil {
 		return nil, fmt.Errorf("listing operations by status: %w", err)
 	}

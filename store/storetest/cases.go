@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,42 @@ var cases = []struct {
 	{"CommitClaimInTransaction", testCommitClaimInTransaction},
 	{"ListChangesFiltersAndPages", testListChangesFiltersAndPages},
 	{"SnapshotsAndEventsAfter", testSnapshotsAndEventsAfter},
+	{"ListOperationsByStatusSeveral", testListOperationsByStatusSeveral},
+}
+
+// ListOperationsByStatusSeveral: ListOperationsByStatus with two statuses
+// and a time window lists exactly the operations in either status, oldest
+// update first (SQLite's generated query once read a status as a time
+// bound when given more than one).
+func testListOperationsByStatusSeveral(t *testing.T, open Open) {
+	s := open(t)(Opts{})
+	ctx := context.Background()
+	want := map[string]bool{}
+	for i, st := range []string{store.StatusApprovalSending, store.StatusMRCreating, store.StatusMerged} {
+		op := newOp(fmt.Sprintf("op_list_%d", i), fmt.Sprintf("svc-%d", i))
+		op.Status = st
+		create(t, s, op)
+		if st != store.StatusMRCreating {
+			want[op.ID] = true
+		}
+	}
+	from, to := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	got, err := s.ListOperationsByStatus(ctx, s.DB(), []string{store.StatusApprovalSending, store.StatusMerged}, from, to, 10)
+	if err != nil {
+		t.Fatalf("ListOperationsByStatus with two statuses: %v", err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listed %d operations, want %d: %+v", len(got), len(want), got)
+	}
+	for _, op := range got {
+		if !want[op.ID] {
+			t.Errorf("listed %s (status %s), not asked for", op.ID, op.Status)
+		}
+	}
+	none, err := s.ListOperationsByStatus(ctx, s.DB(), []string{store.StatusApprovalSending, store.StatusMerged}, to, to.Add(time.Hour), 10)
+	if err != nil || len(none) != 0 {
+		t.Errorf("a window after every update listed %d (err %v), want none", len(none), err)
+	}
 }
 
 // SnapshotsAndEventsAfter (issue 13 point 5): ListEventsAfter lists the

@@ -16,14 +16,6 @@ WHERE project_id = @project_id AND mr_iid = @mr_iid
 ORDER BY created_at DESC
 LIMIT 1;
 
--- name: OperationListByStatus :many
-SELECT * FROM operations
-WHERE status IN (sqlc.slice('statuses'))
-    AND updated_at >= @updated_from
-    AND updated_at < @updated_to
-ORDER BY updated_at
-LIMIT @max;
-
 -- name: OperationListMergedByProject :many
 SELECT * FROM operations
 WHERE project_id = @project_id AND status = @status AND merge_commit_sha <> ''
