@@ -38,7 +38,7 @@ type Store interface {
 	FindOperationByMR(ctx context.Context, db store.DBTX, projectID, iid int64) (store.Operation, error)
 	FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX, key string) (store.Operation, error)
 	ListMergedByProject(ctx context.Context, db store.DBTX, projectID int64, limit int) ([]store.Operation, error)
-	ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to any, limit int) ([]store.Operation, error)
+	ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to time.Time, limit int) ([]store.Operation, error)
 	CreateOperation(ctx context.Context, p store.CreateParams) (store.Operation, bool, error)
 	ApplyTransition(ctx context.Context, p store.TransitionParams) (store.Operation, store.Event, error)
 	AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error)

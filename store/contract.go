@@ -47,7 +47,7 @@ type Operations interface {
 	OperationExists(ctx context.Context, db DBTX, id string) (bool, error)
 	FindOperationByIdempotencyKey(ctx context.Context, db DBTX, key string) (Operation, error)
 	FindOperationByMR(ctx context.Context, db DBTX, projectID, iid int64) (Operation, error)
-	ListOperationsByStatus(ctx context.Context, db DBTX, statuses []string, from, to any, limit int) ([]Operation, error)
+	ListOperationsByStatus(ctx context.Context, db DBTX, statuses []string, from, to time.Time, limit int) ([]Operation, error)
 	ListMergedByProject(ctx context.Context, db DBTX, projectID int64, limit int) ([]Operation, error)
 	ListOperationIDs(ctx context.Context, db DBTX, after string, limit int) ([]string, error)
 	GetBinding(ctx context.Context, db DBTX, subjectID, targetKey string) (Binding, error)

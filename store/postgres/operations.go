@@ -93,20 +93,6 @@ func manyOperations(rows []dbsqlc.Operations, err error) ([]store.Operation, err
 	return out, nil
 }
 
-// asTime is a bound of ListOperationsByStatus: a time.Time (or a non-nil
-// *time.Time).
-func asTime(v any) (time.Time, error) {
-	switch t := v.(type) {
-	case time.Time:
-		return t, nil
-	case *time.Time:
-		if t != nil {
-			return *t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("an updated_at bound must be a time.Time, not %T", v)
-}
-
 func collectOperations(rows pgx.Rows, err error) ([]store.Operation, error) {
 	if err != nil {
 		return nil, err
@@ -164,17 +150,9 @@ func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, projectID,
 
 // ListOperationsByStatus returns up to limit operations in one of statuses
 // whose updated_at lies in [from, to), oldest first. One query.
-func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to any, limit int) ([]store.Operation, error) {
-	fromT, err := asTime(from)
-	if err != nil {
-		return nil, fmt.Errorf("listing operations by status: %w", err)
-	}
-	toT, err := asTime(to)
-	if err != nil {
-		return nil, fmt.Errorf("listing operations by status: %w", err)
-	}
+func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to time.Time, limit int) ([]store.Operation, error) {
 	ops, err := manyOperations(queries.OperationListByStatus(ctx, q(db), &dbsqlc.OperationListByStatusParams{
-		Statuses: statuses, UpdatedFrom: fromT, UpdatedTo: toT, Max: int32(min(limit, math.MaxInt32))}))
+		Statuses: statuses, UpdatedFrom: from, UpdatedTo: to, Max: int32(min(limit, math.MaxInt32))}))
 	if err != nil {
 		return nil, fmt.Errorf("listing operations by status: %w", err)
 	}

@@ -107,20 +107,6 @@ func manyOperations(rows []dbsqlc.Operations, err error) ([]store.Operation, err
 	return out, nil
 }
 
-// asTime is a bound of ListOperationsByStatus: a time.Time (or a non-nil
-// *time.Time).
-func asTime(v any) (dbtime.Time, error) {
-	switch t := v.(type) {
-	case time.Time:
-		return dbtime.Of(t), nil
-	case *time.Time:
-		if t != nil {
-			return dbtime.Of(*t), nil
-		}
-	}
-	return dbtime.Time{}, fmt.Errorf("an updated_at bound must be a time.Time, not %T", v)
-}
-
 func collectOperations(rows *sql.Rows, err error) ([]store.Operation, error) {
 	if err != nil {
 		return nil, err
@@ -190,20 +176,12 @@ func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, projectID,
 }
 
 // ListOperationsByStatus implements store.Operations.
-func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to any, limit int) ([]store.Operation, error) {
-	fromT, err := asTime(from)
-	if err != nil {
-		return nil, fmt.Errorf("listing operations by status: %w", err)
-	}
-	toT, err := asTime(to)
-	if err != nil {
-		return nil, fmt.Errorf("listing operations by status: %w", err)
-	}
+func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to time.Time, limit int) ([]store.Operation, error) {
 	// Hand-written: sqlc v1.31.1 numbers the parameters after an
 	// sqlc.slice list (?2, ?3) as if the list were one value, so with two
 	// or more statuses the time bounds read a status (as in ListWatchedMRs).
 	list, args := in(statuses)
-	args = append(args, fromT, toT, limit)
+	args = append(args, dbtime.Of(from), dbtime.Of(to), limit)
 	ops, err := collectOperations(q(db).Query(ctx, `SELECT `+opColumns+` FROM operations
 		WHERE status IN (`+list+`) AND updated_at >= ? AND updated_at < ?
 		ORDER BY updated_at LIMIT ?`, args...))
