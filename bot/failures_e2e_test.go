@@ -485,6 +485,10 @@ func rebaseScenarios() []scenario {
 		}},
 		{"rebase/rounds_bounded", func(t *testing.T, f *failEnv) {
 			p, op, _ := start(t, f, "rounds", gitlabfake.RebaseBehavior{Duration: 200 * time.Millisecond})
+			// The rebased head's pipeline runs 5 s, so the target moves while
+			// the change waits for it even on a loaded machine (with 1 s, one
+			// CI run under load merged before the test pushed).
+			f.GitLab.SetPipelineScript(p.ID, gitlabfake.PipelineScript{Duration: 5 * time.Second})
 			deadline := time.Now().Add(30 * time.Second)
 			for !f.hasStep(t, op, flows.HandleAwaitPipeline) && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
