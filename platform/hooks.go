@@ -125,6 +125,20 @@ type PipelineHook struct {
 	// project.web_url + "/-/pipelines/<id>" (older payloads, like the fixture,
 	// have no url).
 	WebURL string
+	// Partial reports that the event is one check of SHA, not the CI state
+	// of SHA as a whole: GitHub's check_run, check_suite, status and
+	// workflow_run events (platform/github DecodeHook). Its ID is then 0
+	// (no pipeline id can match it) and Status is that one check's state
+	// mapped onto the pipeline statuses; before deciding on a pull
+	// request, read the head's pipeline again (MergeRequest.HeadPipeline,
+	// synthesized from every check run and commit status of the head sha
+	// and the branch protection's required contexts). On the target
+	// branch (MRIID 0) one successful check is deploy evidence on its own.
+	// Always false for GitLab.
+	Partial bool
+	// Name is the check run's or workflow's name, or the commit status's
+	// context, of a Partial event; "" for GitLab.
+	Name string
 }
 
 // NoteHook is a Note Hook or Confidential Note Hook (fixture

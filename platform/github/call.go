@@ -1,0 +1,447 @@
+package github
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	gh "github.com/google/go-github/v93/github"
+
+	"changebot/platform"
+)
+
+// Endpoint names passed to Config.ObserveFunc and logged as "endpoint".
+// They are metric label values: keep them few and stable.
+const (
+	epUserGet             = "user_get"
+	epUserGetByID         = "user_get_by_id"
+	epAppGet              = "app_get"
+	epInstallationToken   = "installation_token_create"
+	epRepoGet             = "repo_get"
+	epRepoGetByID         = "repo_get_by_id"
+	epPermissionGet       = "collaborator_permission_get"
+	epOrgMembershipGet    = "org_membership_get"
+	epRefGet              = "git_ref_get"
+	epRefCreate           = "git_ref_create"
+	epRefUpdate           = "git_ref_update"
+	epRefDelete           = "git_ref_delete"
+	epBlobCreate          = "git_blob_create"
+	epTreeCreate          = "git_tree_create"
+	epTreeGet             = "git_tree_get"
+	epCommitCreate        = "git_commit_create"
+	epCommitGet           = "git_commit_get"
+	epCompare             = "compare_get"
+	epCommitsList         = "commits_list"
+	epPullList            = "pull_list"
+	epPullCreate          = "pull_create"
+	epPullGet             = "pull_get"
+	epPullUpdate          = "pull_update"
+	epPullMerge           = "pull_merge"
+	epPullUpdateBranch    = "pull_update_branch"
+	epReviewsList         = "pull_reviews_list"
+	epReviewCreate        = "pull_review_create"
+	epReviewDismiss       = "pull_review_dismiss"
+	epCheckRunsList       = "check_runs_list"
+	epCheckSuitesList     = "check_suites_list"
+	epCheckSuiteRerequest = "check_suite_rerequest"
+	epCombinedStatusGet   = "combined_status_get"
+	epRequiredChecksGet   = "required_status_checks_get"
+	epWorkflowRunsList    = "workflow_runs_list"
+	epWorkflowRunRerun    = "workflow_run_rerun_failed"
+	epCommentCreate       = "issue_comment_create"
+	epCommentUpdate       = "issue_comment_update"
+	epCommentGet          = "issue_comment_get"
+	epCommentsList        = "issue_comments_list"
+)
+
+// Log attribute keys (STYLE.md rule 9).
+const (
+	attrEndpoint = "endpoint"
+	attrMethod   = "method"
+	attrPath     = "path"
+	attrStatus   = "status"
+	attrDuration = "duration"
+	attrAttempt  = "attempt"
+)
+
+// maxMessage bounds platform.Error.Message.
+const maxMessage = 500
+
+// record collects what the transport saw during one call (all attempts).
+type record struct {
+	attempts int
+	method   string
+	url      *url.URL
+}
+
+type recordKey struct{}
+
+// call runs one go-github call with ctx, observes and logs it, and turns a
+// non-2xx answer into a *platform.Error.
+func call[T any](ctx context.Context, c *Client, endpoint string, fn func(context.Context) (T, *gh.Response, error)) (T, error) {
+	v, _, err := callResp(ctx, c, endpoint, fn)
+	return v, err
+}
+
+// callResp is call that also returns go-github's response (pagination,
+// the exact status of a success). A 202 (go-github's *AcceptedError) is a
+// success.
+func callResp[T any](ctx context.Context, c *Client, endpoint string, fn func(context.Context) (T, *gh.Response, error)) (T, *gh.Response, error) {
+	rec := &record{}
+	start := time.Now()
+	v, resp, err := fn(context.WithValue(ctx, recordKey{}, rec))
+	d := time.Since(start)
+	var accepted *gh.AcceptedError
+	if errors.As(err, &accepted) {
+		err = nil
+	}
+	status := 0
+	if resp != nil && resp.Response != nil {
+		status = resp.StatusCode
+	}
+	path := ""
+	if rec.url != nil {
+		path = c.apiPath(rec.url)
+	}
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "github call",
+		slog.String(attrEndpoint, endpoint),
+		slog.String(attrMethod, rec.method),
+		slog.String(attrPath, path),
+		slog.Int(attrStatus, status),
+		slog.Duration(attrDuration, d),
+		slog.Int(attrAttempt, rec.attempts),
+	)
+	if c.observe != nil {
+		c.observe(endpoint, status, d)
+	}
+	if err != nil {
+		var zero T
+		return zero, resp, c.translate(endpoint, err, resp)
+	}
+	return v, resp, nil
+}
+
+// translate turns a failed call into a *platform.Error when GitHub
+// answered with a non-2xx status, its Kind chosen by kindOf and its
+// RetryAfter by rateLimit. Other failures (network, timeout, cancelled
+// context) are returned unchanged except for redaction;
+// platform.IsTransient treats them as transient.
+func (c *Client) translate(endpoint string, err error, resp *gh.Response) error {
+	if resp == nil || resp.Response == nil || resp.StatusCode < 300 {
+		return c.redact(err)
+	}
+	hr := resp.Response
+	msg := c.redactString(messageOf(err, hr.StatusCode))
+	method, path := "", ""
+	if hr.Request != nil {
+		method, path = hr.Request.Method, c.apiPath(hr.Request.URL)
+	}
+	pe := &platform.Error{
+		Method:  method,
+		Path:    path,
+		Status:  hr.StatusCode,
+		Kind:    kindOf(endpoint, hr.StatusCode, msg),
+		Message: msg,
+		Err:     c.redact(err),
+	}
+	if wait, limited := rateLimit(hr.StatusCode, hr.Header, msg, c.now()); limited {
+		pe.Kind = platform.ErrRateLimited
+		pe.RetryAfter = wait
+	}
+	return pe
+}
+
+// kindOf names what GitHub's status (with message msg) means on endpoint
+// (docs.github.com REST reference of each endpoint; fixtures
+// api-pulls-merge-405.json, api-pulls-merge-409.json):
+//   - merge: 405 "Pull Request is not mergeable" is ErrNotMergeable; 409
+//     "Head branch was modified. Review and try the merge again." is
+//     ErrHeadMoved;
+//   - update-branch: 422 with expected_head_sha stale is ErrHeadMoved;
+//   - ref create: 422 "Reference already exists" is ErrAlreadyExists;
+//   - ref delete: 422 "Reference does not exist" is ErrNotFound; ref
+//     update: 422 "Update is not a fast forward" is ErrConflict; commit
+//     read: 422 "No commit found for SHA" is ErrNotFound;
+//   - pull request create: 422 "A pull request already exists for
+//     <owner>:<branch>." is ErrAlreadyExists;
+//   - review create: 422 "Can not approve your own pull request" (and the
+//     Actions token's "not permitted to approve") is ErrForbidden;
+//   - everything else: platform.KindOf(status). Rate limits are decided
+//     after this by rateLimit.
+func kindOf(endpoint string, status int, msg string) error {
+	lower := strings.ToLower(msg)
+	switch {
+	case endpoint == epPullMerge && status == http.StatusMethodNotAllowed:
+		return platform.ErrNotMergeable
+	case endpoint == epPullMerge && status == http.StatusConflict:
+		return platform.ErrHeadMoved
+	case endpoint == epPullUpdateBranch && status == http.StatusUnprocessableEntity && strings.Contains(lower, "expected head sha"):
+		return platform.ErrHeadMoved
+	case endpoint == epRefCreate && status == http.StatusUnprocessableEntity && strings.Contains(lower, "already exists"):
+		return platform.ErrAlreadyExists
+	case endpoint == epPullCreate && status == http.StatusUnprocessableEntity && strings.Contains(lower, "already exists"):
+		return platform.ErrAlreadyExists
+	case endpoint == epRefDelete && status == http.StatusUnprocessableEntity && strings.Contains(lower, "does not exist"):
+		return platform.ErrNotFound
+	case endpoint == epRefUpdate && status == http.StatusUnprocessableEntity && strings.Contains(lower, "fast forward"):
+		return platform.ErrConflict
+	case endpoint == epCommitsList && status == http.StatusUnprocessableEntity && strings.Contains(lower, "no commit found"):
+		return platform.ErrNotFound
+	case endpoint == epReviewCreate && status == http.StatusUnprocessableEntity &&
+		(strings.Contains(lower, "approve your own") || strings.Contains(lower, "not permitted to approve")):
+		return platform.ErrForbidden
+	}
+	return platform.KindOf(status)
+}
+
+// DefaultSecondaryWait is the wait after a secondary rate limit that named
+// none: GitHub asks to "wait at least one minute" (docs.github.com "Rate
+// limits for the REST API", exceeding the secondary rate limit).
+const DefaultSecondaryWait = time.Minute
+
+// rateLimit reports whether a 403 or 429 is one of GitHub's rate limits
+// and how long it asks to wait (docs.github.com "Rate limits for the REST
+// API"):
+//   - primary: x-ratelimit-remaining is 0; wait until x-ratelimit-reset
+//     (Unix seconds), Retry-After first when present;
+//   - secondary: Retry-After is present, or the message says "secondary
+//     rate limit" or "abuse detection" (fixture
+//     api-error-403-secondary-rate-limit-2018.json, 2018 wording); wait
+//     Retry-After seconds, else until x-ratelimit-reset when remaining is
+//     0, else DefaultSecondaryWait.
+//
+// A plain 429 is a rate limit too (platform.KindOf); a 403 that is none of
+// these is a refusal.
+func rateLimit(status int, h http.Header, msg string, now time.Time) (time.Duration, bool) {
+	if status != http.StatusForbidden && status != http.StatusTooManyRequests {
+		return 0, false
+	}
+	lower := strings.ToLower(msg)
+	primary := h.Get("X-Ratelimit-Remaining") == "0"
+	retry, hasRetry := retryAfterHeader(h, now)
+	secondary := hasRetry || strings.Contains(lower, "secondary rate limit") || strings.Contains(lower, "abuse detection")
+	if !primary && !secondary && status != http.StatusTooManyRequests {
+		return 0, false
+	}
+	if hasRetry {
+		return retry, true
+	}
+	if v := h.Get("X-Ratelimit-Reset"); v != "" && primary {
+		if u, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return max(time.Unix(u, 0).Sub(now), 0).Round(time.Second), true
+		}
+	}
+	if secondary {
+		return DefaultSecondaryWait, true
+	}
+	return 0, true
+}
+
+// retryAfterHeader reads Retry-After in seconds or as an HTTP date.
+func retryAfterHeader(h http.Header, now time.Time) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// messageOf is GitHub's message: ErrorResponse.message, with the errors[]
+// entries' message (or code and field) after it, as in
+// {"message": "Validation Failed", "errors": [{"resource": "PullRequest",
+// "code": "custom", "message": "A pull request already exists for
+// o:b."}]} (fixture api-real-422-validation-failed.exchange.json). An
+// empty body yields "<code> <text>".
+func messageOf(err error, status int) string {
+	var parts []string
+	var er *gh.ErrorResponse
+	var rl *gh.RateLimitError
+	var ab *gh.AbuseRateLimitError
+	switch {
+	case errors.As(err, &er):
+		if er.Message != "" {
+			parts = append(parts, er.Message)
+		}
+		for _, e := range er.Errors {
+			switch {
+			case e.Message != "":
+				parts = append(parts, e.Message)
+			case e.Code != "":
+				parts = append(parts, strings.TrimSpace(e.Resource+" "+e.Field+" "+e.Code))
+			}
+		}
+	case errors.As(err, &rl):
+		parts = append(parts, rl.Message)
+	case errors.As(err, &ab):
+		parts = append(parts, ab.Message)
+	}
+	s := strings.Join(strings.Fields(strings.Join(parts, ": ")), " ")
+	if s == "" {
+		return strconv.Itoa(status) + " " + http.StatusText(status)
+	}
+	if r := []rune(s); len(r) > maxMessage {
+		s = string(r[:maxMessage]) + "…"
+	}
+	return s
+}
+
+// apiPath is u's escaped path relative to the API root, for example
+// "/repos/o/r/pulls/7/merge".
+func (c *Client) apiPath(u *url.URL) string {
+	p := u.EscapedPath()
+	if rest, ok := strings.CutPrefix(p, strings.TrimSuffix(c.basePath, "/")); ok && rest != "" {
+		return rest
+	}
+	return p
+}
+
+// retryPolicy is the in-client retry of the transport.
+type retryPolicy struct {
+	max              int
+	waitMin, waitMax time.Duration
+	now              func() time.Time
+	sleep            func(ctx context.Context, d time.Duration) error
+}
+
+// transport authenticates each request, counts attempts and retries: a
+// rate limit that names a wait of at most waitMax (any method), a 5xx
+// other than 501 of a GET or HEAD, and dial or DNS errors (the request
+// never reached GitHub). Everything else surfaces at once.
+type transport struct {
+	base   http.RoundTripper
+	token  func(context.Context) (string, error) // nil: leave Authorization alone
+	rp     retryPolicy
+	logger *slog.Logger
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	rec, _ := ctx.Value(recordKey{}).(*record)
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	for attempt := 0; ; attempt++ {
+		r := req.Clone(ctx)
+		if attempt > 0 && req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			r.Body = body
+		}
+		if t.token != nil {
+			tok, err := t.token(ctx)
+			if err != nil {
+				return nil, err
+			}
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}
+		if rec != nil {
+			rec.attempts++
+			rec.method, rec.url = req.Method, req.URL
+		}
+		if attempt > 0 {
+			t.logger.LogAttrs(ctx, slog.LevelDebug, "github call retry", slog.String(attrMethod, req.Method), slog.Int(attrAttempt, attempt+1))
+		}
+		resp, err := base.RoundTrip(r)
+		wait, retry := t.rp.shouldRetry(req, resp, err, attempt)
+		if !retry || attempt >= max(t.rp.max, 0) || (req.Body != nil && req.GetBody == nil) {
+			return resp, err
+		}
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			_ = resp.Body.Close()
+		}
+		if err := t.rp.sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// shouldRetry decides one attempt's retry and its wait.
+func (rp retryPolicy) shouldRetry(req *http.Request, resp *http.Response, err error, attempt int) (time.Duration, bool) {
+	if req.Context().Err() != nil {
+		return 0, false
+	}
+	if err != nil {
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) {
+			return rp.backoff(attempt), !dnsErr.IsNotFound
+		}
+		var opErr *net.OpError
+		if errors.As(err, &opErr) && opErr.Op == "dial" {
+			return rp.backoff(attempt), true
+		}
+		return 0, false
+	}
+	switch s := resp.StatusCode; {
+	case s == http.StatusForbidden || s == http.StatusTooManyRequests:
+		msg := peekMessage(resp)
+		d, limited := rateLimit(s, resp.Header, msg, rp.now())
+		if !limited || (d == 0 && s == http.StatusForbidden) {
+			return 0, false
+		}
+		if d == 0 {
+			d = rp.backoff(attempt)
+		}
+		return d, d <= rp.waitMax
+	case s >= 500 && s != http.StatusNotImplemented:
+		return rp.backoff(attempt), req.Method == http.MethodGet || req.Method == http.MethodHead
+	}
+	return 0, false
+}
+
+// backoff is waitMin doubled per attempt with jitter, at most waitMax.
+func (rp retryPolicy) backoff(attempt int) time.Duration {
+	d := rp.waitMin
+	for i := 0; i < attempt && d < rp.waitMax; i++ {
+		d *= 2
+	}
+	d = min(d, rp.waitMax)
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// peekMessage reads the message of an error answer and puts the body back.
+func peekMessage(resp *http.Response) string {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return ""
+	}
+	var m struct {
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(b, &m)
+	return m.Message
+}
+
+// notSent is the error of a call the client decided not to send, for
+// example an approval of a sha that is no longer the head: a
+// *platform.Error with Status 0 and the kind, so callers decide on it as
+// on GitHub's answers.
+func notSent(method, path string, kind error, format string, args ...any) error {
+	return &platform.Error{Method: method, Path: path, Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
