@@ -66,6 +66,9 @@ func (e *Engine) Act(ctx context.Context, id string, a Action, p ActionParams) (
 	if err != nil {
 		return store.Operation{}, err
 	}
+	if err := e.ownPlatform(op); err != nil {
+		return op, err
+	}
 	if p.Command == "" {
 		p.Command = string(a)
 	}
@@ -300,7 +303,8 @@ func (e *Engine) Reply(ctx context.Context, projectID, iid int64, body string) e
 	return err
 }
 
-// FindByMR returns the newest change of an MR; store.ErrNotFound when none.
+// FindByMR returns the newest change of an MR (a pull request on GitHub)
+// of the engine's platform; store.ErrNotFound when none.
 func (e *Engine) FindByMR(ctx context.Context, projectID, iid int64) (store.Operation, error) {
-	return e.st.FindOperationByMR(ctx, e.st.DB(), projectID, iid)
+	return e.st.FindOperationByMR(ctx, e.st.DB(), e.platform, projectID, iid)
 }

@@ -39,7 +39,7 @@ func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.Ho
 
 func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	p := ev.Pipeline
-	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), ev.ProjectID, p.MRIID)
+	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), e.platform, ev.ProjectID, p.MRIID)
 	if errors.Is(err, store.ErrNotFound) {
 		return OutcomeUnrelated, nil
 	}
@@ -105,7 +105,7 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 	if p.Status != platform.PipelineSuccess || p.Tag {
 		return OutcomeNoChange, nil
 	}
-	ops, err := e.st.ListMergedByProject(ctx, e.st.DB(), ev.ProjectID, 500)
+	ops, err := e.st.ListMergedByProject(ctx, e.st.DB(), e.platform, ev.ProjectID, 500)
 	if err != nil {
 		return "", err
 	}
@@ -157,7 +157,7 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 	default:
 		return OutcomeNoChange, nil
 	}
-	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), ev.ProjectID, h.IID)
+	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), e.platform, ev.ProjectID, h.IID)
 	if errors.Is(err, store.ErrNotFound) {
 		return OutcomeUnrelated, nil
 	}

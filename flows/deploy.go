@@ -184,7 +184,7 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 	if _, err := e.st.CallbackResult(ctx, e.st.DB(), callbackKindDeploy, cb.RequestID); err == nil {
 		return ResultDuplicate, nil
 	}
-	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), cb.ProjectID, cb.MRIID)
+	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), e.platform, cb.ProjectID, cb.MRIID)
 	result, confirmed := ResultIgnoredStale, false
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -35,9 +35,9 @@ type Store interface {
 	GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error)
 	GetBinding(ctx context.Context, db store.DBTX, subjectID, targetKey string) (store.Binding, error)
 	OperationExists(ctx context.Context, db store.DBTX, id string) (bool, error)
-	FindOperationByMR(ctx context.Context, db store.DBTX, projectID, iid int64) (store.Operation, error)
+	FindOperationByMR(ctx context.Context, db store.DBTX, platform string, projectID, iid int64) (store.Operation, error)
 	FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX, key string) (store.Operation, error)
-	ListMergedByProject(ctx context.Context, db store.DBTX, projectID int64, limit int) ([]store.Operation, error)
+	ListMergedByProject(ctx context.Context, db store.DBTX, platform string, projectID int64, limit int) ([]store.Operation, error)
 	ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to time.Time, limit int) ([]store.Operation, error)
 	CreateOperation(ctx context.Context, p store.CreateParams) (store.Operation, bool, error)
 	ApplyTransition(ctx context.Context, p store.TransitionParams) (store.Operation, store.Event, error)
@@ -52,8 +52,8 @@ type Store interface {
 	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
 	CallbackResult(ctx context.Context, db store.DBTX, kind, requestID string) (string, error)
 	RecordDeployConfirmation(ctx context.Context, db store.DBTX, c store.DeployConfirmation) error
-	GetStatusNote(ctx context.Context, db store.DBTX, projectID, iid int64) (store.StatusNote, error)
-	ClaimStatusNote(ctx context.Context, projectID, iid int64, lease time.Duration) (store.NoteClaim, bool, error)
+	GetStatusNote(ctx context.Context, db store.DBTX, platform string, projectID, iid int64) (store.StatusNote, error)
+	ClaimStatusNote(ctx context.Context, platform string, projectID, iid int64, lease time.Duration) (store.NoteClaim, bool, error)
 	RenewStatusNote(ctx context.Context, c store.NoteClaim, lease time.Duration) (bool, error)
 	RecordStatusNote(ctx context.Context, c store.NoteClaim, n store.StatusNote) (bool, error)
 	ReleaseStatusNote(ctx context.Context, db store.DBTX, c store.NoteClaim) error
@@ -164,8 +164,17 @@ var DefaultPollConfig = PollConfig{
 
 // EngineConfig wires an Engine.
 type EngineConfig struct {
-	Store     Store
-	GitLab    GitLab
+	Store Store
+	// GitLab is the platform adapter: platform/gitlab's client, or
+	// platform/github's with the same methods in GitHub's meanings.
+	GitLab GitLab
+	// Platform names the platform GitLab speaks to: store.PlatformGitLab
+	// (the default when "") or store.PlatformGitHub. One installation
+	// serves one platform: every change it submits records it, every
+	// lookup by project id and request number names it, and a job or
+	// action meeting a change of another platform (a database shared
+	// with another installation) refuses it with ErrOtherPlatform.
+	Platform  string
 	Approvals ApprovalSystem
 	Renderer  Renderer
 	// ExternalURL is the bot's public base URL (callback_url is built from it).
@@ -203,14 +212,16 @@ const DefaultJobTimeout = time.Minute
 
 // Engine runs the change flow.
 type Engine struct {
-	cfg    EngineConfig
-	st     Store
-	gl     GitLab
-	log    *slog.Logger
-	m      *Metrics
-	now    func() time.Time
-	poll   PollConfig
-	prefix string
+	cfg EngineConfig
+	st  Store
+	gl  GitLab
+	// platform is cfg.Platform, store.PlatformGitLab when empty.
+	platform string
+	log      *slog.Logger
+	m        *Metrics
+	now      func() time.Time
+	poll     PollConfig
+	prefix   string
 	// gate guards the merge: one successful merge call per (operation,
 	// head sha) across replicas (DESIGN §6, issue 10 point 7).
 	gate *commitgate.Guard
@@ -228,6 +239,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.Approvals == nil {
 		errs = append(errs, errors.New("approval system is required"))
 	}
+	if p := store.PlatformOr(cfg.Platform); p != store.PlatformGitLab && p != store.PlatformGitHub {
+		errs = append(errs, fmt.Errorf("platform %q: want %s or %s", cfg.Platform, store.PlatformGitLab, store.PlatformGitHub))
+	}
 	if cfg.Renderer == nil {
 		errs = append(errs, errors.New("renderer is required"))
 	}
@@ -235,7 +249,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		return nil, fmt.Errorf("configuring flow engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, st: cfg.Store, gl: cfg.GitLab, log: cfg.Logger, m: cfg.Metrics, now: cfg.NowFunc,
-		poll: cfg.Poll, prefix: cfg.BranchPrefix}
+		poll: cfg.Poll, prefix: cfg.BranchPrefix, platform: store.PlatformOr(cfg.Platform)}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -272,6 +286,25 @@ func (e *Engine) pollFor(op store.Operation) PollConfig {
 		return p
 	}
 	return e.poll
+}
+
+// Platform is the platform this engine acts on (EngineConfig.Platform):
+// store.PlatformGitLab or store.PlatformGitHub.
+func (e *Engine) Platform() string { return e.platform }
+
+// ErrOtherPlatform is returned (wrapped) when a job or an action meets a
+// change recorded on another platform than the engine's: one installation
+// serves one platform (EngineConfig.Platform) and never acts on another's
+// changes.
+var ErrOtherPlatform = errors.New("change belongs to another platform")
+
+// ownPlatform returns nil when op is a change of the engine's platform,
+// else an error wrapping ErrOtherPlatform naming both.
+func (e *Engine) ownPlatform(op store.Operation) error {
+	if p := store.PlatformOr(op.Platform); p != e.platform {
+		return fmt.Errorf("%s is a %s change, this installation serves %s: %w", op.ID, p, e.platform, ErrOtherPlatform)
+	}
+	return nil
 }
 
 // Log attribute keys (STYLE 9).

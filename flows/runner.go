@@ -96,6 +96,10 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		return err
 	}
 	log := e.opLog(op).With(attrJobKind, kind, attrStep, StepCode(op.Step).String())
+	if err := e.ownPlatform(op); err != nil {
+		log.Warn("job refused", "err", err)
+		return nil
+	}
 	if op.Step != a.Step {
 		log.Debug("stale job: operation moved on", "job_step", StepCode(a.Step).String())
 		return nil

@@ -264,12 +264,12 @@ func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (
 		return false, err
 	}
 	op := h.Operation
-	if op.MRIID == 0 {
+	if op.MRIID == 0 || e.ownPlatform(op) != nil {
 		return true, nil
 	}
 	view := e.StatusView(op, h.Events())
 	upToDate := func() (store.StatusNote, bool, error) {
-		rec, err := e.st.GetStatusNote(ctx, e.st.DB(), op.ProjectID, op.MRIID)
+		rec, err := e.st.GetStatusNote(ctx, e.st.DB(), op.Platform, op.ProjectID, op.MRIID)
 		if errors.Is(err, store.ErrNotFound) {
 			return store.StatusNote{}, false, nil
 		}
@@ -278,7 +278,7 @@ func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (
 	if _, ok, err := upToDate(); err != nil || (ok && !force) {
 		return true, err
 	}
-	claim, ok, err := e.st.ClaimStatusNote(ctx, op.ProjectID, op.MRIID, noteClaimLease)
+	claim, ok, err := e.st.ClaimStatusNote(ctx, op.Platform, op.ProjectID, op.MRIID, noteClaimLease)
 	if err != nil {
 		return false, err
 	}
@@ -301,7 +301,7 @@ func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (
 		}
 		return true, nil
 	}
-	if _, err := e.st.RecordStatusNote(ctx, claim, store.StatusNote{ProjectID: op.ProjectID, MRIID: op.MRIID,
+	if _, err := e.st.RecordStatusNote(ctx, claim, store.StatusNote{Platform: op.Platform, ProjectID: op.ProjectID, MRIID: op.MRIID,
 		NoteID: noteID, OperationID: op.ID, RenderedSeq: view.Seq}); err != nil {
 		return false, fmt.Errorf("recording status note of %s: %w", opID, err)
 	}

@@ -36,7 +36,7 @@ func TestStatusNoteCurrentAfterReplicaDiedMidRefresh(t *testing.T) {
 	if err != nil || tag.RowsAffected() == 0 {
 		t.Fatalf("leaving the note job running: %v (%d rows)", err, tag.RowsAffected())
 	}
-	if _, ok, err := h.Store.ClaimStatusNote(ctx, op.ProjectID, iid, flows.NoteClaimLease); err != nil || !ok {
+	if _, ok, err := h.Store.ClaimStatusNote(ctx, op.Platform, op.ProjectID, iid, flows.NoteClaimLease); err != nil || !ok {
 		t.Fatalf("claiming the note as the dying replica: %v %v", ok, err)
 	}
 
@@ -56,7 +56,7 @@ func TestStatusNoteCurrentAfterReplicaDiedMidRefresh(t *testing.T) {
 		if !strings.Contains(body, "<sub>"+cur.Status+" · step "+step) {
 			t.Fatalf("%s: %s after %s the comment does not show %s/%s:\n%s", when, noteBudget, when, cur.Status, step, body)
 		}
-		rec, err := h.Store.GetStatusNote(ctx, h.Store.DB(), op.ProjectID, iid)
+		rec, err := h.Store.GetStatusNote(ctx, h.Store.DB(), op.Platform, op.ProjectID, iid)
 		if err != nil || rec.RenderedSeq != last {
 			t.Fatalf("%s: note record %+v (%v), want it to show event %d", when, rec, err, last)
 		}

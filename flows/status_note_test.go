@@ -84,7 +84,7 @@ func TestStatusNoteRefreshJobWaitsForTheClaim(t *testing.T) {
 	ctx := context.Background()
 	op := h.ToMROpened(t, flowtest.Change("svc"))
 	h.RunFor(t, flowtest.Poll.NoteDelay)
-	claim, ok, err := h.Store.ClaimStatusNote(ctx, op.ProjectID, h.Op(t, op.ID).MRIID, time.Hour)
+	claim, ok, err := h.Store.ClaimStatusNote(ctx, op.Platform, op.ProjectID, h.Op(t, op.ID).MRIID, time.Hour)
 	if err != nil || !ok {
 		t.Fatalf("claiming as another replica: %v %v", ok, err)
 	}
@@ -106,7 +106,7 @@ func TestStatusNoteRefreshJobWaitsForTheClaim(t *testing.T) {
 	}
 	h.RunFor(t, time.Minute)
 	last := h.Events(t, op.ID)
-	rec, err := h.Store.GetStatusNote(ctx, h.Store.DB(), op.ProjectID, h.Op(t, op.ID).MRIID)
+	rec, err := h.Store.GetStatusNote(ctx, h.Store.DB(), op.Platform, op.ProjectID, h.Op(t, op.ID).MRIID)
 	if err != nil || rec.RenderedSeq != last[len(last)-1].Seq {
 		t.Fatalf("note record %+v (%v), want it to show event %d", rec, err, last[len(last)-1].Seq)
 	}

@@ -246,7 +246,7 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 		first = CreateStarted
 	}
 	op := store.Operation{
-		ID: NewOperationID(), SubjectID: p.SubjectID, TargetKey: p.TargetKey, Project: p.Project,
+		ID: NewOperationID(), Platform: e.platform, SubjectID: p.SubjectID, TargetKey: p.TargetKey, Project: p.Project,
 		TargetBranch: p.TargetBranch, Title: p.Title, Description: p.Description, Files: p.Files,
 		RequestedBy: p.RequestedBy, ApprovalFirst: p.ApprovalFirst, Step: int(first),
 		Status: MustStep(first).Status, IdempotencyKey: p.IdempotencyKey,

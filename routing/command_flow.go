@@ -142,28 +142,42 @@ func (f *CommandFlow) DecideInGitLab(ctx context.Context, id string, user platfo
 // *postgres.Store).
 type NoteRecorder interface {
 	DB() store.DBTX
-	ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error)
-	SetNoteOutcome(ctx context.Context, db store.DBTX, projectID, noteID int64, outcome string) error
+	ClaimNote(ctx context.Context, db store.DBTX, platform string, projectID, noteID, iid int64, author string) (bool, error)
+	SetNoteOutcome(ctx context.Context, db store.DBTX, platform string, projectID, noteID int64, outcome string) error
 	NoteActivity(ctx context.Context, db store.DBTX, author string, since time.Time) (notes, limited int, err error)
 	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
 }
 
-// NoteStore implements commands.NoteStore over the store's pool.
-type NoteStore struct{ st NoteRecorder }
+// NoteStore implements commands.NoteStore over the store's pool, for the
+// comments of one platform (a comment id is unique only within one).
+type NoteStore struct {
+	st       NoteRecorder
+	platform string
+}
 
 var _ commands.NoteStore = NoteStore{}
 
-// NewNoteStore returns the commands' note store over st.
-func NewNoteStore(st NoteRecorder) NoteStore { return NoteStore{st: st} }
+// NewNoteStore returns the commands' note store over st for GitLab's
+// notes; On names another platform.
+func NewNoteStore(st NoteRecorder) NoteStore {
+	return NoteStore{st: st, platform: store.PlatformGitLab}
+}
+
+// On returns the note store for the comments of platform
+// (store.PlatformGitLab or store.PlatformGitHub).
+func (n NoteStore) On(platform string) NoteStore {
+	n.platform = store.PlatformOr(platform)
+	return n
+}
 
 // ClaimNote implements commands.NoteStore.
 func (n NoteStore) ClaimNote(ctx context.Context, projectID, noteID, iid int64, author string) (bool, error) {
-	return n.st.ClaimNote(ctx, n.st.DB(), projectID, noteID, iid, author)
+	return n.st.ClaimNote(ctx, n.st.DB(), n.platform, projectID, noteID, iid, author)
 }
 
 // SetNoteOutcome implements commands.NoteStore.
 func (n NoteStore) SetNoteOutcome(ctx context.Context, projectID, noteID int64, outcome string) error {
-	return n.st.SetNoteOutcome(ctx, n.st.DB(), projectID, noteID, outcome)
+	return n.st.SetNoteOutcome(ctx, n.st.DB(), n.platform, projectID, noteID, outcome)
 }
 
 // NoteActivity implements commands.NoteStore.

@@ -46,9 +46,9 @@ type Operations interface {
 	GetOperation(ctx context.Context, db DBTX, id string) (Operation, error)
 	OperationExists(ctx context.Context, db DBTX, id string) (bool, error)
 	FindOperationByIdempotencyKey(ctx context.Context, db DBTX, key string) (Operation, error)
-	FindOperationByMR(ctx context.Context, db DBTX, projectID, iid int64) (Operation, error)
+	FindOperationByMR(ctx context.Context, db DBTX, platform string, projectID, iid int64) (Operation, error)
 	ListOperationsByStatus(ctx context.Context, db DBTX, statuses []string, from, to time.Time, limit int) ([]Operation, error)
-	ListMergedByProject(ctx context.Context, db DBTX, projectID int64, limit int) ([]Operation, error)
+	ListMergedByProject(ctx context.Context, db DBTX, platform string, projectID int64, limit int) ([]Operation, error)
 	ListOperationIDs(ctx context.Context, db DBTX, after string, limit int) ([]string, error)
 	GetBinding(ctx context.Context, db DBTX, subjectID, targetKey string) (Binding, error)
 	CountActive(ctx context.Context, db DBTX) (int, error)
@@ -88,8 +88,8 @@ type Intake interface {
 	DeliveriesAfter(ctx context.Context, db DBTX, after int64) ([]Delivery, error)
 	InsertCallbackRequest(ctx context.Context, db DBTX, requestID, kind, operationID, result string) error
 	CallbackResult(ctx context.Context, db DBTX, kind, requestID string) (string, error)
-	ClaimNote(ctx context.Context, db DBTX, projectID, noteID, iid int64, author string) (bool, error)
-	SetNoteOutcome(ctx context.Context, db DBTX, projectID, noteID int64, outcome string) error
+	ClaimNote(ctx context.Context, db DBTX, platform string, projectID, noteID, iid int64, author string) (bool, error)
+	SetNoteOutcome(ctx context.Context, db DBTX, platform string, projectID, noteID int64, outcome string) error
 	NoteActivity(ctx context.Context, db DBTX, author string, since time.Time) (notes, limited int, err error)
 	PruneIntake(ctx context.Context, table string, before time.Time, limit int) (int64, error)
 }
@@ -104,9 +104,9 @@ type Approvals interface {
 
 // StatusNotes are the status comments and their claims (DESIGN §7).
 type StatusNotes interface {
-	GetStatusNote(ctx context.Context, db DBTX, projectID, iid int64) (StatusNote, error)
+	GetStatusNote(ctx context.Context, db DBTX, platform string, projectID, iid int64) (StatusNote, error)
 	SaveStatusNote(ctx context.Context, db DBTX, n StatusNote) (bool, error)
-	ClaimStatusNote(ctx context.Context, projectID, iid int64, lease time.Duration) (c NoteClaim, ok bool, err error)
+	ClaimStatusNote(ctx context.Context, platform string, projectID, iid int64, lease time.Duration) (c NoteClaim, ok bool, err error)
 	RenewStatusNote(ctx context.Context, c NoteClaim, lease time.Duration) (ok bool, err error)
 	RecordStatusNote(ctx context.Context, c NoteClaim, n StatusNote) (bool, error)
 	ReleaseStatusNote(ctx context.Context, db DBTX, c NoteClaim) error

@@ -82,10 +82,10 @@ func cols(spec ...any) []Column {
 // which is gone; the next refresh claims again), the token counter of
 // commit claims (each engine's Import moves its own past the copied
 // tokens) and River's tables (jobs travel through River's API:
-// Snapshot.Jobs). Schema as of PostgreSQL migration 0013 and SQLite 0001.
+// Snapshot.Jobs). Schema as of PostgreSQL migration 0015 and SQLite 0003.
 var CopyTables = []Table{
 	{Name: "operations", Key: []string{"id"}, Columns: cols(
-		"id", KindText, "subject_id", KindText, "target_key", KindText, "project", KindText,
+		"id", KindText, "platform", KindText, "subject_id", KindText, "target_key", KindText, "project", KindText,
 		"project_id", KindInt, "target_branch", KindText, "source_branch", KindText, "title", KindText,
 		"description", KindText, "files", KindJSON, "requested_by", KindText, "approval_first", KindBool,
 		"step", KindInt, "status", KindText, "version", KindInt, "ticket_id", KindText, "mr_iid", KindInt,
@@ -108,11 +108,11 @@ var CopyTables = []Table{
 	{Name: "callback_requests", Key: []string{"kind", "request_id"}, Columns: cols(
 		"request_id", KindText, "kind", KindText, "operation_id", KindText, "result", KindText,
 		"received_at", KindTime)},
-	{Name: "note_commands", Key: []string{"project_id", "note_id"}, Columns: cols(
-		"project_id", KindInt, "note_id", KindInt, "mr_iid", KindInt, "author", KindText, "outcome", KindText,
+	{Name: "note_commands", Key: []string{"platform", "project_id", "note_id"}, Columns: cols(
+		"platform", KindText, "project_id", KindInt, "note_id", KindInt, "mr_iid", KindInt, "author", KindText, "outcome", KindText,
 		"received_at", KindTime)},
-	{Name: "status_notes", Key: []string{"project_id", "mr_iid"}, Columns: cols(
-		"project_id", KindInt, "mr_iid", KindInt, "note_id", KindInt, "operation_id", KindText,
+	{Name: "status_notes", Key: []string{"platform", "project_id", "mr_iid"}, Columns: cols(
+		"platform", KindText, "project_id", KindInt, "mr_iid", KindInt, "note_id", KindInt, "operation_id", KindText,
 		"rendered_seq", KindInt, "updated_at", KindTime)},
 	{Name: "commit_claims", Key: []string{"run_id", "step"}, Columns: cols(
 		"run_id", KindText, "step", KindText, "status", KindText, "branch", KindText, "seq", KindInt,

@@ -44,10 +44,34 @@ type File struct {
 	Action  string `json:"action,omitempty"`
 }
 
+// Platform names (operations.platform and the platform column of every
+// row keyed by a project id and a merge or pull request number; issue 15).
+const (
+	// PlatformGitLab is GitLab, the default of rows written before the
+	// column existed.
+	PlatformGitLab = "gitlab"
+	// PlatformGitHub is GitHub (github.com or GitHub Enterprise Server).
+	PlatformGitHub = "github"
+)
+
+// PlatformOr returns name, or PlatformGitLab when name is "" (callers and
+// rows from before issue 15 name no platform).
+func PlatformOr(name string) string {
+	if name == "" {
+		return PlatformGitLab
+	}
+	return name
+}
+
 // Operation is one change (DESIGN §2): what was requested and where it
 // stands. Step is a flows.StepCode; Status is the binding status it implies.
 type Operation struct {
-	ID             string
+	ID string
+	// Platform is where the change's merge or pull request lives:
+	// PlatformGitLab or PlatformGitHub (column operations.platform). A
+	// project id and a request number are unique only within one
+	// platform; every lookup by them names it. "" is PlatformGitLab.
+	Platform       string
 	SubjectID      string
 	TargetKey      string
 	Project        string // as submitted: "group/repo" or a numeric id

@@ -57,10 +57,12 @@ func TestDeployConfirmationsMigrationBackfills(t *testing.T) {
 	t.Parallel()
 	s, sc := setup(t)
 	ctx := context.Background()
+	// Created before going down: the store writes the columns of the
+	// newest schema (operations.platform, migration 0015).
+	op := create(t, s, newOp("op_wm", "svc"))
 	if err := postgres.Migrate(ctx, sc.Pool, &postgres.MigrateOpts{Schema: sc.Name, To: 9}); err != nil {
 		t.Fatalf("migrating down to 9: %v", err)
 	}
-	op := create(t, s, newOp("op_wm", "svc"))
 	if _, err := sc.Pool.Exec(ctx, `UPDATE operations SET project_id = 7, target_branch = 'release', mr_iid = 12 WHERE id = $1`, op.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 // ClaimNote records that the commands of note noteID are being run; it
 // returns false when the note was claimed before (a redelivery, an edit, a
 // Note Hook of old GitLab without action), so commands run once per note id.
-func (s *Store) ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error) {
-	n, err := queries.NoteCommandClaim(ctx, q(db), &dbsqlc.NoteCommandClaimParams{ProjectID: projectID, NoteID: noteID,
+func (s *Store) ClaimNote(ctx context.Context, db store.DBTX, platform string, projectID, noteID, iid int64, author string) (bool, error) {
+	n, err := queries.NoteCommandClaim(ctx, q(db), &dbsqlc.NoteCommandClaimParams{Platform: store.PlatformOr(platform), ProjectID: projectID, NoteID: noteID,
 		MrIid: iid, Author: author, ReceivedAt: s.Now()})
 	if err != nil {
 		return false, fmt.Errorf("claiming note %d: %w", noteID, err)
@@ -22,8 +22,8 @@ func (s *Store) ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID,
 }
 
 // SetNoteOutcome records what running a note's commands did.
-func (s *Store) SetNoteOutcome(ctx context.Context, db store.DBTX, projectID, noteID int64, outcome string) error {
-	err := queries.NoteCommandSetOutcome(ctx, q(db), &dbsqlc.NoteCommandSetOutcomeParams{ProjectID: projectID, NoteID: noteID, Outcome: outcome})
+func (s *Store) SetNoteOutcome(ctx context.Context, db store.DBTX, platform string, projectID, noteID int64, outcome string) error {
+	err := queries.NoteCommandSetOutcome(ctx, q(db), &dbsqlc.NoteCommandSetOutcomeParams{Platform: store.PlatformOr(platform), ProjectID: projectID, NoteID: noteID, Outcome: outcome})
 	if err != nil {
 		return fmt.Errorf("recording outcome of note %d: %w", noteID, err)
 	}

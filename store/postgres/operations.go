@@ -18,7 +18,7 @@ import (
 // opColumns and scanOperation serve the hand-written query of operations
 // over River's jobs (ListStuckOperations); the others are generated
 // (internal/dbsqlc).
-const opColumns = `id, subject_id, target_key, project, project_id, target_branch, source_branch,
+const opColumns = `id, platform, subject_id, target_key, project, project_id, target_branch, source_branch,
 	title, description, files, requested_by, approval_first, step, status, version, ticket_id,
 	mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail,
 	coalesce(idempotency_key, ''), step_started_at, created_at, updated_at`
@@ -26,7 +26,7 @@ const opColumns = `id, subject_id, target_key, project, project_id, target_branc
 func scanOperation(row pgx.Row) (store.Operation, error) {
 	var op store.Operation
 	var files []byte
-	err := row.Scan(&op.ID, &op.SubjectID, &op.TargetKey, &op.Project, &op.ProjectID, &op.TargetBranch,
+	err := row.Scan(&op.ID, &op.Platform, &op.SubjectID, &op.TargetKey, &op.Project, &op.ProjectID, &op.TargetBranch,
 		&op.SourceBranch, &op.Title, &op.Description, &files, &op.RequestedBy, &op.ApprovalFirst,
 		&op.Step, &op.Status, &op.Version, &op.TicketID, &op.MRIID, &op.MRWebURL, &op.HeadSHA,
 		&op.PipelineID, &op.PipelineURL, &op.MergeCommitSHA, &op.Rounds, &op.Detail,
@@ -48,7 +48,7 @@ func scanOperation(row pgx.Row) (store.Operation, error) {
 
 // fromRow converts a generated operations row to the store's type.
 func fromRow(r dbsqlc.Operations) (store.Operation, error) {
-	op := store.Operation{ID: r.ID, SubjectID: r.SubjectID, TargetKey: r.TargetKey, Project: r.Project,
+	op := store.Operation{ID: r.ID, Platform: r.Platform, SubjectID: r.SubjectID, TargetKey: r.TargetKey, Project: r.Project,
 		ProjectID: r.ProjectID, TargetBranch: r.TargetBranch, SourceBranch: r.SourceBranch, Title: r.Title,
 		Description: r.Description, RequestedBy: r.RequestedBy, ApprovalFirst: r.ApprovalFirst, Step: r.Step,
 		Status: r.Status, Version: r.Version, TicketID: r.TicketID, MRIID: r.MrIid, MRWebURL: r.MrWebUrl,
@@ -140,10 +140,10 @@ func (s *Store) FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX
 
 // FindOperationByMR returns the newest operation that opened merge request
 // iid in project projectID; ErrNotFound when none did.
-func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, projectID, iid int64) (store.Operation, error) {
-	op, err := oneOperation(queries.OperationNewestOfMR(ctx, q(db), &dbsqlc.OperationNewestOfMRParams{ProjectID: projectID, MrIid: iid}))
+func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, platform string, projectID, iid int64) (store.Operation, error) {
+	op, err := oneOperation(queries.OperationNewestOfMR(ctx, q(db), &dbsqlc.OperationNewestOfMRParams{Platform: store.PlatformOr(platform), ProjectID: projectID, MrIid: iid}))
 	if err != nil {
-		return store.Operation{}, fmt.Errorf("finding operation of !%d in project %d: %w", iid, projectID, err)
+		return store.Operation{}, fmt.Errorf("finding operation of %s !%d in project %d: %w", store.PlatformOr(platform), iid, projectID, err)
 	}
 	return op, nil
 }
@@ -161,9 +161,9 @@ func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statu
 
 // ListMergedByProject returns MERGED operations of projectID whose merge
 // commit is set, oldest first. One query.
-func (s *Store) ListMergedByProject(ctx context.Context, db store.DBTX, projectID int64, limit int) ([]store.Operation, error) {
+func (s *Store) ListMergedByProject(ctx context.Context, db store.DBTX, platform string, projectID int64, limit int) ([]store.Operation, error) {
 	ops, err := manyOperations(queries.OperationListMergedByProject(ctx, q(db), &dbsqlc.OperationListMergedByProjectParams{
-		ProjectID: projectID, Status: store.StatusMerged, Max: int32(min(limit, math.MaxInt32))}))
+		Platform: store.PlatformOr(platform), ProjectID: projectID, Status: store.StatusMerged, Max: int32(min(limit, math.MaxInt32))}))
 	if err != nil {
 		return nil, fmt.Errorf("listing merged operations of project %d: %w", projectID, err)
 	}
@@ -220,7 +220,7 @@ func (s *Store) CreateOperation(ctx context.Context, p store.CreateParams) (op s
 		if op.IdempotencyKey != "" {
 			idem = &op.IdempotencyKey
 		}
-		err := queries.OperationInsert(ctx, tx, &dbsqlc.OperationInsertParams{ID: op.ID, SubjectID: op.SubjectID,
+		err := queries.OperationInsert(ctx, tx, &dbsqlc.OperationInsertParams{ID: op.ID, Platform: store.PlatformOr(op.Platform), SubjectID: op.SubjectID,
 			TargetKey: op.TargetKey, Project: op.Project, ProjectID: op.ProjectID, TargetBranch: op.TargetBranch,
 			SourceBranch: op.SourceBranch, Title: op.Title, Description: op.Description, Files: files,
 			RequestedBy: op.RequestedBy, ApprovalFirst: op.ApprovalFirst, Step: op.Step, Status: op.Status,

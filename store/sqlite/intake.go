@@ -146,12 +146,12 @@ func (s *Store) CallbackResult(ctx context.Context, db store.DBTX, kind, request
 }
 
 // ClaimNote implements store.Intake.
-func (s *Store) ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID, iid int64, author string) (bool, error) {
+func (s *Store) ClaimNote(ctx context.Context, db store.DBTX, platform string, projectID, noteID, iid int64, author string) (bool, error) {
 	g, err := q(db).gen()
 	if err != nil {
 		return false, err
 	}
-	n, err := queries.NoteCommandClaim(ctx, g, &dbsqlc.NoteCommandClaimParams{ProjectID: projectID, NoteID: noteID,
+	n, err := queries.NoteCommandClaim(ctx, g, &dbsqlc.NoteCommandClaimParams{Platform: store.PlatformOr(platform), ProjectID: projectID, NoteID: noteID,
 		MrIid: iid, Author: author, ReceivedAt: dbtime.Of(s.Now())})
 	if err != nil {
 		return false, fmt.Errorf("claiming note %d: %w", noteID, err)
@@ -160,12 +160,12 @@ func (s *Store) ClaimNote(ctx context.Context, db store.DBTX, projectID, noteID,
 }
 
 // SetNoteOutcome implements store.Intake.
-func (s *Store) SetNoteOutcome(ctx context.Context, db store.DBTX, projectID, noteID int64, outcome string) error {
+func (s *Store) SetNoteOutcome(ctx context.Context, db store.DBTX, platform string, projectID, noteID int64, outcome string) error {
 	g, err := q(db).gen()
 	if err != nil {
 		return err
 	}
-	if err := queries.NoteCommandSetOutcome(ctx, g, &dbsqlc.NoteCommandSetOutcomeParams{ProjectID: projectID, NoteID: noteID, Outcome: outcome}); err != nil {
+	if err := queries.NoteCommandSetOutcome(ctx, g, &dbsqlc.NoteCommandSetOutcomeParams{Platform: store.PlatformOr(platform), ProjectID: projectID, NoteID: noteID, Outcome: outcome}); err != nil {
 		return fmt.Errorf("recording outcome of note %d: %w", noteID, err)
 	}
 	return nil

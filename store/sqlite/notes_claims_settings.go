@@ -16,19 +16,19 @@ import (
 )
 
 // GetStatusNote implements store.StatusNotes.
-func (s *Store) GetStatusNote(ctx context.Context, db store.DBTX, projectID, iid int64) (store.StatusNote, error) {
+func (s *Store) GetStatusNote(ctx context.Context, db store.DBTX, platform string, projectID, iid int64) (store.StatusNote, error) {
 	g, err := q(db).gen()
 	if err != nil {
 		return store.StatusNote{}, err
 	}
-	r, err := queries.StatusNoteGet(ctx, g, &dbsqlc.StatusNoteGetParams{ProjectID: projectID, MrIid: iid})
+	r, err := queries.StatusNoteGet(ctx, g, &dbsqlc.StatusNoteGetParams{Platform: store.PlatformOr(platform), ProjectID: projectID, MrIid: iid})
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.StatusNote{}, store.ErrNotFound
 	}
 	if err != nil {
 		return store.StatusNote{}, fmt.Errorf("reading status note of !%d: %w", iid, err)
 	}
-	return store.StatusNote{ProjectID: r.ProjectID, MRIID: r.MrIid, NoteID: r.NoteID, OperationID: r.OperationID,
+	return store.StatusNote{Platform: r.Platform, ProjectID: r.ProjectID, MRIID: r.MrIid, NoteID: r.NoteID, OperationID: r.OperationID,
 		RenderedSeq: r.RenderedSeq}, nil
 }
 
@@ -38,7 +38,7 @@ func (s *Store) SaveStatusNote(ctx context.Context, db store.DBTX, n store.Statu
 	if err != nil {
 		return false, err
 	}
-	k, err := queries.StatusNoteSave(ctx, g, &dbsqlc.StatusNoteSaveParams{ProjectID: n.ProjectID, MrIid: n.MRIID,
+	k, err := queries.StatusNoteSave(ctx, g, &dbsqlc.StatusNoteSaveParams{Platform: store.PlatformOr(n.Platform), ProjectID: n.ProjectID, MrIid: n.MRIID,
 		NoteID: n.NoteID, OperationID: n.OperationID, RenderedSeq: n.RenderedSeq, UpdatedAt: dbtime.Of(s.Now())})
 	if err != nil {
 		return false, fmt.Errorf("saving status note of !%d: %w", n.MRIID, err)
@@ -47,20 +47,20 @@ func (s *Store) SaveStatusNote(ctx context.Context, db store.DBTX, n store.Statu
 }
 
 // ClaimStatusNote implements store.StatusNotes.
-func (s *Store) ClaimStatusNote(ctx context.Context, projectID, iid int64, lease time.Duration) (c store.NoteClaim, ok bool, err error) {
+func (s *Store) ClaimStatusNote(ctx context.Context, platform string, projectID, iid int64, lease time.Duration) (c store.NoteClaim, ok bool, err error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return store.NoteClaim{}, false, fmt.Errorf("making a claim token: %w", err)
 	}
-	c = store.NoteClaim{ProjectID: projectID, MRIID: iid, Token: hex.EncodeToString(b)}
+	c = store.NoteClaim{Platform: store.PlatformOr(platform), ProjectID: projectID, MRIID: iid, Token: hex.EncodeToString(b)}
 	now := s.Now()
 	// Hand-written: sqlc v1.31.1's SQLite engine leaves a parameter in an
 	// upsert's DO UPDATE ... WHERE clause unbound (it stays "@now" in the
 	// generated statement), so this one statement is not generated.
-	res, err := q(s.DB()).Exec(ctx, `INSERT INTO status_note_claims (project_id, mr_iid, token, claimed_until)
-		VALUES (?, ?, ?, ?)
-		ON CONFLICT (project_id, mr_iid) DO UPDATE SET token = excluded.token, claimed_until = excluded.claimed_until
-		WHERE status_note_claims.claimed_until <= ?`, projectID, iid, c.Token, now.Add(lease), now)
+	res, err := q(s.DB()).Exec(ctx, `INSERT INTO status_note_claims (platform, project_id, mr_iid, token, claimed_until)
+		VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (platform, project_id, mr_iid) DO UPDATE SET token = excluded.token, claimed_until = excluded.claimed_until
+		WHERE status_note_claims.claimed_until <= ?`, c.Platform, projectID, iid, c.Token, now.Add(lease), now)
 	if err != nil {
 		return store.NoteClaim{}, false, fmt.Errorf("claiming status note of !%d: %w", iid, err)
 	}
@@ -70,7 +70,7 @@ func (s *Store) ClaimStatusNote(ctx context.Context, projectID, iid int64, lease
 
 // RenewStatusNote implements store.StatusNotes.
 func (s *Store) RenewStatusNote(ctx context.Context, c store.NoteClaim, lease time.Duration) (ok bool, err error) {
-	n, err := queries.StatusNoteRenew(ctx, s.db, &dbsqlc.StatusNoteRenewParams{ProjectID: c.ProjectID, MrIid: c.MRIID,
+	n, err := queries.StatusNoteRenew(ctx, s.db, &dbsqlc.StatusNoteRenewParams{Platform: store.PlatformOr(c.Platform), ProjectID: c.ProjectID, MrIid: c.MRIID,
 		Token: c.Token, ClaimedUntil: dbtime.Of(s.Now().Add(lease))})
 	if err != nil {
 		return false, fmt.Errorf("renewing status note claim of !%d: %w", c.MRIID, err)
@@ -97,7 +97,7 @@ func (s *Store) ReleaseStatusNote(ctx context.Context, db store.DBTX, c store.No
 	if err != nil {
 		return err
 	}
-	if err := queries.StatusNoteRelease(ctx, g, &dbsqlc.StatusNoteReleaseParams{ProjectID: c.ProjectID, MrIid: c.MRIID, Token: c.Token}); err != nil {
+	if err := queries.StatusNoteRelease(ctx, g, &dbsqlc.StatusNoteReleaseParams{Platform: store.PlatformOr(c.Platform), ProjectID: c.ProjectID, MrIid: c.MRIID, Token: c.Token}); err != nil {
 		return fmt.Errorf("releasing status note claim of !%d: %w", c.MRIID, err)
 	}
 	return nil

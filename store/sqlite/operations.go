@@ -17,7 +17,7 @@ import (
 // opColumns and scanOperation serve the hand-written query of operations
 // over River's jobs (ListStuckOperations); the others are generated
 // (internal/dbsqlc).
-const opColumns = `id, subject_id, target_key, project, project_id, target_branch, source_branch,
+const opColumns = `id, platform, subject_id, target_key, project, project_id, target_branch, source_branch,
 	title, description, files, requested_by, approval_first, step, status, version, ticket_id,
 	mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail,
 	coalesce(idempotency_key, ''), step_started_at, created_at, updated_at`
@@ -42,7 +42,7 @@ var prefixedOpColumns = func() string {
 func scanOperation(r row, extra ...any) (store.Operation, error) {
 	var op store.Operation
 	var files []byte
-	dest := []any{&op.ID, &op.SubjectID, &op.TargetKey, &op.Project, &op.ProjectID, &op.TargetBranch,
+	dest := []any{&op.ID, &op.Platform, &op.SubjectID, &op.TargetKey, &op.Project, &op.ProjectID, &op.TargetBranch,
 		&op.SourceBranch, &op.Title, &op.Description, &files, &op.RequestedBy, &op.ApprovalFirst,
 		&op.Step, &op.Status, &op.Version, &op.TicketID, &op.MRIID, &op.MRWebURL, &op.HeadSHA,
 		&op.PipelineID, &op.PipelineURL, &op.MergeCommitSHA, &op.Rounds, &op.Detail,
@@ -62,7 +62,7 @@ func scanOperation(r row, extra ...any) (store.Operation, error) {
 
 // fromRow converts a generated operations row to the store's type.
 func fromRow(r dbsqlc.Operations) (store.Operation, error) {
-	op := store.Operation{ID: r.ID, SubjectID: r.SubjectID, TargetKey: r.TargetKey, Project: r.Project,
+	op := store.Operation{ID: r.ID, Platform: r.Platform, SubjectID: r.SubjectID, TargetKey: r.TargetKey, Project: r.Project,
 		ProjectID: r.ProjectID, TargetBranch: r.TargetBranch, SourceBranch: r.SourceBranch, Title: r.Title,
 		Description: r.Description, RequestedBy: r.RequestedBy, ApprovalFirst: r.ApprovalFirst, Step: r.Step,
 		Status: r.Status, Version: r.Version, TicketID: r.TicketID, MRIID: r.MrIid, MRWebURL: r.MrWebUrl,
@@ -163,14 +163,14 @@ func (s *Store) FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX
 }
 
 // FindOperationByMR implements store.Operations.
-func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, projectID, iid int64) (store.Operation, error) {
+func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, platform string, projectID, iid int64) (store.Operation, error) {
 	g, err := q(db).gen()
 	if err != nil {
 		return store.Operation{}, err
 	}
-	op, err := oneOperation(queries.OperationNewestOfMR(ctx, g, &dbsqlc.OperationNewestOfMRParams{ProjectID: projectID, MrIid: iid}))
+	op, err := oneOperation(queries.OperationNewestOfMR(ctx, g, &dbsqlc.OperationNewestOfMRParams{Platform: store.PlatformOr(platform), ProjectID: projectID, MrIid: iid}))
 	if err != nil {
-		return store.Operation{}, fmt.Errorf("finding operation of !%d in project %d: %w", iid, projectID, err)
+		return store.Operation{}, fmt.Errorf("finding operation of %s !%d in project %d: %w", store.PlatformOr(platform), iid, projectID, err)
 	}
 	return op, nil
 }
@@ -192,13 +192,13 @@ func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statu
 }
 
 // ListMergedByProject implements store.Operations.
-func (s *Store) ListMergedByProject(ctx context.Context, db store.DBTX, projectID int64, limit int) ([]store.Operation, error) {
+func (s *Store) ListMergedByProject(ctx context.Context, db store.DBTX, platform string, projectID int64, limit int) ([]store.Operation, error) {
 	g, err := q(db).gen()
 	if err != nil {
 		return nil, err
 	}
 	ops, err := manyOperations(queries.OperationListMergedByProject(ctx, g, &dbsqlc.OperationListMergedByProjectParams{
-		ProjectID: projectID, Status: store.StatusMerged, Max: int64(limit)}))
+		Platform: store.PlatformOr(platform), ProjectID: projectID, Status: store.StatusMerged, Max: int64(limit)}))
 	if err != nil {
 		return nil, fmt.Errorf("listing merged operations of project %d: %w", projectID, err)
 	}
@@ -276,7 +276,7 @@ func (s *Store) CreateOperation(ctx context.Context, p store.CreateParams) (op s
 		if op.IdempotencyKey != "" {
 			idem = &op.IdempotencyKey
 		}
-		err := queries.OperationInsert(ctx, tx, &dbsqlc.OperationInsertParams{ID: op.ID, SubjectID: op.SubjectID,
+		err := queries.OperationInsert(ctx, tx, &dbsqlc.OperationInsertParams{ID: op.ID, Platform: store.PlatformOr(op.Platform), SubjectID: op.SubjectID,
 			TargetKey: op.TargetKey, Project: op.Project, ProjectID: op.ProjectID, TargetBranch: op.TargetBranch,
 			SourceBranch: op.SourceBranch, Title: op.Title, Description: op.Description, Files: string(files),
 			RequestedBy: op.RequestedBy, ApprovalFirst: op.ApprovalFirst, Step: op.Step, Status: op.Status,

@@ -28,6 +28,7 @@ var cases = []struct {
 	{"AccountWaits", testAccountWaits},
 	{"StatusNoteClaims", testStatusNoteClaims},
 	{"StatusNoteClaimRenewal", testStatusNoteClaimRenewal},
+	{"SameNumbersOnTwoPlatforms", testSameNumbersOnTwoPlatforms},
 	{"DeliveryBodyStoredByteIdentical", testDeliveryBodyStoredByteIdentical},
 	{"CallbackRequestsDedupePerKind", testCallbackRequestsDedupePerKind},
 	{"CommitClaims", testCommitClaims},
@@ -306,7 +307,7 @@ func testStatusNoteClaims(t *testing.T, open Open) {
 	ctx := context.Background()
 	claim := func(iid int64) (store.NoteClaim, bool) {
 		t.Helper()
-		c, ok, err := s.ClaimStatusNote(ctx, 7, iid, time.Minute)
+		c, ok, err := s.ClaimStatusNote(ctx, store.PlatformGitLab, 7, iid, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,7 +351,7 @@ func testStatusNoteClaims(t *testing.T, open Open) {
 	if _, ok := claim(1); !ok {
 		t.Fatal("claim after release refused")
 	}
-	if n, err := s.GetStatusNote(ctx, s.DB(), 7, 1); err != nil || n.RenderedSeq != 4 || n.NoteID != 50 {
+	if n, err := s.GetStatusNote(ctx, s.DB(), store.PlatformGitLab, 7, 1); err != nil || n.RenderedSeq != 4 || n.NoteID != 50 {
 		t.Fatalf("recorded note %+v %v", n, err)
 	}
 }
@@ -363,7 +364,7 @@ func testStatusNoteClaimRenewal(t *testing.T, open Open) {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	s := open(t)(Opts{NowFunc: func() time.Time { return now }})
 	ctx := context.Background()
-	c, ok, err := s.ClaimStatusNote(ctx, 7, 1, 5*time.Second)
+	c, ok, err := s.ClaimStatusNote(ctx, store.PlatformGitLab, 7, 1, 5*time.Second)
 	if err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
@@ -372,11 +373,11 @@ func testStatusNoteClaimRenewal(t *testing.T, open Open) {
 		t.Fatalf("renewing a live claim: %v %v", ok, err)
 	}
 	now = now.Add(4 * time.Second) // past the first lease, within the renewed one
-	if _, ok, err := s.ClaimStatusNote(ctx, 7, 1, 5*time.Second); err != nil || ok {
+	if _, ok, err := s.ClaimStatusNote(ctx, store.PlatformGitLab, 7, 1, 5*time.Second); err != nil || ok {
 		t.Fatalf("a renewed claim was taken over: %v %v", ok, err)
 	}
 	now = now.Add(2 * time.Second) // the holder stopped renewing: it died
-	if _, ok, err := s.ClaimStatusNote(ctx, 7, 1, 5*time.Second); err != nil || !ok {
+	if _, ok, err := s.ClaimStatusNote(ctx, store.PlatformGitLab, 7, 1, 5*time.Second); err != nil || !ok {
 		t.Fatalf("an expired claim was not taken over: %v %v", ok, err)
 	}
 	if ok, err := s.RenewStatusNote(ctx, c, 5*time.Second); err != nil || ok {

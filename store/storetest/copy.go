@@ -61,6 +61,7 @@ func FillInstallation(t *testing.T, s store.Store) {
 	create(t, s, a)
 	b := newOp("op_copy_b", "svc-b")
 	b.ApprovalFirst = false
+	b.Platform = store.PlatformGitHub // its platform travels with it
 	create(t, s, b)
 	if _, _, err := s.ApplyTransition(ctx, store.TransitionParams{OperationID: a.ID, ExpectStep: a.Step, ToStep: 10402,
 		ToStatus: store.StatusApprovalSent, Update: func(op *store.Operation) { op.MRIID = 7; op.ProjectID = 42 },
@@ -88,16 +89,22 @@ func FillInstallation(t *testing.T, s store.Store) {
 	if err := s.InsertCallbackRequest(ctx, s.DB(), "req-1", "deploy", a.ID, "ACCEPTED"); err != nil {
 		t.Fatalf("InsertCallbackRequest: %v", err)
 	}
-	if _, err := s.ClaimNote(ctx, s.DB(), 42, 900, 7, "bob"); err != nil {
-		t.Fatalf("ClaimNote: %v", err)
+	for _, p := range []string{store.PlatformGitLab, store.PlatformGitHub} {
+		if _, err := s.ClaimNote(ctx, s.DB(), p, 42, 900, 7, "bob"); err != nil {
+			t.Fatalf("ClaimNote: %v", err)
+		}
 	}
-	if err := s.SetNoteOutcome(ctx, s.DB(), 42, 900, "ran"); err != nil {
+	if err := s.SetNoteOutcome(ctx, s.DB(), store.PlatformGitLab, 42, 900, "ran"); err != nil {
 		t.Fatalf("SetNoteOutcome: %v", err)
 	}
 	if _, err := s.SaveStatusNote(ctx, s.DB(), store.StatusNote{ProjectID: 42, MRIID: 7, NoteID: 901, OperationID: a.ID, RenderedSeq: 2}); err != nil {
 		t.Fatalf("SaveStatusNote: %v", err)
 	}
-	if _, _, err := s.ClaimStatusNote(ctx, 42, 7, time.Minute); err != nil {
+	if _, err := s.SaveStatusNote(ctx, s.DB(), store.StatusNote{Platform: store.PlatformGitHub, ProjectID: 42, MRIID: 7, NoteID: 902,
+		OperationID: b.ID, RenderedSeq: 1}); err != nil {
+		t.Fatalf("SaveStatusNote on github: %v", err)
+	}
+	if _, _, err := s.ClaimStatusNote(ctx, store.PlatformGitLab, 42, 7, time.Minute); err != nil {
 		t.Fatalf("ClaimStatusNote: %v", err)
 	}
 	for _, step := range []string{"merge", "tag"} {

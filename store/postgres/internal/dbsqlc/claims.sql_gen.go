@@ -123,14 +123,15 @@ func (q *Queries) CommitClaimSeed(ctx context.Context, db DBTX, arg *CommitClaim
 }
 
 const statusNoteClaim = `-- name: StatusNoteClaim :execrows
-INSERT INTO status_note_claims (project_id, mr_iid, token, claimed_until)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT (project_id, mr_iid) DO UPDATE
+INSERT INTO status_note_claims (platform, project_id, mr_iid, token, claimed_until)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (platform, project_id, mr_iid) DO UPDATE
 SET token = excluded.token, claimed_until = excluded.claimed_until
-WHERE status_note_claims.claimed_until <= $5
+WHERE status_note_claims.claimed_until <= $6
 `
 
 type StatusNoteClaimParams struct {
+	Platform     string
 	ProjectID    int64
 	MrIid        int64
 	Token        string
@@ -140,6 +141,7 @@ type StatusNoteClaimParams struct {
 
 func (q *Queries) StatusNoteClaim(ctx context.Context, db DBTX, arg *StatusNoteClaimParams) (int64, error) {
 	result, err := db.Exec(ctx, statusNoteClaim,
+		arg.Platform,
 		arg.ProjectID,
 		arg.MrIid,
 		arg.Token,
@@ -153,16 +155,17 @@ func (q *Queries) StatusNoteClaim(ctx context.Context, db DBTX, arg *StatusNoteC
 }
 
 const statusNoteGet = `-- name: StatusNoteGet :one
-SELECT project_id, mr_iid, note_id, operation_id, rendered_seq, updated_at FROM status_notes WHERE project_id = $1 AND mr_iid = $2
+SELECT project_id, mr_iid, note_id, operation_id, rendered_seq, updated_at, platform FROM status_notes WHERE platform = $1 AND project_id = $2 AND mr_iid = $3
 `
 
 type StatusNoteGetParams struct {
+	Platform  string
 	ProjectID int64
 	MrIid     int64
 }
 
 func (q *Queries) StatusNoteGet(ctx context.Context, db DBTX, arg *StatusNoteGetParams) (StatusNotes, error) {
-	row := db.QueryRow(ctx, statusNoteGet, arg.ProjectID, arg.MrIid)
+	row := db.QueryRow(ctx, statusNoteGet, arg.Platform, arg.ProjectID, arg.MrIid)
 	var i StatusNotes
 	err := row.Scan(
 		&i.ProjectID,
@@ -171,32 +174,40 @@ func (q *Queries) StatusNoteGet(ctx context.Context, db DBTX, arg *StatusNoteGet
 		&i.OperationID,
 		&i.RenderedSeq,
 		&i.UpdatedAt,
+		&i.Platform,
 	)
 	return i, err
 }
 
 const statusNoteRelease = `-- name: StatusNoteRelease :exec
-DELETE FROM status_note_claims WHERE project_id = $1 AND mr_iid = $2 AND token = $3
+DELETE FROM status_note_claims WHERE platform = $1 AND project_id = $2 AND mr_iid = $3 AND token = $4
 `
 
 type StatusNoteReleaseParams struct {
+	Platform  string
 	ProjectID int64
 	MrIid     int64
 	Token     string
 }
 
 func (q *Queries) StatusNoteRelease(ctx context.Context, db DBTX, arg *StatusNoteReleaseParams) error {
-	_, err := db.Exec(ctx, statusNoteRelease, arg.ProjectID, arg.MrIid, arg.Token)
+	_, err := db.Exec(ctx, statusNoteRelease,
+		arg.Platform,
+		arg.ProjectID,
+		arg.MrIid,
+		arg.Token,
+	)
 	return err
 }
 
 const statusNoteRenew = `-- name: StatusNoteRenew :execrows
 UPDATE status_note_claims SET claimed_until = $1
-WHERE project_id = $2 AND mr_iid = $3 AND token = $4
+WHERE platform = $2 AND project_id = $3 AND mr_iid = $4 AND token = $5
 `
 
 type StatusNoteRenewParams struct {
 	ClaimedUntil time.Time
+	Platform     string
 	ProjectID    int64
 	MrIid        int64
 	Token        string
@@ -205,6 +216,7 @@ type StatusNoteRenewParams struct {
 func (q *Queries) StatusNoteRenew(ctx context.Context, db DBTX, arg *StatusNoteRenewParams) (int64, error) {
 	result, err := db.Exec(ctx, statusNoteRenew,
 		arg.ClaimedUntil,
+		arg.Platform,
 		arg.ProjectID,
 		arg.MrIid,
 		arg.Token,
@@ -216,9 +228,9 @@ func (q *Queries) StatusNoteRenew(ctx context.Context, db DBTX, arg *StatusNoteR
 }
 
 const statusNoteSave = `-- name: StatusNoteSave :execrows
-INSERT INTO status_notes (project_id, mr_iid, note_id, operation_id, rendered_seq, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (project_id, mr_iid) DO UPDATE
+INSERT INTO status_notes (platform, project_id, mr_iid, note_id, operation_id, rendered_seq, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (platform, project_id, mr_iid) DO UPDATE
 SET note_id = excluded.note_id, operation_id = excluded.operation_id,
     rendered_seq = excluded.rendered_seq, updated_at = excluded.updated_at
 WHERE status_notes.rendered_seq <= excluded.rendered_seq
@@ -227,6 +239,7 @@ WHERE status_notes.rendered_seq <= excluded.rendered_seq
 `
 
 type StatusNoteSaveParams struct {
+	Platform    string
 	ProjectID   int64
 	MrIid       int64
 	NoteID      int64
@@ -237,6 +250,7 @@ type StatusNoteSaveParams struct {
 
 func (q *Queries) StatusNoteSave(ctx context.Context, db DBTX, arg *StatusNoteSaveParams) (int64, error) {
 	result, err := db.Exec(ctx, statusNoteSave,
+		arg.Platform,
 		arg.ProjectID,
 		arg.MrIid,
 		arg.NoteID,

@@ -43,12 +43,12 @@ DELETE FROM callback_requests WHERE (kind, request_id) IN (
 );
 
 -- name: NoteCommandClaim :execrows
-INSERT INTO note_commands (project_id, note_id, mr_iid, author, received_at)
-VALUES (@project_id, @note_id, @mr_iid, @author, @received_at)
-ON CONFLICT (project_id, note_id) DO NOTHING;
+INSERT INTO note_commands (platform, project_id, note_id, mr_iid, author, received_at)
+VALUES (@platform, @project_id, @note_id, @mr_iid, @author, @received_at)
+ON CONFLICT (platform, project_id, note_id) DO NOTHING;
 
 -- name: NoteCommandSetOutcome :exec
-UPDATE note_commands SET outcome = @outcome WHERE project_id = @project_id AND note_id = @note_id;
+UPDATE note_commands SET outcome = @outcome WHERE platform = @platform AND project_id = @project_id AND note_id = @note_id;
 
 -- name: NoteCommandActivity :one
 SELECT count(*) AS notes, count(*) FILTER (WHERE outcome = 'rate_limited') AS limited

@@ -86,6 +86,7 @@ type NoteCommands struct {
 	Author     string
 	Outcome    string
 	ReceivedAt time.Time
+	Platform   string
 }
 
 type Operations struct {
@@ -117,6 +118,7 @@ type Operations struct {
 	StepStartedAt  time.Time
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	Platform       string
 }
 
 type Settings struct {
@@ -142,6 +144,7 @@ type StatusNoteClaims struct {
 	MrIid        int64
 	Token        string
 	ClaimedUntil time.Time
+	Platform     string
 }
 
 type StatusNotes struct {
@@ -151,6 +154,7 @@ type StatusNotes struct {
 	OperationID string
 	RenderedSeq int64
 	UpdatedAt   time.Time
+	Platform    string
 }
 
 type WebhookDeliveries struct {

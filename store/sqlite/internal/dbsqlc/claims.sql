@@ -18,12 +18,12 @@ DELETE FROM commit_claims WHERE run_id = @run_id AND step = @step AND token = @t
 SELECT count(*) FROM commit_claims;
 
 -- name: StatusNoteGet :one
-SELECT * FROM status_notes WHERE project_id = @project_id AND mr_iid = @mr_iid;
+SELECT * FROM status_notes WHERE platform = @platform AND project_id = @project_id AND mr_iid = @mr_iid;
 
 -- name: StatusNoteSave :execrows
-INSERT INTO status_notes (project_id, mr_iid, note_id, operation_id, rendered_seq, updated_at)
-VALUES (@project_id, @mr_iid, @note_id, @operation_id, @rendered_seq, @updated_at)
-ON CONFLICT (project_id, mr_iid) DO UPDATE
+INSERT INTO status_notes (platform, project_id, mr_iid, note_id, operation_id, rendered_seq, updated_at)
+VALUES (@platform, @project_id, @mr_iid, @note_id, @operation_id, @rendered_seq, @updated_at)
+ON CONFLICT (platform, project_id, mr_iid) DO UPDATE
 SET note_id = excluded.note_id, operation_id = excluded.operation_id,
     rendered_seq = excluded.rendered_seq, updated_at = excluded.updated_at
 WHERE status_notes.rendered_seq <= excluded.rendered_seq
@@ -32,7 +32,7 @@ WHERE status_notes.rendered_seq <= excluded.rendered_seq
 
 -- name: StatusNoteRenew :execrows
 UPDATE status_note_claims SET claimed_until = @claimed_until
-WHERE project_id = @project_id AND mr_iid = @mr_iid AND token = @token;
+WHERE platform = @platform AND project_id = @project_id AND mr_iid = @mr_iid AND token = @token;
 
 -- name: StatusNoteRelease :exec
-DELETE FROM status_note_claims WHERE project_id = @project_id AND mr_iid = @mr_iid AND token = @token;
+DELETE FROM status_note_claims WHERE platform = @platform AND project_id = @project_id AND mr_iid = @mr_iid AND token = @token;

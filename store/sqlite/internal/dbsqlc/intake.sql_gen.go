@@ -248,12 +248,13 @@ func (q *Queries) NoteCommandActivity(ctx context.Context, db DBTX, arg *NoteCom
 }
 
 const noteCommandClaim = `-- name: NoteCommandClaim :execrows
-INSERT INTO note_commands (project_id, note_id, mr_iid, author, received_at)
-VALUES (?1, ?2, ?3, ?4, ?5)
-ON CONFLICT (project_id, note_id) DO NOTHING
+INSERT INTO note_commands (platform, project_id, note_id, mr_iid, author, received_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (platform, project_id, note_id) DO NOTHING
 `
 
 type NoteCommandClaimParams struct {
+	Platform   string
 	ProjectID  int64
 	NoteID     int64
 	MrIid      int64
@@ -263,6 +264,7 @@ type NoteCommandClaimParams struct {
 
 func (q *Queries) NoteCommandClaim(ctx context.Context, db DBTX, arg *NoteCommandClaimParams) (int64, error) {
 	result, err := db.ExecContext(ctx, noteCommandClaim,
+		arg.Platform,
 		arg.ProjectID,
 		arg.NoteID,
 		arg.MrIid,
@@ -276,16 +278,22 @@ func (q *Queries) NoteCommandClaim(ctx context.Context, db DBTX, arg *NoteComman
 }
 
 const noteCommandSetOutcome = `-- name: NoteCommandSetOutcome :exec
-UPDATE note_commands SET outcome = ?1 WHERE project_id = ?2 AND note_id = ?3
+UPDATE note_commands SET outcome = ?1 WHERE platform = ?2 AND project_id = ?3 AND note_id = ?4
 `
 
 type NoteCommandSetOutcomeParams struct {
 	Outcome   string
+	Platform  string
 	ProjectID int64
 	NoteID    int64
 }
 
 func (q *Queries) NoteCommandSetOutcome(ctx context.Context, db DBTX, arg *NoteCommandSetOutcomeParams) error {
-	_, err := db.ExecContext(ctx, noteCommandSetOutcome, arg.Outcome, arg.ProjectID, arg.NoteID)
+	_, err := db.ExecContext(ctx, noteCommandSetOutcome,
+		arg.Outcome,
+		arg.Platform,
+		arg.ProjectID,
+		arg.NoteID,
+	)
 	return err
 }

@@ -84,6 +84,7 @@ type GitlabApprovals struct {
 }
 
 type NoteCommands struct {
+	Platform   string
 	ProjectID  int64
 	NoteID     int64
 	MrIid      int64
@@ -121,6 +122,7 @@ type Operations struct {
 	StepStartedAt  dbtime.Time
 	CreatedAt      dbtime.Time
 	UpdatedAt      dbtime.Time
+	Platform       string
 }
 
 type Settings struct {
@@ -142,6 +144,7 @@ type SettingsAudit struct {
 }
 
 type StatusNoteClaims struct {
+	Platform     string
 	ProjectID    int64
 	MrIid        int64
 	Token        string
@@ -149,6 +152,7 @@ type StatusNoteClaims struct {
 }
 
 type StatusNotes struct {
+	Platform    string
 	ProjectID   int64
 	MrIid       int64
 	NoteID      int64

@@ -12,13 +12,13 @@ SELECT step, status FROM operations WHERE id = @id;
 
 -- name: OperationNewestOfMR :one
 SELECT * FROM operations
-WHERE project_id = @project_id AND mr_iid = @mr_iid
+WHERE platform = @platform AND project_id = @project_id AND mr_iid = @mr_iid
 ORDER BY created_at DESC
 LIMIT 1;
 
 -- name: OperationListMergedByProject :many
 SELECT * FROM operations
-WHERE project_id = @project_id AND status = @status AND merge_commit_sha <> ''
+WHERE platform = @platform AND project_id = @project_id AND status = @status AND merge_commit_sha <> ''
 ORDER BY updated_at
 LIMIT @max;
 
@@ -27,11 +27,11 @@ SELECT id FROM operations WHERE id > @after ORDER BY id LIMIT @max;
 
 -- name: OperationInsert :exec
 INSERT INTO operations (
-    id, subject_id, target_key, project, project_id, target_branch, source_branch, title,
+    id, platform, subject_id, target_key, project, project_id, target_branch, source_branch, title,
     description, files, requested_by, approval_first, step, status, version, idempotency_key,
     step_started_at, created_at, updated_at
 ) VALUES (
-    @id, @subject_id, @target_key, @project, @project_id, @target_branch, @source_branch, @title,
+    @id, @platform, @subject_id, @target_key, @project, @project_id, @target_branch, @source_branch, @title,
     @description, @files, @requested_by, @approval_first, @step, @status, 1,
     sqlc.narg('idempotency_key'), @step_started_at, @created_at, @updated_at
 );

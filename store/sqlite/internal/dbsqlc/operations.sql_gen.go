@@ -70,7 +70,7 @@ func (q *Queries) OperationExists(ctx context.Context, db DBTX, id string) (bool
 }
 
 const operationGet = `-- name: OperationGet :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at FROM operations WHERE id = ?1
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations WHERE id = ?1
 `
 
 func (q *Queries) OperationGet(ctx context.Context, db DBTX, id string) (Operations, error) {
@@ -105,12 +105,13 @@ func (q *Queries) OperationGet(ctx context.Context, db DBTX, id string) (Operati
 		&i.StepStartedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Platform,
 	)
 	return i, err
 }
 
 const operationGetByIdempotencyKey = `-- name: OperationGetByIdempotencyKey :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at FROM operations WHERE idempotency_key = ?1
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations WHERE idempotency_key = ?1
 `
 
 func (q *Queries) OperationGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKey *string) (Operations, error) {
@@ -145,24 +146,26 @@ func (q *Queries) OperationGetByIdempotencyKey(ctx context.Context, db DBTX, ide
 		&i.StepStartedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Platform,
 	)
 	return i, err
 }
 
 const operationInsert = `-- name: OperationInsert :exec
 INSERT INTO operations (
-    id, subject_id, target_key, project, project_id, target_branch, source_branch, title,
+    id, platform, subject_id, target_key, project, project_id, target_branch, source_branch, title,
     description, files, requested_by, approval_first, step, status, version, idempotency_key,
     step_started_at, created_at, updated_at
 ) VALUES (
-    ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10, ?11, ?12, ?13, ?14, 1,
-    ?15, ?16, ?17, ?18
+    ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
+    ?10, ?11, ?12, ?13, ?14, ?15, 1,
+    ?16, ?17, ?18, ?19
 )
 `
 
 type OperationInsertParams struct {
 	ID             string
+	Platform       string
 	SubjectID      string
 	TargetKey      string
 	Project        string
@@ -185,6 +188,7 @@ type OperationInsertParams struct {
 func (q *Queries) OperationInsert(ctx context.Context, db DBTX, arg *OperationInsertParams) error {
 	_, err := db.ExecContext(ctx, operationInsert,
 		arg.ID,
+		arg.Platform,
 		arg.SubjectID,
 		arg.TargetKey,
 		arg.Project,
@@ -239,20 +243,26 @@ func (q *Queries) OperationListIDs(ctx context.Context, db DBTX, arg *OperationL
 }
 
 const operationListMergedByProject = `-- name: OperationListMergedByProject :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at FROM operations
-WHERE project_id = ?1 AND status = ?2 AND merge_commit_sha <> ''
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations
+WHERE platform = ?1 AND project_id = ?2 AND status = ?3 AND merge_commit_sha <> ''
 ORDER BY updated_at
-LIMIT ?3
+LIMIT ?4
 `
 
 type OperationListMergedByProjectParams struct {
+	Platform  string
 	ProjectID int64
 	Status    string
 	Max       int64
 }
 
 func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg *OperationListMergedByProjectParams) ([]Operations, error) {
-	rows, err := db.QueryContext(ctx, operationListMergedByProject, arg.ProjectID, arg.Status, arg.Max)
+	rows, err := db.QueryContext(ctx, operationListMergedByProject,
+		arg.Platform,
+		arg.ProjectID,
+		arg.Status,
+		arg.Max,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +299,7 @@ func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg
 			&i.StepStartedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Platform,
 		); err != nil {
 			return nil, err
 		}
@@ -304,19 +315,20 @@ func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg
 }
 
 const operationNewestOfMR = `-- name: OperationNewestOfMR :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at FROM operations
-WHERE project_id = ?1 AND mr_iid = ?2
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations
+WHERE platform = ?1 AND project_id = ?2 AND mr_iid = ?3
 ORDER BY created_at DESC
 LIMIT 1
 `
 
 type OperationNewestOfMRParams struct {
+	Platform  string
 	ProjectID int64
 	MrIid     int64
 }
 
 func (q *Queries) OperationNewestOfMR(ctx context.Context, db DBTX, arg *OperationNewestOfMRParams) (Operations, error) {
-	row := db.QueryRowContext(ctx, operationNewestOfMR, arg.ProjectID, arg.MrIid)
+	row := db.QueryRowContext(ctx, operationNewestOfMR, arg.Platform, arg.ProjectID, arg.MrIid)
 	var i Operations
 	err := row.Scan(
 		&i.ID,
@@ -347,6 +359,7 @@ func (q *Queries) OperationNewestOfMR(ctx context.Context, db DBTX, arg *Operati
 		&i.StepStartedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Platform,
 	)
 	return i, err
 }
