@@ -56,6 +56,7 @@ const (
 	KindDeploy   = "deploy"
 
 	handlerGitLab = "gitlab"
+	handlerGitHub = "github"
 )
 
 // knownEvents are the X-Gitlab-Event values used as metric labels as they
@@ -91,11 +92,12 @@ type Metrics struct {
 // not registered, as for handlers built without Metrics):
 //
 //   - changebot_webhook_deliveries_total{event,outcome}: GitLab deliveries
-//     by X-Gitlab-Event (known values, else "other") and Outcome*;
+//     by X-Gitlab-Event (known values, else "other") and GitHub's by
+//     X-GitHub-Event (GitHubEvents and "ping", else "other"), and Outcome*;
 //   - changebot_callbacks_total{kind,result}: callbacks by KindApproval or
 //     KindDeploy and the acceptor's result or a Result* constant;
 //   - changebot_webhook_panics_total{handler}: panics recovered in a
-//     handler (gitlab, approval, deploy).
+//     handler (gitlab, github, approval, deploy).
 //
 // Registering on a registry that already holds them reuses the registered
 // collectors, so NewMetrics may be called more than once per registry.
@@ -103,7 +105,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "changebot_webhook_deliveries_total",
-			Help: "GitLab webhook deliveries received, by X-Gitlab-Event and outcome.",
+			Help: "GitLab and GitHub webhook deliveries received, by X-Gitlab-Event or X-GitHub-Event and outcome.",
 		}, []string{labelEvent, labelOutcome}),
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "changebot_callbacks_total",
@@ -125,7 +127,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.deliveries.WithLabelValues(e, o)
 		}
 	}
-	for _, h := range []string{handlerGitLab, KindApproval, KindDeploy} {
+	for _, h := range []string{handlerGitLab, handlerGitHub, KindApproval, KindDeploy} {
 		m.panics.WithLabelValues(h)
 	}
 	return m
