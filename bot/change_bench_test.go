@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,7 @@ func benchmarkChangeEndToEnd(b *testing.B, engine string) {
 		b.Fatal(err)
 	}
 	calls := len(env.GitLab.Calls())
+	byEndpoint := env.GitLab.CallsByEndpoint()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -96,6 +98,24 @@ func benchmarkChangeEndToEnd(b *testing.B, engine string) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "changes/s")
 	b.ReportMetric(float64(len(env.GitLab.Calls())-calls)/float64(b.N), "gitlab-calls/op")
+	logCallsByEndpoint(b, byEndpoint, env.GitLab.CallsByEndpoint())
+}
+
+// logCallsByEndpoint logs the GitLab calls per change by endpoint
+// (gitlabfake's Call.Endpoint) made between the two counts, over b.N.
+func logCallsByEndpoint(b *testing.B, before, after map[string]int) {
+	names := make([]string, 0, len(after))
+	for e := range after {
+		if after[e] > before[e] {
+			names = append(names, e)
+		}
+	}
+	sort.Strings(names)
+	var sb strings.Builder
+	for _, e := range names {
+		fmt.Fprintf(&sb, "; %s %.2f", e, float64(after[e]-before[e])/float64(b.N))
+	}
+	b.Logf("GitLab calls per change by endpoint (b.N=%d)%s", b.N, sb.String())
 }
 
 // runBenchChange submits the n-th change and follows it to VALIDATED.

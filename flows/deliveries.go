@@ -1,7 +1,6 @@
 package flows
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,16 +89,20 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 }
 
 // maxHookAncestryChecks bounds the merge_base calls one branch pipeline
-// webhook makes; changes left over are found by the reconciler.
+// webhook makes when the compare answer cannot settle a change (see
+// branchContains); changes left over are found by the deploy poll and the
+// reconciler.
 const maxHookAncestryChecks = 20
 
 // applyBranchPipeline handles a pipeline on a branch: a successful one on a
 // change's target branch at its merge commit, or at a later commit that
 // contains the merge commit (GitLab cancels redundant pipelines, so the
 // merge commit's own pipeline may never succeed), confirms that the change
-// is applied. Ancestry is asked of GitLab (merge_base) for at most
-// maxHookAncestryChecks changes per webhook; an error there is returned
-// after every other change was handled, so the delivery is retried.
+// is applied. It costs at most one GitLab call however many changes of the
+// project are merged and waiting (issue 12 point 3): the changes at the
+// pipeline's sha need none, the others are settled together by one compare
+// of the pipeline's sha with the branch (branchContains). An error there is
+// returned after the exact matches were flipped, so the delivery is retried.
 func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	p := ev.Pipeline
 	if p.Status != platform.PipelineSuccess || p.Tag {
@@ -110,38 +113,36 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 		return "", err
 	}
 	outcome := OutcomeUnrelated
-	checks := 0
-	var firstErr error
-	for _, op := range ops {
-		if op.TargetBranch != p.Ref {
-			continue
-		}
-		rule := ruleExact
-		if op.MergeCommitSHA != p.SHA {
-			if checks >= maxHookAncestryChecks {
-				continue
-			}
-			checks++
-			ok, err := e.gl.IsAncestor(ctx, ev.ProjectID, op.MergeCommitSHA, p.SHA)
-			if err != nil {
-				firstErr = cmp.Or(firstErr, err)
-				continue
-			}
-			if !ok {
-				continue
-			}
-			rule = ruleContains
-		}
+	flip := func(op store.Operation, rule string) error {
 		flipped, err := e.MarkValidated(ctx, op.ID, source, "gitlab", map[string]any{"pipeline_id": p.ID, "sha": p.SHA, "rule": rule})
-		if err != nil {
-			return "", err
-		}
 		if flipped {
 			outcome = OutcomeApplied
 		}
+		return err
 	}
-	if firstErr != nil {
-		return "", firstErr
+	var later []store.Operation
+	for _, op := range ops {
+		switch {
+		case op.TargetBranch != p.Ref:
+		case op.MergeCommitSHA == p.SHA:
+			if err := flip(op, ruleExact); err != nil {
+				return "", err
+			}
+		default:
+			later = append(later, op)
+		}
+	}
+	if len(later) == 0 {
+		return outcome, nil
+	}
+	contained, err := e.branchContains(ctx, ev.ProjectID, p.Ref, p.SHA, later)
+	for _, op := range contained {
+		if err := flip(op, ruleContains); err != nil {
+			return "", err
+		}
+	}
+	if err != nil {
+		return "", err
 	}
 	return outcome, nil
 }

@@ -155,6 +155,63 @@ func (e *Engine) deployEvidence(ctx context.Context, op store.Operation, pipes [
 	return *newest, ruleContains, nil
 }
 
+// compareSafeCommits is the most commits a compare answer is trusted to
+// list in full: GitLab caps the commits of a compare at
+// MergeRequestDiff::COMMITS_SAFE_SIZE (100), keeping the newest, where it
+// caps them at all (the web compare page; the API for anonymous callers
+// behind a feature flag, gitlab-org/gitlab!268855). A longer answer may
+// have lost older commits, so a change missing from it is not taken as
+// deployed on that answer alone.
+const compareSafeCommits = 100
+
+// branchContains returns the ops (merged into branch, merge commit set)
+// whose merge commit the commit sha of branch contains. One GitLab call
+// settles them all: GET repository/compare?from=sha&to=branch lists the
+// commits of branch after sha, and a merge commit of branch that is not
+// among them is an ancestor of sha; a target branch only moves forward
+// (the rule deployEvidence also relies on). Only when that answer is too
+// long to be trusted complete (compareSafeCommits) is a change missing from
+// it asked about with merge_base, at most maxHookAncestryChecks of them.
+// A sha or branch GitLab no longer has settles nothing (no error: the
+// deploy poll and the reconciler look again). On an error ops settled so
+// far are returned with it.
+func (e *Engine) branchContains(ctx context.Context, projectID int64, branch, sha string, ops []store.Operation) ([]store.Operation, error) {
+	commits, err := e.gl.BranchCommits(ctx, projectID, sha, branch)
+	if errors.Is(err, platform.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the commits of %s after %s: %w", branch, short(sha), err)
+	}
+	after := make(map[string]bool, len(commits))
+	for _, c := range commits {
+		after[c.SHA] = true
+	}
+	complete := len(commits) < compareSafeCommits
+	var out []store.Operation
+	checks := 0
+	for _, op := range ops {
+		switch {
+		case after[op.MergeCommitSHA]:
+			continue // merged after sha
+		case complete:
+			out = append(out, op)
+			continue
+		case checks >= maxHookAncestryChecks:
+			continue
+		}
+		checks++
+		ok, err := e.gl.IsAncestor(ctx, projectID, op.MergeCommitSHA, sha)
+		if err != nil {
+			return out, err
+		}
+		if ok {
+			out = append(out, op)
+		}
+	}
+	return out, nil
+}
+
 // Kinds of callback_requests rows; request ids are deduplicated per kind.
 const (
 	// callbackKindDeploy marks deploy callbacks; the reconciler's watermark

@@ -19,6 +19,11 @@ type Call struct {
 	Path string
 	// Query is the raw query string.
 	Query string
+	// Endpoint names the route the call matched: the method and the route
+	// pattern, path parameters as ":name", for example
+	// "PUT /projects/:id/merge_requests/:iid/merge"; "" when the path is
+	// none of the fake's routes.
+	Endpoint string
 	// Status is the HTTP status answered.
 	Status int
 	// User is the authenticated username, "" when the token was unknown.
@@ -38,6 +43,18 @@ func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Call(nil), s.calls...)
+}
+
+// CallsByEndpoint counts the calls received so far by Call.Endpoint
+// (calls of no route under ""), faulted and refused calls included.
+func (s *Server) CallsByEndpoint() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for _, c := range s.calls {
+		out[c.Endpoint]++
+	}
+	return out
 }
 
 // CallCount counts the calls with method ("" = any) whose escaped path

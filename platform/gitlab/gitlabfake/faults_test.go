@@ -1,6 +1,8 @@
 package gitlabfake
 
 import (
+	"fmt"
+	"maps"
 	"net/http"
 	"testing"
 	"time"
@@ -124,5 +126,31 @@ func TestAuthAndLookup(t *testing.T) {
 	}
 	if m := e.must(200, "GET", "/projects/group%2Frepo/members/all/11", robotToken, nil); m["access_level"] != float64(AccessMaintainer) {
 		t.Errorf("robot access_level %v", m["access_level"])
+	}
+}
+
+// TestCallsByEndpoint: every call is counted under its route's method and
+// pattern, whatever its path parameters; a path of no route under "".
+func TestCallsByEndpoint(t *testing.T) {
+	s := New(Options{})
+	defer s.Close()
+	s.AddUser("robot", "tok", AsBot())
+	p := s.AddProject(ProjectSpec{PathWithNamespace: "g/r", Members: map[string]int{"robot": AccessMaintainer}})
+	get := func(path string) {
+		req, _ := http.NewRequest(http.MethodGet, s.URL()+path, nil)
+		req.Header.Set("PRIVATE-TOKEN", "tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	get(fmt.Sprintf("/api/v4/projects/%d", p.ID))
+	get("/api/v4/projects/g%2Fr")
+	get(fmt.Sprintf("/api/v4/projects/%d/repository/branches/main", p.ID))
+	get("/api/v4/no/such/route")
+	want := map[string]int{"GET /projects/:id": 2, "GET /projects/:id/repository/branches/:branch": 1, "": 1}
+	if got := s.CallsByEndpoint(); !maps.Equal(got, want) {
+		t.Fatalf("CallsByEndpoint = %v, want %v", got, want)
 	}
 }

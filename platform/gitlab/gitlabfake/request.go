@@ -32,6 +32,9 @@ type route struct {
 	method  string
 	pattern []string
 	handle  func(*Server, *reqCtx)
+	// endpoint is the method and the pattern as written:
+	// "GET /projects/:id/merge_requests/:iid" (Call.Endpoint).
+	endpoint string
 }
 
 var routes = buildRoutes()
@@ -79,10 +82,10 @@ func buildRoutes() []route {
 	}
 	out := make([]route, 0, len(defs))
 	for _, d := range defs {
-		out = append(out, route{d.method, strings.Split(strings.Trim(d.pattern, "/"), "/"), d.handle})
+		out = append(out, route{d.method, strings.Split(strings.Trim(d.pattern, "/"), "/"), d.handle, d.method + " " + d.pattern})
 	}
 	for _, d := range adminRoutes() {
-		out = append(out, route{d.method, strings.Split(strings.Trim(d.pattern, "/"), "/"), d.handle})
+		out = append(out, route{d.method, strings.Split(strings.Trim(d.pattern, "/"), "/"), d.handle, d.method + " " + d.pattern})
 	}
 	return out
 }
@@ -154,7 +157,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.user = s.byToken[token(r)]
 	path := r.URL.EscapedPath()
 	defer func() {
-		c := Call{Method: r.Method, Path: path, Query: r.URL.RawQuery, Status: rc.status, Body: body, At: time.Now(), ClockAt: s.now()}
+		c := Call{Method: r.Method, Path: path, Query: r.URL.RawQuery, Status: rc.status, Body: body, At: time.Now(), ClockAt: s.now(),
+			Endpoint: endpointOf(r.Method, path)}
 		if rc.user != nil {
 			c.User = rc.user.username
 		}
@@ -207,6 +211,19 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rc.params = params
 	rt.handle(s, rc)
+}
+
+// endpointOf names the route of a call (route.endpoint), "" when the path
+// is not one of the API's routes.
+func endpointOf(method, escaped string) string {
+	apiPath, ok := trimAPI(escaped)
+	if !ok {
+		return ""
+	}
+	if rt, _, _ := match(method, apiPath); rt != nil {
+		return rt.endpoint
+	}
+	return ""
 }
 
 // token returns the credential of r: PRIVATE-TOKEN, or Authorization: Bearer.
