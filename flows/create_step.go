@@ -45,15 +45,13 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	// fresh: the branch was created by this run, so it cannot hold our
 	// commit or be the source of an MR yet; the reads that make a repeated
 	// run idempotent are skipped (DESIGN §9: close to the minimum calls).
-	fresh := false
-	branch, err := e.gl.Branch(ctx, proj.ID, source)
-	if errors.Is(err, platform.ErrNotFound) {
-		branch, err = e.gl.CreateBranch(ctx, proj.ID, source, target)
-		fresh = err == nil
-		if errors.Is(err, platform.ErrAlreadyExists) {
-			// Created concurrently by an earlier attempt: read it.
-			branch, err = e.gl.Branch(ctx, proj.ID, source)
-		}
+	// The branch is created without reading first: only a repeated run
+	// finds it there (GitLab answers 400 "Branch already exists") and then
+	// reads it.
+	branch, err := e.gl.CreateBranch(ctx, proj.ID, source, target)
+	fresh := err == nil
+	if errors.Is(err, platform.ErrAlreadyExists) {
+		branch, err = e.gl.Branch(ctx, proj.ID, source)
 	}
 	if err != nil {
 		return notFoundIs(err, CreateFailed, "target branch %q not found", target)
@@ -96,7 +94,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	} else if errors.Is(err, platform.ErrNotFound) {
 		mr, err = e.gl.CreateMergeRequest(ctx, proj.ID, platform.CreateMRParams{
 			SourceBranch: source, TargetBranch: target, Title: op.Title, RemoveSourceBranch: true,
-			Description: e.mrDescription(op),
+			Description: e.mrDescription(op), Squash: squashByDefault(proj),
 		})
 		if errors.Is(err, platform.ErrAlreadyExists) {
 			mr, err = e.gl.FindOpenMergeRequest(ctx, proj.ID, source)
@@ -130,6 +128,14 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		return e.cleanUpIfCancelled(ctx, op.ID, proj.ID, source, mr)
 	}
 	return err
+}
+
+// squashByDefault reports whether the project squashes merge requests
+// unless told otherwise (squash_option always or default_on): the create
+// step sets the new MR's squash flag from it, and the merge follows the
+// MR's flag (a person may untick it where the option allows).
+func squashByDefault(p platform.Project) bool {
+	return p.SquashOption == "always" || p.SquashOption == "default_on"
 }
 
 // commitMarker is the line of our commit message that names the operation.

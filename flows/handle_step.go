@@ -339,10 +339,11 @@ func (a *approvalsUnreadable) Error() string {
 // merge merges with the head sha, the way the project requires, and acts
 // on GitLab's answer (GITLAB-FACTS §2.6). It reads the MR with
 // rebase_in_progress first: it never merges, nor rebases, while a rebase
-// runs. With the project's merge method ff or rebase_merge, an MR GitLab
-// already shows as need_rebase is rebased without a doomed merge call.
-// Squashing follows the project's squash option (always and default_on
-// squash; never and default_off leave it to the MR's own flag).
+// runs. An MR GitLab already shows as need_rebase is rebased without a
+// doomed merge call (GitLab shows need_rebase only under the merge methods
+// ff and rebase_merge). Squashing follows the MR's squash flag, which the
+// create step set from the project's squash option (always and default_on
+// squash): one read of the MR, no read of the project (issue 12 point 3).
 func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	mr, done, err := e.readOpenMR(ctx, op, true)
 	if done {
@@ -351,14 +352,10 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	if mr.RebaseInProgress {
 		return e.toRebasing(ctx, op, false)
 	}
-	proj, err := e.gl.Project(ctx, op.Project)
-	if err != nil {
-		return err
-	}
-	if mr.DetailedMergeStatus == "need_rebase" && (proj.MergeMethod == "ff" || proj.MergeMethod == "rebase_merge") {
+	if mr.DetailedMergeStatus == "need_rebase" {
 		return e.startRebase(ctx, op, mr)
 	}
-	squash := proj.SquashOption == "always" || proj.SquashOption == "default_on"
+	squash := mr.Squash
 	lease, err := e.claimMerge(ctx, op, mr.SHA)
 	if err != nil {
 		return err

@@ -71,6 +71,18 @@ func calls(h *flowtest.Harness, method, pattern, user string, ok bool) int {
 	return n
 }
 
+// branchCreates lists the robot's branch creates gitlabfake answered with
+// status.
+func branchCreates(h *flowtest.Harness, status int) []gitlabfake.Call {
+	var out []gitlabfake.Call
+	for _, c := range h.GitLab.Calls() {
+		if c.Method == http.MethodPost && matches(pathBranches, c.Path) && c.Status == status {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func matches(pattern, path string) bool {
 	p, s := strings.Split(pattern, "/"), strings.Split(path, "/")
 	if len(p) != len(s) {
@@ -252,7 +264,12 @@ func TestCreateRules(t *testing.T) {
 		}
 	}
 	onlyOne := func(t *testing.T, h *flowtest.Harness, _ string) {
-		wantCalls(t, h, http.MethodPost, pathBranches, flowtest.Robot, false, 1)
+		// The branch is created without a read first: the retry's create
+		// is answered 400 "Branch already exists" and makes nothing.
+		wantCalls(t, h, http.MethodPost, pathBranches, flowtest.Robot, false, 2)
+		if n := len(branchCreates(h, http.StatusBadRequest)); n != 1 {
+			t.Fatalf("%d branch creates answered 400 (already exists), want the retry's 1", n)
+		}
 		wantCalls(t, h, http.MethodPost, pathCommits, flowtest.Robot, false, 1)
 		wantCalls(t, h, http.MethodPost, pathMRs, flowtest.Robot, false, 1)
 	}

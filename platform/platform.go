@@ -304,8 +304,11 @@ type MergeRequest struct {
 	// RebaseInProgress is only meaningful when the MR was read with
 	// include_rebase_in_progress=true.
 	RebaseInProgress bool
-	WebURL           string
-	Author           User
+	// Squash is the merge request's squash flag ("squash"; fixture
+	// api-mr-get.json): squash its commits when merging.
+	Squash bool
+	WebURL string
+	Author User
 	// MergedBy is who merged it (merge_user); zero until
 	// merged.
 	MergedBy User
@@ -331,6 +334,12 @@ type CreateMRParams struct {
 	Title              string
 	Description        string
 	RemoveSourceBranch bool
+	// Squash sets the merge request's squash flag (the create's squash
+	// parameter, doc/api/merge_requests.md "Create MR"): its commits are
+	// squashed on merge. The create step sets it from the project's
+	// squash option (always, default_on), so the merge needs no read of the
+	// project.
+	Squash bool
 }
 
 // MergeParams are the arguments of MergeMergeRequest (PUT .../merge).

@@ -80,6 +80,7 @@ func toBasicMergeRequest(m *gl.BasicMergeRequest) platform.MergeRequest {
 		SquashCommitSHA:     m.SquashCommitSHA,
 		DetailedMergeStatus: m.DetailedMergeStatus,
 		HasConflicts:        m.HasConflicts,
+		Squash:              m.Squash,
 		WebURL:              m.WebURL,
 		Author:              toUser(m.Author),
 		MergedBy:            toUser(m.MergeUser),

@@ -62,6 +62,9 @@ func (c *Client) CreateMergeRequest(ctx context.Context, projectID int64, p plat
 	if p.RemoveSourceBranch {
 		opt.RemoveSourceBranch = gl.Ptr(true)
 	}
+	if p.Squash {
+		opt.Squash = gl.Ptr(true)
+	}
 	m, err := call(ctx, c, epMergeRequestCreate, func(o gl.RequestOptionFunc) (*gl.MergeRequest, *gl.Response, error) {
 		return c.robot.MergeRequests.CreateMergeRequest(projectID, opt, o)
 	})
