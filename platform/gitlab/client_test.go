@@ -116,6 +116,7 @@ func TestMergeRequestFromFixtures(t *testing.T) {
 				SHA:                 "8e0b45049b6253b8984cde9241830d2851168142",
 				DetailedMergeStatus: "mergeable",
 				HasConflicts:        true,
+				Squash:              true, // "squash": true in the fixture
 				WebURL:              "https://gitlab.com/gitlab-org/gitlab-ee/merge_requests/14656",
 				Author:              platform.User{ID: 3614858, Username: "alexkalderimis"},
 				HeadPipeline: &platform.Pipeline{
@@ -300,6 +301,19 @@ func TestCallsFromFixtures(t *testing.T) {
 			},
 			want:     [3]any{int64(14656), "8e0b45049b6253b8984cde9241830d2851168142", int64(77056819)},
 			wantBody: `{"title":"Add deletion support for designs","description":"desc","source_branch":"delete-designs-v2","target_branch":"master","remove_source_branch":true}`,
+		},
+		{
+			name:   "create merge request squashed on merge",
+			route:  "POST /projects/278964/merge_requests",
+			answer: answer{status: 201, fixture: "api-mr-get.json"},
+			run: func(t *testing.T, c *Client) (any, error) {
+				mr, err := c.CreateMergeRequest(t.Context(), 278964, platform.CreateMRParams{
+					SourceBranch: "delete-designs-v2", TargetBranch: "master", Title: "Add deletion support for designs", Squash: true,
+				})
+				return mr.Squash, err
+			},
+			want:     true,
+			wantBody: `{"title":"Add deletion support for designs","source_branch":"delete-designs-v2","target_branch":"master","squash":true}`,
 		},
 		{
 			name:   "rebase accepted",
