@@ -173,10 +173,12 @@ var rerunConclusions = map[string]bool{"failure": true, "cancelled": true, "time
 // .../actions/runs/{id}/rerun-failed-jobs), and re-requests every other
 // App's check suite of the head that so concluded (GET
 // .../commits/{sha}/check-suites, POST .../check-suites/{id}/rerequest).
-// Commit statuses of an external CI cannot be re-run through GitHub. The
-// answer is the head's pipeline as a new one: pending, with ID one above
-// the head's synthesized pipeline now, so that the old result (lower id)
-// is not taken for the new one's.
+// Commit statuses of an external CI cannot be re-run through GitHub. When
+// something was re-run the answer is the head's pipeline as a new one:
+// pending, with ID one above the head's synthesized pipeline now, so that
+// the old result (lower id) is not taken for the new one's (the re-run
+// check runs get larger ids). When nothing could be re-run it is the
+// head's pipeline as it is.
 func (c *Client) CreateMergeRequestPipeline(ctx context.Context, projectID, iid int64) (platform.Pipeline, error) {
 	r, err := c.repo(ctx, projectID)
 	if err != nil {
@@ -201,6 +203,7 @@ func (c *Client) CreateMergeRequestPipeline(ctx context.Context, projectID, iid 
 		return fail(err)
 	}
 	actionsSuites := map[int64]bool{}
+	rerun := 0
 	for _, run := range runs.WorkflowRuns {
 		actionsSuites[run.GetCheckSuiteID()] = true
 		if run.GetStatus() != "completed" || !rerunConclusions[run.GetConclusion()] {
@@ -213,6 +216,7 @@ func (c *Client) CreateMergeRequestPipeline(ctx context.Context, projectID, iid 
 		if err != nil {
 			return fail(err)
 		}
+		rerun++
 	}
 	suites, err := call(ctx, c, epCheckSuitesList, func(ctx context.Context) (*gh.ListCheckSuiteResults, *gh.Response, error) {
 		return c.robot.Checks.ListCheckSuitesForRef(ctx, r.owner, r.name, sha, &gh.ListCheckSuiteOptions{ListOptions: gh.ListOptions{PerPage: pageSize}})
@@ -230,9 +234,17 @@ func (c *Client) CreateMergeRequestPipeline(ctx context.Context, projectID, iid 
 		})
 		// GitHub lets only the suite's own App re-request it: a refusal
 		// leaves that suite as it is.
-		if err != nil && !errors.Is(err, platform.ErrForbidden) && !errors.Is(err, platform.ErrNotFound) {
+		switch {
+		case err == nil:
+			rerun++
+		case !errors.Is(err, platform.ErrForbidden) && !errors.Is(err, platform.ErrNotFound):
 			return fail(err)
 		}
+	}
+	if rerun == 0 && head != nil {
+		// Nothing failed that GitHub can run again: the head's pipeline
+		// stays the one to wait for.
+		return *head, nil
 	}
 	p := platform.Pipeline{SHA: sha, Ref: pr.GetHead().GetRef(), Status: pipelinePending, WebURL: pr.GetHTMLURL() + "/checks", Source: "github_checks"}
 	if head != nil {

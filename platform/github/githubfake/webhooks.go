@@ -1,0 +1,328 @@
+package githubfake
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha1" // #nosec G505 -- the legacy X-Hub-Signature GitHub still sends
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Delivery is one webhook the server sent or dropped.
+type Delivery struct {
+	// GUID is X-GitHub-Delivery; a redelivery keeps it.
+	GUID  string
+	Event string
+	// Action is the payload's action ("" for push and status).
+	Action string
+	Body   []byte
+	// Status is the receiver's answer, 0 when dropped or unanswered.
+	Status  int
+	Dropped bool
+}
+
+type hookQueue struct {
+	cond    *sync.Cond
+	queue   []*Delivery
+	sent    []*Delivery
+	sending int
+	wg      sync.WaitGroup
+}
+
+// SetDropWebhooks makes the server drop (record but not send) every
+// delivery for which drop returns true; nil sends all. It models lost
+// deliveries: GitHub does not redeliver by itself.
+func (s *Server) SetDropWebhooks(drop func(event string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropHook = drop
+}
+
+// Webhooks returns every delivery so far, in order.
+func (s *Server) Webhooks() []Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Delivery, 0, len(s.hooks.sent))
+	for _, d := range s.hooks.sent {
+		out = append(out, *d)
+	}
+	return out
+}
+
+// Redeliver sends the delivery guid again with the same X-GitHub-Delivery,
+// as GitHub's "Redeliver" does.
+func (s *Server) Redeliver(guid string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.hooks.sent {
+		if d.GUID == guid {
+			s.enqueue(&Delivery{GUID: d.GUID, Event: d.Event, Action: d.Action, Body: d.Body})
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) startHooks() {
+	if s.opts.WebhookURL == "" {
+		return
+	}
+	s.hooks.wg.Add(1)
+	go s.sendHooks()
+}
+
+// sendHooks delivers queued webhooks one at a time, in order.
+func (s *Server) sendHooks() {
+	defer s.hooks.wg.Done()
+	client := &http.Client{Timeout: 10 * time.Second}
+	for {
+		s.mu.Lock()
+		for len(s.hooks.queue) == 0 && !s.closed {
+			s.hooks.cond.Wait()
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		d := s.hooks.queue[0]
+		s.hooks.queue = s.hooks.queue[1:]
+		s.hooks.sending++
+		s.mu.Unlock()
+		status := s.post(client, d)
+		s.mu.Lock()
+		d.Status = status
+		s.hooks.sending--
+		s.idle.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// post sends one delivery with GitHub's headers (fixtures
+// webhook-*.headers.json) and returns the answer's status.
+func (s *Server) post(client *http.Client, d *Delivery) int {
+	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, s.opts.WebhookURL, bytes.NewReader(d.Body))
+	if err != nil {
+		return 0
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "GitHub-Hookshot/fake")
+	h.Set("X-GitHub-Event", d.Event)
+	h.Set("X-GitHub-Delivery", d.GUID)
+	h.Set("X-GitHub-Hook-ID", "1")
+	h.Set("X-GitHub-Hook-Installation-Target-ID", "1")
+	h.Set("X-GitHub-Hook-Installation-Target-Type", "repository")
+	if sec := s.opts.WebhookSecret; sec != "" {
+		m := hmac.New(sha256.New, []byte(sec))
+		m.Write(d.Body)
+		h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
+		m1 := hmac.New(sha1.New, []byte(sec))
+		m1.Write(d.Body)
+		h.Set("X-Hub-Signature", "sha1="+hex.EncodeToString(m1.Sum(nil)))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		s.log.Debug("webhook delivery failed", "event", d.Event, "err", err)
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (s *Server) enqueue(d *Delivery) {
+	s.hooks.sent = append(s.hooks.sent, d)
+	if s.dropHook != nil && s.dropHook(d.Event) {
+		d.Dropped = true
+		return
+	}
+	s.hooks.queue = append(s.hooks.queue, d)
+	s.hooks.cond.Broadcast()
+}
+
+// emit queues one event. Payloads are compact JSON, as GitHub sends them.
+func (s *Server) emit(event string, payload map[string]any) {
+	if s.opts.WebhookURL == "" {
+		return
+	}
+	s.ids.delivery++
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return
+	}
+	action, _ := payload["action"].(string)
+	guid := fmt.Sprintf("%08x-0000-4000-8000-%012x", s.ids.delivery, s.ids.delivery)
+	s.enqueue(&Delivery{GUID: guid, Event: event, Action: action, Body: body})
+}
+
+func (s *Server) envelope(r *repo, by *user, action string) map[string]any {
+	p := map[string]any{"repository": s.repoJSON(r), "sender": s.userJSON(by)}
+	if action != "" {
+		p["action"] = action
+	}
+	if by == nil {
+		p["sender"] = s.ownerJSON(r)
+	}
+	return p
+}
+
+// emitPull sends pull_request (fixtures webhook-pull_request-*.json); extra
+// adds top-level fields (before and after of synchronize).
+func (s *Server) emitPull(r *repo, pr *pull, action string, by *user, extra map[string]any) {
+	p := s.envelope(r, by, action)
+	p["number"] = pr.number
+	known := pr.mergeableKnown
+	pr.mergeableKnown = false // a webhook carries mergeable null, as GitHub's do after a change
+	p["pull_request"] = s.pullJSON(r, pr, true)
+	pr.mergeableKnown = known && action != "synchronize" && action != "opened" && action != "reopened"
+	for k, v := range extra {
+		p[k] = v
+	}
+	s.emit("pull_request", p)
+}
+
+// emitReview sends pull_request_review (fixture
+// webhook-pull_request_review-submitted-approved.json): review.state is
+// lower case in webhooks.
+func (s *Server) emitReview(r *repo, pr *pull, rv *review, action string) {
+	p := s.envelope(r, rv.user, action)
+	review := s.reviewJSON(r, pr, rv)
+	review["state"] = map[string]string{"APPROVED": "approved", "CHANGES_REQUESTED": "changes_requested", "COMMENTED": "commented", "DISMISSED": "dismissed"}[rv.state]
+	p["review"] = review
+	p["pull_request"] = s.pullJSON(r, pr, false)
+	s.emit("pull_request_review", p)
+}
+
+// emitComment sends issue_comment on a pull request (fixture
+// webhook-issue_comment-created-pr.json): the issue carries
+// pull_request links.
+func (s *Server) emitComment(r *repo, pr *pull, c *comment, action string, changes map[string]any) {
+	p := s.envelope(r, c.user, action)
+	html := s.repoHTML(r) + "/pull/" + strconv.FormatInt(pr.number, 10)
+	issueAPI := s.repoAPI(r) + "/issues/" + strconv.FormatInt(pr.number, 10)
+	p["issue"] = map[string]any{
+		"url": issueAPI, "repository_url": s.repoAPI(r), "labels_url": issueAPI + "/labels{/name}",
+		"comments_url": issueAPI + "/comments", "events_url": issueAPI + "/events", "html_url": html,
+		"id": pr.id, "node_id": nodeID("I_", pr.id), "number": pr.number, "title": pr.title, "user": s.userJSON(pr.author),
+		"labels": []any{}, "state": pr.state, "locked": false, "assignee": nil, "assignees": []any{}, "milestone": nil,
+		"comments": len(r.sortedComments(pr.number)), "created_at": ts(pr.created), "updated_at": ts(pr.updated),
+		"closed_at": ts(pr.closedAt), "author_association": "MEMBER", "active_lock_reason": nil, "body": pr.body,
+		"pull_request": map[string]any{"url": s.repoAPI(r) + "/pulls/" + strconv.FormatInt(pr.number, 10), "html_url": html,
+			"diff_url": html + ".diff", "patch_url": html + ".patch", "merged_at": ts(pr.mergedAt)},
+	}
+	p["comment"] = s.commentJSON(r, c)
+	if changes != nil {
+		p["changes"] = changes
+	}
+	s.emit("issue_comment", p)
+}
+
+// emitCheckRun sends check_run (fixture webhook-check_run-completed.json).
+func (s *Server) emitCheckRun(r *repo, c *checkRun) {
+	action := "created"
+	if c.status == "completed" {
+		action = "completed"
+	}
+	p := s.envelope(r, nil, action)
+	cr := s.checkRunJSON(r, c)
+	suite := map[string]any{"id": c.suite, "head_sha": c.sha, "head_branch": s.branchOf(r, c.sha)}
+	cr["check_suite"] = suite
+	p["check_run"] = cr
+	s.emit("check_run", p)
+}
+
+// branchOf names a branch whose tip is sha, or whose run it was.
+func (s *Server) branchOf(r *repo, sha string) any {
+	for _, run := range r.runs {
+		if run.sha == sha {
+			return run.branch
+		}
+	}
+	for b, tip := range r.refs {
+		if tip == sha {
+			return b
+		}
+	}
+	return nil
+}
+
+// emitCheckSuite sends check_suite completed for a workflow run (fixture
+// webhook-check_suite-completed.json).
+func (s *Server) emitCheckSuite(r *repo, run *workflowRun) {
+	p := s.envelope(r, nil, "completed")
+	p["check_suite"] = map[string]any{
+		"id": run.suite, "node_id": nodeID("CS_", run.suite), "head_branch": run.branch, "head_sha": run.sha,
+		"status": "completed", "conclusion": run.conclusion, "url": s.repoAPI(r) + "/check-suites/" + strconv.FormatInt(run.suite, 10),
+		"before": nil, "after": run.sha, "pull_requests": s.pullRefsJSON(r, run.sha), "app": s.appJSON("github-actions"),
+		"created_at": ts(run.created), "updated_at": ts(run.updated), "rerequestable": true, "runs_rerequestable": true,
+		"latest_check_runs_count": len(run.jobs), "check_runs_url": s.repoAPI(r) + "/check-suites/" + strconv.FormatInt(run.suite, 10) + "/check-runs",
+		"head_commit": s.workflowRunJSON(r, run)["head_commit"],
+	}
+	s.emit("check_suite", p)
+}
+
+// emitWorkflowRun sends workflow_run (fixture
+// webhook-workflow_run-completed.json).
+func (s *Server) emitWorkflowRun(r *repo, run *workflowRun, action string) {
+	p := s.envelope(r, nil, action)
+	p["workflow_run"] = s.workflowRunJSON(r, run)
+	p["workflow"] = map[string]any{"id": 1, "node_id": "W_1", "name": "CI", "path": ".github/workflows/ci.yml", "state": "active",
+		"url": s.repoAPI(r) + "/actions/workflows/1", "html_url": s.repoHTML(r) + "/actions/workflows/ci.yml", "badge_url": s.repoHTML(r) + "/workflows/CI/badge.svg",
+		"created_at": ts(r.created), "updated_at": ts(r.created)}
+	s.emit("workflow_run", p)
+}
+
+// emitStatus sends status (fixtures webhook-status-*.json): no action.
+func (s *Server) emitStatus(r *repo, st *status) {
+	p := s.envelope(r, nil, "")
+	for k, v := range s.statusJSON(r, st) {
+		p[k] = v
+	}
+	p["sha"] = st.sha
+	p["name"] = r.FullName
+	var branches []any
+	for b, tip := range r.refs {
+		if tip == st.sha {
+			branches = append(branches, map[string]any{"name": b, "commit": map[string]any{"sha": tip, "url": s.repoAPI(r) + "/commits/" + tip}, "protected": b == r.DefaultBranch})
+		}
+	}
+	p["branches"] = append([]any{}, branches...)
+	if c := s.objects.commits[st.sha]; c != nil {
+		p["commit"] = s.commitJSON(r, c)
+	}
+	s.emit("status", p)
+}
+
+// emitPush sends push (fixture webhook-push-default-branch.json).
+func (s *Server) emitPush(r *repo, branch, before, after string, by *user) {
+	if before == "" {
+		before = "0000000000000000000000000000000000000000"
+	}
+	p := s.envelope(r, by, "")
+	p["ref"] = "refs/heads/" + branch
+	p["before"], p["after"] = before, after
+	p["created"], p["deleted"], p["forced"] = before == "0000000000000000000000000000000000000000", false, false
+	p["base_ref"] = nil
+	p["compare"] = s.repoHTML(r) + "/compare/" + before[:12] + "..." + after[:12]
+	login := ""
+	if by != nil {
+		login = by.Login
+	}
+	p["pusher"] = map[string]any{"name": login, "email": login + "@users.noreply.fake"}
+	if c := s.objects.commits[after]; c != nil {
+		hc := map[string]any{"id": c.sha, "tree_id": c.tree, "distinct": true, "message": c.message, "timestamp": ts(c.date),
+			"url": s.repoHTML(r) + "/commit/" + c.sha, "author": map[string]any{"name": c.author, "email": c.author + "@users.noreply.fake", "username": c.author},
+			"committer": map[string]any{"name": c.author, "email": c.author + "@users.noreply.fake", "username": c.author},
+			"added":     []any{}, "removed": []any{}, "modified": []any{}}
+		p["head_commit"] = hc
+		p["commits"] = []any{hc}
+	}
+	s.emit("push", p)
+}
