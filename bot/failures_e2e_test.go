@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,6 +193,22 @@ func (f *failEnv) hasStep(t *testing.T, opID string, step flows.StepCode) bool {
 		}
 	}
 	return false
+}
+
+// waitStep waits until the change's history shows a transition into step
+// (patience × timeout) and stops the test, naming the step the change is in,
+// when it does not.
+func (f *failEnv) waitStep(t *testing.T, opID string, step flows.StepCode, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(patience * timeout)
+	for time.Now().Before(deadline) {
+		if f.hasStep(t, opID, step) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	v, _ := getChangeView(context.Background(), f.demoEnv, opID)
+	t.Fatalf("change never passed %s: at %s (%s)", step, v.Step.Name, v.Detail)
 }
 
 // approvesPerReviewerAndSHA counts approve calls by (reviewer, sha).
@@ -485,21 +500,18 @@ func rebaseScenarios() []scenario {
 			}
 		}},
 		{"rebase/rounds_bounded", func(t *testing.T, f *failEnv) {
-			if os.Getenv("CHANGEBOT_RUN_FLAKY") == "" {
-				// Failed 2 of 7 full runs on 2026-12-01 (the change merged after
-				// the target moved instead of failing as rounds ran out); the
-				// cause is not found yet. Run it with CHANGEBOT_RUN_FLAKY=1.
-				t.Skip("known flaky: rounds may not be exhausted when the target moves once after the rebase (CHANGEBOT_RUN_FLAKY=1 runs it)")
-			}
 			p, op, _ := start(t, f, "rounds", gitlabfake.RebaseBehavior{Duration: 200 * time.Millisecond})
 			// The rebased head's pipeline runs 5 s, so the target moves while
 			// the change waits for it even on a loaded machine (with 1 s, one
 			// CI run under load merged before the test pushed).
 			f.GitLab.SetPipelineScript(p.ID, gitlabfake.PipelineScript{Duration: 5 * time.Second})
-			deadline := time.Now().Add(30 * time.Second)
-			for !f.hasStep(t, op, flows.HandleAwaitPipeline) && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
+			// The target must move again only after the first rebase. This
+			// wait once ran out silently after 30 s (no patience factor) on
+			// loaded race-detector runs and pushed before the first rebase,
+			// so that one rebase took in both pushes and the change merged:
+			// it now waits as long as every other wait and stops the test
+			// when the step is not reached.
+			f.waitStep(t, op, flows.HandleAwaitPipeline, 30*time.Second)
 			f.GitLab.PushToTarget(p.ID, "main") // the target moves again
 			v := f.wait(t, op, "HANDLE_FAILED", 30*time.Second)
 			if !strings.Contains(v.Detail, "kept moving") {
