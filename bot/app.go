@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"changebot/commands"
 	"changebot/flows"
 	"changebot/platform/approval"
-	"changebot/platform/gitlab"
 	"changebot/retention"
 	"changebot/routing"
 	"changebot/settings"
@@ -53,13 +51,15 @@ type AppOpts struct {
 
 // App is one running replica: HTTP intake plus job workers.
 type App struct {
-	cfg      Config
-	log      *slog.Logger
-	db       *database
-	store    store.Store
-	engine   *flows.Engine
-	jobs     jobClient
-	gitlab   *gitlab.Client
+	cfg    Config
+	log    *slog.Logger
+	db     *database
+	store  store.Store
+	engine *flows.Engine
+	jobs   jobClient
+	// gitlab is the platform's adapter (Config.Platform): GitLab's or
+	// GitHub's.
+	gitlab   platformClient
 	registry *prometheus.Registry
 	router   http.Handler
 	schema   string
@@ -125,17 +125,9 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	poll := pollFromSettings(a.settings, "")
 	rescueAfter := a.settings.Get(settings.JobsRescueAfter, "").Duration() // read at start only
 	gm := newGitLabMetrics(a.registry)
-	a.gitlab, err = gitlab.New(gitlab.Config{BaseURL: a.cfg.GitLabURL, Token: a.cfg.GitLabToken,
-		ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: gm.observe,
-		// A 429's wait, shared by every replica (issue 10 point 4).
-		AccountWaits: a.store,
-		// approval.adapter, read at every approve: "project:<id>" (the
-		// adapter knows the numeric id only), then global.
-		AdapterFunc: func(projectID int64) string {
-			return a.settingText(settings.ApprovalAdapter, strconv.FormatInt(projectID, 10))
-		}})
+	a.gitlab, err = a.newPlatformClient(gm.observe)
 	if err != nil {
-		return fmt.Errorf("configuring the GitLab client: %w", err)
+		return err
 	}
 	renderer, err := templates.NewRenderer(nil)
 	if err != nil {
@@ -143,12 +135,12 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	}
 	fm := flows.NewMetrics(a.registry)
 	a.engine, err = flows.NewEngine(flows.EngineConfig{
-		Store: a.store, GitLab: a.gitlab, Renderer: renderer, Metrics: fm, Logger: a.log,
+		Store: a.store, GitLab: a.gitlab, Platform: a.cfg.Platform, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approval.New(a.cfg.ApprovalURL, nil),
 		ExternalURL: a.cfg.ExternalURL, Poll: poll,
 		JobTimeout:         jobTimeout(rescueAfter),
 		CommandsFunc:       routing.StatusCommands,
-		ApprovalPolicyFunc: approvalPolicyFunc(a.settingText),
+		ApprovalPolicyFunc: approvalPolicyFunc(a.settingText, a.cfg.Platform),
 		PollFunc:           func(project string) flows.PollConfig { return pollFromSettings(a.settings, project) },
 		StepHookFunc:       opts.StepHookFunc,
 	})
@@ -156,11 +148,11 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		return err
 	}
 	executor := commands.NewExecutor(commands.ExecutorConfig{
-		Flow: routing.NewCommandFlow(a.engine, a.store), Notes: routing.NewNoteStore(a.store), Access: a.gitlab,
+		Flow: routing.NewCommandFlow(a.engine, a.store), Notes: routing.NewNoteStore(a.store).On(a.cfg.Platform), Access: a.gitlab,
 		Renderer: renderer, Operators: a.cfg.Operators, BotUsers: a.cfg.BotUsers, Logger: a.log,
 		RateLimitFunc: func() int { return a.settings.Get(settings.CommandsRateLimit, "").Int() },
 	})
-	router, err := routing.NewRouter(routing.RouterConfig{Store: a.store, Decode: gitlab.DecodeHook,
+	router, err := routing.NewRouter(routing.RouterConfig{Store: a.store, Decode: hookDecoder(a.cfg.Platform),
 		Flow: a.engine, Notes: executor, Panics: fm.PanicCounter(), Logger: a.log})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"changebot/flows"
+	"changebot/platform"
 )
 
 // approvalPolicyFunc returns the approval mode of a project from the
@@ -12,8 +13,11 @@ import (
 // (comma-separated GitLab usernames), approval.approver_groups
 // (comma-separated groups), approval.min_access (GitLab access
 // level, 0 = none) and approval.required (count, default 1). lookup reads a
-// setting for a project.
-func approvalPolicyFunc(lookup func(key, project string) string) func(project string) flows.ApprovalPolicy {
+// setting for a project. On GitHub (platformName PlatformGitHub), approval
+// mode on the platform with no approver, group or access level named lets
+// every collaborator with write permission approve (min access 30, what
+// platform/github maps "write" to; issue 15 point 5).
+func approvalPolicyFunc(lookup func(key, project string) string, platformName string) func(project string) flows.ApprovalPolicy {
 	return func(project string) flows.ApprovalPolicy {
 		p := flows.ApprovalPolicy{Provider: flows.ProviderExternal, Required: 1}
 		if v := lookup("approval.provider", project); v != "" {
@@ -34,6 +38,9 @@ func approvalPolicyFunc(lookup func(key, project string) string) func(project st
 		}
 		if n, err := strconv.Atoi(lookup("approval.required", project)); err == nil && n > 0 {
 			p.Required = n
+		}
+		if platformName == PlatformGitHub && p.MinAccess == 0 && len(p.Approvers) == 0 && len(p.ApproverGroups) == 0 {
+			p.MinAccess = platform.AccessDeveloper
 		}
 		return p
 	}

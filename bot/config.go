@@ -25,6 +25,13 @@ const (
 	RoleViewer    = "viewer"
 )
 
+// Platform names (CHANGEBOT_PLATFORM), equal to store.PlatformGitLab and
+// store.PlatformGitHub.
+const (
+	PlatformGitLab = "gitlab"
+	PlatformGitHub = "github"
+)
+
 // redacted replaces every secret value in String, GoString and LogValue.
 const redacted = "[REDACTED]"
 
@@ -45,17 +52,37 @@ type Config struct {
 	// DataDir is the directory of the default SQLite file changebot.db,
 	// used when DATABASE_URL is empty; empty means the working directory.
 	DataDir string
+	// Platform is where the repositories live: PlatformGitLab (the
+	// default) or PlatformGitHub. One installation serves one platform
+	// (flows.EngineConfig.Platform); its webhook endpoint is
+	// /webhooks/gitlab or /webhooks/github.
+	Platform string
 	// GitLabURL is GitLab's base URL without "/api/v4" and without a
 	// trailing slash (LoadConfig strips both); see GitLabAPIURL.
 	GitLabURL string
 	// GitLabToken is the token of the robot account that authors branches,
 	// commits, merge requests and the status comment. Secret.
 	GitLabToken string
+	// GitHubURL is GitHub's REST API root: "" means https://api.github.com/,
+	// GitHub Enterprise Server "https://ghe.example.com/api/v3".
+	GitHubURL string
+	// GitHubToken is the robot account's token on GitHub (a personal
+	// access token, classic or fine-grained); exclusive with the App
+	// fields. Secret.
+	GitHubToken string
+	// GitHubAppID, GitHubAppPrivateKey and GitHubInstallationID
+	// authenticate as a GitHub App installation instead of GitHubToken
+	// (installation tokens renewed before their one-hour expiry). The key
+	// is the PEM GitHub downloads; secret, usually given as a _FILE.
+	GitHubAppID          int64
+	GitHubAppPrivateKey  string
+	GitHubInstallationID int64
 	// ReviewerTokens are the tokens of the reviewer robots, each of which
 	// approves separately (DESIGN §5). Secret.
 	ReviewerTokens []string
-	// WebhookSecrets are the accepted X-Gitlab-Token values; several allow
-	// rotation. At least one is required. Secret.
+	// WebhookSecrets are the accepted X-Gitlab-Token values, or on GitHub
+	// the webhook secrets X-Hub-Signature-256 is checked with; several
+	// allow rotation. At least one is required. Secret.
 	WebhookSecrets []string
 	// CallbackSecret is the HMAC-SHA256 key of X-Changebot-Signature on
 	// approval and deploy callbacks. Secret.
@@ -187,17 +214,35 @@ var configFields = []configField{
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_DATA_DIR", YAML: "data_dir",
 		Description: "Directory of the SQLite file changebot.db used when DATABASE_URL is empty (created if missing). Empty: the working directory."},
 		set: func(c *Config, v string) error { c.DataDir = v; return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_PLATFORM", YAML: "platform", Default: PlatformGitLab,
+		Description: "Where the repositories live: gitlab or github. One installation serves one platform; its webhook endpoint is /webhooks/gitlab or /webhooks/github."},
+		set: func(c *Config, v string) error { c.Platform = strings.ToLower(v); return nil }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITLAB_URL", YAML: "gitlab_url",
-		Description: "GitLab base URL, http or https, with or without /api/v4. Required."},
+		Description: "GitLab base URL, http or https, with or without /api/v4. Required on GitLab."},
 		set: func(c *Config, v string) error { c.GitLabURL = trimGitLabURL(v); return nil }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITLAB_TOKEN", YAML: "gitlab_token", Secret: true,
-		Description: "Token of the robot account that authors branches, commits, merge requests and the status comment. Required."},
+		Description: "Token of the robot account that authors branches, commits, merge requests and the status comment. Required on GitLab."},
 		set: func(c *Config, v string) error { c.GitLabToken = v; return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_URL", YAML: "github_url",
+		Description: "GitHub REST API root on GitHub: empty for github.com, https://ghe.example.com/api/v3 for GitHub Enterprise Server."},
+		set: func(c *Config, v string) error { c.GitHubURL = strings.TrimRight(v, "/"); return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_TOKEN", YAML: "github_token", Secret: true,
+		Description: "On GitHub: token of the robot account that authors branches, commits, pull requests and the status comment. Either this or the three GitHub App settings."},
+		set: func(c *Config, v string) error { c.GitHubToken = v; return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_APP_ID", YAML: "github_app_id",
+		Description: "On GitHub, instead of a token: the GitHub App's numeric id."},
+		set: func(c *Config, v string) error { return setPositiveID(&c.GitHubAppID, v) }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_APP_PRIVATE_KEY", YAML: "github_app_private_key", Secret: true,
+		Description: "The GitHub App's private key (PEM as GitHub downloads it), usually given as CHANGEBOT_GITHUB_APP_PRIVATE_KEY_FILE."},
+		set: func(c *Config, v string) error { c.GitHubAppPrivateKey = v; return nil }},
+	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_INSTALLATION_ID", YAML: "github_installation_id",
+		Description: "The GitHub App's installation id on the account that owns the repositories."},
+		set: func(c *Config, v string) error { return setPositiveID(&c.GitHubInstallationID, v) }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_REVIEWER_TOKENS", YAML: "reviewer_tokens", Secret: true,
-		Description: "Tokens of the reviewer robots, comma-separated (in a _FILE also one per line). Each approves separately; none may be the robot's own token."},
+		Description: "Tokens of the reviewer robots on the platform, comma-separated (in a _FILE also one per line). Each approves separately; none may be the robot's own token (on GitHub an App cannot approve the pull requests it opened either)."},
 		setList: func(c *Config, v []string) { c.ReviewerTokens = v }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_WEBHOOK_SECRETS", YAML: "webhook_secrets", Secret: true,
-		Description: "Accepted X-Gitlab-Token values, comma-separated (several allow rotation). At least one is required: the bot refuses to start without one."},
+		Description: "Accepted X-Gitlab-Token values, or on GitHub the webhook secrets X-Hub-Signature-256 is checked with; comma-separated (several allow rotation). At least one is required: the bot refuses to start without one."},
 		setList: func(c *Config, v []string) { c.WebhookSecrets = v }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_CALLBACK_SECRET", YAML: "callback_secret", Secret: true,
 		Description: "HMAC-SHA256 key of X-Changebot-Signature on approval and deploy callbacks. Required."},
@@ -717,27 +762,73 @@ func (c Config) validateEndpoints(ps *problems) {
 	case c.DatabaseURL != "" && !validDatabaseURL(c.DatabaseURL):
 		ps.addf("%s: is not a postgres:// URL or a key=value connection string or a sqlite:// file (percent-encode special characters in the password)", configLabel("DATABASE_URL"))
 	}
-	validateHTTPURL(ps, "CHANGEBOT_GITLAB_URL", c.GitLabURL, true)
+	validateHTTPURL(ps, "CHANGEBOT_GITLAB_URL", c.GitLabURL, c.onGitLab())
+	validateHTTPURL(ps, "CHANGEBOT_GITHUB_URL", c.GitHubURL, false)
 	validateHTTPURL(ps, "CHANGEBOT_APPROVAL_URL", c.ApprovalURL, c.Settings["approval.provider"] != "gitlab")
 	validateHTTPURL(ps, "CHANGEBOT_EXTERNAL_URL", c.ExternalURL, true)
 }
 
 // validateSecrets checks the tokens and secrets without ever quoting one.
 func (c Config) validateSecrets(ps *problems) {
-	if c.GitLabToken == "" {
+	switch {
+	case c.Platform != PlatformGitLab && c.Platform != PlatformGitHub:
+		ps.addf("%s: %q is not gitlab or github", configLabel("CHANGEBOT_PLATFORM"), c.Platform)
+	case c.onGitLab() && c.GitLabToken == "":
 		ps.addf("%s: is required", configLabel("CHANGEBOT_GITLAB_TOKEN"))
+	case !c.onGitLab():
+		c.validateGitHubAuth(ps)
 	}
 	if c.CallbackSecret == "" {
 		ps.addf("%s: is required", configLabel("CHANGEBOT_CALLBACK_SECRET"))
 	}
 	validateSecretList(ps, "CHANGEBOT_REVIEWER_TOKENS", c.ReviewerTokens, false)
 	for i, t := range c.ReviewerTokens {
-		if t != "" && t == c.GitLabToken {
+		if t != "" && t == c.GitLabToken && c.onGitLab() {
 			ps.addf("%s: entry %d is the robot's own CHANGEBOT_GITLAB_TOKEN (GitLab does not let an author approve)", configLabel("CHANGEBOT_REVIEWER_TOKENS"), i+1)
 		}
 	}
 	validateSecretList(ps, "CHANGEBOT_WEBHOOK_SECRETS", c.WebhookSecrets, true)
 	validateAPITokens(ps, c.APITokens)
+}
+
+// onGitLab reports whether the installation serves GitLab (Platform).
+func (c Config) onGitLab() bool { return c.Platform != PlatformGitHub }
+
+// validateGitHubAuth checks that exactly one of the robot's token and the
+// GitHub App's three settings is given, without quoting a secret.
+func (c Config) validateGitHubAuth(ps *problems) {
+	app := c.GitHubAppID != 0 || c.GitHubAppPrivateKey != "" || c.GitHubInstallationID != 0
+	switch {
+	case c.GitHubToken != "" && app:
+		ps.addf("%s: give either the token or the GitHub App settings, not both", configLabel("CHANGEBOT_GITHUB_TOKEN"))
+	case c.GitHubToken == "" && !app:
+		ps.addf("%s: is required on GitHub, or CHANGEBOT_GITHUB_APP_ID, CHANGEBOT_GITHUB_APP_PRIVATE_KEY and CHANGEBOT_GITHUB_INSTALLATION_ID", configLabel("CHANGEBOT_GITHUB_TOKEN"))
+	case app:
+		for _, m := range []struct {
+			env     string
+			missing bool
+		}{{"CHANGEBOT_GITHUB_APP_ID", c.GitHubAppID == 0}, {"CHANGEBOT_GITHUB_APP_PRIVATE_KEY", c.GitHubAppPrivateKey == ""},
+			{"CHANGEBOT_GITHUB_INSTALLATION_ID", c.GitHubInstallationID == 0}} {
+			if m.missing {
+				ps.addf("%s: is required with the other GitHub App settings", configLabel(m.env))
+			}
+		}
+	}
+	for i, t := range c.ReviewerTokens {
+		if t != "" && t == c.GitHubToken {
+			ps.addf("%s: entry %d is the robot's own CHANGEBOT_GITHUB_TOKEN (GitHub does not let an author approve)", configLabel("CHANGEBOT_REVIEWER_TOKENS"), i+1)
+		}
+	}
+}
+
+// setPositiveID parses a GitHub numeric id into dst.
+func setPositiveID(dst *int64, v string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%q is not a positive number", v)
+	}
+	*dst = n
+	return nil
 }
 
 // validateAPITokens checks roles, empty entries and duplicate tokens.
@@ -917,8 +1008,14 @@ func (c Config) LogValue() slog.Value {
 		slog.String("listen", c.Listen),
 		slog.String("database_url", c.RedactedDatabaseURL()),
 		slog.String("data_dir", c.DataDir),
+		slog.String("platform", c.Platform),
 		slog.String("gitlab_url", redactURL(c.GitLabURL)),
 		slog.String("gitlab_token", redactSecret(c.GitLabToken)),
+		slog.String("github_url", redactURL(c.GitHubURL)),
+		slog.String("github_token", redactSecret(c.GitHubToken)),
+		slog.Int64("github_app_id", c.GitHubAppID),
+		slog.String("github_app_private_key", redactSecret(c.GitHubAppPrivateKey)),
+		slog.Int64("github_installation_id", c.GitHubInstallationID),
 		slog.Any("reviewer_tokens", redactSecrets(c.ReviewerTokens)),
 		slog.Any("webhook_secrets", redactSecrets(c.WebhookSecrets)),
 		slog.String("callback_secret", redactSecret(c.CallbackSecret)),

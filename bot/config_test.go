@@ -116,7 +116,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if c.Operators != nil || c.BotUsers != nil || c.Settings != nil {
 		t.Errorf("unset lists should stay nil: %v", c)
 	}
-	if !reflect.DeepEqual(DefaultConfig(), Config{Listen: ":8080", LogLevel: "info", LogFormat: "json",
+	if !reflect.DeepEqual(DefaultConfig(), Config{Listen: ":8080", Platform: PlatformGitLab, LogLevel: "info", LogFormat: "json",
 		Workers: 20, MaxBodyBytes: 5 << 20, ShutdownGrace: 20 * time.Second, ShutdownDelay: 10 * time.Second}) {
 		t.Errorf("DefaultConfig() = %v", DefaultConfig())
 	}
@@ -138,6 +138,7 @@ func TestLoadConfigSources(t *testing.T) {
 			check: func(t *testing.T, c Config) {
 				want := Config{
 					Listen:         "127.0.0.1:9090",
+					Platform:       PlatformGitLab,
 					DatabaseURL:    "postgres://changebot:yaml-db-password@db.example:5432/changebot?sslmode=disable",
 					GitLabURL:      "https://gitlab.example",
 					GitLabToken:    "yaml-gitlab-token",

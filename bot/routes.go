@@ -30,8 +30,14 @@ import (
 
 func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	wm := webhooks.NewMetrics(a.registry)
-	hook, err := webhooks.NewGitLabHandler(webhooks.GitLabConfig{Secrets: a.cfg.WebhookSecrets,
-		MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Decode: gitlab.DecodeHook, Logger: a.log, Metrics: wm})
+	var hook http.Handler
+	var err error
+	if a.cfg.Platform == PlatformGitHub {
+		hook, err = a.githubHook(wm)
+	} else {
+		hook, err = webhooks.NewGitLabHandler(webhooks.GitLabConfig{Secrets: a.cfg.WebhookSecrets,
+			MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Decode: gitlab.DecodeHook, Logger: a.log, Metrics: wm})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +52,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 		return nil, err
 	}
 	r := mux.NewRouter()
-	r.Handle("/webhooks/gitlab", hook).Methods(http.MethodPost)
+	r.Handle(webhookPathOf(a.cfg.Platform), hook).Methods(http.MethodPost)
 	r.Handle("/callbacks/approval", textInput(cbCfg.MaxBodyBytes, true, approvalCB)).Methods(http.MethodPost)
 	r.Handle("/callbacks/deploy", textInput(cbCfg.MaxBodyBytes, true, deployCB)).Methods(http.MethodPost)
 	api := r.PathPrefix("/api/v1").Subrouter()

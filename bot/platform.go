@@ -1,0 +1,92 @@
+package bot
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"changebot/commands"
+	"changebot/flows"
+	"changebot/platform/github"
+	"changebot/platform/gitlab"
+	"changebot/routing"
+	"changebot/settings"
+	"changebot/webhooks"
+)
+
+// platformClient is the adapter of the installation's platform
+// (Config.Platform): what the flow engine and the commands ask it.
+// *gitlab.Client and *github.Client implement it.
+type platformClient interface {
+	flows.GitLab
+	commands.Access
+}
+
+var (
+	_ platformClient = (*gitlab.Client)(nil)
+	_ platformClient = (*github.Client)(nil)
+)
+
+// newPlatformClient builds the adapter Config.Platform names: GitLab with
+// the robot's token, or GitHub with the robot's token or as a GitHub App
+// installation; the reviewer tokens are the platform's. observe counts
+// every call (changebot_gitlab_calls_total, for either platform).
+func (a *App) newPlatformClient(observe func(endpoint string, status int, d time.Duration)) (platformClient, error) {
+	if a.cfg.Platform != PlatformGitHub {
+		c, err := gitlab.New(gitlab.Config{BaseURL: a.cfg.GitLabURL, Token: a.cfg.GitLabToken,
+			ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: observe,
+			// A 429's wait, shared by every replica (issue 10 point 4).
+			AccountWaits: a.store,
+			// approval.adapter, read at every approve: "project:<id>" (the
+			// adapter knows the numeric id only), then global.
+			AdapterFunc: func(projectID int64) string {
+				return a.settingText(settings.ApprovalAdapter, strconv.FormatInt(projectID, 10))
+			}})
+		if err != nil {
+			return nil, fmt.Errorf("configuring the GitLab client: %w", err)
+		}
+		return c, nil
+	}
+	c, err := github.New(githubConfig(a.cfg, a.log, observe))
+	if err != nil {
+		return nil, fmt.Errorf("configuring the GitHub client: %w", err)
+	}
+	return c, nil
+}
+
+// githubConfig is the GitHub adapter's configuration from cfg.
+func githubConfig(cfg Config, log *slog.Logger, observe func(endpoint string, status int, d time.Duration)) github.Config {
+	gc := github.Config{BaseURL: cfg.GitHubURL, Token: cfg.GitHubToken, ReviewerTokens: cfg.ReviewerTokens,
+		Logger: log, ObserveFunc: observe}
+	if cfg.GitHubToken == "" {
+		gc.App = &github.AppAuth{AppID: cfg.GitHubAppID, InstallationID: cfg.GitHubInstallationID,
+			PrivateKeyPEM: []byte(cfg.GitHubAppPrivateKey)}
+	}
+	return gc
+}
+
+// hookDecoder is the platform's webhook decoder, used by the intake and
+// by the delivery router alike.
+func hookDecoder(platformName string) routing.HookDecoder {
+	if platformName == PlatformGitHub {
+		return github.DecodeHook
+	}
+	return gitlab.DecodeHook
+}
+
+// webhookPathOf is where the installation receives its platform's
+// webhooks: /webhooks/gitlab or /webhooks/github.
+func webhookPathOf(platformName string) string {
+	if platformName == PlatformGitHub {
+		return "/webhooks/github"
+	}
+	return webhookPath
+}
+
+// githubHook builds the handler of POST /webhooks/github.
+func (a *App) githubHook(wm *webhooks.Metrics) (http.Handler, error) {
+	return webhooks.NewGitHubHandler(webhooks.GitHubConfig{Secrets: a.cfg.WebhookSecrets, Verify: github.VerifySignature,
+		Decode: github.DecodeHook, MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Logger: a.log, Metrics: wm})
+}
