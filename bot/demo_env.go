@@ -11,6 +11,7 @@ import (
 
 	"changebot/flows"
 	"changebot/platform/approval/approvalfake"
+	"changebot/platform/github/githubfake"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store/postgres"
 	"changebot/templates"
@@ -43,7 +44,11 @@ var demoPoll = flows.PollConfig{ShortInterval: 500 * time.Millisecond, ShortCoun
 // demoEnv is the bot with the in-memory GitLab and the stand-in approval
 // system around it: what `changebot demo` runs and the end-to-end tests use.
 type demoEnv struct {
+	// GitLab and Project are set on GitLab, GitHub and Repo on GitHub
+	// (newGitHubDemoEnvAt).
 	GitLab    *gitlabfake.Server
+	GitHub    *githubfake.Server
+	Repo      githubfake.Repo
 	Approvals *approvalfake.Server
 	Project   gitlabfake.Project
 	Config    Config
@@ -143,11 +148,19 @@ func newDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelin
 // Close stops the fakes.
 func (d *demoEnv) Close() {
 	d.Approvals.Close()
-	d.GitLab.Close()
+	if d.GitLab != nil {
+		d.GitLab.Close()
+	}
+	if d.GitHub != nil {
+		d.GitHub.Close()
+	}
 }
 
 // StatusComment returns the body of the bot's status note on the MR.
 func (d *demoEnv) StatusComment(iid int64) string {
+	if d.GitHub != nil {
+		return d.gitHubStatusComment(iid)
+	}
 	snap, ok := d.GitLab.MergeRequest(d.Project.ID, iid)
 	if !ok {
 		return ""

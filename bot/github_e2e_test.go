@@ -1,0 +1,107 @@
+package bot
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/store"
+	"changebot/store/postgres/pgtest"
+	"changebot/templates"
+)
+
+// newGitHubTestEnv is newTestEnv on githubfake (newGitHubDemoEnvAt).
+func newGitHubTestEnv(t *testing.T, autoApprove bool, pipeline time.Duration) *demoEnv {
+	t.Helper()
+	env, err := newGitHubDemoEnvAt(demoAddrs{}, pgtest.URL(), autoApprove, pipeline, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Close)
+	return env
+}
+
+// TestGitHubEndToEndReachesValidated is `changebot demo -platform github`
+// as a test (issue 15 acceptance, the happy path): real HTTP between the
+// bot, githubfake (signed webhooks to /webhooks/github) and the stand-in
+// approval system, on PostgreSQL and on a SQLite file. The change takes
+// the same path as on GitLab, GitHub ends with the pull request merged
+// with both reviewer accounts' approvals at the head, and the change
+// records github.
+func TestGitHubEndToEndReachesValidated(t *testing.T) {
+	t.Parallel()
+	for _, engine := range testEngines {
+		t.Run(engine, func(t *testing.T) { testGitHubEndToEndReachesValidated(t, engine) })
+	}
+}
+
+func testGitHubEndToEndReachesValidated(t *testing.T, engine string) {
+	env := newGitHubTestEnv(t, true, 200*time.Millisecond)
+	app, _ := startBotOn(t, engine, env, demoPoll, &AppOpts{})
+	ctx := context.Background()
+	opID, err := submitDemoChange(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	view, err := followChange(ctx, env, opID, 60*time.Second, func(v changeView) { steps = append(steps, v.Step.Name) })
+	if err != nil {
+		t.Fatalf("%v (steps seen: %v)", err, steps)
+	}
+	if view.MergeRequest == nil || view.MergeRequest.IID == 0 {
+		t.Fatalf("no pull request in %+v", view)
+	}
+	op, err := app.Store().GetOperation(ctx, app.Store().DB(), opID)
+	if err != nil || op.Platform != store.PlatformGitHub || op.ProjectID != env.Repo.ID {
+		t.Fatalf("operation platform %q project %d (%v), want github and repository %d", op.Platform, op.ProjectID, err, env.Repo.ID)
+	}
+	events, err := app.Store().ListEvents(ctx, app.Store().DB(), opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := store.VerifyChain(events); err != nil {
+		t.Fatalf("hash chain broken at %d: %v", seq, err)
+	}
+	wantPath := []string{"APPROVAL_SENDING", "APPROVAL_SENT", "CREATE_STARTED", "CREATE_MR_OPENED",
+		"CREATE_SUCCEEDED", "HANDLE_STARTED", "HANDLE_APPROVED", "HANDLE_MERGED"}
+	var got []string
+	for _, ev := range events {
+		if ev.Type == store.EventSubmitted || ev.Type == store.EventTransition {
+			got = append(got, flowsStepName(ev.ToStep))
+		}
+	}
+	// The deploy confirmation comes from the default branch's CI (a
+	// check run or workflow run at the merge commit): CALLED_BACK or the
+	// reconciler's step, whichever saw it first.
+	if len(got) != len(wantPath)+1 || strings.Join(got[:len(wantPath)], ",") != strings.Join(wantPath, ",") {
+		t.Fatalf("state path\n got %v\nwant %v then the deploy confirmation", got, wantPath)
+	}
+	pr, ok := env.GitHub.PullRequest(env.Repo.ID, view.MergeRequest.IID)
+	if !ok || !pr.Merged || len(pr.Approvals) != 2 {
+		t.Fatalf("pull request %+v: want merged with 2 approvals", pr)
+	}
+	if n := env.GitHub.CallCount("PUT", "/repos/*/*/pulls/*/merge"); n != 1 {
+		t.Errorf("merge calls = %d, want 1", n)
+	}
+	// One status comment, eventually showing VALIDATED.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var notes []string
+		for _, c := range env.GitHub.Comments(env.Repo.ID, pr.Number) {
+			if _, ok := templates.ParseMarker(c.Body); ok {
+				notes = append(notes, c.Body)
+			}
+		}
+		if len(notes) > 1 {
+			t.Fatalf("%d status comments, want 1", len(notes))
+		}
+		if len(notes) == 1 && strings.Contains(notes[0], "<sub>VALIDATED · step") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status comment never showed VALIDATED: %q", notes)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
