@@ -143,4 +143,60 @@ type Settings interface {
 type AccountWaits interface {
 	AccountBlockedUntil(ctx context.Context, account string) (time.Time, error)
 	BlockAccountUntil(ctx context.Context, account string, until time.Time) error
+	// TakeAccountBudget takes p.N calls from the account's call budget,
+	// shared by every replica (issue 12 point 4): one statement.
+	TakeAccountBudget(ctx context.Context, p BudgetTakeParams) (BudgetTake, error)
+	// ClampAccountBudget lowers the account's budget to remaining calls
+	// (GitLab's RateLimit-Remaining) when it holds more; one statement.
+	ClampAccountBudget(ctx context.Context, p BudgetClampParams) error
+}
+
+// BudgetRate is the shape of an account's call budget: a token bucket of
+// Capacity calls refilled at PerSecond calls per second.
+type BudgetRate struct {
+	// Capacity is the most calls the bucket holds (its burst); a new
+	// account's bucket starts full.
+	Capacity float64
+	// PerSecond is how many calls per second flow back into the bucket.
+	PerSecond float64
+}
+
+// BudgetTakeParams are the arguments of TakeAccountBudget.
+type BudgetTakeParams struct {
+	// Account is the GitLab adapter's key of one account.
+	Account string
+	// Now is the caller's clock: the bucket is refilled up to Now (never
+	// back: a replica whose clock lags refills nothing) and the account's
+	// wait (BlockAccountUntil) compared with it.
+	Now  time.Time
+	Rate BudgetRate
+	// Keep is how many calls the take must leave in the bucket: a take
+	// is granted only when Keep + N calls are there after the refill (the
+	// reserve that background work leaves to work a person waits on; 0
+	// for that work).
+	Keep float64
+	// N is how many calls to take (1 per request).
+	N float64
+}
+
+// BudgetTake is the answer of TakeAccountBudget.
+type BudgetTake struct {
+	// Granted reports whether the calls were taken: false when the account
+	// waits (BlockedUntil after Now) or the bucket holds fewer than Keep +
+	// N calls.
+	Granted bool
+	// Tokens is what the bucket holds after the take (a fraction while it
+	// refills).
+	Tokens float64
+	// BlockedUntil is the account's wait, the zero time or a past moment
+	// when there is none.
+	BlockedUntil time.Time
+}
+
+// BudgetClampParams are the arguments of ClampAccountBudget.
+type BudgetClampParams struct {
+	Account   string
+	Now       time.Time
+	Rate      BudgetRate
+	Remaining float64
 }

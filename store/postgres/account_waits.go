@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"changebot/store"
 	"changebot/store/postgres/internal/dbsqlc"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +36,39 @@ func (s *Store) BlockAccountUntil(ctx context.Context, account string, until tim
 		BlockedUntil: until.UTC(), UpdatedAt: s.Now()})
 	if err != nil {
 		return fmt.Errorf("recording the wait of gitlab account %s: %w", account, err)
+	}
+	return nil
+}
+
+// TakeAccountBudget implements store.AccountWaits with one UPDATE of the
+// account's row (created on the first take): its row lock queues
+// concurrent takes from every replica, so none overdraws.
+func (s *Store) TakeAccountBudget(ctx context.Context, p store.BudgetTakeParams) (store.BudgetTake, error) {
+	args := &dbsqlc.GitLabBudgetTakeParams{Account: p.Account, Capacity: p.Rate.Capacity,
+		NowUs: p.Now.UnixMicro(), PerUs: p.Rate.PerSecond / 1e6, Keep: p.Keep, TakeN: p.N, BlockedBefore: p.Now.UTC()}
+	row, err := queries.GitLabBudgetTake(ctx, s.pool, args)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if err = queries.GitLabBudgetEnsure(ctx, s.pool, &dbsqlc.GitLabBudgetEnsureParams{Account: p.Account, UpdatedAt: s.Now()}); err == nil {
+			row, err = queries.GitLabBudgetTake(ctx, s.pool, args)
+		}
+	}
+	if err != nil {
+		return store.BudgetTake{}, fmt.Errorf("taking from the call budget of gitlab account %s: %w", p.Account, err)
+	}
+	out := store.BudgetTake{Granted: row.Granted, BlockedUntil: row.BlockedUntil.UTC()}
+	if row.Tokens != nil {
+		out.Tokens = *row.Tokens
+	}
+	return out, nil
+}
+
+// ClampAccountBudget implements store.AccountWaits: one UPDATE; an
+// account without a row has taken nothing yet and is left alone.
+func (s *Store) ClampAccountBudget(ctx context.Context, p store.BudgetClampParams) error {
+	err := queries.GitLabBudgetClamp(ctx, s.pool, &dbsqlc.GitLabBudgetClampParams{Account: p.Account,
+		Capacity: p.Rate.Capacity, NowUs: p.Now.UnixMicro(), PerUs: p.Rate.PerSecond / 1e6, Remaining: p.Remaining})
+	if err != nil {
+		return fmt.Errorf("lowering the call budget of gitlab account %s: %w", p.Account, err)
 	}
 	return nil
 }

@@ -279,3 +279,61 @@ func (s *Store) BlockAccountUntil(ctx context.Context, account string, until tim
 	}
 	return nil
 }
+
+// budgetRefilled is the refilled bucket of a gitlab_account_waits row in
+// SQL, over the numbered parameters of budgetTake and budgetClamp: ?1
+// account, ?2 capacity, ?3 now (Unix µs), ?4 refill per µs.
+const budgetRefilled = `min(?2, COALESCE(tokens, ?2) + max(0, ?3 - COALESCE(refilled_us, ?3)) * ?4)`
+
+// budgetTake is GitLabBudgetTake of the PostgreSQL store, hand-written:
+// sqlc's SQLite grammar has no UPDATE ... FROM, and without it sqlc types
+// the repeated parameters wrongly. ?5 keep, ?6 n, ?7 now as stored text.
+// SQLite's one writer makes the statement atomic.
+const budgetTake = `UPDATE gitlab_account_waits SET
+    tokens = ` + budgetRefilled + ` - CASE WHEN blocked_until <= ?7 AND ` + budgetRefilled + ` >= ?5 + ?6 THEN ?6 ELSE 0 END,
+    granted = (blocked_until <= ?7 AND ` + budgetRefilled + ` >= ?5 + ?6),
+    refilled_us = max(COALESCE(refilled_us, ?3), ?3)
+WHERE account = ?1
+RETURNING tokens, blocked_until, granted`
+
+// budgetClamp is GitLabBudgetClamp of the PostgreSQL store (see
+// budgetTake); ?5 remaining.
+const budgetClamp = `UPDATE gitlab_account_waits SET
+    tokens = min(?5, ` + budgetRefilled + `),
+    refilled_us = max(COALESCE(refilled_us, ?3), ?3)
+WHERE account = ?1`
+
+// TakeAccountBudget implements store.AccountWaits with one UPDATE of the
+// account's row (created on the first take).
+func (s *Store) TakeAccountBudget(ctx context.Context, p store.BudgetTakeParams) (store.BudgetTake, error) {
+	take := func() (store.BudgetTake, error) {
+		var (
+			tokens  sql.NullFloat64
+			until   dbtime.Time
+			granted bool
+		)
+		err := s.db.QueryRowContext(ctx, budgetTake, p.Account, p.Rate.Capacity, p.Now.UnixMicro(), p.Rate.PerSecond/1e6,
+			p.Keep, p.N, dbtime.Of(p.Now)).Scan(&tokens, &until, &granted)
+		return store.BudgetTake{Granted: granted, Tokens: tokens.Float64, BlockedUntil: until.Time}, err
+	}
+	out, err := take()
+	if errors.Is(err, sql.ErrNoRows) {
+		if err = queries.GitLabBudgetEnsure(ctx, s.db, &dbsqlc.GitLabBudgetEnsureParams{Account: p.Account,
+			UpdatedAt: dbtime.Of(s.Now())}); err == nil {
+			out, err = take()
+		}
+	}
+	if err != nil {
+		return store.BudgetTake{}, fmt.Errorf("taking from the call budget of gitlab account %s: %w", p.Account, err)
+	}
+	return out, nil
+}
+
+// ClampAccountBudget implements store.AccountWaits: one UPDATE.
+func (s *Store) ClampAccountBudget(ctx context.Context, p store.BudgetClampParams) error {
+	_, err := s.db.ExecContext(ctx, budgetClamp, p.Account, p.Rate.Capacity, p.Now.UnixMicro(), p.Rate.PerSecond/1e6, p.Remaining)
+	if err != nil {
+		return fmt.Errorf("lowering the call budget of gitlab account %s: %w", p.Account, err)
+	}
+	return nil
+}

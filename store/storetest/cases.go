@@ -26,6 +26,8 @@ var cases = []struct {
 	{"StrangeTextNeverBlocksAWrite", testStrangeTextNeverBlocksAWrite},
 	{"GitLabApprovalsNeverCountTheRequester", testGitLabApprovalsNeverCountTheRequester},
 	{"AccountWaits", testAccountWaits},
+	{"AccountBudget", testAccountBudget},
+	{"AccountBudgetConcurrent", testAccountBudgetConcurrent},
 	{"StatusNoteClaims", testStatusNoteClaims},
 	{"StatusNoteClaimRenewal", testStatusNoteClaimRenewal},
 	{"SameNumbersOnTwoPlatforms", testSameNumbersOnTwoPlatforms},
@@ -295,6 +297,127 @@ func testAccountWaits(t *testing.T, open Open) {
 	}
 	if u := read(a, "reviewer"); !u.IsZero() {
 		t.Fatalf("another account is blocked too: %s", u)
+	}
+}
+
+// AccountBudget: a new account's bucket is full; takes beyond it are
+// refused until time refills it (by the caller's clock, never backwards);
+// a take that must keep a reserve is refused while a take without one is
+// granted; the account's wait refuses every take; GitLab's
+// RateLimit-Remaining lowers the bucket; accounts are independent.
+func testAccountBudget(t *testing.T, open Open) {
+	db := open(t)
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	s := db(Opts{NowFunc: func() time.Time { return now }})
+	ctx := context.Background()
+	rate := store.BudgetRate{Capacity: 5, PerSecond: 2}
+	take := func(account string, at time.Time, keep float64) store.BudgetTake {
+		t.Helper()
+		got, err := s.TakeAccountBudget(ctx, store.BudgetTakeParams{Account: account, Now: at, Rate: rate, Keep: keep, N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for i := range 5 {
+		if got := take("robot", now, 0); !got.Granted || got.Tokens != float64(4-i) {
+			t.Fatalf("take %d of a full bucket of 5: %+v", i+1, got)
+		}
+	}
+	if got := take("robot", now, 0); got.Granted {
+		t.Fatalf("a sixth take at the same moment was granted: %+v", got)
+	}
+	if got := take("robot", now.Add(-time.Minute), 0); got.Granted {
+		t.Fatalf("a clock behind the last take refilled the bucket: %+v", got)
+	}
+	// 2 calls per second: after 1.5 s three calls are back.
+	at := now.Add(1500 * time.Millisecond)
+	if got := take("robot", at, 2); !got.Granted || got.Tokens != 2 {
+		t.Fatalf("3 refilled, keep 2: want granted with 2 left, got %+v", got)
+	}
+	if got := take("robot", at, 2); got.Granted {
+		t.Fatalf("a take keeping 2 of 2 was granted: %+v", got)
+	}
+	if got := take("robot", at, 0); !got.Granted || got.Tokens != 1 {
+		t.Fatalf("a take without reserve: want granted with 1 left, got %+v", got)
+	}
+	// Refill stops at capacity.
+	at = at.Add(time.Hour)
+	if got := take("robot", at, 0); !got.Granted || got.Tokens != 4 {
+		t.Fatalf("after an hour: want a full bucket less one (4), got %+v", got)
+	}
+	// The account's wait (a 429) refuses every take until it ends.
+	if err := s.BlockAccountUntil(ctx, "robot", at.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got := take("robot", at.Add(time.Second), 0); got.Granted || !got.BlockedUntil.Equal(at.Add(time.Minute)) {
+		t.Fatalf("a take during the wait: %+v", got)
+	}
+	at = at.Add(time.Minute)
+	if got := take("robot", at, 0); !got.Granted {
+		t.Fatalf("a take when the wait ends: %+v", got)
+	}
+	// GitLab says 1 call is left: the bucket holds 1, not 5.
+	if err := s.ClampAccountBudget(ctx, store.BudgetClampParams{Account: "robot", Now: at, Rate: rate, Remaining: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := take("robot", at, 0); !got.Granted || got.Tokens != 0 {
+		t.Fatalf("after RateLimit-Remaining 1: %+v", got)
+	}
+	if got := take("robot", at, 0); got.Granted {
+		t.Fatalf("a take beyond RateLimit-Remaining was granted: %+v", got)
+	}
+	if got := take("reviewer", at, 0); !got.Granted || got.Tokens != 4 {
+		t.Fatalf("another account's bucket: %+v", got)
+	}
+	if err := s.ClampAccountBudget(ctx, store.BudgetClampParams{Account: "nobody", Now: at, Rate: rate, Remaining: 0}); err != nil {
+		t.Fatalf("clamping an account that never took: %v", err)
+	}
+}
+
+// AccountBudgetConcurrent: two replicas (stores on one database), eight
+// goroutines each, take from one bucket of 40 calls at one moment: exactly
+// 40 takes are granted, never more (no overdraw), and the bucket ends
+// empty.
+func testAccountBudgetConcurrent(t *testing.T, open Open) {
+	db := open(t)
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	replicas := []store.Store{db(Opts{}), db(Opts{})}
+	const capacity, workers, each = 40, 16, 5
+	rate := store.BudgetRate{Capacity: capacity, PerSecond: 1}
+	var (
+		mu      sync.Mutex
+		granted int
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				got, err := replicas[w%2].TakeAccountBudget(context.Background(),
+					store.BudgetTakeParams{Account: "robot", Now: now, Rate: rate, N: 1})
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else if got.Granted {
+					granted++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("concurrent takes failed: %v", errs)
+	}
+	if granted != capacity {
+		t.Fatalf("%d of %d concurrent takes granted from a bucket of %d", granted, workers*each, capacity)
+	}
+	got, err := replicas[0].TakeAccountBudget(context.Background(), store.BudgetTakeParams{Account: "robot", Now: now, Rate: rate, N: 1})
+	if err != nil || got.Granted || got.Tokens != 0 {
+		t.Fatalf("after the race: %+v %v, want an empty bucket", got, err)
 	}
 }
 

@@ -106,3 +106,104 @@ func (q *Queries) GitLabApprovalRemove(ctx context.Context, db DBTX, arg *GitLab
 	}
 	return result.RowsAffected(), nil
 }
+
+const gitLabBudgetClamp = `-- name: GitLabBudgetClamp :exec
+WITH p AS (
+    SELECT $2::float8 AS capacity, $3::bigint AS now_us, $4::float8 AS per_us,
+        $5::float8 AS remaining
+)
+UPDATE gitlab_account_waits AS w SET
+    tokens = LEAST(p.remaining, LEAST(p.capacity, COALESCE(w.tokens, p.capacity) + GREATEST(0, p.now_us - COALESCE(w.refilled_us, p.now_us)) * p.per_us)),
+    refilled_us = GREATEST(COALESCE(w.refilled_us, p.now_us), p.now_us)
+FROM p
+WHERE w.account = $1
+`
+
+type GitLabBudgetClampParams struct {
+	Account   string
+	Capacity  float64
+	NowUs     int64
+	PerUs     float64
+	Remaining float64
+}
+
+// GitLabBudgetClamp: GitLab said how many calls the account has left
+// (RateLimit-Remaining); after the refill the bucket never holds more.
+func (q *Queries) GitLabBudgetClamp(ctx context.Context, db DBTX, arg *GitLabBudgetClampParams) error {
+	_, err := db.Exec(ctx, gitLabBudgetClamp,
+		arg.Account,
+		arg.Capacity,
+		arg.NowUs,
+		arg.PerUs,
+		arg.Remaining,
+	)
+	return err
+}
+
+const gitLabBudgetEnsure = `-- name: GitLabBudgetEnsure :exec
+INSERT INTO gitlab_account_waits (account, blocked_until, updated_at)
+VALUES ($1, 'epoch', $2)
+ON CONFLICT (account) DO NOTHING
+`
+
+type GitLabBudgetEnsureParams struct {
+	Account   string
+	UpdatedAt time.Time
+}
+
+// GitLabBudgetEnsure creates the account row with a full budget and no wait when missing.
+func (q *Queries) GitLabBudgetEnsure(ctx context.Context, db DBTX, arg *GitLabBudgetEnsureParams) error {
+	_, err := db.Exec(ctx, gitLabBudgetEnsure, arg.Account, arg.UpdatedAt)
+	return err
+}
+
+const gitLabBudgetTake = `-- name: GitLabBudgetTake :one
+WITH p AS (
+    SELECT $2::float8 AS capacity, $3::bigint AS now_us, $4::float8 AS per_us,
+        $5::float8 AS keep, $6::float8 AS take_n, $7::timestamptz AS blocked_before
+)
+UPDATE gitlab_account_waits AS w SET
+    tokens = LEAST(p.capacity, COALESCE(w.tokens, p.capacity) + GREATEST(0, p.now_us - COALESCE(w.refilled_us, p.now_us)) * p.per_us)
+           - CASE WHEN w.blocked_until <= p.blocked_before AND LEAST(p.capacity, COALESCE(w.tokens, p.capacity) + GREATEST(0, p.now_us - COALESCE(w.refilled_us, p.now_us)) * p.per_us) >= p.keep + p.take_n THEN p.take_n ELSE 0 END,
+    granted = (w.blocked_until <= p.blocked_before AND LEAST(p.capacity, COALESCE(w.tokens, p.capacity) + GREATEST(0, p.now_us - COALESCE(w.refilled_us, p.now_us)) * p.per_us) >= p.keep + p.take_n),
+    refilled_us = GREATEST(COALESCE(w.refilled_us, p.now_us), p.now_us)
+FROM p
+WHERE w.account = $1
+RETURNING w.tokens, w.blocked_until, w.granted
+`
+
+type GitLabBudgetTakeParams struct {
+	Account       string
+	Capacity      float64
+	NowUs         int64
+	PerUs         float64
+	Keep          float64
+	TakeN         float64
+	BlockedBefore time.Time
+}
+
+type GitLabBudgetTakeRow struct {
+	Tokens       *float64
+	BlockedUntil time.Time
+	Granted      bool
+}
+
+// GitLabBudgetTake takes take_n tokens from the bucket of the account:
+// refill by the time since the last take (per_us tokens per microsecond, up
+// to capacity), then take when the account has no wait and at least
+// keep + take_n tokens are there. The row lock makes concurrent takes (any
+// replica) queue: none overdraws.
+func (q *Queries) GitLabBudgetTake(ctx context.Context, db DBTX, arg *GitLabBudgetTakeParams) (GitLabBudgetTakeRow, error) {
+	row := db.QueryRow(ctx, gitLabBudgetTake,
+		arg.Account,
+		arg.Capacity,
+		arg.NowUs,
+		arg.PerUs,
+		arg.Keep,
+		arg.TakeN,
+		arg.BlockedBefore,
+	)
+	var i GitLabBudgetTakeRow
+	err := row.Scan(&i.Tokens, &i.BlockedUntil, &i.Granted)
+	return i, err
+}

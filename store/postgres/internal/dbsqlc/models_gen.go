@@ -70,6 +70,9 @@ type GitlabAccountWaits struct {
 	Account      string
 	BlockedUntil time.Time
 	UpdatedAt    time.Time
+	Tokens       *float64
+	RefilledUs   *int64
+	Granted      bool
 }
 
 type GitlabApprovals struct {

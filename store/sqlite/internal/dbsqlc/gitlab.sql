@@ -22,3 +22,9 @@ VALUES (@account, @blocked_until, @updated_at)
 ON CONFLICT (account) DO UPDATE
 SET blocked_until = max(gitlab_account_waits.blocked_until, excluded.blocked_until),
     updated_at = excluded.updated_at;
+
+-- GitLabBudgetEnsure creates the account row with a full budget and no wait when missing.
+-- name: GitLabBudgetEnsure :exec
+INSERT INTO gitlab_account_waits (account, blocked_until, updated_at)
+VALUES (@account, '1970-01-01 00:00:00.000000', @updated_at)
+ON CONFLICT (account) DO NOTHING;

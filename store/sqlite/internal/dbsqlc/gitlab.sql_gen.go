@@ -107,3 +107,20 @@ func (q *Queries) GitLabApprovalRemove(ctx context.Context, db DBTX, arg *GitLab
 	}
 	return result.RowsAffected()
 }
+
+const gitLabBudgetEnsure = `-- name: GitLabBudgetEnsure :exec
+INSERT INTO gitlab_account_waits (account, blocked_until, updated_at)
+VALUES (?1, '1970-01-01 00:00:00.000000', ?2)
+ON CONFLICT (account) DO NOTHING
+`
+
+type GitLabBudgetEnsureParams struct {
+	Account   string
+	UpdatedAt dbtime.Time
+}
+
+// GitLabBudgetEnsure creates the account row with a full budget and no wait when missing.
+func (q *Queries) GitLabBudgetEnsure(ctx context.Context, db DBTX, arg *GitLabBudgetEnsureParams) error {
+	_, err := db.ExecContext(ctx, gitLabBudgetEnsure, arg.Account, arg.UpdatedAt)
+	return err
+}

@@ -74,6 +74,9 @@ type GitlabAccountWaits struct {
 	Account      string
 	BlockedUntil dbtime.Time
 	UpdatedAt    dbtime.Time
+	Tokens       *float64
+	RefilledUs   *int64
+	Granted      int64
 }
 
 type GitlabApprovals struct {
