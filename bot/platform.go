@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"changebot/budget"
+
 	"changebot/commands"
 	"changebot/flows"
 	"changebot/platform/github"
@@ -35,10 +37,19 @@ var (
 // every call (changebot_gitlab_calls_total, for either platform).
 func (a *App) newPlatformClient(observe func(endpoint string, status int, d time.Duration)) (platformClient, error) {
 	if a.cfg.Platform != PlatformGitHub {
+		// The call budget of each GitLab account, shared by every replica
+		// (issue 12 point 4); its limits are read at every take.
+		calls, err := budget.New(budget.Config{Store: a.store, Registerer: a.registry,
+			LimitsFunc: func() budget.Limits {
+				return budget.LimitsOf(func(key string) settings.Value { return a.settings.Get(key, "") })
+			}})
+		if err != nil {
+			return nil, err
+		}
 		c, err := gitlab.New(gitlab.Config{BaseURL: a.cfg.GitLabURL, Token: a.cfg.GitLabToken,
 			ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: observe,
 			// A 429's wait, shared by every replica (issue 10 point 4).
-			AccountWaits: a.store,
+			AccountWaits: a.store, Budget: calls,
 			// approval.adapter, read at every approve: "project:<id>" (the
 			// adapter knows the numeric id only), then global.
 			AdapterFunc: func(projectID int64) string {

@@ -60,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // Label values of changebot_job_failures_total's kind.
-var jobFailureKinds = []string{"recognised", "declared", "rate_limited", "transient"}
+var jobFailureKinds = []string{"recognised", "declared", "rate_limited", "transient", "budget_yield"}
 
 // panicSites are the where values of changebot_panics_total: the job kinds
 // and "http" (the router's recovery).

@@ -175,6 +175,9 @@ var reconcileWaitKinds = func() []string {
 // pass is bounded by MaxRows whatever the number of changes.
 func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 	rep := ReconcileReport{Flipped: map[string]int{}}
+	// Its GitLab reads are background work: they yield to work a person
+	// waits on when the call budget runs low (issue 12 point 4).
+	ctx = platform.WithPriority(ctx, platform.PriorityBackground)
 	now := r.e.now().UTC()
 	cfg := r.cfg.live()
 	cands, err := r.st.ListReconcileCandidates(ctx, r.e.st.DB(), store.ReconcileParams{
@@ -192,9 +195,13 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 		r.reconcileBranch(ctx, cands[start:end], &budget, &rep)
 		start = end
 	}
+	// Only a poll due later than QuietAfter from now is woken: a wait on
+	// its normal schedule keeps one poll per interval (issue 12 point 4;
+	// waking every poll due later than the short interval polled each
+	// quiet wait at every pass, twice per long interval).
 	rep.Woken, err = r.st.WakeStaleWaits(ctx, r.e.st.DB(), store.WakeParams{
 		Steps: stepInts(reconcileWaitSteps), Kinds: reconcileWaitKinds,
-		QuietBefore: now.Add(-cfg.QuietAfter), WakeAfter: now.Add(r.e.pollFor(store.Operation{}).ShortInterval), Limit: r.cfg.MaxWakes})
+		QuietBefore: now.Add(-cfg.QuietAfter), WakeAfter: now.Add(cfg.QuietAfter), Limit: r.cfg.MaxWakes})
 	if err != nil {
 		return rep, err
 	}

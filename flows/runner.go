@@ -121,6 +121,10 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 	if e.cfg.StepHookFunc != nil {
 		e.cfg.StepHookFunc(kind)
 	}
+	background := slices.Contains(backgroundKinds, kind)
+	if background {
+		ctx = platform.WithPriority(ctx, platform.PriorityBackground)
+	}
 	err = run(ctx, op)
 	var sn *snooze
 	var sf *stepFailure
@@ -142,6 +146,15 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		e.m.jobFailures.WithLabelValues(kind, "declared").Inc()
 		log.Error("step made an illegal move", "err", err)
 		return e.fail(ctx, op, kind, declaredFailure(kind, op), err.Error())
+	case background && platform.IsBudgetHold(err):
+		// A poll the call budget held back yields quietly to work a person
+		// waits on (issue 12 point 4): no event, no retry noted; it polls
+		// again when the budget has a call for it, spread over up to a
+		// quarter more so that held polls do not all return at once.
+		d := platform.RetryAfterOf(err)
+		e.m.jobFailures.WithLabelValues(kind, "budget_yield").Inc()
+		log.Debug("gitlab call budget low: poll yields", "wait", d)
+		return river.JobSnooze(d + time.Duration(rand.Int64N(int64(d/4)+1)))
 	case errors.Is(err, platform.ErrRateLimited):
 		// A rate limit is GitLab saying "later", never "no": the job
 		// snoozes until the account's wait ends (Retry-After,
@@ -238,6 +251,13 @@ func (e *Engine) fail(ctx context.Context, at store.Operation, kind string, step
 	}
 	return err
 }
+
+// backgroundKinds are the job kinds whose GitLab calls are polls of a
+// wait: they take from the account's call budget at
+// platform.PriorityBackground and yield while it runs low (issue 12 point
+// 4). Every other job (create, handle: approvals and merges, the status
+// note) is work a person waits on.
+var backgroundKinds = []string{KindAwaitPipeline, KindAwaitDeploy}
 
 // stepWorker adapts a stepFunc to a River worker.
 type stepWorker[T river.JobArgs] struct {

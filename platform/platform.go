@@ -6,6 +6,7 @@
 package platform
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -102,6 +103,14 @@ type Error struct {
 	RetryAfter time.Duration
 	// Err is the underlying client library error, if any.
 	Err error
+	// NotSent marks a call the adapter held back without sending it: the
+	// account waits out a 429 (Status 429) or its call budget is spent
+	// (Status 429, Budget set). GitLab never saw it.
+	NotSent bool
+	// Budget marks a call held back by the account's call budget (issue
+	// 12 point 4), not by GitLab: RetryAfter is when the budget has a call
+	// for it again.
+	Budget bool
 }
 
 // Error implements error.
@@ -357,4 +366,41 @@ type Note struct {
 	Body   string
 	Author User
 	System bool
+}
+
+// Priority is how a GitLab call ranks against the account's call budget
+// (issue 12 point 4): background work yields while the budget runs low, so
+// that work a person waits on still finds calls.
+type Priority int
+
+// The priorities of GitLab calls.
+const (
+	// PriorityPerson is the default: a call a person waits on or that
+	// moves a change (commands such as /retry, approvals, merges, the
+	// status note). It may use the whole budget, its reserve included.
+	PriorityPerson Priority = iota
+	// PriorityBackground is a poll of a wait (pipeline, rebase, deploy)
+	// and the reconciler's checks: it is held back while the budget holds
+	// no more than its reserve.
+	PriorityBackground
+)
+
+type priorityKey struct{}
+
+// WithPriority returns ctx carrying p for every GitLab call made with it.
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+// PriorityOf returns the priority ctx carries, PriorityPerson when none.
+func PriorityOf(ctx context.Context) Priority {
+	p, _ := ctx.Value(priorityKey{}).(Priority)
+	return p
+}
+
+// IsBudgetHold reports whether err is a call the account's call budget
+// held back unsent (Error.Budget).
+func IsBudgetHold(err error) bool {
+	var pe *Error
+	return errors.As(err, &pe) && pe.Budget
 }

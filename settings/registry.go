@@ -25,33 +25,36 @@ import (
 // Keys of the registry. Persisted names: never rename one without a
 // migration of the stored rows.
 const (
-	FlowApprovalFirst    = "flow.approval_first"
-	ApprovalProvider     = "approval.provider"
-	ApprovalAdapter      = "approval.adapter"
-	AdmissionMaxActive   = "admission.max_active"
-	PollShortInterval    = "poll.short_interval"
-	PollShortCount       = "poll.short_count"
-	PollLongInterval     = "poll.long_interval"
-	PipelineDeadline     = "pipeline.deadline"
-	RebaseDeadline       = "rebase.deadline"
-	DeployDeadline       = "deploy.deadline"
-	MergeMaxRounds       = "merge.max_rounds"
-	ApproveMaxRetries    = "approve.max_retries"
-	ReconcileMinAge      = "reconcile.min_age"
-	ReconcileMaxAge      = "reconcile.max_age"
-	NoteDelay            = "note.delay"
-	JobsRescueAfter      = "jobs.rescue_after"
-	ApprovalApprovers    = "approval.approvers"
-	ApprovalMinAccess    = "approval.min_access"
-	ApprovalRequired     = "approval.required"
-	ReconcileInterval    = "reconcile.interval"
-	ReconcileQuietAfter  = "reconcile.quiet_after"
-	SweeperInterval      = "sweeper.interval"
-	SweeperAfter         = "sweeper.after"
-	CommandsRateLimit    = "commands.rate_limit"
-	ApprovalGroups       = "approval.approver_groups"
-	RetentionIntake      = "retention.intake_max_age"
-	HistorySnapshotEvery = "history.snapshot_every"
+	FlowApprovalFirst     = "flow.approval_first"
+	ApprovalProvider      = "approval.provider"
+	ApprovalAdapter       = "approval.adapter"
+	AdmissionMaxActive    = "admission.max_active"
+	PollShortInterval     = "poll.short_interval"
+	PollShortCount        = "poll.short_count"
+	PollLongInterval      = "poll.long_interval"
+	PipelineDeadline      = "pipeline.deadline"
+	RebaseDeadline        = "rebase.deadline"
+	DeployDeadline        = "deploy.deadline"
+	MergeMaxRounds        = "merge.max_rounds"
+	ApproveMaxRetries     = "approve.max_retries"
+	ReconcileMinAge       = "reconcile.min_age"
+	ReconcileMaxAge       = "reconcile.max_age"
+	NoteDelay             = "note.delay"
+	JobsRescueAfter       = "jobs.rescue_after"
+	ApprovalApprovers     = "approval.approvers"
+	ApprovalMinAccess     = "approval.min_access"
+	ApprovalRequired      = "approval.required"
+	ReconcileInterval     = "reconcile.interval"
+	ReconcileQuietAfter   = "reconcile.quiet_after"
+	SweeperInterval       = "sweeper.interval"
+	SweeperAfter          = "sweeper.after"
+	CommandsRateLimit     = "commands.rate_limit"
+	ApprovalGroups        = "approval.approver_groups"
+	RetentionIntake       = "retention.intake_max_age"
+	HistorySnapshotEvery  = "history.snapshot_every"
+	GitLabBudgetPerMinute = "gitlab.budget_per_minute"
+	GitLabBudgetBurst     = "gitlab.budget_burst"
+	GitLabBudgetReserve   = "gitlab.budget_reserve"
 )
 
 const (
@@ -122,6 +125,12 @@ var registry = []Def{
 		Doc: "how reviewer robots approve: the client library's approve, or a direct call carrying the required checklist"},
 	{Key: AdmissionMaxActive, Kind: KindInt, Default: "1000", Unit: "changes", Min: 1, GlobalOnly: true,
 		Doc: "above this many active changes POST /api/v1/changes answers 503 with Retry-After and creates nothing"},
+	{Key: GitLabBudgetPerMinute, Kind: KindInt, Default: "1500", Unit: "calls per minute", Min: 0, GlobalOnly: true,
+		Doc: "GitLab calls per minute the robot and each reviewer robot may make, all replicas together (a budget in the database); keep budget_per_minute + budget_burst under GitLab's limit (GitLab.com: 2,000 per minute per user); 0 turns the budget off"},
+	{Key: GitLabBudgetBurst, Kind: KindInt, Default: "250", Unit: "calls", Min: 1, GlobalOnly: true,
+		Doc: "most calls the budget holds when the account has been idle (its burst)"},
+	{Key: GitLabBudgetReserve, Kind: KindInt, Default: "100", Unit: "calls", Min: 0, GlobalOnly: true,
+		Doc: "calls the polls of waiting changes leave in the budget for work a person waits on (commands, approvals, merges, the status comment)"},
 	{Key: PollShortInterval, Kind: KindDuration, Default: "15s", Unit: "duration",
 		Doc: "interval of the first polls of a wait (pipeline, rebase, deploy)"},
 	{Key: PollShortCount, Kind: KindInt, Default: "8", Unit: "polls", Min: 0,

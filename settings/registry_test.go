@@ -200,7 +200,8 @@ func TestValidate(t *testing.T) {
 func TestGlobalOnlyKeys(t *testing.T) {
 	t.Parallel()
 	want := []string{CommandsRateLimit, AdmissionMaxActive, ReconcileMinAge, ReconcileMaxAge, ReconcileInterval,
-		ReconcileQuietAfter, SweeperInterval, SweeperAfter, JobsRescueAfter, RetentionIntake, HistorySnapshotEvery}
+		ReconcileQuietAfter, SweeperInterval, SweeperAfter, JobsRescueAfter, RetentionIntake, HistorySnapshotEvery,
+		GitLabBudgetPerMinute, GitLabBudgetBurst, GitLabBudgetReserve}
 	var got []string
 	for _, d := range Defs() {
 		if d.GlobalOnly {

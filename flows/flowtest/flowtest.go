@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,7 @@ import (
 	"github.com/riverqueue/river/rivertest"
 	"github.com/riverqueue/river/rivertype"
 
+	"changebot/budget"
 	"changebot/flows"
 	"changebot/platform"
 	"changebot/platform/approval"
@@ -150,14 +152,16 @@ type Harness struct {
 	Engine    *flows.Engine
 	GitLab    *gitlabfake.Server
 	Client    *gitlab.Client // the adapter the engine uses, pointed at GitLab
+	Budget    *budget.Budget // the call budget Client takes from
 	Approvals *approvalfake.Server
 	Project   gitlabfake.Project
 	Metrics   *prometheus.Registry
 
-	jobs  jobLister
-	work1 func(ctx context.Context, t testing.TB, job *rivertype.JobRow) (*rivertest.WorkResult, error)
-	funcs map[string]flows.JobWorkFunc
-	hooks *hookSink
+	limits atomic.Pointer[budget.Limits]
+	jobs   jobLister
+	work1  func(ctx context.Context, t testing.TB, job *rivertype.JobRow) (*rivertest.WorkResult, error)
+	funcs  map[string]flows.JobWorkFunc
+	hooks  *hookSink
 }
 
 // New builds a harness; everything is closed when the test ends.
@@ -217,8 +221,14 @@ func New(t testing.TB, opts *Opts) *Harness {
 	h.Project = h.GitLab.AddProject(spec)
 	// No in-client retries: their waits are real time; the job's own
 	// backoff runs on the harness clock.
+	h.limits.Store(&budget.DefaultLimits)
+	h.Budget, err = budget.New(budget.Config{Store: h.Store, NowFunc: h.Clock.Now, Registerer: h.Metrics,
+		LimitsFunc: func() budget.Limits { return *h.limits.Load() }})
+	if err != nil {
+		t.Fatalf("building the call budget: %v", err)
+	}
 	h.Client, err = gitlab.New(gitlab.Config{BaseURL: h.GitLab.URL(), Token: "robot-token", ReviewerTokens: tokens,
-		RetryMax: -1, Logger: log, NowFunc: h.Clock.Now, AccountWaits: h.Store})
+		RetryMax: -1, Logger: log, NowFunc: h.Clock.Now, AccountWaits: h.Store, Budget: h.Budget})
 	if err != nil {
 		t.Fatalf("building the GitLab adapter: %v", err)
 	}
@@ -347,6 +357,30 @@ func (ignoreNotes) HandleNote(context.Context, int64, platform.HookEvent) (strin
 // live outside flows, such as a delivery router's). It replaces a flows
 // worker of the same kind.
 func (h *Harness) AddWorkFunc(kind string, f flows.JobWorkFunc) { h.funcs[kind] = f }
+
+// SetBudget replaces the limits of the GitLab call budget (they start as
+// budget.DefaultLimits); the next call reads them, as runtime settings.
+func (h *Harness) SetBudget(l budget.Limits) { h.limits.Store(&l) }
+
+// DrainBudget takes calls of the robot's budget, at person priority, until
+// it holds fewer than left + 1 (by the harness clock): the calls other work
+// made meanwhile are spent by someone else.
+func (h *Harness) DrainBudget(t testing.TB, left float64) {
+	t.Helper()
+	account, err := gitlab.AccountOf(h.GitLab.URL(), "robot-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		wait, got, err := h.Budget.TakeCall(context.Background(), account, platform.PriorityPerson)
+		if err != nil {
+			t.Fatalf("draining the call budget: %v", err)
+		}
+		if wait > 0 || got < left+1 {
+			return
+		}
+	}
+}
 
 // Advance moves the harness clock forward by d. Jobs scheduled or snoozed
 // up to the new time become due for WorkUntilIdle.

@@ -88,9 +88,10 @@ type record struct {
 	method   string
 	url      *url.URL
 	body     []byte // body of the last error answer, at most maxErrorBody
-	// blockedUntil is set when the account's wait kept the last attempt
-	// from being sent (accountGate).
+	// blockedUntil is set when the account's wait or its call budget kept
+	// the last attempt from being sent (accountGate); budget tells which.
 	blockedUntil time.Time
+	budget       bool
 }
 
 type recordKey struct{}
@@ -159,10 +160,13 @@ func (c *Client) blocked(ctx context.Context, endpoint string, rec *record) erro
 	c.logger.LogAttrs(ctx, slog.LevelDebug, "gitlab call held back by the account's rate limit wait",
 		slog.String(attrEndpoint, endpoint), slog.String(attrMethod, rec.method), slog.String(attrPath, path),
 		slog.Time("blocked_until", rec.blockedUntil))
+	msg := "not sent: GitLab asked this account to wait until " + rec.blockedUntil.UTC().Format(time.RFC3339)
+	if rec.budget {
+		msg = "not sent: the account's call budget has a call again at " + rec.blockedUntil.UTC().Format(time.RFC3339)
+	}
 	return &platform.Error{
 		Method: rec.method, Path: path, Status: http.StatusTooManyRequests, Kind: platform.ErrRateLimited,
-		Message:    "not sent: GitLab asked this account to wait until " + rec.blockedUntil.UTC().Format(time.RFC3339),
-		RetryAfter: wait,
+		Message: msg, RetryAfter: wait, NotSent: true, Budget: rec.budget,
 	}
 }
 
@@ -464,8 +468,51 @@ type recordingTransport struct {
 // to wait, and records the wait a 429 names (Config.AccountWaits).
 type accountGate struct {
 	waits   AccountWaits // nil: no gate
+	budget  CallBudget   // nil: no budget, the wait alone
 	account string
 	now     func() time.Time
+}
+
+// take asks the budget for one call at ctx's priority: the zero time when
+// it may be sent (also when the budget cannot be read: fail-open), else
+// until when to hold it; left is what the budget holds after a granted
+// take (-1 unknown).
+func (g accountGate) take(ctx context.Context, log *slog.Logger) (until time.Time, left float64) {
+	wait, left, err := g.budget.TakeCall(ctx, g.account, platform.PriorityOf(ctx))
+	if err != nil {
+		log.WarnContext(ctx, "taking a call from the gitlab account's budget failed; sending", "err", err)
+		return time.Time{}, -1
+	}
+	if wait > 0 {
+		return g.now().Add(wait), 0
+	}
+	return time.Time{}, left
+}
+
+// answered lowers the budget when GitLab says the account has fewer calls
+// left (RateLimit-Remaining) than the budget held after its take, and
+// records GitLab's reset time as the account's wait when none are left.
+// It writes only then: a request normally costs the take alone.
+func (g accountGate) answered(ctx context.Context, log *slog.Logger, h http.Header, left float64) {
+	v := strings.TrimSpace(h.Get("RateLimit-Remaining"))
+	if g.budget == nil || v == "" {
+		return
+	}
+	remaining, err := strconv.Atoi(v)
+	if err != nil || remaining < 0 || float64(remaining) >= left {
+		return
+	}
+	if err := g.budget.RemainingCalls(ctx, g.account, remaining); err != nil {
+		log.WarnContext(ctx, "recording the gitlab account's remaining calls failed", "err", err)
+	}
+	if remaining > 0 || g.waits == nil {
+		return
+	}
+	if d, named := rateLimitWait(h, g.now()); named && d > 0 {
+		if err := g.waits.BlockAccountUntil(ctx, g.account, g.now().Add(d)); err != nil {
+			log.WarnContext(ctx, "recording the gitlab account's rate limit wait failed", "err", err)
+		}
+	}
 }
 
 // accountKey names the account of token on the instance at base: its host
@@ -474,6 +521,17 @@ type accountGate struct {
 func accountKey(base *url.URL, token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return base.Host + "/" + hex.EncodeToString(sum[:8])
+}
+
+// AccountOf returns the key under which the account of token on the
+// instance at baseURL keeps its wait and its call budget (AccountWaits,
+// CallBudget): its host and a fingerprint of the token, never the token.
+func AccountOf(baseURL, token string) (string, error) {
+	base, err := normalizeBaseURL(baseURL)
+	if err != nil {
+		return "", err
+	}
+	return accountKey(base, token), nil
 }
 
 // blockedUntil returns until when the account must wait, the zero time
@@ -533,17 +591,24 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 			)
 		}
 	}
-	if until := t.gate.blockedUntil(req.Context(), t.logger); !until.IsZero() {
+	var until time.Time
+	left := -1.0
+	if t.gate.budget != nil {
+		until, left = t.gate.take(req.Context(), t.logger)
+	} else {
+		until = t.gate.blockedUntil(req.Context(), t.logger)
+	}
+	if !until.IsZero() {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
 		if rec != nil {
-			rec.blockedUntil = until
+			rec.blockedUntil, rec.budget = until, t.gate.budget != nil
 		}
 		return nil, errAccountBlocked
 	}
 	if rec != nil {
-		rec.blockedUntil = time.Time{}
+		rec.blockedUntil, rec.budget = time.Time{}, false
 	}
 	base := t.base
 	if base == nil {
@@ -552,6 +617,8 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	resp, err := base.RoundTrip(req)
 	if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests {
 		t.gate.record429(req.Context(), t.logger, resp.Header)
+	} else if err == nil && resp != nil && left >= 0 {
+		t.gate.answered(req.Context(), t.logger, resp.Header, left)
 	}
 	if err != nil || resp == nil || rec == nil || resp.StatusCode < 300 {
 		return resp, err

@@ -106,6 +106,19 @@ type Config struct {
 	// fingerprint of the token (never the token). A failed read or write is
 	// logged and the call goes on (fail-open). nil: each call on its own.
 	AccountWaits AccountWaits
+	// Budget, when set, is the call budget every request of every account
+	// takes from before it is sent (issue 12 point 4), shared by all
+	// replicas: it replaces the read of AccountWaits (its take also
+	// refuses while the account waits out a 429), so a request still costs
+	// one database statement. A call it holds back fails unsent with a
+	// *platform.Error of kind platform.ErrRateLimited, Budget set and
+	// RetryAfter when the budget has a call again. Requests made with a
+	// context of platform.PriorityBackground are held back while the
+	// budget is low. A GitLab answer's RateLimit-Remaining below what the
+	// budget holds lowers it; RateLimit-Remaining 0 with a reset time
+	// records the wait in AccountWaits. A failed take is logged and the
+	// call goes on (fail-open). nil: no budget.
+	Budget CallBudget
 	// ChecklistCacheSize bounds how many projects' approval checklists the
 	// checklist adapter keeps in memory; zero means
 	// DefaultChecklistCacheSize.
@@ -118,6 +131,18 @@ type Config struct {
 type AccountWaits interface {
 	AccountBlockedUntil(ctx context.Context, account string) (time.Time, error)
 	BlockAccountUntil(ctx context.Context, account string, until time.Time) error
+}
+
+// CallBudget is the call budget of each account (Config.Budget);
+// changebot/budget implements it over the store.
+type CallBudget interface {
+	// TakeCall takes one call of account at priority p. It returns 0 and
+	// what the budget holds after the take when granted, else how long to
+	// wait before the budget has a call for p.
+	TakeCall(ctx context.Context, account string, p platform.Priority) (wait time.Duration, left float64, err error)
+	// RemainingCalls records that GitLab says account has remaining calls
+	// left in its window (RateLimit-Remaining).
+	RemainingCalls(ctx context.Context, account string, remaining int) error
 }
 
 // Client calls GitLab as the robot account and as each reviewer robot. It is
@@ -244,7 +269,7 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	build := func(token string) (*gl.Client, error) {
-		gate := accountGate{waits: cfg.AccountWaits, account: accountKey(base, token), now: c.now}
+		gate := accountGate{waits: cfg.AccountWaits, budget: cfg.Budget, account: accountKey(base, token), now: c.now}
 		return gl.NewClient(token, c.clientOptions(base.String(), cfg.HTTPClient, rp, gate)...)
 	}
 	if c.robot, err = build(cfg.Token); err != nil {

@@ -93,3 +93,82 @@ func (rc *reqCtx) writeRateLimit(l *RateLimit, now time.Time) {
 	rc.w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = rc.w.Write([]byte(RateLimitMessage))
 }
+
+// RequestLimit throttles every user to PerWindow REST calls per Window, as
+// GitLab's authenticated API rate limit does (GitLab.com: 2,000 per minute
+// per user; doc/user/gitlab_com/_index.md "Rate limits"): windows are
+// fixed, aligned on the server's clock (Options.NowFunc) to multiples of
+// Window since the Unix epoch. Every answer to a throttled user carries
+// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (the window's
+// end, Unix seconds), as GitLab.com's answers do; the call beyond the
+// limit answers 429 with RateLimitMessage and RateLimit-ResetTime.
+type RequestLimit struct {
+	PerWindow int
+	// Window is the window's length; 0 means a minute.
+	Window time.Duration
+}
+
+// requestWindow counts one user's calls in the current window.
+type requestWindow struct {
+	start time.Time
+	calls int
+}
+
+// SetRequestLimit throttles every user to l from now on; a zero PerWindow
+// removes the limit. Windows are checked after authentication, before
+// injected rate limits and faults.
+func (s *Server) SetRequestLimit(l RequestLimit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.Window <= 0 {
+		l.Window = time.Minute
+	}
+	s.reqLimit = l
+	s.reqWindows = map[string]*requestWindow{}
+}
+
+// RateLimited returns how many calls the server answered 429 (request
+// limit or injected windows) so far.
+func (s *Server) RateLimited() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		if c.Status == http.StatusTooManyRequests {
+			n++
+		}
+	}
+	return n
+}
+
+// countRequest counts a call of u against the request limit and sets the
+// RateLimit-* headers; it reports false, having answered 429, when u is
+// over the limit. Under s.mu.
+func (rc *reqCtx) countRequest(s *Server, u *user, now time.Time) bool {
+	l := s.reqLimit
+	if u == nil || l.PerWindow <= 0 {
+		return true
+	}
+	start := now.Truncate(l.Window)
+	w := s.reqWindows[u.username]
+	if w == nil || !w.start.Equal(start) {
+		w = &requestWindow{start: start}
+		s.reqWindows[u.username] = w
+	}
+	end := start.Add(l.Window)
+	h := rc.w.Header()
+	h.Set("RateLimit-Limit", strconv.Itoa(l.PerWindow))
+	h.Set("RateLimit-Reset", strconv.FormatInt(end.Unix(), 10))
+	if w.calls >= l.PerWindow {
+		h.Set("RateLimit-Remaining", "0")
+		h.Set("RateLimit-ResetTime", end.UTC().Format(http.TimeFormat))
+		rc.status = http.StatusTooManyRequests
+		h.Set("Content-Type", "application/json")
+		rc.w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = rc.w.Write([]byte(RateLimitMessage))
+		return false
+	}
+	w.calls++
+	h.Set("RateLimit-Remaining", strconv.Itoa(l.PerWindow-w.calls))
+	return true
+}

@@ -174,6 +174,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
+	if !rc.countRequest(s, rc.user, s.now()) {
+		return
+	}
 	if rl := s.rateLimitOf(rc.user); rl != nil {
 		rc.writeRateLimit(rl, s.now())
 		return

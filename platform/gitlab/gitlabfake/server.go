@@ -76,12 +76,15 @@ type Server struct {
 	calls    []Call
 	faults   []*Fault
 	limits   []RateLimit
-	latency  time.Duration
-	before   func(method, path string)
-	pending  int // scheduled pipeline steps and rebases that will finish
-	hooks    hookQueue
-	webhooks hookState  // webhook configuration (project_hooks.go)
-	tokens   tokenState // access token details (tokens.go)
+	// reqLimit and reqWindows are the request limit (SetRequestLimit).
+	reqLimit   RequestLimit
+	reqWindows map[string]*requestWindow
+	latency    time.Duration
+	before     func(method, path string)
+	pending    int // scheduled pipeline steps and rebases that will finish
+	hooks      hookQueue
+	webhooks   hookState  // webhook configuration (project_hooks.go)
+	tokens     tokenState // access token details (tokens.go)
 }
 
 type idCounters struct {

@@ -1,0 +1,221 @@
+// Package budget owns the call budget of each GitLab account (issue 12
+// point 4): a token bucket per account stored in the database, so that all
+// replicas together stay under the robot's GitLab rate limit; the limits
+// that shape it (settings gitlab.budget_*); the priority rule (background
+// polls yield while the budget runs low, work a person waits on may use the
+// reserve); and the metrics an operator watches. The GitLab adapter takes
+// from it before every request (platform/gitlab Config.Budget). It must not
+// call GitLab or know the flow's steps.
+package budget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"changebot/platform"
+	"changebot/settings"
+	"changebot/store"
+)
+
+// Store is what the budget needs from the store: the bucket row of each
+// account (store.AccountWaits).
+type Store interface {
+	TakeAccountBudget(ctx context.Context, p store.BudgetTakeParams) (store.BudgetTake, error)
+	ClampAccountBudget(ctx context.Context, p store.BudgetClampParams) error
+}
+
+// Limits shape one account's budget (settings gitlab.budget_per_minute,
+// gitlab.budget_burst, gitlab.budget_reserve).
+type Limits struct {
+	// PerMinute is how many calls per minute flow back into the bucket;
+	// 0 turns the budget off (every call is granted; GitLab's 429 waits
+	// still hold calls back).
+	PerMinute int
+	// Burst is the most calls the bucket holds. Over any minute the
+	// account sends at most Burst + PerMinute calls: keep that under
+	// GitLab's limit (GitLab.com: 2,000 per minute per user).
+	Burst int
+	// Reserve is how many calls background calls leave in the bucket for
+	// calls a person waits on.
+	Reserve int
+}
+
+// Config wires a Budget.
+type Config struct {
+	Store Store
+	// LimitsFunc returns the limits at every take (runtime settings); nil
+	// means DefaultLimits.
+	LimitsFunc func() Limits
+	// NowFunc is the clock; nil means time.Now.
+	NowFunc func() time.Time
+	// Registerer receives the metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+// Budget is the call budget of every account of one GitLab instance. It is
+// safe for concurrent use and keeps no state of its own: the bucket is the
+// database row, shared by every replica.
+type Budget struct {
+	st     Store
+	limits func() Limits
+	now    func() time.Time
+	m      metrics
+}
+
+type metrics struct {
+	remaining *prometheus.GaugeVec
+	held      *prometheus.CounterVec
+	taken     *prometheus.CounterVec
+}
+
+// Metric label values of the priority label.
+const (
+	labelPerson     = "person"
+	labelBackground = "background"
+)
+
+func priorityLabel(p platform.Priority) string {
+	if p == platform.PriorityBackground {
+		return labelBackground
+	}
+	return labelPerson
+}
+
+// New returns the budget of cfg.
+func New(cfg Config) (*Budget, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("configuring the gitlab call budget: store is required")
+	}
+	b := &Budget{st: cfg.Store, limits: cfg.LimitsFunc, now: cfg.NowFunc}
+	if b.limits == nil {
+		b.limits = func() Limits { return DefaultLimits }
+	}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	b.m = metrics{
+		remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "changebot_gitlab_budget_remaining",
+			Help: "Calls left in a GitLab account's call budget after this replica's last take (shared by all replicas), by account (instance and token fingerprint).",
+		}, []string{"account"}),
+		held: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_gitlab_budget_held_total",
+			Help: "GitLab calls the call budget held back unsent (the job waits and tries again), by priority (person, background).",
+		}, []string{"priority"}),
+		taken: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_gitlab_budget_taken_total",
+			Help: "GitLab calls granted by the call budget, by priority (person, background).",
+		}, []string{"priority"}),
+	}
+	for _, l := range []string{labelPerson, labelBackground} {
+		b.m.held.WithLabelValues(l)
+		b.m.taken.WithLabelValues(l)
+	}
+	if cfg.Registerer != nil {
+		if err := registerAll(cfg.Registerer, b.m.remaining, b.m.held, b.m.taken); err != nil {
+			return nil, fmt.Errorf("registering the gitlab call budget's metrics: %w", err)
+		}
+	}
+	return b, nil
+}
+
+func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rate is the store's shape of l.
+func (l Limits) rate() store.BudgetRate {
+	return store.BudgetRate{Capacity: float64(l.Burst), PerSecond: float64(l.PerMinute) / 60}
+}
+
+// keep is how many calls a take at priority p must leave in the bucket.
+func (l Limits) keep(p platform.Priority) float64 {
+	if p == platform.PriorityBackground {
+		return float64(l.Reserve)
+	}
+	return 0
+}
+
+// TakeCall takes one call of account at priority p (platform/gitlab
+// CallBudget): one statement. It returns wait 0 and the calls left when
+// granted; otherwise how long until the account's 429 wait ends or, by the
+// refill rate, until the bucket holds a call for p again (at least
+// MinWait). Errors are the store's.
+func (b *Budget) TakeCall(ctx context.Context, account string, p platform.Priority) (time.Duration, float64, error) {
+	l := b.limits()
+	now := b.now()
+	if l.PerMinute <= 0 {
+		// No budget: the account's 429 wait alone, as one take of an
+		// infinite bucket.
+		l = Limits{PerMinute: 1 << 30, Burst: 1 << 30}
+	}
+	l.Burst = max(l.Burst, 1)
+	got, err := b.st.TakeAccountBudget(ctx, store.BudgetTakeParams{Account: account, Now: now, Rate: l.rate(),
+		Keep: l.keep(p), N: 1})
+	if err != nil {
+		return 0, 0, err
+	}
+	b.m.remaining.WithLabelValues(account).Set(got.Tokens)
+	if got.Granted {
+		b.m.taken.WithLabelValues(priorityLabel(p)).Inc()
+		return 0, got.Tokens, nil
+	}
+	b.m.held.WithLabelValues(priorityLabel(p)).Inc()
+	return waitFor(l, p, got, now), got.Tokens, nil
+}
+
+// MinWait is the shortest wait TakeCall answers, so that a held job never
+// spins.
+const MinWait = 100 * time.Millisecond
+
+// waitFor is how long a refused take at priority p waits: until the
+// account's 429 wait ends, else until the refill brings keep + 1 calls.
+func waitFor(l Limits, p platform.Priority, got store.BudgetTake, now time.Time) time.Duration {
+	if got.BlockedUntil.After(now) {
+		return max(got.BlockedUntil.Sub(now), MinWait)
+	}
+	need := l.keep(p) + 1 - got.Tokens
+	perSecond := l.rate().PerSecond
+	if need <= 0 || perSecond <= 0 {
+		return MinWait
+	}
+	return max(time.Duration(need/perSecond*float64(time.Second)), MinWait)
+}
+
+// RemainingCalls lowers account's budget to remaining calls (GitLab's
+// RateLimit-Remaining answered fewer than the budget held): one statement.
+func (b *Budget) RemainingCalls(ctx context.Context, account string, remaining int) error {
+	l := b.limits()
+	if l.PerMinute <= 0 {
+		return nil
+	}
+	l.Burst = max(l.Burst, 1)
+	return b.st.ClampAccountBudget(ctx, store.BudgetClampParams{Account: account, Now: b.now(), Rate: l.rate(),
+		Remaining: float64(remaining)})
+}
+
+// DefaultLimits are the settings registry's defaults (package settings is
+// their one source).
+var DefaultLimits = Limits{
+	PerMinute: settings.DefaultValue(settings.GitLabBudgetPerMinute).Int(),
+	Burst:     settings.DefaultValue(settings.GitLabBudgetBurst).Int(),
+	Reserve:   settings.DefaultValue(settings.GitLabBudgetReserve).Int(),
+}
+
+// LimitsOf reads the limits from the settings (global scope).
+func LimitsOf(get func(key string) settings.Value) Limits {
+	return Limits{
+		PerMinute: get(settings.GitLabBudgetPerMinute).Int(),
+		Burst:     get(settings.GitLabBudgetBurst).Int(),
+		Reserve:   get(settings.GitLabBudgetReserve).Int(),
+	}
+}

@@ -1,0 +1,109 @@
+package gitlab_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"changebot/platform"
+	"changebot/platform/gitlab"
+	"changebot/platform/gitlab/gitlabfake"
+)
+
+// bucket is an in-memory CallBudget: tokens calls, background calls leave
+// reserve; it records what GitLab said was left.
+type bucket struct {
+	mu        sync.Mutex
+	tokens    float64
+	reserve   float64
+	remaining []int
+}
+
+func (b *bucket) TakeCall(_ context.Context, _ string, p platform.Priority) (time.Duration, float64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	keep := 0.0
+	if p == platform.PriorityBackground {
+		keep = b.reserve
+	}
+	if b.tokens < keep+1 {
+		return 3 * time.Second, b.tokens, nil
+	}
+	b.tokens--
+	return 0, b.tokens, nil
+}
+
+func (b *bucket) RemainingCalls(_ context.Context, _ string, remaining int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.remaining = append(b.remaining, remaining)
+	b.tokens = min(b.tokens, float64(remaining))
+	return nil
+}
+
+// TestCallBudget (issue 12 point 4): every request takes from the
+// account's budget; a background call the budget refuses is not sent and
+// fails as a rate limit marked Budget and NotSent with the budget's wait,
+// while a call at person priority is sent; GitLab's RateLimit-Remaining
+// below what the budget holds lowers the budget, and is not written when
+// the budget holds less.
+func TestCallBudget(t *testing.T) {
+	t.Parallel()
+	srv := gitlabfake.New(gitlabfake.Options{})
+	t.Cleanup(srv.Close)
+	srv.AddUser("changebot", robotToken, gitlabfake.AsBot())
+	proj := srv.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "group/config",
+		Members: map[string]int{"changebot": gitlabfake.AccessMaintainer}})
+	srv.SetRequestLimit(gitlabfake.RequestLimit{PerWindow: 2000, Window: time.Hour})
+	b := &bucket{tokens: 5000, reserve: 1997}
+	c, err := gitlab.New(gitlab.Config{BaseURL: srv.URL(), Token: robotToken, Budget: b, RetryMax: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := platform.WithPriority(t.Context(), platform.PriorityBackground)
+
+	// GitLab allows 2,000, the budget holds 5,000: the first answer (1,999
+	// left) lowers the budget to 1,999.
+	if _, err := c.Project(bg, proj.PathWithNamespace); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.remaining) != 1 || b.remaining[0] != 1999 || b.tokens != 1999 {
+		t.Fatalf("after the first answer: remaining recorded %v, budget %v; want [1999] and 1999", b.remaining, b.tokens)
+	}
+	// 1,998 left in the budget after this take and in GitLab: nothing written.
+	if _, err := c.Project(bg, proj.PathWithNamespace); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.remaining) != 1 {
+		t.Fatalf("RateLimit-Remaining equal to the budget was written: %v", b.remaining)
+	}
+	if _, err := c.Project(bg, proj.PathWithNamespace); err != nil {
+		t.Fatal(err)
+	}
+	// The budget holds 1,997 after the third call, its reserve: the
+	// background call is held.
+	sent := len(srv.Calls())
+	_, err = c.Project(bg, proj.PathWithNamespace)
+	var pe *platform.Error
+	if !platform.IsBudgetHold(err) || !errors.Is(err, platform.ErrRateLimited) || !errors.As(err, &pe) || !pe.NotSent || pe.RetryAfter > 3*time.Second || pe.RetryAfter < 2*time.Second {
+		t.Fatalf("a background call at the reserve: %v (%+v); want a budget hold of 3s, not sent", err, pe)
+	}
+	if len(srv.Calls()) != sent {
+		t.Fatal("the held background call reached GitLab")
+	}
+	// A person's call uses the reserve.
+	if _, err := c.Project(t.Context(), proj.PathWithNamespace); err != nil {
+		t.Fatalf("a person's call at the reserve: %v", err)
+	}
+	if srv.RateLimited() != 0 {
+		t.Fatalf("GitLab answered %d calls 429", srv.RateLimited())
+	}
+	for _, call := range srv.Calls() {
+		if call.Status == http.StatusTooManyRequests {
+			t.Fatalf("a call was answered 429: %+v", call)
+		}
+	}
+}
