@@ -1,4 +1,4 @@
--- 0015: a call budget per GitLab account, shared by every replica (issue 12
+-- 0016: a call budget per GitLab account, shared by every replica (issue 12
 -- point 4): a token bucket on the account's wait row. tokens is what is
 -- left after the last take (NULL: full), refilled_us the Unix time in
 -- microseconds it was computed at (NULL: never), granted whether the last
