@@ -38,6 +38,8 @@ const (
 	KindNullJSON
 	// KindBytes is raw bytes ([]byte), kept byte for byte.
 	KindBytes
+	// KindFloat is a float64.
+	KindFloat
 )
 
 // Column is one copied column of a Table.
@@ -125,7 +127,8 @@ var CopyTables = []Table{
 		"id", KindInt, "key", KindText, "scope", KindText, "old_value", KindNullJSON, "new_value", KindNullJSON,
 		"updated_by", KindText, "updated_at", KindTime)},
 	{Name: "gitlab_account_waits", Key: []string{"account"}, Columns: cols(
-		"account", KindText, "blocked_until", KindTime, "updated_at", KindTime)},
+		"account", KindText, "blocked_until", KindTime, "updated_at", KindTime,
+		"tokens", KindFloat, "refilled_us", KindInt, "granted", KindBool)},
 }
 
 // IgnoredTables are the tables of an installation that a copy leaves

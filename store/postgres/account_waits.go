@@ -55,11 +55,7 @@ func (s *Store) TakeAccountBudget(ctx context.Context, p store.BudgetTakeParams)
 	if err != nil {
 		return store.BudgetTake{}, fmt.Errorf("taking from the call budget of gitlab account %s: %w", p.Account, err)
 	}
-	out := store.BudgetTake{Granted: row.Granted, BlockedUntil: row.BlockedUntil.UTC()}
-	if row.Tokens != nil {
-		out.Tokens = *row.Tokens
-	}
-	return out, nil
+	return store.BudgetTake{Granted: row.Granted, Tokens: row.Tokens, BlockedUntil: row.BlockedUntil.UTC()}, nil
 }
 
 // ClampAccountBudget implements store.AccountWaits: one UPDATE; an

@@ -99,6 +99,8 @@ func scanDest(k store.ColumnKind) any {
 		return new(int64)
 	case store.KindBool:
 		return new(bool)
+	case store.KindFloat:
+		return new(float64)
 	case store.KindTime:
 		return new(time.Time)
 	case store.KindNullTime:
@@ -121,6 +123,8 @@ func scannedValue(k store.ColumnKind, dest any) any {
 	case *int64:
 		return *d
 	case *bool:
+		return *d
+	case *float64:
 		return *d
 	case *time.Time:
 		return d.UTC()

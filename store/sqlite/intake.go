@@ -283,7 +283,7 @@ func (s *Store) BlockAccountUntil(ctx context.Context, account string, until tim
 // budgetRefilled is the refilled bucket of a gitlab_account_waits row in
 // SQL, over the numbered parameters of budgetTake and budgetClamp: ?1
 // account, ?2 capacity, ?3 now (Unix µs), ?4 refill per µs.
-const budgetRefilled = `min(?2, COALESCE(tokens, ?2) + max(0, ?3 - COALESCE(refilled_us, ?3)) * ?4)`
+const budgetRefilled = `min(?2, CASE WHEN refilled_us = 0 THEN ?2 ELSE tokens END + max(0, ?3 - CASE WHEN refilled_us = 0 THEN ?3 ELSE refilled_us END) * ?4)`
 
 // budgetTake is GitLabBudgetTake of the PostgreSQL store, hand-written:
 // sqlc's SQLite grammar has no UPDATE ... FROM, and without it sqlc types
@@ -292,7 +292,7 @@ const budgetRefilled = `min(?2, COALESCE(tokens, ?2) + max(0, ?3 - COALESCE(refi
 const budgetTake = `UPDATE gitlab_account_waits SET
     tokens = ` + budgetRefilled + ` - CASE WHEN blocked_until <= ?7 AND ` + budgetRefilled + ` >= ?5 + ?6 THEN ?6 ELSE 0 END,
     granted = (blocked_until <= ?7 AND ` + budgetRefilled + ` >= ?5 + ?6),
-    refilled_us = max(COALESCE(refilled_us, ?3), ?3)
+    refilled_us = max(CASE WHEN refilled_us = 0 THEN ?3 ELSE refilled_us END, ?3)
 WHERE account = ?1
 RETURNING tokens, blocked_until, granted`
 
@@ -300,7 +300,7 @@ RETURNING tokens, blocked_until, granted`
 // budgetTake); ?5 remaining.
 const budgetClamp = `UPDATE gitlab_account_waits SET
     tokens = min(?5, ` + budgetRefilled + `),
-    refilled_us = max(COALESCE(refilled_us, ?3), ?3)
+    refilled_us = max(CASE WHEN refilled_us = 0 THEN ?3 ELSE refilled_us END, ?3)
 WHERE account = ?1`
 
 // TakeAccountBudget implements store.AccountWaits with one UPDATE of the
@@ -308,13 +308,13 @@ WHERE account = ?1`
 func (s *Store) TakeAccountBudget(ctx context.Context, p store.BudgetTakeParams) (store.BudgetTake, error) {
 	take := func() (store.BudgetTake, error) {
 		var (
-			tokens  sql.NullFloat64
+			tokens  float64
 			until   dbtime.Time
 			granted bool
 		)
 		err := s.db.QueryRowContext(ctx, budgetTake, p.Account, p.Rate.Capacity, p.Now.UnixMicro(), p.Rate.PerSecond/1e6,
 			p.Keep, p.N, dbtime.Of(p.Now)).Scan(&tokens, &until, &granted)
-		return store.BudgetTake{Granted: granted, Tokens: tokens.Float64, BlockedUntil: until.Time}, err
+		return store.BudgetTake{Granted: granted, Tokens: tokens, BlockedUntil: until.Time}, err
 	}
 	out, err := take()
 	if errors.Is(err, sql.ErrNoRows) {

@@ -127,6 +127,9 @@ func scanDest(k store.ColumnKind) (any, any) {
 	case store.KindBool:
 		v := new(bool)
 		return v, v
+	case store.KindFloat:
+		v := new(float64)
+		return v, v
 	case store.KindTime:
 		v := new(time.Time)
 		return tm{v}, v
@@ -152,6 +155,8 @@ func scannedValue(k store.ColumnKind, v any) any {
 	case *int64:
 		return *d
 	case *bool:
+		return *d
+	case *float64:
 		return *d
 	case *time.Time:
 		return d.UTC()

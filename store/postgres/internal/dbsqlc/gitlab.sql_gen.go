@@ -113,8 +113,8 @@ WITH p AS (
         $5::float8 AS remaining
 )
 UPDATE gitlab_account_waits AS w SET
-    tokens = LEAST(p.remaining, LEAST(p.capacity, COALESCE(w.tokens, p.capacity) + GREATEST(0, p.now_us - COALESCE(w.refilled_us, p.now_us)) * p.per_us)),
-    refilled_us = GREATEST(COALESCE(w.refilled_us, p.now_us), p.now_us)
+    tokens = LEAST(p.remaining, LEAST(p.capacity, CASE WHEN w.refilled_us = 0 THEN p.capacity ELSE w.tokens END + GREATEST(0, p.now_us - CASE WHEN w.refilled_us = 0 THEN p.now_us ELSE w.refilled_us END) * p.per_us)),
+    refilled_us = GREATEST(CASE WHEN w.refilled_us = 0 THEN p.now_us ELSE w.refilled_us END, p.now_us)
 FROM p
 WHERE w.account = $1
 `
@@ -163,10 +163,10 @@ WITH p AS (
         $5::float8 AS keep, $6::float8 AS take_n, $7::timestamptz AS blocked_before
 )
 UPDATE gitlab_account_waits AS w SET
-    tokens = LEAST(p.capacity, COALESCE(w.tokens, p.capacity) + GREATEST(0, p.now_us - COALESCE(w.refilled_us, p.now_us)) * p.per_us)
-           - CASE WHEN w.blocked_until <= p.blocked_before AND LEAST(p.capacity, COALESCE(w.tokens, p.capacity) + GREATEST(0, p.now_us - COALESCE(w.refilled_us, p.now_us)) * p.per_us) >= p.keep + p.take_n THEN p.take_n ELSE 0 END,
-    granted = (w.blocked_until <= p.blocked_before AND LEAST(p.capacity, COALESCE(w.tokens, p.capacity) + GREATEST(0, p.now_us - COALESCE(w.refilled_us, p.now_us)) * p.per_us) >= p.keep + p.take_n),
-    refilled_us = GREATEST(COALESCE(w.refilled_us, p.now_us), p.now_us)
+    tokens = LEAST(p.capacity, CASE WHEN w.refilled_us = 0 THEN p.capacity ELSE w.tokens END + GREATEST(0, p.now_us - CASE WHEN w.refilled_us = 0 THEN p.now_us ELSE w.refilled_us END) * p.per_us)
+           - CASE WHEN w.blocked_until <= p.blocked_before AND LEAST(p.capacity, CASE WHEN w.refilled_us = 0 THEN p.capacity ELSE w.tokens END + GREATEST(0, p.now_us - CASE WHEN w.refilled_us = 0 THEN p.now_us ELSE w.refilled_us END) * p.per_us) >= p.keep + p.take_n THEN p.take_n ELSE 0 END,
+    granted = (w.blocked_until <= p.blocked_before AND LEAST(p.capacity, CASE WHEN w.refilled_us = 0 THEN p.capacity ELSE w.tokens END + GREATEST(0, p.now_us - CASE WHEN w.refilled_us = 0 THEN p.now_us ELSE w.refilled_us END) * p.per_us) >= p.keep + p.take_n),
+    refilled_us = GREATEST(CASE WHEN w.refilled_us = 0 THEN p.now_us ELSE w.refilled_us END, p.now_us)
 FROM p
 WHERE w.account = $1
 RETURNING w.tokens, w.blocked_until, w.granted
@@ -183,7 +183,7 @@ type GitLabBudgetTakeParams struct {
 }
 
 type GitLabBudgetTakeRow struct {
-	Tokens       *float64
+	Tokens       float64
 	BlockedUntil time.Time
 	Granted      bool
 }

@@ -70,8 +70,8 @@ type GitlabAccountWaits struct {
 	Account      string
 	BlockedUntil time.Time
 	UpdatedAt    time.Time
-	Tokens       *float64
-	RefilledUs   *int64
+	Tokens       float64
+	RefilledUs   int64
 	Granted      bool
 }
 

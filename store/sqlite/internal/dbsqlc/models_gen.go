@@ -74,8 +74,8 @@ type GitlabAccountWaits struct {
 	Account      string
 	BlockedUntil dbtime.Time
 	UpdatedAt    dbtime.Time
-	Tokens       *float64
-	RefilledUs   *int64
+	Tokens       float64
+	RefilledUs   int64
 	Granted      int64
 }
 
