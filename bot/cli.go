@@ -263,8 +263,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	listen := fs.String("listen", "", "host:port of the bot (default a free port on 127.0.0.1)")
 	glListen := fs.String("gitlab-listen", "", "host:port of the in-memory GitLab (default a free port on 127.0.0.1)")
 	apListen := fs.String("approval-listen", "", "host:port of the stand-in approval system (default a free port on 127.0.0.1)")
+	platformName := fs.String("platform", PlatformGitLab, "the in-memory platform: gitlab, or github (githubfake, webhooks to /webhooks/github)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *platformName != PlatformGitLab && *platformName != PlatformGitHub {
+		return usagef("-platform %q: want gitlab or github", *platformName)
 	}
 	if err := noArgs(fs); err != nil {
 		return err
@@ -293,5 +297,5 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	return RunDemo(ctx, DemoOpts{DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep,
-		Listen: *listen, GitLabListen: *glListen, ApprovalListen: *apListen})
+		Listen: *listen, GitLabListen: *glListen, ApprovalListen: *apListen, Platform: *platformName})
 }

@@ -262,6 +262,7 @@ func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
 		{[]string{"demo", "bogusarg"}, `unexpected argument "bogusarg"`},
 		{[]string{"demo", "-timeout", "-5s"}, "-timeout -5s: want a positive duration"},
 		{[]string{"demo", "-timeout", "0"}, "-timeout 0s: want a positive duration"},
+		{[]string{"demo", "-platform", "bitbucket"}, `-platform "bitbucket": want gitlab or github`},
 	}
 	for _, tt := range tests {
 		var stdout, stderr strings.Builder

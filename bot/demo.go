@@ -42,6 +42,9 @@ type DemoOpts struct {
 	// example 0.0.0.0:8080 in a container); empty means a free port on
 	// 127.0.0.1.
 	Listen, GitLabListen, ApprovalListen string
+	// Platform is PlatformGitLab (the default when "": gitlabfake) or
+	// PlatformGitHub (githubfake, listening on GitLabListen).
+	Platform string
 }
 
 // DemoInfo is where a kept demo runs.
@@ -91,7 +94,12 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 			}
 		}
 	}()
-	env, err := newDemoEnvAt(demoAddrs{Bot: o.Listen, GitLab: o.GitLabListen, Approval: o.ApprovalListen},
+	newEnv, platformName := newDemoEnvAt, "GitLab"
+	if o.Platform == PlatformGitHub {
+		newEnv, platformName = newGitHubDemoEnvAt, "GitHub"
+		atExit = strings.Replace(atExit, "GitLab", "GitHub", 1)
+	}
+	env, err := newEnv(demoAddrs{Bot: o.Listen, GitLab: o.GitLabListen, Approval: o.ApprovalListen},
 		o.DatabaseURL, true, 300*time.Millisecond, o.Logger)
 	if err != nil {
 		return err
@@ -112,7 +120,7 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 		}
 	}()
 
-	fmt.Fprintf(out, "bot at %s, GitLab (in memory) at %s, approval system at %s\n", env.BaseURL, env.GitLab.URL(), env.Approvals.URL())
+	fmt.Fprintf(out, "bot at %s, %s (in memory) at %s, approval system at %s\n", env.BaseURL, platformName, env.platformURL(), env.Approvals.URL())
 	opID, err := submitDemoChange(ctx, env)
 	if err != nil {
 		return err
@@ -139,12 +147,19 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 	if !o.Keep {
 		return nil
 	}
-	info := DemoInfo{BotURL: reachable(env.BaseURL), GitLabURL: reachable(env.GitLab.URL()), ApprovalURL: reachable(env.Approvals.URL()),
+	info := DemoInfo{BotURL: reachable(env.BaseURL), GitLabURL: reachable(env.platformURL()), ApprovalURL: reachable(env.Approvals.URL()),
 		ProjectID: env.Project.ID, Project: env.Project.PathWithNamespace}
+	if env.GitHub != nil {
+		info.ProjectID, info.Project = env.Repo.ID, env.Repo.FullName
+	}
 	if view.MergeRequest != nil {
 		info.MRIID = view.MergeRequest.IID
 	}
-	printKeepInstructions(out, info, atExit)
+	if env.GitHub != nil {
+		printGitHubKeepInstructions(out, info, atExit)
+	} else {
+		printKeepInstructions(out, info, atExit)
+	}
 	if o.KeptFunc != nil {
 		o.KeptFunc(info)
 	}

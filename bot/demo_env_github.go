@@ -1,6 +1,8 @@
 package bot
 
 import (
+	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -81,4 +83,37 @@ func (d *demoEnv) gitHubStatusComment(number int64) string {
 		}
 	}
 	return ""
+}
+
+// platformURL is the in-memory platform's base URL.
+func (d *demoEnv) platformURL() string {
+	if d.GitHub != nil {
+		return d.GitHub.URL()
+	}
+	return d.GitLab.URL()
+}
+
+// printGitHubKeepInstructions is printKeepInstructions for a demo on
+// githubfake: its REST API takes the demo accounts' tokens, and a comment
+// posted there reaches the bot as a signed issue_comment webhook.
+func printGitHubKeepInstructions(out io.Writer, i DemoInfo, atExit string) {
+	fmt.Fprintf(out, `
+The demo keeps running until Ctrl-C (%[9]s).
+
+  bot              %[1]s   REST API tokens: submitter %[4]s, operator %[5]s
+                   webhook secret %[10]s (signs X-Hub-Signature-256 of POST %[1]s/webhooks/github)
+                   approval callback secret %[11]s
+  GitHub (memory)  %[2]s   robot token %[6]s; repository %[7]s (id %[8]d)
+  approval system  %[3]s   approves every request after 300 ms
+  GitHub users     alice, olivia (operator), dave, carol (write), rita (read); tokens demo-<login>-token
+
+Submit another change:
+  curl -sS -X POST %[1]s/api/v1/changes -H 'Authorization: Bearer %[4]s' -H 'Content-Type: application/json' \
+    -d '{"subject_id": "payments-api", "target_key": "prod/us-east-1", "project": "%[7]s", "title": "Raise payments-api replicas in us-east-1", "requested_by": "alice", "files": [{"path": "services/payments-api/us-east-1.yaml", "content": "replicas: 4\n"}]}'
+Comment on pull request #%[12]d as dave (commands: /help, /status, /retry, /cancel):
+  curl -sS -X POST %[2]s/repos/%[7]s/issues/%[12]d/comments -H 'Authorization: Bearer demo-dave-token' -d '{"body": "/help"}'
+Watch the status comment and the replies:
+  curl -sS %[2]s/repos/%[7]s/issues/%[12]d/comments -H 'Authorization: Bearer demo-alice-token'
+`, i.BotURL, i.GitLabURL, i.ApprovalURL, demoAPIToken, demoOperatorToken, demoRobotToken, i.Project, i.ProjectID,
+		atExit, demoWebhookSecret, demoCallbackSecret, max(i.MRIID, 1))
 }
