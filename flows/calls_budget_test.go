@@ -46,8 +46,11 @@ func minimumCalls(reviewers int) map[string]float64 {
 func happyPathBudget(reviewers int) map[string]float64 {
 	b := minimumCalls(reviewers)
 	for ep, n := range map[string]float64{
-		epProject:    2, // submit check (the request's 422), create step (id, default branch, squash option)
-		epBranch:     1, // submit check: the target branch exists
+		// The submit check's reads (its 422 or 503); the create step
+		// shares the project's when less than a minute old
+		// (projectReadTTL), as here: 2 per change otherwise.
+		epProject:    1, // id, default branch, squash option
+		epBranch:     1, // the target branch exists
 		epTree:       1, // create step: create or update, per file
 		epMR:         3, // the MR pipeline's webhook (is it the head's?), approve (head sha), merge (mergeable, rebase)
 		epApprovals:  1, // approve: who approved already

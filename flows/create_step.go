@@ -33,7 +33,7 @@ func (e *Engine) mrDescription(op store.Operation) string {
 // idempotent against what GitLab already has (DESIGN §3 step 4), then
 // CREATE_MR_OPENED and the pipeline wait.
 func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
-	proj, err := e.gl.Project(ctx, op.Project)
+	proj, err := e.project(ctx, op.Project)
 	if err != nil {
 		return notFoundIs(err, CreateFailed, "project %q not found or not visible to the robot", op.Project)
 	}

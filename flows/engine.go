@@ -225,6 +225,9 @@ type Engine struct {
 	// gate guards the merge: one successful merge call per (operation,
 	// head sha) across replicas (DESIGN §6, issue 10 point 7).
 	gate *commitgate.Guard
+	// reads shares recent project reads between the submit check and the
+	// create steps (projectReadTTL).
+	reads projectReads
 }
 
 // NewEngine validates cfg and returns an engine.

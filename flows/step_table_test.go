@@ -57,7 +57,9 @@ func TestResumeKeepsOneJobPerStep(t *testing.T) {
 		together bool
 	}{
 		{"job retrying after a 503", func(t *testing.T, h *flowtest.Harness, op store.Operation) {
-			h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodGet, PathPattern: "/api/v4/projects/*", Status: 503, Times: 1})
+			// The create job's first call (the project read is the submit
+			// check's, shared when under a minute old).
+			h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathBranches, Status: 503, Times: 1})
 			w := h.WorkUntilIdle(t)
 			if len(w) != 1 || w[0].Err == nil || len(h.Jobs(t, flows.KindCreateMR)) != 1 {
 				t.Fatalf("the create job did not fail transiently: %v", w)

@@ -45,7 +45,9 @@ func (e *GitLabUnavailableError) Unwrap() []error { return []error{ErrGitLabUnav
 // checkGitLab checks p against GitLab with reads only, before anything is
 // stored: the project, the target branch (the project's default when
 // empty), and, for files with an explicit action, one listing of the tree
-// under their common directory. A failure GitLab may clear by itself (5xx,
+// under their common directory. It always asks GitLab (a GitLab that cannot
+// answer is the submitter's 503) and keeps the project's answer for the
+// create step (projectReads). A failure GitLab may clear by itself (5xx,
 // 429, no answer) is a *GitLabUnavailableError; what does not fit is a
 // *GitLabCheckError naming every problem.
 func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) error {
@@ -71,6 +73,7 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) error {
 	if target == "" {
 		return refused("target_branch", "project %q has no default branch; name the target branch", p.Project)
 	}
+	e.rememberProject(p.Project, proj)
 	_, err = e.gl.Branch(ctx, proj.ID, target)
 	switch {
 	case errors.Is(err, platform.ErrNotFound):
