@@ -81,6 +81,12 @@ type Events interface {
 // requests and the commands of notes.
 type Intake interface {
 	InsertDelivery(ctx context.Context, d Delivery, job func(id int64) river.InsertManyParams) (id int64, inserted bool, err error)
+	// InsertDeliveries stores the deliveries of ds whose DedupeKey is new
+	// (the first of each key; FirstOfKey) with one statement, and enqueues
+	// job(id) for each one stored, all in one transaction: the group commit
+	// of the webhook intake (issue 12). out[i] answers ds[i]. On an error
+	// nothing is stored or enqueued, and out is nil.
+	InsertDeliveries(ctx context.Context, ds []Delivery, job func(id int64) river.InsertManyParams) (out []DeliveryInsert, err error)
 	GetDelivery(ctx context.Context, db DBTX, id int64) (Delivery, error)
 	MarkDeliveryProcessed(ctx context.Context, db DBTX, id int64, outcome string) error
 	CountDeliveries(ctx context.Context, db DBTX) (int, error)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"changebot/store"
 	"changebot/store/postgres/internal/dbsqlc"
@@ -13,27 +15,72 @@ import (
 )
 
 // InsertDelivery stores d and enqueues the job that processes it, in one
-// transaction: the webhook's single database transaction on the request
-// path (DESIGN §9). job receives the new delivery id. inserted is false (and
-// nothing is written or enqueued) when the dedupe key was seen before.
+// transaction (InsertDeliveries of one delivery). job receives the new
+// delivery id. inserted is false (and nothing is written or enqueued) when
+// the dedupe key was seen before.
 func (s *Store) InsertDelivery(ctx context.Context, d store.Delivery, job func(id int64) river.InsertManyParams) (id int64, inserted bool, err error) {
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		id, err = queries.DeliveryInsertIfNew(ctx, tx, &dbsqlc.DeliveryInsertIfNewParams{DedupeKey: d.DedupeKey,
-			Event: d.Event, ProjectID: d.ProjectID, Body: d.Body, ReceivedAt: s.Now()})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+	out, err := s.InsertDeliveries(ctx, []store.Delivery{d}, job)
+	if err != nil {
+		return 0, false, err
+	}
+	return out[0].ID, out[0].Inserted, nil
+}
+
+// InsertDeliveries stores the deliveries of ds whose dedupe key is new with
+// one INSERT … SELECT unnest(…) ON CONFLICT DO NOTHING, and enqueues job(id)
+// for each one stored with one River InsertManyTx, in one transaction: the
+// webhooks' group commit shares this transaction between concurrent
+// deliveries (DESIGN §9, issue 12). out[i] answers ds[i]; a later copy of a
+// key within ds is a duplicate of the first (store.FirstOfKey). On an error
+// nothing is stored or enqueued, unless the error is the commit's answer
+// being lost (a resend then answers duplicate).
+func (s *Store) InsertDeliveries(ctx context.Context, ds []store.Delivery, job func(id int64) river.InsertManyParams) ([]store.DeliveryInsert, error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	first := store.FirstOfKey(ds)
+	// Rows go in in key order: two batches holding the same keys (two
+	// replicas, a resend racing its original) then wait on each other's
+	// unique index entries in one order, never in a cycle (40P01, seen in
+	// the contract's concurrent case before the sort).
+	order := make([]int, 0, len(ds))
+	for i := range ds {
+		if first[i] == i {
+			order = append(order, i)
 		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(ds[a].DedupeKey, ds[b].DedupeKey) })
+	p := &dbsqlc.DeliveryInsertManyIfNewParams{ReceivedAt: s.Now()}
+	for _, i := range order {
+		d := ds[i]
+		p.DedupeKeys = append(p.DedupeKeys, d.DedupeKey)
+		p.Events = append(p.Events, d.Event)
+		p.ProjectIds = append(p.ProjectIds, d.ProjectID)
+		p.Bodies = append(p.Bodies, d.Body)
+	}
+	out := make([]store.DeliveryInsert, len(ds))
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := queries.DeliveryInsertManyIfNew(ctx, tx, p)
 		if err != nil {
-			return fmt.Errorf("inserting delivery: %w", err)
+			return fmt.Errorf("inserting %d deliveries: %w", len(p.DedupeKeys), err)
 		}
-		inserted = true
-		return s.enqueue(ctx, tx, []river.InsertManyParams{job(id)})
+		ids := make(map[string]int64, len(rows))
+		for _, r := range rows {
+			ids[r.DedupeKey] = r.ID
+		}
+		jobs := make([]river.InsertManyParams, 0, len(rows))
+		for i, d := range ds {
+			if id, ok := ids[d.DedupeKey]; ok && first[i] == i {
+				out[i] = store.DeliveryInsert{ID: id, Inserted: true}
+				jobs = append(jobs, job(id))
+			}
+		}
+		return s.enqueue(ctx, tx, jobs)
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("storing %s delivery: %w", d.Event, err)
+		return nil, fmt.Errorf("storing %d deliveries (%s first): %w", len(ds), ds[0].Event, err)
 	}
-	return id, inserted, nil
+	return out, nil
 }
 
 // GetDelivery reads one delivery; ErrNotFound when there is none.

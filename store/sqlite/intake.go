@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -14,25 +15,80 @@ import (
 	"changebot/store/sqlite/internal/dbtime"
 )
 
-// InsertDelivery implements store.Intake.
+// InsertDelivery implements store.Intake (InsertDeliveries of one delivery).
 func (s *Store) InsertDelivery(ctx context.Context, d store.Delivery, job func(id int64) river.InsertManyParams) (id int64, inserted bool, err error) {
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		id, err = queries.DeliveryInsertIfNew(ctx, tx, &dbsqlc.DeliveryInsertIfNewParams{DedupeKey: d.DedupeKey,
-			Event: d.Event, ProjectID: d.ProjectID, Body: d.Body, ReceivedAt: dbtime.Of(s.Now())})
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
+	out, err := s.InsertDeliveries(ctx, []store.Delivery{d}, job)
+	if err != nil {
+		return 0, false, err
+	}
+	return out[0].ID, out[0].Inserted, nil
+}
+
+// InsertDeliveries implements store.Intake: one multi-row INSERT … ON
+// CONFLICT DO NOTHING RETURNING of the new keys and one River InsertManyTx,
+// in one transaction.
+func (s *Store) InsertDeliveries(ctx context.Context, ds []store.Delivery, job func(id int64) river.InsertManyParams) ([]store.DeliveryInsert, error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	// Hand-written: sqlc's SQLite engine cannot repeat a VALUES row for a
+	// slice. Every value is bound; five per row stays far below SQLite's
+	// 32,766 parameters for any batch the intake makes.
+	first := store.FirstOfKey(ds)
+	now := dbtime.Of(s.Now())
+	var query strings.Builder
+	query.WriteString(`INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at) VALUES `)
+	args := make([]any, 0, 5*len(ds))
+	for i, d := range ds {
+		if first[i] != i {
+			continue
 		}
+		if len(args) > 0 {
+			query.WriteString(", ")
+		}
+		query.WriteString("(?, ?, ?, ?, ?)")
+		args = append(args, d.DedupeKey, d.Event, d.ProjectID, d.Body, now)
+	}
+	query.WriteString(` ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, dedupe_key`)
+	out := make([]store.DeliveryInsert, len(ds))
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		ids, err := insertedIDs(ctx, tx, query.String(), args)
 		if err != nil {
-			return fmt.Errorf("inserting delivery: %w", err)
+			return fmt.Errorf("inserting %d deliveries: %w", len(args)/5, err)
 		}
-		inserted = true
-		return s.enqueue(ctx, tx, []river.InsertManyParams{job(id)})
+		jobs := make([]river.InsertManyParams, 0, len(ids))
+		for i, d := range ds {
+			if id, ok := ids[d.DedupeKey]; ok && first[i] == i {
+				out[i] = store.DeliveryInsert{ID: id, Inserted: true}
+				jobs = append(jobs, job(id))
+			}
+		}
+		return s.enqueue(ctx, tx, jobs)
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("storing %s delivery: %w", d.Event, err)
+		return nil, fmt.Errorf("storing %d deliveries (%s first): %w", len(ds), ds[0].Event, err)
 	}
-	return id, inserted, nil
+	return out, nil
+}
+
+// insertedIDs runs query (… RETURNING id, dedupe_key) and maps each
+// returned key to its id.
+func insertedIDs(ctx context.Context, tx *sql.Tx, query string, args []any) (map[string]int64, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := make(map[string]int64)
+	for rows.Next() {
+		var id int64
+		var key string
+		if err := rows.Scan(&id, &key); err != nil {
+			return nil, err
+		}
+		ids[key] = id
+	}
+	return ids, rows.Err()
 }
 
 // GetDelivery implements store.Intake.

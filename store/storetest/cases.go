@@ -32,6 +32,8 @@ var cases = []struct {
 	{"StatusNoteClaimRenewal", testStatusNoteClaimRenewal},
 	{"SameNumbersOnTwoPlatforms", testSameNumbersOnTwoPlatforms},
 	{"DeliveryBodyStoredByteIdentical", testDeliveryBodyStoredByteIdentical},
+	{"InsertDeliveriesDedupe", testInsertDeliveriesDedupe},
+	{"InsertDeliveriesConcurrent", testInsertDeliveriesConcurrent},
 	{"CallbackRequestsDedupePerKind", testCallbackRequestsDedupePerKind},
 	{"CommitClaims", testCommitClaims},
 	{"CommitClaimInTransaction", testCommitClaimInTransaction},

@@ -54,3 +54,12 @@ UPDATE note_commands SET outcome = @outcome WHERE platform = @platform AND proje
 SELECT count(*) AS notes, count(*) FILTER (WHERE outcome = 'rate_limited') AS limited
 FROM note_commands
 WHERE author = @author AND received_at >= @since;
+
+-- name: DeliveryInsertManyIfNew :many
+-- One statement for a batch of deliveries (group commit, issue 12): the
+-- arrays are zipped by unnest; keys stored before are skipped.
+INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at)
+SELECT unnest(@dedupe_keys::text[]), unnest(@events::text[]), unnest(@project_ids::bigint[]),
+       unnest(@bodies::bytea[]), @received_at::timestamptz
+ON CONFLICT (dedupe_key) DO NOTHING
+RETURNING id, dedupe_key;

@@ -133,6 +133,55 @@ func (q *Queries) DeliveryInsertIfNew(ctx context.Context, db DBTX, arg *Deliver
 	return id, err
 }
 
+const deliveryInsertManyIfNew = `-- name: DeliveryInsertManyIfNew :many
+INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at)
+SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::bigint[]),
+       unnest($4::bytea[]), $5::timestamptz
+ON CONFLICT (dedupe_key) DO NOTHING
+RETURNING id, dedupe_key
+`
+
+type DeliveryInsertManyIfNewParams struct {
+	DedupeKeys []string
+	Events     []string
+	ProjectIds []int64
+	Bodies     [][]byte
+	ReceivedAt time.Time
+}
+
+type DeliveryInsertManyIfNewRow struct {
+	ID        int64
+	DedupeKey string
+}
+
+// One statement for a batch of deliveries (group commit, issue 12): the
+// arrays are zipped by unnest; keys stored before are skipped.
+func (q *Queries) DeliveryInsertManyIfNew(ctx context.Context, db DBTX, arg *DeliveryInsertManyIfNewParams) ([]DeliveryInsertManyIfNewRow, error) {
+	rows, err := db.Query(ctx, deliveryInsertManyIfNew,
+		arg.DedupeKeys,
+		arg.Events,
+		arg.ProjectIds,
+		arg.Bodies,
+		arg.ReceivedAt,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DeliveryInsertManyIfNewRow
+	for rows.Next() {
+		var i DeliveryInsertManyIfNewRow
+		if err := rows.Scan(&i.ID, &i.DedupeKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const deliveryLastID = `-- name: DeliveryLastID :one
 SELECT coalesce(max(id), 0)::bigint AS id FROM webhook_deliveries
 `
