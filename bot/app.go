@@ -27,6 +27,7 @@ import (
 	"changebot/settings"
 	"changebot/store"
 	"changebot/templates"
+	"changebot/webhooks"
 )
 
 // AppOpts are optional settings of NewApp; nil means defaults.
@@ -62,6 +63,9 @@ type App struct {
 	gitlab   platformClient
 	registry *prometheus.Registry
 	router   http.Handler
+	// hook is the GitLab webhook handler; Run closes its group commit
+	// after the HTTP server stopped.
+	hook     *webhooks.GitLabHandler
 	schema   string
 	settings *settings.Cache
 	gauge    *flows.ActiveGauge
@@ -265,6 +269,12 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	// Every request waits for its own delivery's commit, so Shutdown has
+	// drained the group commit already; Close makes that explicit and
+	// refuses a delivery of a request Shutdown gave up on.
+	if err := a.hook.Close(sctx); err != nil {
+		a.log.Warn("webhook intake did not drain within the grace period", "err", err)
+	}
 	stopJobStarts()
 	if err := a.jobs.Stop(sctx); err != nil {
 		a.log.Warn("job workers did not stop within the grace period", "err", err)

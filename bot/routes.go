@@ -41,6 +41,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.hook = hook
 	cbCfg := webhooks.CallbackConfig{Secret: a.cfg.CallbackSecret, MaxBodyBytes: 1 << 20,
 		Approvals: a.engine, Deploys: a.engine, Logger: a.log, Metrics: wm}
 	approvalCB, err := webhooks.NewApprovalCallbackHandler(cbCfg)

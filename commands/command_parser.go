@@ -61,7 +61,20 @@ const MaxNameLen = 64
 // Parse is a pure function of its arguments; it is linear in the body's
 // length apart from a logarithmic factor for code spans.
 func Parse(body, botUsername string) []Invocation {
-	bot := strings.TrimPrefix(strings.TrimSpace(botUsername), "@")
+	return parse(body, strings.TrimPrefix(strings.TrimSpace(botUsername), "@"), false)
+}
+
+// MayHoldCommand reports whether Parse could find a command in body for
+// some bot username: a slash command, or a mention of anyone followed by a
+// command name. The webhook intake answers a note without one at once and
+// stores nothing (issue 12), without asking GitLab the robot's username; a
+// note that mentions another user ("@alice look") is kept, and the
+// executor answers it no_command as before.
+func MayHoldCommand(body string) bool { return len(parse(body, "", true)) > 0 }
+
+// parse is Parse with bot already trimmed; anyBot accepts a mention of any
+// username.
+func parse(body, bot string, anyBot bool) []Invocation {
 	d := newDocument(body)
 	var (
 		out  []Invocation
@@ -74,7 +87,7 @@ func Parse(body, botUsername string) []Invocation {
 			continue
 		}
 		text, j, off := d.scanInline(i, rest)
-		if inv, ok := parseCommand(text, bot); ok && !seen[inv.Name] {
+		if inv, ok := parseCommand(text, bot, anyBot); ok && !seen[inv.Name] {
 			seen[inv.Name] = true
 			inv.Line = i + 1
 			inv.Raw = rest
@@ -255,14 +268,14 @@ func (st *blockState) advance(line string) (rest string, ok bool) {
 
 // parseCommand reads a command at the start of text (a line without its
 // indentation and with HTML comments removed).
-func parseCommand(text, bot string) (Invocation, bool) {
+func parseCommand(text, bot string, anyBot bool) (Invocation, bool) {
 	switch {
 	case strings.HasPrefix(text, "/"):
 		text = text[1:]
-	case strings.HasPrefix(text, "@") && bot != "":
+	case strings.HasPrefix(text, "@") && (bot != "" || anyBot):
 		word, after, _ := cutSpace(text[1:])
 		word = strings.TrimRight(word, ":,")
-		if !strings.EqualFold(word, bot) {
+		if anyBot && word == "" || !anyBot && !strings.EqualFold(word, bot) {
 			return Invocation{}, false
 		}
 		text = strings.TrimLeft(after, " \t")

@@ -236,3 +236,40 @@ func TestParseLargeBody(t *testing.T) {
 		})
 	}
 }
+
+// TestMayHoldCommand: true for every note Parse finds a command in, for
+// whichever bot username, false for notes the intake may drop unstored
+// (issue 12).
+func TestMayHoldCommand(t *testing.T) {
+	tests := []struct {
+		body string
+		want bool
+	}{
+		{"/retry", true},
+		{"  /unknown-command with args", true},
+		{"@changebot retry", true},
+		{"@ChangeBot: /status", true},
+		{"@alice please look", true}, // a mention of anyone may be the robot's
+		{"text first\n\n/retry", true},
+		{"LGTM, thanks!", false},
+		{"please /retry", false},
+		{"> /retry", false},
+		{"    /retry", false},
+		{"```\n/retry\n```", false},
+		{"<!-- /retry -->", false},
+		{"`/retry`", false},
+		{"/retry.", false},
+		{"@ retry", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if got := MayHoldCommand(tt.body); got != tt.want {
+			t.Errorf("MayHoldCommand(%q) = %v, want %v", tt.body, got, tt.want)
+		}
+	}
+	for _, tc := range parseCases {
+		if len(Parse(tc.body, testBot)) > 0 && !MayHoldCommand(tc.body) {
+			t.Errorf("MayHoldCommand(%q) = false, but Parse finds a command", tc.body)
+		}
+	}
+}

@@ -13,7 +13,7 @@ var validName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 // every name is well formed, lines are in range and increasing, no name
 // repeats, the result is deterministic, and quoting or indenting every line
 // of a note, or wrapping it in an HTML comment or a fence, hides all its
-// commands. Run it with
+// commands, and MayHoldCommand holds for every note Parse finds one in. Run it with
 //
 //	go test ./commands -run='^$' -fuzz=FuzzParse -fuzztime=20s
 func FuzzParse(f *testing.F) {
@@ -25,6 +25,9 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body, bot string) {
 		got := Parse(body, bot)
 		checkInvariants(t, body, got)
+		if len(got) > 0 && !MayHoldCommand(body) {
+			t.Fatalf("MayHoldCommand(%q) is false, but Parse finds %#v for bot %q", body, got, bot)
+		}
 
 		if again := Parse(body, bot); !reflect.DeepEqual(got, again) {
 			t.Fatalf("Parse is not deterministic on %q:\n%#v\n%#v", body, got, again)

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"changebot/commands"
 	"changebot/flows"
+	"changebot/internal/groupcommit"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -30,11 +33,12 @@ const (
 // index never sees an oversized value.
 const maxIdempotencyKeyLen = 128
 
-// DeliveryStore stores a delivery and enqueues its processing job in one
-// transaction (store.Store implements it). inserted is false, and nothing
-// is written, when d.DedupeKey was stored before.
+// DeliveryStore stores a batch of deliveries and enqueues the processing job
+// of each one stored, in one transaction (store.Store implements it). out[i]
+// answers ds[i]: Inserted is false, and nothing is written for it, when its
+// DedupeKey was stored before (or earlier in ds).
 type DeliveryStore interface {
-	InsertDelivery(ctx context.Context, d store.Delivery, job func(id int64) river.InsertManyParams) (id int64, inserted bool, err error)
+	InsertDeliveries(ctx context.Context, ds []store.Delivery, job func(id int64) river.InsertManyParams) (out []store.DeliveryInsert, err error)
 }
 
 // HookDecoder decodes a GitLab delivery (platform/gitlab.DecodeHook, the
@@ -54,9 +58,12 @@ type GitLabConfig struct {
 	Store DeliveryStore
 	// Decode decodes a delivery. Required.
 	Decode HookDecoder
-	// StoreTimeout bounds the store transaction; zero means
-	// DefaultStoreTimeout.
+	// StoreTimeout bounds the store transaction, and a request's wait for
+	// it; zero means DefaultStoreTimeout.
 	StoreTimeout time.Duration
+	// MaxBatch bounds the deliveries stored by one transaction (group
+	// commit); zero means DefaultMaxBatch.
+	MaxBatch int
 	// Logger receives one record per delivery; nil discards.
 	Logger *slog.Logger
 	// Metrics counts deliveries; nil counts into unregistered metrics.
@@ -69,21 +76,29 @@ type GitLabConfig struct {
 // (401 {"error":"invalid webhook token"}); X-Gitlab-Event present (400);
 // the body decodes (400 {"error":"malformed payload: …"}, without the
 // body; a decoder error not wrapping platform.ErrMalformedHook answers 500).
-// Events the bot does not use answer 200 {"result":"ignored"} and
-// are not stored: kinds other than merge request, pipeline and note; notes
-// on anything but a merge request; system notes; and edited notes (a
-// command runs once per note id, never on an edit: DESIGN §1). Every other
-// delivery is stored, deduplicated on "idem:"+Idempotency-Key (GitLab 17.4+,
-// stable across resends) or else "sha256:"+hex(sha256(event+"\n"+body)),
-// with its flows.ProcessDeliveryJob in one transaction: 200
+// Events that cannot move any change answer 200 {"result":"ignored"}, are
+// not stored and are counted in changebot_webhook_ignored_total by Ignored*
+// reason: kinds other than merge request, pipeline and note; notes on
+// anything but a merge request; system notes; edited notes (a command runs
+// once per note id, never on an edit: DESIGN §1); and notes without a
+// command (commands.MayHoldCommand; issue 12). Every other delivery is
+// stored, deduplicated on "idem:"+Idempotency-Key (GitLab 17.4+, stable
+// across resends) or else "sha256:"+hex(sha256(event+"\n"+body)), with its
+// flows.ProcessDeliveryJob in one transaction: 200
 // {"result":"accepted","delivery_id":N}, or 200 {"result":"duplicate"}.
-// A store failure answers 503: GitLab shows the failure (and may
-// temporarily disable the hook), which is better than claiming a delivery
-// that was not stored. A panic answers 500. Every answer is counted in
-// changebot_webhook_deliveries_total.
+// Concurrent deliveries share that transaction (group commit: while one
+// commits, the next ones queue, and the next commit takes up to MaxBatch of
+// them); each request still gets its own answer. When a shared commit fails,
+// each of its deliveries is stored again on its own, so one delivery the
+// database refuses fails only its own request. A store failure answers 503:
+// GitLab shows the failure (and may temporarily disable the hook), which is
+// better than claiming a delivery that was not stored. A panic answers 500.
+// Every answer is counted in changebot_webhook_deliveries_total.
+//
+// Close stops the group commit; the HTTP server must have stopped first.
 //
 // It returns an error, listing every problem, when cfg is invalid.
-func NewGitLabHandler(cfg GitLabConfig) (http.Handler, error) {
+func NewGitLabHandler(cfg GitLabConfig) (*GitLabHandler, error) {
 	var problems []error
 	if len(cfg.Secrets) == 0 {
 		problems = append(problems, errors.New("at least one webhook secret is required"))
@@ -108,10 +123,13 @@ func NewGitLabHandler(cfg GitLabConfig) (http.Handler, error) {
 	if cfg.StoreTimeout < 0 {
 		problems = append(problems, fmt.Errorf("store timeout is negative (%s)", cfg.StoreTimeout))
 	}
+	if cfg.MaxBatch < 0 {
+		problems = append(problems, fmt.Errorf("max batch is negative (%d)", cfg.MaxBatch))
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("configuring the GitLab webhook handler: %w", errors.Join(problems...))
 	}
-	h := &gitlabHandler{
+	h := &GitLabHandler{
 		secrets:      secrets,
 		maxBody:      cfg.MaxBodyBytes,
 		store:        cfg.Store,
@@ -129,10 +147,27 @@ func NewGitLabHandler(cfg GitLabConfig) (http.Handler, error) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	maxBatch := cmp.Or(cfg.MaxBatch, DefaultMaxBatch)
+	b, err := groupcommit.New(groupcommit.Config[store.Delivery, store.DeliveryInsert]{
+		Flush: func(ctx context.Context, ds []store.Delivery) ([]store.DeliveryInsert, error) {
+			return h.store.InsertDeliveries(ctx, ds, flows.ProcessDeliveryJob)
+		},
+		MaxBatch: maxBatch, Timeout: h.storeTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configuring the GitLab webhook handler: %w", err)
+	}
+	h.commits = b
 	return h, nil
 }
 
-type gitlabHandler struct {
+// DefaultMaxBatch is the most deliveries one intake transaction stores
+// when GitLabConfig.MaxBatch is zero: a batch of 6 kB deliveries stays
+// under half a megabyte per statement.
+const DefaultMaxBatch = 64
+
+// GitLabHandler is the handler of POST /webhooks/gitlab (NewGitLabHandler).
+type GitLabHandler struct {
 	secrets      [][sha256.Size]byte
 	maxBody      int64
 	store        DeliveryStore
@@ -140,9 +175,17 @@ type gitlabHandler struct {
 	storeTimeout time.Duration
 	log          *slog.Logger
 	m            *Metrics
+	commits      *groupcommit.Batcher[store.Delivery, store.DeliveryInsert]
 }
 
-func (h *gitlabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// Close stops the group commit after the HTTP server stopped taking
+// requests: deliveries arriving later answer 503, and Close waits until
+// every queued delivery is committed and answered, or ctx ends (its error
+// is returned).
+func (h *GitLabHandler) Close(ctx context.Context) error { return h.commits.Close(ctx) }
+
+// ServeHTTP implements http.Handler (NewGitLabHandler documents it).
+func (h *GitLabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	event := r.Header.Get(headerGitLabEvent)
 	label := eventLabel(event)
 	log := h.log.With(attrEvent, label)
@@ -198,6 +241,7 @@ func (h *gitlabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log = log.With(attrProjectID, ev.ProjectID)
 	if reason := ignoreReason(ev); reason != "" {
 		count(OutcomeIgnored)
+		h.m.ignored.WithLabelValues(reason).Inc()
 		log.Debug("webhook ignored", "reason", reason, "kind", ev.Kind)
 		writeJSON(w, http.StatusOK, answer{Result: OutcomeIgnored})
 		return
@@ -211,7 +255,8 @@ func (h *gitlabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := detached(r, h.storeTimeout)
 	defer cancel()
-	id, inserted, err := h.store.InsertDelivery(ctx, d, flows.ProcessDeliveryJob)
+	res, err := h.commit(ctx, log, d)
+	id, inserted := res.ID, res.Inserted
 	switch {
 	case err != nil:
 		count(OutcomeError)
@@ -228,16 +273,39 @@ func (h *gitlabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *gitlabHandler) tooLarge(w http.ResponseWriter, r *http.Request, log *slog.Logger, count func(string)) {
+func (h *GitLabHandler) tooLarge(w http.ResponseWriter, r *http.Request, log *slog.Logger, count func(string)) {
 	count(OutcomeTooLarge)
 	log.Warn("webhook refused: body too large", "content_length", r.ContentLength, "limit", h.maxBody)
 	writeJSON(w, http.StatusRequestEntityTooLarge, answer{Error: fmt.Sprintf("payload larger than %d bytes", h.maxBody)})
 }
 
+// commit stores d through the group commit. When the shared commit failed
+// for a batch of several deliveries, d is stored again on its own: the
+// failure may be another delivery's (one the database refuses), and every
+// request must get its own delivery's answer. A delivery whose shared
+// commit's answer was lost after it committed is answered duplicate then,
+// which is true: it is stored once, its job enqueued once.
+func (h *GitLabHandler) commit(ctx context.Context, log *slog.Logger, d store.Delivery) (store.DeliveryInsert, error) {
+	res, err := h.commits.Do(ctx, d)
+	var fe *groupcommit.FlushError
+	if !errors.As(err, &fe) || fe.Size == 1 {
+		return res, err
+	}
+	log.Warn("shared intake commit failed; storing the delivery alone", "batch", fe.Size, attrError, fe.Err)
+	out, err := h.store.InsertDeliveries(ctx, []store.Delivery{d}, flows.ProcessDeliveryJob)
+	if err != nil {
+		return store.DeliveryInsert{}, err
+	}
+	if len(out) != 1 {
+		return store.DeliveryInsert{}, fmt.Errorf("storing one delivery: %d answers", len(out))
+	}
+	return out[0], nil
+}
+
 // tokenOK compares got with every configured secret in constant time. Both
 // sides are hashed first so that neither the length of a secret nor which
 // secret matched shows in the timing.
-func (h *gitlabHandler) tokenOK(got string) bool {
+func (h *GitLabHandler) tokenOK(got string) bool {
 	sum := sha256.Sum256([]byte(got))
 	match := 0
 	for i := range h.secrets {
@@ -246,7 +314,8 @@ func (h *gitlabHandler) tokenOK(got string) bool {
 	return got != "" && match == 1
 }
 
-// ignoreReason returns why the bot does not use ev, "" when it does.
+// ignoreReason returns why ev cannot move any change (an Ignored*
+// reason), "" when it may. It reads the event only: no database, no GitLab.
 func ignoreReason(ev platform.HookEvent) string {
 	switch ev.Kind {
 	case platform.HookMergeRequest, platform.HookPipeline:
@@ -254,15 +323,17 @@ func ignoreReason(ev platform.HookEvent) string {
 	case platform.HookNote:
 		switch {
 		case ev.Note == nil || ev.Note.NoteableType != platform.NoteableMergeRequest:
-			return "note not on a merge request"
+			return IgnoredNotOnMergeRequest
 		case ev.Note.System:
-			return "system note"
+			return IgnoredSystemNote
 		case ev.Note.Action == platform.NoteActionUpdate:
-			return "edited note"
+			return IgnoredEditedNote
+		case !commands.MayHoldCommand(ev.Note.Body):
+			return IgnoredNoCommand
 		}
 		return ""
 	}
-	return "event not used"
+	return IgnoredEventNotUsed
 }
 
 // dedupeKey is "idem:"+Idempotency-Key when GitLab sent one (hashed when

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -44,8 +45,11 @@ type reply struct {
 func TestGitLabIntake(t *testing.T) {
 	t.Parallel()
 	mrOpen := readFixture(t, "webhook-merge_request-open.json")
-	noteMR := readFixture(t, "webhook-note-mr.json")
+	noteMR := commandNote(t)
 	noteEdited := []byte(strings.Replace(string(noteMR), `"action": "create"`, `"action": "update"`, 1))
+	noteNoCommand := readFixture(t, "webhook-note-mr.json") // "This MR needs work."
+	noteMention := bytes.Replace(noteNoCommand, []byte(`"This MR needs work."`), []byte(`"@someone retry"`), 1)
+	noteQuoted := bytes.Replace(noteNoCommand, []byte(`"This MR needs work."`), []byte(`"> /retry\n\n`+"```"+`\n/merge\n`+"```"+`"`), 1)
 	issueNote := []byte(`{"object_kind":"note","event_type":"note","user":{"id":3,"username":"dev"},"project_id":9,
 		"project":{"id":9,"path_with_namespace":"g/p"},
 		"object_attributes":{"id":77,"note":"/retry","noteable_type":"Issue","author_id":3,"action":"create"},"issue":{"id":5,"iid":2}}`)
@@ -61,8 +65,9 @@ func TestGitLabIntake(t *testing.T) {
 		cfg        func(*GitLabConfig)
 		send       []delivery
 		want       []reply
-		wantCalls  int // InsertDelivery calls
+		wantCalls  int // deliveries handed to InsertDeliveries
 		wantStored int
+		ignored    string             // the reason counted in changebot_webhook_ignored_total
 		event      string             // metric event label
 		wantCounts map[string]float64 // outcome -> count for event
 		also       []count            // counts under other events
@@ -145,6 +150,7 @@ func TestGitLabIntake(t *testing.T) {
 			want:       []reply{ignored},
 			event:      "Push Hook",
 			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredEventNotUsed,
 		},
 		{
 			name:       "ignored event unknown to GitLab's list",
@@ -152,6 +158,7 @@ func TestGitLabIntake(t *testing.T) {
 			want:       []reply{ignored},
 			event:      "other",
 			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredEventNotUsed,
 		},
 		{
 			name:       "ignored Emoji Hook",
@@ -159,6 +166,7 @@ func TestGitLabIntake(t *testing.T) {
 			want:       []reply{ignored},
 			event:      "Emoji Hook",
 			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredEventNotUsed,
 		},
 		{
 			name:       "ignored Job Hook",
@@ -166,6 +174,7 @@ func TestGitLabIntake(t *testing.T) {
 			want:       []reply{ignored},
 			event:      "Job Hook",
 			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredEventNotUsed,
 		},
 		{
 			name:       "issue note ignored",
@@ -173,6 +182,7 @@ func TestGitLabIntake(t *testing.T) {
 			want:       []reply{ignored},
 			event:      evNote,
 			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredNotOnMergeRequest,
 		},
 		{
 			name:       "edited MR note ignored",
@@ -180,6 +190,32 @@ func TestGitLabIntake(t *testing.T) {
 			want:       []reply{ignored},
 			event:      evNote,
 			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredEditedNote,
+		},
+		{
+			name:       "MR note without a command ignored",
+			send:       []delivery{{event: evNote, token: secretA, idemKey: "note-0", body: noteNoCommand}},
+			want:       []reply{ignored},
+			event:      evNote,
+			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredNoCommand,
+		},
+		{
+			name:       "MR note with commands only quoted or fenced ignored",
+			send:       []delivery{{event: evNote, token: secretA, body: noteQuoted}},
+			want:       []reply{ignored},
+			event:      evNote,
+			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredNoCommand,
+		},
+		{
+			name:       "MR note mentioning someone with a command word accepted",
+			send:       []delivery{{event: evNote, token: secretA, body: noteMention}},
+			want:       []reply{accepted1},
+			wantCalls:  1,
+			wantStored: 1,
+			event:      evNote,
+			wantCounts: map[string]float64{OutcomeAccepted: 1},
 		},
 		{
 			name:       "MR note accepted",
@@ -316,6 +352,16 @@ func TestGitLabIntake(t *testing.T) {
 			if got := totalCount(t, e.reg, "changebot_webhook_deliveries_total"); got != wantTotal {
 				t.Errorf("deliveries total %v, want %v", got, wantTotal)
 			}
+			wantIgnored := 0.0
+			if tt.ignored != "" {
+				wantIgnored = 1
+				if got := testutil.ToFloat64(e.m.ignored.WithLabelValues(tt.ignored)); got != 1 {
+					t.Errorf("ignored{reason=%q} = %v, want 1", tt.ignored, got)
+				}
+			}
+			if got := totalCount(t, e.reg, "changebot_webhook_ignored_total"); got != wantIgnored {
+				t.Errorf("ignored total %v, want %v", got, wantIgnored)
+			}
 			logs := e.logs.String()
 			for _, s := range []string{secretA, secretB, bodyMarker} {
 				if strings.Contains(logs, s) {
@@ -331,7 +377,7 @@ func TestGitLabIntake(t *testing.T) {
 // for the new id.
 func TestGitLabStoredDelivery(t *testing.T) {
 	t.Parallel()
-	noteMR := readFixture(t, "webhook-note-mr.json")
+	noteMR := commandNote(t)
 	mrOpen := readFixture(t, "webhook-merge_request-open.json")
 	longKey := strings.Repeat("k", maxIdempotencyKeyLen+1)
 	longSum := sha256.Sum256([]byte(longKey))

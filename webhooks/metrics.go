@@ -13,6 +13,7 @@ const (
 	labelKind    = "kind"
 	labelResult  = "result"
 	labelHandler = "handler"
+	labelReason  = "reason"
 )
 
 // Outcomes of a GitLab delivery: the outcome label of
@@ -33,6 +34,23 @@ const (
 	OutcomeTooLarge = "too_large"
 	// OutcomeError: the store failed or the handler panicked.
 	OutcomeError = "error"
+)
+
+// Reasons a well-formed delivery cannot move any change: the reason label
+// of changebot_webhook_ignored_total. Such a delivery answers 200
+// {"result":"ignored"} and is not stored (issue 12).
+const (
+	// IgnoredEventNotUsed: a kind other than merge request, pipeline, note.
+	IgnoredEventNotUsed = "event_not_used"
+	// IgnoredNotOnMergeRequest: a note on an issue, commit or snippet.
+	IgnoredNotOnMergeRequest = "note_not_on_merge_request"
+	// IgnoredSystemNote: a note GitLab wrote itself.
+	IgnoredSystemNote = "system_note"
+	// IgnoredEditedNote: an edited note (commands run on creation only).
+	IgnoredEditedNote = "edited_note"
+	// IgnoredNoCommand: a note whose body holds no command for any bot
+	// (commands.MayHoldCommand).
+	IgnoredNoCommand = "no_command"
 )
 
 // Callback results that are not an acceptor's answer: the result label of
@@ -84,6 +102,7 @@ func eventLabel(event string) string {
 // registry with NewMetrics and share them between the handlers.
 type Metrics struct {
 	deliveries *prometheus.CounterVec
+	ignored    *prometheus.CounterVec
 	callbacks  *prometheus.CounterVec
 	panics     *prometheus.CounterVec
 }
@@ -94,6 +113,8 @@ type Metrics struct {
 //   - changebot_webhook_deliveries_total{event,outcome}: GitLab deliveries
 //     by X-Gitlab-Event (known values, else "other") and GitHub's by
 //     X-GitHub-Event (GitHubEvents and "ping", else "other"), and Outcome*;
+//   - changebot_webhook_ignored_total{reason}: the GitLab deliveries
+//     counted there as ignored, by Ignored* reason;
 //   - changebot_callbacks_total{kind,result}: callbacks by KindApproval or
 //     KindDeploy and the acceptor's result or a Result* constant;
 //   - changebot_webhook_panics_total{handler}: panics recovered in a
@@ -107,6 +128,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "changebot_webhook_deliveries_total",
 			Help: "GitLab and GitHub webhook deliveries received, by X-Gitlab-Event or X-GitHub-Event and outcome.",
 		}, []string{labelEvent, labelOutcome}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_webhook_ignored_total",
+			Help: "GitLab webhook deliveries answered without being stored because they cannot move any change, by reason.",
+		}, []string{labelReason}),
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "changebot_callbacks_total",
 			Help: "Approval and deploy callbacks received, by kind and result.",
@@ -118,6 +143,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		m.deliveries = register(reg, m.deliveries)
+		m.ignored = register(reg, m.ignored)
 		m.callbacks = register(reg, m.callbacks)
 		m.panics = register(reg, m.panics)
 	}
@@ -126,6 +152,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		for _, o := range []string{OutcomeAccepted, OutcomeDuplicate, OutcomeIgnored, OutcomeUnauthorized, OutcomeMalformed, OutcomeTooLarge, OutcomeError} {
 			m.deliveries.WithLabelValues(e, o)
 		}
+	}
+	for _, r := range []string{IgnoredEventNotUsed, IgnoredNotOnMergeRequest, IgnoredSystemNote, IgnoredEditedNote, IgnoredNoCommand} {
+		m.ignored.WithLabelValues(r)
 	}
 	for _, h := range []string{handlerGitLab, handlerGitHub, KindApproval, KindDeploy} {
 		m.panics.WithLabelValues(h)

@@ -15,7 +15,7 @@ func TestIntakePostgresStoresNULEscape(t *testing.T) {
 	t.Parallel()
 	h, pool := newPostgresHandler(t, nil)
 	fixture := readFixture(t, "webhook-note-mr.json")
-	body := bytes.Replace(fixture, []byte(`"This MR needs work."`), []byte(`"This MR\u0000 needs work."`), 1)
+	body := bytes.Replace(fixture, []byte(`"This MR needs work."`), []byte(`"/retry\nThis MR\u0000 needs work."`), 1)
 	if bytes.Equal(body, fixture) {
 		t.Fatal("fixture note not found")
 	}

@@ -32,6 +32,18 @@ func readFixture(t testing.TB, name string) []byte {
 	return fixture.GitLab(t, name)
 }
 
+// commandNote is the MR note fixture with a command on its first line: a
+// note the intake stores (one without a command is answered ignored).
+func commandNote(t testing.TB) []byte {
+	t.Helper()
+	note := readFixture(t, "webhook-note-mr.json")
+	body := bytes.Replace(note, []byte(`"This MR needs work."`), []byte(`"/retry\nThis MR needs work."`), 1)
+	if bytes.Equal(body, note) {
+		t.Fatal("fixture note not found")
+	}
+	return body
+}
+
 // fakeStore is a hand-written, state-based DeliveryStore: it records every
 // call, dedupes by key like the real store, and fails when err is set.
 type fakeStore struct {
@@ -46,21 +58,25 @@ type fakeStore struct {
 
 func newFakeStore() *fakeStore { return &fakeStore{stored: map[string]int64{}} }
 
-func (s *fakeStore) InsertDelivery(ctx context.Context, d store.Delivery, job func(id int64) river.InsertManyParams) (int64, bool, error) {
+func (s *fakeStore) InsertDeliveries(ctx context.Context, ds []store.Delivery, job func(id int64) river.InsertManyParams) ([]store.DeliveryInsert, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, d)
+	s.calls = append(s.calls, ds...)
 	s.ctxErrs = append(s.ctxErrs, ctx.Err())
 	if s.err != nil {
-		return 0, false, s.err
+		return nil, s.err
 	}
-	if _, ok := s.stored[d.DedupeKey]; ok {
-		return 0, false, nil
+	out := make([]store.DeliveryInsert, len(ds))
+	for i, d := range ds {
+		if _, ok := s.stored[d.DedupeKey]; ok {
+			continue
+		}
+		s.nextID++
+		s.stored[d.DedupeKey] = s.nextID
+		s.jobs = append(s.jobs, job(s.nextID))
+		out[i] = store.DeliveryInsert{ID: s.nextID, Inserted: true}
 	}
-	s.nextID++
-	s.stored[d.DedupeKey] = s.nextID
-	s.jobs = append(s.jobs, job(s.nextID))
-	return s.nextID, true, nil
+	return out, nil
 }
 
 func (s *fakeStore) snapshot() (calls []store.Delivery, jobs []river.InsertManyParams) {
