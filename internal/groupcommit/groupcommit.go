@@ -114,6 +114,14 @@ func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 	}
 }
 
+// Queued returns how many items wait for a flush (not counting the ones of
+// the flush in flight).
+func (b *Batcher[T, R]) Queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
 // run flushes the queue batch by batch until it is empty, then ends.
 func (b *Batcher[T, R]) run(idle chan struct{}) {
 	defer close(idle)
