@@ -27,7 +27,6 @@ import (
 	"changebot/settings"
 	"changebot/store"
 	"changebot/templates"
-	"changebot/webhooks"
 )
 
 // AppOpts are optional settings of NewApp; nil means defaults.
@@ -63,9 +62,9 @@ type App struct {
 	gitlab   platformClient
 	registry *prometheus.Registry
 	router   http.Handler
-	// hook is the GitLab webhook handler; Run closes its group commit
-	// after the HTTP server stopped.
-	hook     *webhooks.GitLabHandler
+	// intake is the webhook handler's group commit; Run closes it after
+	// the HTTP server stopped. Nil for a handler without one.
+	intake   intakeCloser
 	schema   string
 	settings *settings.Cache
 	gauge    *flows.ActiveGauge
@@ -272,7 +271,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	// Every request waits for its own delivery's commit, so Shutdown has
 	// drained the group commit already; Close makes that explicit and
 	// refuses a delivery of a request Shutdown gave up on.
-	if err := a.hook.Close(sctx); err != nil {
+	if err := a.closeIntake(sctx); err != nil {
 		a.log.Warn("webhook intake did not drain within the grace period", "err", err)
 	}
 	stopJobStarts()
@@ -284,6 +283,14 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		return serveErr
 	}
 	return nil
+}
+
+// closeIntake closes the webhook handler's group commit, if it has one.
+func (a *App) closeIntake(ctx context.Context) error {
+	if a.intake == nil {
+		return nil
+	}
+	return a.intake.Close(ctx)
 }
 
 // jobsRetryInterval is how often a replica started before the migrations

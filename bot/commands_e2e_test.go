@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"changebot/flows"
+	"changebot/internal/fixture"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 	"changebot/templates"
@@ -225,6 +226,17 @@ func TestNoteRunsOnceNeverOnEditNeverForBots(t *testing.T) {
 	}
 	if after := eventsOf(t, app, opID); len(after) != len(before) {
 		t.Fatalf("events grew from %d to %d", len(before), len(after))
+	}
+	// A note without a command is answered at intake and not stored; one
+	// that may hold a command is stored (issue 12: serve wires the command
+	// parser into the intake).
+	plain := fixture.GitLab(t, "webhook-note-mr.json") // "This MR needs work."
+	if r := sendHook(t, env, gitlabfake.EventNote, "plain-note", plain); r != "ignored" {
+		t.Errorf("a note without a command answered %q, want ignored", r)
+	}
+	mention := bytes.Replace(plain, []byte(`"This MR needs work."`), []byte(`"@`+demoRobot+` status"`), 1)
+	if r := sendHook(t, env, gitlabfake.EventNote, "mention-note", mention); r != "accepted" {
+		t.Errorf("a note mentioning the robot with a command answered %q, want accepted", r)
 	}
 }
 

@@ -83,8 +83,15 @@ func TestRolloutStoresEveryHookSentDuringTheShutdownDelay(t *testing.T) {
 	}
 
 	// A comment as GitLab sends it; each send is its own delivery
-	// (Idempotency-Key), as a /retry posted during the rollout would be.
-	body := fixture.GitLab(t, "webhook-note-mr.json")
+	// (Idempotency-Key), as a /retry posted during the rollout would be. It
+	// mentions a person ("@alice please"), so the intake stores it (it may
+	// be a command for a bot of that name: commands.MayHoldCommand), while
+	// the executor finds no command for the robot and calls nothing.
+	note := fixture.GitLab(t, "webhook-note-mr.json")
+	body := bytes.Replace(note, []byte(`"This MR needs work."`), []byte(`"@alice please look"`), 1)
+	if bytes.Equal(body, note) {
+		t.Fatal("fixture note not found")
+	}
 	var (
 		mu      sync.Mutex
 		results []hookResult

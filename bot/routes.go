@@ -21,12 +21,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"changebot/commands"
 	"changebot/flows"
 	"changebot/platform/gitlab"
 	"changebot/settings"
 	"changebot/store"
 	"changebot/webhooks"
 )
+
+// intakeCloser is a webhook handler with a group commit to drain (Run
+// closes it after the HTTP server stopped).
+type intakeCloser interface {
+	Close(ctx context.Context) error
+}
 
 func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	wm := webhooks.NewMetrics(a.registry)
@@ -35,13 +42,18 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	if a.cfg.Platform == PlatformGitHub {
 		hook, err = a.githubHook(wm)
 	} else {
-		hook, err = webhooks.NewGitLabHandler(webhooks.GitLabConfig{Secrets: a.cfg.WebhookSecrets,
-			MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Decode: gitlab.DecodeHook, Logger: a.log, Metrics: wm})
+		var gl *webhooks.GitLabHandler
+		gl, err = webhooks.NewGitLabHandler(webhooks.GitLabConfig{Secrets: a.cfg.WebhookSecrets,
+			MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Decode: gitlab.DecodeHook, Logger: a.log, Metrics: wm,
+			NoteHasCommand: commands.MayHoldCommand})
+		hook = gl
 	}
 	if err != nil {
 		return nil, err
 	}
-	a.hook = hook
+	if c, ok := hook.(intakeCloser); ok {
+		a.intake = c
+	}
 	cbCfg := webhooks.CallbackConfig{Secret: a.cfg.CallbackSecret, MaxBodyBytes: 1 << 20,
 		Approvals: a.engine, Deploys: a.engine, Logger: a.log, Metrics: wm}
 	approvalCB, err := webhooks.NewApprovalCallbackHandler(cbCfg)

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,7 +11,6 @@ import (
 	"slices"
 	"time"
 
-	"changebot/flows"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -119,6 +119,11 @@ func NewGitHubHandler(cfg GitHubConfig) (http.Handler, error) {
 	if h.cfg.StoreTimeout == 0 {
 		h.cfg.StoreTimeout = DefaultStoreTimeout
 	}
+	c, err := newDeliveryCommitter(h.cfg.Store, 0, h.cfg.StoreTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the GitHub webhook handler: %w", err)
+	}
+	h.intake = c
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -126,10 +131,15 @@ func NewGitHubHandler(cfg GitHubConfig) (http.Handler, error) {
 }
 
 type githubHandler struct {
-	cfg GitHubConfig
-	m   *Metrics
-	log *slog.Logger
+	cfg    GitHubConfig
+	m      *Metrics
+	log    *slog.Logger
+	intake *deliveryCommitter
 }
+
+// Close stops the group commit after the HTTP server stopped taking
+// requests, as GitLabHandler.Close does.
+func (h *githubHandler) Close(ctx context.Context) error { return h.intake.Close(ctx) }
 
 // githubEventLabel is event when it is one of GitHubEvents or "ping", else
 // "other" ("none" when missing), so a sender cannot grow the label set.
@@ -217,7 +227,8 @@ func (h *githubHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := store.Delivery{DedupeKey: githubDedupeKey(delivery), Event: event, ProjectID: ev.ProjectID, Body: body}
 	ctx, cancel := detached(r, h.cfg.StoreTimeout)
 	defer cancel()
-	id, inserted, err := h.cfg.Store.InsertDelivery(ctx, d, flows.ProcessDeliveryJob)
+	res, err := h.intake.commit(ctx, log, d)
+	id, inserted := res.ID, res.Inserted
 	switch {
 	case err != nil:
 		count(OutcomeError)

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -14,9 +13,6 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"changebot/commands"
-	"changebot/flows"
-	"changebot/internal/groupcommit"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -68,6 +64,11 @@ type GitLabConfig struct {
 	Logger *slog.Logger
 	// Metrics counts deliveries; nil counts into unregistered metrics.
 	Metrics *Metrics
+	// NoteHasCommand reports whether a note's body may hold a command for
+	// the bot (bot wires commands.MayHoldCommand; webhooks never import
+	// commands, DESIGN §8). A note it answers false for is answered
+	// ignored and not stored. Nil stores every note on a merge request.
+	NoteHasCommand func(body string) bool
 }
 
 // NewGitLabHandler returns the handler of POST /webhooks/gitlab. It checks,
@@ -81,7 +82,7 @@ type GitLabConfig struct {
 // reason: kinds other than merge request, pipeline and note; notes on
 // anything but a merge request; system notes; edited notes (a command runs
 // once per note id, never on an edit: DESIGN §1); and notes without a
-// command (commands.MayHoldCommand; issue 12). Every other delivery is
+// command (GitLabConfig.NoteHasCommand; issue 12). Every other delivery is
 // stored, deduplicated on "idem:"+Idempotency-Key (GitLab 17.4+, stable
 // across resends) or else "sha256:"+hex(sha256(event+"\n"+body)), with its
 // flows.ProcessDeliveryJob in one transaction: 200
@@ -137,6 +138,8 @@ func NewGitLabHandler(cfg GitLabConfig) (*GitLabHandler, error) {
 		storeTimeout: cfg.StoreTimeout,
 		log:          cfg.Logger,
 		m:            orNew(cfg.Metrics),
+
+		noteHasCommand: cfg.NoteHasCommand,
 	}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBodyBytes
@@ -147,24 +150,13 @@ func NewGitLabHandler(cfg GitLabConfig) (*GitLabHandler, error) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
-	maxBatch := cmp.Or(cfg.MaxBatch, DefaultMaxBatch)
-	b, err := groupcommit.New(groupcommit.Config[store.Delivery, store.DeliveryInsert]{
-		Flush: func(ctx context.Context, ds []store.Delivery) ([]store.DeliveryInsert, error) {
-			return h.store.InsertDeliveries(ctx, ds, flows.ProcessDeliveryJob)
-		},
-		MaxBatch: maxBatch, Timeout: h.storeTimeout,
-	})
+	c, err := newDeliveryCommitter(h.store, cfg.MaxBatch, h.storeTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the GitLab webhook handler: %w", err)
 	}
-	h.commits = b
+	h.intake = c
 	return h, nil
 }
-
-// DefaultMaxBatch is the most deliveries one intake transaction stores
-// when GitLabConfig.MaxBatch is zero: a batch of 6 kB deliveries stays
-// under half a megabyte per statement.
-const DefaultMaxBatch = 64
 
 // GitLabHandler is the handler of POST /webhooks/gitlab (NewGitLabHandler).
 type GitLabHandler struct {
@@ -175,14 +167,16 @@ type GitLabHandler struct {
 	storeTimeout time.Duration
 	log          *slog.Logger
 	m            *Metrics
-	commits      *groupcommit.Batcher[store.Delivery, store.DeliveryInsert]
+	intake       *deliveryCommitter
+	// noteHasCommand is GitLabConfig.NoteHasCommand.
+	noteHasCommand func(body string) bool
 }
 
 // Close stops the group commit after the HTTP server stopped taking
 // requests: deliveries arriving later answer 503, and Close waits until
 // every queued delivery is committed and answered, or ctx ends (its error
 // is returned).
-func (h *GitLabHandler) Close(ctx context.Context) error { return h.commits.Close(ctx) }
+func (h *GitLabHandler) Close(ctx context.Context) error { return h.intake.Close(ctx) }
 
 // ServeHTTP implements http.Handler (NewGitLabHandler documents it).
 func (h *GitLabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -239,7 +233,7 @@ func (h *GitLabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log = log.With(attrProjectID, ev.ProjectID)
-	if reason := ignoreReason(ev); reason != "" {
+	if reason := ignoreReason(ev, h.noteHasCommand); reason != "" {
 		count(OutcomeIgnored)
 		h.m.ignored.WithLabelValues(reason).Inc()
 		log.Debug("webhook ignored", "reason", reason, "kind", ev.Kind)
@@ -255,7 +249,7 @@ func (h *GitLabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := detached(r, h.storeTimeout)
 	defer cancel()
-	res, err := h.commit(ctx, log, d)
+	res, err := h.intake.commit(ctx, log, d)
 	id, inserted := res.ID, res.Inserted
 	switch {
 	case err != nil:
@@ -279,29 +273,6 @@ func (h *GitLabHandler) tooLarge(w http.ResponseWriter, r *http.Request, log *sl
 	writeJSON(w, http.StatusRequestEntityTooLarge, answer{Error: fmt.Sprintf("payload larger than %d bytes", h.maxBody)})
 }
 
-// commit stores d through the group commit. When the shared commit failed
-// for a batch of several deliveries, d is stored again on its own: the
-// failure may be another delivery's (one the database refuses), and every
-// request must get its own delivery's answer. A delivery whose shared
-// commit's answer was lost after it committed is answered duplicate then,
-// which is true: it is stored once, its job enqueued once.
-func (h *GitLabHandler) commit(ctx context.Context, log *slog.Logger, d store.Delivery) (store.DeliveryInsert, error) {
-	res, err := h.commits.Do(ctx, d)
-	var fe *groupcommit.FlushError
-	if !errors.As(err, &fe) || fe.Size == 1 {
-		return res, err
-	}
-	log.Warn("shared intake commit failed; storing the delivery alone", "batch", fe.Size, attrError, fe.Err)
-	out, err := h.store.InsertDeliveries(ctx, []store.Delivery{d}, flows.ProcessDeliveryJob)
-	if err != nil {
-		return store.DeliveryInsert{}, err
-	}
-	if len(out) != 1 {
-		return store.DeliveryInsert{}, fmt.Errorf("storing one delivery: %d answers", len(out))
-	}
-	return out[0], nil
-}
-
 // tokenOK compares got with every configured secret in constant time. Both
 // sides are hashed first so that neither the length of a secret nor which
 // secret matched shows in the timing.
@@ -316,7 +287,8 @@ func (h *GitLabHandler) tokenOK(got string) bool {
 
 // ignoreReason returns why ev cannot move any change (an Ignored*
 // reason), "" when it may. It reads the event only: no database, no GitLab.
-func ignoreReason(ev platform.HookEvent) string {
+// hasCommand nil keeps every note.
+func ignoreReason(ev platform.HookEvent, hasCommand func(body string) bool) string {
 	switch ev.Kind {
 	case platform.HookMergeRequest, platform.HookPipeline:
 		return ""
@@ -328,7 +300,7 @@ func ignoreReason(ev platform.HookEvent) string {
 			return IgnoredSystemNote
 		case ev.Note.Action == platform.NoteActionUpdate:
 			return IgnoredEditedNote
-		case !commands.MayHoldCommand(ev.Note.Body):
+		case hasCommand != nil && !hasCommand(ev.Note.Body):
 			return IgnoredNoCommand
 		}
 		return ""

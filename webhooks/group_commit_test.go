@@ -128,7 +128,7 @@ func newGroupHandler(t *testing.T, st DeliveryStore) *GitLabHandler {
 	t.Helper()
 	log, _ := newLogger(t)
 	h, err := NewGitLabHandler(GitLabConfig{Secrets: []string{secretA}, Store: st, Decode: gitlab.DecodeHook,
-		Logger: log, Metrics: NewMetrics(prometheus.NewRegistry()), StoreTimeout: time.Minute})
+		Logger: log, Metrics: NewMetrics(prometheus.NewRegistry()), StoreTimeout: time.Minute, NoteHasCommand: noteHasCommand})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func sendAll(t *testing.T, h *GitLabHandler, g *gatedStore, body []byte, first s
 	for i, key := range rest {
 		wg.Go(func() { send(i+1, key) })
 	}
-	for h.commits.Queued() < len(rest) {
+	for h.intake.commits.Queued() < len(rest) {
 		time.Sleep(time.Millisecond)
 	}
 	close(g.release)

@@ -48,8 +48,8 @@ const (
 	IgnoredSystemNote = "system_note"
 	// IgnoredEditedNote: an edited note (commands run on creation only).
 	IgnoredEditedNote = "edited_note"
-	// IgnoredNoCommand: a note whose body holds no command for any bot
-	// (commands.MayHoldCommand).
+	// IgnoredNoCommand: a note whose body holds no command for the bot
+	// (GitLabConfig.NoteHasCommand).
 	IgnoredNoCommand = "no_command"
 )
 

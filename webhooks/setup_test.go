@@ -44,6 +44,11 @@ func commandNote(t testing.TB) []byte {
 	return body
 }
 
+// noteHasCommand stands in for commands.MayHoldCommand (webhooks never
+// import commands; bot wires the real one, and commands tests it): a note
+// starting with "/" holds a command.
+func noteHasCommand(body string) bool { return strings.HasPrefix(body, "/") }
+
 // fakeStore is a hand-written, state-based DeliveryStore: it records every
 // call, dedupes by key like the real store, and fails when err is set.
 type fakeStore struct {
@@ -135,6 +140,8 @@ func setup(t *testing.T, mutate ...func(*GitLabConfig)) *env {
 		Decode:       gitlab.DecodeHook,
 		Logger:       log,
 		Metrics:      e.m,
+
+		NoteHasCommand: noteHasCommand,
 	}
 	for _, m := range mutate {
 		m(&cfg)

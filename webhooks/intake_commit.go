@@ -1,0 +1,74 @@
+package webhooks
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"changebot/flows"
+	"changebot/internal/groupcommit"
+	"changebot/store"
+)
+
+// DefaultMaxBatch is the most deliveries one intake transaction stores
+// when GitLabConfig.MaxBatch is zero: a batch of 6 kB deliveries stays
+// under half a megabyte per statement.
+const DefaultMaxBatch = 64
+
+// deliveryCommitter stores the deliveries of concurrent requests through
+// one group commit (issue 12): while one transaction commits, the next
+// deliveries queue, and the next transaction stores up to maxBatch of them
+// with their jobs. Both platforms' handlers store through one.
+type deliveryCommitter struct {
+	store   DeliveryStore
+	commits *groupcommit.Batcher[store.Delivery, store.DeliveryInsert]
+}
+
+// newDeliveryCommitter returns a committer over st; maxBatch zero means
+// DefaultMaxBatch; timeout bounds each transaction.
+func newDeliveryCommitter(st DeliveryStore, maxBatch int, timeout time.Duration) (*deliveryCommitter, error) {
+	c := &deliveryCommitter{store: st}
+	b, err := groupcommit.New(groupcommit.Config[store.Delivery, store.DeliveryInsert]{
+		Flush: func(ctx context.Context, ds []store.Delivery) ([]store.DeliveryInsert, error) {
+			return st.InsertDeliveries(ctx, ds, flows.ProcessDeliveryJob)
+		},
+		MaxBatch: cmp.Or(maxBatch, DefaultMaxBatch), Timeout: timeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.commits = b
+	return c, nil
+}
+
+// commit stores d through the group commit. When the shared commit failed
+// for a batch of several deliveries, d is stored again on its own: the
+// failure may be another delivery's (one the database refuses), and every
+// request must get its own delivery's answer. Failing them all with 503
+// instead would rely on the sender resending, which GitLab does not do
+// (DefaultStoreTimeout). A delivery whose shared commit's answer was lost
+// after it committed is answered duplicate then, which is true: it is
+// stored once, its job enqueued once.
+func (c *deliveryCommitter) commit(ctx context.Context, log *slog.Logger, d store.Delivery) (store.DeliveryInsert, error) {
+	res, err := c.commits.Do(ctx, d)
+	var fe *groupcommit.FlushError
+	if !errors.As(err, &fe) || fe.Size == 1 {
+		return res, err
+	}
+	log.Warn("shared intake commit failed; storing the delivery alone", "batch", fe.Size, attrError, fe.Err)
+	out, err := c.store.InsertDeliveries(ctx, []store.Delivery{d}, flows.ProcessDeliveryJob)
+	if err != nil {
+		return store.DeliveryInsert{}, err
+	}
+	if len(out) != 1 {
+		return store.DeliveryInsert{}, fmt.Errorf("storing one delivery: %d answers", len(out))
+	}
+	return out[0], nil
+}
+
+// Close refuses new deliveries (their requests answer 503) and waits until
+// every queued one is committed and answered, or ctx ends.
+func (c *deliveryCommitter) Close(ctx context.Context) error { return c.commits.Close(ctx) }
