@@ -1,0 +1,408 @@
+package bot
+
+import (
+	"context"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"modernc.org/sqlite"
+
+	"changebot/flows"
+	"changebot/platform/approval/approvalfake"
+	"changebot/store"
+	"changebot/store/postgres/pgtest"
+)
+
+// Shape of BenchmarkChanges200: the issue 12 end-to-end budget (200 changes
+// from 8 submitters, first submit to last VALIDATED).
+const (
+	benchBatch      = 200
+	benchSubmitters = 8
+)
+
+// BenchmarkChanges200 measures the bot's end-to-end throughput and latency,
+// once per engine (engine=postgres: a fresh schema on TEST_DATABASE_URL;
+// engine=sqlite: a fresh file). Each iteration submits 200 changes (each
+// its own subject, so its own binding, and its own file) from 8 concurrent
+// submitters through POST /api/v1/changes over real HTTP, against gitlabfake
+// at zero latency with instant pipelines (PipelineScript.Duration 0: a
+// pipeline is created running and finishes at once, one webhook each) and
+// the stand-in approval system deciding at once (AutoDelay 0). The bot runs
+// with the settings' defaults (poll.short_interval 15 s, note.delay 2 s):
+// webhooks end every wait, as on a healthy GitLab.
+//
+// Reported, besides ns/op (one batch of 200):
+//   - changes/s: 200 over first submit to last VALIDATED;
+//   - p50-s, p99-s: seconds per change, its submit (client clock, before
+//     the POST) to its VALIDATED event (store event time);
+//   - tx/change: database transactions per change. PostgreSQL: the delta
+//     of pg_stat_database xact_commit+xact_rollback of the database, from
+//     just before the first submit to after the queue drained (every
+//     change's trailing status-note jobs done) and the bot's pool closed (a
+//     backend flushes its counters when it ends), minus the benchmark's own
+//     queries; it includes River's fetches and heartbeats during the run,
+//     so run it on a database nobody else uses (the bench database of
+//     scripts/pgbench.sh between pgbench runs). SQLite: committed write
+//     transactions and rollbacks (the commit and rollback hooks of every
+//     connection; SQLite calls no hook for a read-only transaction, so
+//     reads are not counted there);
+//   - gitlab-calls/change: every REST call gitlabfake served, over 200.
+//
+// With -test.v the log has a breakdown: the median time each change spent
+// in each step (event to next event), which is where a change's time goes.
+//
+//	TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench?sslmode=disable \
+//	  go test ./bot/ -run '^$' -bench Changes200 -benchtime 1x -v
+func BenchmarkChanges200(b *testing.B) {
+	if testing.Short() {
+		b.Skip("needs PostgreSQL; skipped under -short")
+	}
+	for _, engine := range testEngines {
+		b.Run("engine="+engine, func(b *testing.B) { benchmarkChanges200(b, engine) })
+	}
+}
+
+// sqliteTx counts committed write transactions and rollbacks of every
+// SQLite connection opened in this process (see BenchmarkChanges200).
+var sqliteTx struct {
+	once sync.Once
+	n    atomic.Int64
+}
+
+func countSQLiteTransactions() {
+	sqliteTx.once.Do(func() {
+		sqlite.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, _ string) error {
+			if h, ok := c.(sqlite.HookRegisterer); ok {
+				h.RegisterCommitHook(func() int32 { sqliteTx.n.Add(1); return 0 })
+				h.RegisterRollbackHook(func() { sqliteTx.n.Add(1) })
+			}
+			return nil
+		})
+	})
+}
+
+func benchmarkChanges200(b *testing.B, engine string) {
+	quiet := slog.New(slog.DiscardHandler)
+	env, err := newDemoEnv(pgtest.URL(), true, 0, quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(env.Close)
+	// The approval system decides at once (the demo's waits 300 ms).
+	env.Approvals.Close()
+	env.Approvals = approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: "approved", Approver: "carol"})
+	env.Config.ApprovalURL = env.Approvals.URL()
+	env.Config.Workers = 50
+
+	opts := &AppOpts{Logger: quiet}
+	var mine *pgxpool.Pool // the benchmark's own queries (PostgreSQL)
+	if engine == EngineSQLite {
+		countSQLiteTransactions()
+		env.Config.DatabaseURL = sqliteURL(filepath.Join(b.TempDir(), DefaultDatabaseFile))
+	} else {
+		env.Config.DatabaseURL = pgtest.URL()
+		sc := pgtest.New(b)
+		opts.Schema = sc.Name
+		if mine, err = pgxpool.New(context.Background(), sc.URL); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(mine.Close)
+	}
+	app, err := NewApp(context.Background(), env.Config, opts)
+	if err != nil {
+		b.Fatalf("NewApp: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, env.Listener) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+		app.Close()
+	}
+	b.Cleanup(stop)
+
+	// One change before the clock starts (cold caches, first fetch).
+	if err := runBenchChange(ctx, env, -1); err != nil {
+		b.Fatal(err)
+	}
+	own := 0 // the benchmark's own PostgreSQL transactions in the window
+	count := func(ctx context.Context, query string) (int64, error) {
+		var n int64
+		if engine == EngineSQLite {
+			return n, app.db.sqlDB.QueryRowContext(ctx, query).Scan(&n)
+		}
+		own++
+		return n, mine.QueryRow(ctx, query).Scan(&n)
+	}
+	// txNow reads the transaction counter; on PostgreSQL on a connection of
+	// its own, closed after the read (a backend's counters are flushed when
+	// it ends): the first read's own transaction is counted by the last.
+	txNow := func() int64 {
+		if engine == EngineSQLite {
+			return sqliteTx.n.Load()
+		}
+		conn, err := pgx.Connect(context.Background(), pgtest.URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var n int64
+		if err := conn.QueryRow(context.Background(),
+			`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	// Let every backend flush the warm-up's counters (PostgreSQL flushes an
+	// idle backend's within 10 s), so that the window starts clean.
+	if engine == EnginePostgres {
+		time.Sleep(11 * time.Second)
+	}
+	calls0 := len(env.GitLab.Calls())
+
+	var lat []time.Duration
+	steps := map[string][]time.Duration{}
+	var elapsed time.Duration
+	tx0 := txNow()
+	own = 0
+	b.ResetTimer()
+	for i := range b.N {
+		// Each iteration is one batch of its own subjects.
+		prefix := fmt.Sprintf("bench%d-svc-", i)
+		start := time.Now()
+		ids, submitted, err := submitBatch(ctx, env, prefix, benchBatch, benchSubmitters)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := awaitValidated(ctx, count, prefix, benchBatch, 2*time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		batchLat, last, err := changeTimes(ctx, app, ids, submitted, steps)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if engine == EnginePostgres {
+			own += len(ids) // one read-only transaction per change's history
+		}
+		lat = append(lat, batchLat...)
+		elapsed += last.Sub(start)
+	}
+	b.StopTimer()
+	n := b.N * benchBatch
+	// Drain: the changes' trailing jobs (status note refreshes and their
+	// backstops) belong to them.
+	drainQueue(ctx, count, 30*time.Second)
+	calls := len(env.GitLab.Calls()) - calls0
+	stop()
+	var tx int64
+	if engine == EnginePostgres {
+		mine.Close()
+		time.Sleep(time.Second) // backends ending flush their counters
+		tx = txNow() - tx0 - int64(own) - 1 // the first txNow's own read
+	} else {
+		tx = txNow() - tx0
+	}
+
+	slices.Sort(lat)
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "changes/s")
+	b.ReportMetric(lat[len(lat)/2].Seconds(), "p50-s")
+	b.ReportMetric(lat[len(lat)*99/100].Seconds(), "p99-s")
+	b.ReportMetric(float64(tx)/float64(n), "tx/change")
+	b.ReportMetric(float64(calls)/float64(n), "gitlab-calls/change")
+	b.Logf("%s: %d changes in %s; per change p50 %s p99 %s; %d transactions; %d GitLab calls",
+		engine, n, elapsed.Round(time.Millisecond), lat[len(lat)/2].Round(time.Millisecond),
+		lat[len(lat)*99/100].Round(time.Millisecond), tx, calls)
+	b.Logf("where a change's time goes (median over the changes, seconds spent at each step, event to next event):\n%s", formatSteps(steps))
+}
+
+// submitBatch submits n changes from k concurrent submitters and returns
+// their operation ids and the time each submit started.
+func submitBatch(ctx context.Context, env *demoEnv, prefix string, n, k int) ([]string, map[string]time.Time, error) {
+	ids := make([]string, n)
+	at := make([]time.Time, n)
+	errs := make(chan error, k)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range k {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				at[i] = time.Now()
+				id, err := submitBatchChange(ctx, env, prefix, i)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids[i] = id
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, nil, err
+	}
+	submitted := make(map[string]time.Time, n)
+	for i, id := range ids {
+		submitted[id] = at[i]
+	}
+	return ids, submitted, nil
+}
+
+// submitBatchChange submits the i-th change of a batch: its own subject
+// (prefix and i: its own binding) and its own file.
+func submitBatchChange(ctx context.Context, env *demoEnv, prefix string, i int) (string, error) {
+	subject := fmt.Sprintf("%s%d", prefix, i)
+	return postBenchChange(ctx, env, map[string]any{
+		"subject_id": subject, "target_key": "prod/eu-west-1", "project": demoProject,
+		"title": "Bench batch change " + subject, "requested_by": demoRequester,
+		"files": []map[string]string{{"path": "services/" + subject + "/prod.yaml", "content": fmt.Sprintf("replicas: %d\n", i+1)}},
+	})
+}
+
+// benchQuery runs a counting query of the benchmark itself (not the
+// bot's): on PostgreSQL on the benchmark's own pool (each query one
+// transaction, which the caller counts and subtracts), on SQLite on the
+// bot's file (a read, which the commit hook does not count).
+type benchQuery func(ctx context.Context, query string) (int64, error)
+
+// awaitValidated waits until the n changes of the batch (subjects prefix*,
+// prefix of letters, digits and dashes) are VALIDATED, reading the database
+// every 100 ms.
+func awaitValidated(ctx context.Context, count benchQuery, prefix string, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		got, err := count(ctx, `SELECT count(*) FROM operations WHERE subject_id LIKE '`+prefix+`%' AND status = 'VALIDATED'`)
+		if err != nil {
+			return err
+		}
+		if got == int64(n) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d changes VALIDATED after %s", got, n, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// changeTimes reads every change's events: its latency (submit to the
+// VALIDATED event), added to lat, and the time it spent at each step, added
+// to steps; it returns the latencies and the last VALIDATED event's time.
+func changeTimes(ctx context.Context, app *App, ids []string, submitted map[string]time.Time, steps map[string][]time.Duration) ([]time.Duration, time.Time, error) {
+	var last time.Time
+	var lat []time.Duration
+	for _, id := range ids {
+		_, evs, err := app.Engine().Get(ctx, id)
+		if err != nil {
+			return nil, last, err
+		}
+		prev := submitted[id]
+		label := "submit (API request to first event)"
+		var end time.Time
+		for _, ev := range evs {
+			if ev.Type != store.EventTransition && ev.Type != "created" && ev.Seq != 1 {
+				continue
+			}
+			steps[label] = append(steps[label], ev.OccurredAt.Sub(prev))
+			prev = ev.OccurredAt
+			label = flows.StepCode(ev.ToStep).String()
+			if ev.ToStatus == store.StatusValidated && end.IsZero() {
+				end = ev.OccurredAt
+				break
+			}
+		}
+		if end.IsZero() {
+			return nil, last, fmt.Errorf("change %s has no VALIDATED event", id)
+		}
+		lat = append(lat, end.Sub(submitted[id]))
+		if end.After(last) {
+			last = end
+		}
+	}
+	return lat, last, nil
+}
+
+// formatSteps prints the median and the 90th percentile of each step's
+// time, in the order of their medians' sum.
+func formatSteps(steps map[string][]time.Duration) string {
+	type row struct {
+		name     string
+		p50, p90 time.Duration
+		n        int
+	}
+	var rows []row
+	for name, ds := range steps {
+		slices.Sort(ds)
+		rows = append(rows, row{name, ds[len(ds)/2], ds[len(ds)*9/10], len(ds)})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].p50 > rows[j].p50 })
+	var sb strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "  %-40s p50 %6.3fs  p90 %6.3fs  (n=%d)\n", r.name, r.p50.Seconds(), r.p90.Seconds(), r.n)
+	}
+	return sb.String()
+}
+
+// drainQueue waits (at most timeout) until River holds no unfinished job
+// of the flow (periodic jobs aside), so that the changes' trailing jobs are
+// in the transaction count.
+func drainQueue(ctx context.Context, count benchQuery, timeout time.Duration) {
+	kinds := "'" + strings.Join([]string{flows.KindRequestApproval, flows.KindCreateMR, flows.KindAwaitPipeline,
+		flows.KindHandle, flows.KindAwaitDeploy, flows.KindProcessDelivery, flows.KindRefreshNote}, "','") + "'"
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		n, err := count(ctx, `SELECT count(*) FROM river_job WHERE state NOT IN ('completed','discarded','cancelled') AND kind IN (`+kinds+`)`)
+		if err != nil || n == 0 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// postBenchChange submits a change with body through the API and returns its
+// operation id.
+func postBenchChange(ctx context.Context, env *demoEnv, body map[string]any) (string, error) {
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.BaseURL+"/api/v1/changes", bytes.NewReader(data))
+	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("submitting %v: %w", body["subject_id"], err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		OperationID string `json:"operation_id"`
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(answer, &out) != nil {
+		return "", fmt.Errorf("submitting %v: %d %s", body["subject_id"], resp.StatusCode, answer)
+	}
+	return out.OperationID, nil
+}
