@@ -1,13 +1,14 @@
 package bot
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -32,6 +33,8 @@ import (
 const (
 	benchBatch      = 200
 	benchSubmitters = 8
+	// benchWebhookSenders is how many webhooks gitlabfake sends at once.
+	benchWebhookSenders = 16
 )
 
 // BenchmarkChanges200 measures the bot's end-to-end throughput and latency,
@@ -40,8 +43,9 @@ const (
 // its own subject, so its own binding, and its own file) from 8 concurrent
 // submitters through POST /api/v1/changes over real HTTP, against gitlabfake
 // at zero latency with instant pipelines (PipelineScript.Duration 0: a
-// pipeline is created running and finishes at once, one webhook each) and
-// the stand-in approval system deciding at once (AutoDelay 0). The bot runs
+// pipeline is created running and finishes at once, one webhook each),
+// sending webhooks with 16 concurrent senders (SetWebhookSenders) and the
+// stand-in approval system deciding at once (AutoDelay 0). The bot runs
 // with the settings' defaults (poll.short_interval 15 s, note.delay 2 s):
 // webhooks end every wait, as on a healthy GitLab.
 //
@@ -102,6 +106,9 @@ func benchmarkChanges200(b *testing.B, engine string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(env.Close)
+	// GitLab sends each event from a job of its own, concurrently: one
+	// sender would queue a burst of 200 changes' events behind each other.
+	env.GitLab.SetWebhookSenders(benchWebhookSenders)
 	// The approval system decides at once (the demo's waits 300 ms).
 	env.Approvals.Close()
 	env.Approvals = approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: "approved", Approver: "carol"})
@@ -215,11 +222,24 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	// backstops) belong to them.
 	drainQueue(ctx, count, 30*time.Second)
 	calls := len(env.GitLab.Calls()) - calls0
+	jobs, err := perChange(ctx, engine, app, mine, `SELECT kind, count(*) FROM river_job GROUP BY kind ORDER BY count(*) DESC`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	deliveries, err := perChange(ctx, engine, app, mine,
+		`SELECT event || ' ' || outcome, count(*) FROM webhook_deliveries GROUP BY event, outcome ORDER BY count(*) DESC`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lag := deliveryLag(ctx, engine, app, mine)
+	if engine == EnginePostgres {
+		own += 3
+	}
 	stop()
 	var tx int64
 	if engine == EnginePostgres {
 		mine.Close()
-		time.Sleep(time.Second) // backends ending flush their counters
+		time.Sleep(time.Second)             // backends ending flush their counters
 		tx = txNow() - tx0 - int64(own) - 1 // the first txNow's own read
 	} else {
 		tx = txNow() - tx0
@@ -234,6 +254,9 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	b.Logf("%s: %d changes in %s; per change p50 %s p99 %s; %d transactions; %d GitLab calls",
 		engine, n, elapsed.Round(time.Millisecond), lat[len(lat)/2].Round(time.Millisecond),
 		lat[len(lat)*99/100].Round(time.Millisecond), tx, calls)
+	b.Logf("River jobs per change by kind (whole run, warm-up included): %s", jobs)
+	b.Logf("webhook deliveries per change by event and outcome (whole run, warm-up included): %s", deliveries)
+	b.Logf("webhook deliveries, received to processed: %s", lag)
 	b.Logf("where a change's time goes (median over the changes, seconds spent at each step, event to next event):\n%s", formatSteps(steps))
 }
 
@@ -322,6 +345,11 @@ func changeTimes(ctx context.Context, app *App, ids []string, submitted map[stri
 		if err != nil {
 			return nil, last, err
 		}
+		if os.Getenv("BENCH_DEBUG") != "" && id == ids[len(ids)/2] {
+			for _, ev := range evs {
+				fmt.Printf("  %2d %-12s %-28s %-30s %8.3fs %s\n", ev.Seq, ev.Type, flows.StepCode(ev.ToStep), ev.Source, ev.OccurredAt.Sub(submitted[id]).Seconds(), ev.Payload)
+			}
+		}
 		prev := submitted[id]
 		label := "submit (API request to first event)"
 		var end time.Time
@@ -405,4 +433,82 @@ func postBenchChange(ctx context.Context, env *demoEnv, body map[string]any) (st
 		return "", fmt.Errorf("submitting %v: %d %s", body["subject_id"], resp.StatusCode, answer)
 	}
 	return out.OperationID, nil
+}
+
+// perChange runs q, a query of (label, count) rows over the whole run, and
+// lists each count per change of the batch (the warm-up change included).
+func perChange(ctx context.Context, engine string, app *App, mine *pgxpool.Pool, q string) (string, error) {
+	var out []string
+	add := func(kind string, n int64) {
+		out = append(out, fmt.Sprintf("%s %.2f", kind, float64(n)/float64(benchBatch+1)))
+	}
+	if engine == EngineSQLite {
+		rows, err := app.db.sqlDB.QueryContext(ctx, q)
+		if err != nil {
+			return "", err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var kind string
+			var n int64
+			if err := rows.Scan(&kind, &n); err != nil {
+				return "", err
+			}
+			add(kind, n)
+		}
+		return strings.Join(out, ", "), rows.Err()
+	}
+	rows, err := mine.Query(ctx, q)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var n int64
+		if err := rows.Scan(&kind, &n); err != nil {
+			return "", err
+		}
+		add(kind, n)
+	}
+	return strings.Join(out, ", "), rows.Err()
+}
+
+// deliveryLag reports the median and the 90th percentile of the time from a
+// webhook delivery's receipt to the end of its processing, over the run.
+func deliveryLag(ctx context.Context, engine string, app *App, mine *pgxpool.Pool) string {
+	const q = `SELECT received_at, processed_at FROM webhook_deliveries WHERE processed_at IS NOT NULL`
+	var lags []time.Duration
+	scan := func(next func() bool, scan func(...any) error) error {
+		for next() {
+			var r, p time.Time
+			if err := scan(&r, &p); err != nil {
+				return err
+			}
+			lags = append(lags, p.Sub(r))
+		}
+		return nil
+	}
+	var err error
+	if engine == EngineSQLite {
+		rows, qerr := app.db.sqlDB.QueryContext(ctx, q)
+		if qerr != nil {
+			return qerr.Error()
+		}
+		defer rows.Close()
+		err = scan(rows.Next, rows.Scan)
+	} else {
+		rows, qerr := mine.Query(ctx, q)
+		if qerr != nil {
+			return qerr.Error()
+		}
+		defer rows.Close()
+		err = scan(rows.Next, rows.Scan)
+	}
+	if err != nil || len(lags) == 0 {
+		return fmt.Sprintf("unknown (%v)", err)
+	}
+	slices.Sort(lags)
+	return fmt.Sprintf("p50 %s, p90 %s, max %s (n=%d)", lags[len(lags)/2].Round(time.Millisecond),
+		lags[len(lags)*9/10].Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond), len(lags))
 }

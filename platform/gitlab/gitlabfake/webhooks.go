@@ -84,6 +84,7 @@ type hookQueue struct {
 	paused   bool
 	wg       sync.WaitGroup
 	client   *http.Client
+	senders  int // deliverLoop goroutines running
 }
 
 func (s *Server) startHooks() {
@@ -92,8 +93,28 @@ func (s *Server) startHooks() {
 	if s.opts.WebhookURL == "" {
 		return
 	}
+	s.hooks.senders = 1
 	s.hooks.wg.Add(1)
 	go s.deliverLoop()
+}
+
+// SetWebhookSenders delivers queued events with n concurrent senders (at
+// least the one the server starts with; fewer than running is a no-op), as
+// GitLab does: each event is a job of its own (WebHookWorker on Sidekiq), so
+// a busy instance sends a project's events concurrently and in no promised
+// order (docs/gitlab.md, webhooks). With one sender (the default) events go out
+// one at a time in order, which a fast burst of events turns into a queue
+// of the fake's own: BenchmarkChanges200 uses several.
+func (s *Server) SetWebhookSenders(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opts.WebhookURL == "" || s.closed {
+		return
+	}
+	for ; s.hooks.senders < n; s.hooks.senders++ {
+		s.hooks.wg.Add(1)
+		go s.deliverLoop()
+	}
 }
 
 // SetWebhookChaos sets the chaos for events not yet delivered. The zero
@@ -175,7 +196,8 @@ func (s *Server) enqueue(event string, projectID int64, body []byte) {
 	s.hooks.cond.Signal()
 }
 
-// deliverLoop sends queued events one at a time, in order, applying chaos.
+// deliverLoop sends queued events one at a time, in order, applying chaos
+// (each of SetWebhookSenders' senders runs one).
 func (s *Server) deliverLoop() {
 	defer s.hooks.wg.Done()
 	s.mu.Lock()

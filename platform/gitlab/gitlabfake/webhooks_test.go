@@ -3,6 +3,9 @@ package gitlabfake
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 )
@@ -222,5 +225,49 @@ func TestNoWebhookURL(t *testing.T) {
 	}
 	if n := len(srv.Webhooks()); n != 0 {
 		t.Errorf("%d webhooks recorded without a URL", n)
+	}
+}
+
+// TestWebhookSenders: with two senders, a second event is delivered while
+// the receiver still holds the first (with one sender it would wait behind
+// it, in order).
+func TestWebhookSenders(t *testing.T) {
+	t.Parallel()
+	both := make(chan struct{})
+	var mu sync.Mutex
+	inflight := 0
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		inflight++
+		if inflight == 2 {
+			close(both)
+		}
+		mu.Unlock()
+		select {
+		case <-both:
+		case <-time.After(10 * time.Second):
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(recv.Close)
+	srv := New(Options{WebhookURL: recv.URL})
+	t.Cleanup(srv.Close)
+	srv.SetWebhookSenders(2)
+	srv.AddUser("robot", robotToken)
+	p := srv.AddProject(ProjectSpec{PathWithNamespace: "g/r", Members: map[string]int{"robot": AccessMaintainer}})
+	srv.PushToTarget(p.ID, "main") // a push pipeline: running, then success
+	ctx, cancel := contextWithTimeout()
+	defer cancel()
+	if err := srv.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sent := srv.Webhooks()
+	if len(sent) < 2 {
+		t.Fatalf("%d webhooks sent, want at least 2", len(sent))
+	}
+	for _, s := range sent {
+		if s.Status != http.StatusOK {
+			t.Errorf("%s answered %d: the receiver never had two deliveries in flight at once", s.Event, s.Status)
+		}
 	}
 }
