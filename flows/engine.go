@@ -459,17 +459,40 @@ func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay
 // the comment by seconds only.
 const noteBackstopAfter = noteClaimLease + time.Second
 
-// refreshNoteJobs are the status note refreshes of op after version: one
-// due once note.delay (read now, for op's project) has let transitions
-// coalesce, and its backstop noteBackstopAfter later (see
+// noteMinWindow is the shortest coalescing window of status note refreshes
+// (River's UniqueOpts.ByPeriod is at least a second).
+const noteMinWindow = time.Second
+
+// refreshNoteJobs are the status note refreshes of op's transition to
+// version: one due once note.delay (read now, for op's project) has let
+// transitions coalesce, and its backstop noteBackstopAfter later (see
 // RefreshNoteArgs.Backstop).
+//
+// With a note.delay of 2 s or more the transitions of op coalesce into one
+// job each: the coalescing window is half of note.delay, and the
+// transitions whose due time falls in the same window share the job the
+// first of them inserted (River's uniqueness by args and period of the
+// scheduled time; the job names no version). The shared job is due
+// note.delay after the first transition, after every later one of its
+// window (they came less than a window later, and a window is shorter than
+// note.delay), so no transition can find its window's refresh already
+// running, which River's uniqueness would swallow; every transition still
+// waits at most note.delay for its edit. A shorter note.delay keeps one job
+// per transition (unique per version).
 func (e *Engine) refreshNoteJobs(op store.Operation, version int64) []river.InsertManyParams {
-	due := e.now().Add(e.pollFor(op).NoteDelay)
+	delay := e.pollFor(op).NoteDelay
+	due := e.now().Add(delay)
+	args := RefreshNoteArgs{OperationID: op.ID, Version: version}
+	unique := *uniqueActive
+	if window := delay / 2; window >= noteMinWindow {
+		args.Version = 0
+		unique.ByPeriod = window
+	}
+	backstop := args
+	backstop.Backstop = true
 	return []river.InsertManyParams{
-		{Args: RefreshNoteArgs{OperationID: op.ID, Version: version}, InsertOpts: &river.InsertOpts{
-			ScheduledAt: due, UniqueOpts: *uniqueActive}},
-		{Args: RefreshNoteArgs{OperationID: op.ID, Version: version, Backstop: true}, InsertOpts: &river.InsertOpts{
-			ScheduledAt: due.Add(noteBackstopAfter), UniqueOpts: *uniqueActive}},
+		{Args: args, InsertOpts: &river.InsertOpts{Queue: QueueNotes, ScheduledAt: due, UniqueOpts: unique}},
+		{Args: backstop, InsertOpts: &river.InsertOpts{Queue: QueueNotes, ScheduledAt: due.Add(noteBackstopAfter), UniqueOpts: unique}},
 	}
 }
 

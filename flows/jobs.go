@@ -96,14 +96,16 @@ type ProcessDeliveryArgs struct {
 func (ProcessDeliveryArgs) Kind() string { return KindProcessDelivery }
 
 // RefreshNoteArgs re-renders an operation's status comment. Unique per
-// operation and version: a transition made while a refresh already runs
-// (which River's uniqueness would otherwise swallow) gets its own job, and
-// a job that finds the note already showing its events or newer ones
-// (rendered_seq) edits nothing, so several transitions still make one edit.
+// operation and coalescing window when note.delay is 2 s or more, else per
+// operation and version (Engine.refreshNoteJobs): a transition never finds
+// its job already running (which River's uniqueness would swallow), and a
+// job that finds the note already showing its events or newer ones
+// (rendered_seq) edits nothing, so several transitions make one edit.
 type RefreshNoteArgs struct {
 	OperationID string `json:"operation_id"`
 	// Version is the operation version whose transition asked for the
-	// refresh; 0 for older jobs.
+	// refresh when each transition has its own job; 0 when the transitions
+	// of a coalescing window share one, and in older jobs.
 	Version int64 `json:"version,omitempty"`
 	// Backstop marks the second refresh of a transition, due after the
 	// first one's claim would have expired: if the replica running the
@@ -121,8 +123,12 @@ func ProcessDeliveryJob(id int64) river.InsertManyParams {
 	return river.InsertManyParams{Args: ProcessDeliveryArgs{DeliveryID: id}, InsertOpts: &river.InsertOpts{Queue: QueueEvents}}
 }
 
-// Queues.
+// Queues. Step jobs work in QueueDefault, webhook deliveries in
+// QueueEvents and status-note refreshes in QueueNotes, so that a burst of
+// one kind never queues the others behind it: a change's next step does not
+// wait for the status comments of other changes to be edited.
 const (
 	QueueDefault = river.QueueDefault
 	QueueEvents  = "events"
+	QueueNotes   = "notes"
 )

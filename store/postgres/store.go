@@ -51,7 +51,13 @@ func New(pool *pgxpool.Pool, opts *StoreOpts) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	jobs, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: opts.Schema, Logger: s.logger})
+	// FetchCooldown is also how often this client may announce inserts in
+	// one queue (pg_notify at commit): with River's default (100 ms) the
+	// jobs of a transaction committed within 100 ms of another's were not
+	// announced and waited for the workers' fetch poll (1 s). At the minimum
+	// every transaction that enqueues announces its jobs.
+	jobs, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: opts.Schema, Logger: s.logger,
+		FetchCooldown: river.FetchCooldownMin})
 	if err != nil {
 		return nil, fmt.Errorf("building job inserter: %w", err)
 	}
