@@ -67,7 +67,10 @@ const (
 //   - gitlab-calls/change: every REST call gitlabfake served, over 200.
 //
 // With -test.v the log has a breakdown: the median time each change spent
-// in each step (event to next event), which is where a change's time goes.
+// in each step (event to next event), which is where a change's time goes,
+// the River jobs and the webhook deliveries per change, and the deliveries'
+// receipt-to-processed lag. With CHANGEBOT_BENCH_TRACE=1 it also prints one
+// change's events and, on PostgreSQL, the bot's statements per change.
 //
 //	TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench?sslmode=disable \
 //	  go test ./bot/ -run '^$' -bench Changes200 -benchtime 1x -v
@@ -128,6 +131,12 @@ func benchmarkChanges200(b *testing.B, engine string) {
 			b.Fatal(err)
 		}
 		b.Cleanup(mine.Close)
+	}
+	var sc *stmtCounter
+	if os.Getenv("CHANGEBOT_BENCH_TRACE") != "" {
+		sc = &stmtCounter{n: map[string]int{}}
+		pgTracer = sc
+		defer func() { pgTracer = nil }()
 	}
 	app, err := NewApp(context.Background(), env.Config, opts)
 	if err != nil {
@@ -203,7 +212,7 @@ func benchmarkChanges200(b *testing.B, engine string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := awaitValidated(ctx, count, prefix, benchBatch, 2*time.Minute); err != nil {
+		if err := awaitValidated(ctx, count, prefix, benchBatch, 5*time.Minute); err != nil {
 			b.Fatal(err)
 		}
 		batchLat, last, err := changeTimes(ctx, app, ids, submitted, steps)
@@ -257,6 +266,9 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	b.Logf("River jobs per change by kind (whole run, warm-up included): %s", jobs)
 	b.Logf("webhook deliveries per change by event and outcome (whole run, warm-up included): %s", deliveries)
 	b.Logf("webhook deliveries, received to processed: %s", lag)
+	if sc != nil {
+		b.Logf("statements per change:\n%s", sc.report(benchBatch))
+	}
 	b.Logf("where a change's time goes (median over the changes, seconds spent at each step, event to next event):\n%s", formatSteps(steps))
 }
 
@@ -345,7 +357,7 @@ func changeTimes(ctx context.Context, app *App, ids []string, submitted map[stri
 		if err != nil {
 			return nil, last, err
 		}
-		if os.Getenv("BENCH_DEBUG") != "" && id == ids[len(ids)/2] {
+		if os.Getenv("CHANGEBOT_BENCH_TRACE") != "" && id == ids[len(ids)/2] {
 			for _, ev := range evs {
 				fmt.Printf("  %2d %-12s %-28s %-30s %8.3fs %s\n", ev.Seq, ev.Type, flows.StepCode(ev.ToStep), ev.Source, ev.OccurredAt.Sub(submitted[id]).Seconds(), ev.Payload)
 			}
@@ -511,4 +523,54 @@ func deliveryLag(ctx context.Context, engine string, app *App, mine *pgxpool.Poo
 	slices.Sort(lags)
 	return fmt.Sprintf("p50 %s, p90 %s, max %s (n=%d)", lags[len(lags)/2].Round(time.Millisecond),
 		lags[len(lags)*9/10].Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond), len(lags))
+}
+
+// stmtCounter counts the statements of the bot's PostgreSQL pool by sqlc
+// query name (else the statement's first words), for the per-change
+// statement breakdown of BenchmarkChanges200 (CHANGEBOT_BENCH_TRACE=1):
+// transactions are the begins plus the statements run outside one.
+type stmtCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	q := strings.Join(strings.Fields(d.SQL), " ")
+	if _, name, ok := strings.Cut(q, "-- name: "); ok {
+		q, _, _ = strings.Cut(name, " ")
+	}
+	if len(q) > 70 {
+		q = q[:70]
+	}
+	c.mu.Lock()
+	c.n[q]++
+	c.mu.Unlock()
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (c *stmtCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// report lists the statements counted more than 0.5 times per change,
+// most frequent first, per change of n changes.
+func (c *stmtCounter) report(n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	type row struct {
+		q string
+		n int
+	}
+	var rows []row
+	for q, k := range c.n {
+		if float64(k)/float64(n) >= 0.5 {
+			rows = append(rows, row{q, k})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].n > rows[j].n })
+	var sb strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "  %7.2f %s\n", float64(r.n)/float64(n), r.q)
+	}
+	return sb.String()
 }

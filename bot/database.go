@@ -91,6 +91,10 @@ type database struct {
 	lock   *os.File      // sqlite with exclusive: the held lock file
 }
 
+// pgTracer, when set (by benchmarks), traces every query of the PostgreSQL
+// pools openDatabase opens.
+var pgTracer pgx.QueryTracer
+
 // openDatabase opens the database DATABASE_URL url names. For PostgreSQL
 // schema, when set, becomes the search_path. For SQLite with exclusive set
 // it first takes an exclusive lock on <file>.lock and returns
@@ -126,6 +130,7 @@ func openDatabase(ctx context.Context, url, schema string, exclusive bool) (*dat
 	if schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	}
+	cfg.ConnConfig.Tracer = pgTracer
 	if d.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("connecting to the database: %w", err)
 	}
