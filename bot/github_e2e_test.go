@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/flows"
 	"changebot/store"
 	"changebot/store/postgres/pgtest"
 	"changebot/templates"
@@ -104,4 +105,33 @@ func testGitHubEndToEndReachesValidated(t *testing.T, engine string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestGitHubApproveCommentCountsForWriters: in approval mode on the
+// platform (approval.provider gitlab, no approver named), a /approve
+// comment on the pull request counts for a collaborator with write
+// permission and not for one with read (issue 15 point 5: GitHub has no
+// quick actions, so /approve is a comment); the change then merges and
+// reaches VALIDATED. The robot and the reviewer accounts' own reviews
+// never count.
+func TestGitHubApproveCommentCountsForWriters(t *testing.T) {
+	t.Parallel()
+	env := newGitHubTestEnv(t, false, 100*time.Millisecond)
+	env.Config.Settings = map[string]string{"approval.provider": "gitlab"}
+	app, _ := startBot(t, env)
+	ctx := context.Background()
+	opID, number := runUntil(t, env, "APPROVAL_SENT")
+	if n := len(env.Approvals.Requests()); n != 0 {
+		t.Fatalf("the external approval system was called %d times", n)
+	}
+	env.GitHub.AddComment(env.Repo.ID, number, demoReporter, "/approve")
+	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == store.EventRefused && ev.Actor == demoReporter })
+	if v, _ := getChangeView(ctx, env, opID); v.Step.Name != "APPROVAL_SENT" {
+		t.Fatalf("a read-only collaborator's /approve moved the change to %s", v.Step.Name)
+	}
+	env.GitHub.AddComment(env.Repo.ID, number, demoDeveloper, "/approve looks good")
+	if _, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == flows.EventApproval && ev.Actor == demoDeveloper })
 }

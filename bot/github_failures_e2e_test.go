@@ -1,0 +1,208 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/platform/github/githubfake"
+)
+
+// The acceptance flows of issue 15 on githubfake: each GitLab failure
+// path of TestFailurePaths and its neighbours, driven through githubfake's
+// faults and reaching the state the GitLab test reaches. Scenarios share
+// one bot and one fake GitHub, each in a repository of its own, and run
+// concurrently.
+
+// ghEnv is one bot on githubfake, shared by concurrent scenarios.
+type ghEnv struct {
+	*failEnv
+}
+
+func newGitHubFailEnv(t *testing.T) *ghEnv {
+	t.Helper()
+	env := newGitHubTestEnv(t, true, 100*time.Millisecond)
+	f := &failEnv{demoEnv: env}
+	f.app, _ = startBotWithPoll(t, env, failurePoll())
+	return &ghEnv{failEnv: f}
+}
+
+// addRepo adds a repository with the demo accounts' permissions; spec
+// fills in the rest (CI, protection).
+func (g *ghEnv) addRepo(name string, spec githubfake.RepoSpec) githubfake.Repo {
+	spec.FullName = "failures/" + name
+	spec.Collaborators = map[string]string{demoRobot: "maintain", demoRequester: "write", demoOperator: "write",
+		demoDeveloper: "write", demoReporter: "read"}
+	for _, r := range demoReviewers {
+		spec.Collaborators[r.name] = "write"
+	}
+	if spec.RequiredContexts == nil {
+		spec.RequiredContexts = []string{"build"}
+	}
+	return g.GitHub.AddRepo(spec)
+}
+
+// submitTo submits a change to repo and returns its operation id.
+func (g *ghEnv) submitTo(t *testing.T, r githubfake.Repo) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{
+		"subject_id": fmt.Sprintf("svc-%d", g.n.Add(1)), "target_key": "prod", "project": r.FullName,
+		"title": "Raise replicas", "requested_by": demoRequester,
+		"files": []map[string]string{{"path": "services/app/prod.yaml", "content": "replicas: 6\n"}},
+	})
+	req, _ := http.NewRequest(http.MethodPost, g.BaseURL+"/api/v1/changes", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		OperationID string `json:"operation_id"`
+	}
+	if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		t.Fatalf("submitting: %d", resp.StatusCode)
+	}
+	return out.OperationID
+}
+
+// callsTo returns r's calls with method whose path ends in suffix.
+func (g *ghEnv) callsTo(r githubfake.Repo, method, suffix string) []githubfake.Call {
+	var out []githubfake.Call
+	for _, c := range g.GitHub.Calls() {
+		if c.Method == method && strings.HasPrefix(c.Path, "/repos/"+r.FullName+"/") && strings.HasSuffix(c.Path, suffix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// statusComment waits until the status comment of pull request #number
+// shows every text.
+func (g *ghEnv) statusComment(t *testing.T, r githubfake.Repo, number int64, texts ...string) {
+	t.Helper()
+	deadline := time.Now().Add(patience * 10 * time.Second)
+	var body string
+	for time.Now().Before(deadline) {
+		body = ""
+		for _, c := range g.GitHub.Comments(r.ID, number) {
+			if strings.HasPrefix(c.Body, "<!-- changebot:status") {
+				body = c.Body
+			}
+		}
+		ok := body != ""
+		for _, x := range texts {
+			ok = ok && strings.Contains(body, x)
+		}
+		if ok {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("status comment does not show %q:\n%s", texts, body)
+}
+
+// TestGitHubFailurePaths runs the issue 15 acceptance scenarios that share
+// one bot.
+func TestGitHubFailurePaths(t *testing.T) {
+	t.Parallel()
+	g := newGitHubFailEnv(t)
+	scenarios := []scenario{
+		{"failed_check_then_retry", func(t *testing.T, _ *failEnv) {
+			// GitLab: TestRetryAfterFailedPipelineReachesValidated.
+			r := g.addRepo("retry", githubfake.RepoSpec{CI: &githubfake.CIScript{Outcomes: []string{"failure", "success"}}})
+			op := g.submitTo(t, r)
+			v := g.wait(t, op, "CREATE_PIPELINE_FAILED", 30*time.Second)
+			g.GitHub.AddComment(r.ID, v.MergeRequest.IID, demoRequester, "Fixed the runner.\n/retry")
+			if _, err := followChange(context.Background(), g.demoEnv, op, patience*40*time.Second, func(changeView) {}); err != nil {
+				t.Fatal(err)
+			}
+			if pr, _ := g.GitHub.PullRequest(r.ID, v.MergeRequest.IID); !pr.Merged {
+				t.Fatalf("pull request %+v not merged", pr)
+			}
+		}},
+		{"merge_409_head_moved", func(t *testing.T, _ *failEnv) {
+			// GitLab: merge/409_waits_for_the_head_pipeline_again.
+			r := g.addRepo("merge-409", githubfake.RepoSpec{})
+			g.GitHub.InjectFault(githubfake.Fault{Method: "PUT", PathPattern: "/repos/" + r.FullName + "/pulls/*/merge",
+				Status: http.StatusConflict, Times: 1, Body: `{"message":"Head branch was modified. Review and try the merge again.","documentation_url":"https://docs.github.com/rest/pulls/pulls#merge-a-pull-request"}`})
+			op := g.submitTo(t, r)
+			g.wait(t, op, "CALLED_BACK", 30*time.Second)
+			merges := g.callsTo(r, "PUT", "/merge")
+			if len(merges) != 2 || merges[0].Status != http.StatusConflict || merges[1].Status != http.StatusOK {
+				t.Fatalf("merge calls %+v, want a 409 then a 200", merges)
+			}
+		}},
+		{"not_mergeable", func(t *testing.T, _ *failEnv) {
+			// GitLab: merge/rule_422 (a rule the platform enforces). GitHub
+			// answers 405 and mergeable_state "blocked", which it also
+			// shows for a missing review: the flow approves once more
+			// (merge.max_rounds 1 here), then stops, as on GitLab.
+			r := g.addRepo("blocked", githubfake.RepoSpec{})
+			op := g.submitTo(t, r)
+			v := g.wait(t, op, "CREATE_MR_OPENED", 30*time.Second)
+			g.GitHub.BlockMerge(r.ID, v.MergeRequest.IID, "Repository rule violations found: commit message must match ^CHG-")
+			v = g.wait(t, op, "HANDLE_NOT_MERGEABLE", 30*time.Second)
+			time.Sleep(1500 * time.Millisecond)
+			if n := len(g.callsTo(r, "PUT", "/merge")); n != 2 {
+				t.Errorf("merge calls = %d, want 2 (the first and one more round, never a loop)", n)
+			}
+			if pr, _ := g.GitHub.PullRequest(r.ID, v.MergeRequest.IID); pr.State != "open" || pr.Merged {
+				t.Errorf("pull request %s merged=%v, want open", pr.State, pr.Merged)
+			}
+			g.statusComment(t, r, v.MergeRequest.IID, "HANDLE_NOT_MERGEABLE", "/retry")
+		}},
+		{"conflict", func(t *testing.T, _ *failEnv) {
+			// GitLab: merge/conflict.
+			r := g.addRepo("conflict", githubfake.RepoSpec{})
+			op := g.submitTo(t, r)
+			v := g.wait(t, op, "CREATE_MR_OPENED", 30*time.Second)
+			g.GitHub.SetConflict(r.ID, v.MergeRequest.IID, true)
+			g.wait(t, op, "HANDLE_REBASE_CONFLICT", 30*time.Second)
+			if n := len(g.callsTo(r, "PUT", "/merge")); n > 1 {
+				t.Errorf("merge calls = %d, want at most 1", n)
+			}
+		}},
+		{"secondary_rate_limit", func(t *testing.T, _ *failEnv) {
+			// GitLab: the 429 scenarios of transientScenarios.
+			r := g.addRepo("secondary", githubfake.RepoSpec{})
+			g.GitHub.InjectFault(githubfake.SecondaryRateLimit("POST", "/repos/"+r.FullName+"/pulls/*/reviews", 2, "1"))
+			op := g.submitTo(t, r)
+			g.wait(t, op, "CALLED_BACK", 40*time.Second)
+			limited, ok := 0, 0
+			for _, c := range g.callsTo(r, "POST", "/reviews") {
+				switch c.Status {
+				case http.StatusForbidden:
+					limited++
+				case http.StatusOK:
+					ok++
+				}
+			}
+			if limited != 2 || ok != 2 {
+				t.Fatalf("review calls: %d limited, %d approved; want 2 and 2 (one per reviewer)", limited, ok)
+			}
+		}},
+	}
+	runConcurrently(t, g.failEnv, scenarios)
+}
+
+// TestGitHubPollingFallbackWithoutWebhooks: with every GitHub webhook
+// lost, stepped polling still carries the change to VALIDATED (GitLab:
+// TestPollingFallbackWithoutWebhooks).
+func TestGitHubPollingFallbackWithoutWebhooks(t *testing.T) {
+	t.Parallel()
+	g := newGitHubFailEnv(t)
+	g.GitHub.SetDropWebhooks(func(string) bool { return true })
+	r := g.addRepo("no-webhooks", githubfake.RepoSpec{})
+	op := g.submitTo(t, r)
+	v := g.wait(t, op, "CALLED_BACK", 50*time.Second)
+	if n := len(g.callsTo(r, "GET", fmt.Sprintf("/pulls/%d", v.MergeRequest.IID))); n < 2 {
+		t.Errorf("%d reads of the pull request: the check wait did not poll", n)
+	}
+}
