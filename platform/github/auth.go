@@ -67,7 +67,11 @@ type appSource struct {
 	api *gh.Client
 	c   *Client
 
+	// mu serialises renewals (held during the exchange); smu guards tok,
+	// expires and old for readers such as redaction, which runs inside
+	// the exchange's own error path.
 	mu      sync.Mutex
+	smu     sync.Mutex
 	tok     string
 	expires time.Time
 	old     []string // earlier tokens, still redacted from errors
@@ -96,8 +100,11 @@ func (a *appSource) token(ctx context.Context) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.c.now()
-	if a.tok != "" && now.Before(a.expires.Add(-TokenRenewBefore)) {
-		return a.tok, nil
+	a.smu.Lock()
+	tok, expires := a.tok, a.expires
+	a.smu.Unlock()
+	if tok != "" && now.Before(expires.Add(-TokenRenewBefore)) {
+		return tok, nil
 	}
 	jwtStr, err := a.JWT(now)
 	if err != nil {
@@ -109,6 +116,8 @@ func (a *appSource) token(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("creating an installation token for installation %d: %w", a.cfg.InstallationID, err)
 	}
+	a.smu.Lock()
+	defer a.smu.Unlock()
 	if a.tok != "" {
 		a.old = append(a.old[max(len(a.old)-8, 0):], a.tok)
 	}
@@ -122,8 +131,8 @@ func (a *appSource) token(ctx context.Context) (string, error) {
 
 // current lists the installation tokens to redact.
 func (a *appSource) current() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.smu.Lock()
+	defer a.smu.Unlock()
 	return append(append([]string(nil), a.old...), a.tok)
 }
 

@@ -263,7 +263,7 @@ type Fault struct {
 // SecondaryRateLimitBody is GitHub's 403 body of a secondary ("abuse")
 // rate limit as recorded live in 2018 (fixture
 // api-error-403-secondary-rate-limit-2018.json, byte for byte).
-const SecondaryRateLimitBody = `{"documentation_url":"https://developer.github.com/v3/#abuse-rate-limits","message":"You have triggered an abuse detection mechanism. Please wait a few minutes before you try again."}`
+const SecondaryRateLimitBody = `{"documentation_url": "https://developer.github.com/v3/#abuse-rate-limits","message": "You have triggered an abuse detection mechanism. Please wait a few minutes before you try again."}`
 
 // PrimaryRateLimit is a Fault of GitHub's primary rate limit on matching
 // requests: 403 "API rate limit exceeded for user ID …" with
