@@ -198,7 +198,7 @@ func (s *Server) FileAt(sha, path string) (string, bool) {
 	return s.objects.blobs[b], ok
 }
 
-// PushToBranch commits one new file on branch as login (as a person's push
+// PushToBranch commits one new file (and a line more in README.md) on branch as login (as a person's push
 // would), moves the branch and reacts as GitHub does: pull requests of
 // that head or base change, CI runs, webhooks go out. It returns the new
 // tip.
@@ -213,6 +213,9 @@ func (s *Server) PushToBranch(repoID int64, branch, login string) string {
 	}
 	s.ids.commit++
 	files[fmt.Sprintf("pushed/%d.txt", s.ids.commit)] = s.objects.putBlob(fmt.Sprintf("push %d\n", s.ids.commit))
+	if b, ok := files["README.md"]; ok { // and a modified file, as pushes have
+		files["README.md"] = s.objects.putBlob(s.objects.blobs[b] + fmt.Sprintf("push %d\n", s.ids.commit))
+	}
 	c := s.putCommit(s.objects.putTree(files), []string{tip}, "Push to "+branch, login)
 	s.moveRef(r, branch, c.sha, s.byLogin[login])
 	return c.sha

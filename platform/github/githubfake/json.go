@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -11,6 +12,12 @@ import (
 // against testdata/github).
 
 func (s *Server) stamp() string { return s.now().UTC().Format(time.RFC3339) }
+
+// title is the first line of a commit message.
+func title(msg string) string {
+	first, _, _ := strings.Cut(msg, "\n")
+	return first
+}
 
 func ts(t time.Time) any {
 	if t.IsZero() {
@@ -35,12 +42,21 @@ func (s *Server) userJSON(u *user) map[string]any {
 	out := map[string]any{
 		"login": u.Login, "id": u.ID, "node_id": nodeID("U_", u.ID),
 		"avatar_url": s.URL() + "/avatars/" + u.Login, "gravatar_id": "", "url": api,
-		"html_url": s.URL() + "/" + u.Login, "type": u.Type, "site_admin": false,
+		"html_url": s.URL() + "/" + u.Login, "type": u.Type, "site_admin": false, "user_view_type": "public",
 	}
 	for _, f := range userURLFields {
 		out[f[0]] = api + f[1]
 	}
 	return out
+}
+
+// loginJSON is the user login, or one made up for a login the fake does
+// not know (a repository's owner).
+func (s *Server) loginJSON(login string) map[string]any {
+	if u := s.byLogin[login]; u != nil {
+		return s.userJSON(u)
+	}
+	return s.userJSON(&user{User{ID: 1, Login: login, Type: "Organization"}})
 }
 
 // ownerJSON is the owner of r, a user of the fake or a login only.
@@ -80,6 +96,11 @@ func (s *Server) repoJSON(r *repo) map[string]any {
 		"allow_rebase_merge": !r.spec.DisallowRebase, "temp_clone_token": "", "allow_squash_merge": !r.spec.DisallowSquash,
 		"allow_merge_commit": !r.spec.DisallowMergeCommit, "allow_forking": true, "forks": 0, "open_issues": r.openPulls(),
 		"license": nil, "watchers": 0, "delete_branch_on_merge": false,
+		"allow_auto_merge": false, "allow_update_branch": true, "has_discussions": false, "is_template": false,
+		"merge_commit_message": "PR_TITLE", "merge_commit_title": "MERGE_MESSAGE",
+		"squash_merge_commit_message": "COMMIT_MESSAGES", "squash_merge_commit_title": "COMMIT_OR_PR_TITLE",
+		"use_squash_pr_title_as_default": false, "visibility": "public", "web_commit_signoff_required": false,
+		"custom_properties": map[string]any{},
 	}
 	for _, f := range repoURLFields {
 		out[f[0]] = api + f[1]
@@ -128,7 +149,7 @@ func (s *Server) commitJSON(r *repo, c *commit) map[string]any {
 	return map[string]any{
 		"sha": c.sha, "node_id": "C_" + c.sha[:16], "commit": g, "url": s.repoAPI(r) + "/commits/" + c.sha,
 		"html_url": s.repoHTML(r) + "/commit/" + c.sha, "comments_url": s.repoAPI(r) + "/commits/" + c.sha + "/comments",
-		"author": s.userJSON(s.byLogin[c.author]), "committer": s.userJSON(s.byLogin[c.author]), "parents": parents,
+		"author": s.loginJSON(c.author), "committer": s.loginJSON(c.author), "parents": parents,
 	}
 }
 
@@ -215,6 +236,7 @@ func (s *Server) commentJSON(r *repo, c *comment) map[string]any {
 		"html_url": fmt.Sprintf("%s/pull/%d#issuecomment-%d", s.repoHTML(r), c.number, c.id), "body": c.body,
 		"user": s.userJSON(c.user), "created_at": ts(c.created), "updated_at": ts(c.updated),
 		"issue_url": s.repoAPI(r) + "/issues/" + strconv.FormatInt(c.number, 10), "author_association": "COLLABORATOR",
+		"performed_via_github_app": nil,
 	}
 }
 
@@ -225,8 +247,33 @@ func (s *Server) appJSON(slug string) map[string]any {
 		"id": 1, "slug": slug, "node_id": "A_" + slug, "owner": s.userJSON(&user{User{ID: 1, Login: slug, Type: "Organization"}}),
 		"name": slug, "description": "", "external_url": s.URL(), "html_url": s.URL() + "/apps/" + slug,
 		"created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-		"permissions": map[string]any{"checks": "write", "metadata": "read"}, "events": []any{"push", "pull_request"},
+		"permissions": appPermissions(), "events": []any{"push", "pull_request"}, "client_id": "Iv1." + slug,
 	}
+}
+
+// suiteJSON is a check suite as webhooks carry it (fixture
+// webhook-check_suite-completed.json).
+func (s *Server) suiteJSON(r *repo, id int64, sha string, branch any, status string, conclusion any, created, updated time.Time) map[string]any {
+	return map[string]any{
+		"id": id, "node_id": nodeID("CS_", id), "head_branch": branch, "head_sha": sha,
+		"status": status, "conclusion": conclusion, "url": s.repoAPI(r) + "/check-suites/" + strconv.FormatInt(id, 10),
+		"before": nil, "after": sha, "pull_requests": s.pullRefsJSON(r, sha), "app": s.appJSON("github-actions"),
+		"created_at": ts(created), "updated_at": ts(updated), "rerequestable": true, "runs_rerequestable": true,
+		"check_runs_url": s.repoAPI(r) + "/check-suites/" + strconv.FormatInt(id, 10) + "/check-runs",
+	}
+}
+
+// appPermissions are an App's permissions as the webhook fixtures list
+// them (webhook-check_run-completed.json, api-checks-list-for-ref.json).
+func appPermissions() map[string]any {
+	out := map[string]any{}
+	for _, k := range []string{"actions", "administration", "attestations", "checks", "contents", "deployments", "discussions",
+		"issues", "merge_queues", "models", "packages", "pages", "pull_requests", "repository_hooks", "repository_projects",
+		"security_events", "single_file", "statuses", "vulnerability_alerts"} {
+		out[k] = "write"
+	}
+	out["metadata"] = "read"
+	return out
 }
 
 // pullRefsJSON are the open pull requests whose head is sha, as check runs
@@ -295,6 +342,8 @@ func (s *Server) workflowRunJSON(r *repo, run *workflowRun) map[string]any {
 		"jobs_url": api + "/jobs", "logs_url": api + "/logs", "check_suite_url": s.repoAPI(r) + "/check-suites/" + strconv.FormatInt(run.suite, 10),
 		"artifacts_url": api + "/artifacts", "cancel_url": api + "/cancel", "rerun_url": api + "/rerun",
 		"workflow_url": s.repoAPI(r) + "/actions/workflows/1", "head_commit": head,
+		"actor": s.loginJSON(c.author), "triggering_actor": s.loginJSON(c.author), "check_suite_node_id": nodeID("CS_", run.suite),
+		"display_title": title(c.message), "path": ".github/workflows/ci.yml", "previous_attempt_url": nil, "run_started_at": ts(run.created),
 		"repository": s.repoJSON(r), "head_repository": s.repoJSON(r),
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -214,6 +215,7 @@ func (s *Server) emitComment(r *repo, pr *pull, c *comment, action string, chang
 		"labels": []any{}, "state": pr.state, "locked": false, "assignee": nil, "assignees": []any{}, "milestone": nil,
 		"comments": len(r.sortedComments(pr.number)), "created_at": ts(pr.created), "updated_at": ts(pr.updated),
 		"closed_at": ts(pr.closedAt), "author_association": "MEMBER", "active_lock_reason": nil, "body": pr.body,
+		"performed_via_github_app": nil,
 		"pull_request": map[string]any{"url": s.repoAPI(r) + "/pulls/" + strconv.FormatInt(pr.number, 10), "html_url": html,
 			"diff_url": html + ".diff", "patch_url": html + ".patch", "merged_at": ts(pr.mergedAt)},
 	}
@@ -232,8 +234,11 @@ func (s *Server) emitCheckRun(r *repo, c *checkRun) {
 	}
 	p := s.envelope(r, nil, action)
 	cr := s.checkRunJSON(r, c)
-	suite := map[string]any{"id": c.suite, "head_sha": c.sha, "head_branch": s.branchOf(r, c.sha)}
-	cr["check_suite"] = suite
+	status, conclusion := "in_progress", any(nil)
+	if c.status == "completed" {
+		status, conclusion = "completed", c.conclusion
+	}
+	cr["check_suite"] = s.suiteJSON(r, c.suite, c.sha, s.branchOf(r, c.sha), status, conclusion, c.started, c.completed)
 	p["check_run"] = cr
 	s.emit("check_run", p)
 }
@@ -257,14 +262,10 @@ func (s *Server) branchOf(r *repo, sha string) any {
 // webhook-check_suite-completed.json).
 func (s *Server) emitCheckSuite(r *repo, run *workflowRun) {
 	p := s.envelope(r, nil, "completed")
-	p["check_suite"] = map[string]any{
-		"id": run.suite, "node_id": nodeID("CS_", run.suite), "head_branch": run.branch, "head_sha": run.sha,
-		"status": "completed", "conclusion": run.conclusion, "url": s.repoAPI(r) + "/check-suites/" + strconv.FormatInt(run.suite, 10),
-		"before": nil, "after": run.sha, "pull_requests": s.pullRefsJSON(r, run.sha), "app": s.appJSON("github-actions"),
-		"created_at": ts(run.created), "updated_at": ts(run.updated), "rerequestable": true, "runs_rerequestable": true,
-		"latest_check_runs_count": len(run.jobs), "check_runs_url": s.repoAPI(r) + "/check-suites/" + strconv.FormatInt(run.suite, 10) + "/check-runs",
-		"head_commit": s.workflowRunJSON(r, run)["head_commit"],
-	}
+	suite := s.suiteJSON(r, run.suite, run.sha, run.branch, "completed", run.conclusion, run.created, run.updated)
+	suite["latest_check_runs_count"] = len(run.jobs)
+	suite["head_commit"] = s.workflowRunJSON(r, run)["head_commit"]
+	p["check_suite"] = suite
 	s.emit("check_suite", p)
 }
 
@@ -300,12 +301,27 @@ func (s *Server) emitStatus(r *repo, st *status) {
 	s.emit("status", p)
 }
 
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // emitPush sends push (fixture webhook-push-default-branch.json).
 func (s *Server) emitPush(r *repo, branch, before, after string, by *user) {
 	if before == "" {
 		before = "0000000000000000000000000000000000000000"
 	}
 	p := s.envelope(r, by, "")
+	// The push payload's repository has a few fields of its own (fixture
+	// webhook-push-default-branch.json).
+	repo := p["repository"].(map[string]any)
+	repo["main_branch"], repo["stargazers"] = r.DefaultBranch, 0
+	owner := repo["owner"].(map[string]any)
+	owner["name"], owner["email"] = r.Owner, nil
 	p["ref"] = "refs/heads/" + branch
 	p["before"], p["after"] = before, after
 	p["created"], p["deleted"], p["forced"] = before == "0000000000000000000000000000000000000000", false, false
@@ -321,6 +337,19 @@ func (s *Server) emitPush(r *repo, branch, before, after string, by *user) {
 			"url": s.repoHTML(r) + "/commit/" + c.sha, "author": map[string]any{"name": c.author, "email": c.author + "@users.noreply.fake", "username": c.author},
 			"committer": map[string]any{"name": c.author, "email": c.author + "@users.noreply.fake", "username": c.author},
 			"added":     []any{}, "removed": []any{}, "modified": []any{}}
+		if parent := s.objects.commits[before]; parent != nil {
+			old, cur := s.objects.trees[parent.tree], s.objects.trees[c.tree]
+			for _, path := range sortedKeys(union(old, cur)) {
+				switch o, ok := old[path]; {
+				case !ok:
+					hc["added"] = append(hc["added"].([]any), path)
+				case cur[path] == "":
+					hc["removed"] = append(hc["removed"].([]any), path)
+				case cur[path] != o:
+					hc["modified"] = append(hc["modified"].([]any), path)
+				}
+			}
+		}
 		p["head_commit"] = hc
 		p["commits"] = []any{hc}
 	}

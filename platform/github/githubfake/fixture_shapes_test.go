@@ -1,0 +1,357 @@
+package githubfake
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"changebot/internal/fixture"
+)
+
+// keyPaths adds every key path of v to out: "a.b", "list[].c".
+func keyPaths(v any, prefix string, out map[string]bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			out[p] = true
+			keyPaths(x, p, out)
+		}
+	case []any:
+		for _, x := range t {
+			out[prefix+"[]"] = true
+			keyPaths(x, prefix+"[]", out)
+		}
+	}
+}
+
+func pathsOf(t *testing.T, raw []byte) map[string]bool {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("decoding %.200s: %v", raw, err)
+	}
+	out := map[string]bool{}
+	keyPaths(v, "", out)
+	return out
+}
+
+// missingPaths returns the fixture's key paths absent from got, except
+// those covered by an exception (the path, or any path whose segment
+// chain contains it: "license" covers "head.repo.license.key").
+func missingPaths(fix, got map[string]bool, exceptions map[string]string) []string {
+	var miss []string
+	for p := range fix {
+		if got[p] || excepted(p, exceptions) {
+			continue
+		}
+		miss = append(miss, p)
+	}
+	slices.Sort(miss)
+	return miss
+}
+
+func excepted(p string, exceptions map[string]string) bool {
+	for e := range exceptions {
+		if p == e || strings.HasPrefix(p, e+".") || strings.HasPrefix(p, e+"[]") ||
+			strings.Contains(p, "."+e+".") || strings.HasSuffix(p, "."+e) || strings.Contains(p, "."+e+"[]") {
+			return true
+		}
+	}
+	return false
+}
+
+// Exceptions shared by several shapes, each with its reason.
+var (
+	notModelled = map[string]string{
+		"labels[]":              "the fake has no labels: arrays are empty",
+		"milestone":             "the fake has no milestones: null",
+		"assignee":              "the fake has no assignees: null",
+		"assignees[]":           "the fake has no assignees: arrays are empty",
+		"requested_reviewers[]": "the fake requests no reviewers: arrays are empty",
+		"requested_teams[]":     "the fake has no teams: arrays are empty",
+		"license":               "the fake's repositories have no license: null",
+		"active_lock_reason":    "never locked",
+		"topics[]":              "the fake's repositories have no topics: arrays are empty",
+	}
+	hookEnvelope = map[string]string{
+		"installation": "the fake delivers as a repository webhook, without an App installation block",
+		"organization": "the fake has no organization objects",
+		"enterprise":   "the fake has no enterprise",
+	}
+)
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// receiver records the webhooks it receives.
+type receiver struct {
+	mu   sync.Mutex
+	got  []*http.Request
+	body [][]byte
+}
+
+func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	rv.mu.Lock()
+	rv.got = append(rv.got, r)
+	rv.body = append(rv.body, b)
+	rv.mu.Unlock()
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// first returns the body of the first delivery of event with action ("" any).
+func (rv *receiver) first(t *testing.T, event, action, contains string) []byte {
+	t.Helper()
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	for i := range rv.got {
+		if rv.got[i].Header.Get("X-GitHub-Event") != event {
+			continue
+		}
+		var m struct {
+			Action string `json:"action"`
+		}
+		_ = json.Unmarshal(rv.body[i], &m)
+		if (action == "" || m.Action == action) && bytes.Contains(rv.body[i], []byte(contains)) {
+			return rv.body[i]
+		}
+	}
+	t.Fatalf("no %s %s webhook received", event, action)
+	return nil
+}
+
+const (
+	robotToken    = "ghp_shape_robot"
+	reviewerToken = "ghp_shape_reviewer"
+	hookSecret    = "shape-secret"
+)
+
+type env struct {
+	t   *testing.T
+	srv *Server
+	rv  *receiver
+}
+
+func (e *env) call(method, path, tok string, body any) (int, []byte) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequestWithContext(e.t.Context(), method, e.srv.URL()+path, rd)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (e *env) must(want int, method, path, tok string, body any) map[string]any {
+	e.t.Helper()
+	st, b := e.call(method, path, tok, body)
+	if st != want {
+		e.t.Fatalf("%s %s = %d, want %d: %s", method, path, st, want, b)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// captured runs one scenario through the fake's REST API and returns the
+// answers by name, and the receiver of its webhooks.
+func captured(t *testing.T) (map[string][]byte, *receiver) {
+	t.Helper()
+	rv := &receiver{}
+	hooks := httptest.NewServer(rv)
+	t.Cleanup(hooks.Close)
+	srv := New(Options{WebhookURL: hooks.URL, WebhookSecret: hookSecret})
+	t.Cleanup(srv.Close)
+	srv.AddUser("changebot", robotToken)
+	srv.AddUser("reviewer", reviewerToken)
+	repo := srv.AddRepo(RepoSpec{FullName: "acme/config", Collaborators: map[string]string{"changebot": "write", "reviewer": "admin"},
+		RequiredContexts: []string{"build"}, CI: &CIScript{Statuses: []string{"ci/external"}}})
+	e := &env{t: t, srv: srv, rv: rv}
+	out := map[string][]byte{}
+	rec := func(name string, want int, method, path, tok string, body any) map[string]any {
+		t.Helper()
+		st, b := e.call(method, path, tok, body)
+		if st != want {
+			t.Fatalf("%s: %s %s = %d, want %d: %s", name, method, path, st, want, b)
+		}
+		out[name] = b
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		return m
+	}
+	const api = "/repos/acme/config"
+	rec("user", 200, "GET", "/user", robotToken, nil)
+	rec("permission", 200, "GET", api+"/collaborators/reviewer/permission", robotToken, nil)
+	main := rec("ref", 200, "GET", api+"/git/ref/heads/main", robotToken, nil)
+	mainSHA := main["object"].(map[string]any)["sha"].(string)
+	rec("ref create", 201, "POST", api+"/git/refs", robotToken, map[string]any{"ref": "refs/heads/feature", "sha": mainSHA})
+	blob := rec("blob", 201, "POST", api+"/git/blobs", robotToken, map[string]any{"content": "a: 1\n", "encoding": "utf-8"})
+	base := e.must(200, "GET", api+"/git/commits/"+mainSHA, robotToken, nil)
+	tree := rec("tree", 201, "POST", api+"/git/trees", robotToken, map[string]any{
+		"base_tree": base["tree"].(map[string]any)["sha"],
+		"tree":      []any{map[string]any{"path": "a.yaml", "mode": "100644", "type": "blob", "sha": blob["sha"]}},
+	})
+	commit := rec("commit", 201, "POST", api+"/git/commits", robotToken, map[string]any{"message": "Add a", "tree": tree["sha"], "parents": []any{mainSHA}})
+	rec("ref update", 200, "PATCH", api+"/git/refs/heads/feature", robotToken, map[string]any{"sha": commit["sha"]})
+	rec("pull create", 201, "POST", api+"/pulls", robotToken, map[string]any{"title": "Change", "head": "feature", "base": "main", "body": "changebot"})
+	if err := srv.WaitIdle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	head := commit["sha"].(string)
+	rec("check runs", 200, "GET", api+"/commits/"+head+"/check-runs", robotToken, nil)
+	rec("combined status", 200, "GET", api+"/commits/"+head+"/status", robotToken, nil)
+	rec("workflow runs", 200, "GET", api+"/actions/runs?head_sha="+head, robotToken, nil)
+	rec("comment", 201, "POST", api+"/issues/1/comments", robotToken, map[string]any{"body": "Me too"})
+	rec("comments", 200, "GET", api+"/issues/1/comments", robotToken, nil)
+	rec("review", 200, "POST", api+"/pulls/1/reviews", reviewerToken, map[string]any{"commit_id": head, "event": "APPROVE"})
+	rec("reviews", 200, "GET", api+"/pulls/1/reviews", robotToken, nil)
+	rec("merge 409", 409, "PUT", api+"/pulls/1/merge", robotToken, map[string]any{"sha": mainSHA})
+	srv.BlockMerge(repo.ID, 1, "Pull Request is not mergeable")
+	rec("merge 405", 405, "PUT", api+"/pulls/1/merge", robotToken, map[string]any{"sha": head})
+	srv.BlockMerge(repo.ID, 1, "")
+	srv.PushToBranch(repo.ID, "main", "reviewer")
+	rec("branch", 200, "GET", api+"/branches/main", robotToken, nil)
+	rec("update-branch", 202, "PUT", api+"/pulls/1/update-branch", robotToken, map[string]any{"expected_head_sha": head})
+	if err := srv.WaitIdle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	newHead := srv.BranchSHA(repo.ID, "feature")
+	e.must(200, "POST", api+"/pulls/1/reviews", reviewerToken, map[string]any{"commit_id": newHead, "event": "APPROVE"})
+	rec("merge 200", 200, "PUT", api+"/pulls/1/merge", robotToken, map[string]any{"sha": newHead, "merge_method": "merge"})
+	rec("pull", 200, "GET", api+"/pulls/1", robotToken, nil)
+	if err := srv.WaitIdle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return out, rv
+}
+
+// TestShapesMatchFixtures checks every REST answer and webhook the fake
+// produces field by field against GitHub's real payloads and documented
+// examples (testdata/github): every key path of the fixture must be in the
+// fake's answer, except the listed exceptions, each with its reason.
+func TestShapesMatchFixtures(t *testing.T) {
+	t.Parallel()
+	out, rv := captured(t)
+	rest := []struct {
+		name, fixture string
+		exceptions    map[string]string
+	}{
+		{"user", "api-users-get-authenticated.json", nil},
+		{"permission", "api-repos-collaborator-permission.json", nil},
+		{"ref", "api-git-ref.json", nil},
+		{"ref create", "api-git-ref.json", nil},
+		{"ref update", "api-git-ref.json", nil},
+		{"blob", "api-git-create-blob.json", nil},
+		{"tree", "api-git-create-tree.json", nil},
+		{"commit", "api-git-create-commit.json", nil},
+		{"pull create", "api-pulls-get.json", merge(notModelled, map[string]string{"merged_by": "not merged yet: null"})},
+		{"pull", "api-pulls-get.json", notModelled},
+		{"branch", "api-repos-branch-with-protection.json", nil},
+		{"check runs", "api-checks-list-for-ref.json", nil},
+		{"combined status", "api-repos-combined-status.json", notModelled},
+		{"workflow runs", "api-actions-list-workflow-runs.json", notModelled},
+		{"comment", "api-issues-comment.json", nil},
+		{"comments", "api-issues-list-comments.json", nil},
+		{"review", "api-pulls-create-review.json", nil},
+		{"reviews", "api-pulls-list-reviews.json", nil},
+		{"merge 200", "api-pulls-merge-200.json", nil},
+		{"merge 405", "api-pulls-merge-405.json", nil},
+		{"merge 409", "api-pulls-merge-409.json", nil},
+		{"update-branch", "api-pulls-update-branch-202.json", nil},
+	}
+	for _, tt := range rest {
+		t.Run(tt.name, func(t *testing.T) {
+			if miss := missingPaths(pathsOf(t, fixture.GitHub(t, tt.fixture)), pathsOf(t, out[tt.name]), tt.exceptions); len(miss) > 0 {
+				t.Errorf("%s answer lacks %d key paths of %s: %v", tt.name, len(miss), tt.fixture, miss)
+			}
+		})
+	}
+	hooks := []struct {
+		event, action, fixture string
+		exceptions             map[string]string
+		contains               string // in the delivery's body, to pick one
+	}{
+		{"pull_request", "opened", "webhook-pull_request-opened.json", merge(notModelled, hookEnvelope), ""},
+		{"pull_request", "synchronize", "webhook-pull_request-synchronize.json", merge(notModelled, hookEnvelope), ""},
+		{"pull_request", "closed", "webhook-pull_request-closed-merged.json", merge(notModelled, hookEnvelope), ""},
+		{"pull_request_review", "submitted", "webhook-pull_request_review-submitted-approved.json", merge(notModelled, hookEnvelope), ""},
+		{"issue_comment", "created", "webhook-issue_comment-created-pr.json", merge(notModelled, hookEnvelope), ""},
+		{"check_run", "completed", "webhook-check_run-completed.json", merge(notModelled, hookEnvelope), ""},
+		{"check_suite", "completed", "webhook-check_suite-completed.json", merge(notModelled, hookEnvelope), ""},
+		{"status", "", "webhook-status-success.json", merge(notModelled, hookEnvelope), ""},
+		{"workflow_run", "completed", "webhook-workflow_run-completed.json", merge(notModelled, hookEnvelope), ""},
+		{"push", "", "webhook-push-default-branch.json", merge(notModelled, hookEnvelope), `"ref":"refs/heads/main"`},
+	}
+	for _, tt := range hooks {
+		t.Run(tt.event+" "+tt.action, func(t *testing.T) {
+			got := rv.first(t, tt.event, tt.action, tt.contains)
+			if miss := missingPaths(pathsOf(t, fixture.GitHub(t, tt.fixture)), pathsOf(t, got), tt.exceptions); len(miss) > 0 {
+				t.Errorf("%s %s webhook lacks %d key paths of %s: %v", tt.event, tt.action, len(miss), tt.fixture, miss)
+			}
+		})
+	}
+}
+
+// TestSecondaryRateLimitBodyIsTheRecording: the fake's secondary limit
+// answers the recorded 2018 body byte for byte.
+func TestSecondaryRateLimitBodyIsTheRecording(t *testing.T) {
+	t.Parallel()
+	if want := string(fixture.GitHub(t, "api-error-403-secondary-rate-limit-2018.json")); SecondaryRateLimitBody != want {
+		t.Errorf("SecondaryRateLimitBody = %s\nwant the fixture %s", SecondaryRateLimitBody, want)
+	}
+}
+
+// TestWebhooksSigned: every delivery carries GitHub's headers and an
+// X-Hub-Signature-256 over its exact body; a redelivery keeps its GUID.
+func TestWebhooksSigned(t *testing.T) {
+	t.Parallel()
+	_, rv := captured(t)
+	rv.mu.Lock()
+	n := len(rv.got)
+	guids := map[string]bool{}
+	for i, r := range rv.got {
+		m := hmac.New(sha256.New, []byte(hookSecret))
+		m.Write(rv.body[i])
+		want := "sha256=" + hex.EncodeToString(m.Sum(nil))
+		if got := r.Header.Get("X-Hub-Signature-256"); !hmac.Equal([]byte(got), []byte(want)) {
+			t.Errorf("delivery %d (%s): signature %q; want %q", i, r.Header.Get("X-GitHub-Event"), got, want)
+		}
+		guid := r.Header.Get("X-GitHub-Delivery")
+		if guid == "" || guids[guid] || r.Header.Get("X-GitHub-Event") == "" || !strings.HasPrefix(r.Header.Get("User-Agent"), "GitHub-Hookshot/") {
+			t.Errorf("delivery %d headers: %v", i, r.Header)
+		}
+		guids[guid] = true
+	}
+	rv.mu.Unlock()
+	if n < 10 {
+		t.Fatalf("only %d deliveries", n)
+	}
+}
