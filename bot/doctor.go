@@ -104,7 +104,9 @@ type hookReader interface {
 // the reviewers may approve (Developer role or more), a webhook sends the
 // needed triggers to CHANGEBOT_EXTERNAL_URL/webhooks/gitlab and GitLab has
 // not disabled it; last, the approval system answers. It never returns
-// an error: a check that cannot be made is itself a finding.
+// an error: a check that cannot be made is itself a finding. On GitHub
+// (CHANGEBOT_PLATFORM github) the checks after the database's are
+// runGitHubDoctor's.
 func RunDoctor(ctx context.Context, cfg Config, o *DoctorOpts) []Check {
 	if o == nil {
 		o = &DoctorOpts{}
@@ -118,6 +120,10 @@ func RunDoctor(ctx context.Context, cfg Config, o *DoctorOpts) []Check {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d.checkDatabase(ctx, o.Schema)
+	if cfg.Platform == PlatformGitHub {
+		d.runGitHubDoctor(ctx, log)
+		return d.out
+	}
 	client, err := gitlab.New(gitlab.Config{BaseURL: cfg.GitLabURL, Token: cfg.GitLabToken, ReviewerTokens: cfg.ReviewerTokens, Logger: log})
 	if err != nil {
 		d.fail("GitLab client: "+err.Error(), "fix CHANGEBOT_GITLAB_URL, CHANGEBOT_GITLAB_TOKEN and CHANGEBOT_REVIEWER_TOKENS")

@@ -1,0 +1,182 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"changebot/platform"
+	"changebot/platform/github"
+	"changebot/webhooks"
+)
+
+// doctorGitHub is what doctor asks GitHub, as the robot and the reviewer
+// accounts (platform/github.Client).
+type doctorGitHub interface {
+	CurrentUser(ctx context.Context) (platform.User, error)
+	ReviewerCount() int
+	Reviewer(ctx context.Context, i int) (platform.User, error)
+	Project(ctx context.Context, project string) (platform.Project, error)
+	MemberAccess(ctx context.Context, projectID, userID int64) (int, error)
+}
+
+// runGitHubDoctor is RunDoctor on an installation with CHANGEBOT_PLATFORM
+// github, after the database check: the robot's credentials (a token or
+// the GitHub App installation) answer; each reviewer token is of its own
+// account, not the robot's; for each repository: the robot (a token's
+// user) and each reviewer have write permission (pushing and merging need
+// it, and a review counts towards required approvals only from an account
+// with write access); then the approval system. GitHub does not show
+// webhook secrets and the webhook is not read yet: a WARN says what to
+// check by hand.
+func (d *doctor) runGitHubDoctor(ctx context.Context, log *slog.Logger) {
+	client, err := github.New(githubConfig(d.cfg, log, nil))
+	if err != nil {
+		d.fail("GitHub client: "+err.Error(),
+			"fix CHANGEBOT_GITHUB_URL, CHANGEBOT_GITHUB_TOKEN (or the three CHANGEBOT_GITHUB_APP_* settings) and CHANGEBOT_REVIEWER_TOKENS")
+		return
+	}
+	d.checkGitHubRobot(ctx, client)
+	d.checkGitHubReviewers(ctx, client)
+	for _, p := range d.projects {
+		d.checkGitHubRepository(ctx, client, p)
+	}
+	d.checkApprovalURL(ctx)
+}
+
+// gitHubFinding turns a failed GitHub read with who's credentials into
+// its check.
+func (d *doctor) gitHubFinding(what, env string, err error) {
+	if errors.Is(err, platform.ErrForbidden) {
+		d.fail(what+": GitHub refused the credentials (401/403): revoked, expired or mistyped", "give a valid one in "+env)
+		return
+	}
+	api := d.cfg.GitHubURL
+	if api == "" {
+		api = "https://api.github.com"
+	}
+	d.fail(fmt.Sprintf("%s: GitHub at %s did not answer (%v)", what, api, err),
+		"check CHANGEBOT_GITHUB_URL and that GitHub is reachable from here")
+}
+
+func (d *doctor) checkGitHubRobot(ctx context.Context, gh doctorGitHub) {
+	what, env := "robot token", "CHANGEBOT_GITHUB_TOKEN"
+	if d.cfg.GitHubToken == "" {
+		what, env = "robot (GitHub App installation)", "CHANGEBOT_GITHUB_APP_ID, CHANGEBOT_GITHUB_APP_PRIVATE_KEY and CHANGEBOT_GITHUB_INSTALLATION_ID"
+	}
+	u, err := gh.CurrentUser(ctx)
+	if err != nil {
+		d.gitHubFinding(what, env, err)
+		return
+	}
+	d.robot = u
+	d.ok(fmt.Sprintf("%s: user %s (id %d)", what, u.Username, u.ID))
+}
+
+func (d *doctor) checkGitHubReviewers(ctx context.Context, gh doctorGitHub) {
+	const env = "CHANGEBOT_REVIEWER_TOKENS"
+	n := gh.ReviewerCount()
+	d.reviewers = make([]platform.User, n)
+	if n == 0 {
+		d.warn("reviewer tokens: none configured, so no account approves the pull requests",
+			"set "+env+" when the branch protection requires approving reviews")
+		return
+	}
+	for i := range n {
+		what := fmt.Sprintf("reviewer token %d", i+1)
+		u, err := gh.Reviewer(ctx, i)
+		if err != nil {
+			d.gitHubFinding(what, env, err)
+			continue
+		}
+		what = fmt.Sprintf("%s (user %s)", what, u.Username)
+		if d.robot.ID != 0 && u.ID == d.robot.ID {
+			d.fail(what+": it is the robot's own account, and GitHub refuses an approval from a pull request's author",
+				"give each reviewer its own account and token")
+			continue
+		}
+		if j := indexOfUser(d.reviewers, u); j >= 0 {
+			d.fail(fmt.Sprintf("%s: same user as reviewer token %d, and GitHub counts one approval per user", what, j+1),
+				"give each reviewer its own account and token")
+			continue
+		}
+		d.reviewers[i] = u
+		d.ok(what + ": answers")
+	}
+}
+
+func indexOfUser(us []platform.User, u platform.User) int {
+	for i, x := range us {
+		if x.ID != 0 && x.ID == u.ID {
+			return i
+		}
+	}
+	return -1
+}
+
+func (d *doctor) checkGitHubRepository(ctx context.Context, gh doctorGitHub, ref string) {
+	p, err := gh.Project(ctx, ref)
+	if err != nil {
+		if errors.Is(err, platform.ErrNotFound) {
+			d.fail(fmt.Sprintf("repository %s: not found, or not visible to the robot", ref),
+				"check owner/name, and install the App on it (or give the robot access)")
+		} else {
+			d.fail(fmt.Sprintf("repository %s: unreadable (%v)", ref, err), "check that GitHub is reachable and the robot's credentials valid")
+		}
+		return
+	}
+	name := p.PathWithNamespace
+	settingsPage := "Settings → Collaborators and teams of " + name
+	// An App's bot user is no collaborator: its rights are the App's
+	// permissions on the installation (README "GitHub setup").
+	if d.robot.ID != 0 && d.cfg.GitHubToken != "" {
+		switch access, err := gh.MemberAccess(ctx, p.ID, d.robot.ID); {
+		case err != nil:
+			d.fail(fmt.Sprintf("robot permission on %s: unreadable (%v)", name, err), "check that GitHub is reachable")
+		case access < platform.AccessDeveloper:
+			d.fail(fmt.Sprintf("robot %s may not push and merge in %s: its permission is %s, it needs write", d.robot.Username, name, permissionName(access)),
+				fmt.Sprintf("give %s write permission in %s", d.robot.Username, settingsPage))
+		default:
+			d.ok(fmt.Sprintf("robot %s may push and merge in %s (%s)", d.robot.Username, name, permissionName(access)))
+		}
+	}
+	var ok []string
+	for _, r := range d.reviewers {
+		if r.ID == 0 {
+			continue
+		}
+		switch access, err := gh.MemberAccess(ctx, p.ID, r.ID); {
+		case err != nil:
+			d.fail(fmt.Sprintf("reviewer %s on %s: permission unreadable (%v)", r.Username, name, err), "check that GitHub is reachable")
+		case access < platform.AccessDeveloper:
+			d.fail(fmt.Sprintf("reviewer %s may not approve in %s: its permission is %s, and only reviews from accounts with write count", r.Username, name, permissionName(access)),
+				fmt.Sprintf("give %s write permission in %s", r.Username, settingsPage))
+		default:
+			ok = append(ok, r.Username)
+		}
+	}
+	if len(ok) > 0 {
+		d.ok(fmt.Sprintf("reviewers %s may approve in %s", strings.Join(ok, ", "), name))
+	}
+	d.warn(fmt.Sprintf("webhook of %s: not checked on GitHub (changebot does not read GitHub webhooks yet)", name),
+		fmt.Sprintf("check Settings → Webhooks of %s: payload URL %s%s, content type application/json, a secret from CHANGEBOT_WEBHOOK_SECRETS, events %s",
+			name, d.cfg.ExternalURL, webhookPathOf(PlatformGitHub), strings.Join(webhooks.GitHubEvents, ", ")))
+}
+
+// permissionName names a GitHub repository permission from the access
+// level platform/github maps it onto (AccessLevelOf).
+func permissionName(level int) string {
+	switch {
+	case level >= platform.AccessOwner:
+		return "admin"
+	case level >= platform.AccessMaintainer:
+		return "maintain"
+	case level >= platform.AccessDeveloper:
+		return "write"
+	case level >= platform.AccessReporter:
+		return "read"
+	}
+	return "none"
+}
