@@ -83,6 +83,9 @@ type record struct {
 	attempts int
 	method   string
 	url      *url.URL
+	// blockedUntil is set when the account's wait kept the request from
+	// being sent (accountGate).
+	blockedUntil time.Time
 }
 
 type recordKey struct{}
@@ -102,6 +105,10 @@ func callResp[T any](ctx context.Context, c *Client, endpoint string, fn func(co
 	start := time.Now()
 	v, resp, err := fn(context.WithValue(ctx, recordKey{}, rec))
 	d := time.Since(start)
+	if err != nil && !rec.blockedUntil.IsZero() {
+		var zero T
+		return zero, nil, c.blocked(ctx, endpoint, rec)
+	}
 	var accepted *gh.AcceptedError
 	if errors.As(err, &accepted) {
 		err = nil
@@ -131,6 +138,70 @@ func callResp[T any](ctx context.Context, c *Client, endpoint string, fn func(co
 	}
 	return v, resp, nil
 }
+
+// minHeldWait is the shortest RetryAfter of a call held back by the
+// account's wait, so that a job never spins on a wait about to end.
+const minHeldWait = 100 * time.Millisecond
+
+// blocked is the error of a call the account's wait kept from being sent:
+// a *platform.Error of kind ErrRateLimited with the rest of the wait, at
+// least minHeldWait. It is logged, not observed: GitHub never saw it.
+func (c *Client) blocked(ctx context.Context, endpoint string, rec *record) error {
+	path := ""
+	if rec.url != nil {
+		path = c.apiPath(rec.url)
+	}
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "github call held back by the account's rate limit wait",
+		slog.String(attrEndpoint, endpoint), slog.String(attrMethod, rec.method), slog.String(attrPath, path),
+		slog.Time("blocked_until", rec.blockedUntil))
+	return &platform.Error{
+		Method: rec.method, Path: path, Kind: platform.ErrRateLimited,
+		Message:    "not sent: GitHub asked this account to wait until " + rec.blockedUntil.UTC().Format(time.RFC3339),
+		RetryAfter: max(rec.blockedUntil.Sub(c.now()), minHeldWait),
+	}
+}
+
+// accountGate holds back the requests of one account while GitHub asked
+// it to wait, and records the wait a rate-limited answer names
+// (Config.AccountWaits).
+type accountGate struct {
+	waits   AccountWaits // nil: no gate
+	account string
+	now     func() time.Time
+}
+
+// blockedUntil is until when the account must wait, zero when it may
+// send (also when the wait cannot be read: fail-open).
+func (g accountGate) blockedUntil(ctx context.Context, log *slog.Logger) time.Time {
+	if g.waits == nil {
+		return time.Time{}
+	}
+	until, err := g.waits.AccountBlockedUntil(ctx, g.account)
+	if err != nil {
+		log.WarnContext(ctx, "reading the github account's rate limit wait failed; sending", "err", err)
+		return time.Time{}
+	}
+	if !until.After(g.now()) {
+		return time.Time{}
+	}
+	return until
+}
+
+// record records the wait d of a rate-limited answer (rateLimit's: what
+// GitHub named, or DefaultSecondaryWait for a secondary limit that named
+// none). Zero records nothing: GitHub says the window is over.
+func (g accountGate) record(ctx context.Context, log *slog.Logger, d time.Duration) {
+	if g.waits == nil || d <= 0 {
+		return
+	}
+	if err := g.waits.BlockAccountUntil(ctx, g.account, g.now().Add(d)); err != nil {
+		log.WarnContext(ctx, "recording the github account's rate limit wait failed", "err", err)
+	}
+}
+
+// errAccountBlocked is what the transport returns for a request it held
+// back; callResp turns it into a *platform.Error through the record.
+var errAccountBlocked = errors.New("github account is waiting out a rate limit")
 
 // translate turns a failed call into a *platform.Error when GitHub
 // answered with a non-2xx status, its Kind chosen by kindOf and its
@@ -329,6 +400,7 @@ type transport struct {
 	token  func(context.Context) (string, error) // nil: leave Authorization alone
 	rp     retryPolicy
 	logger *slog.Logger
+	gate   accountGate
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -362,8 +434,25 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if attempt > 0 {
 			t.logger.LogAttrs(ctx, slog.LevelDebug, "github call retry", slog.String(attrMethod, req.Method), slog.Int(attrAttempt, attempt+1))
 		}
+		if until := t.gate.blockedUntil(ctx, t.logger); !until.IsZero() {
+			if r.Body != nil {
+				_ = r.Body.Close()
+			}
+			if rec != nil {
+				rec.blockedUntil = until
+			}
+			return nil, errAccountBlocked
+		}
+		if rec != nil {
+			rec.blockedUntil = time.Time{}
+		}
 		resp, err := base.RoundTrip(r)
 		wait, retry := t.rp.shouldRetry(req, resp, err, attempt)
+		if resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests) {
+			if d, limited := rateLimit(resp.StatusCode, resp.Header, peekMessage(resp), t.rp.now()); limited {
+				t.gate.record(ctx, t.logger, d)
+			}
+		}
 		if !retry || attempt >= max(t.rp.max, 0) || (req.Body != nil && req.GetBody == nil) {
 			return resp, err
 		}

@@ -22,6 +22,8 @@ package github
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -122,6 +124,27 @@ type Config struct {
 	// SleepFunc waits between mergeable re-reads and in-client retries; nil
 	// means a timer that ends early with ctx. Tests inject one.
 	SleepFunc func(ctx context.Context, d time.Duration) error
+	// AccountWaits, when set, is where every replica records and reads how
+	// long a GitHub account must wait after a rate limit (primary or
+	// secondary), so that all replicas respect one account's wait: GitHub
+	// may ban an integration that keeps calling while limited. Before each
+	// request the client reads its account's wait; while it lasts the call
+	// is not sent and fails with a *platform.Error of kind
+	// platform.ErrRateLimited (RetryAfter the rest of the wait). After a
+	// rate-limited answer it records the wait GitHub named, or
+	// DefaultSecondaryWait for a secondary limit that named none. An account is the API host and a fingerprint
+	// of the token (never the token), or of the App installation. A failed
+	// read or write is logged and the call goes on (fail-open). nil: each
+	// call on its own. store.Store implements it.
+	AccountWaits AccountWaits
+}
+
+// AccountWaits records and reads how long each account must wait before
+// its next request (the same contract as platform/gitlab's); the zero
+// time means "no wait".
+type AccountWaits interface {
+	AccountBlockedUntil(ctx context.Context, account string) (time.Time, error)
+	BlockAccountUntil(ctx context.Context, account string, until time.Time) error
 }
 
 // Client calls GitHub as the robot (a token or an App installation) and as
@@ -142,6 +165,7 @@ type Client struct {
 	mergeableReads int
 	mergeableWait  time.Duration
 	requiredTTL    time.Duration
+	waits          AccountWaits
 
 	mu       sync.Mutex
 	repos    map[int64]repoRef
@@ -258,6 +282,7 @@ func New(cfg Config) (*Client, error) {
 		mergeableReads: cfg.MergeableReads,
 		mergeableWait:  cfg.MergeableWait,
 		requiredTTL:    cfg.RequiredContextsTTL,
+		waits:          cfg.AccountWaits,
 		repos:          map[int64]repoRef{},
 		required:       map[string]requiredEntry{},
 		updates:        map[string]updateEntry{},
@@ -298,25 +323,25 @@ func New(cfg Config) (*Client, error) {
 
 	if cfg.App != nil {
 		// The App's own calls carry its JWT (appTransportToken).
-		jwtClient, err := c.build(base, cfg.HTTPClient, appTransportToken)
+		jwtClient, err := c.build(base, cfg.HTTPClient, appTransportToken, accountKey(base, fmt.Sprintf("app:%d", cfg.App.AppID)))
 		if err != nil {
 			return nil, err
 		}
 		c.app = &appSource{cfg: *cfg.App, key: key, api: jwtClient, c: c}
-		c.robot, err = c.build(base, cfg.HTTPClient, c.app.token)
+		c.robot, err = c.build(base, cfg.HTTPClient, c.app.token, accountKey(base, fmt.Sprintf("installation:%d", cfg.App.InstallationID)))
 		if err != nil {
 			return nil, err
 		}
 	} else {
 		tok := cfg.Token
-		c.robot, err = c.build(base, cfg.HTTPClient, func(context.Context) (string, error) { return tok, nil })
+		c.robot, err = c.build(base, cfg.HTTPClient, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok))
 		if err != nil {
 			return nil, err
 		}
 	}
 	for _, t := range cfg.ReviewerTokens {
 		tok := t
-		rc, err := c.build(base, cfg.HTTPClient, func(context.Context) (string, error) { return tok, nil })
+		rc, err := c.build(base, cfg.HTTPClient, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok))
 		if err != nil {
 			return nil, err
 		}
@@ -326,21 +351,30 @@ func New(cfg Config) (*Client, error) {
 }
 
 // build makes one go-github client whose transport authenticates with
-// token (nil: none, the caller sets Authorization itself), retries and
-// records. go-github's own rate-limit bookkeeping is off: this package
+// token (nil: none, the caller sets Authorization itself), respects the
+// account's wait (Config.AccountWaits), retries and records. go-github's own rate-limit bookkeeping is off: this package
 // reads the headers itself (call.go) so that one clock decides.
-func (c *Client) build(base *url.URL, hc *http.Client, token func(context.Context) (string, error)) (*gh.Client, error) {
+func (c *Client) build(base *url.URL, hc *http.Client, token func(context.Context) (string, error), account string) (*gh.Client, error) {
 	h := http.Client{Timeout: defaultHTTPTimeout}
 	if hc != nil {
 		h = *hc
 	}
-	h.Transport = &transport{base: h.Transport, token: token, rp: c.rp, logger: c.logger}
+	h.Transport = &transport{base: h.Transport, token: token, rp: c.rp, logger: c.logger,
+		gate: accountGate{waits: c.waits, account: account, now: c.now}}
 	u := base.String()
 	cl, err := gh.NewClient(gh.WithHTTPClient(&h), gh.WithUserAgent(userAgent), gh.WithURLs(&u, &u), gh.WithDisableRateLimitCheck())
 	if err != nil {
 		return nil, fmt.Errorf("building github client: %w", err)
 	}
 	return cl, nil
+}
+
+// accountKey names an account on the API at base: its host and the first
+// 16 hex digits of the SHA-256 of what identifies it (a token, or
+// "installation:<id>"), never the token itself.
+func accountKey(base *url.URL, id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return base.Host + "/" + hex.EncodeToString(sum[:8])
 }
 
 // normalizeBaseURL parses raw ("" is GitHub.com) and ends its path with a

@@ -449,3 +449,65 @@ func TestMemberAccessScale(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// memWaits is an in-memory AccountWaits shared by two clients, as the
+// database is by two replicas.
+type memWaits struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func (w *memWaits) AccountBlockedUntil(_ context.Context, account string) (time.Time, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m[account], nil
+}
+
+func (w *memWaits) BlockAccountUntil(_ context.Context, account string, until time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m[account] = until
+	return nil
+}
+
+// TestAccountWaitsShared: after one replica's secondary rate limit, the
+// other replica with the same token does not call GitHub until the wait
+// is over; another token still may.
+func TestAccountWaitsShared(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	srv := githubfake.New(githubfake.Options{NowFunc: clk.Now})
+	t.Cleanup(srv.Close)
+	srv.AddUser("changebot", robotToken)
+	srv.AddUser("reviewer-a", reviewerTokenA)
+	repo := srv.AddRepo(githubfake.RepoSpec{FullName: "acme/config"})
+	waits := &memWaits{m: map[string]time.Time{}}
+	replica := func(tok string) *github.Client {
+		c, err := github.New(github.Config{BaseURL: srv.URL(), Token: tok, NowFunc: clk.Now, AccountWaits: waits, RetryMax: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b, other := replica(robotToken), replica(robotToken), replica(reviewerTokenA)
+	srv.InjectFault(githubfake.SecondaryRateLimit("GET", "/repositories/*", 1, "30"))
+	_, err := a.Branch(t.Context(), repo.ID, "main")
+	if !errors.Is(err, platform.ErrRateLimited) || platform.RetryAfterOf(err) != 30*time.Second {
+		t.Fatalf("replica a: err = %v; want a 30 s rate limit", err)
+	}
+	calls := len(srv.Calls())
+	_, err = b.Branch(t.Context(), repo.ID, "main")
+	if !errors.Is(err, platform.ErrRateLimited) || platform.RetryAfterOf(err) != 30*time.Second || !strings.Contains(err.Error(), "not sent") {
+		t.Fatalf("replica b during the wait: err = %v; want held back with 30 s left", err)
+	}
+	if n := len(srv.Calls()); n != calls {
+		t.Errorf("replica b sent %d requests during the wait; want none", n-calls)
+	}
+	if _, err := other.Branch(t.Context(), repo.ID, "main"); err != nil {
+		t.Errorf("another account during the wait: %v", err)
+	}
+	clk.Add(31 * time.Second)
+	if _, err := b.Branch(t.Context(), repo.ID, "main"); err != nil {
+		t.Errorf("replica b after the wait: %v", err)
+	}
+}
