@@ -125,8 +125,10 @@ func (c *Client) headPipeline(ctx context.Context, r repoRef, pr *gh.PullRequest
 // the commit's check runs and commit statuses (synthesize, without
 // required contexts: those gate pull requests, not a branch): for sha when
 // it is set, else for the PipelineCommits newest commits of ref (GET
-// /repos/{o}/{r}/commits?sha=<ref>). A commit with no check and no status
-// has no pipeline and is left out. Ref is ref as given. This is how the
+// /repos/{o}/{r}/commits?sha=<ref>), newest first, stopping after the
+// first whose pipeline succeeded (the older commits are not read: two
+// reads per commit). A commit with no check and no status has no pipeline
+// and is left out. Ref is ref as given. This is how the
 // deploy wait finds a successful workflow run or check on the target
 // branch at, or after, the merge commit.
 func (c *Client) Pipelines(ctx context.Context, projectID int64, ref, sha string) ([]platform.Pipeline, error) {
@@ -158,6 +160,9 @@ func (c *Client) Pipelines(ctx context.Context, projectID int64, ref, sha string
 		}
 		if p := synthesize(s, ref, "", checks, nil); p != nil {
 			out = append(out, *p)
+			if sha == "" && p.Status == platform.PipelineSuccess {
+				break
+			}
 		}
 	}
 	return out, nil

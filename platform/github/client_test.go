@@ -511,3 +511,30 @@ func TestAccountWaitsShared(t *testing.T) {
 		t.Errorf("replica b after the wait: %v", err)
 	}
 }
+
+// TestPipelinesOfBranch: without a sha, the newest commits of the branch
+// are read newest first until one succeeded; commits without checks have
+// no pipeline.
+func TestPipelinesOfBranch(t *testing.T) {
+	t.Parallel()
+	f := newFakeEnv(t, githubfake.Options{}, githubfake.RepoSpec{NoCI: true}, github.Config{})
+	id := f.repo.ID
+	old := f.srv.PushToBranch(id, "main", "outsider")
+	f.srv.SetCheckRun(id, old, "deploy", "github-actions", "completed", "success")
+	mid := f.srv.PushToBranch(id, "main", "outsider")
+	f.srv.SetStatus(id, mid, "deploy/prod", "success")
+	f.srv.PushToBranch(id, "main", "outsider") // no checks at all
+	tip := f.srv.PushToBranch(id, "main", "outsider")
+	f.srv.SetCheckRun(id, tip, "deploy", "github-actions", "in_progress", "")
+	before := f.srv.CallCount("GET", "/repos/acme/config/commits/*/check-runs")
+	ps, err := f.c.Pipelines(t.Context(), id, "main", "")
+	if err != nil || len(ps) != 2 || ps[0].SHA != tip || ps[0].Status != "running" || ps[1].SHA != mid || ps[1].Status != platform.PipelineSuccess || ps[1].Ref != "main" {
+		t.Fatalf("Pipelines(main) = %+v, %v; want the running tip, then the successful commit before the one without checks", ps, err)
+	}
+	if n := f.srv.CallCount("GET", "/repos/acme/config/commits/*/check-runs") - before; n != 3 {
+		t.Errorf("check-run reads = %d; want 3 (tip, the commit without checks, the successful one; not the oldest)", n)
+	}
+	if ps, err := f.c.Pipelines(t.Context(), id, "main", old); err != nil || len(ps) != 1 || ps[0].SHA != old || ps[0].Status != platform.PipelineSuccess {
+		t.Errorf("Pipelines(main, old) = %+v, %v", ps, err)
+	}
+}
