@@ -61,6 +61,11 @@ type GitHubConfig struct {
 	Logger *slog.Logger
 	// Metrics counts deliveries; nil counts into unregistered metrics.
 	Metrics *Metrics
+	// NoteHasCommand reports whether a comment's body may hold a command
+	// for the bot (bot wires commands.MayHoldCommand, as for GitLab). A
+	// comment it answers false for is answered ignored and not stored. Nil
+	// stores every comment on a pull request.
+	NoteHasCommand func(body string) bool
 }
 
 // NewGitHubHandler returns the handler of POST /webhooks/github. It checks,
@@ -71,9 +76,11 @@ type GitHubConfig struct {
 // signature alike); X-GitHub-Event and X-GitHub-Delivery present (400
 // naming the header). Events not in GitHubEvents answer 200
 // {"result":"ignored"} and are not stored; the others must decode (400
-// {"error":"malformed payload: …"}). Comments not on a pull request and
-// edited or deleted comments are ignored too (a command runs once per
-// comment id, never on an edit, as on GitLab). Every other delivery is
+// {"error":"malformed payload: …"}). Comments not on a pull request,
+// edited or deleted comments (a command runs once per comment id, never on
+// an edit, as on GitLab) and comments without a command
+// (GitHubConfig.NoteHasCommand) are ignored too, counted in
+// changebot_webhook_ignored_total by reason. Every other delivery is
 // stored, deduplicated on "github:"+X-GitHub-Delivery (a redelivery keeps
 // the GUID), with its flows.ProcessDeliveryJob in one transaction through
 // the same store path as GitLab's: 200 {"result":"accepted",
@@ -200,7 +207,8 @@ func (h *githubHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log = log.With("github_delivery", delivery)
 	if !slices.Contains(GitHubEvents, event) {
 		count(OutcomeIgnored)
-		log.Debug("webhook ignored", "reason", "event not used")
+		h.m.ignored.WithLabelValues(IgnoredEventNotUsed).Inc()
+		log.Debug("webhook ignored", "reason", IgnoredEventNotUsed)
 		writeJSON(w, http.StatusOK, answer{Result: OutcomeIgnored})
 		return
 	}
@@ -218,8 +226,9 @@ func (h *githubHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log = log.With(attrProjectID, ev.ProjectID)
-	if reason := githubIgnoreReason(ev); reason != "" {
+	if reason := githubIgnoreReason(ev, h.cfg.NoteHasCommand); reason != "" {
 		count(OutcomeIgnored)
+		h.m.ignored.WithLabelValues(reason).Inc()
 		log.Debug("webhook ignored", "reason", reason, "kind", ev.Kind)
 		writeJSON(w, http.StatusOK, answer{Result: OutcomeIgnored})
 		return
@@ -265,21 +274,24 @@ func (h *githubHandler) tooLarge(w http.ResponseWriter, r *http.Request, log *sl
 }
 
 // githubIgnoreReason returns why the bot does not use a decoded event of
-// GitHubEvents, "" when it does: comments not on a pull request, edited or
-// deleted comments (a deleted one decodes as HookOther), and reviews that
-// neither approve nor dismiss (HookOther).
-func githubIgnoreReason(ev platform.HookEvent) string {
+// GitHubEvents (an Ignored* reason), "" when it does: comments not on a
+// pull request, edited comments, comments without a command (hasCommand,
+// nil: every comment may hold one), and deleted comments or reviews that
+// neither approve nor dismiss (both decode as HookOther).
+func githubIgnoreReason(ev platform.HookEvent, hasCommand func(body string) bool) string {
 	switch ev.Kind {
 	case platform.HookNote:
 		switch {
 		case ev.Note == nil || ev.Note.NoteableType != platform.NoteableMergeRequest:
-			return "comment not on a pull request"
+			return IgnoredNotOnMergeRequest
 		case ev.Note.Action == platform.NoteActionUpdate:
-			return "edited comment"
+			return IgnoredEditedNote
+		case hasCommand != nil && !hasCommand(ev.Note.Body):
+			return IgnoredNoCommand
 		}
 		return ""
 	case platform.HookOther:
-		return "event action not used"
+		return IgnoredEventNotUsed
 	}
 	return ""
 }

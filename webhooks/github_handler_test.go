@@ -64,7 +64,10 @@ func newGitHubHandler(t testing.TB, st DeliveryStore, m *Metrics) http.Handler {
 	t.Helper()
 	log, _ := newLogger(t)
 	h, err := NewGitHubHandler(GitHubConfig{Secrets: []string{cogniSecret}, Verify: github.VerifySignature,
-		Decode: github.DecodeHook, Store: st, Logger: log, Metrics: m})
+		Decode: github.DecodeHook, Store: st, Logger: log, Metrics: m,
+		// A stand-in for commands.MayHoldCommand (webhooks never import
+		// commands): a comment holds a command when it has a slash.
+		NoteHasCommand: func(body string) bool { return strings.Contains(body, "/") }})
 	if err != nil {
 		t.Fatalf("NewGitHubHandler: %v", err)
 	}
@@ -79,7 +82,8 @@ func newGitHubHandler(t testing.TB, st DeliveryStore, m *Metrics) http.Handler {
 func TestGitHubIntake(t *testing.T) {
 	t.Parallel()
 	opened := readCapture(t, "webhook-pull_request-opened")
-	comment := fixture.GitHub(t, "webhook-issue_comment-created-pr.json")
+	chatter := fixture.GitHub(t, "webhook-issue_comment-created-pr.json") // "trigger abc"
+	comment := bytes.Replace(chatter, []byte(`"body": "trigger abc"`), []byte(`"body": "/retry"`), 1)
 	edited := fixture.GitHub(t, "webhook-issue_comment-edited-pr.json")
 	ping := fixture.GitHub(t, "webhook-ping-repo.json")
 	deployment := fixture.GitHub(t, "webhook-deployment_status-created.json")
@@ -95,6 +99,9 @@ func TestGitHubIntake(t *testing.T) {
 		wantStored []string // dedupe keys stored
 		event      string
 		wantCounts map[string]float64
+		// wantIgnored is the changebot_webhook_ignored_total reason
+		// counted once, "" for none.
+		wantIgnored string
 	}{
 		{name: "real delivery, then its redelivery", send: []capture{opened, opened},
 			want:       []string{`200 {"result":"accepted","delivery_id":1}`, `200 {"result":"duplicate"}`},
@@ -115,13 +122,18 @@ func TestGitHubIntake(t *testing.T) {
 		{name: "comment on a pull request", send: []capture{signed("issue_comment", "c-1", cogniSecret, comment)},
 			want:       []string{`200 {"result":"accepted","delivery_id":1}`},
 			wantStored: []string{"github:c-1"}, event: "issue_comment", wantCounts: map[string]float64{OutcomeAccepted: 1}},
+		{name: "comment without a command", send: []capture{signed("issue_comment", "c-3", cogniSecret, chatter)},
+			want: []string{`200 {"result":"ignored"}`}, event: "issue_comment",
+			wantCounts: map[string]float64{OutcomeIgnored: 1}, wantIgnored: IgnoredNoCommand},
 		{name: "edited comment runs nothing", send: []capture{signed("issue_comment", "c-2", cogniSecret, edited)},
 			want: []string{`200 {"result":"ignored"}`}, event: "issue_comment",
-			wantCounts: map[string]float64{OutcomeIgnored: 1}},
+			wantCounts: map[string]float64{OutcomeIgnored: 1}, wantIgnored: IgnoredEditedNote},
 		{name: "ping answered and counted", send: []capture{signed("ping", "p-1", cogniSecret, ping)},
-			want: []string{`200 {"result":"ignored"}`}, event: "ping", wantCounts: map[string]float64{OutcomeIgnored: 1}},
+			want: []string{`200 {"result":"ignored"}`}, event: "ping", wantCounts: map[string]float64{OutcomeIgnored: 1},
+			wantIgnored: IgnoredEventNotUsed},
 		{name: "event not used", send: []capture{signed("deployment_status", "d-1", cogniSecret, deployment)},
-			want: []string{`200 {"result":"ignored"}`}, event: "other", wantCounts: map[string]float64{OutcomeIgnored: 1}},
+			want: []string{`200 {"result":"ignored"}`}, event: "other", wantCounts: map[string]float64{OutcomeIgnored: 1},
+			wantIgnored: IgnoredEventNotUsed},
 		{name: "used event that does not decode", send: []capture{signed("pull_request", "m-1", cogniSecret, []byte(`[1]`))},
 			want: []string{`400 {"error":"malformed payload: `}, event: "pull_request",
 			wantCounts: map[string]float64{OutcomeMalformed: 1}},
@@ -153,6 +165,15 @@ func TestGitHubIntake(t *testing.T) {
 			for _, d := range calls {
 				if !bytes.Equal(d.Body, tc.send[0].body) || d.Event != tc.send[0].event {
 					t.Errorf("stored event %q and a body of %d bytes, want the received %q and bytes", d.Event, len(d.Body), tc.send[0].event)
+				}
+			}
+			for _, reason := range []string{IgnoredNoCommand, IgnoredEditedNote, IgnoredEventNotUsed} {
+				want := 0.0
+				if reason == tc.wantIgnored {
+					want = 1
+				}
+				if got := testutil.ToFloat64(m.ignored.WithLabelValues(reason)); got != want {
+					t.Errorf("ignored{reason=%s} = %v, want %v", reason, got, want)
 				}
 			}
 			for outcome, n := range tc.wantCounts {
