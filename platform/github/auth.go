@@ -129,6 +129,18 @@ func (a *appSource) token(ctx context.Context) (string, error) {
 	return a.tok, nil
 }
 
+// refused forgets tok when it is the cached token GitHub just answered 401
+// for (revoked, or expired before its expires_at): the next call creates a
+// new one instead of failing until TokenRenewBefore.
+func (a *appSource) refused(tok string) {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	if tok != "" && tok == a.tok {
+		a.old = append(a.old[max(len(a.old)-8, 0):], a.tok)
+		a.tok, a.expires = "", time.Time{}
+	}
+}
+
 // current lists the installation tokens to redact.
 func (a *appSource) current() []string {
 	a.smu.Lock()

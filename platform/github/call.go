@@ -396,11 +396,15 @@ type retryPolicy struct {
 // other than 501 of a GET or HEAD, and dial or DNS errors (the request
 // never reached GitHub). Everything else surfaces at once.
 type transport struct {
-	base   http.RoundTripper
-	token  func(context.Context) (string, error) // nil: leave Authorization alone
-	rp     retryPolicy
-	logger *slog.Logger
-	gate   accountGate
+	base  http.RoundTripper
+	token func(context.Context) (string, error) // nil: leave Authorization alone
+	// refused, when set, is told the token GitHub answered 401 for (an
+	// installation token revoked or expired early), so the next call gets
+	// a new one.
+	refused func(token string)
+	rp      retryPolicy
+	logger  *slog.Logger
+	gate    accountGate
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -420,9 +424,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			r.Body = body
 		}
+		tok := ""
 		if t.token != nil {
-			tok, err := t.token(ctx)
-			if err != nil {
+			var err error
+			if tok, err = t.token(ctx); err != nil {
 				return nil, err
 			}
 			r.Header.Set("Authorization", "Bearer "+tok)
@@ -447,6 +452,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			rec.blockedUntil = time.Time{}
 		}
 		resp, err := base.RoundTrip(r)
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized && t.refused != nil {
+			t.refused(tok)
+		}
 		wait, retry := t.rp.shouldRetry(req, resp, err, attempt)
 		if resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests) {
 			if d, limited := rateLimit(resp.StatusCode, resp.Header, peekMessage(resp), t.rp.now()); limited {

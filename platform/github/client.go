@@ -169,6 +169,7 @@ type Client struct {
 
 	mu       sync.Mutex
 	repos    map[int64]repoRef
+	logins   map[int64]string // user id → login, for the permission reads
 	required map[string]requiredEntry
 	updates  map[string]updateEntry
 
@@ -284,6 +285,7 @@ func New(cfg Config) (*Client, error) {
 		requiredTTL:    cfg.RequiredContextsTTL,
 		waits:          cfg.AccountWaits,
 		repos:          map[int64]repoRef{},
+		logins:         map[int64]string{},
 		required:       map[string]requiredEntry{},
 		updates:        map[string]updateEntry{},
 		reviewerUsers:  make([]userOnce, len(cfg.ReviewerTokens)),
@@ -323,25 +325,25 @@ func New(cfg Config) (*Client, error) {
 
 	if cfg.App != nil {
 		// The App's own calls carry its JWT (appTransportToken).
-		jwtClient, err := c.build(base, cfg.HTTPClient, appTransportToken, accountKey(base, fmt.Sprintf("app:%d", cfg.App.AppID)))
+		jwtClient, err := c.build(base, cfg.HTTPClient, appTransportToken, accountKey(base, fmt.Sprintf("app:%d", cfg.App.AppID)), nil)
 		if err != nil {
 			return nil, err
 		}
 		c.app = &appSource{cfg: *cfg.App, key: key, api: jwtClient, c: c}
-		c.robot, err = c.build(base, cfg.HTTPClient, c.app.token, accountKey(base, fmt.Sprintf("installation:%d", cfg.App.InstallationID)))
+		c.robot, err = c.build(base, cfg.HTTPClient, c.app.token, accountKey(base, fmt.Sprintf("installation:%d", cfg.App.InstallationID)), c.app.refused)
 		if err != nil {
 			return nil, err
 		}
 	} else {
 		tok := cfg.Token
-		c.robot, err = c.build(base, cfg.HTTPClient, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok))
+		c.robot, err = c.build(base, cfg.HTTPClient, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok), nil)
 		if err != nil {
 			return nil, err
 		}
 	}
 	for _, t := range cfg.ReviewerTokens {
 		tok := t
-		rc, err := c.build(base, cfg.HTTPClient, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok))
+		rc, err := c.build(base, cfg.HTTPClient, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -354,12 +356,12 @@ func New(cfg Config) (*Client, error) {
 // token (nil: none, the caller sets Authorization itself), respects the
 // account's wait (Config.AccountWaits), retries and records. go-github's own rate-limit bookkeeping is off: this package
 // reads the headers itself (call.go) so that one clock decides.
-func (c *Client) build(base *url.URL, hc *http.Client, token func(context.Context) (string, error), account string) (*gh.Client, error) {
+func (c *Client) build(base *url.URL, hc *http.Client, token func(context.Context) (string, error), account string, refused func(string)) (*gh.Client, error) {
 	h := http.Client{Timeout: defaultHTTPTimeout}
 	if hc != nil {
 		h = *hc
 	}
-	h.Transport = &transport{base: h.Transport, token: token, rp: c.rp, logger: c.logger,
+	h.Transport = &transport{base: h.Transport, token: token, refused: refused, rp: c.rp, logger: c.logger,
 		gate: accountGate{waits: c.waits, account: account, now: c.now}}
 	u := base.String()
 	cl, err := gh.NewClient(gh.WithHTTPClient(&h), gh.WithUserAgent(userAgent), gh.WithURLs(&u, &u), gh.WithDisableRateLimitCheck())
@@ -523,6 +525,28 @@ func (c *Client) remember(rp *gh.Repository) repoRef {
 	return r
 }
 
+// loginOf is user id's login (GET /user/{id}), cached: permission and
+// membership endpoints take logins, the flows and commands ids. A login
+// can change on GitHub; the cache lives as long as the client.
+func (c *Client) loginOf(ctx context.Context, id int64) (string, error) {
+	c.mu.Lock()
+	login, ok := c.logins[id]
+	c.mu.Unlock()
+	if ok {
+		return login, nil
+	}
+	u, err := call(ctx, c, epUserGetByID, func(ctx context.Context) (*gh.User, *gh.Response, error) {
+		return c.robot.Users.GetByID(ctx, id)
+	})
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.logins[id] = u.GetLogin()
+	c.mu.Unlock()
+	return u.GetLogin(), nil
+}
+
 // Merge methods of PUT .../pulls/{n}/merge.
 const (
 	MethodMerge  = "merge"
@@ -610,7 +634,7 @@ var permissionLevels = map[string]int{
 func AccessLevelOf(permission string) int { return permissionLevels[permission] }
 
 // MemberAccess returns userID's permission on repository projectID mapped
-// by AccessLevelOf (GET /user/{id} for the login, then GET
+// by AccessLevelOf (GET /user/{id} for the login, once per user, then GET
 // /repos/{o}/{r}/collaborators/{login}/permission; fixture
 // api-repos-collaborator-permission.json). Organization members and team
 // grants count, as GitHub computes them. A user GitHub does not know, or
@@ -620,9 +644,7 @@ func (c *Client) MemberAccess(ctx context.Context, projectID, userID int64) (int
 	if err != nil {
 		return 0, fmt.Errorf("reading access of user %d: %w", userID, err)
 	}
-	u, err := call(ctx, c, epUserGetByID, func(ctx context.Context) (*gh.User, *gh.Response, error) {
-		return c.robot.Users.GetByID(ctx, userID)
-	})
+	login, err := c.loginOf(ctx, userID)
 	if errors.Is(err, platform.ErrNotFound) {
 		return 0, nil
 	}
@@ -630,13 +652,13 @@ func (c *Client) MemberAccess(ctx context.Context, projectID, userID int64) (int
 		return 0, fmt.Errorf("reading access of user %d on %s: %w", userID, r, err)
 	}
 	perm, err := call(ctx, c, epPermissionGet, func(ctx context.Context) (*gh.RepositoryPermissionLevel, *gh.Response, error) {
-		return c.robot.Repositories.GetPermissionLevel(ctx, r.owner, r.name, u.GetLogin())
+		return c.robot.Repositories.GetPermissionLevel(ctx, r.owner, r.name, login)
 	})
 	if errors.Is(err, platform.ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading access of %s on %s: %w", u.GetLogin(), r, err)
+		return 0, fmt.Errorf("reading access of %s on %s: %w", login, r, err)
 	}
 	if role := perm.GetRoleName(); AccessLevelOf(role) > 0 {
 		return AccessLevelOf(role), nil
@@ -650,9 +672,7 @@ func (c *Client) MemberAccess(ctx context.Context, projectID, userID int64) (int
 // membership is pending, or GitHub hides it (404: the robot cannot see the
 // organization's members). GET /orgs/{org}/memberships/{username}.
 func (c *Client) GroupMemberAccess(ctx context.Context, group string, userID int64) (int, error) {
-	u, err := call(ctx, c, epUserGetByID, func(ctx context.Context) (*gh.User, *gh.Response, error) {
-		return c.robot.Users.GetByID(ctx, userID)
-	})
+	login, err := c.loginOf(ctx, userID)
 	if errors.Is(err, platform.ErrNotFound) {
 		return 0, nil
 	}
@@ -660,13 +680,13 @@ func (c *Client) GroupMemberAccess(ctx context.Context, group string, userID int
 		return 0, fmt.Errorf("reading access of user %d in organization %s: %w", userID, group, err)
 	}
 	m, err := call(ctx, c, epOrgMembershipGet, func(ctx context.Context) (*gh.Membership, *gh.Response, error) {
-		return c.robot.Organizations.GetOrgMembership(ctx, u.GetLogin(), group)
+		return c.robot.Organizations.GetOrgMembership(ctx, login, group)
 	})
 	if errors.Is(err, platform.ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading access of %s in organization %s: %w", u.GetLogin(), group, err)
+		return 0, fmt.Errorf("reading access of %s in organization %s: %w", login, group, err)
 	}
 	if m.GetState() != "active" {
 		return 0, nil

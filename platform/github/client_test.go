@@ -443,6 +443,15 @@ func TestMemberAccessScale(t *testing.T) {
 			t.Errorf("MemberAccess(%q) = %d, %v; want %d", perm, got, err, want)
 		}
 	}
+	reads := f.srv.CallCount("GET", "/user/*")
+	for range 3 {
+		if _, err := f.c.MemberAccess(t.Context(), f.repo.ID, f.env.Reviewers[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.srv.CallCount("GET", "/user/*") - reads; n != 1 {
+		t.Errorf("login reads for three checks of one user = %d; want 1 (cached)", n)
+	}
 	if got, err := f.c.MemberAccess(t.Context(), f.repo.ID, 999999); err != nil || got != 0 {
 		t.Errorf("MemberAccess(unknown user) = %d, %v; want 0, nil", got, err)
 	}
@@ -536,5 +545,41 @@ func TestPipelinesOfBranch(t *testing.T) {
 	}
 	if ps, err := f.c.Pipelines(t.Context(), id, "main", old); err != nil || len(ps) != 1 || ps[0].SHA != old || ps[0].Status != platform.PipelineSuccess {
 		t.Errorf("Pipelines(main, old) = %+v, %v", ps, err)
+	}
+}
+
+// TestAppTokenRevokedEarly: an installation token GitHub refuses (401)
+// before its expiry is dropped, so the next call creates a new one
+// instead of failing until the renewal time.
+func TestAppTokenRevokedEarly(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newClock()
+	srv := githubfake.New(githubfake.Options{NowFunc: clk.Now})
+	t.Cleanup(srv.Close)
+	app := srv.AddApp("changebot-app", &key.PublicKey)
+	repo := srv.AddRepo(githubfake.RepoSpec{FullName: "acme/config"})
+	c, err := github.New(github.Config{BaseURL: srv.URL(), NowFunc: clk.Now,
+		App: &github.AppAuth{AppID: app.ID, InstallationID: app.InstallationID,
+			PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Branch(t.Context(), repo.ID, "main"); err != nil {
+		t.Fatal(err)
+	}
+	srv.ExpireTokens()
+	_, err = c.Branch(t.Context(), repo.ID, "main")
+	if platform.StatusOf(err) != 401 {
+		t.Fatalf("with the revoked token: err = %v; want 401", err)
+	}
+	if _, err := c.Branch(t.Context(), repo.ID, "main"); err != nil {
+		t.Fatalf("next call: %v; want a new token", err)
+	}
+	if n := srv.InstallationTokens(); n != 2 {
+		t.Errorf("installation tokens = %d; want 2", n)
 	}
 }
