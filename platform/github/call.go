@@ -239,7 +239,9 @@ func (c *Client) translate(endpoint string, err error, resp *gh.Response) error 
 //   - merge: 405 "Pull Request is not mergeable" is ErrNotMergeable; 409
 //     "Head branch was modified. Review and try the merge again." is
 //     ErrHeadMoved;
-//   - update-branch: 422 with expected_head_sha stale is ErrHeadMoved;
+//   - update-branch: 422 with expected_head_sha stale is ErrHeadMoved; 422
+//     "merge conflict between base and head" is ErrConflict (the flows then
+//     read the pull request, which shows the conflict);
 //   - ref create: 422 "Reference already exists" is ErrAlreadyExists;
 //   - ref delete: 422 "Reference does not exist" is ErrNotFound; ref
 //     update: 422 "Update is not a fast forward" is ErrConflict; commit
@@ -259,6 +261,8 @@ func kindOf(endpoint string, status int, msg string) error {
 		return platform.ErrHeadMoved
 	case endpoint == epPullUpdateBranch && status == http.StatusUnprocessableEntity && strings.Contains(lower, "expected head sha"):
 		return platform.ErrHeadMoved
+	case endpoint == epPullUpdateBranch && status == http.StatusUnprocessableEntity && strings.Contains(lower, "conflict"):
+		return platform.ErrConflict
 	case endpoint == epRefCreate && status == http.StatusUnprocessableEntity && strings.Contains(lower, "already exists"):
 		return platform.ErrAlreadyExists
 	case endpoint == epPullCreate && status == http.StatusUnprocessableEntity && strings.Contains(lower, "already exists"):

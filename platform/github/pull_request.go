@@ -366,7 +366,9 @@ func (c *Client) Merge(ctx context.Context, projectID, iid int64, p platform.Mer
 // GitHub merges the base into the head branch asynchronously (not a
 // rebase: the head gets a merge commit); poll MergeRequest with
 // includeRebase. A head that moved in between answers 422, which matches
-// platform.ErrHeadMoved.
+// platform.ErrHeadMoved; a conflict between base and head 422 "merge
+// conflict between base and head", which matches platform.ErrConflict (the
+// pull request then shows mergeable_state dirty: HasConflicts).
 func (c *Client) Rebase(ctx context.Context, projectID, iid int64) error {
 	r, err := c.repo(ctx, projectID)
 	if err != nil {
