@@ -87,6 +87,10 @@ type Server struct {
 	idle     *sync.Cond
 	hooks    hookQueue
 	dropHook func(event string) bool
+	latency  time.Duration
+	before   func(method, path string)
+	reqLimit RequestLimit
+	windows  map[string]*requestWindow
 }
 
 type idCounters struct {
@@ -163,7 +167,8 @@ func (s *Server) Close() {
 }
 
 // WaitIdle waits until no scripted check, update-branch or webhook
-// delivery is pending, or ctx ends.
+// delivery is pending, or ctx ends. Deliveries held by PauseWebhooks are
+// pending: resume them first.
 func (s *Server) WaitIdle(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		s.mu.Lock()
@@ -328,6 +333,19 @@ type reqCtx struct {
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(io.LimitReader(r.Body, 10<<20))
 	s.mu.Lock()
+	latency, before := s.latency, s.before
+	s.mu.Unlock()
+	if before != nil {
+		before(r.Method, r.URL.EscapedPath())
+	}
+	if latency > 0 {
+		select {
+		case <-time.After(latency):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	rc := &reqCtx{s: s, w: w, r: r}
 	path := r.URL.EscapedPath()
@@ -361,13 +379,89 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		rc.params = params
-		if !rc.authenticate(rt.jwt) {
+		if !rc.authenticate(rt.jwt) || !rc.withinLimit() {
 			return
 		}
 		rt.h(s, rc)
 		return
 	}
 	rc.fail(http.StatusNotFound, "Not Found")
+}
+
+// SetLatency makes every REST call wait d before it is served (faults
+// included). Zero turns it off.
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency = d
+}
+
+// SetBeforeCall makes every REST call run f(method, escaped path) first,
+// outside the server's lock; nil removes it.
+func (s *Server) SetBeforeCall(f func(method, path string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.before = f
+}
+
+// RequestLimit is GitHub's primary rate limit, per account: PerWindow
+// requests per Window (default an hour), windows aligned on the server's
+// clock. Answers carry X-Ratelimit-Limit, -Remaining, -Used and -Reset
+// (the window's end, Unix seconds); the request beyond the limit answers
+// 403 "API rate limit exceeded for user ID <id>." with remaining 0.
+type RequestLimit struct {
+	PerWindow int
+	Window    time.Duration
+}
+
+type requestWindow struct {
+	start time.Time
+	calls int
+}
+
+// SetRequestLimit throttles every account to l from now on; a zero
+// PerWindow removes the limit.
+func (s *Server) SetRequestLimit(l RequestLimit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.Window <= 0 {
+		l.Window = time.Hour
+	}
+	s.reqLimit, s.windows = l, map[string]*requestWindow{}
+}
+
+// withinLimit counts the call in its account's window and answers 403
+// when the limit is spent.
+func (rc *reqCtx) withinLimit() bool {
+	l := rc.s.reqLimit
+	if l.PerWindow <= 0 {
+		return true
+	}
+	key, id := "", int64(0)
+	switch {
+	case rc.caller != nil:
+		key, id = rc.caller.Login, rc.caller.ID
+	case rc.app != nil:
+		key, id = "app:"+strconv.FormatInt(rc.app.ID, 10), rc.app.ID
+	}
+	now := rc.s.now()
+	start := now.Truncate(l.Window)
+	w := rc.s.windows[key]
+	if w == nil || !w.start.Equal(start) {
+		w = &requestWindow{start: start}
+		rc.s.windows[key] = w
+	}
+	w.calls++
+	h := rc.w.Header()
+	h.Set("X-Ratelimit-Limit", strconv.Itoa(l.PerWindow))
+	h.Set("X-Ratelimit-Remaining", strconv.Itoa(max(l.PerWindow-w.calls, 0)))
+	h.Set("X-Ratelimit-Used", strconv.Itoa(min(w.calls, l.PerWindow)))
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(start.Add(l.Window).Unix(), 10))
+	if w.calls <= l.PerWindow {
+		return true
+	}
+	rc.fail(http.StatusForbidden, fmt.Sprintf("API rate limit exceeded for user ID %d.", id))
+	return false
 }
 
 // rateHeaders are the x-ratelimit-* headers GitHub sends on every answer

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -34,7 +35,71 @@ type hookQueue struct {
 	queue   []*Delivery
 	sent    []*Delivery
 	sending int
+	senders int
+	paused  bool
+	chaos   WebhookChaos
+	rng     *mrand.Rand
 	wg      sync.WaitGroup
+}
+
+// WebhookChaos disturbs deliveries, as a busy GitHub and the network do:
+// GitHub promises no order and does not redeliver by itself. Rates are
+// probabilities in [0, 1] per event.
+type WebhookChaos struct {
+	// DuplicateRate: the event is sent twice with the same
+	// X-GitHub-Delivery (a redelivery).
+	DuplicateRate float64
+	// ReorderRate: the next queued event overtakes this one.
+	ReorderRate float64
+	// DropRate: the event is never sent; it is recorded with Dropped.
+	DropRate float64
+	// Seed seeds the generator.
+	Seed int64
+}
+
+// SetWebhookChaos sets the chaos for events not yet delivered; the zero
+// value turns it off.
+func (s *Server) SetWebhookChaos(c WebhookChaos) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks.chaos = c
+	s.hooks.rng = mrand.New(mrand.NewPCG(uint64(c.Seed), uint64(c.Seed)^0x9e3779b97f4a7c15)) // #nosec G115 G404 -- test chaos
+}
+
+// SetWebhookSenders delivers queued events with n concurrent senders (at
+// least the one the server starts with), in no promised order, as
+// GitHub's do.
+func (s *Server) SetWebhookSenders(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opts.WebhookURL == "" || s.closed {
+		return
+	}
+	for ; s.hooks.senders < n; s.hooks.senders++ {
+		s.hooks.wg.Add(1)
+		go s.sendHooks()
+	}
+}
+
+// PauseWebhooks holds deliveries in the queue (events keep being queued),
+// as when the receiver is down; ResumeWebhooks sends them.
+func (s *Server) PauseWebhooks() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks.paused = true
+}
+
+// ResumeWebhooks restarts deliveries held by PauseWebhooks.
+func (s *Server) ResumeWebhooks() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks.paused = false
+	s.hooks.cond.Broadcast()
+}
+
+// chance reports true with probability p (chaos).
+func (s *Server) chance(p float64) bool {
+	return p > 0 && s.hooks.rng != nil && s.hooks.rng.Float64() < p
 }
 
 // SetDropWebhooks makes the server drop (record but not send) every
@@ -75,6 +140,7 @@ func (s *Server) startHooks() {
 	if s.opts.WebhookURL == "" {
 		return
 	}
+	s.hooks.senders = 1
 	s.hooks.wg.Add(1)
 	go s.sendHooks()
 }
@@ -85,15 +151,19 @@ func (s *Server) sendHooks() {
 	client := &http.Client{Timeout: 10 * time.Second}
 	for {
 		s.mu.Lock()
-		for len(s.hooks.queue) == 0 && !s.closed {
+		for (len(s.hooks.queue) == 0 || s.hooks.paused) && !s.closed {
 			s.hooks.cond.Wait()
 		}
 		if s.closed {
 			s.mu.Unlock()
 			return
 		}
-		d := s.hooks.queue[0]
-		s.hooks.queue = s.hooks.queue[1:]
+		i := 0
+		if len(s.hooks.queue) > 1 && s.chance(s.hooks.chaos.ReorderRate) {
+			i = 1 // the next one overtakes
+		}
+		d := s.hooks.queue[i]
+		s.hooks.queue = append(s.hooks.queue[:i:i], s.hooks.queue[i+1:]...)
 		s.hooks.sending++
 		s.mu.Unlock()
 		status := s.post(client, d)
@@ -140,11 +210,16 @@ func (s *Server) post(client *http.Client, d *Delivery) int {
 
 func (s *Server) enqueue(d *Delivery) {
 	s.hooks.sent = append(s.hooks.sent, d)
-	if s.dropHook != nil && s.dropHook(d.Event) {
+	if (s.dropHook != nil && s.dropHook(d.Event)) || s.chance(s.hooks.chaos.DropRate) {
 		d.Dropped = true
 		return
 	}
 	s.hooks.queue = append(s.hooks.queue, d)
+	if s.chance(s.hooks.chaos.DuplicateRate) {
+		dup := &Delivery{GUID: d.GUID, Event: d.Event, Action: d.Action, Body: d.Body}
+		s.hooks.sent = append(s.hooks.sent, dup)
+		s.hooks.queue = append(s.hooks.queue, dup)
+	}
 	s.hooks.cond.Broadcast()
 }
 
