@@ -199,8 +199,8 @@ func (w *noteWorker) Work(ctx context.Context, job *river.Job[RefreshNoteArgs]) 
 	}()
 	err = w.e.RefreshNote(ctx, job.Args.OperationID)
 	if errors.Is(err, ErrNoteBusy) {
-		// The refresh in flight renders again if it missed our events;
-		// check after it has recorded.
+		// The refresh in flight may have read the history before our
+		// events: check again after it has recorded.
 		return river.JobSnooze(max(w.e.pollFor(store.Operation{}).NoteDelay, time.Second))
 	}
 	if d, ok := platform.RateLimitWait(err); ok {
@@ -215,9 +215,10 @@ func (w *noteWorker) Work(ctx context.Context, job *river.Job[RefreshNoteArgs]) 
 // It claims the MR's note (store.ClaimStatusNote), calls GitLab holding no
 // transaction or lock, then records what it rendered and releases the
 // claim; a render never replaces a newer one (rendered_seq). While another
-// refresh holds the claim it returns ErrNoteBusy (the job snoozes). When
-// events arrive while it renders, it renders again (bounded), so coalescing
-// never leaves an older state visible.
+// refresh holds the claim it returns ErrNoteBusy (the job snoozes and
+// checks again once that one has recorded). It renders once; events that
+// arrive while it renders are shown by the refresh their transition asked
+// for, so coalescing never leaves an older state visible.
 func (e *Engine) RefreshNote(ctx context.Context, opID string) error {
 	return e.refreshNote(ctx, opID, false)
 }
@@ -240,16 +241,15 @@ const noteClaimLease = 5 * time.Second
 const noteClaimRenew = noteClaimLease / 3
 
 // refreshNote renders; force re-renders even when the recorded note already
-// shows the newest event (/status), which also recreates a deleted note.
+// shows the newest event (/status), which also recreates a deleted note. It
+// renders once: the events recorded while it renders belong to transitions
+// that asked for refreshes of their own (refreshNoteJobs), due after this
+// one's window, so reading the history again after recording (two more
+// transactions per edit, issue 12 point 2) would only make their edit
+// earlier.
 func (e *Engine) refreshNote(ctx context.Context, opID string, force bool) error {
-	for range 3 {
-		done, err := e.refreshNoteOnce(ctx, opID, force)
-		force = false
-		if err != nil || done {
-			return err
-		}
-	}
-	return nil
+	_, err := e.refreshNoteOnce(ctx, opID, force)
+	return err
 }
 
 // refreshNoteOnce renders once unless the note is up to date (done). It
