@@ -589,3 +589,63 @@ func TestAppTokenRevokedEarly(t *testing.T) {
 		t.Errorf("installation tokens = %d; want 2", n)
 	}
 }
+
+// TestConcurrentFirstUse: many goroutines using a fresh client at once
+// share one installation token exchange and one bot-user read (the client
+// is safe for concurrent use, and its caches fill once).
+func TestConcurrentFirstUse(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := githubfake.New(githubfake.Options{})
+	t.Cleanup(srv.Close)
+	app := srv.AddApp("changebot-app", &key.PublicKey)
+	repo := srv.AddRepo(githubfake.RepoSpec{FullName: "acme/config"})
+	c, err := github.New(github.Config{BaseURL: srv.URL(),
+		App: &github.AppAuth{AppID: app.ID, InstallationID: app.InstallationID,
+			PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	start := make(chan struct{})
+	errs := make(chan error, 2*n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := c.Branch(t.Context(), repo.ID, "main")
+			errs <- err
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			u, err := c.CurrentUser(t.Context())
+			if err == nil && u.ID != app.Bot.ID {
+				err = errors.New("wrong user " + u.Username)
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := srv.InstallationTokens(); got != 1 {
+		t.Errorf("installation tokens = %d; want 1 shared by %d goroutines", got, 2*n)
+	}
+	if got := srv.CallCount("GET", "/app"); got != 1 {
+		t.Errorf("GET /app = %d; want 1", got)
+	}
+	if got := srv.CallCount("GET", "/repositories/*"); got > n {
+		t.Errorf("repository reads = %d; want at most one per concurrent first caller", got)
+	}
+}
