@@ -98,12 +98,12 @@ func benchmarkChangeEndToEnd(b *testing.B, engine string) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "changes/s")
 	b.ReportMetric(float64(len(env.GitLab.Calls())-calls)/float64(b.N), "gitlab-calls/op")
-	logCallsByEndpoint(b, byEndpoint, env.GitLab.CallsByEndpoint())
+	logCallsByEndpoint(b, byEndpoint, env.GitLab.CallsByEndpoint(), b.N)
 }
 
 // logCallsByEndpoint logs the GitLab calls per change by endpoint
-// (gitlabfake's Call.Endpoint) made between the two counts, over b.N.
-func logCallsByEndpoint(b *testing.B, before, after map[string]int) {
+// (gitlabfake's Call.Endpoint) made between the two counts by n changes.
+func logCallsByEndpoint(b *testing.B, before, after map[string]int, n int) {
 	names := make([]string, 0, len(after))
 	for e := range after {
 		if after[e] > before[e] {
@@ -113,9 +113,9 @@ func logCallsByEndpoint(b *testing.B, before, after map[string]int) {
 	sort.Strings(names)
 	var sb strings.Builder
 	for _, e := range names {
-		fmt.Fprintf(&sb, "; %s %.2f", e, float64(after[e]-before[e])/float64(b.N))
+		fmt.Fprintf(&sb, "; %s %.2f", e, float64(after[e]-before[e])/float64(n))
 	}
-	b.Logf("GitLab calls per change by endpoint (b.N=%d)%s", b.N, sb.String())
+	b.Logf("GitLab calls per change by endpoint (%d changes)%s", n, sb.String())
 }
 
 // runBenchChange submits the n-th change and follows it to VALIDATED.

@@ -211,6 +211,7 @@ func benchmarkChanges200(b *testing.B, engine string) {
 		time.Sleep(11 * time.Second)
 	}
 	calls0 := len(env.GitLab.Calls())
+	byEndpoint0 := env.GitLab.CallsByEndpoint()
 
 	var lat []time.Duration
 	steps := map[string][]time.Duration{}
@@ -245,6 +246,7 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	// backstops) belong to them.
 	drainQueue(ctx, count, 30*time.Second)
 	calls := len(env.GitLab.Calls()) - calls0
+	logCallsByEndpoint(b, byEndpoint0, env.GitLab.CallsByEndpoint(), b.N*benchBatch)
 	jobs, err := perChange(ctx, engine, app, mine, `SELECT kind, count(*) FROM river_job GROUP BY kind ORDER BY count(*) DESC`)
 	if err != nil {
 		b.Fatal(err)

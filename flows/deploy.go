@@ -155,26 +155,22 @@ func (e *Engine) deployEvidence(ctx context.Context, op store.Operation, pipes [
 	return *newest, ruleContains, nil
 }
 
-// compareSafeCommits is the most commits a compare answer is trusted to
-// list in full: GitLab caps the commits of a compare at
-// MergeRequestDiff::COMMITS_SAFE_SIZE (100), keeping the newest, where it
-// caps them at all (the web compare page; the API for anonymous callers
-// behind a feature flag, gitlab-org/gitlab!268855). A longer answer may
-// have lost older commits, so a change missing from it is not taken as
-// deployed on that answer alone.
-const compareSafeCommits = 100
-
 // branchContains returns the ops (merged into branch, merge commit set)
 // whose merge commit the commit sha of branch contains. One GitLab call
 // settles them all: GET repository/compare?from=sha&to=branch lists the
-// commits of branch after sha, and a merge commit of branch that is not
-// among them is an ancestor of sha; a target branch only moves forward
-// (the rule deployEvidence also relies on). Only when that answer is too
-// long to be trusted complete (compareSafeCommits) is a change missing from
-// it asked about with merge_base, at most maxHookAncestryChecks of them.
-// A sha or branch GitLab no longer has settles nothing (no error: the
-// deploy poll and the reconciler look again). On an error ops settled so
-// far are returned with it.
+// commits of branch after sha (oldest first, the branch's head last), and
+// a merge commit of branch that is not among them is an ancestor of sha; a
+// target branch only moves forward (the rule deployEvidence also relies
+// on). The answer is trusted only when it is complete: the first parents
+// from its last commit lead back to sha through listed commits. GitLab
+// answers authenticated callers in full, but caps the commits of a compare
+// at 100 (the newest) on the web page and, behind a feature flag, for
+// anonymous API callers (gitlab-org/gitlab!268855); an answer that is not
+// complete, or a sha no longer on the branch's first-parent line, leaves
+// the changes it does not list to merge_base, at most
+// maxHookAncestryChecks of them. A sha or branch GitLab no longer has
+// settles nothing (no error: the deploy poll and the reconciler look
+// again). On an error ops settled so far are returned with it.
 func (e *Engine) branchContains(ctx context.Context, projectID int64, branch, sha string, ops []store.Operation) ([]store.Operation, error) {
 	commits, err := e.gl.BranchCommits(ctx, projectID, sha, branch)
 	if errors.Is(err, platform.ErrNotFound) {
@@ -187,7 +183,7 @@ func (e *Engine) branchContains(ctx context.Context, projectID int64, branch, sh
 	for _, c := range commits {
 		after[c.SHA] = true
 	}
-	complete := len(commits) < compareSafeCommits
+	complete := completeAfter(commits, sha)
 	var out []store.Operation
 	checks := 0
 	for _, op := range ops {
@@ -210,6 +206,34 @@ func (e *Engine) branchContains(ctx context.Context, projectID int64, branch, sh
 		}
 	}
 	return out, nil
+}
+
+// completeAfter reports whether commits, a compare answer from sha (oldest
+// first), holds every commit of the branch's first-parent line after sha:
+// an empty answer, or first parents that lead from its last commit back to
+// sha through listed commits.
+func completeAfter(commits []platform.Commit, sha string) bool {
+	if len(commits) == 0 {
+		return true
+	}
+	firstParent := make(map[string]string, len(commits))
+	for _, c := range commits {
+		if len(c.ParentIDs) > 0 {
+			firstParent[c.SHA] = c.ParentIDs[0]
+		}
+	}
+	c := commits[len(commits)-1].SHA
+	for range commits {
+		p, ok := firstParent[c]
+		switch {
+		case !ok:
+			return false
+		case p == sha:
+			return true
+		}
+		c = p
+	}
+	return false
 }
 
 // Kinds of callback_requests rows; request ids are deduplicated per kind.

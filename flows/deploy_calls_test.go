@@ -94,19 +94,27 @@ func TestDeployDetectionCallsPerPipeline(t *testing.T) {
 				t.Fatalf("deploy pipelines %v, want some canceled (script %v)", statuses, tt.deploy)
 			}
 			newestDeployed := -1 // newest change whose commit a successful pipeline covers so far
+			start := h.GitLab.CallsByEndpoint()
+			delivered := 0
+			defer func() {
+				end := h.GitLab.CallsByEndpoint()
+				t.Logf("%s: %d target-branch pipeline webhooks for %d merged changes: %d compare, %d merge_base",
+					tt.name, delivered, changes, end[epCompare]-start[epCompare], end[epMergeBase]-start[epMergeBase])
+			}()
 			for _, w := range tt.order(slices.Clone(pipes)) {
 				ev, _ := gitlab.DecodeHook(w.Event, w.Body)
 				before := h.GitLab.CallsByEndpoint()
 				beforeN := len(h.GitLab.Calls())
 				h.Deliver(t, w)
 				h.WorkUntilIdle(t)
+				delivered++
 				after := h.GitLab.CallsByEndpoint()
 				if n := len(h.GitLab.Calls()) - beforeN; n > 1 {
-					t.Fatalf("pipeline %d (%s at change %d) cost %d GitLab calls, want at most 1: %v",
+					t.Errorf("pipeline %d (%s at change %d) cost %d GitLab calls, want at most 1: %v",
 						ev.Pipeline.ID, ev.Pipeline.Status, mergedAt[ev.Pipeline.SHA], n, diffCalls(before, after))
 				}
 				if n := after[epMergeBase] - before[epMergeBase]; n != 0 {
-					t.Fatalf("pipeline %d made %d merge_base calls, want 0", ev.Pipeline.ID, n)
+					t.Errorf("pipeline %d made %d merge_base calls, want 0", ev.Pipeline.ID, n)
 				}
 				if ev.Pipeline.Status == "success" {
 					newestDeployed = max(newestDeployed, mergedAt[ev.Pipeline.SHA])
