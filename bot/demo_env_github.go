@@ -9,6 +9,7 @@ import (
 	"changebot/platform/approval/approvalfake"
 	"changebot/platform/github/githubfake"
 	"changebot/templates"
+	"changebot/webhooks"
 )
 
 // newGitHubDemoEnvAt is newDemoEnvAt on GitHub (`changebot demo -platform
@@ -50,6 +51,10 @@ func newGitHubDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, p
 	}
 	repo := gh.AddRepo(githubfake.RepoSpec{FullName: demoProject, Collaborators: collaborators,
 		RequiredContexts: []string{"build"}, RequiredApprovals: 1})
+	// The webhook `changebot setup` would create: the fake sends events to
+	// Options.WebhookURL anyway; this makes doctor see it.
+	gh.AddRepoHook(repo.ID, githubfake.Hook{URL: reachable(base) + webhookPathOf(PlatformGitHub), ContentType: "json",
+		Secret: demoWebhookSecret, Events: webhooks.GitHubEvents, Active: true})
 	decision := ""
 	if autoApprove {
 		decision = "approved"

@@ -121,7 +121,7 @@ func RunDoctor(ctx context.Context, cfg Config, o *DoctorOpts) []Check {
 	}
 	d.checkDatabase(ctx, o.Schema)
 	if cfg.Platform == PlatformGitHub {
-		d.runGitHubDoctor(ctx, log)
+		d.runGitHubDoctor(ctx, log, o.HookToken)
 		return d.out
 	}
 	client, err := gitlab.New(gitlab.Config{BaseURL: cfg.GitLabURL, Token: cfg.GitLabToken, ReviewerTokens: cfg.ReviewerTokens, Logger: log})

@@ -20,6 +20,7 @@ type doctorGitHub interface {
 	Reviewer(ctx context.Context, i int) (platform.User, error)
 	Project(ctx context.Context, project string) (platform.Project, error)
 	MemberAccess(ctx context.Context, projectID, userID int64) (int, error)
+	Webhooks(ctx context.Context, owner platform.HookOwner) ([]platform.Webhook, error)
 }
 
 // runGitHubDoctor is RunDoctor on an installation with CHANGEBOT_PLATFORM
@@ -28,20 +29,31 @@ type doctorGitHub interface {
 // account, not the robot's; for each repository: the robot (a token's
 // user) and each reviewer have write permission (pushing and merging need
 // it, and a review counts towards required approvals only from an account
-// with write access); then the approval system. GitHub does not show
-// webhook secrets and the webhook is not read yet: a WARN says what to
-// check by hand.
-func (d *doctor) runGitHubDoctor(ctx context.Context, log *slog.Logger) {
+// with write access), and a webhook sends the needed events to
+// CHANGEBOT_EXTERNAL_URL/webhooks/github and is active (read with
+// hookToken when set: reading webhooks needs an administrator or an App
+// with the Webhooks permission; GitHub never shows the secret); then the
+// approval system.
+func (d *doctor) runGitHubDoctor(ctx context.Context, log *slog.Logger, hookToken string) {
 	client, err := github.New(githubConfig(d.cfg, log, nil))
 	if err != nil {
 		d.fail("GitHub client: "+err.Error(),
 			"fix CHANGEBOT_GITHUB_URL, CHANGEBOT_GITHUB_TOKEN (or the three CHANGEBOT_GITHUB_APP_* settings) and CHANGEBOT_REVIEWER_TOKENS")
 		return
 	}
+	var hooks doctorGitHub = client
+	if hookToken != "" {
+		hc := githubConfig(d.cfg, log, nil)
+		hc.Token, hc.App, hc.ReviewerTokens = hookToken, nil, nil
+		if hooks, err = github.New(hc); err != nil {
+			d.fail("webhook reader token: "+err.Error(), "give a non-empty token file")
+			return
+		}
+	}
 	d.checkGitHubRobot(ctx, client)
 	d.checkGitHubReviewers(ctx, client)
 	for _, p := range d.projects {
-		d.checkGitHubRepository(ctx, client, p)
+		d.checkGitHubRepository(ctx, client, hooks, p)
 	}
 	d.checkApprovalURL(ctx)
 }
@@ -116,7 +128,7 @@ func indexOfUser(us []platform.User, u platform.User) int {
 	return -1
 }
 
-func (d *doctor) checkGitHubRepository(ctx context.Context, gh doctorGitHub, ref string) {
+func (d *doctor) checkGitHubRepository(ctx context.Context, gh, hooks doctorGitHub, ref string) {
 	p, err := gh.Project(ctx, ref)
 	if err != nil {
 		if errors.Is(err, platform.ErrNotFound) {
@@ -160,9 +172,40 @@ func (d *doctor) checkGitHubRepository(ctx context.Context, gh doctorGitHub, ref
 	if len(ok) > 0 {
 		d.ok(fmt.Sprintf("reviewers %s may approve in %s", strings.Join(ok, ", "), name))
 	}
-	d.warn(fmt.Sprintf("webhook of %s: not checked on GitHub (changebot does not read GitHub webhooks yet)", name),
-		fmt.Sprintf("check Settings → Webhooks of %s: payload URL %s%s, content type application/json, a secret from CHANGEBOT_WEBHOOK_SECRETS, events %s",
-			name, d.cfg.ExternalURL, webhookPathOf(PlatformGitHub), strings.Join(webhooks.GitHubEvents, ", ")))
+	d.checkGitHubWebhook(ctx, hooks, name)
+}
+
+// checkGitHubWebhook looks for the repository webhook sending to the bot.
+func (d *doctor) checkGitHubWebhook(ctx context.Context, hooks doctorGitHub, name string) {
+	want := d.cfg.ExternalURL + webhookPathOf(PlatformGitHub)
+	events := strings.Join(webhooks.GitHubEvents, ", ")
+	fix := "run changebot setup -project " + name
+	hs, err := hooks.Webhooks(ctx, platform.HookOwner{ID: name})
+	switch {
+	case errors.Is(err, platform.ErrForbidden) || errors.Is(err, platform.ErrNotFound):
+		d.warn(fmt.Sprintf("webhook of %s: the robot may not read webhooks (an administrator, or an App with the Webhooks permission), so it is not checked", name),
+			fmt.Sprintf("run changebot doctor -hook-token-file <file with an administrator's token>, or check Settings → Webhooks of %s: %s, application/json, events %s (or the App's webhook)", name, want, events))
+		return
+	case err != nil:
+		d.fail(fmt.Sprintf("webhook of %s: unreadable (%v)", name, err), "check that GitHub is reachable")
+		return
+	}
+	for _, h := range hs {
+		if h.URL != want {
+			continue
+		}
+		if h.AlertStatus != platform.WebhookExecutable {
+			d.fail(fmt.Sprintf("webhook %d of %s sends to %s but is not active", h.ID, name, want), fix+", or make it active in Settings → Webhooks")
+			return
+		}
+		if m := missingEvents(h); len(m) > 0 {
+			d.fail(fmt.Sprintf("webhook %d of %s does not send %s", h.ID, name, strings.Join(m, ", ")), fix)
+			return
+		}
+		d.ok(fmt.Sprintf("webhook %d of %s sends %s to %s (GitHub does not show its secret)", h.ID, name, events, want))
+		return
+	}
+	d.fail(fmt.Sprintf("webhook of %s: none sends to %s", name, want), fix+" (or configure the App's webhook to that URL)")
 }
 
 // permissionName names a GitHub repository permission from the access

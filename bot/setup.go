@@ -79,10 +79,14 @@ type hookWriter interface {
 // secret is written and the test repeated. It reports whether the test
 // arrived: GitLab's answer (the bot answered 2xx) and the delivery the
 // bot stored. It returns an error when a webhook could not be set up or
-// its test did not arrive.
+// its test did not arrive. On GitHub (CHANGEBOT_PLATFORM github) it is
+// runGitHubSetup.
 func RunSetup(ctx context.Context, cfg Config, o SetupOpts) ([]SetupResult, error) {
 	if len(cfg.WebhookSecrets) == 0 || cfg.ExternalURL == "" {
 		return nil, errors.New("setup needs CHANGEBOT_EXTERNAL_URL and CHANGEBOT_WEBHOOK_SECRETS")
+	}
+	if cfg.Platform == PlatformGitHub {
+		return runGitHubSetup(ctx, cfg, o)
 	}
 	token := o.HookToken
 	if token == "" {

@@ -86,6 +86,7 @@ type Server struct {
 	pending  int
 	idle     *sync.Cond
 	hooks    hookQueue
+	hookTab  hookTable
 	dropHook func(event string) bool
 	latency  time.Duration
 	before   func(method, path string)
@@ -603,6 +604,10 @@ var routes = []route{
 	{method: "GET", pattern: "/repos/{owner}/{repo}", h: (*Server).getRepo},
 	{method: "GET", pattern: "/repos/{owner}/{repo}/collaborators/{login}/permission", h: (*Server).getPermission},
 	{method: "GET", pattern: "/repos/{owner}/{repo}/branches/{branch}", h: (*Server).getBranch},
+	{method: "GET", pattern: "/repos/{owner}/{repo}/hooks", h: (*Server).listHooks},
+	{method: "POST", pattern: "/repos/{owner}/{repo}/hooks", h: (*Server).createHook},
+	{method: "PATCH", pattern: "/repos/{owner}/{repo}/hooks/{id}", h: (*Server).editHook},
+	{method: "POST", pattern: "/repos/{owner}/{repo}/hooks/{id}/pings", h: (*Server).pingHook},
 	{method: "GET", pattern: "/repos/{owner}/{repo}/git/ref/{ref...}", h: (*Server).getRef},
 	{method: "POST", pattern: "/repos/{owner}/{repo}/git/refs", h: (*Server).createRef},
 	{method: "PATCH", pattern: "/repos/{owner}/{repo}/git/refs/{ref...}", h: (*Server).updateRef},
