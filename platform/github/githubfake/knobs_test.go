@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -96,5 +97,45 @@ func TestWebhookChaos(t *testing.T) {
 	}
 	if n := count(); n != 3 {
 		t.Errorf("after resume: %d received; want 3", n)
+	}
+}
+
+// TestFakeCommentsEndpoint: a person comments through FakeCommentsPath
+// without a token; bad input is a 4xx that changes nothing.
+func TestFakeCommentsEndpoint(t *testing.T) {
+	t.Parallel()
+	srv := New(Options{})
+	t.Cleanup(srv.Close)
+	srv.AddUser("changebot", robotToken)
+	srv.AddUser("dave", "")
+	repo := srv.AddRepo(RepoSpec{FullName: "acme/config", NoCI: true, Collaborators: map[string]string{"changebot": "write"}})
+	e := &env{t: t, srv: srv}
+	e.must(201, "POST", "/repos/acme/config/git/refs", robotToken, map[string]any{"ref": "refs/heads/f", "sha": srv.PushToBranch(repo.ID, "main", "dave")})
+	srv.PushToBranch(repo.ID, "f", "dave")
+	e.must(201, "POST", "/repos/acme/config/pulls", robotToken, map[string]any{"title": "t", "head": "f", "base": "main"})
+	for _, tt := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/-/fake/repos/acme/config/issues/1/comments", `{"login":"dave","body":"/retry"}`, 201},
+		{"/-/fake/repos/acme/config/issues/1/comments", `{"login":"","body":"/retry"}`, 400},
+		{"/-/fake/repos/acme/config/issues/1/comments", `{"login":"dave"}`, 400},
+		{"/-/fake/repos/acme/config/issues/1/comments", `not json`, 400},
+		{"/-/fake/repos/acme/config/issues/9/comments", `{"login":"dave","body":"x"}`, 404},
+		{"/-/fake/repos/acme/config/issues/1/comments", `{"login":"nobody","body":"x"}`, 404},
+		{"/-/fake/other", `{}`, 404},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", srv.URL()+tt.path, strings.NewReader(tt.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("POST %s %s = %d; want %d", tt.path, tt.body, resp.StatusCode, tt.want)
+		}
+	}
+	if cs := srv.Comments(repo.ID, 1); len(cs) != 1 || cs[0].Login != "dave" || cs[0].Body != "/retry" {
+		t.Errorf("comments = %+v; want dave's /retry only", cs)
 	}
 }

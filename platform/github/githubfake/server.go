@@ -360,6 +360,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.calls = append(s.calls, call)
 	}()
+	if strings.HasPrefix(path, "/-/fake/") {
+		s.serveFake(w, r, raw)
+		return
+	}
 	s.rateHeaders(w)
 	if f := s.takeFault(r.Method, path); f != nil {
 		rc.writeFault(f)
