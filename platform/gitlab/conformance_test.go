@@ -21,7 +21,10 @@ const (
 
 // suite is the shared setup of the conformance suite: a fake GitLab with
 // the robot, two reviewer robots and one project, and the adapter pointed at
-// it (STYLE.md rule 35).
+// it (STYLE.md rule 35). The platform-neutral walk, in error kinds, is
+// platform/platformtest, run for GitLab by TestPlatformConformance; the
+// tests here keep what is GitLab's own: exact statuses and messages, the
+// merge request pipelines list, the call budget and the fault retries.
 type suite struct {
 	srv     *gitlabfake.Server
 	c       *gitlab.Client
