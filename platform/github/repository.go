@@ -238,8 +238,9 @@ func (c *Client) IsAncestor(ctx context.Context, projectID int64, ancestor, desc
 }
 
 // TreeFiles returns the paths of every file (blob) under directory dir at
-// ref, recursively, from one recursive tree read (GET
-// /repos/{o}/{r}/git/trees/{ref}?recursive=1). dir "" is the root; paths
+// ref (a full commit sha, or a branch resolved first through its ref),
+// recursively, from one recursive tree read (GET
+// /repos/{o}/{r}/git/trees/{sha}?recursive=1). dir "" is the root; paths
 // are full paths from the root, as GitLab answers them. A ref that does
 // not exist, or a dir with no entry, matches platform.ErrNotFound. A tree
 // GitHub truncated (over 100,000 entries or 7 MB) is an error.
@@ -248,8 +249,16 @@ func (c *Client) TreeFiles(ctx context.Context, projectID int64, ref, dir string
 	if err != nil {
 		return nil, fmt.Errorf("listing the tree of %q at %q: %w", dir, ref, err)
 	}
+	sha := ref
+	if !shaPattern.MatchString(ref) {
+		// A branch name may hold slashes ("changebot/op_…"), which the
+		// trees path does not take unescaped: resolve it through its ref.
+		if sha, err = c.branchSHA(ctx, r, ref); err != nil {
+			return nil, fmt.Errorf("listing the tree of %q at %q in %s: %w", dir, ref, r, err)
+		}
+	}
 	tree, err := call(ctx, c, epTreeGet, func(ctx context.Context) (*gh.Tree, *gh.Response, error) {
-		return c.robot.Git.GetTree(ctx, r.owner, r.name, ref, true)
+		return c.robot.Git.GetTree(ctx, r.owner, r.name, sha, true)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the tree of %q at %q in %s: %w", dir, ref, r, err)
