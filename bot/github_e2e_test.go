@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,10 @@ func testGitHubEndToEndReachesValidated(t *testing.T, engine string) {
 			t.Fatalf("%d status comments, want 1", len(notes))
 		}
 		if len(notes) == 1 && strings.Contains(notes[0], "<sub>VALIDATED · step") {
+			// It speaks GitHub's words (templates.StatusView.Platform).
+			if want := fmt.Sprintf("pull request [#%d](", pr.Number); !strings.Contains(notes[0], want) || strings.Contains(notes[0], "merge request [!") {
+				t.Errorf("the status comment does not name %s…):\n%s", want, notes[0])
+			}
 			break
 		}
 		if time.Now().After(deadline) {

@@ -32,6 +32,7 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 		MR:          templates.MRView{IID: op.MRIID, WebURL: op.MRWebURL},
 		PipelineURL: op.PipelineURL, TicketID: op.TicketID, HistoryURL: e.changeURL(op.ID), PageURL: e.pageURL(op.ID),
 		ApprovalInGitLab: op.TicketID == GitLabTicket,
+		Platform:         store.PlatformOr(op.Platform),
 	}
 	var gitlabApprovers []string
 	var deployPipeline int64

@@ -23,6 +23,14 @@ var funcs = template.FuncMap{
 	"utc":      formatUTC,
 	"duration": formatDuration,
 	"cmd":      func(name string) string { return codeSpan("/" + name) },
+	// title capitalises the first letter of a fixed word of ours
+	// ("merge request" → "Merge request"); never user text.
+	"title": func(s string) string {
+		if s == "" {
+			return s
+		}
+		return strings.ToUpper(s[:1]) + s[1:]
+	},
 	"plural": func(n int, one, many string) string {
 		if n == 1 {
 			return one

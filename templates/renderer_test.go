@@ -203,10 +203,29 @@ func statusCases() []struct {
 		Seq: 1,
 	}
 
+	// On GitHub the same states speak of pull request #42 and its checks
+	// (issue 15).
+	onGitHub := func(v StatusView) StatusView {
+		v.Platform = "github"
+		v.MR.WebURL = "https://github.com/platform/config/pull/42"
+		if v.PipelineURL != "" {
+			v.PipelineURL = "https://github.com/platform/config/pull/42/checks"
+		}
+		if v.DeployURL != "" {
+			v.DeployURL = "https://github.com/platform/config/actions/runs/77"
+		}
+		return v
+	}
+	githubApproval := onGitHub(waitingGitLab)
+	githubApproval.MR = MRView{IID: 42, WebURL: "https://github.com/platform/config/pull/42"}
+
 	return []struct {
 		name string
 		view StatusView
 	}{
+		{name: "github_checks_running", view: onGitHub(running)},
+		{name: "github_merged", view: onGitHub(merged)},
+		{name: "github_waiting_for_approval_on_github", view: githubApproval},
 		{name: "waiting_for_approval", view: waiting},
 		{name: "waiting_for_approval_in_gitlab", view: waitingGitLab},
 		{name: "pipeline_running", view: running},

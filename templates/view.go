@@ -1,6 +1,9 @@
 package templates
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // StatusView is everything the status comment shows about one change. The
 // caller (flows) builds it from the operation, its binding, its events and
@@ -70,6 +73,47 @@ type StatusView struct {
 	// the footer shows it so that readers (and the coalescing edit job)
 	// can tell an older render from a newer one.
 	Seq int64
+	// Platform is where the change's request lives: "gitlab" (also "")
+	// or "github"; the comment speaks its words (MRNoun, MRRef,
+	// PipelineNoun, PlatformName).
+	Platform string
+}
+
+// onGitHub reports whether the view is of a GitHub pull request.
+func (v StatusView) onGitHub() bool { return v.Platform == "github" }
+
+// MRNoun is "merge request", or "pull request" on GitHub.
+func (v StatusView) MRNoun() string {
+	if v.onGitHub() {
+		return "pull request"
+	}
+	return "merge request"
+}
+
+// MRRef is the request's reference as the platform writes it: "!42", or
+// "#42" on GitHub.
+func (v StatusView) MRRef() string {
+	if v.onGitHub() {
+		return fmt.Sprintf("#%d", v.MR.IID)
+	}
+	return fmt.Sprintf("!%d", v.MR.IID)
+}
+
+// PipelineNoun is "pipeline", or "checks" on GitHub (check runs and
+// commit statuses of the head).
+func (v StatusView) PipelineNoun() string {
+	if v.onGitHub() {
+		return "checks"
+	}
+	return "pipeline"
+}
+
+// PlatformName is "GitLab", or "GitHub".
+func (v StatusView) PlatformName() string {
+	if v.onGitHub() {
+		return "GitHub"
+	}
+	return "GitLab"
 }
 
 // MRView identifies a merge request in the status comment.
