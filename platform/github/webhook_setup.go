@@ -48,8 +48,8 @@ func (c *Client) Webhooks(ctx context.Context, owner platform.HookOwner) ([]plat
 		return nil, err
 	}
 	var out []platform.Webhook
-	opts := &gh.ListOptions{PerPage: 100}
-	for {
+	opts := &gh.ListOptions{PerPage: pageSize, Page: 1}
+	for range maxPages {
 		hooks, resp, err := callResp(ctx, c, epHooksList, func(ctx context.Context) ([]*gh.Hook, *gh.Response, error) {
 			return c.robot.Repositories.ListHooks(ctx, r.owner, r.name, opts)
 		})
@@ -59,11 +59,12 @@ func (c *Client) Webhooks(ctx context.Context, owner platform.HookOwner) ([]plat
 		for _, h := range hooks {
 			out = append(out, toWebhook(h))
 		}
-		if resp == nil || resp.NextPage == 0 {
+		if resp == nil || resp.NextPage == 0 || resp.NextPage <= opts.Page {
 			return out, nil
 		}
 		opts.Page = resp.NextPage
 	}
+	return out, nil
 }
 
 // CreateWebhook creates an active JSON webhook on the repository (POST

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -247,6 +248,9 @@ func captured(t *testing.T) (map[string][]byte, *receiver) {
 	e.must(200, "POST", api+"/pulls/1/reviews", reviewerToken, map[string]any{"commit_id": newHead, "event": "APPROVE"})
 	rec("merge 200", 200, "PUT", api+"/pulls/1/merge", robotToken, map[string]any{"sha": newHead, "merge_method": "merge"})
 	rec("pull", 200, "GET", api+"/pulls/1", robotToken, nil)
+	hook := rec("hook create", 201, "POST", api+"/hooks", reviewerToken, map[string]any{"name": "web", "active": true,
+		"events": []any{"pull_request"}, "config": map[string]any{"url": "https://bot.example/webhooks/github", "content_type": "json", "secret": "s", "insecure_ssl": "0"}})
+	rec("hook edit", 200, "PATCH", api+"/hooks/"+strconv.FormatFloat(hook["id"].(float64), 'f', -1, 64), reviewerToken, map[string]any{"events": []any{"*"}})
 	if err := srv.WaitIdle(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -286,6 +290,23 @@ func TestShapesMatchFixtures(t *testing.T) {
 		{"merge 405", "api-pulls-merge-405.json", nil},
 		{"merge 409", "api-pulls-merge-409.json", nil},
 		{"update-branch", "api-pulls-update-branch-202.json", nil},
+	}
+	hookFixture := func(t *testing.T) []byte {
+		var ping struct {
+			Hook json.RawMessage `json:"hook"`
+		}
+		if err := json.Unmarshal(fixture.GitHub(t, "webhook-ping-repo.json"), &ping); err != nil {
+			t.Fatal(err)
+		}
+		return ping.Hook
+	}
+	for _, name := range []string{"hook create", "hook edit"} {
+		t.Run(name, func(t *testing.T) {
+			// The repository webhook object of the ping (GitHub's REST shape).
+			if miss := missingPaths(pathsOf(t, hookFixture(t)), pathsOf(t, out[name]), nil); len(miss) > 0 {
+				t.Errorf("%s answer lacks %v of webhook-ping-repo.json's hook", name, miss)
+			}
+		})
 	}
 	for _, tt := range rest {
 		t.Run(tt.name, func(t *testing.T) {

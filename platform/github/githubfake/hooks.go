@@ -3,6 +3,8 @@ package githubfake
 import (
 	"net/http"
 	"slices"
+	"strconv"
+	"time"
 )
 
 // Hook is a repository webhook as tests see it (its secret included,
@@ -14,7 +16,12 @@ type Hook struct {
 	Secret      string
 	Events      []string
 	Active      bool
+	// InsecureSSL is config.insecure_ssl: "0" verifies TLS (the default),
+	// "1" does not.
+	InsecureSSL string
 	Pings       int
+
+	created, updated time.Time
 }
 
 // hookTable holds the repository webhooks (GET/POST/PATCH
@@ -52,6 +59,10 @@ func (s *Server) addHook(repoID int64, h Hook) *Hook {
 	}
 	s.hookTab.next++
 	h.ID = 400000 + s.hookTab.next
+	if h.InsecureSSL == "" {
+		h.InsecureSSL = "0"
+	}
+	h.created, h.updated = s.now().UTC(), s.now().UTC()
 	s.hookTab.byRepo[repoID] = append(s.hookTab.byRepo[repoID], &h)
 	return &h
 }
@@ -68,14 +79,18 @@ func (rc *reqCtx) canAdmin(r *repo) bool {
 }
 
 // hookJSON is the REST shape of a repository webhook (docs.github.com
-// "List repository webhooks"): the secret is masked.
-func hookJSON(h *Hook) map[string]any {
-	cfg := map[string]any{"url": h.URL, "content_type": h.ContentType, "insecure_ssl": "0"}
+// "List repository webhooks"; the hook object of fixture
+// webhook-ping-repo.json): the secret is masked.
+func (s *Server) hookJSON(r *repo, h *Hook) map[string]any {
+	cfg := map[string]any{"url": h.URL, "content_type": h.ContentType, "insecure_ssl": h.InsecureSSL}
 	if h.Secret != "" {
 		cfg["secret"] = "********"
 	}
+	api := s.repoAPI(r) + "/hooks/" + strconv.FormatInt(h.ID, 10)
 	return map[string]any{"type": "Repository", "id": h.ID, "name": "web", "active": h.Active,
-		"events": h.Events, "config": cfg}
+		"events": h.Events, "config": cfg, "created_at": ts(h.created), "updated_at": ts(h.updated),
+		"url": api, "test_url": api + "/test", "ping_url": api + "/pings", "deliveries_url": api + "/deliveries",
+		"last_response": map[string]any{"code": nil, "status": "unused", "message": nil}}
 }
 
 func (s *Server) listHooks(rc *reqCtx) {
@@ -85,7 +100,7 @@ func (s *Server) listHooks(rc *reqCtx) {
 	}
 	out := []any{}
 	for _, h := range s.hookTab.byRepo[r.ID] {
-		out = append(out, hookJSON(h))
+		out = append(out, s.hookJSON(r, h))
 	}
 	rc.json(http.StatusOK, out)
 }
@@ -102,6 +117,12 @@ func (rc *reqCtx) hookFields(h *Hook) {
 		if v, ok := cfg["secret"].(string); ok {
 			h.Secret = v
 		}
+		switch v := cfg["insecure_ssl"].(type) { // GitHub takes a string or a number
+		case string:
+			h.InsecureSSL = v
+		case float64:
+			h.InsecureSSL = strconv.FormatFloat(v, 'f', -1, 64)
+		}
 	}
 	if evs, ok := rc.body["events"].([]any); ok {
 		h.Events = nil
@@ -114,6 +135,7 @@ func (rc *reqCtx) hookFields(h *Hook) {
 	if v, ok := rc.body["active"].(bool); ok {
 		h.Active = v
 	}
+	h.updated = rc.s.now().UTC()
 }
 
 func (s *Server) createHook(rc *reqCtx) {
@@ -127,7 +149,7 @@ func (s *Server) createHook(rc *reqCtx) {
 		rc.invalid("Hook", "url", "missing_field", "")
 		return
 	}
-	rc.json(http.StatusCreated, hookJSON(s.addHook(r.ID, h)))
+	rc.json(http.StatusCreated, s.hookJSON(r, s.addHook(r.ID, h)))
 }
 
 func (s *Server) hookOf(rc *reqCtx) (*repo, *Hook) {
@@ -145,9 +167,9 @@ func (s *Server) hookOf(rc *reqCtx) (*repo, *Hook) {
 }
 
 func (s *Server) editHook(rc *reqCtx) {
-	if _, h := s.hookOf(rc); h != nil {
+	if r, h := s.hookOf(rc); h != nil {
 		rc.hookFields(h)
-		rc.json(http.StatusOK, hookJSON(h))
+		rc.json(http.StatusOK, s.hookJSON(r, h))
 	}
 }
 
@@ -158,7 +180,7 @@ func (s *Server) pingHook(rc *reqCtx) {
 		return
 	}
 	h.Pings++
-	p := map[string]any{"zen": "Keep it logically awesome.", "hook_id": h.ID, "hook": hookJSON(h),
+	p := map[string]any{"zen": "Keep it logically awesome.", "hook_id": h.ID, "hook": s.hookJSON(r, h),
 		"repository": s.repoJSON(r), "sender": s.userJSON(rc.caller)}
 	s.emit("ping", p)
 	rc.json(http.StatusNoContent, nil)
