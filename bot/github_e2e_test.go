@@ -72,6 +72,9 @@ func testGitHubEndToEndReachesValidated(t *testing.T, engine string) {
 		if ev.Type == store.EventSubmitted || ev.Type == store.EventTransition {
 			got = append(got, flowsStepName(ev.ToStep))
 		}
+		if ev.Actor == store.PlatformGitLab {
+			t.Errorf("event %d (%s) names gitlab as its actor on a GitHub change", ev.Seq, flowsStepName(ev.ToStep))
+		}
 	}
 	// The deploy confirmation comes from the default branch's CI (a
 	// check run or workflow run at the merge commit): CALLED_BACK or the

@@ -114,7 +114,7 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 	}
 	outcome := OutcomeUnrelated
 	flip := func(op store.Operation, rule string) error {
-		flipped, err := e.MarkValidated(ctx, op.ID, source, "gitlab", map[string]any{"pipeline_id": p.ID, "sha": p.SHA, "rule": rule})
+		flipped, err := e.MarkValidated(ctx, op.ID, source, e.platform, map[string]any{"pipeline_id": p.ID, "sha": p.SHA, "rule": rule})
 		if flipped {
 			outcome = OutcomeApplied
 		}
