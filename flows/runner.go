@@ -148,10 +148,13 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		return e.fail(ctx, op, kind, declaredFailure(kind, op), err.Error())
 	case background && platform.IsBudgetHold(err):
 		// A poll the call budget held back yields quietly to work a person
-		// waits on (issue 12 point 4): no event, no retry noted; it polls
-		// again when the budget has a call for it, spread over up to a
-		// quarter more so that held polls do not all return at once.
-		d := platform.RetryAfterOf(err)
+		// waits on (issue 12 point 4): no event, no retry noted. It skips a
+		// round: it polls again after the short poll interval, or later
+		// when the budget says so, spread over up to a quarter more. (The
+		// budget's own wait, the time one call takes to flow back, would
+		// bring every held poll back within milliseconds to be held again:
+		// database work for nothing.)
+		d := max(platform.RetryAfterOf(err), e.pollFor(op).ShortInterval)
 		e.m.jobFailures.WithLabelValues(kind, "budget_yield").Inc()
 		log.Debug("gitlab call budget low: poll yields", "wait", d)
 		return river.JobSnooze(d + time.Duration(rand.Int64N(int64(d/4)+1)))

@@ -1,0 +1,211 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"changebot/flows"
+	"changebot/platform"
+	"changebot/platform/gitlab"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+	"changebot/store/postgres/pgtest"
+)
+
+// waitingWindow is how long BenchmarkWaitingChanges runs the replica over
+// its waiting changes; CHANGEBOT_BENCH_WAIT_WINDOW (a Go duration) changes
+// it.
+func waitingWindow() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("CHANGEBOT_BENCH_WAIT_WINDOW")); err == nil && d > 0 {
+		return d
+	}
+	return time.Minute
+}
+
+// mrGetPath matches a single merge request read, the poll of a pipeline
+// wait: /api/v4/projects/<id>/merge_requests/<iid> and nothing after.
+var mrGetPath = regexp.MustCompile(`^/api/v4/projects/[^/]+/merge_requests/(\d+)$`)
+
+// BenchmarkWaitingChanges measures what changes waiting on pipelines that
+// never report cost (issue 12 point 5, "the cost of 1,000 and 10,000
+// waiting changes"): n changes at CREATE_MR_OPENED, each with its merge
+// request in gitlabfake (pipelines that stay running) and its poll job,
+// seeded before the replica starts; then one replica (the production poll
+// schedule: every 15 s, then every 2 minutes) runs over them on
+// PostgreSQL, and once it has written their status comments, is measured
+// for waitingWindow (the first minutes of the wait). It reports:
+//   - gitlab-calls/s: every call gitlabfake served in the window;
+//   - db-tx/s: transactions committed or rolled back on the database in
+//     the window (pg_stat_database: run it on a database nobody else uses,
+//     TEST_DATABASE_URL=.../bench; the replica is stopped before reading,
+//     so its connections flushed their counts);
+//   - polls/s and polls/MR/interval: merge request reads per second, and
+//     per merge request per 15 s;
+//   - calls/poll and tx/poll: the above per poll;
+//   - heap-MB: the live heap after a GC at the end of the window.
+//
+// BENCHMARKS.md has figures.
+//
+//	TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench?sslmode=disable \
+//	  go test ./bot -run '^$' -bench WaitingChanges -benchtime 1x -timeout 30m
+func BenchmarkWaitingChanges(b *testing.B) {
+	if testing.Short() {
+		b.Skip("needs PostgreSQL; skipped under -short")
+	}
+	for _, n := range benchWaitingSizes() {
+		b.Run(fmt.Sprintf("waiting=%d", n), func(b *testing.B) { benchmarkWaitingChanges(b, n) })
+	}
+}
+
+func benchmarkWaitingChanges(b *testing.B, n int) {
+	quiet := slog.New(slog.DiscardHandler)
+	if os.Getenv("CHANGEBOT_BENCH_LOG") != "" {
+		quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	env, err := newDemoEnv(pgtest.URL(), false, time.Second, quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(env.Close)
+	sc := pgtest.New(b)
+	env.Config.DatabaseURL = pgtest.URL()
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Schema: sc.Name, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(app.Close)
+	ctx := context.Background()
+	if _, err := seedWaiting(ctx, app, env, n); err != nil {
+		b.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, pgtest.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	txCount := func() int64 {
+		var v int64
+		if err := conn.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&v); err != nil {
+			b.Fatal(err)
+		}
+		return v
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(runCtx, env.Listener) }()
+	// The seeding's transitions asked for each change's status comment:
+	// the window starts once they are written (one read and one create
+	// per change), so that it holds the waiting alone.
+	for deadline := time.Now().Add(10 * time.Minute); env.GitLab.CallCount("POST", "/api/v4/projects/*/merge_requests/*/notes") < n; {
+		if time.Now().After(deadline) {
+			b.Fatalf("the status comments of the seeded changes were not all written within 10 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	calls0 := len(env.GitLab.Calls())
+	tx0 := txCount()
+	start := time.Now()
+	b.ResetTimer()
+	for range b.N {
+		time.Sleep(waitingWindow())
+	}
+	b.StopTimer()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	calls := env.GitLab.Calls()[calls0:]
+	elapsed := time.Since(start)
+	stop()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	// The replica's connections are closed: their counts are flushed.
+	time.Sleep(time.Second)
+	tx := txCount() - tx0 - 2 // less this reader's own two statements
+
+	polls := 0
+	for _, c := range calls {
+		if c.Method == "GET" && mrGetPath.MatchString(c.Path) {
+			polls++
+		}
+	}
+	secs := elapsed.Seconds()
+	b.ReportMetric(float64(len(calls))/secs, "gitlab-calls/s")
+	b.ReportMetric(float64(tx)/secs, "db-tx/s")
+	b.ReportMetric(float64(polls)/secs, "polls/s")
+	b.ReportMetric(float64(polls)/float64(n)/(secs/15), "polls/MR/interval")
+	if polls > 0 {
+		b.ReportMetric(float64(len(calls))/float64(polls), "calls/poll")
+		b.ReportMetric(float64(tx)/float64(polls), "tx/poll")
+	}
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heap-MB")
+	if os.Getenv("CHANGEBOT_BENCH_ENDPOINTS") != "" {
+		by := map[string]int{}
+		for _, c := range calls {
+			by[c.Method+" "+c.Endpoint]++
+		}
+		b.Logf("calls by endpoint: %v", by)
+	}
+}
+
+// seedWaiting puts n changes of the demo project at CREATE_MR_OPENED
+// (merge request first), each with a merge request of its own in
+// gitlabfake whose pipelines stay running, and their poll jobs, before the
+// replica runs: the robot opens branch and merge request through the
+// GitLab API, the engine submits the change and moves it to the wait (the
+// create job it queued is left stale: the change moved on). It returns the
+// changes.
+func seedWaiting(ctx context.Context, app *App, env *demoEnv, n int) ([]store.Operation, error) {
+	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
+	robot, err := gitlab.New(gitlab.Config{BaseURL: env.GitLab.URL(), Token: demoRobotToken, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	ops := make([]store.Operation, 0, n)
+	for i := range n {
+		branch := fmt.Sprintf("changebot/waiting-%d", i)
+		if _, err := robot.CreateBranch(ctx, env.Project.ID, branch, "main"); err != nil {
+			return nil, fmt.Errorf("seeding change %d: %w", i, err)
+		}
+		mr, err := robot.CreateMergeRequest(ctx, env.Project.ID, platform.CreateMRParams{SourceBranch: branch,
+			TargetBranch: "main", Title: fmt.Sprintf("Waiting change %d", i)})
+		if err != nil {
+			return nil, fmt.Errorf("seeding change %d: %w", i, err)
+		}
+		op, _, err := app.Engine().Submit(ctx, flows.SubmitParams{SubjectID: fmt.Sprintf("svc-%d", i), TargetKey: "prod",
+			Project: demoProject, Title: mr.Title, RequestedBy: demoRequester, ApprovalFirst: false, MaxActive: 1 << 30,
+			Files: []store.File{{Path: "a.yaml", Content: "a: 1"}}})
+		if err != nil {
+			return nil, fmt.Errorf("seeding change %d: %w", i, err)
+		}
+		op, err = app.Engine().Transition(ctx, op, flows.CreateMROpened, flows.TransitionOpts{Source: "bench",
+			Update: func(o *store.Operation) {
+				o.ProjectID, o.TargetBranch = env.Project.ID, "main"
+				o.MRIID, o.MRWebURL, o.SourceBranch, o.HeadSHA = mr.IID, mr.WebURL, branch, mr.SHA
+			}})
+		if err != nil {
+			return nil, fmt.Errorf("seeding change %d: %w", i, err)
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+// benchWaitingSizes are the numbers of waiting changes
+// BenchmarkWaitingChanges runs with: 1,000 and 10,000, or the one
+// CHANGEBOT_BENCH_WAITING names.
+func benchWaitingSizes() []int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv("CHANGEBOT_BENCH_WAITING"), &n); err == nil && n > 0 {
+		return []int{n}
+	}
+	return []int{1000, 10000}
+}
