@@ -150,7 +150,7 @@ func benchmarkWaitingChanges(b *testing.B, n int) {
 	if os.Getenv("CHANGEBOT_BENCH_ENDPOINTS") != "" {
 		by := map[string]int{}
 		for _, c := range calls {
-			by[c.Method+" "+c.Endpoint]++
+			by[c.Method+" "+mrGetPath.ReplaceAllString(c.Path, "/api/v4/projects/:id/merge_requests/:iid")]++
 		}
 		b.Logf("calls by endpoint: %v", by)
 	}

@@ -121,3 +121,48 @@ func TestOnePollPerInterval(t *testing.T) {
 	}
 	h.RequireStep(t, op.ID, flows.CreateMROpened)
 }
+
+// TestWebhookPostponesPoll (issue 12 point 4): while pipeline webhooks for
+// a waiting change's merge request arrive, its poll waits: a webhook
+// pushes the next poll out by the poll interval from its arrival, so a
+// poll due 5 s after it is not due then, and is one interval later.
+func TestWebhookPostponesPoll(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
+	op := h.Submit(t, flowtest.Change("payments-api"))
+	h.WorkUntilIdle(t)
+	h.Decide(t, op.ID, flows.DecisionApproved)
+	h.WorkUntilIdle(t)
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	op = h.RequireStep(t, op.ID, flows.CreateMROpened)
+	polls := h.Jobs(t, flows.KindAwaitPipeline)
+	if len(polls) != 1 {
+		t.Fatalf("the waiting change has %d poll jobs, want 1", len(polls))
+	}
+	next := polls[0].ScheduledAt.Sub(h.Now())
+	if next <= 5*time.Second {
+		t.Fatalf("the poll is due in %s; the test needs more than 5 s", next)
+	}
+	// A new pipeline of the MR starts shortly before the poll is due: its
+	// running webhook arrives.
+	h.Advance(next - 5*time.Second)
+	if _, err := h.ClientAs(t, flowtest.Requester).CreateMergeRequestPipeline(t.Context(), h.Project.ID, op.MRIID); err != nil {
+		t.Fatal(err)
+	}
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	before := mrGets(h)
+	h.Advance(5 * time.Second) // when the poll was due
+	h.WorkUntilIdle(t)
+	if got := mrGets(h) - before; got != 0 {
+		t.Fatalf("the poll read the merge request %d times right after a webhook, want 0", got)
+	}
+	h.Advance(flowtest.Poll.ShortInterval)
+	h.WorkUntilIdle(t)
+	if got := mrGets(h) - before; got != 1 {
+		t.Fatalf("one interval after the webhook the poll read the merge request %d times, want 1", got)
+	}
+	h.RequireStep(t, op.ID, flows.CreateMROpened)
+}

@@ -48,6 +48,7 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 	pipe := platform.Pipeline{ID: p.ID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, WebURL: p.WebURL, Source: p.Source}
 	waiting := waitsForPerson(pipe.Status)
 	if !waitsForPipeline(StepCode(op.Step)) || (!pipe.Finished() && (waiting == "" || op.Detail == waiting)) {
+		e.postponePoll(ctx, op)
 		return OutcomeNoChange, nil
 	}
 	// Only the MR can tell whether this is the pipeline of its current
@@ -204,4 +205,19 @@ func (e *Engine) applyReadyHook(ctx context.Context, op store.Operation, source 
 		return "", err
 	}
 	return OutcomeApplied, nil
+}
+
+// postponePoll pushes the next poll of op's pipeline wait out by the short
+// poll interval from now: a pipeline webhook for its merge request arrived,
+// so webhooks are flowing and the poll, their fallback, can wait (issue 12
+// point 4: polling stops while webhooks arrive). One statement; a failure
+// is logged (the poll runs on its own schedule).
+func (e *Engine) postponePoll(ctx context.Context, op store.Operation) {
+	if !waitsForPipeline(StepCode(op.Step)) {
+		return
+	}
+	until := e.now().Add(e.pollFor(op).ShortInterval)
+	if _, err := e.st.PostponeStepJobs(ctx, e.st.DB(), op.ID, op.Step, []string{KindAwaitPipeline}, until); err != nil {
+		e.opLog(op).Warn("postponing the poll after a webhook failed", "err", err)
+	}
 }

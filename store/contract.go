@@ -124,6 +124,11 @@ type Jobs interface {
 	ResumeStep(ctx context.Context, p ResumeStepParams) (bool, error)
 	RetireStepJobs(ctx context.Context, db DBTX, operationID string, step int, kinds []string) (int, error)
 	WakeStaleWaits(ctx context.Context, db DBTX, p WakeParams) (int, error)
+	// PostponeStepJobs moves the scheduled jobs of kinds for operationID's
+	// step that are due before until to until, and returns how many it
+	// moved: a webhook for the change's merge request arrived, so its next
+	// poll waits a whole interval (issue 12 point 4). One statement.
+	PostponeStepJobs(ctx context.Context, db DBTX, operationID string, step int, kinds []string, until time.Time) (int, error)
 	IsJobLeader(ctx context.Context, db DBTX, clientID string) (bool, error)
 }
 

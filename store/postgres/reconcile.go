@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"changebot/store"
 	"changebot/store/postgres/internal/dbsqlc"
@@ -77,6 +78,19 @@ func (s *Store) WakeStaleWaits(ctx context.Context, db store.DBTX, p store.WakeP
 		p.Steps, p.Kinds, p.QuietBefore, p.WakeAfter, p.Limit, s.Now())
 	if err != nil {
 		return 0, fmt.Errorf("waking stale waits: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PostponeStepJobs implements store.Jobs.
+func (s *Store) PostponeStepJobs(ctx context.Context, db store.DBTX, operationID string, step int, kinds []string, until time.Time) (int, error) {
+	// Hand-written: it writes River's river_job table (not in our
+	// migrations, so sqlc does not know it) through its JSON args.
+	tag, err := q(db).Exec(ctx, `UPDATE river_job SET scheduled_at = $4
+		WHERE state = 'scheduled' AND kind = ANY($3) AND args->>'operation_id' = $1
+		  AND (args->>'step')::int = $2 AND scheduled_at < $4`, operationID, step, kinds, until.UTC())
+	if err != nil {
+		return 0, fmt.Errorf("postponing the polls of %s: %w", operationID, err)
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -105,6 +105,22 @@ func (s *Store) WakeStaleWaits(ctx context.Context, db store.DBTX, p store.WakeP
 	return int(n), nil
 }
 
+// PostponeStepJobs implements store.Jobs.
+func (s *Store) PostponeStepJobs(ctx context.Context, db store.DBTX, operationID string, step int, kinds []string, until time.Time) (int, error) {
+	// Hand-written: it writes River's river_job table (not in our
+	// migrations) through its JSON args (json_extract).
+	kindList, kargs := in(kinds)
+	res, err := q(db).Exec(ctx, `UPDATE river_job SET scheduled_at = ?
+		WHERE state = 'scheduled' AND kind IN (`+kindList+`) AND json_extract(args, '$.operation_id') = ?
+		  AND json_extract(args, '$.step') = ? AND scheduled_at < ?`,
+		append(append([]any{riverTS(until)}, kargs...), operationID, step, riverTS(until))...)
+	if err != nil {
+		return 0, fmt.Errorf("postponing the polls of %s: %w", operationID, err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
 // IsJobLeader implements store.Jobs.
 func (s *Store) IsJobLeader(ctx context.Context, db store.DBTX, clientID string) (bool, error) {
 	// Hand-written: river_leader is River's table, not in our migrations.
