@@ -37,7 +37,7 @@ func TestLoadConfigGitHub(t *testing.T) {
 					c.GitHubURL != "https://ghe.example/api/v3" {
 					t.Errorf("config %v", c)
 				}
-				if gc := githubConfig(c, nil, nil); gc.App == nil || gc.Token != "" || string(gc.App.PrivateKeyPEM) != key {
+				if gc := githubConfig(c, nil, nil, nil); gc.App == nil || gc.Token != "" || string(gc.App.PrivateKeyPEM) != key {
 					t.Errorf("the adapter is not configured as the App: %+v", gc.App)
 				}
 			}},

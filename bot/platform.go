@@ -60,17 +60,21 @@ func (a *App) newPlatformClient(observe func(endpoint string, status int, d time
 		}
 		return c, nil
 	}
-	c, err := github.New(githubConfig(a.cfg, a.log, observe))
+	// A rate limit's wait, shared by every replica as GitLab's 429 is.
+	c, err := github.New(githubConfig(a.cfg, a.log, observe, a.store))
 	if err != nil {
 		return nil, fmt.Errorf("configuring the GitHub client: %w", err)
 	}
 	return c, nil
 }
 
-// githubConfig is the GitHub adapter's configuration from cfg.
-func githubConfig(cfg Config, log *slog.Logger, observe func(endpoint string, status int, d time.Duration)) github.Config {
+// githubConfig is the GitHub adapter's configuration from cfg. waits, when
+// not nil, is where the rate-limit waits of each GitHub account are shared
+// by every replica (github.Config.AccountWaits; serve passes its store);
+// nil keeps each wait in the call that met it (the one-shot commands).
+func githubConfig(cfg Config, log *slog.Logger, observe func(endpoint string, status int, d time.Duration), waits github.AccountWaits) github.Config {
 	gc := github.Config{BaseURL: cfg.GitHubURL, Token: cfg.GitHubToken, ReviewerTokens: cfg.ReviewerTokens,
-		Logger: log, ObserveFunc: observe}
+		Logger: log, ObserveFunc: observe, AccountWaits: waits}
 	if cfg.GitHubToken == "" {
 		gc.App = &github.AppAuth{AppID: cfg.GitHubAppID, InstallationID: cfg.GitHubInstallationID,
 			PrivateKeyPEM: []byte(cfg.GitHubAppPrivateKey)}

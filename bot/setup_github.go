@@ -60,7 +60,7 @@ func missingEvents(h platform.Webhook) []string {
 // o.HookToken (an administrator's of the repositories) or the robot's
 // credentials (an App needs the Webhooks read and write permission).
 func runGitHubSetup(ctx context.Context, cfg Config, o SetupOpts) ([]SetupResult, error) {
-	gc := githubConfig(cfg, o.Logger, nil)
+	gc := githubConfig(cfg, o.Logger, nil, nil)
 	if o.HookToken != "" {
 		gc.Token, gc.App = o.HookToken, nil
 	}
