@@ -60,6 +60,9 @@ type GitLabConfig struct {
 	// MaxBatch bounds the deliveries stored by one transaction (group
 	// commit); zero means DefaultMaxBatch.
 	MaxBatch int
+	// MaxInFlight bounds the intake transactions committing at once; zero
+	// means DefaultMaxInFlight.
+	MaxInFlight int
 	// Logger receives one record per delivery; nil discards.
 	Logger *slog.Logger
 	// Metrics counts deliveries; nil counts into unregistered metrics.
@@ -150,7 +153,7 @@ func NewGitLabHandler(cfg GitLabConfig) (*GitLabHandler, error) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
-	c, err := newDeliveryCommitter(h.store, cfg.MaxBatch, h.storeTimeout)
+	c, err := newDeliveryCommitter(h.store, cfg.MaxBatch, cfg.MaxInFlight, h.storeTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the GitLab webhook handler: %w", err)
 	}

@@ -128,7 +128,10 @@ func newGroupHandler(t *testing.T, st DeliveryStore) *GitLabHandler {
 	t.Helper()
 	log, _ := newLogger(t)
 	h, err := NewGitLabHandler(GitLabConfig{Secrets: []string{secretA}, Store: st, Decode: gitlab.DecodeHook,
-		Logger: log, Metrics: NewMetrics(prometheus.NewRegistry()), StoreTimeout: time.Minute, NoteHasCommand: noteHasCommand})
+		Logger: log, Metrics: NewMetrics(prometheus.NewRegistry()), StoreTimeout: time.Minute, NoteHasCommand: noteHasCommand,
+		// One commit at a time, so that every request sent while the first
+		// holds the store queues for the second (the batches are exact).
+		MaxInFlight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

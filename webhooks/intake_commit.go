@@ -18,6 +18,20 @@ import (
 // under half a megabyte per statement.
 const DefaultMaxBatch = 64
 
+// DefaultMaxInFlight is how many intake transactions may commit at once
+// when GitLabConfig.MaxInFlight is zero and the store does not say
+// otherwise (writeConcurrency). Two, measured on PostgreSQL (BENCHMARKS.md,
+// 8 senders): one at a time left the database idle between commits and
+// halved the rate; more made batches of one again.
+const DefaultMaxInFlight = 2
+
+// writeConcurrency is implemented by a store whose writers queue on one
+// lock (store/sqlite answers 1): a second intake transaction would only
+// wait for the lock, so the intake commits that many at a time.
+type writeConcurrency interface {
+	WriteConcurrency() int
+}
+
 // deliveryCommitter stores the deliveries of concurrent requests through
 // one group commit (issue 12): while one transaction commits, the next
 // deliveries queue, and the next transaction stores up to maxBatch of them
@@ -28,14 +42,18 @@ type deliveryCommitter struct {
 }
 
 // newDeliveryCommitter returns a committer over st; maxBatch zero means
-// DefaultMaxBatch; timeout bounds each transaction.
-func newDeliveryCommitter(st DeliveryStore, maxBatch int, timeout time.Duration) (*deliveryCommitter, error) {
+// DefaultMaxBatch, maxInFlight zero the store's WriteConcurrency or else
+// DefaultMaxInFlight; timeout bounds each transaction.
+func newDeliveryCommitter(st DeliveryStore, maxBatch, maxInFlight int, timeout time.Duration) (*deliveryCommitter, error) {
 	c := &deliveryCommitter{store: st}
+	if wc, ok := st.(writeConcurrency); ok && maxInFlight == 0 {
+		maxInFlight = wc.WriteConcurrency()
+	}
 	b, err := groupcommit.New(groupcommit.Config[store.Delivery, store.DeliveryInsert]{
 		Flush: func(ctx context.Context, ds []store.Delivery) ([]store.DeliveryInsert, error) {
 			return st.InsertDeliveries(ctx, ds, flows.ProcessDeliveryJob)
 		},
-		MaxBatch: cmp.Or(maxBatch, DefaultMaxBatch), Timeout: timeout,
+		MaxBatch: cmp.Or(maxBatch, DefaultMaxBatch), Timeout: timeout, MaxInFlight: cmp.Or(maxInFlight, DefaultMaxInFlight),
 	})
 	if err != nil {
 		return nil, err

@@ -44,6 +44,12 @@ type Config[T, R any] struct {
 	// Timeout bounds one flush (its context is not any caller's, so that
 	// one caller giving up never fails the others); at least 1 ns.
 	Timeout time.Duration
+	// MaxInFlight bounds the flushes running at once; zero means 1. With
+	// 1, items arriving during a flush all wait for the next one (the
+	// largest batches); more lets a database that commits concurrent
+	// transactions together (PostgreSQL flushes its log for all of them
+	// at once) overlap one flush's commit with the next one's statements.
+	MaxInFlight int
 }
 
 // Batcher runs the flushes of Do's callers one after the other. A flush
@@ -54,9 +60,9 @@ type Batcher[T, R any] struct {
 	cfg     Config[T, R]
 	mu      sync.Mutex
 	queue   []*call[T, R]
-	running bool // a flushing goroutine runs
+	running int // flushing goroutines running
 	closed  bool
-	idle    chan struct{} // closed when the goroutine ends; nil while none runs
+	idle    chan struct{} // closed when the last goroutine ends; nil while none runs
 }
 
 type call[T, R any] struct {
@@ -79,6 +85,10 @@ func New[T, R any](cfg Config[T, R]) (*Batcher[T, R], error) {
 	if cfg.Timeout <= 0 {
 		problems = append(problems, fmt.Errorf("flush timeout %s is not positive", cfg.Timeout))
 	}
+	if cfg.MaxInFlight < 0 {
+		problems = append(problems, fmt.Errorf("max in flight %d is negative", cfg.MaxInFlight))
+	}
+	cfg.MaxInFlight = max(cfg.MaxInFlight, 1)
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("configuring group commit: %w", errors.Join(problems...))
 	}
@@ -99,9 +109,11 @@ func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 		return zero, ErrClosed
 	}
 	b.queue = append(b.queue, c)
-	if !b.running {
-		b.running = true
-		b.idle = make(chan struct{})
+	if b.running < b.cfg.MaxInFlight {
+		if b.running == 0 {
+			b.idle = make(chan struct{})
+		}
+		b.running++
 		go b.run(b.idle)
 	}
 	b.mu.Unlock()
@@ -122,14 +134,17 @@ func (b *Batcher[T, R]) Queued() int {
 	return len(b.queue)
 }
 
-// run flushes the queue batch by batch until it is empty, then ends.
+// run flushes the queue batch by batch until it is empty, then ends; the
+// last goroutine to end closes idle.
 func (b *Batcher[T, R]) run(idle chan struct{}) {
-	defer close(idle)
 	for {
 		b.mu.Lock()
 		batch := b.take()
 		if batch == nil {
-			b.running = false
+			b.running--
+			if b.running == 0 {
+				close(idle)
+			}
 			b.mu.Unlock()
 			return
 		}
@@ -198,7 +213,7 @@ func (b *Batcher[T, R]) Close(ctx context.Context) error {
 	b.mu.Lock()
 	b.closed = true
 	idle := b.idle
-	running := b.running
+	running := b.running > 0
 	b.mu.Unlock()
 	if !running {
 		return nil

@@ -258,3 +258,43 @@ func TestNewRefusesBadConfig(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestGroupCommitMaxInFlight: with MaxInFlight 2 a second flush starts
+// while the first is in flight, and a third item waits for one of them.
+func TestGroupCommitMaxInFlight(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	entered := make(chan struct{}, 8)
+	b, err := New(Config[int, int]{MaxBatch: 8, Timeout: time.Minute, MaxInFlight: 2,
+		Flush: func(_ context.Context, items []int) ([]int, error) {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			entered <- struct{}{}
+			<-release
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			return items, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := start(b, 1)
+	<-entered
+	second := start(b, 2)
+	<-entered // both flushes hold the store at once
+	third := start(b, 3)
+	queued(b, 1)
+	close(release)
+	for _, x := range slices.Concat(first(), second(), third()) {
+		if x.err != nil || x.got != x.item {
+			t.Errorf("item %d answered %d, %v", x.item, x.got, x.err)
+		}
+	}
+	if most != 2 {
+		t.Errorf("at most %d flushes in flight, want 2", most)
+	}
+}

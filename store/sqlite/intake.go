@@ -15,6 +15,11 @@ import (
 	"changebot/store/sqlite/internal/dbtime"
 )
 
+// WriteConcurrency is 1: SQLite has one writer at a time (a second write
+// transaction waits for the lock), so the webhook intake commits its
+// batches one after the other (webhooks' group commit asks it).
+func (s *Store) WriteConcurrency() int { return 1 }
+
 // InsertDelivery implements store.Intake (InsertDeliveries of one delivery).
 func (s *Store) InsertDelivery(ctx context.Context, d store.Delivery, job func(id int64) river.InsertManyParams) (id int64, inserted bool, err error) {
 	out, err := s.InsertDeliveries(ctx, []store.Delivery{d}, job)
