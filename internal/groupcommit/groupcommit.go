@@ -52,10 +52,12 @@ type Config[T, R any] struct {
 	MaxInFlight int
 }
 
-// Batcher runs the flushes of Do's callers one after the other. A flush
-// runs on a goroutine that exists only while items are queued or flushing,
-// so an idle Batcher holds no goroutine and needs no Close to be released;
-// Close only refuses new items and waits for the queued ones.
+// Batcher runs the flushes of Do's callers, at most MaxInFlight at once. A
+// caller that finds fewer flushes running flushes the queue itself until
+// its own item is answered; a goroutine flushes what is left, and exists
+// only while items are queued, so an idle Batcher holds no goroutine and
+// needs no Close to be released; Close only refuses new items and waits
+// for the queued ones.
 type Batcher[T, R any] struct {
 	cfg     Config[T, R]
 	mu      sync.Mutex
@@ -109,14 +111,21 @@ func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 		return zero, ErrClosed
 	}
 	b.queue = append(b.queue, c)
-	if b.running < b.cfg.MaxInFlight {
+	lead := b.running < b.cfg.MaxInFlight
+	if lead {
 		if b.running == 0 {
 			b.idle = make(chan struct{})
 		}
 		b.running++
-		go b.run(b.idle)
 	}
+	idle := b.idle
 	b.mu.Unlock()
+	if lead {
+		// The caller flushes itself (no goroutine switch when nothing
+		// else is queued) until its own item is answered, then hands the
+		// rest of the queue to a goroutine.
+		b.runUntil(c, idle)
+	}
 	select {
 	case <-c.done:
 		return c.res, c.err
@@ -135,10 +144,20 @@ func (b *Batcher[T, R]) Queued() int {
 }
 
 // run flushes the queue batch by batch until it is empty, then ends; the
-// last goroutine to end closes idle.
-func (b *Batcher[T, R]) run(idle chan struct{}) {
+// last runner to end closes idle.
+func (b *Batcher[T, R]) run(idle chan struct{}) { b.runUntil(nil, idle) }
+
+// runUntil flushes the queue batch by batch until it is empty or, when own
+// is not nil, until own is answered: then a goroutine takes over what is
+// still queued. One of b.running; b.mu is not held.
+func (b *Batcher[T, R]) runUntil(own *call[T, R], idle chan struct{}) {
 	for {
 		b.mu.Lock()
+		if own != nil && own.answered() && len(b.queue) > 0 {
+			b.mu.Unlock()
+			go b.run(idle)
+			return
+		}
 		batch := b.take()
 		if batch == nil {
 			b.running--
@@ -150,6 +169,16 @@ func (b *Batcher[T, R]) run(idle chan struct{}) {
 		}
 		b.mu.Unlock()
 		b.flush(batch)
+	}
+}
+
+// answered reports whether c's result is set.
+func (c *call[T, R]) answered() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
 	}
 }
 
