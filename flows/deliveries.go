@@ -51,11 +51,18 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 		e.postponePoll(ctx, op)
 		return OutcomeNoChange, nil
 	}
+	if p.Partial && (op.HeadSHA == "" || p.SHA != op.HeadSHA) {
+		// One check of another sha (an old head's late check): it says
+		// nothing of the head's CI state and costs no read.
+		e.postponePoll(ctx, op)
+		return OutcomeNoChange, nil
+	}
 	// Only the MR can tell whether this is the pipeline of its current
 	// head: a merged-results pipeline runs on another sha, and a late
 	// pipeline of an old head carries the sha we last saw while the head
 	// has moved on (issue 4 point 4). One read per finished MR pipeline, and
-	// per pipeline that starts waiting for a person (issue 10 point 8).
+	// per pipeline that starts waiting for a person (issue 10 point 8); on
+	// GitHub one per finished check of the head sha.
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err != nil {
 		return "", err
@@ -75,7 +82,21 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 		return OutcomeApplied, nil
 	}
 	hp := headPipeline(mr)
-	if hp == nil || hp.ID != p.ID {
+	if p.Partial && hp != nil {
+		// One check of the head finished (or waits for a person): decide
+		// on the head's CI state as a whole, the pipeline the read
+		// synthesized from every check run and status of the head and the
+		// required contexts (platform.PipelineHook.Partial), as the
+		// await_pipeline poll would. Still running: the other checks'
+		// webhooks will come, so the poll waits.
+		pipe = *hp
+		waiting = waitsForPerson(pipe.Status)
+		if !pipe.Finished() && (waiting == "" || op.Detail == waiting) {
+			e.postponePoll(ctx, op)
+			return OutcomeNoChange, nil
+		}
+	}
+	if hp == nil || hp.ID != pipe.ID {
 		return OutcomeNoChange, nil
 	}
 	if !pipe.Finished() {
