@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/commands"
+
 	"changebot/bot"
 	"changebot/flows"
 	"changebot/platform"
@@ -760,7 +762,9 @@ func (r *report) violations() []string {
 
 // intakeIgnores tells the events the webhook intake answers 200 "ignored"
 // without storing, by design (webhooks.NewGitLabHandler): edited and system
-// notes, notes not on an MR, and kinds the bot does not use.
+// notes, notes not on an MR, notes without a command (the intake asks
+// commands.MayHoldCommand, as serve wires it; issue 12), and kinds the bot
+// does not use.
 func intakeIgnores(h gitlabfake.SentWebhook) bool {
 	ev, err := gitlab.DecodeHook(h.Event, h.Body)
 	if err != nil {
@@ -771,7 +775,7 @@ func intakeIgnores(h gitlabfake.SentWebhook) bool {
 		return false
 	case platform.HookNote:
 		return ev.Note == nil || ev.Note.NoteableType != platform.NoteableMergeRequest || ev.Note.System ||
-			ev.Note.Action == platform.NoteActionUpdate
+			ev.Note.Action == platform.NoteActionUpdate || !commands.MayHoldCommand(ev.Note.Body)
 	}
 	return true
 }
