@@ -135,38 +135,6 @@ func startBudgetReplica(t *testing.T, env *demoEnv, sc pgtest.Schema, id string,
 	return app
 }
 
-// runSeeder runs app until gitlabfake has n status comments created, then
-// stops it.
-func runSeeder(t *testing.T, app *App, env *demoEnv, n int) {
-	t.Helper()
-	ln, err := listen("", "bot")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, ln) }()
-	waitFor(t, 5*time.Minute, "the seeded changes' status comments", func() bool {
-		return env.GitLab.CallCount(http.MethodPost, "/api/v4/projects/*/merge_requests/*/notes") >= n
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("seeding replica: %v", err)
-	}
-	app.Close()
-}
-
-// waitFor polls cond every 100 ms until it holds, failing t after limit
-// (a bound against hanging, not a timing assertion).
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting %s for %s", limit, what)
-		}
-	}
-}
-
 // warnLogger logs warnings and errors to t: a thousand changes' info
 // records would drown the test's output.
 func warnLogger(t testing.TB) *slog.Logger {
