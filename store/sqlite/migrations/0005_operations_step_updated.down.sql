@@ -1,0 +1,1 @@
+DROP INDEX operations_step_updated;
