@@ -24,6 +24,7 @@ import (
 // Store is what the budget needs from the store: the bucket row of each
 // account (store.AccountWaits).
 type Store interface {
+	AccountBlockedUntil(ctx context.Context, account string) (time.Time, error)
 	TakeAccountBudget(ctx context.Context, p store.BudgetTakeParams) (store.BudgetTake, error)
 	ClampAccountBudget(ctx context.Context, p store.BudgetClampParams) error
 }
@@ -147,16 +148,24 @@ func (l Limits) keep(p platform.Priority) float64 {
 
 // TakeCall takes one call of account at priority p (platform/gitlab
 // CallBudget): one statement. It returns wait 0 and the calls left when
-// granted; otherwise how long until the account's 429 wait ends or, by the
+// granted (-1 when the budget is off); otherwise how long until the account's 429 wait ends or, by the
 // refill rate, until the bucket holds a call for p again (at least
 // MinWait). Errors are the store's.
 func (b *Budget) TakeCall(ctx context.Context, account string, p platform.Priority) (time.Duration, float64, error) {
 	l := b.limits()
 	now := b.now()
 	if l.PerMinute <= 0 {
-		// No budget: the account's 429 wait alone, as one take of an
-		// infinite bucket.
-		l = Limits{PerMinute: 1 << 30, Burst: 1 << 30}
+		// No budget: the account's 429 wait alone (one read).
+		until, err := b.st.AccountBlockedUntil(ctx, account)
+		if err != nil {
+			return 0, 0, err
+		}
+		if until.After(now) {
+			b.m.held.WithLabelValues(priorityLabel(p)).Inc()
+			return max(until.Sub(now), MinWait), 0, nil
+		}
+		b.m.taken.WithLabelValues(priorityLabel(p)).Inc()
+		return 0, -1, nil
 	}
 	l.Burst = max(l.Burst, 1)
 	got, err := b.st.TakeAccountBudget(ctx, store.BudgetTakeParams{Account: account, Now: now, Rate: l.rate(),
