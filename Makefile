@@ -23,6 +23,8 @@ HELM := bin/helm
 FUZZTIME ?= 15s
 BENCHCOUNT ?= 6
 CHAOS_N ?= 1000
+# CHAOS_PLATFORM is gitlab (gitlabfake) or github (githubfake): make chaos CHAOS_PLATFORM=github
+CHAOS_PLATFORM ?= gitlab
 # Stamped into the binary (changebot version, changebot_build_info).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -97,7 +99,7 @@ pgbench:
 
 ## chaos: long randomised fault-injection run (package chaos)
 chaos:
-	$(GO) test ./chaos -run TestChaos -chaos.n=$(CHAOS_N) -timeout 30m
+	$(GO) test ./chaos -run TestChaos -chaos.n=$(CHAOS_N) -chaos.platform=$(CHAOS_PLATFORM) -timeout 30m
 
 ## db-up: start the local PostgreSQL cluster unless it already answers
 db-up:

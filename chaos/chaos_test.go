@@ -90,6 +90,14 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run skipped under -short")
 	}
+	switch *flagPlatform {
+	case "github":
+		testChaosGitHub(t)
+		return
+	case "gitlab":
+	default:
+		t.Fatalf("-chaos.platform %q: want gitlab or github", *flagPlatform)
+	}
 	seed := *flagSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())

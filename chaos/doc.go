@@ -20,4 +20,11 @@
 // back a second; a held job waiting at least a second; no vacuum; the
 // fake's compare quadratic in the history) N=1000 stalled at 650 to 780
 // changes settled; N=150 took 3m23s with the robot held back 43%.
+//
+// `make chaos CHAOS_PLATFORM=github` (flag -chaos.platform=github) runs
+// the same replicas, SIGKILLs and proxy against githubfake (issue 15):
+// injected 502s and secondary rate limits, 5% of the webhooks dropped
+// and 10% redelivered with their X-GitHub-Delivery; it checks that every
+// change ends VALIDATED, each pull request is merged by one successful
+// merge call with both reviewers' approvals, and has one status comment.
 package chaos
