@@ -1,9 +1,3 @@
--- name: DeliveryInsertIfNew :one
-INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at)
-VALUES (@dedupe_key, @event, @project_id, @body, @received_at)
-ON CONFLICT (dedupe_key) DO NOTHING
-RETURNING id;
-
 -- name: DeliveryGet :one
 SELECT * FROM webhook_deliveries WHERE id = @id;
 

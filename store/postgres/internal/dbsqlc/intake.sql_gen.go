@@ -105,34 +105,6 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (WebhookDe
 	return i, err
 }
 
-const deliveryInsertIfNew = `-- name: DeliveryInsertIfNew :one
-INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (dedupe_key) DO NOTHING
-RETURNING id
-`
-
-type DeliveryInsertIfNewParams struct {
-	DedupeKey  string
-	Event      string
-	ProjectID  int64
-	Body       []byte
-	ReceivedAt time.Time
-}
-
-func (q *Queries) DeliveryInsertIfNew(ctx context.Context, db DBTX, arg *DeliveryInsertIfNewParams) (int64, error) {
-	row := db.QueryRow(ctx, deliveryInsertIfNew,
-		arg.DedupeKey,
-		arg.Event,
-		arg.ProjectID,
-		arg.Body,
-		arg.ReceivedAt,
-	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
-}
-
 const deliveryInsertManyIfNew = `-- name: DeliveryInsertManyIfNew :many
 INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at)
 SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::bigint[]),

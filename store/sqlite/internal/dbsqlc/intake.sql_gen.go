@@ -106,34 +106,6 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (WebhookDe
 	return i, err
 }
 
-const deliveryInsertIfNew = `-- name: DeliveryInsertIfNew :one
-INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at)
-VALUES (?1, ?2, ?3, ?4, ?5)
-ON CONFLICT (dedupe_key) DO NOTHING
-RETURNING id
-`
-
-type DeliveryInsertIfNewParams struct {
-	DedupeKey  string
-	Event      string
-	ProjectID  int64
-	Body       []byte
-	ReceivedAt dbtime.Time
-}
-
-func (q *Queries) DeliveryInsertIfNew(ctx context.Context, db DBTX, arg *DeliveryInsertIfNewParams) (int64, error) {
-	row := db.QueryRowContext(ctx, deliveryInsertIfNew,
-		arg.DedupeKey,
-		arg.Event,
-		arg.ProjectID,
-		arg.Body,
-		arg.ReceivedAt,
-	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
-}
-
 const deliveryLastID = `-- name: DeliveryLastID :one
 SELECT CAST(coalesce(max(id), 0) AS INTEGER) AS id FROM webhook_deliveries
 `
