@@ -126,7 +126,7 @@ func NewGitHubHandler(cfg GitHubConfig) (http.Handler, error) {
 	if h.cfg.StoreTimeout == 0 {
 		h.cfg.StoreTimeout = DefaultStoreTimeout
 	}
-	c, err := newDeliveryCommitter(h.cfg.Store, 0, 0, h.cfg.StoreTimeout)
+	c, err := newDeliveryCommitter(h.cfg.Store, h.m, 0, 0, h.cfg.StoreTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the GitHub webhook handler: %w", err)
 	}

@@ -153,7 +153,7 @@ func NewGitLabHandler(cfg GitLabConfig) (*GitLabHandler, error) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
-	c, err := newDeliveryCommitter(h.store, cfg.MaxBatch, cfg.MaxInFlight, h.storeTimeout)
+	c, err := newDeliveryCommitter(h.store, h.m, cfg.MaxBatch, cfg.MaxInFlight, h.storeTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the GitLab webhook handler: %w", err)
 	}

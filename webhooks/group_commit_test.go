@@ -249,6 +249,16 @@ func TestIntakeGroupCommitConcurrent(t *testing.T) {
 			if slices.Max(sizes) > DefaultMaxBatch {
 				t.Errorf("commit sizes %v: one above the bound %d", sizes, DefaultMaxBatch)
 			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(h.m.batch)
+			mfs, err := reg.Gather()
+			if err != nil || len(mfs) != 1 || len(mfs[0].GetMetric()) != 1 {
+				t.Fatalf("gathering the batch histogram: %v %v", mfs, err)
+			}
+			hist := mfs[0].GetMetric()[0].GetHistogram()
+			if n, sum := hist.GetSampleCount(), hist.GetSampleSum(); n != uint64(len(sizes)) || sum != float64(total) {
+				t.Errorf("changebot_webhook_commit_batch_size: %d transactions, %v deliveries; want %d, %d", n, sum, len(sizes), total)
+			}
 		})
 	}
 }
@@ -333,5 +343,23 @@ func TestIntakeIgnoredNoteStoresNothing(t *testing.T) {
 				t.Errorf("%d process_delivery jobs after the command note, want 1", n)
 			}
 		})
+	}
+}
+
+// TestIntakeClosedRefuses: after Close (serve calls it once the HTTP server
+// stopped) a delivery is not stored and answers 503, so GitLab shows it as
+// failed rather than accepted.
+func TestIntakeClosedRefuses(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if err := e.h.(*GitLabHandler).Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w := e.send(delivery{event: evMR, token: secretA, idemKey: "after-close", body: readFixture(t, "webhook-merge_request-open.json")})
+	if w.Code != http.StatusServiceUnavailable {
+		t.Errorf("answer %d %s, want 503", w.Code, w.Body)
+	}
+	if calls, _ := e.store.snapshot(); len(calls) != 0 {
+		t.Errorf("%d deliveries reached the store after Close", len(calls))
 	}
 }

@@ -38,21 +38,20 @@ type writeConcurrency interface {
 // with their jobs. Both platforms' handlers store through one.
 type deliveryCommitter struct {
 	store   DeliveryStore
+	m       *Metrics
 	commits *groupcommit.Batcher[store.Delivery, store.DeliveryInsert]
 }
 
 // newDeliveryCommitter returns a committer over st; maxBatch zero means
 // DefaultMaxBatch, maxInFlight zero the store's WriteConcurrency or else
 // DefaultMaxInFlight; timeout bounds each transaction.
-func newDeliveryCommitter(st DeliveryStore, maxBatch, maxInFlight int, timeout time.Duration) (*deliveryCommitter, error) {
-	c := &deliveryCommitter{store: st}
+func newDeliveryCommitter(st DeliveryStore, m *Metrics, maxBatch, maxInFlight int, timeout time.Duration) (*deliveryCommitter, error) {
+	c := &deliveryCommitter{store: st, m: m}
 	if wc, ok := st.(writeConcurrency); ok && maxInFlight == 0 {
 		maxInFlight = wc.WriteConcurrency()
 	}
 	b, err := groupcommit.New(groupcommit.Config[store.Delivery, store.DeliveryInsert]{
-		Flush: func(ctx context.Context, ds []store.Delivery) ([]store.DeliveryInsert, error) {
-			return st.InsertDeliveries(ctx, ds, flows.ProcessDeliveryJob)
-		},
+		Flush:    c.insert,
 		MaxBatch: cmp.Or(maxBatch, DefaultMaxBatch), Timeout: timeout, MaxInFlight: cmp.Or(maxInFlight, DefaultMaxInFlight),
 	})
 	if err != nil {
@@ -60,6 +59,12 @@ func newDeliveryCommitter(st DeliveryStore, maxBatch, maxInFlight int, timeout t
 	}
 	c.commits = b
 	return c, nil
+}
+
+// insert stores one batch in one transaction.
+func (c *deliveryCommitter) insert(ctx context.Context, ds []store.Delivery) ([]store.DeliveryInsert, error) {
+	c.m.batch.Observe(float64(len(ds)))
+	return c.store.InsertDeliveries(ctx, ds, flows.ProcessDeliveryJob)
 }
 
 // commit stores d through the group commit. When the shared commit failed
@@ -77,7 +82,7 @@ func (c *deliveryCommitter) commit(ctx context.Context, log *slog.Logger, d stor
 		return res, err
 	}
 	log.Warn("shared intake commit failed; storing the delivery alone", "batch", fe.Size, attrError, fe.Err)
-	out, err := c.store.InsertDeliveries(ctx, []store.Delivery{d}, flows.ProcessDeliveryJob)
+	out, err := c.insert(ctx, []store.Delivery{d})
 	if err != nil {
 		return store.DeliveryInsert{}, err
 	}

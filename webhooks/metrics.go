@@ -103,6 +103,7 @@ func eventLabel(event string) string {
 type Metrics struct {
 	deliveries *prometheus.CounterVec
 	ignored    *prometheus.CounterVec
+	batch      prometheus.Histogram
 	callbacks  *prometheus.CounterVec
 	panics     *prometheus.CounterVec
 }
@@ -113,6 +114,9 @@ type Metrics struct {
 //   - changebot_webhook_deliveries_total{event,outcome}: GitLab deliveries
 //     by X-Gitlab-Event (known values, else "other") and GitHub's by
 //     X-GitHub-Event (GitHubEvents and "ping", else "other"), and Outcome*;
+//   - changebot_webhook_commit_batch_size: deliveries stored per intake
+//     transaction (the group commit's batches; a delivery retried alone
+//     after a failed batch counts as a batch of one);
 //   - changebot_webhook_ignored_total{reason}: the GitLab deliveries
 //     counted there as ignored, by Ignored* reason;
 //   - changebot_callbacks_total{kind,result}: callbacks by KindApproval or
@@ -132,6 +136,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "changebot_webhook_ignored_total",
 			Help: "GitLab webhook deliveries answered without being stored because they cannot move any change, by reason.",
 		}, []string{labelReason}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "changebot_webhook_commit_batch_size",
+			Help:    "Webhook deliveries stored per intake transaction (group commit).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "changebot_callbacks_total",
 			Help: "Approval and deploy callbacks received, by kind and result.",
@@ -144,6 +153,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		m.deliveries = register(reg, m.deliveries)
 		m.ignored = register(reg, m.ignored)
+		m.batch = registerHistogram(reg, m.batch)
 		m.callbacks = register(reg, m.callbacks)
 		m.panics = register(reg, m.panics)
 	}
@@ -176,6 +186,22 @@ func register(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.C
 		panic("webhooks: registering metrics: " + err.Error())
 	}
 	return c
+}
+
+// registerHistogram registers h on reg, or returns the histogram already
+// registered under the same description.
+func registerHistogram(reg prometheus.Registerer, h prometheus.Histogram) prometheus.Histogram {
+	err := reg.Register(h)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(prometheus.Histogram); ok {
+			return existing
+		}
+	}
+	if err != nil {
+		panic("webhooks: registering metrics: " + err.Error())
+	}
+	return h
 }
 
 // orNew returns m, or unregistered metrics when m is nil.
