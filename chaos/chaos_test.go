@@ -707,7 +707,7 @@ func (r *report) print(t *testing.T) {
 	fmt.Fprintf(&b, "merge calls: %d for %d merged MRs; successful merges per MR max %d (goal 1); merge calls after the MR was merged %d (goal 0)\n",
 		r.mergeCalls, r.mrsMerged, r.maxMergesPerMR, r.mergesAfterDone)
 	fmt.Fprintf(&b, "approve calls: %d; after a confirmed approval by the same reviewer at the same head sha %d (goal 0)\n", r.approveCalls, r.approvesAfterOK)
-	fmt.Fprintf(&b, "webhook events sent and not dropped %d, stored %d, sent but not stored %d (goal 0); dropped by chaos %d; not stored by design (edited or system notes) %d\n",
+	fmt.Fprintf(&b, "webhook events sent and not dropped %d, stored %d, sent but not stored %d (goal 0); dropped by chaos %d; not stored by design (edited or system notes, notes without a command) %d\n",
 		r.sentNotDropped, r.stored, r.missingKeys, r.dropped, r.ignoredByDesign)
 	var events int
 	for _, c := range r.calledBack {
