@@ -90,9 +90,10 @@ type GitLabConfig struct {
 // across resends) or else "sha256:"+hex(sha256(event+"\n"+body)), with its
 // flows.ProcessDeliveryJob in one transaction: 200
 // {"result":"accepted","delivery_id":N}, or 200 {"result":"duplicate"}.
-// Concurrent deliveries share that transaction (group commit: while one
-// commits, the next ones queue, and the next commit takes up to MaxBatch of
-// them); each request still gets its own answer. When a shared commit fails,
+// Concurrent deliveries share that transaction (group commit: while
+// MaxInFlight transactions commit, the next deliveries queue, and the next
+// transaction takes up to MaxBatch of them); each request still gets its
+// own answer. When a shared commit fails,
 // each of its deliveries is stored again on its own, so one delivery the
 // database refuses fails only its own request. A store failure answers 503:
 // GitLab shows the failure (and may temporarily disable the hook), which is
