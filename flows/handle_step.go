@@ -89,13 +89,8 @@ func (e *Engine) nextRound(ctx context.Context, op store.Operation, to StepCode,
 }
 
 // approve approves as every reviewer robot that has not approved the head
-// yet (DESIGN §5). Before a repeated attempt (an attempt event recorded
-// since the step started, or a later round of the approvals) it reads who
-// approved (fail-open: an unreadable list counts as nobody); the first
-// attempt of the first round approves right away (issue 12 point 3: one
-// read less per change), a reviewer that had approved already (after a
-// crash, say) being told apart by the 401 path below. It approves with the
-// head sha, and after
+// yet (DESIGN §5). Before each attempt it reads who approved (fail-open: an
+// unreadable list counts as nobody), approves with the head sha, and after
 // platform.ErrForbidden (401, 403) reads once more, since GitLab answers 401
 // both for "already approved" and "not allowed": a reviewer that still has
 // not approved ends the change in HANDLE_REVIEWER_DENIED at once (no
@@ -112,26 +107,20 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 	if done {
 		return err
 	}
-	attempts, err := e.approveAttempts(ctx, op)
-	if err != nil {
-		return err
-	}
-	approved := map[int64]bool{}
-	if attempts.repeated {
-		approved, err = e.readApprovals(ctx, op)
-		switch {
-		case errors.Is(err, platform.ErrRateLimited):
-			// Assuming "none approved" here would send approvals GitLab
-			// already has: wait out the account's rate limit and read again.
-			d, _ := platform.RateLimitWait(err)
-			return snoozeFor(d)
-		case err != nil:
-			e.opLog(op).Warn("reading approvals failed, assuming none", "err", err)
-			approved = map[int64]bool{}
-		}
+	approved, err := e.readApprovals(ctx, op)
+	switch {
+	case errors.Is(err, platform.ErrRateLimited):
+		// Assuming "none approved" here would send approvals GitLab
+		// already has: wait out the account's rate limit and read again.
+		d, _ := platform.RateLimitWait(err)
+		return snoozeFor(d)
+	case err != nil:
+		e.opLog(op).Warn("reading approvals failed, assuming none", "err", err)
+		approved = map[int64]bool{}
 	}
 	p := e.pollFor(op)
 	backoff := approveBackoff(p)
+	var attempts *approveAttempts
 	var wait time.Duration
 	for i := range e.gl.ReviewerCount() {
 		u, err := e.gl.Reviewer(ctx, i)
@@ -139,6 +128,11 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 			continue
 		}
 		if err == nil {
+			if attempts == nil {
+				if attempts, err = e.approveAttempts(ctx, op); err != nil {
+					return err
+				}
+			}
 			if d := attempts.notBefore(i, mr.SHA, backoff).Sub(e.now()); d > 0 {
 				wait = minWait(wait, d) // still backing off
 				continue
@@ -158,11 +152,6 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 			switch {
 			case errors.Is(rerr, platform.ErrRateLimited):
 				err = rerr // GitLab's "later": wait it out, spending no budget
-				// The next run must read the approvals before approving
-				// again (the approve may have taken effect).
-				if rec := e.recordApproveUnconfirmed(ctx, op, i, name, mr.SHA, rerr); rec != nil {
-					return rec
-				}
 			case rerr != nil:
 				err = &approvalsUnreadable{status: platform.StatusOf(err), err: rerr}
 			}
@@ -179,6 +168,11 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 			d, _ := platform.RateLimitWait(err)
 			wait = minWait(wait, d)
 		case platform.IsTransient(err):
+			if attempts == nil {
+				if attempts, err = e.approveAttempts(ctx, op); err != nil {
+					return err
+				}
+			}
 			n := attempts.failures(i, mr.SHA) + 1
 			if err := e.recordApproveFailure(ctx, op, i, name, mr.SHA, n, err); err != nil {
 				return err
@@ -247,13 +241,8 @@ type approveAttempt struct {
 }
 
 // approveAttempts are the failed approve calls recorded since the
-// operation last moved; repeated is whether any approve attempt (failed or
-// unconfirmed) was recorded since then, or the approvals are in a later
-// round.
-type approveAttempts struct {
-	list     []approveAttempt
-	repeated bool
-}
+// operation last moved.
+type approveAttempts struct{ list []approveAttempt }
 
 func (e *Engine) approveAttempts(ctx context.Context, op store.Operation) (*approveAttempts, error) {
 	events, err := e.st.ListEvents(ctx, e.st.DB(), op.ID)
@@ -261,33 +250,18 @@ func (e *Engine) approveAttempts(ctx context.Context, op store.Operation) (*appr
 		return nil, fmt.Errorf("reading approve attempts of %s: %w", op.ID, err)
 	}
 	out := &approveAttempts{}
-	entered := 0 // transitions into HANDLE_STARTED: more than one is a later round
 	for _, ev := range events {
 		switch ev.Type {
 		case store.EventTransition:
-			out.list, out.repeated = out.list[:0], false // a new step: a fresh budget
-			if StepCode(ev.ToStep) == HandleStarted {
-				entered++
-			}
+			out.list = out.list[:0] // a new step: a fresh budget
 		case store.EventAttempt:
 			var a approveAttempt
-			if json.Unmarshal(ev.Payload, &a) != nil {
-				continue
-			}
-			switch a.Action {
-			case "approve":
+			if json.Unmarshal(ev.Payload, &a) == nil && a.Action == "approve" {
 				a.at = ev.OccurredAt
 				out.list = append(out.list, a)
-				out.repeated = true
-			case approveUnconfirmed:
-				out.repeated = true
 			}
 		}
 	}
-	// A later round of the approvals (after a rebase, a moved head or a
-	// merge GitLab refused) may find the reviewers' approvals of an earlier
-	// round still there: read them first.
-	out.repeated = out.repeated || entered > 1
 	return out, nil
 }
 
@@ -315,19 +289,6 @@ func (a *approveAttempts) notBefore(reviewer int, sha string, backoff func(int) 
 		return time.Time{}
 	}
 	return last.Add(backoff(n))
-}
-
-// approveUnconfirmed is the attempt event of an approve GitLab answered 401
-// while the approvals that would say whether it took effect were
-// rate-limited: it spends no retry budget, and makes the next run read the
-// approvals before approving again.
-const approveUnconfirmed = "approve_unconfirmed"
-
-func (e *Engine) recordApproveUnconfirmed(ctx context.Context, op store.Operation, i int, name, sha string, cause error) error {
-	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + KindHandle,
-		Payload: map[string]any{"action": approveUnconfirmed, "reviewer": i, "username": name, "head_sha": sha,
-			"status": platform.StatusOf(cause), "detail": failureDetail(cause)}})
-	return err
 }
 
 func (e *Engine) recordApproveFailure(ctx context.Context, op store.Operation, i int, name, sha string, n int, cause error) error {
