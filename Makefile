@@ -30,7 +30,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X changebot/bot.version=$(VERSION) -X changebot/bot.commit=$(COMMIT)
 
-.PHONY: all build test vet fuzz demo lint bench bench-intake pgbench chaos db-up clean helm sqlc sqlc-check
+.PHONY: all build test vet fuzz demo lint bench bench-waiting bench-intake pgbench chaos db-up clean helm sqlc sqlc-check
 
 all: build lint test
 
@@ -86,8 +86,13 @@ lint:
 ## bench: benchmarks, $(BENCHCOUNT) runs each, summarised by benchstat
 bench:
 	CHANGEBOT_BENCH_RATE=$${CHANGEBOT_BENCH_RATE:-$$(scripts/pgbench.sh | awk '/tps =/{t=$$3} END{printf "%d", t/2}')} \
-		$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) ./... | tee bench.txt
+		CHANGEBOT_BENCH_WAITING=$${CHANGEBOT_BENCH_WAITING:-1000} \
+		$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) -timeout 60m ./... | tee bench.txt
 	$(BENCHSTAT) bench.txt
+
+## bench-waiting: 1,000 and 10,000 waiting changes, alone on a scratch database (scripts/waiting-bench.sh; BENCHMARKS.md)
+bench-waiting:
+	scripts/waiting-bench.sh
 
 ## bench-intake: the intake next to pgbench in one run (scripts/intake-bench.sh; BENCHMARKS.md)
 bench-intake:
