@@ -312,7 +312,7 @@ func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Events = append(d.Events, eventRow{Seq: ev.Seq, At: ev.OccurredAt.UTC().Format("2006-01-02 15:04:05Z"), Type: ev.Type,
 			StepName: flows.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: ev.Actor,
-			Source: flows.DescribeSource(ev), RawSource: ev.Source, Payload: pretty.String(),
+			Source: flows.DescribeSource(ev, op.Platform), RawSource: ev.Source, Payload: pretty.String(),
 			Later: page.Replay != nil && ev.Seq > page.Replay.Seq})
 	}
 	page.Change = d

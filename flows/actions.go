@@ -146,19 +146,20 @@ func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p ActionP
 	if err := e.bindingTaken(ctx, op); err != nil {
 		return op, err
 	}
+	w := wordsOf(op.Platform)
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	switch {
 	case errors.Is(err, platform.ErrNotFound):
-		return op, notApplicable("merge request !%d no longer exists; submit the change again", op.MRIID)
+		return op, notApplicable("%s no longer exists; submit the change again", w.MRRef(op.MRIID))
 	case err != nil:
 		return op, err
 	case mr.State == platform.MRStateMerged:
 		if err := e.finishMerged(ctx, op, mr, p.Source); err != nil && !isConflict(err) {
 			return op, err
 		}
-		return op, notApplicable("!%d was merged in GitLab: the change now waits for its deploy", op.MRIID)
+		return op, notApplicable("%s was merged in %s: the change now waits for its deploy", w.Ref(op.MRIID), w.Platform)
 	case mr.State != platform.MRStateOpened:
-		return op, notApplicable("!%d is %s: reopen !%d in GitLab first, then comment /resume again", op.MRIID, mr.State, op.MRIID)
+		return op, notApplicable("%s is %s: reopen %s in %s first, then comment /resume again", w.Ref(op.MRIID), mr.State, w.Ref(op.MRIID), w.Platform)
 	}
 	withdrawn, err := e.withdrawRobotApprovals(ctx, op)
 	if err != nil {
@@ -166,7 +167,7 @@ func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p ActionP
 	}
 	pl, err := e.gl.CreateMergeRequestPipeline(ctx, op.ProjectID, op.MRIID)
 	if platform.IsRefused(err) {
-		return op, notApplicable("GitLab refused a new pipeline for !%d: %s", op.MRIID, failureDetail(err))
+		return op, notApplicable("%s refused %s for %s: %s", w.Platform, w.NewRun, w.Ref(op.MRIID), w.failureDetail(err))
 	}
 	if err != nil {
 		return op, err
@@ -178,7 +179,7 @@ func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p ActionP
 	o.Payload["withdrawn_approvals"] = withdrawn
 	o.Update = func(x *store.Operation) {
 		x.HeadSHA, x.PipelineID, x.PipelineURL, x.Rounds = mr.SHA, pl.ID, pl.WebURL, 0
-		x.Detail = fmt.Sprintf("resumed by %s after !%d was reopened: waiting for the new pipeline %d of %s", p.Actor, op.MRIID, pl.ID, short(mr.SHA))
+		x.Detail = fmt.Sprintf("resumed by %s after %s was reopened: waiting for the new %s of %s", p.Actor, w.Ref(op.MRIID), w.PipelineRef(pl.ID), short(mr.SHA))
 	}
 	o.Guard = func(ctx context.Context, tx store.Tx, _ store.Operation, _ store.Binding) error {
 		_, err := e.st.ClearGitLabApprovals(ctx, tx, op.ID)
@@ -252,7 +253,7 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams)
 			if ferr := e.finishMerged(ctx, op, mr, p.Source); ferr != nil {
 				return op, ferr
 			}
-			return op, notApplicable("!%d is already merged; the change can no longer be cancelled", op.MRIID)
+			return op, notApplicable("%s is already merged; the change can no longer be cancelled", wordsOf(op.Platform).Ref(op.MRIID))
 		case err == nil && mr.State != platform.MRStateClosed:
 			if _, err := e.gl.CloseMergeRequest(ctx, op.ProjectID, op.MRIID); err != nil {
 				return op, err

@@ -139,8 +139,23 @@ type Step struct {
 	Resume StepCode
 	// Wait is what the step waits for.
 	Wait Wait
-	// Hint is what to do now, shown to people.
+	// Hint is what to do now, shown to people, in GitLab's words: the
+	// README's state table shows it. HintOn gives it in the words of a
+	// change's platform.
 	Hint string
+	// hintIn, when set, writes the hint in a platform's words (Hint is
+	// hintIn(gitlabWords), set when the table is built).
+	hintIn func(w words) string
+}
+
+// HintOn is the step's hint in the words of platform (store.PlatformGitLab,
+// also "", or store.PlatformGitHub): "merge request" or "pull request",
+// "pipeline" or "checks", GitLab or GitHub (issue 15). On GitLab it is Hint.
+func (s Step) HintOn(platform string) string {
+	if s.hintIn == nil {
+		return s.Hint
+	}
+	return s.hintIn(wordsOf(platform))
 }
 
 // Retryable reports whether /retry applies at this step.
@@ -191,13 +206,23 @@ var catalogue = []Step{
 	{Code: CreateMROpened, Name: "CREATE_MR_OPENED", Phase: PhaseCreate, Status: store.StatusMRCreating,
 		Job: job(KindAwaitPipeline, CreatePipelinePending), Resume: CreateMROpened, Wait: WaitPipeline,
 		Next: next(CreateSucceeded, CreatePipelineFailed, CreateFailed),
-		Hint: "Keep waiting: the merge request pipeline is running."},
+		hintIn: func(w words) string {
+			if w == githubWords {
+				return "Keep waiting: the pull request's checks are running."
+			}
+			return "Keep waiting: the merge request pipeline is running."
+		}},
 	{Code: CreatePipelineFailed, Name: "CREATE_PIPELINE_FAILED", Phase: PhaseCreate, Status: store.StatusCreateFailed,
 		Retry: CreateStarted,
-		Hint:  "The pipeline failed. " + hintFixAndRetry},
+		hintIn: func(w words) string {
+			if w == githubWords {
+				return "The checks failed. " + hintFixAndRetry
+			}
+			return "The pipeline failed. " + hintFixAndRetry
+		}},
 	{Code: CreateFailed, Name: "CREATE_FAILED", Phase: PhaseCreate, Status: store.StatusCreateFailed,
-		Retry: CreateStarted,
-		Hint:  "Creating the merge request failed. " + hintFixAndRetry},
+		Retry:  CreateStarted,
+		hintIn: func(w words) string { return "Creating the " + w.MR + " failed. " + hintFixAndRetry }},
 	{Code: HandleStarted, Name: "HANDLE_STARTED", Phase: PhaseHandle, Status: store.StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleStarted,
 		Next: next(HandleApproved, HandleReviewerDenied, HandleNotMergeable, HandleRebasing, HandleAwaitPipeline),
@@ -208,7 +233,7 @@ var catalogue = []Step{
 		Hint: "Keep waiting: reviewers approved, merging."},
 	{Code: HandleMerged, Name: "HANDLE_MERGED", Phase: PhaseHandle, Status: store.StatusMerged,
 		Job: job(KindAwaitDeploy, DeployPending), Wait: WaitDeploy, Next: next(CalledBack),
-		Hint: "Keep waiting: merged, waiting for the deploy pipeline to apply it."},
+		hintIn: func(w words) string { return "Keep waiting: merged, waiting for the " + w.Deploy + " to apply it." }},
 	{Code: HandleFailed, Name: "HANDLE_FAILED", Phase: PhaseHandle, Status: store.StatusHandleFailed,
 		Retry: HandleStarted,
 		Hint:  "Merging failed. " + hintFixAndRetry},
@@ -223,18 +248,25 @@ var catalogue = []Step{
 		Retry: HandleStarted,
 		Hint:  "A reviewer robot may not approve (token revoked or not eligible). Contact the maintainers, then /retry."},
 	{Code: HandleNotMergeable, Name: "HANDLE_NOT_MERGEABLE", Phase: PhaseHandle, Status: store.StatusHandleFailed,
-		Retry: HandleStarted,
-		Hint:  "GitLab refuses the merge (see the reason). " + hintFixAndRetry},
+		Retry:  HandleStarted,
+		hintIn: func(w words) string { return w.Platform + " refuses the merge (see the reason). " + hintFixAndRetry }},
 	{Code: HandleAwaitPipeline, Name: "HANDLE_AWAIT_PIPELINE", Phase: PhaseHandle, Status: store.StatusMerging,
 		Job: job(KindAwaitPipeline, HandlePipelinePending), Resume: HandleAwaitPipeline, Wait: WaitPipeline,
 		Next: next(HandleStarted, HandleFailed),
-		Hint: "Keep waiting: the pipeline of the new head is running."},
+		hintIn: func(w words) string {
+			if w == githubWords {
+				return "Keep waiting: the checks of the new head are running."
+			}
+			return "Keep waiting: the pipeline of the new head is running."
+		}},
 	// HANDLE_DRAFT waits, without a deadline and spending no rounds, until
 	// a person marks the draft merge request ready (issue 10 point 3).
 	{Code: HandleDraft, Name: "HANDLE_DRAFT", Phase: PhaseHandle, Status: store.StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleDraft, Wait: WaitReady,
 		Next: next(HandleApproved, HandleAwaitPipeline),
-		Hint: "The merge request is a draft: mark it ready in GitLab; changebot then merges by itself."},
+		hintIn: func(w words) string {
+			return "The " + w.MR + " is a draft: mark it ready in " + w.Platform + "; changebot then merges by itself."
+		}},
 	{Code: Closed, Name: "CLOSED", Phase: PhaseClose, Status: store.StatusClosed, Terminal: true,
 		Hint: hintReapply},
 	// MR_CLOSED: a person closed the merge request in GitLab mid-flow (issue
@@ -246,8 +278,10 @@ var catalogue = []Step{
 	// afresh (Engine.Resume). A merge found in GitLab is recorded (Next).
 	{Code: ClosedByPerson, Name: "MR_CLOSED", Phase: PhaseClose, Status: store.StatusClosed,
 		Resume: CreateMROpened, Next: next(HandleMerged),
-		Hint: "A person closed the merge request in GitLab, so changebot stopped: no approve, merge or rebase follows. " +
-			"Reopen it and have an operator comment /resume to continue (a new pipeline and fresh approvals of its head), or submit the change again."},
+		hintIn: func(w words) string {
+			return "A person closed the " + w.MR + " in " + w.Platform + ", so changebot stopped: no approve, merge or rebase follows. " +
+				"Reopen it and have an operator comment /resume to continue (" + w.NewRun + " and fresh approvals of its head), or submit the change again."
+		}},
 	{Code: CalledBack, Name: "CALLED_BACK", Phase: PhaseCallback, Status: store.StatusValidated, Terminal: true,
 		Hint: hintDone},
 	{Code: ApprovalSending, Name: "APPROVAL_SENDING", Phase: PhaseApproval, Status: store.StatusApprovalSending,
@@ -278,15 +312,25 @@ var catalogue = []Step{
 		Hint: "The rebase is still running past its deadline. " + hintUnknownWait},
 	{Code: HandleMergePending, Name: "HANDLE_MERGE_PENDING", Phase: PhasePending, Status: store.StatusMerging,
 		Resume: HandleApproved, Wait: WaitMergeCheck, Next: next(HandleFailed),
-		Hint: "GitLab has not said whether the merge request can be merged (still checking) past the deadline. " + hintUnknownWait},
+		hintIn: func(w words) string {
+			return w.Platform + " has not said whether the " + w.MR + " can be merged (still checking) past the deadline. " + hintUnknownWait
+		}},
 	{Code: DeployPending, Name: "DEPLOY_PENDING", Phase: PhasePending, Status: store.StatusMerged,
 		Resume: HandleMerged, Wait: WaitDeploy, Next: next(CalledBack),
-		Hint: "Merged, but no deploy pipeline has confirmed it yet. " + hintUnknownWait},
+		hintIn: func(w words) string {
+			return "Merged, but no " + w.Deploy + " has confirmed it yet. " + hintUnknownWait
+		}},
 }
 
 var stepByCode = func() map[StepCode]Step {
 	m := make(map[StepCode]Step, len(catalogue))
-	for _, s := range catalogue {
+	for i, s := range catalogue {
+		// A hint written in a platform's words reads GitLab's in Hint
+		// (the README's state table, callers that know no platform).
+		if s.hintIn != nil {
+			s.Hint = s.hintIn(gitlabWords)
+			catalogue[i].Hint = s.Hint
+		}
 		if _, dup := m[s.Code]; dup {
 			panic(fmt.Sprintf("flows: duplicate step code %d", s.Code))
 		}

@@ -35,7 +35,7 @@ func (e *Engine) mrDescription(op store.Operation) string {
 func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	proj, err := e.project(ctx, op.Project)
 	if err != nil {
-		return notFoundIs(err, CreateFailed, "project %q not found or not visible to the robot", op.Project)
+		return notFoundIs(err, wordsOf(op.Platform), CreateFailed, "project %q not found or not visible to the robot", op.Project)
 	}
 	target := op.TargetBranch
 	if target == "" {
@@ -54,7 +54,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		branch, err = e.gl.Branch(ctx, proj.ID, source)
 	}
 	if err != nil {
-		return notFoundIs(err, CreateFailed, "target branch %q not found", target)
+		return notFoundIs(err, wordsOf(op.Platform), CreateFailed, "target branch %q not found", target)
 	}
 	head := branch.CommitSHA
 	committed := false
@@ -65,7 +65,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		// defect 4). The branch is then left as it is.
 		commits, err := e.gl.BranchCommits(ctx, proj.ID, target, source)
 		if err != nil {
-			return notFoundIs(err, CreateFailed, "target branch %q not found", target)
+			return notFoundIs(err, wordsOf(op.Platform), CreateFailed, "target branch %q not found", target)
 		}
 		committed = slices.ContainsFunc(commits, func(c platform.Commit) bool { return strings.Contains(c.Message, commitMarker(op)) })
 	}
@@ -77,7 +77,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		c, err := e.gl.CreateCommit(ctx, proj.ID, platform.CommitParams{Branch: source, Message: commitMessage(op), Actions: actions})
 		if err != nil {
 			if platform.IsRefused(err) {
-				return failTo(CreateFailed, "committing the files: %s", failureDetail(err))
+				return failTo(CreateFailed, "committing the files: %s", wordsOf(op.Platform).failureDetail(err))
 			}
 			return err
 		}
@@ -102,7 +102,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	}
 	if err != nil {
 		if platform.IsRefused(err) {
-			return failTo(CreateFailed, "opening the merge request: %s", failureDetail(err))
+			return failTo(CreateFailed, "opening the %s: %s", wordsOf(op.Platform).MR, wordsOf(op.Platform).failureDetail(err))
 		}
 		return err
 	}
@@ -199,14 +199,15 @@ func commonDir(paths []string) string {
 	return strings.Join(common, "/")
 }
 
-// notFoundIs maps platform.ErrNotFound (and every other refusal) to a
-// recognised failure; transient errors pass through for a retry.
-func notFoundIs(err error, step StepCode, format string, args ...any) error {
+// notFoundIs maps platform.ErrNotFound (and every other refusal, told in
+// w's words) to a recognised failure; transient errors pass through for a
+// retry.
+func notFoundIs(err error, w words, step StepCode, format string, args ...any) error {
 	if errors.Is(err, platform.ErrNotFound) {
 		return failTo(step, format, args...)
 	}
 	if platform.IsRefused(err) {
-		return failTo(step, "%s", failureDetail(err))
+		return failTo(step, "%s", w.failureDetail(err))
 	}
 	return err
 }

@@ -46,7 +46,7 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 		return "", err
 	}
 	pipe := platform.Pipeline{ID: p.ID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, WebURL: p.WebURL, Source: p.Source}
-	waiting := waitsForPerson(pipe.Status)
+	waiting := waitsForPerson(wordsOf(op.Platform), pipe.Status)
 	if !waitsForPipeline(StepCode(op.Step)) || (!pipe.Finished() && (waiting == "" || op.Detail == waiting)) {
 		e.postponePoll(ctx, op)
 		return OutcomeNoChange, nil
@@ -90,7 +90,7 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 		// await_pipeline poll would. Still running: the other checks'
 		// webhooks will come, so the poll waits.
 		pipe = *hp
-		waiting = waitsForPerson(pipe.Status)
+		waiting = waitsForPerson(wordsOf(op.Platform), pipe.Status)
 		if !pipe.Finished() && (waiting == "" || op.Detail == waiting) {
 			e.postponePoll(ctx, op)
 			return OutcomeNoChange, nil

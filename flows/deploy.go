@@ -111,7 +111,7 @@ func (e *Engine) awaitDeploy(ctx context.Context, op store.Operation) error {
 	}
 	_, err = e.Transition(ctx, op, DeployPending, TransitionOpts{Source: "job:" + KindAwaitDeploy,
 		Update: func(o *store.Operation) {
-			o.Detail = fmt.Sprintf("no successful deploy pipeline for %s after %s", short(op.MergeCommitSHA), p.DeployDeadline)
+			o.Detail = fmt.Sprintf("no successful %s for %s after %s", wordsOf(op.Platform).Deploy, short(op.MergeCommitSHA), p.DeployDeadline)
 		}})
 	return err
 }

@@ -41,7 +41,7 @@ func (e *Engine) handle(ctx context.Context, op store.Operation) error {
 func (e *Engine) readOpenMR(ctx context.Context, op store.Operation, includeRebase bool) (platform.MergeRequest, bool, error) {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, includeRebase)
 	if err != nil {
-		return mr, true, notFoundIs(err, HandleFailed, "merge request !%d no longer exists", op.MRIID)
+		return mr, true, notFoundIs(err, wordsOf(op.Platform), HandleFailed, "%s no longer exists", wordsOf(op.Platform).MRRef(op.MRIID))
 	}
 	switch {
 	case mr.State == platform.MRStateMerged:
@@ -79,8 +79,9 @@ func (e *Engine) shaMismatch(ctx context.Context, op store.Operation) error {
 // again, or the pipeline wait), or gives up once merge.max_rounds rounds are
 // used: GitLab kept refusing for a reason that should have cleared.
 func (e *Engine) nextRound(ctx context.Context, op store.Operation, to StepCode, reason string) error {
+	w := wordsOf(op.Platform)
 	if op.Rounds >= e.pollFor(op).MaxRounds {
-		return failTo(HandleNotMergeable, "GitLab still answers %s for !%d after %d rounds", reason, op.MRIID, op.Rounds)
+		return failTo(HandleNotMergeable, "%s still answers %s for %s after %d rounds", w.Platform, reason, w.Ref(op.MRIID), op.Rounds)
 	}
 	_, err := e.Transition(ctx, op, to, TransitionOpts{Source: "job:" + KindHandle,
 		Payload: map[string]any{"reason": reason, "round": op.Rounds + 1},
@@ -153,7 +154,7 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 			case errors.Is(rerr, platform.ErrRateLimited):
 				err = rerr // GitLab's "later": wait it out, spending no budget
 			case rerr != nil:
-				err = &approvalsUnreadable{status: platform.StatusOf(err), err: rerr}
+				err = &approvalsUnreadable{w: wordsOf(op.Platform), status: platform.StatusOf(err), err: rerr}
 			}
 		}
 		switch {
@@ -161,7 +162,7 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 		case errors.Is(err, platform.ErrHeadMoved):
 			return e.shaMismatch(ctx, op)
 		case errors.Is(err, platform.ErrForbidden):
-			return failTo(HandleReviewerDenied, "reviewer robot %s may not approve !%d: GitLab answered %d (token revoked or expired, or the account is not eligible to approve)", name, op.MRIID, platform.StatusOf(err))
+			return failTo(HandleReviewerDenied, "reviewer robot %s may not approve %s: %s answered %d (token revoked or expired, or the account is not eligible to approve)", name, wordsOf(op.Platform).Ref(op.MRIID), wordsOf(op.Platform).Platform, platform.StatusOf(err))
 		case errors.Is(err, platform.ErrRateLimited):
 			// GitLab's "later" spends no retry budget: wait out the
 			// account's rate limit (issue 10 point 4).
@@ -181,12 +182,12 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 				if u.ID != 0 && e.approvedSet(ctx, op)[u.ID] {
 					continue // the last call took effect after all
 				}
-				return failTo(HandleFailed, "approving as %s failed %d times: %s", name, n, failureDetail(err))
+				return failTo(HandleFailed, "approving as %s failed %d times: %s", name, n, wordsOf(op.Platform).failureDetail(err))
 			}
 			d := max(backoff(n), platform.RetryAfterOf(err))
 			wait = minWait(wait, d)
 		default:
-			return failTo(HandleFailed, "approving as %s: %s", name, failureDetail(err))
+			return failTo(HandleFailed, "approving as %s: %s", name, wordsOf(op.Platform).failureDetail(err))
 		}
 	}
 	if wait > 0 {
@@ -294,7 +295,7 @@ func (a *approveAttempts) notBefore(reviewer int, sha string, backoff func(int) 
 func (e *Engine) recordApproveFailure(ctx context.Context, op store.Operation, i int, name, sha string, n int, cause error) error {
 	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + KindHandle,
 		Payload: map[string]any{"action": "approve", "reviewer": i, "username": name, "head_sha": sha, "attempt": n,
-			"status": platform.StatusOf(cause), "detail": failureDetail(cause)}})
+			"status": platform.StatusOf(cause), "detail": wordsOf(op.Platform).failureDetail(cause)}})
 	return err
 }
 
@@ -328,12 +329,13 @@ func (e *Engine) readApprovals(ctx context.Context, op store.Operation) (map[int
 // (it deliberately does not unwrap: neither the refusal nor the read's
 // error decides on its own).
 type approvalsUnreadable struct {
+	w      words // the change's platform's
 	status int
 	err    error
 }
 
 func (a *approvalsUnreadable) Error() string {
-	return fmt.Sprintf("GitLab answered %d to the approval and the approvals could not be read: %s", a.status, failureDetail(a.err))
+	return fmt.Sprintf("%s answered %d to the approval and the approvals could not be read: %s", a.w.Platform, a.status, a.w.failureDetail(a.err))
 }
 
 // merge merges with the head sha, the way the project requires, and acts
@@ -368,7 +370,7 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 		return e.mergeLeftOpen(ctx, op, res, lease)
 	case platform.IsRefused(err), errors.Is(err, platform.ErrRateLimited):
 		// GitLab refused, or never processed the call: nothing merged.
-		e.releaseMerge(ctx, op, lease, fmt.Sprintf("GitLab answered %d", platform.StatusOf(err)))
+		e.releaseMerge(ctx, op, lease, fmt.Sprintf("%s answered %d", wordsOf(op.Platform).Platform, platform.StatusOf(err)))
 	default:
 		// 5xx, a timeout or a lost answer: the merge may have happened.
 		// GitLab's state decides; while it cannot be read the claim stays
@@ -378,7 +380,7 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 			case platform.MRStateMerged:
 				return e.finishMerged(ctx, op, now, "job:"+KindHandle)
 			case platform.MRStateOpened:
-				e.releaseMerge(ctx, op, lease, "the merge call failed and the merge request is still open")
+				e.releaseMerge(ctx, op, lease, "the merge call failed and the "+wordsOf(op.Platform).MR+" is still open")
 			}
 		}
 		return err
@@ -389,7 +391,7 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	case errors.Is(err, platform.ErrNotMergeable):
 		return e.notMergeable(ctx, op)
 	case errors.Is(err, platform.ErrForbidden):
-		return failTo(HandleNotMergeable, "the robot may not merge !%d into %s (GitLab answered %d)", op.MRIID, op.TargetBranch, platform.StatusOf(err))
+		return failTo(HandleNotMergeable, "the robot may not merge %s into %s (%s answered %d)", wordsOf(op.Platform).Ref(op.MRIID), op.TargetBranch, wordsOf(op.Platform).Platform, platform.StatusOf(err))
 	default:
 		return err
 	}
@@ -506,9 +508,9 @@ func (e *Engine) mergeLeftOpen(ctx context.Context, op store.Operation, res plat
 	}
 	if err == nil {
 		res = mr
-		e.releaseMerge(ctx, op, lease, "GitLab left the merge request "+orUnknown(mr.State))
+		e.releaseMerge(ctx, op, lease, wordsOf(op.Platform).Platform+" left the "+wordsOf(op.Platform).MR+" "+orUnknown(mr.State))
 	}
-	return failTo(HandleNotMergeable, "GitLab accepted the merge of !%d but it stayed %s: %s", op.MRIID, orUnknown(res.State), orUnknown(res.MergeError))
+	return failTo(HandleNotMergeable, "%s accepted the merge of %s but it stayed %s: %s", wordsOf(op.Platform).Platform, wordsOf(op.Platform).Ref(op.MRIID), orUnknown(res.State), orUnknown(res.MergeError))
 }
 
 func orUnknown(s string) string {
@@ -551,11 +553,12 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation) error {
 	if mr.RebaseInProgress {
 		return e.toRebasing(ctx, op, false)
 	}
+	w := wordsOf(op.Platform)
 	status := mr.DetailedMergeStatus
 	switch status {
 	case "mergeable":
 		if mr.MergeError != "" {
-			return failTo(HandleNotMergeable, "GitLab refuses to merge !%d: %s", op.MRIID, mr.MergeError)
+			return failTo(HandleNotMergeable, "%s refuses to merge %s: %s", w.Platform, w.Ref(op.MRIID), mr.MergeError)
 		}
 		return e.backOffMerge(ctx, op, status)
 	case "checking", "preparing", "unchecked", "approvals_syncing", "":
@@ -567,9 +570,9 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation) error {
 	case "ci_still_running":
 		return e.nextRound(ctx, op, HandleAwaitPipeline, status)
 	case "ci_must_pass":
-		return failTo(HandleFailed, "the pipeline of %s did not pass", short(mr.SHA))
+		return failTo(HandleFailed, "the %s of %s did not pass", w.Pipeline, short(mr.SHA))
 	case "conflict":
-		return failTo(HandleRebaseConflict, "!%d has conflicts with %s", op.MRIID, op.TargetBranch)
+		return failTo(HandleRebaseConflict, "%s has conflicts with %s", w.Ref(op.MRIID), op.TargetBranch)
 	case draftStatus:
 		return e.toDraft(ctx, op)
 	}
@@ -580,14 +583,17 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation) error {
 	if mr.MergeError != "" {
 		reason += ": " + mr.MergeError
 	}
-	return failTo(HandleNotMergeable, "GitLab refuses to merge !%d: %s", op.MRIID, reason)
+	return failTo(HandleNotMergeable, "%s refuses to merge %s: %s", w.Platform, w.Ref(op.MRIID), reason)
 }
 
 // draftStatus is the detailed_merge_status of a draft merge request.
 const draftStatus = "draft_status"
 
-// draftDetail is the detail of a change waiting in HANDLE_DRAFT.
-const draftDetail = "the merge request is a draft: mark it ready in GitLab"
+// draftDetail is the detail of a change waiting in HANDLE_DRAFT, in w's
+// words.
+func draftDetail(w words) string {
+	return "the " + w.MR + " is a draft: mark it ready in " + w.Platform
+}
 
 // toDraft parks the change in HANDLE_DRAFT after the merge found the MR a
 // draft (issue 10 point 3): it waits for a person to mark it ready,
@@ -595,7 +601,7 @@ const draftDetail = "the merge request is a draft: mark it ready in GitLab"
 func (e *Engine) toDraft(ctx context.Context, op store.Operation) error {
 	_, err := e.Transition(ctx, op, HandleDraft, TransitionOpts{Source: "job:" + KindHandle,
 		Payload: map[string]any{"detailed_merge_status": draftStatus},
-		Update:  func(o *store.Operation) { o.Detail = draftDetail }})
+		Update:  func(o *store.Operation) { o.Detail = draftDetail(wordsOf(op.Platform)) }})
 	return err
 }
 
@@ -633,7 +639,7 @@ func (e *Engine) backOffMerge(ctx context.Context, op store.Operation, status st
 	_, err := e.Transition(ctx, op, HandleMergePending, TransitionOpts{Source: "job:" + KindHandle,
 		Payload: map[string]any{"detailed_merge_status": status},
 		Update: func(o *store.Operation) {
-			o.Detail = fmt.Sprintf("GitLab still reports %s for !%d after %s", orUnknown(status), op.MRIID, p.RebaseDeadline)
+			o.Detail = fmt.Sprintf("%s still reports %s for %s after %s", wordsOf(op.Platform).Platform, orUnknown(status), wordsOf(op.Platform).Ref(op.MRIID), p.RebaseDeadline)
 		}})
 	return err
 }
@@ -653,7 +659,7 @@ func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platfor
 	switch {
 	case err == nil, errors.Is(err, platform.ErrConflict):
 	case platform.IsRefused(err):
-		return failTo(HandleFailed, "GitLab refuses to rebase !%d: %s", op.MRIID, failureDetail(err))
+		return failTo(HandleFailed, "%s refuses to rebase %s: %s", wordsOf(op.Platform).Platform, wordsOf(op.Platform).Ref(op.MRIID), wordsOf(op.Platform).failureDetail(err))
 	default:
 		return err
 	}
@@ -681,7 +687,7 @@ func (e *Engine) toRebasing(ctx context.Context, op store.Operation, started boo
 func (e *Engine) pollRebase(ctx context.Context, op store.Operation) error {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, true)
 	if err != nil {
-		return notFoundIs(err, HandleFailed, "merge request !%d no longer exists", op.MRIID)
+		return notFoundIs(err, wordsOf(op.Platform), HandleFailed, "%s no longer exists", wordsOf(op.Platform).MRRef(op.MRIID))
 	}
 	switch {
 	case mr.State == platform.MRStateMerged:
@@ -697,7 +703,7 @@ func (e *Engine) pollRebase(ctx context.Context, op store.Operation) error {
 			Update: func(o *store.Operation) { o.Detail = "rebase still running after " + p.RebaseDeadline.String() }})
 		return err
 	case strings.Contains(mr.MergeError, "Rebase failed") || mr.HasConflicts || mr.DetailedMergeStatus == "conflict":
-		return failTo(HandleRebaseConflict, "rebasing !%d onto %s failed: %s", op.MRIID, op.TargetBranch, orUnknown(mr.MergeError))
+		return failTo(HandleRebaseConflict, "rebasing %s onto %s failed: %s", wordsOf(op.Platform).Ref(op.MRIID), op.TargetBranch, orUnknown(mr.MergeError))
 	}
 	_, err = e.Transition(ctx, op, HandleAwaitPipeline, TransitionOpts{Source: "job:" + KindHandle,
 		Payload: map[string]any{"head_sha": mr.SHA, "rebased": true},
@@ -717,7 +723,7 @@ func (e *Engine) finishMerged(ctx context.Context, op store.Operation, mr platfo
 		commit = mr.SHA
 	}
 	if !CanMove(StepCode(op.Step), HandleMerged) {
-		return fmt.Errorf("merge request !%d is merged but %s cannot move to MERGED: %w", op.MRIID, StepCode(op.Step), ErrIllegalTransition)
+		return fmt.Errorf("%s is merged but %s cannot move to MERGED: %w", wordsOf(op.Platform).MRRef(op.MRIID), StepCode(op.Step), ErrIllegalTransition)
 	}
 	// Who merged it is in the event's payload; a person who merged it is
 	// also the move's actor (the status comment's timeline) and named in
@@ -727,7 +733,7 @@ func (e *Engine) finishMerged(ctx context.Context, op store.Operation, mr platfo
 	if who := mr.MergedBy.Username; who != "" {
 		payload["merged_by"] = who
 		if !e.byRobot(ctx, who) {
-			detail, actor = fmt.Sprintf("%s merged !%d in GitLab", who, op.MRIID), who
+			detail, actor = fmt.Sprintf("%s merged %s in %s", who, wordsOf(op.Platform).Ref(op.MRIID), wordsOf(op.Platform).Platform), who
 		}
 	}
 	_, err := e.Transition(ctx, op, HandleMerged, TransitionOpts{Source: source, Actor: actor,
@@ -745,9 +751,10 @@ func (e *Engine) closedByPerson(ctx context.Context, op store.Operation, who, so
 	if !CanMove(StepCode(op.Step), ClosedByPerson) || (who != "" && e.byRobot(ctx, who)) {
 		return nil
 	}
-	detail := fmt.Sprintf("merge request !%d was closed in GitLab", op.MRIID)
+	w := wordsOf(op.Platform)
+	detail := fmt.Sprintf("%s was closed in %s", w.MRRef(op.MRIID), w.Platform)
 	if who != "" {
-		detail = fmt.Sprintf("%s closed merge request !%d in GitLab", who, op.MRIID)
+		detail = fmt.Sprintf("%s closed %s in %s", who, w.MRRef(op.MRIID), w.Platform)
 	}
 	_, err := e.Transition(ctx, op, ClosedByPerson, TransitionOpts{Source: source, Actor: who,
 		Payload: map[string]any{"closed_by": who, "mr_iid": op.MRIID},

@@ -58,7 +58,7 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 	}
 	waiting := ""
 	if hp := headPipeline(mr); hp != nil {
-		waiting = waitsForPerson(hp.Status)
+		waiting = waitsForPerson(wordsOf(op.Platform), hp.Status)
 		if waiting != "" && op.Detail != waiting {
 			e.notePersonWait(ctx, op, *hp, waiting, "job:"+KindAwaitPipeline)
 		}
@@ -68,7 +68,7 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 		return snoozeFor(d)
 	}
 	// Past the deadline the wait parks in its job's declared step.
-	detail := fmt.Sprintf("no pipeline result for %s after %s", short(mr.SHA), p.PipelineDeadline)
+	detail := fmt.Sprintf("no %s result for %s after %s", wordsOf(op.Platform).Pipeline, short(mr.SHA), p.PipelineDeadline)
 	if waiting != "" {
 		detail += ": " + waiting
 	}
@@ -85,7 +85,16 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 // 8). GitLab's pipeline statuses: manual (its detailed status is
 // "blocked"), scheduled (a delayed job), waiting_for_resource (a
 // resource_group held by another pipeline); doc/api/pipelines.md.
-func waitsForPerson(status string) string {
+//
+// On GitHub (w) the only such status is manual, a check or workflow run
+// waiting (a deployment that waits for a person's review).
+func waitsForPerson(w words, status string) string {
+	if w == githubWords {
+		if status == "manual" || status == "blocked" {
+			return "the checks wait for a person: review the waiting deployment in GitHub"
+		}
+		return ""
+	}
 	switch status {
 	case "manual", "blocked":
 		return "the pipeline waits for a manual job: play it in GitLab"

@@ -168,7 +168,7 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		e.m.jobFailures.WithLabelValues(kind, "rate_limited").Inc()
 		log.Info("gitlab rate limit: waiting", "wait", d)
 		e.noteDetail(ctx, op, kind, map[string]any{"rate_limited": true, "wait": d.String()},
-			fmt.Sprintf("GitLab rate limit: waiting until %s (%s)", e.now().Add(d).UTC().Format(time.RFC3339), failureDetail(err)))
+			fmt.Sprintf("%s rate limit: waiting until %s (%s)", wordsOf(op.Platform).Platform, e.now().Add(d).UTC().Format(time.RFC3339), wordsOf(op.Platform).failureDetail(err)))
 		return river.JobSnooze(d)
 	case platform.IsTransient(err) && attempt < maxAttempts:
 		// 429, 5xx and network errors are never fatal on their own: River
@@ -185,22 +185,12 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 	default:
 		e.m.jobFailures.WithLabelValues(kind, "declared").Inc()
 		log.Error("step failed", "err", err, "attempt", attempt)
-		detail := failureDetail(err)
+		detail := wordsOf(op.Platform).failureDetail(err)
 		if platform.IsTransient(err) {
 			detail = fmt.Sprintf("gave up after %d attempts: %s", attempt, detail)
 		}
 		return e.fail(ctx, op, kind, declaredFailure(kind, op), detail)
 	}
-}
-
-// failureDetail turns an error into text for people: GitLab's status and
-// message when there is one.
-func failureDetail(err error) string {
-	var pe *platform.Error
-	if errors.As(err, &pe) {
-		return fmt.Sprintf("GitLab answered %d %s on %s %s", pe.Status, pe.Message, pe.Method, pe.Path)
-	}
-	return err.Error()
 }
 
 // recordTimeout bounds the writes that record how a job attempt ended
@@ -367,7 +357,7 @@ func (p RetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 // retried (detail and an attempt event, with compare-and-set on the
 // version): without it a GitLab outage would look like "keep waiting".
 func (e *Engine) noteRetry(ctx context.Context, op store.Operation, kind string, attempt, maxAttempts int, err error) {
-	detail := fmt.Sprintf("retrying (attempt %d of %d): %s", attempt, maxAttempts, failureDetail(err))
+	detail := fmt.Sprintf("retrying (attempt %d of %d): %s", attempt, maxAttempts, wordsOf(op.Platform).failureDetail(err))
 	e.noteDetail(ctx, op, kind, map[string]any{"attempt": attempt}, detail)
 }
 

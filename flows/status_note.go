@@ -27,7 +27,7 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 	v := templates.StatusView{
 		OperationID: op.ID, Title: op.Title, SubjectID: op.SubjectID, TargetKey: op.TargetKey,
 		RequestedBy: op.RequestedBy, Status: op.Status, StepCode: op.Step, StepName: st.Name,
-		Hint: st.Hint, Terminal: st.Terminal, Detail: op.Detail,
+		Hint: st.HintOn(op.Platform), Terminal: st.Terminal, Detail: op.Detail,
 		Failed:      op.Status == store.StatusCreateFailed || op.Status == store.StatusHandleFailed || op.Status == store.StatusRejected,
 		MR:          templates.MRView{IID: op.MRIID, WebURL: op.MRWebURL},
 		PipelineURL: op.PipelineURL, TicketID: op.TicketID, HistoryURL: e.changeURL(op.ID), PageURL: e.pageURL(op.ID),
@@ -61,7 +61,7 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 			continue // retried calls and gate claims are history, not steps
 		}
 		v.Timeline = append(v.Timeline, templates.TimelineEntry{At: ev.OccurredAt,
-			StepName: StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: personOf(ev.Actor), Source: describeSource(ev, pl)})
+			StepName: StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: personOf(ev.Actor), Source: describeSource(wordsOf(op.Platform), ev, pl)})
 	}
 	v.DeployURL = deployURL(op, deployPipeline)
 	if e.cfg.CommandsFunc != nil {
@@ -91,22 +91,24 @@ func personOf(actor string) string {
 	return actor
 }
 
-// jobWords names in words the work of each job kind, for event sources
+// jobWords names in w's words the work of each job kind, for event sources
 // "job:<kind>".
-var jobWords = map[string]string{
-	KindRequestApproval: "approval request",
-	KindCreateMR:        "merge request creation",
-	KindAwaitPipeline:   "pipeline check",
-	KindHandle:          "merge request handling",
-	KindAwaitDeploy:     "deploy check",
-	KindCloseMR:         "merge request cleanup",
+func jobWords(w words) map[string]string {
+	return map[string]string{
+		KindRequestApproval: "approval request",
+		KindCreateMR:        w.MR + " creation",
+		KindAwaitPipeline:   w.PipelineCheck,
+		KindHandle:          w.MR + " handling",
+		KindAwaitDeploy:     "deploy check",
+		KindCloseMR:         w.MR + " cleanup",
+	}
 }
 
 // describeSource says in words where event ev (payload pl) came from, for
 // the status comment's timeline: "pipeline webhook", "comment by @dev-a",
 // "approval system callback", "sweeper", never the stored "webhook:9" or
 // "job:handle_merge_request" (store.EventParams documents the stored forms).
-func describeSource(ev store.Event, pl map[string]any) string {
+func describeSource(w words, ev store.Event, pl map[string]any) string {
 	kind, _, _ := strings.Cut(ev.Source, ":")
 	switch kind {
 	case "api":
@@ -116,9 +118,9 @@ func describeSource(ev store.Event, pl map[string]any) string {
 		return "API call"
 	case SourceWebhook:
 		if pl["pipeline_id"] != nil || pl["pipeline_status"] != nil {
-			return "pipeline webhook"
+			return w.PipelineHook
 		}
-		return "merge request webhook"
+		return w.MR + " webhook"
 	case SourceCallback:
 		if strings.HasPrefix(ev.Actor, "approval:") || pl["decision"] != nil {
 			return "approval system callback"
@@ -127,7 +129,7 @@ func describeSource(ev store.Event, pl map[string]any) string {
 	case "command":
 		return "comment by @" + ev.Actor
 	case "job":
-		if w, ok := jobWords[strings.TrimPrefix(ev.Source, "job:")]; ok {
+		if w, ok := jobWords(w)[strings.TrimPrefix(ev.Source, "job:")]; ok {
 			return w
 		}
 		return "changebot job"
@@ -179,10 +181,14 @@ func (e *Engine) pageURL(opID string) string {
 	return strings.TrimRight(e.cfg.ExternalURL, "/") + "/ui/changes/" + opID
 }
 
-// DescribeSource says in words where event ev came from ("pipeline
-// webhook", "comment by @dev-a", "sweeper"), as the status comment's
-// timeline does; the web pages show it beside the stored source.
-func DescribeSource(ev store.Event) string { return describeSource(ev, payloadOf(ev)) }
+// DescribeSource says in the words of platform (store.PlatformGitLab, also
+// "", or store.PlatformGitHub) where event ev came from ("pipeline
+// webhook", "checks webhook", "comment by @dev-a", "sweeper"), as the
+// status comment's timeline does; the web pages show it beside the stored
+// source.
+func DescribeSource(ev store.Event, platform string) string {
+	return describeSource(wordsOf(platform), ev, payloadOf(ev))
+}
 
 type noteWorker struct {
 	river.WorkerDefaults[RefreshNoteArgs]

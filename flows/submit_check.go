@@ -30,13 +30,20 @@ var ErrGitLabUnavailable = errors.New("gitlab could not answer")
 // GitLabUnavailableError says that GitLab could not answer the checks of a
 // submission, and how long it asked to wait (zero when it did not say).
 type GitLabUnavailableError struct {
+	// Platform names the platform that could not answer: "GitLab" (also
+	// "") or "GitHub".
+	Platform   string
 	RetryAfter time.Duration
 	Err        error
 }
 
 // Error implements error.
 func (e *GitLabUnavailableError) Error() string {
-	return fmt.Sprintf("checking the change against GitLab: %v", e.Err)
+	name := e.Platform
+	if name == "" {
+		name = gitlabWords.Platform
+	}
+	return fmt.Sprintf("checking the change against %s: %v", name, e.Err)
 }
 
 // Unwrap makes errors.Is(err, ErrGitLabUnavailable) hold and keeps the cause.
@@ -51,8 +58,9 @@ func (e *GitLabUnavailableError) Unwrap() []error { return []error{ErrGitLabUnav
 // 429, no answer) is a *GitLabUnavailableError; what does not fit is a
 // *GitLabCheckError naming every problem.
 func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) error {
+	w := wordsOf(e.platform)
 	unavailable := func(err error) error {
-		return &GitLabUnavailableError{RetryAfter: platform.RetryAfterOf(err), Err: err}
+		return &GitLabUnavailableError{Platform: w.Platform, RetryAfter: platform.RetryAfterOf(err), Err: err}
 	}
 	refused := func(field, format string, args ...any) error {
 		return &GitLabCheckError{Fields: []FieldError{{field, fmt.Sprintf(format, args...)}}}
@@ -62,7 +70,7 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) error {
 	case errors.Is(err, platform.ErrNotFound), errors.Is(err, platform.ErrForbidden):
 		return refused("project", "project %q not found or not visible to the robot", p.Project)
 	case platform.IsRefused(err):
-		return refused("project", "GitLab refused project %q: %s", p.Project, failureDetail(err))
+		return refused("project", "%s refused project %q: %s", w.Platform, p.Project, w.failureDetail(err))
 	case err != nil:
 		return unavailable(err)
 	}
@@ -79,7 +87,7 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) error {
 	case errors.Is(err, platform.ErrNotFound):
 		return refused("target_branch", "branch %q not found in project %q", target, p.Project)
 	case platform.IsRefused(err):
-		return refused("target_branch", "GitLab refused branch %q: %s", target, failureDetail(err))
+		return refused("target_branch", "%s refused branch %q: %s", w.Platform, target, w.failureDetail(err))
 	case err != nil:
 		return unavailable(err)
 	}
@@ -98,7 +106,7 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) error {
 	case errors.Is(err, platform.ErrNotFound):
 		existing = map[string]bool{} // no such directory yet
 	case platform.IsRefused(err):
-		return refused("files", "GitLab refused listing the files under %q: %s", dir, failureDetail(err))
+		return refused("files", "%s refused listing the files under %q: %s", w.Platform, dir, w.failureDetail(err))
 	case err != nil:
 		return unavailable(err)
 	}
