@@ -176,7 +176,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		Queues: map[string]river.QueueConfig{
 			flows.QueueDefault: {MaxWorkers: a.cfg.Workers},
 			flows.QueueEvents:  {MaxWorkers: a.cfg.Workers},
-			flows.QueueNotes:   {MaxWorkers: a.cfg.Workers},
+			flows.QueueNotes:   {MaxWorkers: noteWorkers(a.cfg.Workers)},
 		},
 		FetchCooldown:        50 * time.Millisecond,
 		FetchPollInterval:    a.fetchPollInterval(),
@@ -196,6 +196,12 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	a.router, err = a.routes(fm)
 	return err
 }
+
+// noteWorkers is how many status note refreshes one replica runs at once: a
+// quarter of workers, at least one. Refreshes are coalesced and nobody
+// waits on them, so they get a small share beside the step jobs and the
+// webhook deliveries (which get workers each).
+func noteWorkers(workers int) int { return max(1, workers/4) }
 
 // fetchPollInterval is how often River looks for due jobs without being
 // told. On PostgreSQL a job inserted as available is announced at its
