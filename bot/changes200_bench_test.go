@@ -62,14 +62,14 @@ const (
 //   - changes/s: 200 over first submit to last VALIDATED;
 //   - p50-s, p99-s: seconds per change, its submit (client clock, before
 //     the POST) to its VALIDATED event (store event time);
-//   - tx/change: database transactions per change. PostgreSQL: the delta
-//     of pg_stat_database xact_commit+xact_rollback of the database, from
-//     just before the first submit to after the queue drained (every
-//     change's trailing status-note jobs done) and the bot's pool closed (a
-//     backend flushes its counters when it ends), minus the benchmark's own
-//     queries; it includes River's fetches and heartbeats during the run,
-//     so run it on a database nobody else uses (the bench database of
-//     scripts/pgbench.sh between pgbench runs). SQLite: committed write
+//   - tx/change: database transactions of the bot per change, from just
+//     before the first submit until the queue has drained (every change's
+//     trailing status-note jobs done), River's fetches, completions and
+//     heartbeats in that time included. PostgreSQL: counted on the bot's
+//     pool (stmtCounter: every BEGIN and every statement, batch or COPY
+//     sent outside a transaction), so other users of the database do not
+//     count (pg_stat_database counts every client of the database and
+//     flushes an idle backend's counters up to 10 s late). SQLite: committed write
 //     transactions and rollbacks (the commit and rollback hooks of every
 //     connection; SQLite calls no hook for a read-only transaction, so
 //     reads are not counted there);
@@ -125,7 +125,7 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	env.Approvals.Close()
 	env.Approvals = approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: "approved", Approver: "carol"})
 	env.Config.ApprovalURL = env.Approvals.URL()
-	env.Config.Workers = 50
+	env.Config.Workers = DefaultConfig().Workers // serve's default, not the demo's 10
 	// The fake has no rate limit: the robot's GitLab call budget (issue 12
 	// point 4, where the code has it) is off, or it would be the measure.
 	if _, ok := settings.Lookup(benchBudgetSetting); ok {
@@ -146,9 +146,8 @@ func benchmarkChanges200(b *testing.B, engine string) {
 		}
 		b.Cleanup(mine.Close)
 	}
-	var sc *stmtCounter
-	if os.Getenv("CHANGEBOT_BENCH_TRACE") != "" {
-		sc = &stmtCounter{n: map[string]int{}}
+	sc := &stmtCounter{n: map[string]int{}}
+	if engine == EnginePostgres {
 		pgTracer = sc
 		defer func() { pgTracer = nil }()
 	}
@@ -177,47 +176,29 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	if err := runBenchChange(ctx, env, -1); err != nil {
 		b.Fatal(err)
 	}
-	own := 0 // the benchmark's own PostgreSQL transactions in the window
 	count := func(ctx context.Context, query string) (int64, error) {
 		var n int64
 		if engine == EngineSQLite {
 			return n, app.db.sqlDB.QueryRowContext(ctx, query).Scan(&n)
 		}
-		own++
 		return n, mine.QueryRow(ctx, query).Scan(&n)
 	}
-	// txNow reads the transaction counter; on PostgreSQL on a connection of
-	// its own, closed after the read (a backend's counters are flushed when
-	// it ends): the first read's own transaction is counted by the last.
 	txNow := func() int64 {
 		if engine == EngineSQLite {
 			return sqliteTx.n.Load()
 		}
-		conn, err := pgx.Connect(context.Background(), pgtest.URL())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer conn.Close(context.Background())
-		var n int64
-		if err := conn.QueryRow(context.Background(),
-			`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
-			b.Fatal(err)
-		}
-		return n
-	}
-	// Let every backend flush the warm-up's counters (PostgreSQL flushes an
-	// idle backend's within 10 s), so that the window starts clean.
-	if engine == EnginePostgres {
-		time.Sleep(11 * time.Second)
+		return sc.tx.Load()
 	}
 	calls0 := len(env.GitLab.Calls())
 	byEndpoint0 := env.GitLab.CallsByEndpoint()
 
-	var lat []time.Duration
-	steps := map[string][]time.Duration{}
-	var elapsed time.Duration
+	type batch struct {
+		start     time.Time
+		ids       []string
+		submitted map[string]time.Time
+	}
+	var batches []batch
 	tx0 := txNow()
-	own = 0
 	b.ResetTimer()
 	for i := range b.N {
 		// Each iteration is one batch of its own subjects.
@@ -228,25 +209,37 @@ func benchmarkChanges200(b *testing.B, engine string) {
 			b.Fatal(err)
 		}
 		if err := awaitValidated(ctx, count, prefix, benchBatch, 5*time.Minute); err != nil {
-			b.Fatal(err)
+			stuck, _ := perChange(ctx, engine, app, mine, `SELECT step || ' ' || status || ' ' || detail, count(*) FROM operations
+				WHERE subject_id LIKE '`+prefix+`%' AND status <> 'VALIDATED' GROUP BY step, status, detail`)
+			results := map[string]int{}
+			for _, r := range env.Approvals.Results() {
+				results[r]++
+			}
+			b.Fatalf("%v; not VALIDATED (step status detail, count per change): %s; approval callbacks answered %v", err, stuck, results)
 		}
-		batchLat, last, err := changeTimes(ctx, app, ids, submitted, steps)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if engine == EnginePostgres {
-			own += len(ids) // one read-only transaction per change's history
-		}
-		lat = append(lat, batchLat...)
-		elapsed += last.Sub(start)
+		batches = append(batches, batch{start, ids, submitted})
 	}
 	b.StopTimer()
 	n := b.N * benchBatch
 	// Drain: the changes' trailing jobs (status note refreshes and their
 	// backstops) belong to them.
 	drainQueue(ctx, count, 30*time.Second)
+	tx := txNow() - tx0
 	calls := len(env.GitLab.Calls()) - calls0
 	logCallsByEndpoint(b, byEndpoint0, env.GitLab.CallsByEndpoint(), b.N*benchBatch)
+
+	// What follows reads through the bot's store (not counted above).
+	var lat []time.Duration
+	steps := map[string][]time.Duration{}
+	var elapsed time.Duration
+	for _, bt := range batches {
+		batchLat, last, err := changeTimes(ctx, app, bt.ids, bt.submitted, steps)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, batchLat...)
+		elapsed += last.Sub(bt.start)
+	}
 	jobs, err := perChange(ctx, engine, app, mine, `SELECT kind, count(*) FROM river_job GROUP BY kind ORDER BY count(*) DESC`)
 	if err != nil {
 		b.Fatal(err)
@@ -257,18 +250,7 @@ func benchmarkChanges200(b *testing.B, engine string) {
 		b.Fatal(err)
 	}
 	lag := deliveryLag(ctx, engine, app, mine)
-	if engine == EnginePostgres {
-		own += 3
-	}
 	stop()
-	var tx int64
-	if engine == EnginePostgres {
-		mine.Close()
-		time.Sleep(time.Second)             // backends ending flush their counters
-		tx = txNow() - tx0 - int64(own) - 1 // the first txNow's own read
-	} else {
-		tx = txNow() - tx0
-	}
 
 	slices.Sort(lat)
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "changes/s")
@@ -282,8 +264,8 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	b.Logf("River jobs per change by kind (whole run, warm-up included): %s", jobs)
 	b.Logf("webhook deliveries per change by event and outcome (whole run, warm-up included): %s", deliveries)
 	b.Logf("webhook deliveries, received to processed: %s", lag)
-	if sc != nil {
-		b.Logf("statements per change:\n%s", sc.report(benchBatch))
+	if engine == EnginePostgres && os.Getenv("CHANGEBOT_BENCH_TRACE") != "" {
+		b.Logf("statements per change (whole run, warm-up included):\n%s", sc.report(benchBatch+1))
 	}
 	b.Logf("where a change's time goes (median over the changes, seconds spent at each step, event to next event):\n%s", formatSteps(steps))
 }
@@ -337,9 +319,8 @@ func submitBatchChange(ctx context.Context, env *demoEnv, prefix string, i int) 
 }
 
 // benchQuery runs a counting query of the benchmark itself (not the
-// bot's): on PostgreSQL on the benchmark's own pool (each query one
-// transaction, which the caller counts and subtracts), on SQLite on the
-// bot's file (a read, which the commit hook does not count).
+// bot's): on PostgreSQL on the benchmark's own pool (not counted), on
+// SQLite on the bot's file (a read, which the commit hook does not count).
 type benchQuery func(ctx context.Context, query string) (int64, error)
 
 // awaitValidated waits until the n changes of the batch (subjects prefix*,
@@ -556,20 +537,25 @@ func deliveryLag(ctx context.Context, engine string, app *App, mine *pgxpool.Poo
 		lags[len(lags)*9/10].Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond), len(lags))
 }
 
-// stmtCounter counts the statements of the bot's PostgreSQL pool by sqlc
-// query name (else the statement's first words), for the per-change
-// statement breakdown of BenchmarkChanges200 (CHANGEBOT_BENCH_TRACE=1):
-// transactions are the begins plus the statements run outside one.
+// stmtCounter counts the transactions of the bot's PostgreSQL pool: every
+// BEGIN, and every statement, batch or COPY sent outside a transaction (an
+// implicit transaction of its own); River's work on the pool included. It
+// also counts statements by sqlc query name (else their first words), for
+// the breakdown of BenchmarkChanges200 under CHANGEBOT_BENCH_TRACE=1.
 type stmtCounter struct {
+	tx atomic.Int64
 	mu sync.Mutex
 	n  map[string]int
 }
 
-// TraceQueryStart implements pgx.QueryTracer.
-func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	q := strings.Join(strings.Fields(d.SQL), " ")
+// count counts a statement sent on conn.
+func (c *stmtCounter) count(conn *pgx.Conn, sql string) {
+	q := strings.Join(strings.Fields(sql), " ")
 	if _, name, ok := strings.Cut(q, "-- name: "); ok {
 		q, _, _ = strings.Cut(name, " ")
+	}
+	if strings.HasPrefix(strings.ToLower(q), "begin") || conn.PgConn().TxStatus() == 'I' {
+		c.tx.Add(1)
 	}
 	if len(q) > 70 {
 		q = q[:70]
@@ -577,11 +563,38 @@ func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tr
 	c.mu.Lock()
 	c.n[q]++
 	c.mu.Unlock()
+}
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (c *stmtCounter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.count(conn, d.SQL)
 	return ctx
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
 func (c *stmtCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart implements pgx.BatchTracer: a batch outside a
+// transaction is one implicit transaction.
+func (c *stmtCounter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.count(conn, "batch")
+	return ctx
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (c *stmtCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (c *stmtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// TraceCopyFromStart implements pgx.CopyFromTracer.
+func (c *stmtCounter) TraceCopyFromStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	c.count(conn, "copy")
+	return ctx
+}
+
+// TraceCopyFromEnd implements pgx.CopyFromTracer.
+func (c *stmtCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
 
 // report lists the statements counted more than 0.5 times per change,
 // most frequent first, per change of n changes.
