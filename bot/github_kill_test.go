@@ -16,8 +16,8 @@ import (
 // acceptance): `changebot serve` on GitHub is killed with SIGKILL while its
 // change waits for the pull request's checks, the checks finish while it is
 // down (their webhooks are lost: nobody listens), and the restarted bot
-// carries the change to VALIDATED from the database, its status comment
-// becoming current; on PostgreSQL and on a SQLite file.
+// carries the change to VALIDATED from the database, merged once, its one
+// status comment becoming current; on PostgreSQL and on a SQLite file.
 func TestGitHubSIGKILLWhileWaitingForChecksThenRestart(t *testing.T) {
 	t.Parallel()
 	for _, engine := range testEngines {
@@ -89,6 +89,10 @@ func testGitHubSIGKILLThenRestart(t *testing.T, engine string) {
 	if !pr.Merged || len(pr.Approvals) != 2 {
 		t.Fatalf("pull request %+v: want merged with both reviewers' approvals", pr)
 	}
+	// Merged once across the kill: the restarted bot did not merge again.
+	if n := env.GitHub.CallCount("PUT", "/repos/*/*/pulls/*/merge"); n != 1 {
+		t.Errorf("merge calls = %d, want 1", n)
+	}
 	// The same bound as GitLab's test on each engine.
 	fresh := 10 * time.Second
 	if engine == EngineSQLite {
@@ -97,10 +101,15 @@ func testGitHubSIGKILLThenRestart(t *testing.T, engine string) {
 	deadline := time.Now().Add(fresh)
 	for {
 		var body string
+		n := 0
 		for _, c := range env.GitHub.Comments(env.Repo.ID, view.MergeRequest.IID) {
 			if _, ok := templates.ParseMarker(c.Body); ok {
 				body = c.Body
+				n++
 			}
+		}
+		if n > 1 {
+			t.Fatalf("%d status comments after the restart, want 1", n)
 		}
 		if strings.Contains(body, "<sub>VALIDATED · step") {
 			break
