@@ -25,6 +25,9 @@ BENCHCOUNT ?= 6
 CHAOS_N ?= 1000
 # CHAOS_PLATFORM is gitlab (gitlabfake) or github (githubfake): make chaos CHAOS_PLATFORM=github
 CHAOS_PLATFORM ?= gitlab
+# `make chaos PLATFORM=github N=200` is short for it: N and PLATFORM count only when given on the command line (an
+# environment's PLATFORM must not change the run).
+chaos_arg = $(if $(filter command line,$(origin $(1))),$($(1)),$(2))
 # Stamped into the binary (changebot version, changebot_build_info).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -102,9 +105,9 @@ bench-intake:
 pgbench:
 	scripts/pgbench.sh
 
-## chaos: long randomised fault-injection run (package chaos)
+## chaos: long randomised fault-injection run (package chaos); PLATFORM=github runs it on githubfake, N changes
 chaos:
-	$(GO) test ./chaos -run TestChaos -chaos.n=$(CHAOS_N) -chaos.platform=$(CHAOS_PLATFORM) -timeout 30m
+	$(GO) test ./chaos -run TestChaos -chaos.n=$(call chaos_arg,N,$(CHAOS_N)) -chaos.platform=$(call chaos_arg,PLATFORM,$(CHAOS_PLATFORM)) -timeout 30m
 
 ## db-up: start the local PostgreSQL cluster unless it already answers
 db-up:

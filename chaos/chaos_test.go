@@ -14,19 +14,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"changebot/commands"
-
 	"changebot/bot"
 	"changebot/flows"
-	"changebot/platform"
 	"changebot/platform/approval/approvalfake"
-	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 	"changebot/store/postgres"
@@ -40,6 +35,7 @@ var (
 	flagKill     = flag.Duration("chaos.kill_every", 2*time.Second, "mean interval between SIGKILLs")
 	flagRate     = flag.Float64("chaos.rate", 4, "changes submitted per second")
 	flagTimeout  = flag.Duration("chaos.settle", 0, "how long changes may take to settle (0: 90s + 1.5s per change)")
+	flagPlatform = flag.String("chaos.platform", "gitlab", "the platform the replicas serve: gitlab (gitlabfake) or github (githubfake)")
 )
 
 // TestMain lets the test binary act as the changebot binary in the replica
@@ -90,20 +86,12 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run skipped under -short")
 	}
-	switch *flagPlatform {
-	case "github":
-		testChaosGitHub(t)
-		return
-	case "gitlab":
-	default:
-		t.Fatalf("-chaos.platform %q: want gitlab or github", *flagPlatform)
-	}
 	seed := *flagSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
 	n := *flagN
-	t.Logf("chaos run: %d changes, %d replicas, seed %d", n, *flagReplicas, seed)
+	t.Logf("chaos run on %s: %d changes, %d replicas, seed %d", *flagPlatform, n, *flagReplicas, seed)
 	ctx := context.Background()
 	sc := pgtest.New(t)
 	st, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
@@ -111,47 +99,27 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The proxy listens first: GitLab's webhooks and the approval system's
-	// callbacks go through it.
+	// The proxy listens first: the platform's webhooks and the approval
+	// system's callbacks go through it.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	gl := gitlabfake.New(gitlabfake.Options{WebhookURL: base + "/webhooks/gitlab", WebhookSecret: webhookSecret})
-	defer gl.Close()
-	gl.AddUser(robot, robotToken, gitlabfake.AsBot())
-	members := map[string]int{robot: gitlabfake.AccessMaintainer, "alice": gitlabfake.AccessDeveloper}
-	var reviewerTokens []string
-	for _, r := range reviewers {
-		gl.AddUser(r.name, r.token, gitlabfake.AsBot())
-		members[r.name] = gitlabfake.AccessDeveloper
-		reviewerTokens = append(reviewerTokens, r.token)
+	var rg rig
+	switch *flagPlatform {
+	case "gitlab":
+		rg = newGitLabRig(base, seed)
+	case "github":
+		rg = newGitHubRig(base, seed)
+	default:
+		t.Fatalf("-chaos.platform %q: want gitlab or github", *flagPlatform)
 	}
-	gl.AddUser("alice", "chaos-alice-token")
-	proj := gl.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: projectPath, Members: members})
-	gl.SetPipelineScript(proj.ID, gitlabfake.PipelineScript{Duration: time.Second})
-	gl.SetWebhookChaos(gitlabfake.WebhookChaos{DuplicateRate: .10, ReorderRate: .10, DropRate: .05, Seed: int64(seed)})
-	// About 2.5% of GitLab calls answer 503 and 0.25% a lone 429 (Retry-After
-	// a second), whatever the endpoint; and GitLab throttles one account now
-	// and then (throttler): every call of that account answers 429 until
-	// the window ends, and every replica holds the account back meanwhile
-	// (issue 10 point 4). A lone 429 holds the account back for its second
-	// too: at the 2.5% the run used before the wait was shared, the robot
-	// account sat idle 43% of the run, a throttle no GitLab applies.
-	for segs := 3; segs <= 10; segs++ {
-		pattern := strings.Repeat("/*", segs)
-		gl.InjectFault(gitlabfake.Fault{PathPattern: pattern, Status: http.StatusTooManyRequests, Rate: .0025,
-			RetryAfter: strconv.Itoa(int(chaosRetryAfter / time.Second))})
-		gl.InjectFault(gitlabfake.Fault{PathPattern: pattern, Status: http.StatusServiceUnavailable, Rate: .025})
-	}
+	defer rg.close()
 	stopVacuum, vacuumDone := make(chan struct{}), make(chan struct{})
 	go standInForAutovacuum(ctx, t, sc, stopVacuum, vacuumDone)
 	defer func() { close(stopVacuum); <-vacuumDone }()
-	th := &throttler{gl: gl, rng: rand.New(rand.NewPCG(seed+2, seed)), every: throttleEvery,
-		users: []string{robot, robot, reviewers[0].name, robot, robot, reviewers[1].name}}
-	stopThrottle, throttleDone := make(chan struct{}), make(chan struct{})
-	go th.run(stopThrottle, throttleDone)
+	stopFaults := rg.start()
 	ap := approvalfake.New(approvalfake.Options{Secret: callbackSecret, AutoDecision: "approved", AutoDelay: 200 * time.Millisecond, Approver: "carol"})
 	defer ap.Close()
 
@@ -160,19 +128,16 @@ func TestChaos(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte(settingsYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{
-		"DATABASE_URL=" + sc.URL,
-		"CHANGEBOT_GITLAB_URL=" + gl.URL(),
-		"CHANGEBOT_GITLAB_TOKEN=" + robotToken,
-		"CHANGEBOT_REVIEWER_TOKENS=" + strings.Join(reviewerTokens, ","),
-		"CHANGEBOT_WEBHOOK_SECRETS=" + webhookSecret,
-		"CHANGEBOT_CALLBACK_SECRET=" + callbackSecret,
-		"CHANGEBOT_API_TOKENS=submitter:" + apiToken,
-		"CHANGEBOT_APPROVAL_URL=" + ap.URL(),
-		"CHANGEBOT_EXTERNAL_URL=" + base,
+	env := append(rg.env(),
+		"DATABASE_URL="+sc.URL,
+		"CHANGEBOT_WEBHOOK_SECRETS="+webhookSecret,
+		"CHANGEBOT_CALLBACK_SECRET="+callbackSecret,
+		"CHANGEBOT_API_TOKENS=submitter:"+apiToken,
+		"CHANGEBOT_APPROVAL_URL="+ap.URL(),
+		"CHANGEBOT_EXTERNAL_URL="+base,
 		"CHANGEBOT_LOG_LEVEL=warn",
 		"CHANGEBOT_SHUTDOWN_GRACE=2s",
-	}
+	)
 	replicas := make([]*replica, *flagReplicas)
 	for i := range replicas {
 		replicas[i] = &replica{idx: i, addr: freeAddr(t), cfgFile: cfgFile, env: env, logPath: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i))}
@@ -212,8 +177,7 @@ func TestChaos(t *testing.T) {
 	byStep, unsettled := waitSettled(ctx, t, st, sc, ids, settle)
 	close(stopKills)
 	<-killsDone
-	close(stopThrottle)
-	<-throttleDone
+	stopFaults()
 	elapsed := time.Since(start)
 	for _, r := range replicas {
 		if !r.alive.Load() {
@@ -224,14 +188,15 @@ func TestChaos(t *testing.T) {
 	}
 	// Let in-flight webhooks land and be processed before counting.
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := gl.WaitIdle(fctx); err != nil {
-		t.Logf("fake GitLab not idle: %v", err)
+	if err := rg.waitIdle(fctx); err != nil {
+		t.Logf("fake %s not idle: %v", *flagPlatform, err)
 	}
 	cancel()
 	waitProcessed(ctx, t, sc, 30*time.Second)
 
-	rep := report{n: n, elapsed: elapsed, byStep: byStep, unsettled: unsettled, kills: k.kills, windows: th.opened()}
-	rep.collect(ctx, t, gl, st, sc, ids)
+	rep := report{platform: *flagPlatform, n: n, elapsed: elapsed, byStep: byStep, unsettled: unsettled, kills: k.kills}
+	rep.collect(ctx, t, rg, st, sc, ids)
+	rep.statusCommentsOf(ctx, t, rg, st, ids, 30*time.Second)
 	final := map[string]float64{}
 	for _, r := range replicas {
 		m, err := scrapeValidated(ctx, r.addr)
@@ -488,6 +453,7 @@ func waitSettled(ctx context.Context, t *testing.T, st *postgres.Store, sc pgtes
 
 // report holds the run's figures.
 type report struct {
+	platform   string
 	n          int
 	elapsed    time.Duration
 	kills      int
@@ -517,7 +483,18 @@ type report struct {
 	sweeps                 int
 	proxyFailed            int64
 	proxyRetried           int64
-	gitlabCalls, faulted   int
+	// platformCalls counts the REST calls the fake platform received,
+	// faulted those answered 429 or 503 (on GitHub also 403: its rate
+	// limits).
+	platformCalls, faulted int
+	// maxStatusComments is the most status comments one merge request
+	// has (goal 1); staleStatus counts the settled changes whose last
+	// status comment does not show their final step.
+	maxStatusComments, staleStatus int
+	// wrongPlatform counts changes not recording the run's platform,
+	// sharedMRs merge requests two changes claim, underApproved merged
+	// merge requests without every reviewer robot's approval.
+	wrongPlatform, sharedMRs, underApproved int
 	// windows are the throttle windows opened. rateLimited counts the 429
 	// answers per username; blocked is, per username, how long 429s held
 	// the account back (to their window's end, or a lone 429's second;
@@ -532,9 +509,12 @@ type report struct {
 	// waitEvents counts the attempt events of jobs that waited out a rate
 	// limit (runner's noteDetail with rate_limited).
 	waitEvents int
+	// limitsInjected and outagesInjected count GitHub's one-shot rate
+	// limits and 503s (githubRig).
+	limitsInjected, outagesInjected int
 }
 
-func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Server, st *postgres.Store, sc pgtest.Schema, ids []string) {
+func (r *report) collect(ctx context.Context, t *testing.T, rg rig, st *postgres.Store, sc pgtest.Schema, ids []string) {
 	t.Helper()
 	for _, id := range r.unsettled {
 		op, err := st.GetOperation(ctx, st.DB(), id)
@@ -542,83 +522,9 @@ func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Serve
 			r.unsettledD = append(r.unsettledD, fmt.Sprintf("%s at %s (v%d, last change %s ago)", id, flows.StepCode(op.Step),
 				op.Version, time.Since(op.UpdatedAt).Round(time.Second)))
 		}
+		logUnsettled(ctx, t, st, sc, id)
 	}
-	// Merge and approve calls, from the fake's record of every REST call.
-	merged := map[string]bool{}
-	mergeOK := map[string]int{}
-	approvedOK := map[string]bool{}
-	calls := gl.Calls()
-	r.rateLimited, r.blocked = map[string]int{}, map[string]time.Duration{}
-	blockedEnd := map[string]time.Time{}
-	if len(calls) > 0 {
-		r.span = calls[len(calls)-1].At.Sub(calls[0].At)
-	}
-	for _, c := range calls {
-		r.gitlabCalls++
-		if c.Status == http.StatusTooManyRequests || c.Status == http.StatusServiceUnavailable {
-			r.faulted++
-		}
-		if c.Status == http.StatusTooManyRequests {
-			// A 429 holds its account back to its window's end, or for a
-			// lone 429's Retry-After; calls are recorded in order, so the
-			// union of the waits is a sweep.
-			r.rateLimited[c.User]++
-			start, end := c.At, c.At.Add(chaosRetryAfter)
-			if w := windowOf(r.windows, c); w != nil {
-				end = w.until
-				if w.first.IsZero() {
-					w.first = c.At
-				} else if c.At.Sub(w.first) > time.Second {
-					r.lateInWindow++
-				}
-			}
-			if prev := blockedEnd[c.User]; prev.After(start) {
-				start = prev
-			}
-			if end.After(start) {
-				r.blocked[c.User] += end.Sub(start)
-				blockedEnd[c.User] = end
-			}
-		}
-		ok := c.Status >= 200 && c.Status < 300
-		switch {
-		case c.Method == http.MethodPut && match("/api/v4/projects/*/merge_requests/*/merge", c.Path):
-			r.mergeCalls++
-			if merged[c.Path] {
-				r.mergesAfterDone++
-			}
-			if ok {
-				merged[c.Path] = true
-				mergeOK[c.Path]++
-			}
-		case c.Method == http.MethodPost && match("/api/v4/projects/*/merge_requests/*/approve", c.Path):
-			r.approveCalls++
-			key := c.Path + " " + c.User + " " + bodySHA(c.Body)
-			if approvedOK[key] {
-				r.approvesAfterOK++
-			}
-			if ok {
-				approvedOK[key] = true
-			}
-		}
-	}
-	r.mrsMerged = len(merged)
-	for _, v := range mergeOK {
-		r.maxMergesPerMR = max(r.maxMergesPerMR, v)
-	}
-	// Deliveries: every event sent and not dropped is stored once.
-	sentKeys := map[string]gitlabfake.SentWebhook{}
-	for _, h := range gl.Webhooks() {
-		if h.Dropped {
-			r.dropped++
-			continue
-		}
-		if intakeIgnores(h) {
-			r.ignoredByDesign++
-			continue
-		}
-		sentKeys[h.IdempotencyKey] = h
-	}
+	sentKeys := rg.collect(t, r)
 	r.sentNotDropped = len(sentKeys)
 	storedKeys := map[string]bool{}
 	rows, err := sc.Pool.Query(ctx, `SELECT dedupe_key FROM webhook_deliveries`)
@@ -630,14 +536,14 @@ func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Serve
 		if err := rows.Scan(&k); err != nil {
 			t.Fatal(err)
 		}
-		storedKeys[strings.TrimPrefix(k, "idem:")] = true
+		storedKeys[k] = true
 	}
 	rows.Close()
 	r.stored = len(storedKeys)
-	for k, h := range sentKeys {
+	for k, what := range sentKeys {
 		if !storedKeys[k] {
 			r.missingKeys++
-			t.Logf("sent, not stored: %s status %d err %q duplicate %v body %.200s", h.Event, h.Status, h.Err, h.Duplicate, h.Body)
+			t.Logf("sent, not stored: %s %s", k, what)
 		}
 	}
 	// Validated: rows, CALLED_BACK events by source (authoritative), claims.
@@ -697,9 +603,81 @@ func (r *report) collect(ctx context.Context, t *testing.T, gl *gitlabfake.Serve
 	}
 }
 
+// logUnsettled logs the last events and jobs of a change that did not
+// settle.
+func logUnsettled(ctx context.Context, t *testing.T, st *postgres.Store, sc pgtest.Schema, id string) {
+	t.Helper()
+	evs, err := st.ListEvents(ctx, st.DB(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last []string
+	for _, ev := range evs[max(0, len(evs)-6):] {
+		last = append(last, fmt.Sprintf("%s %s→%d by %s from %s %s", ev.OccurredAt.Format(time.TimeOnly), ev.Type, ev.ToStep, ev.Actor, ev.Source, ev.Payload))
+	}
+	var jobs []string
+	rows, err := sc.Pool.Query(ctx, `SELECT kind, state, attempt, coalesce(errors[array_length(errors,1)]->>'error','') FROM river_job
+		WHERE args->>'operation_id' = $1 ORDER BY id DESC LIMIT 5`, id)
+	if err == nil {
+		for rows.Next() {
+			var kind, state, lastErr string
+			var attempt int
+			if rows.Scan(&kind, &state, &attempt, &lastErr) == nil {
+				jobs = append(jobs, fmt.Sprintf("%s %s attempt %d %s", kind, state, attempt, lastErr))
+			}
+		}
+		rows.Close()
+	}
+	t.Logf("unsettled %s: last events:\n  %s\n jobs:\n  %s", id, strings.Join(last, "\n  "), strings.Join(jobs, "\n  "))
+}
+
+// statusCommentsOf sets r's figures of each change's merge request: the
+// most status comments on one, the changes whose last status comment does
+// not show their status yet, changes not recording the run's platform,
+// merge requests two changes claim, and merged ones without every
+// reviewer's approval. The comments are refreshed by jobs of
+// their own after the last transition (note.delay), so it reads again for
+// up to timeout while some are behind.
+func (r *report) statusCommentsOf(ctx context.Context, t *testing.T, rg rig, st *postgres.Store, ids []string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		r.maxStatusComments, r.staleStatus, r.wrongPlatform, r.sharedMRs, r.underApproved = 0, 0, 0, 0, 0
+		claimed := map[int64]bool{}
+		for _, id := range ids {
+			op, err := st.GetOperation(ctx, st.DB(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if op.Platform != r.platform {
+				r.wrongPlatform++
+			}
+			if op.MRIID == 0 {
+				continue
+			}
+			if claimed[op.MRIID] {
+				r.sharedMRs++
+			}
+			claimed[op.MRIID] = true
+			if merged, approvals := rg.approvals(op.MRIID); merged && approvals < len(reviewers) {
+				r.underApproved++
+			}
+			notes := rg.statusComments(op.MRIID)
+			r.maxStatusComments = max(r.maxStatusComments, len(notes))
+			if len(notes) == 0 || !strings.Contains(notes[len(notes)-1], "<sub>"+op.Status+" · step") {
+				r.staleStatus++
+			}
+		}
+		if r.staleStatus == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 func (r *report) print(t *testing.T) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n=== chaos run: %d changes in %s, %d SIGKILLs ===\n", r.n, r.elapsed.Round(time.Second), r.kills)
+	fmt.Fprintf(&b, "\n=== chaos run on %s: %d changes in %s, %d SIGKILLs ===\n", r.platform, r.n, r.elapsed.Round(time.Second), r.kills)
 	fmt.Fprintf(&b, "changes settled (VALIDATED, explicit failure or pending): %d/%d  by step %s\n", r.n-len(r.unsettled), r.n, fmtMap(r.byStep))
 	for _, d := range r.unsettledD {
 		fmt.Fprintf(&b, "  unsettled: %s\n", d)
@@ -716,10 +694,25 @@ func (r *report) print(t *testing.T) {
 	fmt.Fprintf(&b, "validated: rows %d, CALLED_BACK events %d by source %s, commit claims %d (goal all equal)\n", r.validated, events, fmtMap(r.calledBack), r.claims)
 	fmt.Fprintf(&b, "changebot_validated_total summed over processes (scraped before each kill and at the end): %v by source %s; lost with killed processes %v; failed pre-kill scrapes %d\n",
 		sumValues(r.metricBySource), fmtMap(r.metricBySource), float64(r.validated)-sumValues(r.metricBySource), r.missedScrapes)
+	fmt.Fprintf(&b, "status comments: at most %d on one merge request (goal 1); changes whose status comment does not show their status (after up to 30 s) %d\n",
+		r.maxStatusComments, r.staleStatus)
+	fmt.Fprintf(&b, "changes not recording %s %d, merge requests claimed twice %d, merged without every reviewer's approval %d (goal 0 each)\n",
+		r.platform, r.wrongPlatform, r.sharedMRs, r.underApproved)
 	fmt.Fprintf(&b, "hash chains intact %d/%d\n", r.chainsOK, r.chainsOK+r.chainsBroken)
 	fmt.Fprintf(&b, "periodic jobs (leader only) %s; steps re-enqueued by the sweeper %d\n", fmtMap(r.periodic), r.sweeps)
-	fmt.Fprintf(&b, "gitlab calls %d, answered 429/503 %d (%.1f%%); proxy retries %d, requests no replica answered %d\n",
-		r.gitlabCalls, r.faulted, 100*float64(r.faulted)/float64(max(1, r.gitlabCalls)), r.proxyRetried, r.proxyFailed)
+	fmt.Fprintf(&b, "%s calls %d, answered 403/429/503 %d (%.1f%%); proxy retries %d, requests no replica answered %d\n",
+		r.platform, r.platformCalls, r.faulted, 100*float64(r.faulted)/float64(max(1, r.platformCalls)), r.proxyRetried, r.proxyFailed)
+	if r.platform == "github" {
+		var limited int
+		for _, c := range r.rateLimited {
+			limited += c
+		}
+		fmt.Fprintf(&b, "injected: 503s %d, rate limits (secondary, or primary one time in three) %d; 403/429 answers %d\n",
+			r.outagesInjected, r.limitsInjected, limited)
+		fmt.Fprintf(&b, "job runs that waited out a rate limit (attempt events): %d\n", r.waitEvents)
+		t.Log(b.String())
+		return
+	}
 	byUser := map[string]int{}
 	for _, w := range r.windows {
 		byUser[w.user]++
@@ -765,27 +758,14 @@ func (r *report) violations() []string {
 	if r.chainsBroken > 0 {
 		v = append(v, fmt.Sprintf("%d broken hash chains", r.chainsBroken))
 	}
+	if r.wrongPlatform > 0 || r.sharedMRs > 0 || r.underApproved > 0 {
+		v = append(v, fmt.Sprintf("%d changes not recording %s, %d merge requests claimed twice, %d merged without every approval",
+			r.wrongPlatform, r.platform, r.sharedMRs, r.underApproved))
+	}
+	if r.maxStatusComments > 1 {
+		v = append(v, fmt.Sprintf("a merge request has %d status comments", r.maxStatusComments))
+	}
 	return v
-}
-
-// intakeIgnores tells the events the webhook intake answers 200 "ignored"
-// without storing, by design (webhooks.NewGitLabHandler): edited and system
-// notes, notes not on an MR, notes without a command (the intake asks
-// commands.MayHoldCommand, as serve wires it; issue 12), and kinds the bot
-// does not use.
-func intakeIgnores(h gitlabfake.SentWebhook) bool {
-	ev, err := gitlab.DecodeHook(h.Event, h.Body)
-	if err != nil {
-		return false
-	}
-	switch ev.Kind {
-	case platform.HookMergeRequest, platform.HookPipeline:
-		return false
-	case platform.HookNote:
-		return ev.Note == nil || ev.Note.NoteableType != platform.NoteableMergeRequest || ev.Note.System ||
-			ev.Note.Action == platform.NoteActionUpdate || !commands.MayHoldCommand(ev.Note.Body)
-	}
-	return true
 }
 
 func match(pattern, path string) bool {

@@ -21,10 +21,19 @@
 // fake's compare quadratic in the history) N=1000 stalled at 650 to 780
 // changes settled; N=150 took 3m23s with the robot held back 43%.
 //
-// `make chaos CHAOS_PLATFORM=github` (flag -chaos.platform=github) runs
-// the same replicas, SIGKILLs and proxy against githubfake (issue 15):
-// injected 502s and secondary rate limits, 5% of the webhooks dropped
-// and 10% redelivered with their X-GitHub-Delivery; it checks that every
-// change ends VALIDATED, each pull request is merged by one successful
-// merge call with both reviewers' approvals, and has one status comment.
+// `make chaos CHAOS_PLATFORM=github` (or `make chaos PLATFORM=github
+// N=200`; flag -chaos.platform=github) runs the same replicas, SIGKILLs
+// and proxy with CHANGEBOT_PLATFORM=github against githubfake (issue 15;
+// the platform is a rig, chaos/rig_test.go): webhooks duplicated with the
+// same X-GitHub-Delivery, reordered and dropped; 2.5% of the calls
+// answered 503; every throttleEvery on average a secondary rate limit
+// (403, Retry-After 1 or 2 s) or, one time in three, a primary one (403,
+// x-ratelimit-remaining 0) answered to the next call. The guarantees
+// checked are the same on both platforms: every change settled, each
+// recording the run's platform and its own merge request; one successful
+// merge per merge request, none after it merged, and with every reviewer's
+// approval; no second approval by a reviewer at a head it approved; every
+// webhook sent and not dropped stored once; validated rows = CALLED_BACK
+// events = commit claims; one status comment per merge request, showing
+// the change's status; intact hash chains.
 package chaos
