@@ -157,6 +157,15 @@ func TestGitHubFailurePaths(t *testing.T) {
 				t.Errorf("pull request %s merged=%v, want open", pr.State, pr.Merged)
 			}
 			g.statusComment(t, r, v.MergeRequest.IID, "HANDLE_NOT_MERGEABLE", "/retry")
+			// GitHub says why only in its 405: the reason reaches the
+			// change's detail, in GitHub's words (issue 15).
+			wantDetail := fmt.Sprintf("GitHub still answers not_approved for #%d after 1 rounds: Repository rule violations found: commit message must match ^CHG-", v.MergeRequest.IID)
+			if v.Detail != wantDetail {
+				t.Errorf("detail %q, want %q", v.Detail, wantDetail)
+			}
+			if strings.Contains(v.Hint, "GitLab") || !strings.Contains(v.Hint, "GitHub refuses the merge") {
+				t.Errorf("hint %q, want GitHub's refusal in GitHub's words", v.Hint)
+			}
 		}},
 		{"conflict", func(t *testing.T, _ *failEnv) {
 			// GitLab: merge/conflict.

@@ -213,12 +213,12 @@ func (a *App) serveChangeList(w http.ResponseWriter, r *http.Request) {
 func newChangeListItem(op store.Operation, externalURL string) changeListItem {
 	st := flows.MustStep(flows.StepCode(op.Step))
 	it := changeListItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
-		Status: op.Status, Step: stepView{op.Step, st.Name}, Hint: st.Hint, Terminal: st.Terminal,
+		Status: op.Status, Step: stepView{op.Step, st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal,
 		RequestedBy: op.RequestedBy, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 	if op.MRIID > 0 {
 		it.MergeRequest = &mrView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
 	} else {
-		it.Hint = apiHint(st, externalURL+"/api/v1/changes/"+op.ID)
+		it.Hint = apiHint(st, op.Platform, externalURL+"/api/v1/changes/"+op.ID)
 	}
 	return it
 }

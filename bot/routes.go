@@ -531,12 +531,12 @@ func (a *App) getChange(w http.ResponseWriter, r *http.Request) {
 	}
 	st := flows.MustStep(flows.StepCode(op.Step))
 	v := changeView{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Status: op.Status,
-		Step: stepView{op.Step, st.Name}, Hint: st.Hint, Terminal: st.Terminal, Detail: op.Detail, Events: events,
+		Step: stepView{op.Step, st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal, Detail: op.Detail, Events: events,
 		ApprovalFirst: op.ApprovalFirst}
 	if op.MRIID > 0 {
 		v.MergeRequest = &mrView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
 	} else {
-		v.Hint = apiHint(st, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
+		v.Hint = apiHint(st, op.Platform, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
 	if v.Events == nil {
 		v.Events = []store.Event{}
@@ -601,16 +601,21 @@ func (a *App) getEvents(w http.ResponseWriter, r *http.Request) {
 
 // apiHint is the hint of a change that has no merge request to comment
 // on: the step's own hint speaks of MR commands, so the API's actions are
-// named instead (issue 9 defect 16).
-func apiHint(st flows.Step, url string) string {
+// named instead (issue 9 defect 16). It speaks of a merge request, or of a
+// pull request on GitHub (platform, the change's).
+func apiHint(st flows.Step, platform, url string) string {
+	mr := "merge request"
+	if platform == store.PlatformGitHub {
+		mr = "pull request"
+	}
 	switch {
 	case st.Retryable():
-		return "It failed before its merge request was opened: an operator retries it with POST " + url +
+		return "It failed before its " + mr + " was opened: an operator retries it with POST " + url +
 			"/retry once the cause is fixed, or its submitter or an operator cancels it with POST " + url + "/cancel."
 	case st.Resumable():
-		return st.Hint + " It has no merge request yet: an operator resumes it with POST " + url + "/resume."
+		return st.HintOn(platform) + " It has no " + mr + " yet: an operator resumes it with POST " + url + "/resume."
 	}
-	return st.Hint
+	return st.HintOn(platform)
 }
 
 // gitlabMetrics counts GitLab calls (changebot_gitlab_calls_total) and

@@ -72,19 +72,28 @@ func (e *Engine) shaMismatch(ctx context.Context, op store.Operation) error {
 	if done {
 		return err
 	}
-	return e.nextRound(ctx, op, HandleAwaitPipeline, "sha_mismatch")
+	return e.nextRound(ctx, op, HandleAwaitPipeline, "sha_mismatch", "")
 }
 
 // nextRound starts another round of the handle phase at step to (approvals
 // again, or the pipeline wait), or gives up once merge.max_rounds rounds are
 // used: GitLab kept refusing for a reason that should have cleared.
-func (e *Engine) nextRound(ctx context.Context, op store.Operation, to StepCode, reason string) error {
+// refusal, when not "", is the platform's own words for its last refusal
+// (GitHub's 405 message): the round's event and the final detail carry it.
+func (e *Engine) nextRound(ctx context.Context, op store.Operation, to StepCode, reason, refusal string) error {
 	w := wordsOf(op.Platform)
 	if op.Rounds >= e.pollFor(op).MaxRounds {
+		if refusal != "" {
+			return failTo(HandleNotMergeable, "%s still answers %s for %s after %d rounds: %s", w.Platform, reason, w.Ref(op.MRIID), op.Rounds, refusal)
+		}
 		return failTo(HandleNotMergeable, "%s still answers %s for %s after %d rounds", w.Platform, reason, w.Ref(op.MRIID), op.Rounds)
 	}
+	payload := map[string]any{"reason": reason, "round": op.Rounds + 1}
+	if refusal != "" {
+		payload["refusal"] = refusal
+	}
 	_, err := e.Transition(ctx, op, to, TransitionOpts{Source: "job:" + KindHandle,
-		Payload: map[string]any{"reason": reason, "round": op.Rounds + 1},
+		Payload: payload,
 		Update:  func(o *store.Operation) { o.Rounds++ }})
 	return err
 }
@@ -389,7 +398,7 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	case errors.Is(err, platform.ErrHeadMoved):
 		return e.shaMismatch(ctx, op)
 	case errors.Is(err, platform.ErrNotMergeable):
-		return e.notMergeable(ctx, op)
+		return e.notMergeable(ctx, op, refusalOf(op, err))
 	case errors.Is(err, platform.ErrForbidden):
 		return failTo(HandleNotMergeable, "the robot may not merge %s into %s (%s answered %d)", wordsOf(op.Platform).Ref(op.MRIID), op.TargetBranch, wordsOf(op.Platform).Platform, platform.StatusOf(err))
 	default:
@@ -545,7 +554,13 @@ var mergeBlockers = map[string]string{
 // HANDLE_FAILED; anything people must clear, or a rule GitLab reports only
 // in merge_error while calling the MR mergeable -> HANDLE_NOT_MERGEABLE
 // with that reason, written once and never retried in a loop.
-func (e *Engine) notMergeable(ctx context.Context, op store.Operation) error {
+//
+// refusal is the merge answer's own reason where the platform gives it
+// only there (refusalOf: GitHub's 405 message); it stands in for an empty
+// merge_error of a blocked request and ends the detail of a change that
+// runs out of rounds (a request read as mergeable after it still backs off
+// and merges again: the 405 may have raced a check finishing).
+func (e *Engine) notMergeable(ctx context.Context, op store.Operation, refusal string) error {
 	mr, done, err := e.readOpenMR(ctx, op, true)
 	if done {
 		return err
@@ -566,9 +581,9 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation) error {
 	case "need_rebase":
 		return e.startRebase(ctx, op, mr)
 	case "not_approved":
-		return e.nextRound(ctx, op, HandleStarted, status)
+		return e.nextRound(ctx, op, HandleStarted, status, refusal)
 	case "ci_still_running":
-		return e.nextRound(ctx, op, HandleAwaitPipeline, status)
+		return e.nextRound(ctx, op, HandleAwaitPipeline, status, refusal)
 	case "ci_must_pass":
 		return failTo(HandleFailed, "the %s of %s did not pass", w.Pipeline, short(mr.SHA))
 	case "conflict":
@@ -580,10 +595,29 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation) error {
 	if r, ok := mergeBlockers[status]; ok {
 		reason = r + " (" + status + ")"
 	}
-	if mr.MergeError != "" {
+	switch {
+	case mr.MergeError != "":
 		reason += ": " + mr.MergeError
+	case refusal != "":
+		reason += ": " + refusal
 	}
 	return failTo(HandleNotMergeable, "%s refuses to merge %s: %s", w.Platform, w.Ref(op.MRIID), reason)
+}
+
+// refusalOf is the reason a merge answered err (platform.ErrNotMergeable)
+// gives in its own message, where only that message says it: on GitHub,
+// whose pull request shows mergeable_state "blocked" alike for a missing
+// review, a ruleset or any other rule (docs/github.md), the 405's message
+// ("Repository rule violations found ...") is the only reason there is.
+// GitLab says why in the merge request's merge_error and
+// detailed_merge_status, its 405 message being the status line ("405
+// Method Not Allowed"): "" there, so GitLab's texts stay as they are.
+func refusalOf(op store.Operation, err error) string {
+	var pe *platform.Error
+	if store.PlatformOr(op.Platform) != store.PlatformGitHub || !errors.As(err, &pe) {
+		return ""
+	}
+	return pe.Message
 }
 
 // draftStatus is the detailed_merge_status of a draft merge request.
