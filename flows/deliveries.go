@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"changebot/platform"
 	"changebot/store"
@@ -25,6 +26,15 @@ const (
 // dropped safely. It returns the outcome to record on the delivery.
 func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.HookEvent) (string, error) {
 	source := fmt.Sprintf("%s:%d", SourceWebhook, deliveryID)
+	if p := ev.Pipeline; p != nil && p.MRIID == 0 && p.Partial {
+		if iid := e.requestOfBranch(ctx, ev.ProjectID, p.Ref); iid > 0 {
+			// A check of a change's source branch whose payload names no
+			// pull request (a GitHub commit status): the change's.
+			hook := *p
+			hook.MRIID = iid
+			ev.Pipeline = &hook
+		}
+	}
 	switch {
 	case ev.Pipeline != nil && ev.Pipeline.MRIID > 0:
 		return e.applyMRPipeline(ctx, ev, source)
@@ -34,6 +44,22 @@ func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.Ho
 		return e.applyMergeRequestHook(ctx, ev, source)
 	}
 	return OutcomeIgnored, nil
+}
+
+// requestOfBranch returns the merge request iid of the change whose
+// source branch is branch (the engine's prefix and the operation id) in
+// project projectID on this platform, 0 when branch is no change's or the
+// change has no merge request yet. One read of the operation.
+func (e *Engine) requestOfBranch(ctx context.Context, projectID int64, branch string) int64 {
+	id, ok := strings.CutPrefix(branch, e.prefix)
+	if !ok || id == "" {
+		return 0
+	}
+	op, err := e.st.GetOperation(ctx, e.st.DB(), id)
+	if err != nil || op.ProjectID != projectID || op.Platform != e.platform || op.SourceBranch != branch {
+		return 0
+	}
+	return op.MRIID
 }
 
 func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, source string) (string, error) {

@@ -14,7 +14,9 @@ import (
 // a platform.PipelineHook with Partial set and id 0) ends the pipeline wait
 // when the head's CI state as a whole has finished: it reads the merge
 // request once and decides on its head pipeline, as the await_pipeline
-// poll would, with no poll worked. A check of another sha and a check
+// poll would, with no poll worked; a commit status, whose payload names no
+// pull request, is the change's by its source branch. A check of another
+// sha and a check
 // still running cost no read; a GitLab pipeline hook whose id is not the
 // head pipeline's still changes nothing (GitLab's behaviour unchanged).
 func TestPartialCheckHook(t *testing.T) {
@@ -25,6 +27,7 @@ func TestPartialCheckHook(t *testing.T) {
 		ci      string // the fake's MR pipeline outcome (the head's CI state)
 		hook    platform.PipelineHook
 		oldSHA  bool // the hook names another sha than the head
+		noMR    bool // the payload names no merge request (a GitHub commit status)
 		outcome string
 		reads   int
 		want    flows.StepCode
@@ -42,6 +45,9 @@ func TestPartialCheckHook(t *testing.T) {
 		{name: "head waits for a person", ci: "manual",
 			hook:    platform.PipelineHook{Status: "manual", Partial: true, Name: "deploy approval"},
 			outcome: flows.OutcomeApplied, reads: 1, want: flows.CreateMROpened, detail: "the pipeline waits for a manual job"},
+		{name: "status of the head, no pull request in the payload", ci: "success", noMR: true,
+			hook:    platform.PipelineHook{Status: platform.PipelineSuccess, Partial: true, Name: "ci/jenkins"},
+			outcome: flows.OutcomeApplied, reads: 1, want: flows.CreateSucceeded},
 		{name: "check of an old sha", ci: "success", oldSHA: true,
 			hook:    platform.PipelineHook{Status: platform.PipelineSuccess, Partial: true, Name: "build"},
 			outcome: flows.OutcomeNoChange, reads: 0, want: flows.CreateMROpened},
@@ -66,6 +72,9 @@ func TestPartialCheckHook(t *testing.T) {
 			hook.MRIID, hook.SHA, hook.Ref, hook.Source = op.MRIID, op.HeadSHA, op.SourceBranch, "check_run"
 			if tc.oldSHA {
 				hook.SHA = other
+			}
+			if tc.noMR {
+				hook.MRIID, hook.Source = 0, "status"
 			}
 			before := mrGets(h)
 			got, err := h.Engine.ApplyHook(t.Context(), 1, platform.HookEvent{Kind: platform.HookPipeline,
