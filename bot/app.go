@@ -152,7 +152,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	}
 	executor := commands.NewExecutor(commands.ExecutorConfig{
 		Flow: routing.NewCommandFlow(a.engine, a.store), Notes: routing.NewNoteStore(a.store).On(a.cfg.Platform), Access: a.gitlab,
-		Renderer: renderer, Operators: a.cfg.Operators, BotUsers: a.cfg.BotUsers, Logger: a.log,
+		Renderer: renderer, Platform: a.cfg.Platform, Operators: a.cfg.Operators, BotUsers: a.cfg.BotUsers, Logger: a.log,
 		RateLimitFunc: func() int { return a.settings.Get(settings.CommandsRateLimit, "").Int() },
 	})
 	router, err := routing.NewRouter(routing.RouterConfig{Store: a.store, Decode: hookDecoder(a.cfg.Platform),

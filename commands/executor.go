@@ -100,6 +100,9 @@ type ExecutorConfig struct {
 	Notes    NoteStore
 	Access   Access
 	Renderer Replier
+	// Platform is the installation's platform, "gitlab" (also "") or
+	// "github": the replies speak its words (templates' Platform).
+	Platform string
 	// Operators are GitLab usernames with the operator role.
 	Operators []string
 	// BotUsers are other bots whose notes are ignored (the robot and the
@@ -278,7 +281,7 @@ func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invoca
 		for i, k := range known {
 			names[i] = k.Name
 		}
-		return OutcomeNoChange, reply(templates.ReplyNoChange, templates.NoChangeReply{Names: names})
+		return OutcomeNoChange, reply(templates.ReplyNoChange, templates.NoChangeReply{Names: names, Platform: x.cfg.Platform})
 	}
 	for _, inv := range known {
 		if err := x.runOne(ctx, ev, op, inv, reply); err != nil {
@@ -323,7 +326,7 @@ func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op Change,
 		if err := x.cfg.Flow.Refuse(ctx, op.OperationID, p, recorded); err != nil {
 			return err
 		}
-		r.Name, r.Who = cmd.Name, cmd.WhoText
+		r.Name, r.Who, r.Platform = cmd.Name, cmd.WhoText, x.cfg.Platform
 		// The reply names the command once: "/retry applies to …" reads
 		// "it applies to …" after "`/retry` was not run …".
 		if rest, ok := strings.CutPrefix(r.Reason, "/"+cmd.Name+" "); ok {

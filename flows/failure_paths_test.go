@@ -145,3 +145,71 @@ func TestFailureStatusGolden(t *testing.T) {
 		t.Fatalf("only %d failure steps in the catalogue", covered)
 	}
 }
+
+// githubFailureDetails are sample details of a GitHub change, as the steps
+// write them in GitHub's words (issue 15), for the GitHub failure goldens.
+var githubFailureDetails = map[StepCode]string{
+	CreatePipelineFailed: "checks (run 5003) failed for 3f2a9c1e",
+	HandleReviewerDenied: "reviewer robot reviewer-2 may not approve #1: GitHub answered 401 (token revoked or expired, or the account is not eligible to approve)",
+	HandleNotMergeable:   "GitHub still answers not_approved for #1 after 3 rounds: Repository rule violations found: commit message must match ^CHG-",
+	HandleMergePending:   "GitHub still reports checking for #1 after 15m0s",
+	DeployPending:        "no successful deploy run for 9c0d1e2f after 6h0m0s",
+}
+
+// TestGitHubFailureStatusGolden renders the status comment of a GitHub
+// change at a handful of failure and pending steps (the step table's hint
+// in GitHub's words, a detail as the step writes it) and compares it with
+// templates/testdata/status_failure_github_<step>.golden (-update rewrites
+// them): it names pull request #1, GitHub and its checks, never GitLab, a
+// merge request or !1.
+func TestGitHubFailureStatusGolden(t *testing.T) {
+	t.Parallel()
+	r, err := templates.NewRenderer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{now: time.Now, poll: DefaultPollConfig}
+	t0 := time.Date(2026, 3, 9, 14, 0, 0, 0, time.UTC)
+	for code, detail := range githubFailureDetails {
+		st := MustStep(code)
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			op := store.Operation{ID: "op_01JNZK6W4X7Q2V9M3H8T5R1C0D", Title: "Raise the rate limit of payments-api",
+				SubjectID: "payments-api", TargetKey: "prod/eu-west-1", RequestedBy: "alice", Platform: store.PlatformGitHub,
+				Status: st.Status, Step: int(st.Code), Detail: detail, MRIID: 1,
+				MRWebURL: "https://github.com/platform/config/pull/1", TicketID: "CHG-1042"}
+			payload, _ := json.Marshal(map[string]any{"detail": detail})
+			events := []store.Event{
+				{Seq: 1, Type: store.EventSubmitted, ToStep: int(ApprovalSending), ToStatus: store.StatusApprovalSending, Actor: "alice", Source: "api", OccurredAt: t0},
+				{Seq: 2, Type: store.EventTransition, ToStep: int(CreateMROpened), ToStatus: store.StatusMRCreating, Actor: ActorBot, Source: "job:" + KindCreateMR, OccurredAt: t0.Add(time.Minute)},
+				{Seq: 3, Type: store.EventTransition, ToStep: int(st.Code), ToStatus: st.Status, Actor: ActorBot, Source: "job:" + KindHandle, Payload: payload, OccurredAt: t0.Add(5 * time.Minute)},
+			}
+			got, err := r.Status(e.StatusView(op, events))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hint := st.HintOn(store.PlatformGitHub); !strings.Contains(got, hint) || !strings.Contains(got, detail) {
+				t.Errorf("the status comment of %s does not show its GitHub hint %q and detail %q:\n%s", st.Name, hint, detail, got)
+			}
+			for _, never := range []string{"GitLab", "merge request", "!1"} {
+				if strings.Contains(got, never) {
+					t.Errorf("the GitHub status comment of %s says %q:\n%s", st.Name, never, got)
+				}
+			}
+			path := filepath.Join("..", "templates", "testdata", "status_failure_github_"+strings.ToLower(st.Name)+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("reading golden (go test ./flows -run GitHubFailureStatusGolden -update creates it): %v", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs (go test ./flows -run GitHubFailureStatusGolden -update if intended)\n--- got:\n%s\n--- want:\n%s", path, got, want)
+			}
+		})
+	}
+}

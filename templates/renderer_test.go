@@ -293,6 +293,9 @@ func TestReplyGolden(t *testing.T) {
 		{name: "refused_approval_system", kind: ReplyRefused, data: RefusedReply{Name: "approve", Because: BecauseApprovalSystem, Who: "approvers", TicketID: "APR-1001", TicketURL: "https://approvals.example.com/tickets/APR-1001"}},
 		{name: "refused_approval_system_no_ticket", kind: ReplyRefused, data: RefusedReply{Name: "reject", Because: BecauseApprovalSystem, Who: "approvers"}},
 		{name: "no_change", kind: ReplyNoChange, data: NoChangeReply{Names: []string{"retry", "status"}}},
+		// On GitHub the replies name the pull request and GitHub (issue 15).
+		{name: "refused_approval_system_github", kind: ReplyRefused, data: RefusedReply{Name: "approve", Because: BecauseApprovalSystem, Who: "approvers", TicketID: "APR-1001", TicketURL: "https://approvals.example.com/tickets/APR-1001", Platform: "github"}},
+		{name: "no_change_github", kind: ReplyNoChange, data: NoChangeReply{Names: []string{"retry", "status"}, Platform: "github"}},
 		{name: "rate_limited", kind: ReplyRateLimited, data: RateLimitedReply{Limit: 10, Window: time.Minute, Until: time.Date(2026, 3, 9, 14, 5, 0, 0, time.UTC)}},
 	}
 	for _, tc := range tests {

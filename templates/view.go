@@ -83,11 +83,23 @@ type StatusView struct {
 func (v StatusView) onGitHub() bool { return v.Platform == "github" }
 
 // MRNoun is "merge request", or "pull request" on GitHub.
-func (v StatusView) MRNoun() string {
-	if v.onGitHub() {
+func (v StatusView) MRNoun() string { return mrNoun(v.Platform) }
+
+// mrNoun is the request's noun on platform ("gitlab", also "", or
+// "github").
+func mrNoun(platform string) string {
+	if platform == "github" {
 		return "pull request"
 	}
 	return "merge request"
+}
+
+// platformName is platform's name: "GitLab" (also for ""), or "GitHub".
+func platformName(platform string) string {
+	if platform == "github" {
+		return "GitHub"
+	}
+	return "GitLab"
 }
 
 // MRRef is the request's reference as the platform writes it: "!42", or
@@ -109,12 +121,7 @@ func (v StatusView) PipelineNoun() string {
 }
 
 // PlatformName is "GitLab", or "GitHub".
-func (v StatusView) PlatformName() string {
-	if v.onGitHub() {
-		return "GitHub"
-	}
-	return "GitLab"
-}
+func (v StatusView) PlatformName() string { return platformName(v.Platform) }
 
 // MRView identifies a merge request in the status comment.
 type MRView struct {
@@ -205,14 +212,26 @@ type RefusedReply struct {
 	// TicketID and TicketURL are the change's approval ticket and its page
 	// (BecauseApprovalSystem), "" when unknown.
 	TicketID, TicketURL string
+	// Platform is where the request lives: "gitlab" (also "") or "github"
+	// (PlatformName).
+	Platform string
 }
+
+// PlatformName is "GitLab", or "GitHub".
+func (r RefusedReply) PlatformName() string { return platformName(r.Platform) }
 
 // NoChangeReply is the data of the "no_change" reply to commands on a merge
 // request that carries no changebot change.
 type NoChangeReply struct {
 	// Names are the commands of the note (lower-case, no slash).
 	Names []string
+	// Platform is where the request lives: "gitlab" (also "") or "github"
+	// (MRNoun).
+	Platform string
 }
+
+// MRNoun is "merge request", or "pull request" on GitHub.
+func (r NoChangeReply) MRNoun() string { return mrNoun(r.Platform) }
 
 // RateLimitedReply is the data of the "rate_limited" reply, sent once when a
 // user exceeds the per-user command rate.
