@@ -87,6 +87,16 @@ type Intake interface {
 	// of the webhook intake (issue 12). out[i] answers ds[i]. On an error
 	// nothing is stored or enqueued, and out is nil.
 	InsertDeliveries(ctx context.Context, ds []Delivery, job func(id int64) river.InsertManyParams) (out []DeliveryInsert, err error)
+	// StoreDeliveries stores the deliveries of ds whose DedupeKey is new
+	// as InsertDeliveries does, without enqueueing their jobs: they wait
+	// (DispatchedAt nil) for DispatchDeliveries. On PostgreSQL it is one
+	// autocommit statement, the intake's one durable round trip (issue 12).
+	StoreDeliveries(ctx context.Context, ds []Delivery) (out []DeliveryInsert, err error)
+	// DispatchDeliveries enqueues job(id) for at most max stored deliveries
+	// whose jobs are not enqueued yet, oldest first, and marks them
+	// dispatched, in one transaction; concurrent callers (replicas) never
+	// enqueue one delivery twice. It returns how many it enqueued.
+	DispatchDeliveries(ctx context.Context, max int, job func(id int64) river.InsertManyParams) (n int, err error)
 	GetDelivery(ctx context.Context, db DBTX, id int64) (Delivery, error)
 	MarkDeliveryProcessed(ctx context.Context, db DBTX, id int64, outcome string) error
 	CountDeliveries(ctx context.Context, db DBTX) (int, error)

@@ -17,6 +17,9 @@ type Delivery struct {
 	ReceivedAt  time.Time
 	ProcessedAt *time.Time
 	Outcome     string
+	// DispatchedAt is when the delivery's job was enqueued; nil while it
+	// waits for the dispatcher (StoreDeliveries, DispatchDeliveries).
+	DispatchedAt *time.Time
 }
 
 // DeliveryInsert is InsertDeliveries' answer for one delivery.

@@ -106,7 +106,7 @@ var CopyTables = []Table{
 		"operation_id", KindText, "username", KindText, "source", KindText, "approved_at", KindTime)},
 	{Name: "webhook_deliveries", Key: []string{"id"}, Columns: cols(
 		"id", KindInt, "dedupe_key", KindText, "event", KindText, "project_id", KindInt, "body", KindBytes,
-		"received_at", KindTime, "processed_at", KindNullTime, "outcome", KindText)},
+		"received_at", KindTime, "processed_at", KindNullTime, "outcome", KindText, "dispatched_at", KindNullTime)},
 	{Name: "callback_requests", Key: []string{"kind", "request_id"}, Columns: cols(
 		"request_id", KindText, "kind", KindText, "operation_id", KindText, "result", KindText,
 		"received_at", KindTime)},

@@ -26,11 +26,10 @@ func (s *Store) InsertDelivery(ctx context.Context, d store.Delivery, job func(i
 	return out[0].ID, out[0].Inserted, nil
 }
 
-// InsertDeliveries stores the deliveries of ds whose dedupe key is new with
-// one INSERT … SELECT unnest(…) ON CONFLICT DO NOTHING, and enqueues job(id)
-// for each one stored with one River InsertManyTx, in one transaction: the
-// webhooks' group commit shares this transaction between concurrent
-// deliveries (DESIGN §9, issue 12). out[i] answers ds[i]; a later copy of a
+// InsertDeliveries stores the deliveries of ds whose dedupe key is new
+// with one INSERT … SELECT unnest(…) ON CONFLICT DO NOTHING, and enqueues
+// job(id) for each one stored with one River InsertManyTx, in one
+// transaction (stored dispatched). out[i] answers ds[i]; a later copy of a
 // key within ds is a duplicate of the first (store.FirstOfKey). On an error
 // nothing is stored or enqueued, unless the error is the commit's answer
 // being lost (a resend then answers duplicate).
@@ -38,6 +37,47 @@ func (s *Store) InsertDeliveries(ctx context.Context, ds []store.Delivery, job f
 	if len(ds) == 0 {
 		return nil, nil
 	}
+	var out []store.DeliveryInsert
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var ids []int64
+		var err error
+		out, ids, err = s.insertDeliveries(ctx, tx, ds, true)
+		if err != nil {
+			return err
+		}
+		jobs := make([]river.InsertManyParams, 0, len(ids))
+		for _, id := range ids {
+			jobs = append(jobs, job(id))
+		}
+		return s.enqueue(ctx, tx, jobs)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storing %d deliveries (%s first): %w", len(ds), ds[0].Event, err)
+	}
+	return out, nil
+}
+
+// StoreDeliveries stores the deliveries of ds whose dedupe key is new with
+// one autocommit INSERT … SELECT unnest(…) ON CONFLICT DO NOTHING: one
+// durable round trip, the webhook intake's request path on PostgreSQL
+// (issue 12). Their jobs are not enqueued: DispatchDeliveries does that
+// (dispatched_at NULL until then, migration 0018). out[i] answers ds[i] as
+// InsertDeliveries' does; on an error nothing is stored, unless the error
+// is the commit's answer being lost (a resend then answers duplicate).
+func (s *Store) StoreDeliveries(ctx context.Context, ds []store.Delivery) ([]store.DeliveryInsert, error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	out, _, err := s.insertDeliveries(ctx, s.pool, ds, false)
+	if err != nil {
+		return nil, fmt.Errorf("storing %d deliveries (%s first): %w", len(ds), ds[0].Event, err)
+	}
+	return out, nil
+}
+
+// insertDeliveries runs the batch INSERT of ds in db and answers each
+// delivery, with the ids stored in ds's order.
+func (s *Store) insertDeliveries(ctx context.Context, db dbsqlc.DBTX, ds []store.Delivery, dispatched bool) ([]store.DeliveryInsert, []int64, error) {
 	first := store.FirstOfKey(ds)
 	// Rows go in in key order: two batches holding the same keys (two
 	// replicas, a resend racing its original) then wait on each other's
@@ -50,7 +90,7 @@ func (s *Store) InsertDeliveries(ctx context.Context, ds []store.Delivery, job f
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(ds[a].DedupeKey, ds[b].DedupeKey) })
-	p := &dbsqlc.DeliveryInsertManyIfNewParams{ReceivedAt: s.Now()}
+	p := &dbsqlc.DeliveryInsertManyIfNewParams{ReceivedAt: s.Now(), Dispatched: dispatched}
 	for _, i := range order {
 		d := ds[i]
 		p.DedupeKeys = append(p.DedupeKeys, d.DedupeKey)
@@ -58,29 +98,59 @@ func (s *Store) InsertDeliveries(ctx context.Context, ds []store.Delivery, job f
 		p.ProjectIds = append(p.ProjectIds, d.ProjectID)
 		p.Bodies = append(p.Bodies, d.Body)
 	}
+	rows, err := queries.DeliveryInsertManyIfNew(ctx, db, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("inserting %d deliveries: %w", len(p.DedupeKeys), err)
+	}
+	ids := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		ids[r.DedupeKey] = r.ID
+	}
 	out := make([]store.DeliveryInsert, len(ds))
+	stored := make([]int64, 0, len(rows))
+	for i, d := range ds {
+		if id, ok := ids[d.DedupeKey]; ok && first[i] == i {
+			out[i] = store.DeliveryInsert{ID: id, Inserted: true}
+			stored = append(stored, id)
+		}
+	}
+	return out, stored, nil
+}
+
+// DispatchDeliveries enqueues job(id) for at most max stored deliveries
+// whose jobs are not enqueued yet (StoreDeliveries), oldest first, and
+// marks them dispatched, in one transaction: the rows are selected FOR
+// UPDATE SKIP LOCKED, so dispatchers of several replicas running at once
+// take disjoint rows and each delivery's job is enqueued once. It returns
+// how many it enqueued (below max: none are left, or other dispatchers
+// hold them).
+func (s *Store) DispatchDeliveries(ctx context.Context, max int, job func(id int64) river.InsertManyParams) (int, error) {
+	n := 0
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := queries.DeliveryInsertManyIfNew(ctx, tx, p)
+		ids, err := queries.DeliveryLockUndispatched(ctx, tx, int32(max))
 		if err != nil {
-			return fmt.Errorf("inserting %d deliveries: %w", len(p.DedupeKeys), err)
+			return fmt.Errorf("reading undispatched deliveries: %w", err)
 		}
-		ids := make(map[string]int64, len(rows))
-		for _, r := range rows {
-			ids[r.DedupeKey] = r.ID
+		if len(ids) == 0 {
+			return nil
 		}
-		jobs := make([]river.InsertManyParams, 0, len(rows))
-		for i, d := range ds {
-			if id, ok := ids[d.DedupeKey]; ok && first[i] == i {
-				out[i] = store.DeliveryInsert{ID: id, Inserted: true}
-				jobs = append(jobs, job(id))
-			}
+		jobs := make([]river.InsertManyParams, 0, len(ids))
+		for _, id := range ids {
+			jobs = append(jobs, job(id))
 		}
-		return s.enqueue(ctx, tx, jobs)
+		if err := s.enqueue(ctx, tx, jobs); err != nil {
+			return err
+		}
+		if err := queries.DeliveryMarkDispatched(ctx, tx, &dbsqlc.DeliveryMarkDispatchedParams{DispatchedAt: s.Now(), Ids: ids}); err != nil {
+			return fmt.Errorf("marking %d deliveries dispatched: %w", len(ids), err)
+		}
+		n = len(ids)
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("storing %d deliveries (%s first): %w", len(ds), ds[0].Event, err)
+		return 0, fmt.Errorf("dispatching deliveries: %w", err)
 	}
-	return out, nil
+	return n, nil
 }
 
 // GetDelivery reads one delivery; ErrNotFound when there is none.
@@ -93,7 +163,7 @@ func (s *Store) GetDelivery(ctx context.Context, db store.DBTX, id int64) (store
 		return store.Delivery{}, fmt.Errorf("reading delivery %d: %w", id, err)
 	}
 	return store.Delivery{ID: r.ID, DedupeKey: r.DedupeKey, Event: r.Event, ProjectID: r.ProjectID, Body: r.Body,
-		ReceivedAt: r.ReceivedAt, ProcessedAt: r.ProcessedAt, Outcome: r.Outcome}, nil
+		ReceivedAt: r.ReceivedAt, ProcessedAt: r.ProcessedAt, Outcome: r.Outcome, DispatchedAt: r.DispatchedAt}, nil
 }
 
 // MarkDeliveryProcessed records the outcome of processing a delivery.

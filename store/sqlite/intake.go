@@ -30,43 +30,25 @@ func (s *Store) InsertDelivery(ctx context.Context, d store.Delivery, job func(i
 }
 
 // InsertDeliveries implements store.Intake: one multi-row INSERT … ON
-// CONFLICT DO NOTHING RETURNING of the new keys and one River InsertManyTx,
-// in one transaction.
+// CONFLICT DO NOTHING RETURNING of the new keys (stored dispatched) and one
+// River InsertManyTx, in one transaction. The webhook intake stores through
+// it on SQLite: one writer and no network round trip, so the transaction
+// costs what one autocommit INSERT would (BENCHMARKS.md, intake).
 func (s *Store) InsertDeliveries(ctx context.Context, ds []store.Delivery, job func(id int64) river.InsertManyParams) ([]store.DeliveryInsert, error) {
 	if len(ds) == 0 {
 		return nil, nil
 	}
-	// Hand-written: sqlc's SQLite engine cannot repeat a VALUES row for a
-	// slice. Every value is bound; five per row stays far below SQLite's
-	// 32,766 parameters for any batch the intake makes.
-	first := store.FirstOfKey(ds)
-	now := dbtime.Of(s.Now())
-	var query strings.Builder
-	query.WriteString(`INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at) VALUES `)
-	args := make([]any, 0, 5*len(ds))
-	for i, d := range ds {
-		if first[i] != i {
-			continue
-		}
-		if len(args) > 0 {
-			query.WriteString(", ")
-		}
-		query.WriteString("(?, ?, ?, ?, ?)")
-		args = append(args, d.DedupeKey, d.Event, d.ProjectID, d.Body, now)
-	}
-	query.WriteString(` ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, dedupe_key`)
-	out := make([]store.DeliveryInsert, len(ds))
+	var out []store.DeliveryInsert
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		ids, err := insertedIDs(ctx, tx, query.String(), args)
+		var ids []int64
+		var err error
+		out, ids, err = s.insertDeliveries(ctx, tx, ds, true)
 		if err != nil {
-			return fmt.Errorf("inserting %d deliveries: %w", len(args)/5, err)
+			return err
 		}
 		jobs := make([]river.InsertManyParams, 0, len(ids))
-		for i, d := range ds {
-			if id, ok := ids[d.DedupeKey]; ok && first[i] == i {
-				out[i] = store.DeliveryInsert{ID: id, Inserted: true}
-				jobs = append(jobs, job(id))
-			}
+		for _, id := range ids {
+			jobs = append(jobs, job(id))
 		}
 		return s.enqueue(ctx, tx, jobs)
 	})
@@ -74,6 +56,102 @@ func (s *Store) InsertDeliveries(ctx context.Context, ds []store.Delivery, job f
 		return nil, fmt.Errorf("storing %d deliveries (%s first): %w", len(ds), ds[0].Event, err)
 	}
 	return out, nil
+}
+
+// StoreDeliveries implements store.Intake: the INSERT of InsertDeliveries
+// alone, in a transaction of its own, its rows left for DispatchDeliveries.
+func (s *Store) StoreDeliveries(ctx context.Context, ds []store.Delivery) ([]store.DeliveryInsert, error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	var out []store.DeliveryInsert
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, _, err = s.insertDeliveries(ctx, tx, ds, false)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storing %d deliveries (%s first): %w", len(ds), ds[0].Event, err)
+	}
+	return out, nil
+}
+
+// insertDeliveries runs the batch INSERT of ds in tx and answers each
+// delivery, with the ids stored in ds's order.
+func (s *Store) insertDeliveries(ctx context.Context, tx *sql.Tx, ds []store.Delivery, dispatched bool) ([]store.DeliveryInsert, []int64, error) {
+	// Hand-written: sqlc's SQLite engine cannot repeat a VALUES row for a
+	// slice. Every value is bound; six per row stays far below SQLite's
+	// 32,766 parameters for any batch the intake makes.
+	first := store.FirstOfKey(ds)
+	now := dbtime.Of(s.Now())
+	var dispatchedAt *dbtime.Time
+	if dispatched {
+		dispatchedAt = &now
+	}
+	var query strings.Builder
+	query.WriteString(`INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at, dispatched_at) VALUES `)
+	args := make([]any, 0, 6*len(ds))
+	for i, d := range ds {
+		if first[i] != i {
+			continue
+		}
+		if len(args) > 0 {
+			query.WriteString(", ")
+		}
+		query.WriteString("(?, ?, ?, ?, ?, ?)")
+		args = append(args, d.DedupeKey, d.Event, d.ProjectID, d.Body, now, dispatchedAt)
+	}
+	query.WriteString(` ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, dedupe_key`)
+	ids, err := insertedIDs(ctx, tx, query.String(), args)
+	if err != nil {
+		return nil, nil, fmt.Errorf("inserting %d deliveries: %w", len(args)/6, err)
+	}
+	out := make([]store.DeliveryInsert, len(ds))
+	stored := make([]int64, 0, len(ids))
+	for i, d := range ds {
+		if id, ok := ids[d.DedupeKey]; ok && first[i] == i {
+			out[i] = store.DeliveryInsert{ID: id, Inserted: true}
+			stored = append(stored, id)
+		}
+	}
+	return out, stored, nil
+}
+
+// DispatchDeliveries implements store.Intake: in one transaction (SQLite's
+// one writer keeps two dispatchers from taking the same rows), the oldest
+// undispatched deliveries, at most max, get their jobs and are marked
+// dispatched.
+func (s *Store) DispatchDeliveries(ctx context.Context, max int, job func(id int64) river.InsertManyParams) (int, error) {
+	n := 0
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		g := tx
+		ids, err := queries.DeliveryListUndispatched(ctx, g, int64(max))
+		if err != nil {
+			return fmt.Errorf("reading undispatched deliveries: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		jobs := make([]river.InsertManyParams, 0, len(ids))
+		for _, id := range ids {
+			jobs = append(jobs, job(id))
+		}
+		if err := s.enqueue(ctx, tx, jobs); err != nil {
+			return err
+		}
+		now := dbtime.Of(s.Now())
+		for _, id := range ids {
+			if err := queries.DeliveryMarkDispatched(ctx, g, &dbsqlc.DeliveryMarkDispatchedParams{DispatchedAt: &now, ID: id}); err != nil {
+				return fmt.Errorf("marking delivery %d dispatched: %w", id, err)
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dispatching deliveries: %w", err)
+	}
+	return n, nil
 }
 
 // insertedIDs runs query (… RETURNING id, dedupe_key) and maps each
@@ -113,6 +191,9 @@ func (s *Store) GetDelivery(ctx context.Context, db store.DBTX, id int64) (store
 		ReceivedAt: r.ReceivedAt.Time, Outcome: r.Outcome}
 	if r.ProcessedAt != nil {
 		d.ProcessedAt = &r.ProcessedAt.Time
+	}
+	if r.DispatchedAt != nil {
+		d.DispatchedAt = &r.DispatchedAt.Time
 	}
 	return d, nil
 }

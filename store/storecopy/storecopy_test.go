@@ -76,7 +76,7 @@ func TestCopy(t *testing.T) {
 	for _, c := range rep.Counts {
 		got[c.Table] = c.Rows
 	}
-	want := map[string]int{"operations": 2, "bindings": 2, "change_events": 4, "webhook_deliveries": 2,
+	want := map[string]int{"operations": 2, "bindings": 2, "change_events": 4, "webhook_deliveries": 3,
 		"settings": 1, "settings_audit": 2, "commit_claims": 2}
 	for table, n := range want {
 		if got[table] != n {

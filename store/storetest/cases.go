@@ -34,6 +34,8 @@ var cases = []struct {
 	{"DeliveryBodyStoredByteIdentical", testDeliveryBodyStoredByteIdentical},
 	{"InsertDeliveriesDedupe", testInsertDeliveriesDedupe},
 	{"InsertDeliveriesConcurrent", testInsertDeliveriesConcurrent},
+	{"DispatchDeliveriesConcurrent", testDispatchDeliveriesConcurrent},
+	{"DispatchAfterCrash", testDispatchAfterCrash},
 	{"CallbackRequestsDedupePerKind", testCallbackRequestsDedupePerKind},
 	{"CommitClaims", testCommitClaims},
 	{"CommitClaimInTransaction", testCommitClaimInTransaction},

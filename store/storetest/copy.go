@@ -86,6 +86,12 @@ func FillInstallation(t *testing.T, s store.Store) {
 			}
 		}
 	}
+	// A delivery stored but not dispatched yet (issue 12) travels so: the
+	// target's dispatcher enqueues it.
+	if out, err := s.StoreDeliveries(ctx, []store.Delivery{{DedupeKey: "key-undispatched", Event: "Pipeline Hook", ProjectID: 42,
+		Body: []byte(`{}`)}}); err != nil || !out[0].Inserted {
+		t.Fatalf("StoreDeliveries: %v, %v", out, err)
+	}
 	if err := s.InsertCallbackRequest(ctx, s.DB(), "req-1", "deploy", a.ID, "ACCEPTED"); err != nil {
 		t.Fatalf("InsertCallbackRequest: %v", err)
 	}
@@ -171,6 +177,12 @@ func RunCopy(t *testing.T, from, to OpenCopier) {
 		if seq, err := store.VerifyChain(h.Stored); err != nil {
 			t.Errorf("%s: chain broken on the target at %d: %v", id, seq, err)
 		}
+	}
+
+	// The copied undispatched delivery is dispatched on the target, once;
+	// the copied dispatched ones are not.
+	if n, err := dst.DispatchDeliveries(ctx, 100, deliveryJob); err != nil || n != 1 {
+		t.Errorf("DispatchDeliveries on the target = %d, %v; want the one undispatched delivery", n, err)
 	}
 
 	// The target's counters continue past the copied rows.

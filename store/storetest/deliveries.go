@@ -171,3 +171,138 @@ func testInsertDeliveriesConcurrent(t *testing.T, open Open) {
 		t.Errorf("%d jobs enqueued, want one per stored delivery (%d)", len(got), len(all))
 	}
 }
+
+// DispatchDeliveriesConcurrent (issue 12): deliveries stored without their
+// jobs (StoreDeliveries, some keys twice) while two dispatchers on two
+// replicas of the store run at once are each enqueued exactly once and
+// marked dispatched; duplicates are answered as InsertDeliveries answers
+// them.
+func testDispatchDeliveriesConcurrent(t *testing.T, open Open) {
+	opener := open(t)
+	replicas := []store.Store{opener(Opts{}), opener(Opts{})}
+	ctx := context.Background()
+	const writers, rounds, perBatch = 4, 10, 6
+	var jobs jobRecorder
+	var mu sync.Mutex
+	var stored []int64
+	var wg, dispatchers sync.WaitGroup
+	errs := make(chan error, writers*rounds+64)
+	done := make(chan struct{})
+	dispatched := make([]int, len(replicas))
+	for d, s := range replicas {
+		dispatchers.Go(func() {
+			for {
+				n, err := s.DispatchDeliveries(ctx, 7, jobs.job)
+				if err != nil {
+					errs <- fmt.Errorf("dispatcher %d: %w", d, err)
+					return
+				}
+				dispatched[d] += n
+				select {
+				case <-done:
+					if n == 0 {
+						return
+					}
+				default:
+				}
+			}
+		})
+	}
+	for w := range writers {
+		wg.Go(func() {
+			s := replicas[w%len(replicas)]
+			for r := range rounds {
+				var ds []store.Delivery
+				for k := range perBatch {
+					// Writers w and w+1 share half their keys.
+					ds = append(ds, delivery(fmt.Sprintf("d-%d-%d-%d", r, (w+k%2)/2*2, k)))
+				}
+				ds = append(ds, ds[0])
+				out, err := s.StoreDeliveries(ctx, ds)
+				if err != nil {
+					errs <- fmt.Errorf("writer %d round %d: %w", w, r, err)
+					return
+				}
+				if out[len(ds)-1].Inserted {
+					errs <- fmt.Errorf("writer %d round %d: a key's second copy in one batch answered inserted", w, r)
+				}
+				mu.Lock()
+				for _, o := range out {
+					if o.Inserted {
+						stored = append(stored, o.ID)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	dispatchers.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	count, err := replicas[0].CountDeliveries(ctx, replicas[0].DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != count {
+		t.Errorf("%d deliveries answered inserted, %d stored; want one answer per stored delivery", len(stored), count)
+	}
+	slices.Sort(stored)
+	if got := jobs.sorted(); !slices.Equal(got, stored) {
+		t.Errorf("%d jobs enqueued (%d and %d by the two dispatchers), want one per stored delivery (%d)",
+			len(got), dispatched[0], dispatched[1], len(stored))
+	}
+	for _, id := range stored {
+		d, err := replicas[1].GetDelivery(ctx, replicas[1].DB(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.DispatchedAt == nil {
+			t.Errorf("delivery %d enqueued but not marked dispatched", id)
+		}
+	}
+}
+
+// DispatchAfterCrash (issue 12): deliveries a replica stored but never
+// dispatched (it died between the two) wait, undispatched, for any other
+// replica's dispatcher, which enqueues them once; deliveries stored with
+// their jobs (InsertDeliveries) are never dispatched again.
+func testDispatchAfterCrash(t *testing.T, open Open) {
+	opener := open(t)
+	crashed, other := opener(Opts{}), opener(Opts{})
+	ctx := context.Background()
+	var enqueued jobRecorder
+	if _, err := crashed.InsertDeliveries(ctx, []store.Delivery{delivery("with-job")}, enqueued.job); err != nil {
+		t.Fatal(err)
+	}
+	out, err := crashed.StoreDeliveries(ctx, []store.Delivery{delivery("a"), delivery("b"), delivery("with-job")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].Inserted || !out[1].Inserted || out[2].Inserted {
+		t.Fatalf("StoreDeliveries answered %+v; want a and b inserted, with-job a duplicate", out)
+	}
+	for _, o := range out[:2] {
+		d, err := other.GetDelivery(ctx, other.DB(), o.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.DispatchedAt != nil {
+			t.Errorf("delivery %d stored without its job reads dispatched at %v", o.ID, d.DispatchedAt)
+		}
+	}
+	var jobs jobRecorder
+	n, err := other.DispatchDeliveries(ctx, 100, jobs.job)
+	if err != nil || n != 2 {
+		t.Fatalf("DispatchDeliveries = %d, %v; want the 2 undispatched deliveries", n, err)
+	}
+	if got, want := jobs.sorted(), []int64{out[0].ID, out[1].ID}; !slices.Equal(got, want) {
+		t.Errorf("dispatched jobs for %v, want %v", got, want)
+	}
+	if n, err := other.DispatchDeliveries(ctx, 100, jobs.job); err != nil || n != 0 {
+		t.Errorf("a second pass = %d, %v; want nothing left", n, err)
+	}
+}

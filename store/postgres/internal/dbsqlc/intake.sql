@@ -52,8 +52,25 @@ WHERE author = @author AND received_at >= @since;
 -- name: DeliveryInsertManyIfNew :many
 -- One statement for a batch of deliveries (group commit, issue 12): the
 -- arrays are zipped by unnest; keys stored before are skipped.
-INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at)
+-- With dispatched false the rows wait for the dispatcher (dispatched_at
+-- NULL, migration 0018); with true their jobs are enqueued in the same
+-- transaction.
+INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at, dispatched_at)
 SELECT unnest(@dedupe_keys::text[]), unnest(@events::text[]), unnest(@project_ids::bigint[]),
-       unnest(@bodies::bytea[]), @received_at::timestamptz
+       unnest(@bodies::bytea[]), @received_at::timestamptz,
+       CASE WHEN @dispatched::boolean THEN @received_at::timestamptz END
 ON CONFLICT (dedupe_key) DO NOTHING
 RETURNING id, dedupe_key;
+
+-- name: DeliveryLockUndispatched :many
+-- The oldest deliveries whose jobs are not enqueued yet, locked for the
+-- dispatcher's transaction; rows another replica's dispatcher holds are
+-- skipped, so no delivery is enqueued twice.
+SELECT id FROM webhook_deliveries
+WHERE dispatched_at IS NULL
+ORDER BY id
+LIMIT @max
+FOR UPDATE SKIP LOCKED;
+
+-- name: DeliveryMarkDispatched :exec
+UPDATE webhook_deliveries SET dispatched_at = @dispatched_at::timestamptz WHERE id = ANY(@ids::bigint[]);

@@ -86,7 +86,7 @@ func (q *Queries) DeliveryCount(ctx context.Context, db DBTX) (int64, error) {
 }
 
 const deliveryGet = `-- name: DeliveryGet :one
-SELECT id, dedupe_key, event, project_id, body, received_at, processed_at, outcome FROM webhook_deliveries WHERE id = $1
+SELECT id, dedupe_key, event, project_id, body, received_at, processed_at, outcome, dispatched_at FROM webhook_deliveries WHERE id = $1
 `
 
 func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (WebhookDeliveries, error) {
@@ -101,14 +101,16 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (WebhookDe
 		&i.ReceivedAt,
 		&i.ProcessedAt,
 		&i.Outcome,
+		&i.DispatchedAt,
 	)
 	return i, err
 }
 
 const deliveryInsertManyIfNew = `-- name: DeliveryInsertManyIfNew :many
-INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at)
+INSERT INTO webhook_deliveries (dedupe_key, event, project_id, body, received_at, dispatched_at)
 SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::bigint[]),
-       unnest($4::bytea[]), $5::timestamptz
+       unnest($4::bytea[]), $5::timestamptz,
+       CASE WHEN $6::boolean THEN $5::timestamptz END
 ON CONFLICT (dedupe_key) DO NOTHING
 RETURNING id, dedupe_key
 `
@@ -119,6 +121,7 @@ type DeliveryInsertManyIfNewParams struct {
 	ProjectIds []int64
 	Bodies     [][]byte
 	ReceivedAt time.Time
+	Dispatched bool
 }
 
 type DeliveryInsertManyIfNewRow struct {
@@ -128,6 +131,9 @@ type DeliveryInsertManyIfNewRow struct {
 
 // One statement for a batch of deliveries (group commit, issue 12): the
 // arrays are zipped by unnest; keys stored before are skipped.
+// With dispatched false the rows wait for the dispatcher (dispatched_at
+// NULL, migration 0018); with true their jobs are enqueued in the same
+// transaction.
 func (q *Queries) DeliveryInsertManyIfNew(ctx context.Context, db DBTX, arg *DeliveryInsertManyIfNewParams) ([]DeliveryInsertManyIfNewRow, error) {
 	rows, err := db.Query(ctx, deliveryInsertManyIfNew,
 		arg.DedupeKeys,
@@ -135,6 +141,7 @@ func (q *Queries) DeliveryInsertManyIfNew(ctx context.Context, db DBTX, arg *Del
 		arg.ProjectIds,
 		arg.Bodies,
 		arg.ReceivedAt,
+		arg.Dispatched,
 	)
 	if err != nil {
 		return nil, err
@@ -204,6 +211,51 @@ func (q *Queries) DeliveryListAfter(ctx context.Context, db DBTX, after int64) (
 		return nil, err
 	}
 	return items, nil
+}
+
+const deliveryLockUndispatched = `-- name: DeliveryLockUndispatched :many
+SELECT id FROM webhook_deliveries
+WHERE dispatched_at IS NULL
+ORDER BY id
+LIMIT $1
+FOR UPDATE SKIP LOCKED
+`
+
+// The oldest deliveries whose jobs are not enqueued yet, locked for the
+// dispatcher's transaction; rows another replica's dispatcher holds are
+// skipped, so no delivery is enqueued twice.
+func (q *Queries) DeliveryLockUndispatched(ctx context.Context, db DBTX, max int32) ([]int64, error) {
+	rows, err := db.Query(ctx, deliveryLockUndispatched, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deliveryMarkDispatched = `-- name: DeliveryMarkDispatched :exec
+UPDATE webhook_deliveries SET dispatched_at = $1::timestamptz WHERE id = ANY($2::bigint[])
+`
+
+type DeliveryMarkDispatchedParams struct {
+	DispatchedAt time.Time
+	Ids          []int64
+}
+
+func (q *Queries) DeliveryMarkDispatched(ctx context.Context, db DBTX, arg *DeliveryMarkDispatchedParams) error {
+	_, err := db.Exec(ctx, deliveryMarkDispatched, arg.DispatchedAt, arg.Ids)
+	return err
 }
 
 const deliveryMarkProcessed = `-- name: DeliveryMarkProcessed :exec

@@ -161,12 +161,13 @@ type StatusNotes struct {
 }
 
 type WebhookDeliveries struct {
-	ID          int64
-	DedupeKey   string
-	Event       string
-	ProjectID   int64
-	Body        []byte
-	ReceivedAt  time.Time
-	ProcessedAt *time.Time
-	Outcome     string
+	ID           int64
+	DedupeKey    string
+	Event        string
+	ProjectID    int64
+	Body         []byte
+	ReceivedAt   time.Time
+	ProcessedAt  *time.Time
+	Outcome      string
+	DispatchedAt *time.Time
 }

@@ -48,3 +48,14 @@ UPDATE note_commands SET outcome = @outcome WHERE platform = @platform AND proje
 SELECT count(*) AS notes, count(*) FILTER (WHERE outcome = 'rate_limited') AS limited
 FROM note_commands
 WHERE author = @author AND received_at >= @since;
+
+-- name: DeliveryListUndispatched :many
+-- The oldest deliveries whose jobs are not enqueued yet (migration 0006);
+-- SQLite's one writer keeps two dispatchers from taking the same rows.
+SELECT id FROM webhook_deliveries
+WHERE dispatched_at IS NULL
+ORDER BY id
+LIMIT @max;
+
+-- name: DeliveryMarkDispatched :exec
+UPDATE webhook_deliveries SET dispatched_at = @dispatched_at WHERE id = @id;

@@ -87,7 +87,7 @@ func (q *Queries) DeliveryCount(ctx context.Context, db DBTX) (int64, error) {
 }
 
 const deliveryGet = `-- name: DeliveryGet :one
-SELECT id, dedupe_key, event, project_id, body, received_at, processed_at, outcome FROM webhook_deliveries WHERE id = ?1
+SELECT id, dedupe_key, event, project_id, body, received_at, processed_at, outcome, dispatched_at FROM webhook_deliveries WHERE id = ?1
 `
 
 func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (WebhookDeliveries, error) {
@@ -102,6 +102,7 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (WebhookDe
 		&i.ReceivedAt,
 		&i.ProcessedAt,
 		&i.Outcome,
+		&i.DispatchedAt,
 	)
 	return i, err
 }
@@ -159,6 +160,52 @@ func (q *Queries) DeliveryListAfter(ctx context.Context, db DBTX, after int64) (
 		return nil, err
 	}
 	return items, nil
+}
+
+const deliveryListUndispatched = `-- name: DeliveryListUndispatched :many
+SELECT id FROM webhook_deliveries
+WHERE dispatched_at IS NULL
+ORDER BY id
+LIMIT ?1
+`
+
+// The oldest deliveries whose jobs are not enqueued yet (migration 0006);
+// SQLite's one writer keeps two dispatchers from taking the same rows.
+func (q *Queries) DeliveryListUndispatched(ctx context.Context, db DBTX, max int64) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, deliveryListUndispatched, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deliveryMarkDispatched = `-- name: DeliveryMarkDispatched :exec
+UPDATE webhook_deliveries SET dispatched_at = ?1 WHERE id = ?2
+`
+
+type DeliveryMarkDispatchedParams struct {
+	DispatchedAt *dbtime.Time
+	ID           int64
+}
+
+func (q *Queries) DeliveryMarkDispatched(ctx context.Context, db DBTX, arg *DeliveryMarkDispatchedParams) error {
+	_, err := db.ExecContext(ctx, deliveryMarkDispatched, arg.DispatchedAt, arg.ID)
+	return err
 }
 
 const deliveryMarkProcessed = `-- name: DeliveryMarkProcessed :exec

@@ -165,12 +165,13 @@ type StatusNotes struct {
 }
 
 type WebhookDeliveries struct {
-	ID          int64
-	DedupeKey   string
-	Event       string
-	ProjectID   int64
-	Body        []byte
-	ReceivedAt  dbtime.Time
-	ProcessedAt *dbtime.Time
-	Outcome     string
+	ID           int64
+	DedupeKey    string
+	Event        string
+	ProjectID    int64
+	Body         []byte
+	ReceivedAt   dbtime.Time
+	ProcessedAt  *dbtime.Time
+	Outcome      string
+	DispatchedAt *dbtime.Time
 }

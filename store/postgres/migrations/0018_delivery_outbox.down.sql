@@ -1,0 +1,2 @@
+DROP INDEX webhook_deliveries_undispatched;
+ALTER TABLE webhook_deliveries DROP COLUMN dispatched_at;
