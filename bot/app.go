@@ -27,6 +27,7 @@ import (
 	"changebot/settings"
 	"changebot/store"
 	"changebot/templates"
+	"changebot/webhooks"
 )
 
 // AppOpts are optional settings of NewApp; nil means defaults.
@@ -64,10 +65,14 @@ type App struct {
 	router   http.Handler
 	// intake is the webhook handler's group commit; Run closes it after
 	// the HTTP server stopped. Nil for a handler without one.
-	intake   intakeCloser
-	schema   string
-	settings *settings.Cache
-	gauge    *flows.ActiveGauge
+	intake intakeCloser
+	// dispatcher enqueues the jobs of stored deliveries (issue 12): woken
+	// by the intake on PostgreSQL, and every second on both engines for
+	// deliveries a replica stored but did not dispatch.
+	dispatcher *webhooks.Dispatcher
+	schema     string
+	settings   *settings.Cache
+	gauge      *flows.ActiveGauge
 	// now is the list API's clock (AppOpts.Now).
 	now func() time.Time
 	// draining is set once Run got its stop signal: /readyz answers 503.
@@ -193,6 +198,10 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	}
 	a.gauge = flows.NewActiveGauge(flows.ActiveGaugeConfig{Store: a.store, DB: a.store.DB(), Metrics: fm, ClientIDFunc: a.jobs.ID})
 	a.registerReady()
+	a.dispatcher, err = webhooks.NewDispatcher(webhooks.DispatcherConfig{Store: a.store, Logger: a.log})
+	if err != nil {
+		return err
+	}
 	a.router, err = a.routes(fm)
 	return err
 }
@@ -262,6 +271,10 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		a.gauge.Run(gaugeCtx, flows.ActiveGaugeInterval, func(err error) { a.log.Warn("refreshing the active changes gauge", "err", err) })
 	}()
 	defer func() { stopGauge(); <-gaugeDone }()
+	dispatchCtx, stopDispatch := context.WithCancel(runCtx)
+	dispatchDone := make(chan struct{})
+	go func() { defer close(dispatchDone); a.dispatcher.Run(dispatchCtx) }()
+	defer func() { stopDispatch(); <-dispatchDone }()
 	srv := &http.Server{Handler: a.router, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
@@ -296,6 +309,11 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	// refuses a delivery of a request Shutdown gave up on.
 	if err := a.closeIntake(sctx); err != nil {
 		a.log.Warn("webhook intake did not drain within the grace period", "err", err)
+	}
+	// The deliveries the last requests stored get their jobs now rather
+	// than at another replica's next pass.
+	if _, err := a.dispatcher.Pass(sctx); err != nil {
+		a.log.Warn("dispatching the last stored webhook deliveries", "err", err)
 	}
 	stopJobStarts()
 	if err := a.jobs.Stop(sctx); err != nil {

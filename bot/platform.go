@@ -103,6 +103,6 @@ func webhookPathOf(platformName string) string {
 // githubHook builds the handler of POST /webhooks/github.
 func (a *App) githubHook(wm *webhooks.Metrics) (http.Handler, error) {
 	return webhooks.NewGitHubHandler(webhooks.GitHubConfig{Secrets: a.cfg.WebhookSecrets, Verify: github.VerifySignature,
-		Decode: github.DecodeHook, MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Logger: a.log, Metrics: wm,
+		Decode: github.DecodeHook, MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Dispatcher: a.intakeDispatcher(), Logger: a.log, Metrics: wm,
 		NoteHasCommand: commands.MayHoldCommand})
 }

@@ -35,6 +35,19 @@ type intakeCloser interface {
 	Close(ctx context.Context) error
 }
 
+// intakeDispatcher is the dispatcher the webhook intake stores for: on
+// PostgreSQL a batch is stored by one autocommit statement and its jobs are
+// enqueued by the dispatcher (one durable round trip per request, issue
+// 12). On SQLite nil: the intake stores a batch with its jobs in one
+// transaction, which costs no network round trip, and a second write
+// transaction per batch would queue on SQLite's one writer.
+func (a *App) intakeDispatcher() *webhooks.Dispatcher {
+	if a.db.target.Engine != EnginePostgres {
+		return nil
+	}
+	return a.dispatcher
+}
+
 func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	wm := webhooks.NewMetrics(a.registry)
 	var hook http.Handler
@@ -44,7 +57,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	} else {
 		var gl *webhooks.GitLabHandler
 		gl, err = webhooks.NewGitLabHandler(webhooks.GitLabConfig{Secrets: a.cfg.WebhookSecrets,
-			MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Decode: gitlab.DecodeHook, Logger: a.log, Metrics: wm,
+			MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Dispatcher: a.intakeDispatcher(), Decode: gitlab.DecodeHook, Logger: a.log, Metrics: wm,
 			NoteHasCommand: commands.MayHoldCommand})
 		hook = gl
 	}

@@ -54,6 +54,8 @@ type GitHubConfig struct {
 	MaxBodyBytes int64
 	// Store stores deliveries and enqueues their jobs. Required.
 	Store DeliveryStore
+	// Dispatcher enqueues the jobs when set, as GitLabConfig.Dispatcher.
+	Dispatcher *Dispatcher
 	// StoreTimeout bounds the store transaction; zero means
 	// DefaultStoreTimeout.
 	StoreTimeout time.Duration
@@ -126,7 +128,7 @@ func NewGitHubHandler(cfg GitHubConfig) (http.Handler, error) {
 	if h.cfg.StoreTimeout == 0 {
 		h.cfg.StoreTimeout = DefaultStoreTimeout
 	}
-	c, err := newDeliveryCommitter(h.cfg.Store, h.m, 0, 0, h.cfg.StoreTimeout)
+	c, err := newDeliveryCommitter(h.cfg.Store, h.cfg.Dispatcher, h.m, 0, 0, h.cfg.StoreTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the GitHub webhook handler: %w", err)
 	}

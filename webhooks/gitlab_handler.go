@@ -52,6 +52,12 @@ type GitLabConfig struct {
 	MaxBodyBytes int64
 	// Store stores deliveries and enqueues their jobs. Required.
 	Store DeliveryStore
+	// Dispatcher, when set, enqueues the jobs: Store must then also store
+	// deliveries without their jobs (StoreDeliveries), which the intake
+	// does with one autocommit statement before waking Dispatcher (issue
+	// 12; bot sets it on PostgreSQL). Nil enqueues each batch's jobs in
+	// its transaction.
+	Dispatcher *Dispatcher
 	// Decode decodes a delivery. Required.
 	Decode HookDecoder
 	// StoreTimeout bounds the store transaction, and a request's wait for
@@ -154,7 +160,7 @@ func NewGitLabHandler(cfg GitLabConfig) (*GitLabHandler, error) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
-	c, err := newDeliveryCommitter(h.store, h.m, cfg.MaxBatch, cfg.MaxInFlight, h.storeTimeout)
+	c, err := newDeliveryCommitter(h.store, cfg.Dispatcher, h.m, cfg.MaxBatch, cfg.MaxInFlight, h.storeTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the GitLab webhook handler: %w", err)
 	}

@@ -36,17 +36,32 @@ type writeConcurrency interface {
 // one group commit (issue 12): while one transaction commits, the next
 // deliveries queue, and the next transaction stores up to maxBatch of them
 // with their jobs. Both platforms' handlers store through one.
+//
+// With a dispatcher, a batch is stored without its jobs by one autocommit
+// statement (the store's StoreDeliveries: one durable round trip on the
+// request path) and the dispatcher is woken to enqueue them.
 type deliveryCommitter struct {
-	store   DeliveryStore
-	m       *Metrics
-	commits *groupcommit.Batcher[store.Delivery, store.DeliveryInsert]
+	store      DeliveryStore
+	outbox     deliveryOutbox // set with dispatcher
+	dispatcher *Dispatcher
+	m          *Metrics
+	commits    *groupcommit.Batcher[store.Delivery, store.DeliveryInsert]
 }
 
 // newDeliveryCommitter returns a committer over st; maxBatch zero means
 // DefaultMaxBatch, maxInFlight zero the store's WriteConcurrency or else
-// DefaultMaxInFlight; timeout bounds each transaction.
-func newDeliveryCommitter(st DeliveryStore, m *Metrics, maxBatch, maxInFlight int, timeout time.Duration) (*deliveryCommitter, error) {
+// DefaultMaxInFlight; timeout bounds each transaction. With a dispatcher
+// (nil: jobs enqueued with their deliveries), st must store deliveries
+// without their jobs (StoreDeliveries), or it errors.
+func newDeliveryCommitter(st DeliveryStore, dispatcher *Dispatcher, m *Metrics, maxBatch, maxInFlight int, timeout time.Duration) (*deliveryCommitter, error) {
 	c := &deliveryCommitter{store: st, m: m}
+	if dispatcher != nil {
+		ob, ok := st.(deliveryOutbox)
+		if !ok {
+			return nil, fmt.Errorf("configuring the webhook intake: a dispatcher needs a store with StoreDeliveries, not %T", st)
+		}
+		c.outbox, c.dispatcher = ob, dispatcher
+	}
 	if wc, ok := st.(writeConcurrency); ok && maxInFlight == 0 {
 		maxInFlight = wc.WriteConcurrency()
 	}
@@ -61,10 +76,24 @@ func newDeliveryCommitter(st DeliveryStore, m *Metrics, maxBatch, maxInFlight in
 	return c, nil
 }
 
-// insert stores one batch in one transaction.
+// insert stores one batch in one transaction: with a dispatcher the
+// deliveries alone, then wakes it; else with their jobs.
 func (c *deliveryCommitter) insert(ctx context.Context, ds []store.Delivery) ([]store.DeliveryInsert, error) {
 	c.m.batch.Observe(float64(len(ds)))
-	return c.store.InsertDeliveries(ctx, ds, flows.ProcessDeliveryJob)
+	if c.dispatcher == nil {
+		return c.store.InsertDeliveries(ctx, ds, flows.ProcessDeliveryJob)
+	}
+	out, err := c.outbox.StoreDeliveries(ctx, ds)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range out {
+		if o.Inserted {
+			c.dispatcher.Wake()
+			break
+		}
+	}
+	return out, nil
 }
 
 // commit stores d through the group commit. When the shared commit failed
