@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -293,6 +294,17 @@ func testDispatchAfterCrash(t *testing.T, open Open) {
 		if d.DispatchedAt != nil {
 			t.Errorf("delivery %d stored without its job reads dispatched at %v", o.ID, d.DispatchedAt)
 		}
+	}
+	// Retention deletes processed deliveries, never undispatched ones.
+	withJob, err := crashed.DeliveriesAfter(ctx, crashed.DB(), 0)
+	if err != nil || len(withJob) != 3 {
+		t.Fatalf("DeliveriesAfter = %d deliveries, %v; want 3", len(withJob), err)
+	}
+	if err := crashed.MarkDeliveryProcessed(ctx, crashed.DB(), withJob[0].ID, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := other.PruneIntake(ctx, store.TableWebhookDeliveries, other.Now().Add(time.Hour), 100); err != nil || n != 1 {
+		t.Errorf("PruneIntake = %d, %v; want the processed delivery alone", n, err)
 	}
 	var jobs jobRecorder
 	n, err := other.DispatchDeliveries(ctx, 100, jobs.job)
