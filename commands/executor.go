@@ -503,11 +503,30 @@ func (x *Executor) allowed(ctx context.Context, ev platform.HookEvent, op Change
 			return false, "", "", err
 		}
 		if a < need {
+			if x.cfg.Platform == "github" {
+				return false, templates.BecauseAccess, fmt.Sprintf("/%s leads to a merge into %s, which needs %s permission on the repository or more",
+					cmd.Name, op.TargetBranch, githubPermission(need)), nil
+			}
 			return false, templates.BecauseAccess, fmt.Sprintf("/%s leads to a merge into %s, which needs access level %d (%s) or more",
 				cmd.Name, op.TargetBranch, need, accessName(need)), nil
 		}
 	}
 	return true, "", "", nil
+}
+
+// githubPermission names the GitHub repository permission that maps onto
+// access level (platform/github.AccessLevelOf: read and triage 20, write
+// 30, maintain 40, admin 50).
+func githubPermission(level int) string {
+	switch {
+	case level >= 50:
+		return "admin"
+	case level >= 40:
+		return "maintain"
+	case level >= 30:
+		return "write"
+	}
+	return "read"
 }
 
 func accessName(level int) string {

@@ -45,13 +45,20 @@ var (
 // flow fake, whose bodies are the rendered replies.
 func replyHarness(t *testing.T, c Change, user, body string) *fakeFlow {
 	t.Helper()
+	return replyHarnessOn(t, "", c, user, body)
+}
+
+// replyHarnessOn is replyHarness on an installation of platformName
+// ("gitlab", also "", or "github").
+func replyHarnessOn(t *testing.T, platformName string, c Change, user, body string) *fakeFlow {
+	t.Helper()
 	r, err := templates.NewRenderer(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fakeFlow{change: c, approvers: []string{"carol"}}
 	x := NewExecutor(ExecutorConfig{Flow: f, Notes: &fakeNotes{seen: map[int64]bool{}}, Access: access, Renderer: r,
-		Operators: []string{"ops"}})
+		Platform: platformName, Operators: []string{"ops"}})
 	ev := platform.HookEvent{ProjectID: 5, User: platform.User{ID: userIDs[user], Username: user},
 		Note: &platform.NoteHook{ID: 7, NoteableType: "MergeRequest", MRIID: 3, Body: body}}
 	if _, err := x.HandleNote(context.Background(), 1, ev); err != nil {
@@ -137,6 +144,8 @@ func TestRefusalSaysTheReason(t *testing.T) {
 		user   string
 		body   string
 		want   string
+		// platform is the installation's ("" is GitLab).
+		platform string
 	}{
 		{name: "retry on a validated change: the state", change: change(flows.CalledBack), user: "maint", body: "/retry",
 			want: "`/retry` was not run because of the change's state: it applies to a failed change; this one is VALIDATED (CALLED_BACK)."},
@@ -154,11 +163,16 @@ func TestRefusalSaysTheReason(t *testing.T) {
 			want: "`/approve` was not run: approvals of this change come from the approval system, not from GitLab. Decide in its ticket [APR-1001](https://approvals.example.test/t/APR-1001)."},
 		{name: "reject before the approval system has a ticket", change: noTicket, user: "carol", body: "/reject",
 			want: "`/reject` was not run: approvals of this change come from the approval system, not from GitLab. Decide there once it has opened the change's ticket."},
+		// On GitHub (issue 15): GitHub's permission names and GitHub.
+		{name: "github: retry by the requester without merge rights: the access", change: change(flows.HandleFailed), user: "alice", body: "/retry", platform: "github",
+			want: "`/retry` was not run because of your access: it leads to a merge into main, which needs maintain permission on the repository or more."},
+		{name: "github: approve when the approval system decides", change: external, user: "carol", body: "@changebot approve", platform: "github",
+			want: "`/approve` was not run: approvals of this change come from the approval system, not from GitHub. Decide in its ticket [APR-1001](https://approvals.example.test/t/APR-1001)."},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := replyHarness(t, tc.change, tc.user, tc.body)
+			f := replyHarnessOn(t, tc.platform, tc.change, tc.user, tc.body)
 			if len(f.bodies) != 1 || len(f.refused) != 1 || len(f.acted) != 0 {
 				t.Fatalf("replies %q, refused %q, acted %q; want one refusal", f.bodies, f.refused, f.acted)
 			}

@@ -177,7 +177,7 @@ func (e *Engine) DecideInGitLab(ctx context.Context, op store.Operation, user pl
 	awaiting := op.TicketID == GitLabTicket && awaitingApproval(StepCode(op.Step))
 	early := e.policy(op.Project).Provider == ProviderGitLab && earlyApproval(op) && decision != GitLabReject
 	if !awaiting && !early {
-		return notApplicable("this change does not wait for an approval in GitLab (it is %s)", op.Status)
+		return notApplicable("this change does not wait for an approval in %s (it is %s)", wordsOf(op.Platform).Platform, op.Status)
 	}
 	if user.Username == op.RequestedBy {
 		return notApplicable("%s requested this change and cannot decide on it", user.Username)
