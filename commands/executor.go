@@ -41,6 +41,9 @@ type Change struct {
 	// system and its page (the system's optional ticket_url); "" while
 	// unknown.
 	TicketID, TicketURL string
+	// Platform is where the change's request lives: "gitlab" (also "") or
+	// "github"; the commands' texts follow it (RegistryOn).
+	Platform string
 }
 
 // Flow is what the executor needs from the flow engine; every method
@@ -265,7 +268,7 @@ func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invoca
 		}
 	}
 	if len(unknown) > 0 {
-		if err := reply(templates.ReplyUnknownCommand, templates.UnknownCommandReply{Names: unknown, Commands: helpOf(Registry())}); err != nil {
+		if err := reply(templates.ReplyUnknownCommand, templates.UnknownCommandReply{Names: unknown, Commands: helpOf(RegistryOn(x.cfg.Platform))}); err != nil {
 			return "", err
 		}
 	}
@@ -320,7 +323,7 @@ func (r *Request) Usable(ctx context.Context) []Command { return r.x.usable(ctx,
 
 func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op Change, inv Invocation,
 	reply func(string, any) error) error {
-	cmd, _ := Lookup(inv.Name)
+	cmd, _ := lookupOn(x.cfg.Platform, inv.Name)
 	p := flows.ActionParams{Actor: ev.User.Username, Source: fmt.Sprintf("command:%d", ev.Note.ID), Command: cmd.Name}
 	refuse := func(r templates.RefusedReply, recorded string) error {
 		if err := x.cfg.Flow.Refuse(ctx, op.OperationID, p, recorded); err != nil {
@@ -412,7 +415,7 @@ func (x *Executor) robotName(ctx context.Context) string {
 // system.
 func (x *Executor) usable(ctx context.Context, ev platform.HookEvent, op Change) []Command {
 	var out []Command
-	for _, c := range Registry() {
+	for _, c := range RegistryOn(x.cfg.Platform) {
 		if !appliesNow(op, c) || (c.Name == NameApprove || c.Name == NameReject) && op.ApprovalSystem {
 			continue
 		}
@@ -557,7 +560,7 @@ func helpOf(cmds []Command) []templates.CommandHelp {
 // step alone (who may run each is shown beside it).
 func CommandsFor(c Change) []templates.CommandHelp {
 	var out []Command
-	for _, cmd := range Registry() {
+	for _, cmd := range RegistryOn(c.Platform) {
 		if appliesNow(c, cmd) {
 			out = append(out, cmd)
 		}

@@ -174,18 +174,65 @@ func Registry() []Command {
 	}
 }
 
-// Lookup returns the registry entry for name and whether it exists. Name is
-// matched case-insensitively and may carry a leading slash ("/Retry" finds
-// "retry").
-func Lookup(name string) (Command, bool) {
+// githubTexts are the descriptions and who-texts of the commands that speak
+// of GitLab's things, in GitHub's words: the pull request, its checks,
+// collaborators' repository permissions (issue 15). "" keeps GitLab's.
+var githubTexts = map[string]struct{ Description, WhoText string }{
+	NameRetry: {
+		Description: "Re-run the failed step of this pull request's change: after CREATE_FAILED a re-run of the checks " +
+			"of the head (or recreate what is missing), after HANDLE_FAILED handle it again " +
+			"(for example once a conflict is resolved).",
+		WhoText: "the change's requester, the pull request's author, collaborators with write permission or more",
+	},
+	NameResume: {
+		Description: "Continue a change parked in a pending step (checks outcome unknown, update of the branch stuck, " +
+			"interrupted job) by running its current step again; or a change whose pull request a person closed " +
+			"(MR_CLOSED), once it is reopened: a re-run of the checks and fresh approvals of its head, then the merge.",
+	},
+	NameStatus: {WhoText: "anyone who can see the pull request"},
+	NameCancel: {
+		Description: "Close the change: close the pull request unless it is already closed or merged; " +
+			"the change ends CLOSED and may be submitted again.",
+	},
+	NameApprove: {Description: "Approve the change (in-GitHub approval mode)."},
+	NameReject:  {Description: "Reject the change (in-GitHub approval mode)."},
+}
+
+// RegistryOn is Registry in the words of platform ("gitlab", also "", or
+// "github"): on GitHub the texts of githubTexts. Registry itself is
+// GitLab's (the README's command table).
+func RegistryOn(platform string) []Command {
+	cmds := Registry()
+	if platform != "github" {
+		return cmds
+	}
+	for i, c := range cmds {
+		t := githubTexts[c.Name]
+		if t.Description != "" {
+			cmds[i].Description = t.Description
+		}
+		if t.WhoText != "" {
+			cmds[i].WhoText = t.WhoText
+		}
+	}
+	return cmds
+}
+
+// lookupOn is Lookup in the words of platform (RegistryOn).
+func lookupOn(platform, name string) (Command, bool) {
 	name = strings.ToLower(strings.TrimPrefix(name, "/"))
-	for _, c := range Registry() {
+	for _, c := range RegistryOn(platform) {
 		if c.Name == name {
 			return c, true
 		}
 	}
 	return Command{}, false
 }
+
+// Lookup returns the registry entry for name and whether it exists. Name is
+// matched case-insensitively and may carry a leading slash ("/Retry" finds
+// "retry").
+func Lookup(name string) (Command, bool) { return lookupOn("", name) }
 
 // Known reports whether name is a registered command (see Lookup for how the
 // name is matched). The parser returns unknown names too, so that the caller

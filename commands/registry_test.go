@@ -172,3 +172,32 @@ func TestRegistryEveryCommandHasItsHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryOnGitHub (issue 15): on GitHub no command's description or
+// who-text names GitLab's things; on GitLab (and with no platform named)
+// the registry is Registry word for word, the README's command table.
+func TestRegistryOnGitHub(t *testing.T) {
+	t.Parallel()
+	lab := Registry()
+	for _, p := range []string{"", "gitlab"} {
+		if got := RegistryOn(p); !reflect.DeepEqual(helpOf(got), helpOf(lab)) {
+			t.Errorf("RegistryOn(%q) differs from Registry", p)
+		}
+	}
+	hub := RegistryOn("github")
+	if len(hub) != len(lab) {
+		t.Fatalf("%d commands on GitHub, %d on GitLab", len(hub), len(lab))
+	}
+	for i, c := range hub {
+		if c.Name != lab[i].Name {
+			t.Fatalf("command %d is %s on GitHub, %s on GitLab", i, c.Name, lab[i].Name)
+		}
+		for _, text := range []string{c.Description, c.WhoText} {
+			for _, never := range []string{"GitLab", "merge request", "MR ", "pipeline", "Developer"} {
+				if strings.Contains(text, never) {
+					t.Errorf("/%s on GitHub says %q: %s", c.Name, never, text)
+				}
+			}
+		}
+	}
+}

@@ -164,6 +164,8 @@ func TestRefusalSaysTheReason(t *testing.T) {
 		{name: "reject before the approval system has a ticket", change: noTicket, user: "carol", body: "/reject",
 			want: "`/reject` was not run: approvals of this change come from the approval system, not from GitLab. Decide there once it has opened the change's ticket."},
 		// On GitHub (issue 15): GitHub's permission names and GitHub.
+		{name: "github: retry by a stranger: the role", change: change(flows.HandleFailed), user: "guest", body: "/retry", platform: "github",
+			want: "`/retry` was not run because of your role: it is for the change's requester, the pull request's author, collaborators with write permission or more."},
 		{name: "github: retry by the requester without merge rights: the access", change: change(flows.HandleFailed), user: "alice", body: "/retry", platform: "github",
 			want: "`/retry` was not run because of your access: it leads to a merge into main, which needs maintain permission on the repository or more."},
 		{name: "github: approve when the approval system decides", change: external, user: "carol", body: "@changebot approve", platform: "github",

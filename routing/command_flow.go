@@ -53,6 +53,7 @@ func ChangeOf(op store.Operation) commands.Change {
 		OperationID: op.ID, RequestedBy: op.RequestedBy, TargetBranch: op.TargetBranch, Status: op.Status,
 		Step: flows.MustStep(flows.StepCode(op.Step)), MRIID: op.MRIID,
 		AwaitsGitLabApproval: op.TicketID == flows.GitLabTicket && op.Status == store.StatusApprovalSent,
+		Platform:             store.PlatformOr(op.Platform),
 	}
 }
 
