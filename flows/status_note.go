@@ -143,13 +143,23 @@ func describeSource(w words, ev store.Event, pl map[string]any) string {
 	return ev.Source
 }
 
-// deployURL links the deploy pipeline of a merged op: pipeline id (the one
-// that confirmed it) when known, else the merge commit's pipelines page;
-// "" before the merge or when the project's web URL cannot be told from the
-// merge request's (GitLab's "<project>/-/merge_requests/<iid>").
+// deployURL links the deploy pipeline of a merged op: on GitLab the
+// pipeline id (the one that confirmed it) when known, else the merge
+// commit's pipelines page; on GitHub the merge commit's page, which shows its
+// checks (GitHub's pipeline ids are changebot's own, not addresses). "" before
+// the merge or when the project's web URL cannot be told from the request's
+// (GitLab's "<project>/-/merge_requests/<iid>", GitHub's
+// "<repository>/pull/<number>").
 func deployURL(op store.Operation, pipelineID int64) string {
 	if op.MergeCommitSHA == "" && pipelineID == 0 {
 		return ""
+	}
+	if op.Platform == store.PlatformGitHub {
+		repo, _, ok := strings.Cut(op.MRWebURL, "/pull/")
+		if !ok || repo == "" || op.MergeCommitSHA == "" {
+			return ""
+		}
+		return repo + "/commit/" + op.MergeCommitSHA
 	}
 	project, _, ok := strings.Cut(op.MRWebURL, "/-/merge_requests/")
 	if !ok || project == "" {
