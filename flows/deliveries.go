@@ -18,6 +18,18 @@ const (
 	OutcomeIgnored   = "ignored"
 )
 
+// ErrEarlyHook is returned by ApplyHook for a webhook that came before the
+// change it concerns entered the step that waits for it: an instant
+// pipeline's webhook (or the new head's, after a rebase) processed while
+// the job that opened the merge request, or rebased it, has not yet
+// committed its move into the pipeline wait (issue 12 point 2). Nothing was
+// changed and no GitLab or GitHub call was made; the caller applies the
+// delivery again shortly (the delivery job snoozes, a bounded number of
+// times), so the wait does not sit until its first poll. Once the bound is
+// used up the delivery is dropped as before: the wait's poll still finds
+// the pipeline.
+var ErrEarlyHook = errors.New("webhook came before the change entered the step that waits for it")
+
 // ApplyHook applies one decoded webhook of the flow: pipeline and merge
 // request events (comments are the command layer's, routed there by the
 // delivery router above flows; here they are OutcomeIgnored). deliveryID
@@ -27,7 +39,14 @@ const (
 func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.HookEvent) (string, error) {
 	source := fmt.Sprintf("%s:%d", SourceWebhook, deliveryID)
 	if p := ev.Pipeline; p != nil && p.MRIID == 0 && p.Partial {
-		if iid := e.requestOfBranch(ctx, ev.ProjectID, p.Ref); iid > 0 {
+		iid, op := e.requestOfBranch(ctx, ev.ProjectID, p.Ref)
+		if iid == 0 && op != nil && opensRequest(*op) && hookDecides(op.Platform, p.Status) {
+			// A check of a change's source branch whose pull request
+			// the create job is opening right now: it comes back once
+			// the change waits for its checks.
+			return "", ErrEarlyHook
+		}
+		if iid > 0 {
 			// A check of a change's source branch whose payload names no
 			// pull request (a GitHub commit status): the change's.
 			hook := *p
@@ -49,23 +68,87 @@ func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.Ho
 // requestOfBranch returns the merge request iid of the change whose
 // source branch is branch (the engine's prefix and the operation id) in
 // project projectID on this platform, 0 when branch is no change's or the
-// change has no merge request yet. One read of the operation.
-func (e *Engine) requestOfBranch(ctx context.Context, projectID int64, branch string) int64 {
+// change has no merge request yet, and the change (nil when branch is no
+// change's on this platform). The change's project and source branch are
+// only checked once they are recorded (the create job records them with the
+// merge request). One read of the operation.
+func (e *Engine) requestOfBranch(ctx context.Context, projectID int64, branch string) (int64, *store.Operation) {
 	id, ok := strings.CutPrefix(branch, e.prefix)
 	if !ok || id == "" {
-		return 0
+		return 0, nil
 	}
 	op, err := e.st.GetOperation(ctx, e.st.DB(), id)
-	if err != nil || op.ProjectID != projectID || op.Platform != e.platform || op.SourceBranch != branch {
-		return 0
+	if err != nil || op.Platform != e.platform {
+		return 0, nil
 	}
-	return op.MRIID
+	if op.MRIID == 0 {
+		if (op.ProjectID != 0 && op.ProjectID != projectID) || (op.SourceBranch != "" && op.SourceBranch != branch) {
+			return 0, nil
+		}
+		return 0, &op
+	}
+	if op.ProjectID != projectID || op.SourceBranch != branch {
+		return 0, nil
+	}
+	return op.MRIID, &op
+}
+
+// opensRequest reports whether op is in the step whose job opens its merge
+// request and then waits for its pipeline (CREATE_STARTED, before
+// CREATE_MR_OPENED).
+func opensRequest(op store.Operation) bool {
+	return beforePipelineWait(StepCode(op.Step)) && inCreatePhase(StepCode(op.Step))
+}
+
+// hookDecides reports whether a pipeline webhook of status would move a
+// change that waits for the pipeline: a finished pipeline, or one that
+// waits for a person. A running pipeline's webhook is not worth waiting for.
+func hookDecides(platformName, status string) bool {
+	pipe := platform.Pipeline{Status: status}
+	return pipe.Finished() || waitsForPerson(wordsOf(platformName), status) != ""
+}
+
+// beforePipelineWait reports whether the step at code is a step right
+// before a pipeline wait of its own phase: its own work moves the change
+// into that wait (Step.Next), as CREATE_STARTED into CREATE_MR_OPENED and
+// HANDLE_REBASING into HANDLE_AWAIT_PIPELINE. Derived from the step table.
+func beforePipelineWait(code StepCode) bool {
+	s, ok := Lookup(code)
+	if !ok || s.Terminal || s.Wait == WaitPipeline {
+		return false
+	}
+	for _, n := range s.Next {
+		if w, ok := Lookup(n); ok && w.Wait == WaitPipeline && w.Phase == s.Phase {
+			return true
+		}
+	}
+	return false
+}
+
+// earlyPipelineHook reports whether a pipeline webhook at sha, of a status
+// that decides (hookDecides), came early for op (ErrEarlyHook): op is in
+// the step right before its pipeline wait, and in the handle phase sha is
+// not the head op already knows (the pipeline of a head op knew was
+// decided before; a new head's is the one the wait will be about). In the
+// create phase any sha: the head is recorded with the merge request.
+func earlyPipelineHook(op store.Operation, sha, status string) bool {
+	step := StepCode(op.Step)
+	if !beforePipelineWait(step) || !hookDecides(op.Platform, status) {
+		return false
+	}
+	return inCreatePhase(step) || op.HeadSHA == "" || sha != op.HeadSHA
 }
 
 func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	p := ev.Pipeline
 	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), e.platform, ev.ProjectID, p.MRIID)
 	if errors.Is(err, store.ErrNotFound) {
+		if _, op := e.requestOfBranch(ctx, ev.ProjectID, p.MRSourceBranch); op != nil && op.MRIID == 0 &&
+			opensRequest(*op) && hookDecides(op.Platform, p.Status) {
+			// The pipeline of the merge request the create job has
+			// opened and not yet recorded.
+			return "", ErrEarlyHook
+		}
 		return OutcomeUnrelated, nil
 	}
 	if err != nil {
@@ -73,6 +156,9 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 	}
 	pipe := platform.Pipeline{ID: p.ID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, WebURL: p.WebURL, Source: p.Source}
 	waiting := waitsForPerson(wordsOf(op.Platform), pipe.Status)
+	if !waitsForPipeline(StepCode(op.Step)) && earlyPipelineHook(op, p.SHA, p.Status) {
+		return "", ErrEarlyHook
+	}
 	if !waitsForPipeline(StepCode(op.Step)) || (!pipe.Finished() && (waiting == "" || op.Detail == waiting)) {
 		e.postponePoll(ctx, op)
 		return OutcomeNoChange, nil

@@ -2,13 +2,16 @@ package routing
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"changebot/flows"
 	"changebot/platform"
@@ -143,11 +146,50 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessD
 		log.Info("gitlab rate limit: delivery waits", "wait", wait)
 		return river.JobSnooze(wait)
 	}
+	if errors.Is(err, flows.ErrEarlyHook) {
+		if wait, ok := earlyHookWait(job.JobRow); ok {
+			// The change is about to enter the wait this webhook
+			// answers: apply it again then, instead of leaving the
+			// wait to its first poll (issue 12 point 2).
+			log.Debug("webhook came before its wait: delivery waits", "wait", wait)
+			return river.JobSnooze(wait)
+		}
+		outcome, err = flows.OutcomeNoChange, nil
+	}
 	if err != nil {
 		return fmt.Errorf("applying delivery %d: %w", d.ID, err)
 	}
 	log.Debug("delivery processed", "outcome", outcome, "event", d.Event)
 	return st.MarkDeliveryProcessed(ctx, st.DB(), d.ID, outcome)
+}
+
+// Early webhooks (flows.ErrEarlyHook) are applied again after
+// EarlyHookFirstWait, doubling each time, EarlyHookSnoozes times at most:
+// 250 ms, 500 ms, 1 s, 2 s, 3.75 s in all, enough for the job that moves the
+// change into its wait to commit (it is running when the webhook comes),
+// and short of the wait's first poll (15 s by default). Then the delivery
+// is recorded as no_change and the poll finds the pipeline.
+const (
+	EarlyHookFirstWait = 250 * time.Millisecond
+	EarlyHookSnoozes   = 4
+)
+
+// earlyHookWait returns how long an early delivery's job waits before it is
+// worked again, and false once it has waited EarlyHookSnoozes times. The
+// count is River's: the job's metadata "snoozes" (River counts every
+// snooze of the job, a rate-limit wait's too, so the bound holds for both
+// together).
+func earlyHookWait(job *rivertype.JobRow) (time.Duration, bool) {
+	var meta struct {
+		Snoozes int `json:"snoozes"`
+	}
+	if job != nil && len(job.Metadata) > 0 {
+		_ = json.Unmarshal(job.Metadata, &meta) // no count: the first wait
+	}
+	if meta.Snoozes >= EarlyHookSnoozes {
+		return 0, false
+	}
+	return EarlyHookFirstWait << meta.Snoozes, true
 }
 
 // Route hands one decoded delivery to its owner: comments to the command

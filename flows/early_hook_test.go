@@ -1,0 +1,72 @@
+package flows_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/flows/flowtest"
+	"changebot/platform/gitlab/gitlabfake"
+)
+
+// TestEarlyPipelineHook is issue 12 point 2: a pipeline webhook processed
+// while the change is still in the step right before the wait it answers
+// (the job that moves the change into the wait has not committed yet) is
+// applied again shortly, so the change leaves the wait on that webhook, not
+// on the wait's first poll; no await_pipeline poll runs for it. Without the
+// snooze the webhook is recorded as no_change and the poll moves the
+// change.
+func TestEarlyPipelineHook(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// reach drives a change to the step before the wait and makes the
+		// pipeline's webhooks pending; it returns the operation id.
+		reach func(t *testing.T, h *flowtest.Harness) string
+		// pre is the step the change is in when the webhook is processed;
+		// wait the step whose wait the webhook answers.
+		pre, wait flows.StepCode
+	}{
+		{name: "new head's pipeline before HANDLE_AWAIT_PIPELINE", pre: flows.HandleRebasing, wait: flows.HandleAwaitPipeline,
+			reach: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				h.GitLab.SetRebaseBehavior(h.Project.ID, op.MRIID, gitlabfake.RebaseBehavior{StuckForever: true})
+				h.GitLab.PushToTarget(h.Project.ID, "main")
+				h.DeliverWebhooks(t)
+				h.RunUntil(t, op.ID, flows.HandleRebasing, time.Hour)
+				h.DeliverWebhooks(t)
+				h.WorkUntilIdle(t)
+				// The rebase is done and the new head's pipeline passes at
+				// once; the handle job has not polled the rebase yet.
+				h.GitLab.FinishRebase(h.Project.ID, op.MRIID)
+				return op.ID
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			poll := flowtest.Poll
+			poll.ShortInterval = time.Second // the rebase poll comes within the snoozes
+			h := flowtest.New(t, &flowtest.Opts{Poll: poll, Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}})
+			id := tc.reach(t, h)
+			hooks := h.TakeWebhooks(t)
+			if !strings.Contains(flowtest.Describe(hooks), "success") {
+				t.Fatalf("no successful pipeline webhook pending:\n%s", flowtest.Describe(hooks))
+			}
+			h.Deliver(t, hooks...)
+			worked := h.WorkUntilIdle(t)
+			h.RequireStep(t, id, tc.pre)
+			worked = append(worked, h.RunFor(t, time.Minute)...)
+			var left string
+			for _, ev := range h.Events(t, id) {
+				if flows.StepCode(ev.FromStep) == tc.wait {
+					left = ev.Source
+				}
+			}
+			if !strings.HasPrefix(left, flows.SourceWebhook+":") {
+				t.Fatalf("the change left %s on %q, want the early webhook (%s:<delivery>); jobs: %v", tc.wait, left, flows.SourceWebhook, worked)
+			}
+		})
+	}
+}
