@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"changebot/platform"
 	"changebot/store"
@@ -266,6 +268,19 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 			later = append(later, op)
 		}
 	}
+	if outcome == OutcomeUnrelated {
+		early, err := e.mergeInFlight(ctx, ev.ProjectID, p.Ref)
+		if err != nil {
+			return "", err
+		}
+		if early {
+			// No change is merged at this sha yet, and one of the
+			// project's changes is being merged into this branch: the
+			// pipeline may be its merge commit's, come before the merge
+			// job committed HANDLE_MERGED.
+			return "", ErrEarlyHook
+		}
+	}
 	if len(later) == 0 {
 		return outcome, nil
 	}
@@ -279,6 +294,31 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 		return "", err
 	}
 	return outcome, nil
+}
+
+// mergeInFlightWindow bounds how long ago a change may have entered
+// HANDLE_APPROVED and still be found by mergeInFlight; mergeInFlightLimit
+// bounds the rows read.
+const (
+	mergeInFlightWindow = time.Hour
+	mergeInFlightLimit  = 500
+)
+
+// mergeInFlight reports whether a change of project projectID on this
+// platform is in HANDLE_APPROVED, the step whose job merges it into
+// branch and then waits for the deploy (HANDLE_MERGED), having entered it
+// within mergeInFlightWindow. One read of the merging changes.
+func (e *Engine) mergeInFlight(ctx context.Context, projectID int64, branch string) (bool, error) {
+	now := e.now()
+	ops, err := e.st.ListOperationsByStatus(ctx, e.st.DB(), []string{store.StatusMerging},
+		now.Add(-mergeInFlightWindow), now.Add(mergeInFlightWindow), mergeInFlightLimit)
+	if err != nil {
+		return false, fmt.Errorf("listing the changes being merged: %w", err)
+	}
+	return slices.ContainsFunc(ops, func(op store.Operation) bool {
+		return StepCode(op.Step) == HandleApproved && op.Platform == e.platform &&
+			op.ProjectID == projectID && op.TargetBranch == branch
+	}), nil
 }
 
 // applyMergeRequestHook handles MR events: a merge done outside the bot (or

@@ -1,12 +1,15 @@
 package flows_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/platform"
+	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -42,6 +45,24 @@ func TestEarlyPipelineHook(t *testing.T) {
 				h.GitLab.FinishRebase(h.Project.ID, op.MRIID)
 				return op.ID
 			}},
+		{name: "merge commit's pipeline before HANDLE_MERGED", pre: flows.HandleApproved, wait: flows.HandleMerged,
+			reach: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMROpened(t, flowtest.Change("svc"))
+				h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{DetailedMergeStatus: "checking"})
+				h.DeliverWebhooks(t)
+				h.RunUntil(t, op.ID, flows.HandleApproved, time.Hour)
+				h.DeliverWebhooks(t)
+				h.WorkUntilIdle(t)
+				// GitLab merges it (the merge job's call, whose commit has
+				// not happened yet) and the target branch's pipeline passes
+				// at once; the handle job has not read the MR again yet.
+				h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{})
+				snap := h.MR(t, op.ID)
+				if _, err := h.ClientAs(t, flowtest.Requester).Merge(context.Background(), h.Project.ID, op.MRIID, platform.MergeParams{SHA: snap.SHA}); err != nil {
+					t.Fatalf("merging: %v", err)
+				}
+				return op.ID
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,7 +71,14 @@ func TestEarlyPipelineHook(t *testing.T) {
 			poll.ShortInterval = time.Second // the rebase poll comes within the snoozes
 			h := flowtest.New(t, &flowtest.Opts{Poll: poll, Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}})
 			id := tc.reach(t, h)
-			hooks := h.TakeWebhooks(t)
+			var hooks []gitlabfake.SentWebhook
+			for _, w := range h.TakeWebhooks(t) {
+				// Only the pipelines' webhooks: the merge request's would
+				// settle a merge on their own.
+				if ev, err := gitlab.DecodeHook(w.Event, w.Body); err == nil && ev.Pipeline != nil {
+					hooks = append(hooks, w)
+				}
+			}
 			if !strings.Contains(flowtest.Describe(hooks), "success") {
 				t.Fatalf("no successful pipeline webhook pending:\n%s", flowtest.Describe(hooks))
 			}
