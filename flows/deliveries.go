@@ -28,8 +28,9 @@ const (
 // changed and no GitLab or GitHub call was made; the caller applies the
 // delivery again shortly (the delivery job snoozes, a bounded number of
 // times), so the wait does not sit until its first poll. Once the bound is
-// used up the delivery is dropped as before: the wait's poll still finds
-// the pipeline.
+// used up the caller applies it under WithoutEarlyWait, as it stands (a
+// pipeline webhook of a change not waiting is dropped; the wait's poll
+// still finds the pipeline).
 var ErrEarlyHook = errors.New("webhook came before the change entered the step that waits for it")
 
 // ApplyHook applies one decoded webhook of the flow: pipeline and merge
@@ -42,7 +43,7 @@ func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.Ho
 	source := fmt.Sprintf("%s:%d", SourceWebhook, deliveryID)
 	if p := ev.Pipeline; p != nil && p.MRIID == 0 && p.Partial {
 		iid, op := e.requestOfBranch(ctx, ev.ProjectID, p.Ref)
-		if iid == 0 && op != nil && opensRequest(*op) && hookDecides(op.Platform, p.Status) {
+		if iid == 0 && op != nil && EarlyWaitAllowed(ctx) && opensRequest(*op) && hookDecides(op.Platform, p.Status) {
 			// A check of a change's source branch whose pull request
 			// the create job is opening right now: it comes back once
 			// the change waits for its checks.
@@ -65,6 +66,22 @@ func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.Ho
 		return e.applyMergeRequestHook(ctx, ev, source)
 	}
 	return OutcomeIgnored, nil
+}
+
+type noEarlyWaitKey struct{}
+
+// WithoutEarlyWait returns ctx under which ApplyHook never returns
+// ErrEarlyHook: the delivery's early waits are used up, and the webhook is
+// applied as it stands (dropped, or settling what it can).
+func WithoutEarlyWait(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noEarlyWaitKey{}, true)
+}
+
+// EarlyWaitAllowed reports whether ApplyHook may answer ErrEarlyHook under
+// ctx (see WithoutEarlyWait).
+func EarlyWaitAllowed(ctx context.Context) bool {
+	no, _ := ctx.Value(noEarlyWaitKey{}).(bool)
+	return !no
 }
 
 // requestOfBranch returns the merge request iid of the change whose
@@ -145,7 +162,7 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 	p := ev.Pipeline
 	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), e.platform, ev.ProjectID, p.MRIID)
 	if errors.Is(err, store.ErrNotFound) {
-		if _, op := e.requestOfBranch(ctx, ev.ProjectID, p.MRSourceBranch); op != nil && op.MRIID == 0 &&
+		if _, op := e.requestOfBranch(ctx, ev.ProjectID, p.MRSourceBranch); EarlyWaitAllowed(ctx) && op != nil && op.MRIID == 0 &&
 			opensRequest(*op) && hookDecides(op.Platform, p.Status) {
 			// The pipeline of the merge request the create job has
 			// opened and not yet recorded.
@@ -158,7 +175,7 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 	}
 	pipe := platform.Pipeline{ID: p.ID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, WebURL: p.WebURL, Source: p.Source}
 	waiting := waitsForPerson(wordsOf(op.Platform), pipe.Status)
-	if !waitsForPipeline(StepCode(op.Step)) && earlyPipelineHook(op, p.SHA, p.Status) {
+	if !waitsForPipeline(StepCode(op.Step)) && EarlyWaitAllowed(ctx) && earlyPipelineHook(op, p.SHA, p.Status) {
 		return "", ErrEarlyHook
 	}
 	if !waitsForPipeline(StepCode(op.Step)) || (!pipe.Finished() && (waiting == "" || op.Detail == waiting)) {
@@ -268,7 +285,7 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 			later = append(later, op)
 		}
 	}
-	if outcome == OutcomeUnrelated {
+	if outcome == OutcomeUnrelated && EarlyWaitAllowed(ctx) && !strings.HasPrefix(p.Ref, e.prefix) {
 		early, err := e.mergeInFlight(ctx, ev.ProjectID, p.Ref)
 		if err != nil {
 			return "", err

@@ -140,12 +140,6 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessD
 		return st.MarkDeliveryProcessed(ctx, st.DB(), d.ID, outcomeUndecodable)
 	}
 	outcome, err := r.Route(ctx, d.ID, ev)
-	if wait, ok := platform.RateLimitWait(err); ok {
-		// Applied once GitLab's rate limit ends; a snooze uses up no
-		// attempt (issue 10 point 4).
-		log.Info("gitlab rate limit: delivery waits", "wait", wait)
-		return river.JobSnooze(wait)
-	}
 	if errors.Is(err, flows.ErrEarlyHook) {
 		if wait, ok := earlyHookWait(job.JobRow); ok {
 			// The change is about to enter the wait this webhook
@@ -154,7 +148,13 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessD
 			log.Debug("webhook came before its wait: delivery waits", "wait", wait)
 			return river.JobSnooze(wait)
 		}
-		outcome, err = flows.OutcomeNoChange, nil
+		outcome, err = r.Route(flows.WithoutEarlyWait(ctx), d.ID, ev)
+	}
+	if wait, ok := platform.RateLimitWait(err); ok {
+		// Applied once GitLab's rate limit ends; a snooze uses up no
+		// attempt (issue 10 point 4).
+		log.Info("gitlab rate limit: delivery waits", "wait", wait)
+		return river.JobSnooze(wait)
 	}
 	if err != nil {
 		return fmt.Errorf("applying delivery %d: %w", d.ID, err)
@@ -168,7 +168,8 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessD
 // 250 ms, 500 ms, 1 s, 2 s, 3.75 s in all, enough for the job that moves the
 // change into its wait to commit (it is running when the webhook comes),
 // and short of the wait's first poll (15 s by default). Then the delivery
-// is recorded as no_change and the poll finds the pipeline.
+// is applied as it stands (flows.WithoutEarlyWait) and the wait's poll
+// finds what it missed.
 const (
 	EarlyHookFirstWait = 250 * time.Millisecond
 	EarlyHookSnoozes   = 4
