@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -429,6 +430,10 @@ var uniqueActive = &river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState
 	rivertype.JobStateRunning, rivertype.JobStateScheduled,
 }}
 
+// pollPriority is the River priority of poll jobs (backgroundKinds): the
+// lowest of River's four (1 is the default and the highest).
+const pollPriority = 4
+
 // followUps returns the jobs a move to step `to` makes due: the job of
 // to's row in the step table for op's flow order (a polling job first looks
 // after the short interval) and a status-note refresh; version is the
@@ -438,6 +443,12 @@ func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay
 	s, ok := Lookup(to)
 	if j := s.JobFor(op.ApprovalFirst); ok && j.Kind != "" {
 		opts := &river.InsertOpts{UniqueOpts: *uniqueActive, MaxAttempts: MaxAttempts}
+		if slices.Contains(backgroundKinds, j.Kind) {
+			// Polls come after every other due job (River fetches lower
+			// priority numbers first): a thousand due polls must not queue
+			// a /retry's step behind them (issue 12 point 4).
+			opts.Priority = pollPriority
+		}
 		if delay == 0 && s.Polls() {
 			delay = e.pollFor(op).ShortInterval
 		}
