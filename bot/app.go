@@ -143,7 +143,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	}
 	fm := flows.NewMetrics(a.registry)
 	a.engine, err = flows.NewEngine(flows.EngineConfig{
-		Store: a.store, GitLab: a.gitlab, Platform: a.cfg.Platform, Renderer: renderer, Metrics: fm, Logger: a.log,
+		Store: a.store, Adapter: a.gitlab, Platform: a.cfg.Platform, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approval.New(a.cfg.ApprovalURL, nil),
 		ExternalURL: a.cfg.ExternalURL, Poll: poll,
 		JobTimeout:         jobTimeout(rescueAfter),

@@ -22,7 +22,7 @@ import (
 // (Config.Platform): what the flow engine and the commands ask it.
 // *gitlab.Client and *github.Client implement it.
 type platformClient interface {
-	flows.GitLab
+	flows.Platform
 	commands.Access
 }
 

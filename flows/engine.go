@@ -65,9 +65,15 @@ type Store interface {
 	commitgate.Claims
 }
 
-// GitLab is what flows needs from the GitLab adapter (implemented by
-// *platform/gitlab.Client and exercised against gitlabfake).
-type GitLab interface {
+// Platform is what flows needs from a code-hosting platform's adapter:
+// *platform/gitlab.Client (exercised against gitlabfake) and
+// *platform/github.Client (against githubfake), both checked by one
+// conformance suite (platform/platformtest). The method names keep GitLab's
+// words; on GitHub a merge request is a pull request, an iid its number, a
+// pipeline the head's checks and statuses together, a note an issue comment,
+// a rebase an update-branch, and access levels the collaborator permission
+// mapped onto GitLab's scale (docs/github.md).
+type Platform interface {
 	CurrentUser(ctx context.Context) (platform.User, error)
 	ReviewerCount() int
 	Reviewer(ctx context.Context, i int) (platform.User, error)
@@ -167,10 +173,10 @@ var DefaultPollConfig = PollConfig{
 // EngineConfig wires an Engine.
 type EngineConfig struct {
 	Store Store
-	// GitLab is the platform adapter: platform/gitlab's client, or
+	// Adapter is the platform adapter: platform/gitlab's client, or
 	// platform/github's with the same methods in GitHub's meanings.
-	GitLab GitLab
-	// Platform names the platform GitLab speaks to: store.PlatformGitLab
+	Adapter Platform
+	// Platform names the platform Adapter speaks to: store.PlatformGitLab
 	// (the default when "") or store.PlatformGitHub. One installation
 	// serves one platform: every change it submits records it, every
 	// lookup by project id and request number names it, and a job or
@@ -216,7 +222,7 @@ const DefaultJobTimeout = time.Minute
 type Engine struct {
 	cfg EngineConfig
 	st  Store
-	gl  GitLab
+	gl  Platform
 	// platform is cfg.Platform, store.PlatformGitLab when empty.
 	platform string
 	log      *slog.Logger
@@ -238,8 +244,8 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.Store == nil {
 		errs = append(errs, errors.New("store is required"))
 	}
-	if cfg.GitLab == nil {
-		errs = append(errs, errors.New("gitlab is required"))
+	if cfg.Adapter == nil {
+		errs = append(errs, errors.New("platform adapter is required"))
 	}
 	if cfg.Approvals == nil {
 		errs = append(errs, errors.New("approval system is required"))
@@ -253,7 +259,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("configuring flow engine: %w", err)
 	}
-	e := &Engine{cfg: cfg, st: cfg.Store, gl: cfg.GitLab, log: cfg.Logger, m: cfg.Metrics, now: cfg.NowFunc,
+	e := &Engine{cfg: cfg, st: cfg.Store, gl: cfg.Adapter, log: cfg.Logger, m: cfg.Metrics, now: cfg.NowFunc,
 		poll: cfg.Poll, prefix: cfg.BranchPrefix, platform: store.PlatformOr(cfg.Platform)}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

@@ -46,7 +46,7 @@ func newSetup(t *testing.T) setup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := flows.NewEngine(flows.EngineConfig{Store: st, GitLab: gl, Renderer: r,
+	e, err := flows.NewEngine(flows.EngineConfig{Store: st, Adapter: gl, Renderer: r,
 		Approvals: approval.New("http://127.0.0.1:1", nil)})
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func replica(t *testing.T, h *flowtest.Harness) *flows.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := flows.NewEngine(flows.EngineConfig{Store: h.Store, GitLab: h.Client, Renderer: renderer,
+	e, err := flows.NewEngine(flows.EngineConfig{Store: h.Store, Adapter: h.Client, Renderer: renderer,
 		Approvals: approval.New(h.Approvals.URL(), nil), ExternalURL: flowtest.ExternalURL, Poll: flowtest.Poll,
 		NowFunc: h.Clock.Now})
 	if err != nil {

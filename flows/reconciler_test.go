@@ -61,7 +61,7 @@ func newDeploySetup(t *testing.T) deploySetup {
 	reg := prometheus.NewRegistry()
 	m := flows.NewMetrics(reg)
 	newEngine := func(now func() time.Time) *flows.Engine {
-		e, err := flows.NewEngine(flows.EngineConfig{Store: st, GitLab: gl, Renderer: r, Metrics: m, NowFunc: now,
+		e, err := flows.NewEngine(flows.EngineConfig{Store: st, Adapter: gl, Renderer: r, Metrics: m, NowFunc: now,
 			Approvals: approval.New("http://127.0.0.1:1", nil)})
 		if err != nil {
 			t.Fatal(err)

@@ -244,7 +244,7 @@ func New(t testing.TB, opts *Opts) *Harness {
 		poll = Poll
 	}
 	cfg := flows.EngineConfig{
-		Store: h.Store, GitLab: h.Client, Renderer: renderer, Metrics: flows.NewMetrics(h.Metrics), Logger: log,
+		Store: h.Store, Adapter: h.Client, Renderer: renderer, Metrics: flows.NewMetrics(h.Metrics), Logger: log,
 		Approvals: approval.New(h.Approvals.URL(), nil), ExternalURL: ExternalURL, Poll: poll,
 		NowFunc: h.Clock.Now,
 	}

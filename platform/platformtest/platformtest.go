@@ -20,7 +20,7 @@ import (
 	"changebot/platform"
 )
 
-// Adapter is the method set the flows call (flows.GitLab) plus the reads
+// Adapter is the method set the flows call (flows.Platform) plus the reads
 // the suite checks with, which both adapters have.
 type Adapter interface {
 	CurrentUser(ctx context.Context) (platform.User, error)
