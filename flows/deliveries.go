@@ -84,6 +84,21 @@ func EarlyWaitAllowed(ctx context.Context) bool {
 	return !no
 }
 
+type earlyRepeatKey struct{}
+
+// AsEarlyRepeat returns ctx for applying a delivery again after it was
+// early (ErrEarlyHook): a target-branch pipeline then settles only the
+// changes merged at its sha, since its first application settled the
+// others (one compare call per pipeline, not one per application).
+func AsEarlyRepeat(ctx context.Context) context.Context {
+	return context.WithValue(ctx, earlyRepeatKey{}, true)
+}
+
+func isEarlyRepeat(ctx context.Context) bool {
+	r, _ := ctx.Value(earlyRepeatKey{}).(bool)
+	return r
+}
+
 // requestOfBranch returns the merge request iid of the change whose
 // source branch is branch (the engine's prefix and the operation id) in
 // project projectID on this platform, 0 when branch is no change's or the
@@ -274,10 +289,12 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 		return err
 	}
 	var later []store.Operation
+	exact := false
 	for _, op := range ops {
 		switch {
 		case op.TargetBranch != p.Ref:
 		case op.MergeCommitSHA == p.SHA:
+			exact = true
 			if err := flip(op, ruleExact); err != nil {
 				return "", err
 			}
@@ -285,7 +302,20 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 			later = append(later, op)
 		}
 	}
-	if outcome == OutcomeUnrelated && EarlyWaitAllowed(ctx) && !strings.HasPrefix(p.Ref, e.prefix) {
+	if len(later) > 0 && !isEarlyRepeat(ctx) {
+		// The changes merged before settle now, once: a repeat of an
+		// early delivery made this compare already.
+		contained, err := e.branchContains(ctx, ev.ProjectID, p.Ref, p.SHA, later)
+		for _, op := range contained {
+			if err := flip(op, ruleContains); err != nil {
+				return "", err
+			}
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	if !exact && EarlyWaitAllowed(ctx) && !strings.HasPrefix(p.Ref, e.prefix) {
 		early, err := e.mergeInFlight(ctx, ev.ProjectID, p.Ref)
 		if err != nil {
 			return "", err
@@ -294,21 +324,10 @@ func (e *Engine) applyBranchPipeline(ctx context.Context, ev platform.HookEvent,
 			// No change is merged at this sha yet, and one of the
 			// project's changes is being merged into this branch: the
 			// pipeline may be its merge commit's, come before the merge
-			// job committed HANDLE_MERGED.
+			// job committed HANDLE_MERGED. Applied again, it settles
+			// exact matches only.
 			return "", ErrEarlyHook
 		}
-	}
-	if len(later) == 0 {
-		return outcome, nil
-	}
-	contained, err := e.branchContains(ctx, ev.ProjectID, p.Ref, p.SHA, later)
-	for _, op := range contained {
-		if err := flip(op, ruleContains); err != nil {
-			return "", err
-		}
-	}
-	if err != nil {
-		return "", err
 	}
 	return outcome, nil
 }

@@ -139,6 +139,11 @@ func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessD
 		log.Error("stored delivery does not decode", "err", err)
 		return st.MarkDeliveryProcessed(ctx, st.DB(), d.ID, outcomeUndecodable)
 	}
+	if n, _ := snoozeCount(job.JobRow); n > 0 {
+		// Snoozed before, most likely as an early webhook: applied
+		// again, it makes no call its first application made.
+		ctx = flows.AsEarlyRepeat(ctx)
+	}
 	outcome, err := r.Route(ctx, d.ID, ev)
 	if errors.Is(err, flows.ErrEarlyHook) {
 		if wait, ok := earlyHookWait(job.JobRow); ok {
@@ -181,16 +186,23 @@ const (
 // snooze of the job, a rate-limit wait's too, so the bound holds for both
 // together).
 func earlyHookWait(job *rivertype.JobRow) (time.Duration, bool) {
-	var meta struct {
-		Snoozes int `json:"snoozes"`
-	}
-	if job != nil && len(job.Metadata) > 0 {
-		_ = json.Unmarshal(job.Metadata, &meta) // no count: the first wait
-	}
-	if meta.Snoozes >= EarlyHookSnoozes {
+	n, _ := snoozeCount(job)
+	if n >= EarlyHookSnoozes {
 		return 0, false
 	}
-	return EarlyHookFirstWait << meta.Snoozes, true
+	return EarlyHookFirstWait << n, true
+}
+
+// snoozeCount returns how many times River snoozed job (its metadata
+// "snoozes"; 0 and false without one).
+func snoozeCount(job *rivertype.JobRow) (int, bool) {
+	var meta struct {
+		Snoozes *int `json:"snoozes"`
+	}
+	if job == nil || len(job.Metadata) == 0 || json.Unmarshal(job.Metadata, &meta) != nil || meta.Snoozes == nil {
+		return 0, false
+	}
+	return *meta.Snoozes, true
 }
 
 // Route hands one decoded delivery to its owner: comments to the command
