@@ -55,6 +55,7 @@ type Store interface {
 	CallbackResult(ctx context.Context, db store.DBTX, kind, requestID string) (string, error)
 	RecordDeployConfirmation(ctx context.Context, db store.DBTX, c store.DeployConfirmation) error
 	GetStatusNote(ctx context.Context, db store.DBTX, platform string, projectID, iid int64) (store.StatusNote, error)
+	StatusNoteState(ctx context.Context, db store.DBTX, id string) (store.NoteState, error)
 	ClaimStatusNote(ctx context.Context, platform string, projectID, iid int64, lease time.Duration) (store.NoteClaim, bool, error)
 	RenewStatusNote(ctx context.Context, c store.NoteClaim, lease time.Duration) (bool, error)
 	RecordStatusNote(ctx context.Context, c store.NoteClaim, n store.StatusNote) (bool, error)

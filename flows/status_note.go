@@ -269,10 +269,27 @@ func (e *Engine) refreshNote(ctx context.Context, opID string, force bool) error
 	return err
 }
 
-// refreshNoteOnce renders once unless the note is up to date (done). It
-// reads the operation and its events in one snapshot, claims the note,
-// writes it to GitLab and records it.
+// refreshNoteOnce renders once unless the note is up to date (done). Unless
+// forced it first checks, in one read-only statement
+// (store.StatusNotes.StatusNoteState), whether the MR's note already shows
+// the operation's newest event: most refreshes find it so (a backstop, a
+// refresh of a window whose events an earlier one rendered) and then write
+// nothing and open no transaction (issue 12 point 2). Otherwise it reads
+// the operation and its events in one snapshot, claims the note, writes it
+// to GitLab and records it.
 func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (done bool, err error) {
+	if !force {
+		ns, err := e.st.StatusNoteState(ctx, e.st.DB(), opID)
+		if errors.Is(err, store.ErrNotFound) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if ns.MRIID == 0 || e.ownPlatform(store.Operation{ID: opID, Platform: ns.Platform}) != nil || ns.Current(opID) {
+			return true, nil
+		}
+	}
 	h, err := e.st.ReadHistory(ctx, opID)
 	if errors.Is(err, store.ErrNotFound) {
 		return true, nil

@@ -121,6 +121,11 @@ type Approvals interface {
 // StatusNotes are the status comments and their claims (DESIGN §7).
 type StatusNotes interface {
 	GetStatusNote(ctx context.Context, db DBTX, platform string, projectID, iid int64) (StatusNote, error)
+	// StatusNoteState reads operation id's MR, newest event and the MR's
+	// recorded status note in one statement (no transaction), so a refresh
+	// that finds the note current writes nothing; ErrNotFound (wrapped)
+	// without such an operation.
+	StatusNoteState(ctx context.Context, db DBTX, id string) (NoteState, error)
 	SaveStatusNote(ctx context.Context, db DBTX, n StatusNote) (bool, error)
 	ClaimStatusNote(ctx context.Context, platform string, projectID, iid int64, lease time.Duration) (c NoteClaim, ok bool, err error)
 	RenewStatusNote(ctx context.Context, c NoteClaim, lease time.Duration) (ok bool, err error)

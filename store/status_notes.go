@@ -12,6 +12,30 @@ type StatusNote struct {
 	RenderedSeq int64
 }
 
+// NoteState is what a status note refresh checks before it renders: the
+// operation's MR, the sequence number of its newest event and what the
+// MR's recorded status note shows (NoteOperationID "" and RenderedSeq 0
+// when no note is recorded). Read by StatusNotes.StatusNoteState in one
+// statement.
+type NoteState struct {
+	// Platform is the operation's platform as stored.
+	Platform         string
+	ProjectID, MRIID int64
+	// LastSeq is the sequence number of the operation's newest event (0
+	// without events).
+	LastSeq int64
+	// NoteOperationID is the operation whose comment the MR's recorded
+	// note holds; RenderedSeq the newest event rendered into it.
+	NoteOperationID string
+	RenderedSeq     int64
+}
+
+// Current reports whether the MR's recorded note shows the operation's
+// newest event (or a newer render) for operation id.
+func (n NoteState) Current(id string) bool {
+	return n.NoteOperationID == id && n.RenderedSeq >= n.LastSeq
+}
+
 // NoteClaim is the right, for a while, to write the status note of one MR:
 // a refresh claims it, calls GitLab holding no transaction or lock, then
 // records the note and releases it (RecordStatusNote, ReleaseStatusNote).

@@ -94,3 +94,16 @@ func (s *Store) ReleaseStatusNote(ctx context.Context, db store.DBTX, c store.No
 	}
 	return nil
 }
+
+// StatusNoteState implements store.StatusNotes: one statement.
+func (s *Store) StatusNoteState(ctx context.Context, db store.DBTX, id string) (store.NoteState, error) {
+	r, err := queries.StatusNoteCurrent(ctx, q(db), id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.NoteState{}, fmt.Errorf("status note state of %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.NoteState{}, fmt.Errorf("reading status note state of %s: %w", id, err)
+	}
+	return store.NoteState{Platform: r.Platform, ProjectID: r.ProjectID, MRIID: r.MrIid, LastSeq: r.LastSeq,
+		NoteOperationID: r.NoteOperationID, RenderedSeq: r.RenderedSeq}, nil
+}

@@ -276,3 +276,20 @@ func (s *Store) ListSettingAudit(ctx context.Context, db store.DBTX, key, scope 
 	}
 	return out, nil
 }
+
+// StatusNoteState implements store.StatusNotes: one statement.
+func (s *Store) StatusNoteState(ctx context.Context, db store.DBTX, id string) (store.NoteState, error) {
+	g, err := q(db).gen()
+	if err != nil {
+		return store.NoteState{}, err
+	}
+	r, err := queries.StatusNoteCurrent(ctx, g, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.NoteState{}, fmt.Errorf("status note state of %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.NoteState{}, fmt.Errorf("reading status note state of %s: %w", id, err)
+	}
+	return store.NoteState{Platform: r.Platform, ProjectID: r.ProjectID, MRIID: r.MrIid, LastSeq: r.LastSeq,
+		NoteOperationID: r.NoteOperationID, RenderedSeq: r.RenderedSeq}, nil
+}

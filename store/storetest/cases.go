@@ -30,6 +30,7 @@ var cases = []struct {
 	{"AccountBudgetConcurrent", testAccountBudgetConcurrent},
 	{"StatusNoteClaims", testStatusNoteClaims},
 	{"StatusNoteClaimRenewal", testStatusNoteClaimRenewal},
+	{"StatusNoteState", testStatusNoteState},
 	{"SameNumbersOnTwoPlatforms", testSameNumbersOnTwoPlatforms},
 	{"DeliveryBodyStoredByteIdentical", testDeliveryBodyStoredByteIdentical},
 	{"InsertDeliveriesDedupe", testInsertDeliveriesDedupe},
@@ -654,5 +655,44 @@ func testCommitClaimInTransaction(t *testing.T, open Open) {
 	}
 	if _, err := s.GetCommitClaim(ctx, s.DB(), c.RunID, c.Step); err != nil {
 		t.Fatalf("committed claim: %v", err)
+	}
+}
+
+// StatusNoteState: one read gives the operation's MR, its newest event and
+// what the MR's recorded note shows; current only when the note is the
+// operation's and rendered its newest event; ErrNotFound without the
+// operation.
+func testStatusNoteState(t *testing.T, open Open) {
+	s := open(t)(Opts{})
+	ctx := context.Background()
+	if _, err := s.StatusNoteState(ctx, s.DB(), "op_none"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown operation: %v, want ErrNotFound", err)
+	}
+	op := create(t, s, newOp("op_note", "svc"))
+	if _, _, err := s.ApplyTransition(ctx, store.TransitionParams{OperationID: op.ID, ExpectStep: op.Step, ToStep: 10402,
+		ToStatus: store.StatusApprovalSent, Update: func(o *store.Operation) { o.ProjectID, o.MRIID = 7, 3 },
+		Event: store.EventParams{Type: store.EventTransition, Actor: "changebot", Source: "test"}}); err != nil {
+		t.Fatalf("ApplyTransition: %v", err)
+	}
+	st, err := s.StatusNoteState(ctx, s.DB(), op.ID)
+	if err != nil || st.MRIID != 3 || st.ProjectID != 7 || st.Platform != store.PlatformGitLab || st.LastSeq != 2 ||
+		st.NoteOperationID != "" || st.Current(op.ID) {
+		t.Fatalf("before any note: %+v %v", st, err)
+	}
+	c, ok, err := s.ClaimStatusNote(ctx, store.PlatformGitLab, 7, 3, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if _, err := s.RecordStatusNote(ctx, c, store.StatusNote{ProjectID: 7, MRIID: 3, NoteID: 9, OperationID: op.ID, RenderedSeq: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = s.StatusNoteState(ctx, s.DB(), op.ID); err != nil || st.RenderedSeq != 2 || !st.Current(op.ID) || st.Current("op_other") {
+		t.Fatalf("after the note rendered event 2: %+v %v", st, err)
+	}
+	if _, err := s.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventRefused, Actor: "bob", Source: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = s.StatusNoteState(ctx, s.DB(), op.ID); err != nil || st.LastSeq != 3 || st.Current(op.ID) {
+		t.Fatalf("after event 3: %+v %v", st, err)
 	}
 }

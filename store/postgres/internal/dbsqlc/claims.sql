@@ -46,3 +46,12 @@ WHERE platform = @platform AND project_id = @project_id AND mr_iid = @mr_iid AND
 
 -- name: StatusNoteRelease :exec
 DELETE FROM status_note_claims WHERE platform = @platform AND project_id = @project_id AND mr_iid = @mr_iid AND token = @token;
+
+-- name: StatusNoteCurrent :one
+SELECT o.platform, o.project_id, o.mr_iid,
+    CAST(COALESCE((SELECT max(e.seq) FROM change_events e WHERE e.operation_id = o.id), 0) AS bigint) AS last_seq,
+    CAST(COALESCE(n.operation_id, '') AS text) AS note_operation_id,
+    CAST(COALESCE(n.rendered_seq, 0) AS bigint) AS rendered_seq
+FROM operations o
+LEFT JOIN status_notes n ON n.platform = o.platform AND n.project_id = o.project_id AND n.mr_iid = o.mr_iid
+WHERE o.id = @id;

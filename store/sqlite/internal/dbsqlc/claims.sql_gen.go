@@ -110,6 +110,39 @@ func (q *Queries) CommitClaimTokenMint(ctx context.Context, db DBTX) (int64, err
 	return result.LastInsertId()
 }
 
+const statusNoteCurrent = `-- name: StatusNoteCurrent :one
+SELECT o.platform, o.project_id, o.mr_iid,
+    CAST(COALESCE((SELECT max(e.seq) FROM change_events e WHERE e.operation_id = o.id), 0) AS bigint) AS last_seq,
+    CAST(COALESCE(n.operation_id, '') AS text) AS note_operation_id,
+    CAST(COALESCE(n.rendered_seq, 0) AS bigint) AS rendered_seq
+FROM operations o
+LEFT JOIN status_notes n ON n.platform = o.platform AND n.project_id = o.project_id AND n.mr_iid = o.mr_iid
+WHERE o.id = ?1
+`
+
+type StatusNoteCurrentRow struct {
+	Platform        string
+	ProjectID       int64
+	MrIid           int64
+	LastSeq         int64
+	NoteOperationID string
+	RenderedSeq     int64
+}
+
+func (q *Queries) StatusNoteCurrent(ctx context.Context, db DBTX, id string) (StatusNoteCurrentRow, error) {
+	row := db.QueryRowContext(ctx, statusNoteCurrent, id)
+	var i StatusNoteCurrentRow
+	err := row.Scan(
+		&i.Platform,
+		&i.ProjectID,
+		&i.MrIid,
+		&i.LastSeq,
+		&i.NoteOperationID,
+		&i.RenderedSeq,
+	)
+	return i, err
+}
+
 const statusNoteGet = `-- name: StatusNoteGet :one
 SELECT platform, project_id, mr_iid, note_id, operation_id, rendered_seq, updated_at FROM status_notes WHERE platform = ?1 AND project_id = ?2 AND mr_iid = ?3
 `
