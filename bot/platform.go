@@ -48,8 +48,9 @@ func (a *App) newPlatformClient(observe func(endpoint string, status int, d time
 		}
 		c, err := gitlab.New(gitlab.Config{BaseURL: a.cfg.GitLabURL, Token: a.cfg.GitLabToken,
 			ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: observe,
-			// A 429's wait, shared by every replica (issue 10 point 4).
-			AccountWaits: a.store, Budget: calls,
+			// A 429's wait, shared by every replica (issue 10 point 4),
+			// through the budget: a 429 drops its leased calls at once.
+			AccountWaits: calls, Budget: calls,
 			// approval.adapter, read at every approve: "project:<id>" (the
 			// adapter knows the numeric id only), then global.
 			AdapterFunc: func(projectID int64) string {
@@ -61,7 +62,8 @@ func (a *App) newPlatformClient(observe func(endpoint string, status int, d time
 		return c, nil
 	}
 	// A rate limit's wait, shared by every replica as GitLab's 429 is.
-	c, err := github.New(githubConfig(a.cfg, a.log, observe, a.store))
+	// Read at most once a second (budget.WaitCacheTTL), recorded at once.
+	c, err := github.New(githubConfig(a.cfg, a.log, observe, budget.NewWaits(a.store, nil)))
 	if err != nil {
 		return nil, fmt.Errorf("configuring the GitHub client: %w", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,9 +24,9 @@ import (
 )
 
 // Store is what the budget needs from the store: the bucket row of each
-// account (store.AccountWaits).
+// account and its 429 wait (store.AccountWaits).
 type Store interface {
-	AccountBlockedUntil(ctx context.Context, account string) (time.Time, error)
+	WaitStore
 	TakeAccountBudget(ctx context.Context, p store.BudgetTakeParams) (store.BudgetTake, error)
 	ClampAccountBudget(ctx context.Context, p store.BudgetClampParams) error
 }
@@ -58,14 +60,52 @@ type Config struct {
 }
 
 // Budget is the call budget of every account of one GitLab instance. It is
-// safe for concurrent use and keeps no state of its own: the bucket is the
-// database row, shared by every replica.
+// safe for concurrent use. The bucket is the database row, shared by every
+// replica; a replica takes calls from it in small batches (a lease, see
+// TakeCall) and spends them locally, and keeps each account's 429 wait in
+// memory for WaitCacheTTL (the embedded *Waits: pass the Budget as the
+// adapter's AccountWaits so that a 429 it meets drops its leases at once).
 type Budget struct {
+	*Waits
 	st     Store
 	limits func() Limits
 	now    func() time.Time
 	m      metrics
+
+	mu     sync.Mutex
+	leases map[leaseKey]*lease
 }
+
+// leaseKey names one lease: an account's calls taken at one priority. Each
+// priority spends only its own lease: a person's lease was taken without
+// keeping the reserve, so background calls never dip into it.
+type leaseKey struct {
+	account  string
+	priority string
+}
+
+// lease is calls taken from the bucket and not yet spent. Calls left when
+// it expires (LeaseTTL), when the limits change, or when the account meets
+// a 429 or a lower RateLimit-Remaining are dropped: they count as spent
+// and are never given back, so replicas together never send more than the
+// bucket gave out.
+type lease struct {
+	calls   float64   // calls left to spend
+	bucket  float64   // what the bucket held after the take that made it
+	expires time.Time // wall clock (time.Now), not the injected clock
+	limits  Limits
+}
+
+// MaxBatch is the most calls one take leases; LeaseShare is the share of
+// the calls above the priority's keep it takes at most (1/LeaseShare of
+// what the bucket held at the last take), so that a low bucket leases one
+// call at a time and replicas stay fair; LeaseTTL is how long leased calls
+// stay spendable.
+const (
+	MaxBatch   = 16
+	LeaseShare = 8
+	LeaseTTL   = time.Second
+)
 
 type metrics struct {
 	remaining *prometheus.GaugeVec
@@ -91,13 +131,15 @@ func New(cfg Config) (*Budget, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("configuring the gitlab call budget: store is required")
 	}
-	b := &Budget{st: cfg.Store, limits: cfg.LimitsFunc, now: cfg.NowFunc}
+	b := &Budget{st: cfg.Store, limits: cfg.LimitsFunc, now: cfg.NowFunc, leases: map[leaseKey]*lease{}}
 	if b.limits == nil {
 		b.limits = func() Limits { return DefaultLimits }
 	}
 	if b.now == nil {
 		b.now = time.Now
 	}
+	b.Waits = NewWaits(cfg.Store, b.now)
+	b.Waits.onBlock = b.dropLeases
 	b.m = metrics{
 		remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "changebot_gitlab_budget_remaining",
@@ -147,39 +189,105 @@ func (l Limits) keep(p platform.Priority) float64 {
 }
 
 // TakeCall takes one call of account at priority p (platform/gitlab
-// CallBudget): one statement. It returns wait 0 and the calls left when
-// granted (-1 when the budget is off); otherwise how long until the account's 429 wait ends or, by the
-// refill rate, until the bucket holds a call for p again (at least
+// CallBudget). It returns wait 0 and the calls left when granted (the
+// bucket after this replica's last take plus its unspent lease; -1 when the
+// budget is off); otherwise how long until the account's 429 wait ends or,
+// by the refill rate, until the bucket holds a call for p again (at least
 // MinWait). Errors are the store's.
+//
+// Cost: a call spent from this replica's lease costs no statement; else
+// one UPDATE takes a batch of n calls, n = min(MaxBatch, (bucket - keep) /
+// LeaseShare) by what the bucket held at the last take (1 when unknown or
+// low; a refused batch is retried once as a single call). With the budget
+// off the account's 429 wait is read at most once per WaitCacheTTL.
 func (b *Budget) TakeCall(ctx context.Context, account string, p platform.Priority) (time.Duration, float64, error) {
 	l := b.limits()
 	now := b.now()
+	label := priorityLabel(p)
 	if l.PerMinute <= 0 {
-		// No budget: the account's 429 wait alone (one read).
-		until, err := b.st.AccountBlockedUntil(ctx, account)
+		// No budget: the account's 429 wait alone (cached).
+		until, err := b.AccountBlockedUntil(ctx, account)
 		if err != nil {
 			return 0, 0, err
 		}
 		if until.After(now) {
-			b.m.held.WithLabelValues(priorityLabel(p)).Inc()
+			b.m.held.WithLabelValues(label).Inc()
 			return max(until.Sub(now), MinWait), 0, nil
 		}
-		b.m.taken.WithLabelValues(priorityLabel(p)).Inc()
+		b.m.taken.WithLabelValues(label).Inc()
 		return 0, -1, nil
 	}
 	l.Burst = max(l.Burst, 1)
+	if until := b.known(account); until.After(now) {
+		// A 429 this replica met (or read): its leases are gone.
+		b.m.held.WithLabelValues(label).Inc()
+		return max(until.Sub(now), MinWait), 0, nil
+	}
+	key := leaseKey{account: account, priority: label}
+	n := 1.0
+	b.mu.Lock()
+	if ls := b.leases[key]; ls != nil {
+		if ls.limits == l && time.Now().Before(ls.expires) && ls.calls >= 1 {
+			ls.calls--
+			left := ls.bucket + ls.calls
+			b.mu.Unlock()
+			b.m.taken.WithLabelValues(label).Inc()
+			return 0, left, nil
+		}
+		if ls.limits == l {
+			n = batchOf(l, p, ls.bucket)
+		}
+		delete(b.leases, key)
+	}
+	b.mu.Unlock()
 	got, err := b.st.TakeAccountBudget(ctx, store.BudgetTakeParams{Account: account, Now: now, Rate: l.rate(),
-		Keep: l.keep(p), N: 1})
+		Keep: l.keep(p), N: n})
+	if err == nil && !got.Granted && n > 1 && !got.BlockedUntil.After(now) {
+		n = 1
+		got, err = b.st.TakeAccountBudget(ctx, store.BudgetTakeParams{Account: account, Now: now, Rate: l.rate(),
+			Keep: l.keep(p), N: 1})
+	}
 	if err != nil {
 		return 0, 0, err
 	}
 	b.m.remaining.WithLabelValues(account).Set(got.Tokens)
-	if got.Granted {
-		b.m.taken.WithLabelValues(priorityLabel(p)).Inc()
-		return 0, got.Tokens, nil
+	if got.BlockedUntil.After(now) {
+		b.Waits.remember(account, got.BlockedUntil)
 	}
-	b.m.held.WithLabelValues(priorityLabel(p)).Inc()
+	if got.Granted {
+		if n > 1 {
+			b.mu.Lock()
+			b.leases[key] = &lease{calls: n - 1, bucket: got.Tokens, expires: time.Now().Add(LeaseTTL), limits: l}
+			b.mu.Unlock()
+		} else {
+			b.mu.Lock()
+			b.leases[key] = &lease{bucket: got.Tokens, expires: time.Now().Add(LeaseTTL), limits: l}
+			b.mu.Unlock()
+		}
+		b.m.taken.WithLabelValues(label).Inc()
+		return 0, got.Tokens + n - 1, nil
+	}
+	b.m.held.WithLabelValues(label).Inc()
 	return waitFor(l, p, got, now), got.Tokens, nil
+}
+
+// batchOf is how many calls a take at priority p leases when the bucket
+// held bucket calls at the last take: 1/LeaseShare of those above p's keep,
+// between 1 and MaxBatch.
+func batchOf(l Limits, p platform.Priority, bucket float64) float64 {
+	n := math.Floor((bucket - l.keep(p)) / LeaseShare)
+	return max(1, min(n, MaxBatch))
+}
+
+// dropLeases drops account's unspent leases (they count as spent).
+func (b *Budget) dropLeases(account string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k := range b.leases {
+		if k.account == account {
+			delete(b.leases, k)
+		}
+	}
 }
 
 // MinWait is the shortest wait TakeCall answers, so that a held job never
@@ -201,13 +309,15 @@ func waitFor(l Limits, p platform.Priority, got store.BudgetTake, now time.Time)
 }
 
 // RemainingCalls lowers account's budget to remaining calls (GitLab's
-// RateLimit-Remaining answered fewer than the budget held): one statement.
+// RateLimit-Remaining answered fewer than the budget held): one statement,
+// at once; this replica's unspent leases of account are dropped.
 func (b *Budget) RemainingCalls(ctx context.Context, account string, remaining int) error {
 	l := b.limits()
 	if l.PerMinute <= 0 {
 		return nil
 	}
 	l.Burst = max(l.Burst, 1)
+	b.dropLeases(account)
 	return b.st.ClampAccountBudget(ctx, store.BudgetClampParams{Account: account, Now: b.now(), Rate: l.rate(),
 		Remaining: float64(remaining)})
 }

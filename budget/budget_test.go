@@ -16,11 +16,19 @@ import (
 // stores opens a migrated store of each engine.
 func stores(t *testing.T) map[string]budget.Store {
 	t.Helper()
-	sc := pgtest.New(t)
-	pg, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
-	if err != nil {
-		t.Fatal(err)
+	m := map[string]budget.Store{}
+	for engine, pair := range storePairs(t) {
+		m[engine] = pair[0]
 	}
+	return m
+}
+
+// storePairs opens, for each engine, two stores over one migrated
+// database: two replicas.
+func storePairs(t *testing.T) map[string][2]budget.Store {
+	t.Helper()
+	sc := pgtest.New(t)
+	var pgs, lites [2]budget.Store
 	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "changebot.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -29,11 +37,18 @@ func stores(t *testing.T) map[string]budget.Store {
 	if err := sqlite.Migrate(context.Background(), db, nil); err != nil {
 		t.Fatal(err)
 	}
-	lite, err := sqlite.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
+	for i := range 2 {
+		pg, err := postgres.New(sc.Pool, &postgres.StoreOpts{Schema: sc.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lite, err := sqlite.New(db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pgs[i], lites[i] = pg, lite
 	}
-	return map[string]budget.Store{"postgres": pg, "sqlite": lite}
+	return map[string][2]budget.Store{"postgres": pgs, "sqlite": lites}
 }
 
 // TestTakeCall: with 60 calls a minute, a burst of 3 and a reserve of 2, a

@@ -228,7 +228,7 @@ func New(t testing.TB, opts *Opts) *Harness {
 		t.Fatalf("building the call budget: %v", err)
 	}
 	h.Client, err = gitlab.New(gitlab.Config{BaseURL: h.GitLab.URL(), Token: "robot-token", ReviewerTokens: tokens,
-		RetryMax: -1, Logger: log, NowFunc: h.Clock.Now, AccountWaits: h.Store, Budget: h.Budget})
+		RetryMax: -1, Logger: log, NowFunc: h.Clock.Now, AccountWaits: h.Budget, Budget: h.Budget})
 	if err != nil {
 		t.Fatalf("building the GitLab adapter: %v", err)
 	}
