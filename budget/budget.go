@@ -139,7 +139,7 @@ func New(cfg Config) (*Budget, error) {
 		b.now = time.Now
 	}
 	b.Waits = NewWaits(cfg.Store, b.now)
-	b.Waits.onBlock = b.dropLeases
+	b.onBlock = b.dropLeases
 	b.m = metrics{
 		remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "changebot_gitlab_budget_remaining",
@@ -252,18 +252,13 @@ func (b *Budget) TakeCall(ctx context.Context, account string, p platform.Priori
 	}
 	b.m.remaining.WithLabelValues(account).Set(got.Tokens)
 	if got.BlockedUntil.After(now) {
-		b.Waits.remember(account, got.BlockedUntil)
+		b.remember(account, got.BlockedUntil)
 	}
 	if got.Granted {
-		if n > 1 {
-			b.mu.Lock()
-			b.leases[key] = &lease{calls: n - 1, bucket: got.Tokens, expires: time.Now().Add(LeaseTTL), limits: l}
-			b.mu.Unlock()
-		} else {
-			b.mu.Lock()
-			b.leases[key] = &lease{bucket: got.Tokens, expires: time.Now().Add(LeaseTTL), limits: l}
-			b.mu.Unlock()
-		}
+		// n == 1 leaves an empty lease: the bucket it saw sizes the next take.
+		b.mu.Lock()
+		b.leases[key] = &lease{calls: n - 1, bucket: got.Tokens, expires: time.Now().Add(LeaseTTL), limits: l}
+		b.mu.Unlock()
 		b.m.taken.WithLabelValues(label).Inc()
 		return 0, got.Tokens + n - 1, nil
 	}

@@ -109,8 +109,8 @@ type Config struct {
 	// Budget, when set, is the call budget every request of every account
 	// takes from before it is sent (issue 12 point 4), shared by all
 	// replicas: it replaces the read of AccountWaits (its take also
-	// refuses while the account waits out a 429), so a request still costs
-	// one database statement. A call it holds back fails unsent with a
+	// refuses while the account waits out a 429); changebot/budget leases
+	// calls in batches, so most requests cost no database statement. A call it holds back fails unsent with a
 	// *platform.Error of kind platform.ErrRateLimited, Budget set and
 	// RetryAfter when the budget has a call again. Requests made with a
 	// context of platform.PriorityBackground are held back while the
