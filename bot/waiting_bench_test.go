@@ -2,12 +2,14 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,16 +42,14 @@ var mrGetPath = regexp.MustCompile(`^/api/v4/projects/[^/]+/merge_requests/(\d+)
 // never report cost (issue 12 point 5, "the cost of 1,000 and 10,000
 // waiting changes"): n changes at CREATE_MR_OPENED, each with its merge
 // request in gitlabfake (pipelines that stay running) and its poll job,
-// seeded, and their status comments written, by a replica that then stops
-// (with the call budget off); then one replica (the production poll
+// seeded through the engine by an app that never runs (with the call
+// budget off); then every job but the n poll jobs is deleted (the create
+// jobs the seeding left stale, the status-comment refreshes its
+// transitions asked for), so that the measured replica starts with exactly
+// the waiting changes' poll jobs; then one replica (the production poll
 // schedule: every 15 s, then every 2 minutes; the default call budget)
 // starts over them on PostgreSQL, every first poll overdue, and is
-// measured for waitingWindow: the first minutes of the wait. With
-// CHANGEBOT_BENCH_COLD set the seeding replica never runs: the measured one
-// also writes the status comments the seeding asked for (four note jobs
-// per change, two of them calls), as a replica that starts with changes
-// just submitted would; 10,000 changes' comments take the seeder a quarter
-// of an hour on a loaded 2-core machine. It reports:
+// measured for waitingWindow: the first minutes of the wait. It reports:
 //   - gitlab-calls/s: every call gitlabfake served in the window;
 //   - db-tx/s: transactions committed or rolled back on the database in
 //     the window (pg_stat_database: run it on a database nobody else uses,
@@ -98,10 +98,9 @@ func benchmarkWaitingChanges(b *testing.B, n int) {
 	if _, err := seedWaiting(ctx, seeder, env, n); err != nil {
 		b.Fatal(err)
 	}
-	if os.Getenv("CHANGEBOT_BENCH_COLD") == "" {
-		runSeeder(b, seeder, env, n)
-	} else {
-		seeder.Close()
+	seeder.Close()
+	if err := keepPollJobsOnly(ctx, sc.URL, n); err != nil {
+		b.Fatal(err)
 	}
 	env.Config.Settings = nil
 	app, err := NewApp(ctx, env.Config, &AppOpts{Schema: sc.Name, Logger: quiet})
@@ -176,42 +175,90 @@ func benchmarkWaitingChanges(b *testing.B, n int) {
 // gitlabfake whose pipelines stay running, and their poll jobs, before the
 // replica runs: the robot opens branch and merge request through the
 // GitLab API, the engine submits the change and moves it to the wait (the
-// create job it queued is left stale: the change moved on). It returns the
-// changes.
+// create job it queued is left stale: the change moved on), eight changes
+// at a time. It returns the changes, in seeding order.
 func seedWaiting(ctx context.Context, app *App, env *demoEnv, n int) ([]store.Operation, error) {
 	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
 	robot, err := gitlab.New(gitlab.Config{BaseURL: env.GitLab.URL(), Token: demoRobotToken, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
-	ops := make([]store.Operation, 0, n)
+	ops := make([]store.Operation, n)
+	errs := make([]error, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				if ops[i], errs[i] = seedOne(ctx, app, env, robot, i); errs[i] != nil {
+					errs[i] = fmt.Errorf("seeding change %d: %w", i, errs[i])
+				}
+			}
+		})
+	}
 	for i := range n {
-		branch := fmt.Sprintf("changebot/waiting-%d", i)
-		if _, err := robot.CreateBranch(ctx, env.Project.ID, branch, "main"); err != nil {
-			return nil, fmt.Errorf("seeding change %d: %w", i, err)
-		}
-		mr, err := robot.CreateMergeRequest(ctx, env.Project.ID, platform.CreateMRParams{SourceBranch: branch,
-			TargetBranch: "main", Title: fmt.Sprintf("Waiting change %d", i)})
-		if err != nil {
-			return nil, fmt.Errorf("seeding change %d: %w", i, err)
-		}
-		op, _, err := app.Engine().Submit(ctx, flows.SubmitParams{SubjectID: fmt.Sprintf("svc-%d", i), TargetKey: "prod",
-			Project: demoProject, Title: mr.Title, RequestedBy: demoRequester, ApprovalFirst: false, MaxActive: 1 << 30,
-			Files: []store.File{{Path: "a.yaml", Content: "a: 1"}}})
-		if err != nil {
-			return nil, fmt.Errorf("seeding change %d: %w", i, err)
-		}
-		op, err = app.Engine().Transition(ctx, op, flows.CreateMROpened, flows.TransitionOpts{Source: "bench",
-			Update: func(o *store.Operation) {
-				o.ProjectID, o.TargetBranch = env.Project.ID, "main"
-				o.MRIID, o.MRWebURL, o.SourceBranch, o.HeadSHA = mr.IID, mr.WebURL, branch, mr.SHA
-			}})
-		if err != nil {
-			return nil, fmt.Errorf("seeding change %d: %w", i, err)
-		}
-		ops = append(ops, op)
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return ops, nil
+}
+
+// seedOne opens the i-th seeded change's branch and merge request and
+// moves its change to CREATE_MR_OPENED (seedWaiting).
+func seedOne(ctx context.Context, app *App, env *demoEnv, robot *gitlab.Client, i int) (store.Operation, error) {
+	branch := fmt.Sprintf("changebot/waiting-%d", i)
+	if _, err := robot.CreateBranch(ctx, env.Project.ID, branch, "main"); err != nil {
+		return store.Operation{}, err
+	}
+	mr, err := robot.CreateMergeRequest(ctx, env.Project.ID, platform.CreateMRParams{SourceBranch: branch,
+		TargetBranch: "main", Title: fmt.Sprintf("Waiting change %d", i)})
+	if err != nil {
+		return store.Operation{}, err
+	}
+	op, _, err := app.Engine().Submit(ctx, flows.SubmitParams{SubjectID: fmt.Sprintf("svc-%d", i), TargetKey: "prod",
+		Project: demoProject, Title: mr.Title, RequestedBy: demoRequester, ApprovalFirst: false, MaxActive: 1 << 30,
+		Files: []store.File{{Path: "a.yaml", Content: "a: 1"}}})
+	if err != nil {
+		return store.Operation{}, err
+	}
+	return app.Engine().Transition(ctx, op, flows.CreateMROpened, flows.TransitionOpts{Source: "bench",
+		Update: func(o *store.Operation) {
+			o.ProjectID, o.TargetBranch = env.Project.ID, "main"
+			o.MRIID, o.MRWebURL, o.SourceBranch, o.HeadSHA = mr.IID, mr.WebURL, branch, mr.SHA
+		}})
+}
+
+// keepPollJobsOnly deletes every River job of the schema at url but the
+// pipeline polls (the seeding's stale create jobs and the status-comment
+// refreshes its transitions queued: leftovers that are not the waiting
+// being measured), makes the polls due now, and checks that exactly n
+// poll jobs remain, one per waiting change.
+func keepPollJobsOnly(ctx context.Context, url string, n int) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DELETE FROM river_job WHERE kind <> $1`, flows.KindAwaitPipeline); err != nil {
+		return fmt.Errorf("deleting the seeding's leftover jobs: %w", err)
+	}
+	// Every first poll overdue, as after a seeding longer than the short
+	// interval: River's scheduler makes them available at once.
+	if _, err := conn.Exec(ctx, `UPDATE river_job SET scheduled_at = now() WHERE state = 'scheduled'`); err != nil {
+		return fmt.Errorf("making the polls due: %w", err)
+	}
+	var polls, distinct int
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT args->>'operation_id') FROM river_job`).Scan(&polls, &distinct); err != nil {
+		return fmt.Errorf("counting the poll jobs: %w", err)
+	}
+	if polls != n || distinct != n {
+		return fmt.Errorf("%d poll jobs for %d changes after the seeding, want one for each of %d", polls, distinct, n)
+	}
+	return nil
 }
 
 // benchWaitingSizes are the numbers of waiting changes
