@@ -206,11 +206,13 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	return err
 }
 
-// noteWorkers is how many status note refreshes one replica runs at once: a
-// quarter of workers, at least one. Refreshes are coalesced and nobody
-// waits on them, so they get a small share beside the step jobs and the
-// webhook deliveries (which get workers each).
-func noteWorkers(workers int) int { return max(1, workers/4) }
+// noteWorkers is how many status note refreshes one replica runs at once:
+// half of workers, at least two. Refreshes are coalesced, so they need
+// fewer workers than the step jobs and the webhook deliveries (which get
+// workers each); a quarter (at most 2 of the demo's 10) left the comments
+// of twenty failing changes tens of seconds behind their steps on a loaded
+// race-detector run, past the comment's freshness promise.
+func noteWorkers(workers int) int { return max(2, workers/2) }
 
 // fetchPollInterval is how often River looks for due jobs without being
 // told. On PostgreSQL a job inserted as available is announced at its

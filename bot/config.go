@@ -107,8 +107,8 @@ type Config struct {
 	// LogFormat is text or json.
 	LogFormat string
 	// Workers is how many jobs one replica runs at once in each of the
-	// step and webhook delivery queues; status comment refreshes get a
-	// quarter of it (noteWorkers).
+	// step and webhook delivery queues; status comment refreshes get
+	// half of it (noteWorkers).
 	Workers int
 	// MaxBodyBytes bounds every request body (webhooks, callbacks, API).
 	MaxBodyBytes int64
@@ -271,7 +271,7 @@ var configFields = []configField{
 		Description: "Log format: text or json."},
 		set: func(c *Config, v string) error { c.LogFormat = strings.ToLower(v); return nil }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_WORKERS", YAML: "workers", Default: "20",
-		Description: "Jobs one replica runs at once: up to this many step jobs and as many webhook deliveries, and a quarter of it of status comment refreshes."},
+		Description: "Jobs one replica runs at once: up to this many step jobs and as many webhook deliveries, and half of it (at least 2) of status comment refreshes."},
 		set: setWorkers},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_MAX_BODY_BYTES", YAML: "max_body_bytes", Default: "5MiB",
 		Description: "Largest accepted request body, in bytes or with a KiB, MiB or GiB suffix."},
