@@ -951,8 +951,12 @@ var dsnPassword = regexp.MustCompile(`(?i)\b((?:ssl)?password)\s*=\s*('(?:[^'\\]
 // RedactedDatabaseURL returns DatabaseURL with any password replaced by
 // "xxxxx" (user info, password= and sslpassword= parameters), or "[REDACTED]"
 // when it cannot be parsed well enough to tell the password apart.
-func (c Config) RedactedDatabaseURL() string {
-	s := c.DatabaseURL
+func (c Config) RedactedDatabaseURL() string { return redactDatabaseURL(c.DatabaseURL) }
+
+// redactDatabaseURL is RedactedDatabaseURL for any connection string s: a
+// URL (user info, password= and sslpassword= parameters) or PostgreSQL's
+// key=value form (password=, sslpassword=).
+func redactDatabaseURL(s string) string {
 	if s == "" {
 		return ""
 	}

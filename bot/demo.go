@@ -78,7 +78,7 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 		fmt.Fprintf(out, "changebot demo: database sqlite %s\n", target.Path)
 		atExit = "the in-memory GitLab is thrown away then; the SQLite file " + target.Path + " is kept"
 	} else {
-		fmt.Fprintf(out, "changebot demo: database %s, schema %s\n", redactURL(o.DatabaseURL), schema)
+		fmt.Fprintf(out, "changebot demo: database %s, schema %s\n", redactDatabaseURL(o.DatabaseURL), schema)
 		if err := resetSchema(ctx, o.DatabaseURL, schema); err != nil {
 			return err
 		}

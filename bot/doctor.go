@@ -200,7 +200,7 @@ func (d *doctor) checkDatabase(ctx context.Context, schema string) {
 		}
 	}
 	if err != nil {
-		d.fail(fmt.Sprintf("database %s: unreachable (%v)", redactURL(url), err), fix)
+		d.fail(fmt.Sprintf("database %s: unreachable (%v)", redactDatabaseURL(url), err), fix)
 		return
 	}
 	version, current, err := db.MigrationStatus()

@@ -390,3 +390,26 @@ func TestSetupWordsAnUnknownProjectAsDoctor(t *testing.T) {
 		t.Errorf("setup of nope/x = %v:\n%s\nwant %q and no raw 404", err, out.String(), want)
 	}
 }
+
+// TestDoctorHidesTheDatabasePassword: an unreachable database is named in
+// the FAIL line without its password, in PostgreSQL's key=value form and in
+// a URL's password= parameter alike (the trial found both printed).
+func TestDoctorHidesTheDatabasePassword(t *testing.T) {
+	t.Parallel()
+	env, schema := newDayOneEnv(t)
+	for _, dsn := range []string{
+		"host=127.0.0.1 port=1 user=u password=" + secretDBPassword + " dbname=x connect_timeout=2",
+		"postgres://u@127.0.0.1:1/x?password=" + secretDBPassword + "&connect_timeout=2",
+	} {
+		cfg := env.Config
+		cfg.DatabaseURL = dsn
+		checks := RunDoctor(context.Background(), cfg, &DoctorOpts{Projects: []string{appProject}, Schema: schema})
+		out := lines(checks)
+		if !strings.Contains(lines(levels(checks, CheckFail)), "database ") {
+			t.Errorf("%s: no database FAIL:\n%s", dsn, out)
+		}
+		if strings.Contains(out, secretDBPassword) {
+			t.Errorf("doctor printed the database password:\n%s", out)
+		}
+	}
+}
