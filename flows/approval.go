@@ -163,7 +163,7 @@ func approvalTarget(op store.Operation, cb ApprovalCallback) StepCode {
 
 // callbackMatches reports whether a decision belongs to op as the bot knows
 // it: the operation's own state decides the flow order, never the callback.
-// A ticket id other than the one recorded, an MR iid in ext other than the
+// A ticket id other than the one recorded (or none, once one is recorded), an MR iid in ext other than the
 // operation's (or on an operation without an MR), or a decision for a change
 // approved in GitLab is stale.
 func callbackMatches(op store.Operation, cb ApprovalCallback) bool {
@@ -178,7 +178,9 @@ func callbackMatches(op store.Operation, cb ApprovalCallback) bool {
 		if cb.TicketID == "" || cb.TicketID == op.TicketID {
 			return false
 		}
-	case op.TicketID != "" && cb.TicketID != "" && cb.TicketID != op.TicketID:
+	case op.TicketID != "" && cb.TicketID != op.TicketID:
+		// Once the ticket is recorded a decision must name it: one without
+		// a ticket_id could be a decision on a superseded ticket.
 		return false
 	}
 	if iid := extMRIID(cb.Ext); iid != 0 && iid != op.MRIID {

@@ -203,7 +203,7 @@ func TestApprovalCallbackGuard(t *testing.T) {
 }
 
 // TestApprovalCallbackCannotSteerTheFlow: a signed callback that names
-// another ticket, or an MR the operation does not have, is stale and
+// another ticket or none (once the change holds one), or an MR the operation does not have, is stale and
 // changes nothing; the operation's own state decides the flow order.
 func TestApprovalCallbackCannotSteerTheFlow(t *testing.T) {
 	t.Parallel()
@@ -221,6 +221,7 @@ func TestApprovalCallbackCannotSteerTheFlow(t *testing.T) {
 		cb   flows.ApprovalCallback
 	}{
 		{"another ticket", flows.ApprovalCallback{RequestID: "s1", OperationID: op.ID, TicketID: "NOT-MINE", Decision: "approved"}},
+		{"no ticket once one is recorded", flows.ApprovalCallback{RequestID: "s0", OperationID: op.ID, Decision: "approved"}},
 		{"an MR the operation does not have", flows.ApprovalCallback{RequestID: "s2", OperationID: op.ID, TicketID: "T-1", Decision: "approved", Ext: map[string]any{"mr_iid": float64(999)}}},
 	}
 	for _, tt := range tests {
