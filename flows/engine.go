@@ -485,8 +485,7 @@ const noteMinWindow = time.Second
 // refreshNoteJobs are the status note refreshes of op's transition to
 // version: one due once note.delay (read now, for op's project) has let
 // transitions coalesce, and its backstop noteBackstopAfter later (see
-// RefreshNoteArgs.Backstop), shared by the transitions of a
-// noteBackstopWindow whatever note.delay is.
+// RefreshNoteArgs.Backstop).
 //
 // With a note.delay of 2 s or more the transitions of op coalesce into one
 // job each: the coalescing window is half of note.delay, and the
@@ -508,30 +507,13 @@ func (e *Engine) refreshNoteJobs(op store.Operation, version int64) []river.Inse
 		args.Version = 0
 		unique.ByPeriod = window
 	}
-	backstop := RefreshNoteArgs{OperationID: op.ID, Backstop: true}
-	backstopUnique := *uniqueActive
-	backstopUnique.ByPeriod = noteBackstopWindow
+	backstop := args
+	backstop.Backstop = true
 	return []river.InsertManyParams{
 		{Args: args, InsertOpts: &river.InsertOpts{Queue: QueueNotes, ScheduledAt: due, UniqueOpts: unique}},
-		{Args: backstop, InsertOpts: &river.InsertOpts{Queue: QueueNotes, ScheduledAt: due.Add(noteBackstopAfter), UniqueOpts: backstopUnique}},
+		{Args: backstop, InsertOpts: &river.InsertOpts{Queue: QueueNotes, ScheduledAt: due.Add(noteBackstopAfter), UniqueOpts: unique}},
 	}
 }
-
-// noteBackstopWindow is the coalescing window of backstop refreshes: the
-// transitions of an operation whose backstop falls due in one window share
-// one backstop job (River's uniqueness by args and period of the scheduled
-// time; the backstop names no version), about one per change on the happy
-// path instead of one per transition (issue 12 point 2). The shared job is
-// due noteBackstopAfter after the first transition's refresh, which is
-// after every later transition of its window (they came less than a window,
-// noteBackstopAfter, later), so no transition finds it already running,
-// which River's uniqueness would swallow. It may come before a later
-// transition's refresh has finished: then it finds the claim held and
-// snoozes note.delay at a time until that refresh recorded or its claim
-// expired (noteClaimLease), so the comment is still current within
-// note.delay + noteClaimLease + note.delay of a transition whose refresh
-// died with its replica.
-const noteBackstopWindow = noteBackstopAfter
 
 // Get returns an operation and its events (upcast), read in one snapshot
 // so they agree while the change moves; store.ErrNotFound (wrapped) when

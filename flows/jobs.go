@@ -111,8 +111,6 @@ type RefreshNoteArgs struct {
 	// first one's claim would have expired: if the replica running the
 	// first died, the comment is still current within 10 s (issue 10
 	// point 6); otherwise it finds the note up to date and edits nothing.
-	// The transitions of a noteBackstopWindow share one backstop (it
-	// names no version).
 	Backstop bool `json:"backstop,omitempty"`
 }
 
