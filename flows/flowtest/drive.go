@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"changebot/flows"
+	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -88,6 +89,11 @@ func (h *Harness) ClientAs(t testing.TB, username string) *gitlab.Client {
 // (ClientAs).
 type settledTransport struct{ fake *gitlabfake.Server }
 
+// settledBase is settledTransport's own connection pool: http.DefaultTransport
+// has its idle connections closed by every httptest.Server.Close in the
+// process, which fails a parallel test's call that was reusing one.
+var settledBase = platform.OwnHTTPClient(nil, 0).Transport
+
 // RoundTrip implements http.RoundTripper.
 func (s settledTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
@@ -95,5 +101,5 @@ func (s settledTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := s.fake.WaitIdle(ctx); err != nil {
 		return nil, err
 	}
-	return http.DefaultTransport.RoundTrip(req)
+	return settledBase.RoundTrip(req)
 }

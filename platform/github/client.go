@@ -88,9 +88,10 @@ type Config struct {
 	// accounts than the author: GitHub answers 422 "Can not approve your
 	// own pull request", and an App cannot approve pull requests it opened.
 	ReviewerTokens []string
-	// HTTPClient is the HTTP client to use; nil means one with
-	// http.DefaultTransport and a 30 s timeout per attempt. New copies it
-	// and wraps its transport.
+	// HTTPClient is the HTTP client to use; nil means one with a 30 s
+	// timeout per attempt. A client without a Transport gets its own clone
+	// of http.DefaultTransport (platform.OwnHTTPClient). New copies it and
+	// wraps its transport; the caller's value is not changed.
 	HTTPClient *http.Client
 	// Logger receives one debug record per call and per in-client retry;
 	// nil discards. Records carry endpoint, method, path, status, duration
@@ -323,27 +324,28 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.rp.waitMax = max(c.rp.waitMax, c.rp.waitMin)
 
+	hc := platform.OwnHTTPClient(cfg.HTTPClient, defaultHTTPTimeout)
 	if cfg.App != nil {
 		// The App's own calls carry its JWT (appTransportToken).
-		jwtClient, err := c.build(base, cfg.HTTPClient, appTransportToken, accountKey(base, fmt.Sprintf("app:%d", cfg.App.AppID)), nil)
+		jwtClient, err := c.build(base, hc, appTransportToken, accountKey(base, fmt.Sprintf("app:%d", cfg.App.AppID)), nil)
 		if err != nil {
 			return nil, err
 		}
 		c.app = &appSource{cfg: *cfg.App, key: key, api: jwtClient, c: c}
-		c.robot, err = c.build(base, cfg.HTTPClient, c.app.token, accountKey(base, fmt.Sprintf("installation:%d", cfg.App.InstallationID)), c.app.refused)
+		c.robot, err = c.build(base, hc, c.app.token, accountKey(base, fmt.Sprintf("installation:%d", cfg.App.InstallationID)), c.app.refused)
 		if err != nil {
 			return nil, err
 		}
 	} else {
 		tok := cfg.Token
-		c.robot, err = c.build(base, cfg.HTTPClient, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok), nil)
+		c.robot, err = c.build(base, hc, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok), nil)
 		if err != nil {
 			return nil, err
 		}
 	}
 	for _, t := range cfg.ReviewerTokens {
 		tok := t
-		rc, err := c.build(base, cfg.HTTPClient, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok), nil)
+		rc, err := c.build(base, hc, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -357,10 +359,7 @@ func New(cfg Config) (*Client, error) {
 // account's wait (Config.AccountWaits), retries and records. go-github's own rate-limit bookkeeping is off: this package
 // reads the headers itself (call.go) so that one clock decides.
 func (c *Client) build(base *url.URL, hc *http.Client, token func(context.Context) (string, error), account string, refused func(string)) (*gh.Client, error) {
-	h := http.Client{Timeout: defaultHTTPTimeout}
-	if hc != nil {
-		h = *hc
-	}
+	h := *hc
 	h.Transport = &transport{base: h.Transport, token: token, refused: refused, rp: c.rp, logger: c.logger,
 		gate: accountGate{waits: c.waits, account: account, now: c.now}}
 	u := base.String()

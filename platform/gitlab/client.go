@@ -61,8 +61,9 @@ type Config struct {
 	// addressed by index in Reviewer and Approve. Each approves separately
 	// (DESIGN.md §5 "Reviewer approval").
 	ReviewerTokens []string
-	// HTTPClient is the HTTP client to use; nil means one with
-	// http.DefaultTransport and a 30 s timeout per attempt. New copies it and
+	// HTTPClient is the HTTP client to use; nil means one with a 30 s
+	// timeout per attempt. A client without a Transport gets its own clone
+	// of http.DefaultTransport (platform.OwnHTTPClient). New copies it and
 	// wraps its transport; the caller's value is not changed.
 	HTTPClient *http.Client
 	// Logger receives one debug record per call and one per in-client retry;
@@ -268,9 +269,10 @@ func New(cfg Config) (*Client, error) {
 		rp.waitMax = rp.waitMin
 	}
 
+	hc := platform.OwnHTTPClient(cfg.HTTPClient, defaultHTTPTimeout)
 	build := func(token string) (*gl.Client, error) {
 		gate := accountGate{waits: cfg.AccountWaits, budget: cfg.Budget, account: accountKey(base, token), now: c.now}
-		return gl.NewClient(token, c.clientOptions(base.String(), cfg.HTTPClient, rp, gate)...)
+		return gl.NewClient(token, c.clientOptions(base.String(), hc, rp, gate)...)
 	}
 	if c.robot, err = build(cfg.Token); err != nil {
 		return nil, fmt.Errorf("building robot gitlab client: %w", c.redact(err))
@@ -287,10 +289,7 @@ func New(cfg Config) (*Client, error) {
 
 // clientOptions are the client-go options shared by every token's client.
 func (c *Client) clientOptions(base string, hc *http.Client, rp retryPolicy, gate accountGate) []gl.ClientOptionFunc {
-	h := http.Client{Timeout: defaultHTTPTimeout}
-	if hc != nil {
-		h = *hc
-	}
+	h := *hc
 	h.Transport = &recordingTransport{base: h.Transport, logger: c.logger, gate: gate}
 	opts := []gl.ClientOptionFunc{
 		gl.WithBaseURL(base),
