@@ -184,3 +184,68 @@ func TestTakeCallTwoReplicasConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestCachesExpireOnTheCacheClock: a lease is spent without a statement
+// until LeaseTTL has passed on the cache clock, then the next call takes
+// from the store again; with the budget off, the account's wait is read
+// again once WaitCacheTTL has passed on it, not before. The bucket's clock
+// (NowFunc) stands still throughout, as a flow harness's does.
+func TestCachesExpireOnTheCacheClock(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		advance time.Duration // the cache clock moves this much before the call
+		want    int64         // statements the call costs
+	}
+	tests := []struct {
+		name   string
+		limits budget.Limits
+		steps  []step
+	}{
+		{name: "lease", limits: budget.Limits{PerMinute: 600, Burst: 1000}, steps: []step{
+			{0, 1},                                 // first take: one call (the bucket is unknown)
+			{0, 1},                                 // second take leases a batch
+			{0, 0},                                 // spent from the lease
+			{budget.LeaseTTL - time.Nanosecond, 0}, // still within LeaseTTL
+			{time.Nanosecond, 1},                   // expired: taken from the store again
+			{0, 0},                                 // the new lease
+		}},
+		{name: "cached wait, budget off", limits: budget.Limits{}, steps: []step{
+			{0, 1}, // read
+			{0, 0}, // cached
+			{budget.WaitCacheTTL - time.Nanosecond, 0}, // still fresh
+			{time.Nanosecond, 1},                       // read again
+			{0, 0},
+		}},
+	}
+	for engine, st := range stores(t) {
+		for _, tt := range tests {
+			t.Run(engine+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+				var mu sync.Mutex
+				cache := now
+				cs := &counting{st: st}
+				b, err := budget.New(budget.Config{Store: cs, NowFunc: func() time.Time { return now },
+					CacheClockFunc: func() time.Time { mu.Lock(); defer mu.Unlock(); return cache },
+					LimitsFunc:     func() budget.Limits { return tt.limits }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				account := "robot-" + tt.name
+				for i, s := range tt.steps {
+					mu.Lock()
+					cache = cache.Add(s.advance)
+					mu.Unlock()
+					before := cs.n.Load()
+					if wait, _, err := b.TakeCall(ctx, account, platform.PriorityPerson); err != nil || wait != 0 {
+						t.Fatalf("call %d: wait %s, err %v", i+1, wait, err)
+					}
+					if got := cs.n.Load() - before; got != s.want {
+						t.Errorf("call %d (cache clock +%s): %d statements, want %d", i+1, s.advance, got, s.want)
+					}
+				}
+			})
+		}
+	}
+}

@@ -53,8 +53,15 @@ type Config struct {
 	// LimitsFunc returns the limits at every take (runtime settings); nil
 	// means DefaultLimits.
 	LimitsFunc func() Limits
-	// NowFunc is the clock; nil means time.Now.
+	// NowFunc is the clock the bucket refills by and waits are measured
+	// on; nil means time.Now.
 	NowFunc func() time.Time
+	// CacheClockFunc is the clock this replica's leases (LeaseTTL) and
+	// cached account waits (WaitCacheTTL) expire on; nil means time.Now.
+	// It is not NowFunc: a test that stops NowFunc (a flow harness's
+	// clock) must still see leases and cached waits expire, or a replica
+	// would spend one lease and trust one read forever.
+	CacheClockFunc func() time.Time
 	// Registerer receives the metrics; nil registers none.
 	Registerer prometheus.Registerer
 }
@@ -70,6 +77,7 @@ type Budget struct {
 	st     Store
 	limits func() Limits
 	now    func() time.Time
+	cache  func() time.Time // CacheClockFunc
 	m      metrics
 
 	mu     sync.Mutex
@@ -92,7 +100,7 @@ type leaseKey struct {
 type lease struct {
 	calls   float64   // calls left to spend
 	bucket  float64   // what the bucket held after the take that made it
-	expires time.Time // wall clock (time.Now), not the injected clock
+	expires time.Time // on the cache clock (Config.CacheClockFunc), not NowFunc
 	limits  Limits
 }
 
@@ -138,7 +146,12 @@ func New(cfg Config) (*Budget, error) {
 	if b.now == nil {
 		b.now = time.Now
 	}
+	b.cache = cfg.CacheClockFunc
+	if b.cache == nil {
+		b.cache = time.Now
+	}
 	b.Waits = NewWaits(cfg.Store, b.now)
+	b.Waits.cache = b.cache
 	b.onBlock = b.dropLeases
 	b.m = metrics{
 		remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -227,7 +240,7 @@ func (b *Budget) TakeCall(ctx context.Context, account string, p platform.Priori
 	n := 1.0
 	b.mu.Lock()
 	if ls := b.leases[key]; ls != nil {
-		if ls.limits == l && time.Now().Before(ls.expires) && ls.calls >= 1 {
+		if ls.limits == l && b.cache().Before(ls.expires) && ls.calls >= 1 {
 			ls.calls--
 			left := ls.bucket + ls.calls
 			b.mu.Unlock()
@@ -257,7 +270,7 @@ func (b *Budget) TakeCall(ctx context.Context, account string, p platform.Priori
 	if got.Granted {
 		// n == 1 leaves an empty lease: the bucket it saw sizes the next take.
 		b.mu.Lock()
-		b.leases[key] = &lease{calls: n - 1, bucket: got.Tokens, expires: time.Now().Add(LeaseTTL), limits: l}
+		b.leases[key] = &lease{calls: n - 1, bucket: got.Tokens, expires: b.cache().Add(LeaseTTL), limits: l}
 		b.mu.Unlock()
 		b.m.taken.WithLabelValues(label).Inc()
 		return 0, got.Tokens + n - 1, nil

@@ -14,7 +14,7 @@ type WaitStore interface {
 }
 
 // WaitCacheTTL is how long a replica trusts the account wait it last read
-// (wall clock): a 429 another replica met is seen within this time (or at
+// (on the cache clock: Config.CacheClockFunc, else time.Now): a 429 another replica met is seen within this time (or at
 // this replica's next budget take, which refuses while the account waits).
 const WaitCacheTTL = time.Second
 
@@ -26,6 +26,7 @@ const WaitCacheTTL = time.Second
 type Waits struct {
 	st      WaitStore
 	now     func() time.Time
+	cache   func() time.Time     // the clock cached reads expire on (time.Now unless Budget's CacheClockFunc)
 	onBlock func(account string) // Budget drops the account's leases
 
 	mu sync.Mutex
@@ -34,7 +35,7 @@ type Waits struct {
 
 type cachedWait struct {
 	until time.Time // the wait, zero for none
-	read  time.Time // wall clock of the read; zero: never read, only recorded here
+	read  time.Time // the read's time on the cache clock; zero: never read, only recorded here
 }
 
 // NewWaits returns the cached waits of st; now is the clock the waits are
@@ -43,7 +44,7 @@ func NewWaits(st WaitStore, now func() time.Time) *Waits {
 	if now == nil {
 		now = time.Now
 	}
-	return &Waits{st: st, now: now, m: map[string]cachedWait{}}
+	return &Waits{st: st, now: now, cache: time.Now, m: map[string]cachedWait{}}
 }
 
 // AccountBlockedUntil returns until when account must wait (the zero time
@@ -53,10 +54,10 @@ func (w *Waits) AccountBlockedUntil(ctx context.Context, account string) (time.T
 	w.mu.Lock()
 	c, ok := w.m[account]
 	w.mu.Unlock()
-	if ok && !c.read.IsZero() && time.Since(c.read) < WaitCacheTTL {
+	read := w.cache()
+	if ok && !c.read.IsZero() && read.Sub(c.read) < WaitCacheTTL {
 		return c.until, nil
 	}
-	read := time.Now()
 	until, err := w.st.AccountBlockedUntil(ctx, account)
 	if err != nil {
 		return time.Time{}, err
