@@ -22,6 +22,11 @@ const (
 	ResultDuplicate      = "DUPLICATE"
 	ResultIgnoredStale   = "IGNORED_STALE"
 	ResultIgnoredUnknown = "IGNORED_UNKNOWN"
+	// ResultFailedRecorded answers a deploy callback with status "failed"
+	// for a MERGED change: the failure is written on the change (its detail
+	// and an event, shown by the status comment and the change's page) and
+	// moves nothing; the change stays MERGED until a deploy succeeds.
+	ResultFailedRecorded = "FAILED_RECORDED"
 )
 
 // awaitingApproval reports whether an approval decision is accepted at step:

@@ -255,7 +255,9 @@ type DeployCallback struct {
 }
 
 // AcceptDeploy applies a deploy callback: status "success" (or "applied")
-// flips the MR's MERGED change to VALIDATED. Deduplicated on RequestID
+// flips the MR's MERGED change to VALIDATED; status "failed" on a MERGED
+// change is recorded on it (recordFailedDeploy) and answered
+// ResultFailedRecorded, moving nothing. Deduplicated on RequestID
 // among deploy callbacks. A success for a merged change (MERGED or already
 // VALIDATED, with the merge commit matching when the callback names one) is
 // a confirmed deploy whatever the answer: it raises the watermark of the
@@ -274,6 +276,17 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 		return "", err
 	case cb.MergeCommitSHA != "" && op.MergeCommitSHA != "" && cb.MergeCommitSHA != op.MergeCommitSHA:
 		result = ResultIgnoredStale
+	case cb.Status == "failed":
+		// A failed deploy is not final: a re-run, or a later deploy that
+		// contains the merge commit, still applies the change, and the bot
+		// cannot deploy by itself. So the change stays MERGED; the failure is
+		// made readable on it (its detail and the status comment).
+		if op.Status == store.StatusMerged {
+			if err := e.recordFailedDeploy(ctx, op.ID, cb); err != nil {
+				return "", err
+			}
+			result = ResultFailedRecorded
+		}
 	case cb.Status == "success" || cb.Status == "applied":
 		confirmed = op.Status == store.StatusMerged || op.Status == store.StatusValidated
 		flipped, err := e.MarkValidated(ctx, op.ID, SourceCallback+":"+cb.RequestID, "deploy", map[string]any{"mr_iid": cb.MRIID})
@@ -304,4 +317,43 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 		return "", err
 	}
 	return result, nil
+}
+
+// recordFailedDeploy writes a deploy callback's "failed" on the MERGED
+// change opID without moving it: its detail says what the deploy system
+// reported and what happens next, a deploy_failed event (source
+// "callback:<request_id>", actor "deploy") records it, and the status
+// comment is refreshed. The step and its clock are kept, so the deploy
+// wait and its deadline (DEPLOY_PENDING) go on as before. A change that
+// moved meanwhile is read again, up to markValidatedAttempts times; one
+// that is no longer MERGED is left as it is.
+func (e *Engine) recordFailedDeploy(ctx context.Context, opID string, cb DeployCallback) error {
+	for range markValidatedAttempts {
+		op, err := e.st.GetOperation(ctx, e.st.DB(), opID)
+		if err != nil {
+			return err
+		}
+		if op.Status != store.StatusMerged {
+			return nil
+		}
+		w := wordsOf(op.Platform)
+		detail := fmt.Sprintf("the deploy system reported the deploy of %s failed (deploy callback %s); "+
+			"the change stays merged and is applied by the next deploy that succeeds: re-run the deploy or fix it in a new change",
+			w.Ref(op.MRIID), cb.RequestID)
+		_, _, err = e.st.ApplyTransition(ctx, store.TransitionParams{
+			OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
+			KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = detail },
+			Event: store.EventParams{Type: store.EventDeployFailed, Actor: "deploy", Source: SourceCallback + ":" + cb.RequestID,
+				Payload: map[string]any{"deploy_status": cb.Status, "mr_iid": cb.MRIID, "detail": detail}},
+			Jobs: e.refreshNoteJobs(op, op.Version+1),
+		})
+		if isConflict(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("recording the failed deploy of %s: %w", op.ID, err)
+		}
+		return nil
+	}
+	return nil
 }

@@ -644,6 +644,58 @@ func TestAppliedRules(t *testing.T) {
 				}
 				return op.ID
 			}},
+		{name: "deploy callback failed: recorded on the MERGED change, a later success applies it", want: flows.CalledBack,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMerged(t, flowtest.Change("svc"))
+				h.TakeWebhooks(t)
+				res, err := h.Engine.AcceptDeploy(context.Background(), flows.DeployCallback{RequestID: "d1", ProjectID: op.ProjectID,
+					MRIID: op.MRIID, MergeCommitSHA: op.MergeCommitSHA, Status: "failed"})
+				if err != nil || res != flows.ResultFailedRecorded {
+					t.Fatalf("failed deploy callback: %q, %v; want %s", res, err, flows.ResultFailedRecorded)
+				}
+				h.RequireStep(t, op.ID, flows.HandleMerged)
+				wantBinding(t, h, op.ID, store.StatusMerged)
+				wantDetail(t, h, op.ID, "reported the deploy of !")
+				wantDetail(t, h, op.ID, "failed (deploy callback d1)")
+				got, evs, err := h.Engine.Get(context.Background(), op.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last := evs[len(evs)-1]
+				if last.Type != store.EventDeployFailed || last.Actor != "deploy" || last.Source != "callback:d1" {
+					t.Fatalf("last event %s by %s from %s, want deploy_failed by deploy from callback:d1", last.Type, last.Actor, last.Source)
+				}
+				v := h.Engine.StatusView(got, evs)
+				if e := v.Timeline[len(v.Timeline)-1]; e.Source != "deploy callback" || e.StepName != "HANDLE_MERGED" {
+					t.Fatalf("the status comment's last timeline entry %+v, want the failed deploy from the deploy callback", e)
+				}
+				if got := deploy(t, h, op, "d2", op.MergeCommitSHA); got != flows.ResultAccepted {
+					t.Fatalf("deploy callback success after a failure: %s, want ACCEPTED", got)
+				}
+				return op.ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, id string) {
+				wantBinding(t, h, id, store.StatusValidated)
+			}},
+		{name: "deploy callback failed for a validated change: IGNORED_STALE, nothing recorded", want: flows.CalledBack,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				op := h.ToMerged(t, flowtest.Change("svc"))
+				h.TakeWebhooks(t)
+				if got := deploy(t, h, op, "d1", op.MergeCommitSHA); got != flows.ResultAccepted {
+					t.Fatalf("deploy callback: %s", got)
+				}
+				res, err := h.Engine.AcceptDeploy(context.Background(), flows.DeployCallback{RequestID: "d2", ProjectID: op.ProjectID,
+					MRIID: op.MRIID, Status: "failed"})
+				if err != nil || res != flows.ResultIgnoredStale {
+					t.Fatalf("failed deploy callback after the flip: %q, %v; want IGNORED_STALE", res, err)
+				}
+				for _, e := range h.Events(t, op.ID) {
+					if e.Type == store.EventDeployFailed {
+						t.Fatal("a failed deploy was recorded on a validated change")
+					}
+				}
+				return op.ID
+			}},
 		{name: "a deploy pipeline on the target before the merge flips nothing", want: flows.CreateMROpened,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))

@@ -72,7 +72,7 @@ func TestDeployWatermarkPerBranch(t *testing.T) {
 				s.mergedInto(t, "later-change", "main", 5, s.push(t))
 				return deployCallback(t, s, "d-failed", 5, "failed")
 			},
-			wantAnswer: flows.ResultIgnoredStale,
+			wantAnswer: flows.ResultFailedRecorded, // written on the later change, which stays MERGED
 		},
 	}
 	for _, tt := range tests {

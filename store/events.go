@@ -38,6 +38,10 @@ const (
 	// (the merge), its release when the call failed before GitLab merged,
 	// or its take-over from a replica that died holding it.
 	EventClaim = "claim"
+	// EventDeployFailed records a deploy callback's "failed" on a MERGED
+	// change: the step does not move (the next deploy that succeeds still
+	// applies it), the event and the change's detail make it readable.
+	EventDeployFailed = "deploy_failed"
 )
 
 // EventParams are the caller-provided fields of an event; the store fills in

@@ -57,7 +57,8 @@ type DeployAcceptor interface {
 var decisions = []string{flows.DecisionApproved, flows.DecisionRejected, flows.DecisionWithdrawn}
 
 // Deploy statuses a deploy callback may carry: success and applied mean
-// the merge is live; failed is recorded and changes nothing.
+// the merge is live; failed is written on a merged change (its detail and
+// an event, answered FAILED_RECORDED) and moves nothing.
 const (
 	DeployStatusSuccess = "success"
 	DeployStatusApplied = "applied"
@@ -67,7 +68,7 @@ const (
 var deployStatuses = []string{DeployStatusSuccess, DeployStatusApplied, DeployStatusFailed}
 
 // acceptorResults are the results counted under their own label value.
-var acceptorResults = []string{flows.ResultAccepted, flows.ResultDuplicate, flows.ResultIgnoredStale, flows.ResultIgnoredUnknown}
+var acceptorResults = []string{flows.ResultAccepted, flows.ResultDuplicate, flows.ResultIgnoredStale, flows.ResultIgnoredUnknown, flows.ResultFailedRecorded}
 
 // CallbackConfig configures NewApprovalCallbackHandler and
 // NewDeployCallbackHandler.

@@ -117,6 +117,7 @@ func TestApprovalCallback(t *testing.T) {
 		{name: "duplicate passed through", body: good, result: flows.ResultDuplicate, wantStatus: 200, wantBody: `{"result":"DUPLICATE"}`, wantLabel: flows.ResultDuplicate},
 		{name: "stale passed through", body: good, result: flows.ResultIgnoredStale, wantStatus: 200, wantBody: `{"result":"IGNORED_STALE"}`, wantLabel: flows.ResultIgnoredStale},
 		{name: "unknown passed through", body: good, result: flows.ResultIgnoredUnknown, wantStatus: 200, wantBody: `{"result":"IGNORED_UNKNOWN"}`, wantLabel: flows.ResultIgnoredUnknown},
+		{name: "failed recorded passed through", body: good, result: flows.ResultFailedRecorded, wantStatus: 200, wantBody: `{"result":"FAILED_RECORDED"}`, wantLabel: flows.ResultFailedRecorded},
 		{name: "unexpected result passed through, counted as other", body: good, result: "SOMETHING_NEW", wantStatus: 200, wantBody: `{"result":"SOMETHING_NEW"}`, wantLabel: ResultOther},
 		{name: "bad signature", body: good, signature: Sign("other-secret", good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{name: "missing signature", body: good, signature: "-", wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},

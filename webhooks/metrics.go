@@ -54,8 +54,8 @@ const (
 )
 
 // Callback results that are not an acceptor's answer: the result label of
-// changebot_callbacks_total next to ACCEPTED, DUPLICATE, IGNORED_STALE and
-// IGNORED_UNKNOWN.
+// changebot_callbacks_total next to ACCEPTED, DUPLICATE, IGNORED_STALE,
+// IGNORED_UNKNOWN and FAILED_RECORDED.
 const (
 	ResultUnauthorized = "unauthorized"
 	ResultMalformed    = "malformed"
