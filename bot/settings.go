@@ -130,7 +130,12 @@ word that is not JSON is taken as a string, so 30s and gitlab work as is.
 A value that starts with "-" goes after "--", flags before it
 (set -project grp/app approval.approvers -- -bot).
 Values are checked as the REST API checks them: counts are never negative,
-durations are positive, and a global-only setting takes no -project.
+durations are at least 1s (note.delay 100ms), approval.min_access is 0 or
+a GitLab access level (10, 20, 30, 40, 50), a global-only setting takes no
+-project, and these orders hold with the values in effect after the change:
+gitlab.budget_reserve < gitlab.budget_burst, poll.short_interval <=
+poll.long_interval, reconcile.min_age < reconcile.max_age,
+jobs.rescue_after < sweeper.after. A refused value stores nothing.
 Needs only DATABASE_URL; the config file is serve's (-config, default
 $CHANGEBOT_CONFIG), whose settings: map gives the initial values.
 `

@@ -50,9 +50,10 @@ func (a *App) getSetting(w http.ResponseWriter, r *http.Request) {
 // putSetting answers PUT /api/v1/settings/{key} with body {"value": ...,
 // "project": optional}: it validates, stores and audits the value (actor
 // "api:<token role>"); every replica sees it within seconds. A null value
-// removes the stored value of that scope. A value settings.Validate refuses
-// (wrong type, negative count, project scope for a global-only key) answers
-// 400 naming the key and the problem, and changes nothing.
+// removes the stored value of that scope. A value settings.Cache.Set refuses
+// (wrong type, negative count, a duration under its minimum, project scope
+// for a global-only key, a rule between two settings broken) answers 400
+// naming the key(s) and the problem, and changes nothing.
 func (a *App) putSetting(w http.ResponseWriter, r *http.Request) {
 	key := mux.Vars(r)["key"]
 	if _, ok := settings.Lookup(key); !ok {
@@ -74,7 +75,8 @@ func (a *App) putSetting(w http.ResponseWriter, r *http.Request) {
 	project := string(req.Project)
 	err := a.settings.Set(r.Context(), key, project, req.Value, "api:"+tokenRole(r))
 	switch {
-	case errors.Is(err, settings.ErrInvalidValue), errors.Is(err, settings.ErrUnknownKey), errors.Is(err, settings.ErrGlobalOnly):
+	case errors.Is(err, settings.ErrInvalidValue), errors.Is(err, settings.ErrUnknownKey), errors.Is(err, settings.ErrGlobalOnly),
+		errors.Is(err, settings.ErrConflict):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	case err != nil:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,24 +125,7 @@ func (c *Cache) Lookup(key, project string) (Value, error) {
 	if !ok {
 		return Value{}, &UnknownKeyError{Key: key}
 	}
-	s := c.snap.Load()
-	if project = strings.TrimSpace(project); project != "" && !d.GlobalOnly {
-		if v, ok := s.values[rowKey{key, Scope(project)}]; ok {
-			return v, nil
-		}
-	}
-	if v, ok := s.values[rowKey{key, scopeGlobal}]; ok {
-		return v, nil
-	}
-	if v, ok := c.initial[key]; ok {
-		return v, nil
-	}
-	v, err := d.ParseText(d.Default)
-	if err != nil {
-		panic(fmt.Sprintf("settings: default of %s does not validate: %v", key, err))
-	}
-	v.Scope, v.Source = scopeGlobal, SourceDefault
-	return v, nil
+	return effective(c.snap.Load().values, c.initial, d, project), nil
 }
 
 // Get is Lookup for keys known to be registered (the Key constants); it
@@ -167,9 +151,15 @@ func (c *Cache) List(project string) []Value {
 // Set validates rawJSON for key and project (Validate) and stores it in
 // project's scope ("" for global), audited and announced to every replica in
 // one transaction, then reloads this cache so the caller reads its own
-// write. A JSON null removes the stored value of that scope. A refused value
-// changes nothing. Errors: *UnknownKeyError, *InvalidValueError,
-// *GlobalOnlyError, or the store's.
+// write. A JSON null removes the stored value of that scope. Before
+// storing, it reads the table again and checks the rules between settings
+// (reserve below burst, short poll interval at most the long one, reconcile
+// min_age below max_age, jobs.rescue_after below sweeper.after) with the
+// values that would be in effect: in project's scope, or for a global
+// change globally and in every project scope with its own value of either
+// setting. A refused value changes nothing. Errors: *UnknownKeyError,
+// *InvalidValueError, *GlobalOnlyError, *ConflictError (all of them joined
+// when one write breaks several rules), or the store's.
 func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMessage, updatedBy string) error {
 	v, err := Validate(key, project, rawJSON)
 	if err != nil {
@@ -177,6 +167,19 @@ func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMe
 	}
 	if strings.TrimSpace(updatedBy) == "" {
 		return errors.New("setting " + key + ": updated_by is required")
+	}
+	if err := c.Load(ctx); err != nil {
+		return err
+	}
+	next := maps.Clone(c.snap.Load().values)
+	if v.Key == "" { // null: the stored value of this scope goes
+		delete(next, rowKey{key, Scope(project)})
+	} else {
+		v.Scope, v.Source = Scope(project), SourceStored
+		next[rowKey{key, Scope(project)}] = v
+	}
+	if errs := checkRules(c.initial, next, key, project); len(errs) > 0 {
+		return fmt.Errorf("setting %s refused, nothing stored: %w", key, errors.Join(errs...))
 	}
 	if _, err := c.st.SaveSetting(ctx, store.SaveSettingParams{Key: key, Scope: Scope(project), Value: v.JSON(), UpdatedBy: updatedBy}); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +264,81 @@ func TestNewCacheRefusesBadInitialValues(t *testing.T) {
 	_, err := NewCache(CacheConfig{Store: &postgres.Store{}, Initial: map[string]string{PollShortInterval: "fast"}})
 	if !errors.Is(err, ErrInvalidValue) {
 		t.Fatalf("NewCache = %v, want ErrInvalidValue", err)
+	}
+}
+
+// TestSetChecksRulesBetweenSettings: a write that breaks a rule between two
+// settings, with the values in effect after it (stored, config, default), is
+// refused naming both settings, the scope and the rule, and stores nothing.
+// Each case starts from its own schema with the stored values in before.
+func TestSetChecksRulesBetweenSettings(t *testing.T) {
+	t.Parallel()
+	type write struct{ key, project, raw string }
+	tests := []struct {
+		name     string
+		initial  map[string]string
+		before   []write
+		set      write
+		wantText []string // empty: accepted
+	}{
+		{"reserve above the default burst", nil, nil, write{GitLabBudgetReserve, "", `300`},
+			[]string{"gitlab.budget_reserve (300) must be below gitlab.budget_burst (250) in scope global", "never get a call"}},
+		{"reserve equal to the burst", nil, nil, write{GitLabBudgetReserve, "", `250`}, []string{"gitlab.budget_reserve", "gitlab.budget_burst"}},
+		{"reserve below the burst", nil, nil, write{GitLabBudgetReserve, "", `249`}, nil},
+		{"burst lowered under a stored reserve", nil, []write{{GitLabBudgetReserve, "", `50`}}, write{GitLabBudgetBurst, "", `40`},
+			[]string{"gitlab.budget_reserve (50) must be below gitlab.budget_burst (40)"}},
+		{"burst lowered under the config reserve", map[string]string{GitLabBudgetReserve: "200"}, nil, write{GitLabBudgetBurst, "", `150`},
+			[]string{"gitlab.budget_reserve (200) must be below gitlab.budget_burst (150)"}},
+		{"sweeper before the default rescue", nil, nil, write{SweeperAfter, "", `"4m"`},
+			[]string{"jobs.rescue_after (5m) must be below sweeper.after (4m)", "runs twice"}},
+		{"rescue after the sweeper", nil, nil, write{JobsRescueAfter, "", `"15m"`}, []string{"jobs.rescue_after (15m)", "sweeper.after (10m)"}},
+		{"sweeper well after the rescue", nil, nil, write{SweeperAfter, "", `"20m"`}, nil},
+		{"min age above the max age", nil, nil, write{ReconcileMinAge, "", `"48h"`},
+			[]string{"reconcile.min_age (48h) must be below reconcile.max_age (24h)"}},
+		{"max age below a stored min age", nil, []write{{ReconcileMinAge, "", `"2h"`}}, write{ReconcileMaxAge, "", `"90m"`},
+			[]string{"reconcile.min_age (2h)", "reconcile.max_age (90m)"}},
+		{"long interval shorter than the short one", nil, nil, write{PollLongInterval, "", `"10s"`},
+			[]string{"poll.short_interval (15s) must be at most poll.long_interval (10s) in scope global"}},
+		{"long interval equal to the short one", nil, nil, write{PollLongInterval, "", `"15s"`}, nil},
+		{"project long interval below the global short one", nil, []write{{PollShortInterval, "", `"1m"`}}, write{PollLongInterval, "grp/app", `"30s"`},
+			[]string{"poll.short_interval (1m) must be at most poll.long_interval (30s) in scope project:grp/app"}},
+		{"global short interval above a project's long one", nil, []write{{PollLongInterval, "grp/app", `"30s"`}}, write{PollShortInterval, "", `"1m"`},
+			[]string{"poll.short_interval (1m) must be at most poll.long_interval (30s) in scope project:grp/app"}},
+		{"removing a project value that kept the rule", nil, []write{{PollLongInterval, "grp/app", `"5m"`}, {PollShortInterval, "grp/app", `"3m"`}},
+			write{PollLongInterval, "grp/app", `null`}, []string{"poll.short_interval (3m) must be at most poll.long_interval (2m) in scope project:grp/app"}},
+		{"a project's value does not bind another project", nil, []write{{PollLongInterval, "grp/app", `"30s"`}},
+			write{PollShortInterval, "other/app", `"1m"`}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c, st := newReplica(t, pgtest.New(t), tt.initial, 0)
+			for _, w := range tt.before {
+				if err := c.Set(ctx, w.key, w.project, json.RawMessage(w.raw), "alice"); err != nil {
+					t.Fatalf("before: %v", err)
+				}
+			}
+			rows, _ := st.ListSettings(ctx, st.DB())
+			err := c.Set(ctx, tt.set.key, tt.set.project, json.RawMessage(tt.set.raw), "bob")
+			if len(tt.wantText) == 0 {
+				if err != nil {
+					t.Fatalf("Set: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrConflict) {
+				t.Fatalf("Set = %v, want ErrConflict", err)
+			}
+			for _, w := range append(tt.wantText, "setting "+tt.set.key+" refused, nothing stored") {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			after, _ := st.ListSettings(ctx, st.DB())
+			if len(after) != len(rows) {
+				t.Errorf("refused write changed the table: %d rows before, %d after", len(rows), len(after))
+			}
+		})
 	}
 }

@@ -65,6 +65,16 @@ const (
 	durationExampleText = `a positive duration such as "30s" or "10m"`
 )
 
+// DefaultMinDuration is the shortest duration an operator may set for a
+// KindDuration setting without a MinDuration of its own: every duration of
+// the registry counts seconds or more, so "1ns" or "500us" is a typo.
+const DefaultMinDuration = time.Second
+
+// gitLabAccessLevels are the values approval.min_access accepts: 0 (off)
+// and GitLab's access levels (docs.gitlab.com, "Roles and permissions":
+// 10 Guest, 20 Reporter, 30 Developer, 40 Maintainer, 50 Owner).
+var gitLabAccessLevels = []int{0, 10, 20, 30, 40, 50}
+
 // Kind is the type of a setting's value.
 type Kind string
 
@@ -92,6 +102,15 @@ type Def struct {
 	Enum []string
 	// Min is the smallest accepted KindInt value.
 	Min int
+	// Allowed, when set, lists the only KindInt values an operator or the
+	// config file may give (approval.min_access: 0 or a GitLab access
+	// level).
+	Allowed []int
+	// MinDuration is the shortest KindDuration value an operator may set
+	// with Validate (CLI, REST API); zero means DefaultMinDuration. The
+	// config file's values are checked for type only, so tests and the demo
+	// can run sub-second schedules.
+	MinDuration time.Duration
 	// StartOnly marks settings read once when a replica starts: a change
 	// takes effect at the next start.
 	StartOnly bool
@@ -113,8 +132,8 @@ var registry = []Def{
 		Doc: "who approves: the external approval system, or approvers in GitLab"},
 	{Key: ApprovalApprovers, Kind: KindString, Default: "", Unit: "usernames",
 		Doc: "comma-separated GitLab usernames whose approval counts when approval.provider is gitlab"},
-	{Key: ApprovalMinAccess, Kind: KindInt, Default: "0", Unit: "access level", Min: 0,
-		Doc: "when above 0, every project member with at least this GitLab access level (30 Developer, 40 Maintainer) may also approve in GitLab"},
+	{Key: ApprovalMinAccess, Kind: KindInt, Default: "0", Unit: "access level", Min: 0, Allowed: gitLabAccessLevels,
+		Doc: "when above 0, every project member with at least this GitLab access level (10 Guest, 20 Reporter, 30 Developer, 40 Maintainer, 50 Owner) may also approve in GitLab"},
 	{Key: ApprovalGroups, Kind: KindString, Default: "", Unit: "groups",
 		Doc: "comma-separated GitLab groups (full path or id) whose members may approve in GitLab, inherited membership included"},
 	{Key: ApprovalRequired, Kind: KindInt, Default: "1", Unit: "approvals", Min: 1,
@@ -130,13 +149,13 @@ var registry = []Def{
 	{Key: GitLabBudgetBurst, Kind: KindInt, Default: "250", Unit: "calls", Min: 1, GlobalOnly: true,
 		Doc: "most calls the budget holds when the account has been idle (its burst)"},
 	{Key: GitLabBudgetReserve, Kind: KindInt, Default: "100", Unit: "calls", Min: 0, GlobalOnly: true,
-		Doc: "calls the polls of waiting changes leave in the budget for work a person waits on (commands, approvals, merges, the status comment)"},
+		Doc: "calls the polls of waiting changes leave in the budget for work a person waits on (commands, approvals, merges, the status comment); below gitlab.budget_burst"},
 	{Key: PollShortInterval, Kind: KindDuration, Default: "15s", Unit: "duration",
 		Doc: "interval of the first polls of a wait (pipeline, rebase, deploy)"},
 	{Key: PollShortCount, Kind: KindInt, Default: "8", Unit: "polls", Min: 0,
 		Doc: "how many short polls before switching to the long interval"},
 	{Key: PollLongInterval, Kind: KindDuration, Default: "2m", Unit: "duration",
-		Doc: "interval of later polls"},
+		Doc: "interval of later polls; at least poll.short_interval"},
 	{Key: PipelineDeadline, Kind: KindDuration, Default: "2h", Unit: "duration",
 		Doc: "how long to wait for a pipeline before parking the change as *_PIPELINE_PENDING"},
 	{Key: RebaseDeadline, Kind: KindDuration, Default: "15m", Unit: "duration",
@@ -150,7 +169,7 @@ var registry = []Def{
 	{Key: ReconcileMinAge, Kind: KindDuration, Default: "10m", Unit: "duration", GlobalOnly: true,
 		Doc: "the reconciler looks at MERGED changes last changed at least this long ago"},
 	{Key: ReconcileMaxAge, Kind: KindDuration, Default: "24h", Unit: "duration", GlobalOnly: true,
-		Doc: "the reconciler ignores MERGED changes last changed longer ago than this"},
+		Doc: "the reconciler ignores MERGED changes last changed longer ago than this; above reconcile.min_age"},
 	{Key: ReconcileInterval, Kind: KindDuration, Default: "1m", Unit: "duration", StartOnly: true, GlobalOnly: true,
 		Doc: "time between reconciler passes; read at start only, a change needs a restart"},
 	{Key: ReconcileQuietAfter, Kind: KindDuration, Default: "10m", Unit: "duration", GlobalOnly: true,
@@ -159,7 +178,7 @@ var registry = []Def{
 		Doc: "time between stuck-step sweeper passes; read at start only, a change needs a restart"},
 	{Key: SweeperAfter, Kind: KindDuration, Default: "10m", Unit: "duration", GlobalOnly: true,
 		Doc: "an in-progress change unchanged this long with no live job is re-enqueued by the sweeper; keep it above jobs.rescue_after"},
-	{Key: NoteDelay, Kind: KindDuration, Default: "2s", Unit: "duration",
+	{Key: NoteDelay, Kind: KindDuration, Default: "2s", Unit: "duration", MinDuration: 100 * time.Millisecond,
 		Doc: "how long status-comment edits wait to coalesce"},
 	{Key: JobsRescueAfter, Kind: KindDuration, Default: "5m", Unit: "duration", StartOnly: true, GlobalOnly: true,
 		Doc: "a job still marked running this long after its replica died is run again; read at start only, a change needs a restart"},
@@ -174,6 +193,7 @@ func Defs() []Def {
 	out := slices.Clone(registry)
 	for i := range out {
 		out[i].Enum = slices.Clone(out[i].Enum)
+		out[i].Allowed = slices.Clone(out[i].Allowed)
 	}
 	return out
 }
@@ -264,8 +284,10 @@ func (e *GlobalOnlyError) Is(target error) bool { return target == ErrGlobalOnly
 // scope, so a project value stored before its key became global only can
 // still be removed. Errors: *UnknownKeyError, *InvalidValueError (wrong
 // type, an enum outside its list, a count below its minimum such as a
-// negative count, a duration that is not positive, a string too long),
-// *GlobalOnlyError.
+// negative count, a duration that is not positive or shorter than its
+// minimum (Def.MinDuration), an int outside Def.Allowed, a string too
+// long), *GlobalOnlyError. Rules between settings need the other values in
+// effect and are checked by Cache.Set (*ConflictError).
 func Validate(key, project string, raw json.RawMessage) (Value, error) {
 	d, ok := Lookup(key)
 	if !ok {
@@ -277,7 +299,36 @@ func Validate(key, project string, raw json.RawMessage) (Value, error) {
 	if d.GlobalOnly && Scope(project) != scopeGlobal {
 		return Value{}, &GlobalOnlyError{Key: key, Scope: Scope(project)}
 	}
-	return d.Parse(raw)
+	v, err := d.Parse(raw)
+	if err != nil {
+		return Value{}, err
+	}
+	if err := d.checkRange(v, true); err != nil {
+		return Value{}, err
+	}
+	return v, nil
+}
+
+// minDuration returns the shortest duration an operator may set for d.
+func (d Def) minDuration() time.Duration {
+	if d.MinDuration > 0 {
+		return d.MinDuration
+	}
+	return DefaultMinDuration
+}
+
+// checkRange refuses a parsed value outside d's range: an int not in
+// Def.Allowed and, when durations is set (an operator's write), a duration
+// shorter than d's minimum.
+func (d Def) checkRange(v Value, durations bool) error {
+	switch {
+	case d.Kind == KindInt && len(d.Allowed) > 0 && !slices.Contains(d.Allowed, v.Int()):
+		return d.invalid(string(v.JSON()))
+	case d.Kind == KindDuration && durations && v.Duration() < d.minDuration():
+		return &InvalidValueError{Key: d.Key, Want: fmt.Sprintf(`a duration of at least %s (such as "30s" or "10m")`, d.minDuration()),
+			Got: v.String()}
+	}
+	return nil
 }
 
 // want describes the accepted values of d.
@@ -288,6 +339,13 @@ func (d Def) want() string {
 	case KindEnum:
 		return "one of " + `"` + strings.Join(d.Enum, `", "`) + `"`
 	case KindInt:
+		if len(d.Allowed) > 0 {
+			vals := make([]string, len(d.Allowed))
+			for i, n := range d.Allowed {
+				vals[i] = strconv.Itoa(n)
+			}
+			return "one of " + strings.Join(vals, ", ") + " (" + d.Unit + ")"
+		}
 		return fmt.Sprintf("a whole number of at least %d", d.Min)
 	case KindString:
 		return fmt.Sprintf("a string of at most %d bytes", maxStringSetting)
@@ -441,12 +499,18 @@ func parseInitial(initial map[string]string) (map[string]Value, error) {
 			continue
 		}
 		v, err := d.ParseText(initial[k])
+		if err == nil {
+			err = d.checkRange(v, false)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		v.Scope, v.Source = scopeGlobal, SourceConfig
 		out[k] = v
+	}
+	if len(errs) == 0 {
+		errs = checkRules(out, nil, "", "")
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("reading initial settings: %w", err)
