@@ -271,6 +271,8 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w)
 		return
 	}
+	// The size is checked before the signature: the signature is an HMAC
+	// of the body, so the body must be read to check it.
 	tooLarge := limitBody(w, r, h.maxBody)
 	var body []byte
 	var err error
@@ -324,7 +326,8 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // signatureOK checks "sha256=<hex>" against the HMAC of body, in constant
-// time for a well-formed header.
+// time for a well-formed header. The hex digits are decoded first, so upper
+// and lower case alike are accepted.
 func (h *callbackHandler) signatureOK(header string, body []byte) bool {
 	hexSig, ok := strings.CutPrefix(header, signaturePrefix)
 	if !ok {

@@ -122,6 +122,10 @@ func TestApprovalCallback(t *testing.T) {
 		{name: "bad signature", body: good, signature: Sign("other-secret", good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{name: "missing signature", body: good, signature: "-", wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{name: "signature without prefix", body: good, signature: strings.TrimPrefix(Sign(callbackSecret, good), "sha256="), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
+		{
+			name: "signature in uppercase hex", body: good, signature: "sha256=" + strings.ToUpper(strings.TrimPrefix(Sign(callbackSecret, good), "sha256=")),
+			result: flows.ResultAccepted, wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: flows.ResultAccepted,
+		},
 		{name: "signature not hex", body: good, signature: "sha256=zz", wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{name: "tampered body", body: tampered, signature: Sign(callbackSecret, good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{

@@ -4,9 +4,15 @@
 // /callbacks/approval and POST /callbacks/deploy, NewApprovalCallbackHandler
 // and NewDeployCallbackHandler).
 //
+// Both platforms' webhook handlers share one request path (intake); what
+// differs (authentication, headers, ignore rules, dedupe key) is their
+// hookRules.
+//
 // A handler only verifies, decodes, deduplicates, stores, enqueues and
-// answers, in the order of STYLE rule 19: method, body size, constant-time
-// token or HMAC signature check, event type, decode, then one database
+// answers, in the order of STYLE rule 19: method, constant-time token check
+// (a header: before the body size, so a sender without it does not learn the
+// limit) or body size then HMAC signature check (it needs the body), event
+// type, decode, then one database
 // transaction (the GitLab delivery stored under its dedupe key together with
 // its processing job), then a small JSON answer. Callbacks are handed to an
 // acceptor that flows implements, which deduplicates on the callback's

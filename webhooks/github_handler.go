@@ -1,18 +1,16 @@
 package webhooks
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"slices"
 	"time"
 
 	"changebot/platform"
-	"changebot/store"
 )
 
 // GitHub delivery headers (docs.github.com "Webhook events and payloads",
@@ -72,10 +70,14 @@ type GitHubConfig struct {
 
 // NewGitHubHandler returns the handler of POST /webhooks/github. It checks,
 // in order (STYLE 19): method POST (else 405); body size (413 above
-// MaxBodyBytes); X-Hub-Signature-256 against the HMAC-SHA256 of the raw
+// MaxBodyBytes; before the signature, which is an HMAC of the body and so
+// needs it read); X-Hub-Signature-256 against the HMAC-SHA256 of the raw
 // body with each secret, compared in constant time (401 {"error":"invalid
 // webhook signature"}, nothing stored: a missing, malformed or wrong
-// signature alike); X-GitHub-Event and X-GitHub-Delivery present (400
+// signature alike); Content-Type application/json when one is sent (415
+// naming it: GitHub's webhook setting "Content type" may also send
+// application/x-www-form-urlencoded, which changebot does not read);
+// X-GitHub-Event and X-GitHub-Delivery present (400
 // naming the header). Events not in GitHubEvents answer 200
 // {"result":"ignored"} and are not stored; the others must decode (400
 // {"error":"malformed payload: …"}). Comments not on a pull request,
@@ -94,61 +96,35 @@ type GitHubConfig struct {
 //
 // It returns an error, listing every problem, when cfg is invalid.
 func NewGitHubHandler(cfg GitHubConfig) (http.Handler, error) {
-	var problems []error
-	if len(cfg.Secrets) == 0 {
-		problems = append(problems, errors.New("a webhook secret is required (GitHub signs deliveries only when the webhook has one)"))
-	}
-	for i, s := range cfg.Secrets {
-		if s == "" {
-			problems = append(problems, fmt.Errorf("webhook secret %d is empty", i+1))
-		}
-	}
+	var more []error
 	if cfg.Verify == nil {
-		problems = append(problems, errors.New("a signature verifier is required"))
+		more = append(more, errors.New("a signature verifier is required"))
 	}
-	if cfg.Decode == nil {
-		problems = append(problems, errors.New("a hook decoder is required"))
-	}
-	if cfg.Store == nil {
-		problems = append(problems, errors.New("a delivery store is required"))
-	}
-	if cfg.MaxBodyBytes < 0 {
-		problems = append(problems, fmt.Errorf("max body bytes is negative (%d)", cfg.MaxBodyBytes))
-	}
-	if cfg.StoreTimeout < 0 {
-		problems = append(problems, fmt.Errorf("store timeout is negative (%s)", cfg.StoreTimeout))
-	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("configuring the GitHub webhook handler: %w", errors.Join(problems...))
-	}
-	h := &githubHandler{cfg: cfg, m: orNew(cfg.Metrics), log: cfg.Logger}
-	if h.cfg.MaxBodyBytes == 0 {
-		h.cfg.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if h.cfg.StoreTimeout == 0 {
-		h.cfg.StoreTimeout = DefaultStoreTimeout
-	}
-	c, err := newDeliveryCommitter(h.cfg.Store, h.cfg.Dispatcher, h.m, 0, 0, h.cfg.StoreTimeout)
+	h := &githubHandler{secrets: cfg.Secrets, verify: cfg.Verify}
+	in, err := newIntake(intakeConfig{
+		platform: "GitHub", noSecret: "a webhook secret is required (GitHub signs deliveries only when the webhook has one)",
+		secrets: cfg.Secrets, decode: cfg.Decode, store: cfg.Store, dispatcher: cfg.Dispatcher, maxBody: cfg.MaxBodyBytes,
+		storeTimeout: cfg.StoreTimeout, logger: cfg.Logger, metrics: cfg.Metrics, noteHasCommand: cfg.NoteHasCommand,
+	}, hookRules{
+		handler: handlerGitHub, eventHeader: headerGitHubEvent, label: githubEventLabel,
+		// No beforeBody: the signature is an HMAC of the body, so the
+		// size limit is checked first, and the signature on the exact
+		// bytes received, before anything reads them.
+		afterBody: h.deliveryOK, ignoreReason: githubIgnoreReason,
+		dedupeKey: func(q *hookRequest) string { return githubDedupeKey(q.r.Header.Get(headerGitHubDelivery)) },
+	}, more...)
 	if err != nil {
-		return nil, fmt.Errorf("configuring the GitHub webhook handler: %w", err)
+		return nil, err
 	}
-	h.intake = c
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
+	h.intake = in
 	return h, nil
 }
 
 type githubHandler struct {
-	cfg    GitHubConfig
-	m      *Metrics
-	log    *slog.Logger
-	intake *deliveryCommitter
+	secrets []string
+	verify  SignatureVerifier
+	*intake
 }
-
-// Close stops the group commit after the HTTP server stopped taking
-// requests, as GitLabHandler.Close does.
-func (h *githubHandler) Close(ctx context.Context) error { return h.intake.Close(ctx) }
 
 // githubEventLabel is event when it is one of GitHubEvents or "ping", else
 // "other" ("none" when missing), so a sender cannot grow the label set.
@@ -162,98 +138,56 @@ func githubEventLabel(event string) string {
 	return "other"
 }
 
-func (h *githubHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	event := r.Header.Get(headerGitHubEvent)
-	label := githubEventLabel(event)
-	log := h.log.With(attrEvent, label)
-	count := func(outcome string) { h.m.deliveries.WithLabelValues(label, outcome).Inc() }
-	defer recoverPanic(w, log, h.m, handlerGitHub, func() { count(OutcomeError) })
-
-	if r.Method != http.MethodPost {
-		count(OutcomeMalformed)
-		methodNotAllowed(w)
-		return
+// deliveryOK checks, once the body is read: the signature, the content
+// type, the event and delivery headers, and answers events the bot does
+// not use as ignored.
+func (h *githubHandler) deliveryOK(q *hookRequest) bool {
+	if !h.signed(q.r.Header.Get(headerGitHubSignature), q.body) {
+		q.log.Warn("webhook refused: invalid signature", attrRemoteAddr, q.r.RemoteAddr)
+		q.refuse(http.StatusUnauthorized, OutcomeUnauthorized, "invalid webhook signature")
+		return false
 	}
-	if limitBody(w, r, h.cfg.MaxBodyBytes) {
-		h.tooLarge(w, r, log, count)
-		return
+	if ct := q.r.Header.Get("Content-Type"); !isJSONContentType(ct) {
+		q.log.Warn("webhook refused: content type not JSON", "content_type", ct, attrRemoteAddr, q.r.RemoteAddr)
+		q.refuse(http.StatusUnsupportedMediaType, OutcomeMalformed, unsupportedContentType(ct))
+		return false
 	}
-	body, tooLarge, err := readBody(r)
-	if tooLarge {
-		h.tooLarge(w, r, log, count)
-		return
-	}
-	if err != nil {
-		count(OutcomeMalformed)
-		log.Warn("webhook refused: body unreadable", attrError, err)
-		writeJSON(w, http.StatusBadRequest, answer{Error: "reading the request body failed"})
-		return
-	}
-	// The signature is checked on the exact bytes received, before
-	// anything reads them.
-	if !h.signed(r.Header.Get(headerGitHubSignature), body) {
-		count(OutcomeUnauthorized)
-		log.Warn("webhook refused: invalid signature", attrRemoteAddr, r.RemoteAddr)
-		writeJSON(w, http.StatusUnauthorized, answer{Error: "invalid webhook signature"})
-		return
-	}
-	delivery := r.Header.Get(headerGitHubDelivery)
-	for _, missing := range []struct{ header, value string }{{headerGitHubEvent, event}, {headerGitHubDelivery, delivery}} {
+	delivery := q.r.Header.Get(headerGitHubDelivery)
+	for _, missing := range []struct{ header, value string }{{headerGitHubEvent, q.event}, {headerGitHubDelivery, delivery}} {
 		if missing.value == "" {
-			count(OutcomeMalformed)
-			log.Warn("webhook refused: header missing", "header", missing.header, attrRemoteAddr, r.RemoteAddr)
-			writeJSON(w, http.StatusBadRequest, answer{Error: "missing " + missing.header + " header"})
-			return
+			q.log.Warn("webhook refused: header missing", "header", missing.header, attrRemoteAddr, q.r.RemoteAddr)
+			q.refuse(http.StatusBadRequest, OutcomeMalformed, "missing "+missing.header+" header")
+			return false
 		}
 	}
-	log = log.With("github_delivery", delivery)
-	if !slices.Contains(GitHubEvents, event) {
-		count(OutcomeIgnored)
-		h.m.ignored.WithLabelValues(IgnoredEventNotUsed).Inc()
-		log.Debug("webhook ignored", "reason", IgnoredEventNotUsed)
-		writeJSON(w, http.StatusOK, answer{Result: OutcomeIgnored})
-		return
+	q.log = q.log.With("github_delivery", delivery)
+	if !slices.Contains(GitHubEvents, q.event) {
+		q.ignore(IgnoredEventNotUsed)
+		return false
 	}
-	ev, err := h.cfg.Decode(event, body)
-	if err != nil {
-		if !errors.Is(err, platform.ErrMalformedHook) {
-			count(OutcomeError)
-			log.Error("webhook not decoded: decoder failed", attrError, err)
-			writeJSON(w, http.StatusInternalServerError, answer{Error: "decoding the payload failed"})
-			return
-		}
-		count(OutcomeMalformed)
-		log.Warn("webhook refused: malformed payload", attrError, err)
-		writeJSON(w, http.StatusBadRequest, answer{Error: "malformed payload: " + err.Error()})
-		return
+	return true
+}
+
+// isJSONContentType reports whether a Content-Type header is JSON's, or
+// absent (GitHub always sends one; a sender that does not is read as JSON).
+func isJSONContentType(ct string) bool {
+	if ct == "" {
+		return true
 	}
-	log = log.With(attrProjectID, ev.ProjectID)
-	if reason := githubIgnoreReason(ev, h.cfg.NoteHasCommand); reason != "" {
-		count(OutcomeIgnored)
-		h.m.ignored.WithLabelValues(reason).Inc()
-		log.Debug("webhook ignored", "reason", reason, "kind", ev.Kind)
-		writeJSON(w, http.StatusOK, answer{Result: OutcomeIgnored})
-		return
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+// unsupportedContentType is the 415 answer to a Content-Type that is not
+// JSON's: it names what changebot needs and where GitHub sets it, and
+// what came when that is short enough to show.
+func unsupportedContentType(ct string) string {
+	got := "another content type"
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && len(mt) <= 100 {
+		got = mt
 	}
-	d := store.Delivery{DedupeKey: githubDedupeKey(delivery), Event: event, ProjectID: ev.ProjectID, Body: body}
-	ctx, cancel := detached(r, h.cfg.StoreTimeout)
-	defer cancel()
-	res, err := h.intake.commit(ctx, log, d)
-	id, inserted := res.ID, res.Inserted
-	switch {
-	case err != nil:
-		count(OutcomeError)
-		log.Error("webhook not stored", attrError, err)
-		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "storing the delivery failed; it was not accepted"})
-	case !inserted:
-		count(OutcomeDuplicate)
-		log.Debug("webhook duplicate", attrOutcome, OutcomeDuplicate)
-		writeJSON(w, http.StatusOK, answer{Result: OutcomeDuplicate})
-	default:
-		count(OutcomeAccepted)
-		log.Debug("webhook accepted", attrDeliveryID, id)
-		writeJSON(w, http.StatusOK, answer{Result: OutcomeAccepted, DeliveryID: id})
-	}
+	return "changebot needs Content-Type application/json, not " + got +
+		": set the GitHub webhook's Content type to application/json"
 }
 
 // signed reports whether header is the body's signature with one of the
@@ -261,18 +195,12 @@ func (h *githubHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // matched.
 func (h *githubHandler) signed(header string, body []byte) bool {
 	ok := false
-	for _, s := range h.cfg.Secrets {
-		if h.cfg.Verify(s, header, body) == nil {
+	for _, s := range h.secrets {
+		if h.verify(s, header, body) == nil {
 			ok = true
 		}
 	}
 	return ok
-}
-
-func (h *githubHandler) tooLarge(w http.ResponseWriter, r *http.Request, log *slog.Logger, count func(string)) {
-	count(OutcomeTooLarge)
-	log.Warn("webhook refused: body too large", "content_length", r.ContentLength, "limit", h.cfg.MaxBodyBytes)
-	writeJSON(w, http.StatusRequestEntityTooLarge, answer{Error: fmt.Sprintf("payload larger than %d bytes", h.cfg.MaxBodyBytes)})
 }
 
 // githubIgnoreReason returns why the bot does not use a decoded event of

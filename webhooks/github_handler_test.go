@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,7 +31,9 @@ const cogniSecret = "402786017574bd28f9d8f7a18648939751c47fe09077d56e10f0444f14f
 // sent with it.
 type capture struct {
 	event, delivery, signature string
-	body                       []byte
+	// contentType is sent as Content-Type when set.
+	contentType string
+	body        []byte
 }
 
 func readCapture(t testing.TB, name string) capture {
@@ -50,7 +53,8 @@ func signed(event, delivery, secret string, body []byte) capture {
 
 func (c capture) send(h http.Handler) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, "/webhooks/github", bytes.NewReader(c.body))
-	for k, v := range map[string]string{"X-GitHub-Event": c.event, "X-GitHub-Delivery": c.delivery, "X-Hub-Signature-256": c.signature} {
+	for k, v := range map[string]string{"X-GitHub-Event": c.event, "X-GitHub-Delivery": c.delivery, "X-Hub-Signature-256": c.signature,
+		"Content-Type": c.contentType} {
 		if v != "" {
 			r.Header.Set(k, v)
 		}
@@ -92,6 +96,15 @@ func TestGitHubIntake(t *testing.T) {
 	otherSecret := signed(opened.event, opened.delivery, "not-the-secret", opened.body)
 	unsigned := opened
 	unsigned.signature = ""
+	upperHex := opened
+	upperHex.signature = "sha256=" + strings.ToUpper(strings.TrimPrefix(opened.signature, "sha256="))
+	asJSON := opened
+	asJSON.contentType = "application/json; charset=utf-8"
+	// GitHub's other "Content type" choice: the JSON in a form field
+	// named payload, signed as sent.
+	form := []byte("payload=" + url.QueryEscape(string(opened.body)))
+	formEncoded := signed(opened.event, opened.delivery, cogniSecret, form)
+	formEncoded.contentType = "application/x-www-form-urlencoded"
 	tests := []struct {
 		name       string
 		send       []capture
@@ -116,6 +129,18 @@ func TestGitHubIntake(t *testing.T) {
 		{name: "no signature", send: []capture{unsigned},
 			want: []string{`401 {"error":"invalid webhook signature"}`}, event: "pull_request",
 			wantCounts: map[string]float64{OutcomeUnauthorized: 1}},
+		{name: "signature in uppercase hex", send: []capture{upperHex},
+			want:       []string{`200 {"result":"accepted","delivery_id":1}`},
+			wantStored: []string{"github:" + opened.delivery}, event: "pull_request",
+			wantCounts: map[string]float64{OutcomeAccepted: 1}},
+		{name: "JSON content type with a charset", send: []capture{asJSON},
+			want:       []string{`200 {"result":"accepted","delivery_id":1}`},
+			wantStored: []string{"github:" + opened.delivery}, event: "pull_request",
+			wantCounts: map[string]float64{OutcomeAccepted: 1}},
+		{name: "form-encoded delivery names the content type changebot needs", send: []capture{formEncoded},
+			want: []string{`415 {"error":"changebot needs Content-Type application/json, not application/x-www-form-urlencoded: ` +
+				`set the GitHub webhook's Content type to application/json"}`}, event: "pull_request",
+			wantCounts: map[string]float64{OutcomeMalformed: 1}},
 		{name: "no delivery id", send: []capture{signed("pull_request", "", cogniSecret, opened.body)},
 			want: []string{`400 {"error":"missing X-GitHub-Delivery header"}`}, event: "pull_request",
 			wantCounts: map[string]float64{OutcomeMalformed: 1}},

@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -81,9 +79,10 @@ type GitLabConfig struct {
 }
 
 // NewGitLabHandler returns the handler of POST /webhooks/gitlab. It checks,
-// in order (STYLE 19): method POST (else 405); body size (413 above
-// MaxBodyBytes); X-Gitlab-Token against every secret in constant time
-// (401 {"error":"invalid webhook token"}); X-Gitlab-Event present (400);
+// in order (STYLE 19): method POST (else 405); X-Gitlab-Token against every
+// secret in constant time (401 {"error":"invalid webhook token"}); X-Gitlab-Event
+// present (400); body size (413 above MaxBodyBytes: only after the token, so
+// that a sender without it does not learn the limit);
 // the body decodes (400 {"error":"malformed payload: …"}, without the
 // body; a decoder error not wrapping platform.ErrMalformedHook answers 500).
 // Events that cannot move any change answer 200 {"result":"ignored"}, are
@@ -112,76 +111,36 @@ type GitLabConfig struct {
 //
 // It returns an error, listing every problem, when cfg is invalid.
 func NewGitLabHandler(cfg GitLabConfig) (*GitLabHandler, error) {
-	var problems []error
-	if len(cfg.Secrets) == 0 {
-		problems = append(problems, errors.New("at least one webhook secret is required"))
-	}
 	secrets := make([][sha256.Size]byte, 0, len(cfg.Secrets))
-	for i, s := range cfg.Secrets {
-		if s == "" {
-			problems = append(problems, fmt.Errorf("webhook secret %d is empty", i+1))
-			continue
+	for _, s := range cfg.Secrets {
+		if s != "" {
+			secrets = append(secrets, sha256.Sum256([]byte(s)))
 		}
-		secrets = append(secrets, sha256.Sum256([]byte(s)))
 	}
-	if cfg.Store == nil {
-		problems = append(problems, errors.New("a delivery store is required"))
-	}
-	if cfg.Decode == nil {
-		problems = append(problems, errors.New("a hook decoder is required"))
-	}
-	if cfg.MaxBodyBytes < 0 {
-		problems = append(problems, fmt.Errorf("max body bytes is negative (%d)", cfg.MaxBodyBytes))
-	}
-	if cfg.StoreTimeout < 0 {
-		problems = append(problems, fmt.Errorf("store timeout is negative (%s)", cfg.StoreTimeout))
-	}
-	if cfg.MaxBatch < 0 {
-		problems = append(problems, fmt.Errorf("max batch is negative (%d)", cfg.MaxBatch))
-	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("configuring the GitLab webhook handler: %w", errors.Join(problems...))
-	}
-	h := &GitLabHandler{
-		secrets:      secrets,
-		maxBody:      cfg.MaxBodyBytes,
-		store:        cfg.Store,
-		decode:       cfg.Decode,
-		storeTimeout: cfg.StoreTimeout,
-		log:          cfg.Logger,
-		m:            orNew(cfg.Metrics),
-
-		noteHasCommand: cfg.NoteHasCommand,
-	}
-	if h.maxBody == 0 {
-		h.maxBody = DefaultMaxBodyBytes
-	}
-	if h.storeTimeout == 0 {
-		h.storeTimeout = DefaultStoreTimeout
-	}
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
-	c, err := newDeliveryCommitter(h.store, cfg.Dispatcher, h.m, cfg.MaxBatch, cfg.MaxInFlight, h.storeTimeout)
+	h := &GitLabHandler{secrets: secrets}
+	in, err := newIntake(intakeConfig{
+		platform: "GitLab", noSecret: "at least one webhook secret is required", secrets: cfg.Secrets,
+		decode: cfg.Decode, store: cfg.Store, dispatcher: cfg.Dispatcher, maxBody: cfg.MaxBodyBytes,
+		storeTimeout: cfg.StoreTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight,
+		logger: cfg.Logger, metrics: cfg.Metrics, noteHasCommand: cfg.NoteHasCommand,
+	}, hookRules{
+		handler: handlerGitLab, eventHeader: headerGitLabEvent, label: eventLabel,
+		beforeBody: h.headersOK, ignoreReason: ignoreReason,
+		dedupeKey: func(q *hookRequest) string {
+			return dedupeKey(q.r.Header.Get(headerIdempotencyKey), q.event, q.body)
+		},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("configuring the GitLab webhook handler: %w", err)
+		return nil, err
 	}
-	h.intake = c
+	h.intake = in
 	return h, nil
 }
 
 // GitLabHandler is the handler of POST /webhooks/gitlab (NewGitLabHandler).
 type GitLabHandler struct {
-	secrets      [][sha256.Size]byte
-	maxBody      int64
-	store        DeliveryStore
-	decode       HookDecoder
-	storeTimeout time.Duration
-	log          *slog.Logger
-	m            *Metrics
-	intake       *deliveryCommitter
-	// noteHasCommand is GitLabConfig.NoteHasCommand.
-	noteHasCommand func(body string) bool
+	secrets [][sha256.Size]byte
+	intake  *intake
 }
 
 // Close stops the group commit after the HTTP server stopped taking
@@ -191,98 +150,23 @@ type GitLabHandler struct {
 func (h *GitLabHandler) Close(ctx context.Context) error { return h.intake.Close(ctx) }
 
 // ServeHTTP implements http.Handler (NewGitLabHandler documents it).
-func (h *GitLabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	event := r.Header.Get(headerGitLabEvent)
-	label := eventLabel(event)
-	log := h.log.With(attrEvent, label)
-	count := func(outcome string) { h.m.deliveries.WithLabelValues(label, outcome).Inc() }
-	defer recoverPanic(w, log, h.m, handlerGitLab, func() { count(OutcomeError) })
+func (h *GitLabHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.intake.ServeHTTP(w, r) }
 
-	if r.Method != http.MethodPost {
-		count(OutcomeMalformed)
-		methodNotAllowed(w)
-		return
+// headersOK checks the token, then that the event is named: both are
+// headers, so they are checked before the body's size, which a sender
+// without the token must not learn.
+func (h *GitLabHandler) headersOK(q *hookRequest) bool {
+	if !h.tokenOK(q.r.Header.Get(headerGitLabToken)) {
+		q.log.Warn("webhook refused: invalid token", attrRemoteAddr, q.r.RemoteAddr)
+		q.refuse(http.StatusUnauthorized, OutcomeUnauthorized, "invalid webhook token")
+		return false
 	}
-	if limitBody(w, r, h.maxBody) {
-		h.tooLarge(w, r, log, count)
-		return
+	if q.event == "" {
+		q.log.Warn("webhook refused: no X-Gitlab-Event header", attrRemoteAddr, q.r.RemoteAddr)
+		q.refuse(http.StatusBadRequest, OutcomeMalformed, "missing X-Gitlab-Event header")
+		return false
 	}
-	if !h.tokenOK(r.Header.Get(headerGitLabToken)) {
-		count(OutcomeUnauthorized)
-		log.Warn("webhook refused: invalid token", attrRemoteAddr, r.RemoteAddr)
-		writeJSON(w, http.StatusUnauthorized, answer{Error: "invalid webhook token"})
-		return
-	}
-	if event == "" {
-		count(OutcomeMalformed)
-		log.Warn("webhook refused: no X-Gitlab-Event header", attrRemoteAddr, r.RemoteAddr)
-		writeJSON(w, http.StatusBadRequest, answer{Error: "missing X-Gitlab-Event header"})
-		return
-	}
-	body, tooLarge, err := readBody(r)
-	if tooLarge {
-		h.tooLarge(w, r, log, count)
-		return
-	}
-	if err != nil {
-		count(OutcomeMalformed)
-		log.Warn("webhook refused: body unreadable", attrError, err)
-		writeJSON(w, http.StatusBadRequest, answer{Error: "reading the request body failed"})
-		return
-	}
-	ev, err := h.decode(event, body)
-	if err != nil {
-		if !errors.Is(err, platform.ErrMalformedHook) {
-			// A decoder that breaks its contract is a bug of ours, not the sender's.
-			count(OutcomeError)
-			log.Error("webhook not decoded: decoder failed", attrError, err)
-			writeJSON(w, http.StatusInternalServerError, answer{Error: "decoding the payload failed"})
-			return
-		}
-		count(OutcomeMalformed)
-		log.Warn("webhook refused: malformed payload", attrError, err)
-		writeJSON(w, http.StatusBadRequest, answer{Error: "malformed payload: " + err.Error()})
-		return
-	}
-	log = log.With(attrProjectID, ev.ProjectID)
-	if reason := ignoreReason(ev, h.noteHasCommand); reason != "" {
-		count(OutcomeIgnored)
-		h.m.ignored.WithLabelValues(reason).Inc()
-		log.Debug("webhook ignored", "reason", reason, "kind", ev.Kind)
-		writeJSON(w, http.StatusOK, answer{Result: OutcomeIgnored})
-		return
-	}
-
-	d := store.Delivery{
-		DedupeKey: dedupeKey(r.Header.Get(headerIdempotencyKey), event, body),
-		Event:     event,
-		ProjectID: ev.ProjectID,
-		Body:      body,
-	}
-	ctx, cancel := detached(r, h.storeTimeout)
-	defer cancel()
-	res, err := h.intake.commit(ctx, log, d)
-	id, inserted := res.ID, res.Inserted
-	switch {
-	case err != nil:
-		count(OutcomeError)
-		log.Error("webhook not stored", attrError, err)
-		writeJSON(w, http.StatusServiceUnavailable, answer{Error: "storing the delivery failed; it was not accepted"})
-	case !inserted:
-		count(OutcomeDuplicate)
-		log.Debug("webhook duplicate", attrOutcome, OutcomeDuplicate)
-		writeJSON(w, http.StatusOK, answer{Result: OutcomeDuplicate})
-	default:
-		count(OutcomeAccepted)
-		log.Debug("webhook accepted", attrDeliveryID, id) // the access line is the info one
-		writeJSON(w, http.StatusOK, answer{Result: OutcomeAccepted, DeliveryID: id})
-	}
-}
-
-func (h *GitLabHandler) tooLarge(w http.ResponseWriter, r *http.Request, log *slog.Logger, count func(string)) {
-	count(OutcomeTooLarge)
-	log.Warn("webhook refused: body too large", "content_length", r.ContentLength, "limit", h.maxBody)
-	writeJSON(w, http.StatusRequestEntityTooLarge, answer{Error: fmt.Sprintf("payload larger than %d bytes", h.maxBody)})
+	return true
 }
 
 // tokenOK compares got with every configured secret in constant time. Both

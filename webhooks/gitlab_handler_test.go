@@ -91,6 +91,22 @@ func TestGitLabIntake(t *testing.T) {
 			wantCounts: map[string]float64{OutcomeTooLarge: 1},
 		},
 		{
+			// The token is a header: a sender without it is refused
+			// before the size is checked, so it never learns the limit.
+			name:       "too large without the token",
+			send:       []delivery{{event: evMR, body: big}},
+			want:       []reply{unauthorized},
+			event:      evMR,
+			wantCounts: map[string]float64{OutcomeUnauthorized: 1, OutcomeTooLarge: 0},
+		},
+		{
+			name:       "too large with a wrong token",
+			send:       []delivery{{event: evMR, token: secretA + "x", body: big}},
+			want:       []reply{unauthorized},
+			event:      evMR,
+			wantCounts: map[string]float64{OutcomeUnauthorized: 1, OutcomeTooLarge: 0},
+		},
+		{
 			name:       "no token",
 			send:       []delivery{{event: evMR, body: mrOpen}},
 			want:       []reply{unauthorized},

@@ -167,7 +167,7 @@ func sendAll(t *testing.T, h *GitLabHandler, g *gatedStore, body []byte, first s
 	for i, key := range rest {
 		wg.Go(func() { send(i+1, key) })
 	}
-	for h.intake.commits.Queued() < len(rest) {
+	for h.intake.committer.commits.Queued() < len(rest) {
 		time.Sleep(time.Millisecond)
 	}
 	close(g.release)
@@ -250,7 +250,7 @@ func TestIntakeGroupCommitConcurrent(t *testing.T) {
 				t.Errorf("commit sizes %v: one above the bound %d", sizes, DefaultMaxBatch)
 			}
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(h.m.batch)
+			reg.MustRegister(h.intake.m.batch)
 			mfs, err := reg.Gather()
 			if err != nil || len(mfs) != 1 || len(mfs[0].GetMetric()) != 1 {
 				t.Fatalf("gathering the batch histogram: %v %v", mfs, err)
