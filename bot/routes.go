@@ -67,7 +67,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	if c, ok := hook.(intakeCloser); ok {
 		a.intake = c
 	}
-	cbCfg := webhooks.CallbackConfig{Secret: a.cfg.CallbackSecret, MaxBodyBytes: 1 << 20,
+	cbCfg := webhooks.CallbackConfig{Secret: a.cfg.CallbackSecret, MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Approvals: a.engine, Deploys: a.engine, Logger: a.log, Metrics: wm}
 	approvalCB, err := webhooks.NewApprovalCallbackHandler(cbCfg)
 	if err != nil {
