@@ -625,7 +625,10 @@ func apiHint(st flows.Step, platform, url string) string {
 	case st.Retryable():
 		return "It failed before its " + mr + " was opened: an operator retries it with POST " + url +
 			"/retry once the cause is fixed, or its submitter or an operator cancels it with POST " + url + "/cancel."
-	case st.Resumable():
+	case st.Resumable() && st.Phase == flows.PhasePending:
+		// Only a parked change waits for an operator; a step in progress
+		// (APPROVAL_SENDING, CREATE_STARTED) has its job, which retries by
+		// itself, so its hint says nothing of /resume.
 		return st.HintOn(platform) + " It has no " + mr + " yet: an operator resumes it with POST " + url + "/resume."
 	}
 	return st.HintOn(platform)

@@ -141,7 +141,7 @@ func Registry() []Command {
 			Description: "Close the change: close the merge request unless it is already closed or merged; " +
 				"the change ends CLOSED and may be submitted again.",
 			Who:          []Role{RoleRequester, RoleOperator},
-			WhoText:      "the requester, operators",
+			WhoText:      "the change's requester and operators",
 			ChangesState: true,
 			Run:          act(flows.ActionCancel),
 		},

@@ -287,7 +287,7 @@ var catalogue = []Step{
 	{Code: ApprovalSending, Name: "APPROVAL_SENDING", Phase: PhaseApproval, Status: store.StatusApprovalSending,
 		Job: job(KindRequestApproval, ApprovalSendPending), Resume: ApprovalSending, Wait: WaitApproval,
 		Next: next(ApprovalSent, CreateStarted, HandleStarted, ApprovalRejected, ApprovalWithdrawn),
-		Hint: "Keep waiting: requesting approval."},
+		Hint: "Keep waiting: requesting approval. A request the approval system does not answer is retried by itself; nobody needs to act."},
 	// APPROVAL_SENT has no job and is not resumable: it waits for the
 	// decision; cancel is the way out.
 	{Code: ApprovalSent, Name: "APPROVAL_SENT", Phase: PhaseApproval, Status: store.StatusApprovalSent,
@@ -306,7 +306,7 @@ var catalogue = []Step{
 	{Code: ApprovalSendPending, Name: "APPROVAL_SEND_PENDING", Phase: PhasePending, Status: store.StatusApprovalSending,
 		Resume: ApprovalSending, Wait: WaitApproval,
 		Next: next(ApprovalSent, CreateStarted, HandleStarted, ApprovalRejected, ApprovalWithdrawn),
-		Hint: "The approval system did not answer. " + hintUnknownWait},
+		Hint: "The approval system did not answer, and changebot stopped retrying: an operator asks it again with /resume once it is back."},
 	{Code: HandleRebasePending, Name: "HANDLE_REBASE_PENDING", Phase: PhasePending, Status: store.StatusMerging,
 		Resume: HandleRebasing, Wait: WaitRebase, Next: next(HandleAwaitPipeline, HandleRebaseConflict, HandleFailed),
 		Hint: "The rebase is still running past its deadline. " + hintUnknownWait},

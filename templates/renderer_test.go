@@ -49,7 +49,7 @@ var (
 	cmdRetry   = CommandHelp{Usage: "/retry", Description: "Re-run the failed step of this merge request's change.", Who: "the change's requester, the MR author, project members with Developer access or more"}
 	cmdResume  = CommandHelp{Usage: "/resume", Description: "Continue a change parked in a pending step by running its current step again.", Who: "operators only"}
 	cmdStatus  = CommandHelp{Usage: "/status", Description: "Re-render the status comment now.", Who: "anyone who can see the MR"}
-	cmdCancel  = CommandHelp{Usage: "/cancel", Description: "Close the change; it may be submitted again.", Who: "the requester, operators"}
+	cmdCancel  = CommandHelp{Usage: "/cancel", Description: "Close the change; it may be submitted again.", Who: "the change's requester and operators"}
 	cmdApprove = CommandHelp{Usage: "/approve", Description: "Approve the change (in-GitLab approval mode).", Who: "approvers"}
 	cmdReject  = CommandHelp{Usage: "/reject", Description: "Reject the change (in-GitLab approval mode).", Who: "approvers"}
 	cmdHelp    = CommandHelp{Usage: "/help", Description: "List the commands you may run now.", Who: "anyone"}
