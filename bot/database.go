@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -177,6 +178,60 @@ func (d *database) Describe() string {
 	}
 	return "postgres " + Config{DatabaseURL: d.target.URL}.RedactedDatabaseURL()
 }
+
+// ErrNoSchema is wrapped by the error of a command that finds none of
+// changebot's tables (a database never migrated, or a DATABASE_URL or
+// search_path naming another database or schema than the migrated one).
+var ErrNoSchema = errors.New("no changebot schema")
+
+// explainMissingSchema replaces err, when a query failed because a table
+// does not exist (PostgreSQL SQLSTATE 42P01 undefined_table, SQLite "no
+// such table"), with one that names the database (password left out) and
+// says to run changebot migrate; other errors are returned as they are.
+// The commands that only read (list, settings, history, replay, verify)
+// call it on their error rather than checking the migration version first:
+// opening the migrator creates its version table, a write those commands
+// must not make, and the error costs nothing when the schema is there.
+func (d *database) explainMissingSchema(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	missing := errors.As(err, &pgErr) && pgErr.Code == pgUndefinedTable
+	if !missing && d.target.Engine == EngineSQLite {
+		missing = strings.Contains(err.Error(), "no such table")
+	}
+	if !missing {
+		return err
+	}
+	where := d.Describe()
+	if d.schema != "" {
+		where += " (schema " + d.schema + ")"
+	}
+	hint := "this DATABASE_URL or its search_path names another database or schema"
+	if d.target.Engine == EngineSQLite {
+		hint = "this DATABASE_URL names another file"
+	}
+	return &noSchemaError{where: where, hint: hint, err: err}
+}
+
+// pgUndefinedTable is PostgreSQL's SQLSTATE undefined_table ("relation
+// ... does not exist").
+const pgUndefinedTable = "42P01"
+
+// noSchemaError is explainMissingSchema's error: it matches ErrNoSchema and
+// keeps the database's own error for errors.As, out of the message.
+type noSchemaError struct {
+	where, hint string
+	err         error
+}
+
+func (e *noSchemaError) Error() string {
+	return "the database at " + e.where + " has no changebot schema; run `changebot migrate` with the same DATABASE_URL " +
+		"(if it was migrated, " + e.hint + ")"
+}
+
+func (e *noSchemaError) Unwrap() []error { return []error{ErrNoSchema, e.err} }
 
 // Store returns a store on the database logging to log (nil: nowhere).
 func (d *database) Store(log *slog.Logger) (store.Store, error) {

@@ -36,7 +36,7 @@ func openStore(ctx context.Context, path string) (store.Store, *database, error)
 
 // cmdHistory prints an operation's events (changebot history <id>), or its
 // state at a moment rebuilt from them (changebot replay <id> -at <time>).
-func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay bool) error {
+func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay bool) (err error) {
 	name := "history"
 	if replay {
 		name = "replay"
@@ -57,6 +57,7 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 		return err
 	}
 	defer pool.Close()
+	defer func() { err = pool.explainMissingSchema(err) }()
 	id := fs.Arg(0)
 	if *asJSON && !replay {
 		return printEventsJSON(ctx, st, id, *stored, stdout)
@@ -146,7 +147,7 @@ func orNow(at string) string {
 
 // cmdVerify checks every operation's history (or the given ones): the hash
 // chain and that replaying the events gives the stored state (DESIGN §4).
-func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
+func cmdVerify(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
 	if err := fs.Parse(reorderFlags(args)); err != nil {
@@ -157,6 +158,7 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer pool.Close()
+	defer func() { err = pool.explainMissingSchema(err) }()
 	return verifyHistories(ctx, st, fs.Args(), stdout)
 }
 

@@ -25,7 +25,7 @@ The filters are those of GET /api/v1/changes (README "Finding changes").
 // cmdList prints a page of changes, newest first, filtered as GET
 // /api/v1/changes filters them (changebot list): a table, or with -json
 // the API's answer. It reads the database (DATABASE_URL or -config).
-func cmdList(ctx context.Context, args []string, stdout io.Writer) error {
+func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
@@ -65,6 +65,7 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
+	defer func() { err = db.explainMissingSchema(err) }()
 	st, err := db.Store(nil)
 	if err != nil {
 		return err

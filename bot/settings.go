@@ -141,7 +141,7 @@ $CHANGEBOT_CONFIG), whose settings: map gives the initial values.
 `
 
 // cmdSettings runs "changebot settings get|set".
-func cmdSettings(ctx context.Context, args []string, stdout io.Writer) error {
+func cmdSettings(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if len(args) == 0 || (args[0] != "get" && args[0] != "set") {
 		return errors.New("want get or set (see changebot help)")
 	}
@@ -173,6 +173,7 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
+	defer func() { err = db.explainMissingSchema(err) }()
 	st, err := db.Store(nil)
 	if err != nil {
 		return err

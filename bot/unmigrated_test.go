@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -167,5 +169,63 @@ func TestServeWithoutMigrations(t *testing.T) {
 	}
 	if hints != 1 {
 		t.Errorf("%d error lines naming changebot migrate, want 1:\n%s", hints, logs.String())
+	}
+}
+
+// TestCLIOnUnmigratedDatabase runs the commands that read the database
+// against a SQLite file and a PostgreSQL schema that were never migrated:
+// each says the database (password masked) has no changebot schema and to
+// run changebot migrate, instead of the engine's "no such table" or
+// 'relation "operations" does not exist', and writes nothing. Not parallel:
+// it sets the environment.
+func TestCLIOnUnmigratedDatabase(t *testing.T) {
+	clearConfigEnv(t)
+	file := filepath.Join(t.TempDir(), "changebot.db")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	schema := emptySchema(t)
+	pgURL := strings.Replace(pgtest.WithSearchPath(pgtest.URL(), schema), "postgres@", "postgres:s3cret@", 1)
+	if !strings.Contains(pgURL, "s3cret@") {
+		t.Fatalf("no password put in %s", pgURL)
+	}
+	commands := [][]string{{"list"}, {"list", "-status", "MERGED"}, {"settings", "get"}, {"settings", "set", "poll.short_count", "3"},
+		{"history", "op-1"}, {"replay", "op-1"}, {"verify"}}
+	for _, engine := range []struct{ name, url, where string }{
+		{"sqlite", sqliteURL(file), "sqlite " + file},
+		{"postgres", pgURL, "postgres postgres://postgres:xxxxx@"},
+	} {
+		t.Setenv("DATABASE_URL", engine.url)
+		for _, args := range commands {
+			var out, errOut bytes.Buffer
+			code := Main(args, &out, &errOut)
+			got := out.String() + errOut.String()
+			if code != 1 {
+				t.Errorf("%s %v: exit %d, want 1 (%s)", engine.name, args, code, got)
+			}
+			for _, w := range []string{"the database at " + engine.where, "has no changebot schema", "run `changebot migrate`"} {
+				if !strings.Contains(got, w) {
+					t.Errorf("%s %v: output %q lacks %q", engine.name, args, got, w)
+				}
+			}
+			for _, raw := range []string{"no such table", "does not exist", "SQLSTATE", "s3cret"} {
+				if strings.Contains(got, raw) {
+					t.Errorf("%s %v: output %q shows %q", engine.name, args, got, raw)
+				}
+			}
+		}
+	}
+	admin, err := pgxpool.New(context.Background(), pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var tables int
+	if err := admin.QueryRow(context.Background(),
+		`SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, schema).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Errorf("the commands created %d tables in the unmigrated schema", tables)
 	}
 }
