@@ -237,7 +237,10 @@ func (a *App) webLogout(w http.ResponseWriter, r *http.Request) {
 // changePage is the data of change.html.
 type changePage struct {
 	webPage
-	Change changeDetail
+	// Missing is the id asked for when no change has it (the page answers
+	// 404 saying so, and shows nothing else).
+	Missing string
+	Change  changeDetail
 	// Error names a bad query parameter (the page answers 400 then).
 	Error string
 	// At is the "replay at" field as given; Replay is the state the
@@ -277,7 +280,7 @@ func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	op, events, err := a.engine.Get(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		a.render(w, http.StatusNotFound, "change.html", changePage{webPage: webPage{Title: "No change " + id, Nav: true}})
+		a.render(w, http.StatusNotFound, "change.html", changePage{webPage: webPage{Title: "No such change", Nav: true}, Missing: id})
 		return
 	}
 	if err != nil {
