@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -65,16 +63,6 @@ const (
 	epCommentsList        = "issue_comments_list"
 )
 
-// Log attribute keys (STYLE.md rule 9).
-const (
-	attrEndpoint = "endpoint"
-	attrMethod   = "method"
-	attrPath     = "path"
-	attrStatus   = "status"
-	attrDuration = "duration"
-	attrAttempt  = "attempt"
-)
-
 // maxMessage bounds platform.Error.Message.
 const maxMessage = 500
 
@@ -121,14 +109,7 @@ func callResp[T any](ctx context.Context, c *Client, endpoint string, fn func(co
 	if rec.url != nil {
 		path = c.apiPath(rec.url)
 	}
-	c.logger.LogAttrs(ctx, slog.LevelDebug, "github call",
-		slog.String(attrEndpoint, endpoint),
-		slog.String(attrMethod, rec.method),
-		slog.String(attrPath, path),
-		slog.Int(attrStatus, status),
-		slog.Duration(attrDuration, d),
-		slog.Int(attrAttempt, rec.attempts),
-	)
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "github call", platform.CallAttrs(endpoint, rec.method, path, status, d, rec.attempts)...)
 	if c.observe != nil {
 		c.observe(endpoint, status, d)
 	}
@@ -152,8 +133,7 @@ func (c *Client) blocked(ctx context.Context, endpoint string, rec *record) erro
 		path = c.apiPath(rec.url)
 	}
 	c.logger.LogAttrs(ctx, slog.LevelDebug, "github call held back by the account's rate limit wait",
-		slog.String(attrEndpoint, endpoint), slog.String(attrMethod, rec.method), slog.String(attrPath, path),
-		slog.Time("blocked_until", rec.blockedUntil))
+		platform.HeldBackAttrs(endpoint, rec.method, path, rec.blockedUntil)...)
 	return &platform.Error{
 		Method: rec.method, Path: path, Kind: platform.ErrRateLimited,
 		Message:    "not sent: GitHub asked this account to wait until " + rec.blockedUntil.UTC().Format(time.RFC3339),
@@ -173,16 +153,9 @@ type accountGate struct {
 // blockedUntil is until when the account must wait, zero when it may
 // send (also when the wait cannot be read: fail-open).
 func (g accountGate) blockedUntil(ctx context.Context, log *slog.Logger) time.Time {
-	if g.waits == nil {
-		return time.Time{}
-	}
-	until, err := g.waits.AccountBlockedUntil(ctx, g.account)
+	until, err := platform.WaitUntil(ctx, g.waits, g.account, g.now)
 	if err != nil {
 		log.WarnContext(ctx, "reading the github account's rate limit wait failed; sending", "err", err)
-		return time.Time{}
-	}
-	if !until.After(g.now()) {
-		return time.Time{}
 	}
 	return until
 }
@@ -304,7 +277,7 @@ func rateLimit(status int, h http.Header, msg string, now time.Time) (time.Durat
 	}
 	lower := strings.ToLower(msg)
 	primary := h.Get("X-Ratelimit-Remaining") == "0"
-	retry, hasRetry := retryAfterHeader(h, now)
+	retry, hasRetry := platform.RetryAfterHeader(h, now)
 	secondary := hasRetry || strings.Contains(lower, "secondary rate limit") || strings.Contains(lower, "abuse detection")
 	if !primary && !secondary && status != http.StatusTooManyRequests {
 		return 0, false
@@ -321,21 +294,6 @@ func rateLimit(status int, h http.Header, msg string, now time.Time) (time.Durat
 		return DefaultSecondaryWait, true
 	}
 	return 0, true
-}
-
-// retryAfterHeader reads Retry-After in seconds or as an HTTP date.
-func retryAfterHeader(h http.Header, now time.Time) (time.Duration, bool) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
 }
 
 // messageOf is GitHub's message: ErrorResponse.message, with the errors[]
@@ -379,13 +337,7 @@ func messageOf(err error, status int) string {
 
 // apiPath is u's escaped path relative to the API root, for example
 // "/repos/o/r/pulls/7/merge".
-func (c *Client) apiPath(u *url.URL) string {
-	p := u.EscapedPath()
-	if rest, ok := strings.CutPrefix(p, strings.TrimSuffix(c.basePath, "/")); ok && rest != "" {
-		return rest
-	}
-	return p
-}
+func (c *Client) apiPath(u *url.URL) string { return platform.APIPath(u, c.basePath) }
 
 // retryPolicy is the in-client retry of the transport.
 type retryPolicy struct {
@@ -441,7 +393,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			rec.method, rec.url = req.Method, req.URL
 		}
 		if attempt > 0 {
-			t.logger.LogAttrs(ctx, slog.LevelDebug, "github call retry", slog.String(attrMethod, req.Method), slog.Int(attrAttempt, attempt+1))
+			t.logger.LogAttrs(ctx, slog.LevelDebug, "github call retry", slog.String(platform.AttrMethod, req.Method), slog.Int(platform.AttrAttempt, attempt+1))
 		}
 		if until := t.gate.blockedUntil(ctx, t.logger); !until.IsZero() {
 			if r.Body != nil {
@@ -484,12 +436,7 @@ func (rp retryPolicy) shouldRetry(req *http.Request, resp *http.Response, err er
 		return 0, false
 	}
 	if err != nil {
-		var dnsErr *net.DNSError
-		if errors.As(err, &dnsErr) {
-			return rp.backoff(attempt), !dnsErr.IsNotFound
-		}
-		var opErr *net.OpError
-		if errors.As(err, &opErr) && opErr.Op == "dial" {
+		if platform.UnsentRetryable(err) {
 			return rp.backoff(attempt), true
 		}
 		return 0, false
@@ -511,17 +458,10 @@ func (rp retryPolicy) shouldRetry(req *http.Request, resp *http.Response, err er
 	return 0, false
 }
 
-// backoff is waitMin doubled per attempt with jitter, at most waitMax.
+// backoff is waitMin doubled per attempt with jitter, at most waitMax
+// (platform.Backoff).
 func (rp retryPolicy) backoff(attempt int) time.Duration {
-	d := rp.waitMin
-	for i := 0; i < attempt && d < rp.waitMax; i++ {
-		d *= 2
-	}
-	d = min(d, rp.waitMax)
-	if d <= 0 {
-		return 0
-	}
-	return d/2 + rand.N(d/2+1)
+	return platform.Backoff(rp.waitMin, rp.waitMax, attempt)
 }
 
 // peekMessage reads the message of an error answer and puts the body back.

@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -59,16 +57,6 @@ const (
 	epNoteUpdate                   = "note_update"
 	epNoteGet                      = "note_get"
 	epNotesList                    = "notes_list"
-)
-
-// Log attribute keys (STYLE.md rule 9).
-const (
-	attrEndpoint = "endpoint"
-	attrMethod   = "method"
-	attrPath     = "path"
-	attrStatus   = "status"
-	attrDuration = "duration"
-	attrAttempt  = "attempt"
 )
 
 // eventUUIDHeader must never be sent back to GitLab: GitLab would treat the
@@ -123,14 +111,7 @@ func callResp[T any](ctx context.Context, c *Client, endpoint string, fn func(gl
 	if rec.url != nil {
 		path = c.apiPath(rec.url)
 	}
-	c.logger.LogAttrs(ctx, slog.LevelDebug, "gitlab call",
-		slog.String(attrEndpoint, endpoint),
-		slog.String(attrMethod, rec.method),
-		slog.String(attrPath, path),
-		slog.Int(attrStatus, status),
-		slog.Duration(attrDuration, d),
-		slog.Int(attrAttempt, rec.attempts),
-	)
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "gitlab call", platform.CallAttrs(endpoint, rec.method, path, status, d, rec.attempts)...)
 	if c.observe != nil {
 		c.observe(endpoint, status, d)
 	}
@@ -158,8 +139,7 @@ func (c *Client) blocked(ctx context.Context, endpoint string, rec *record) erro
 	}
 	wait := max(rec.blockedUntil.Sub(c.now()), minHeldWait)
 	c.logger.LogAttrs(ctx, slog.LevelDebug, "gitlab call held back by the account's rate limit wait",
-		slog.String(attrEndpoint, endpoint), slog.String(attrMethod, rec.method), slog.String(attrPath, path),
-		slog.Time("blocked_until", rec.blockedUntil))
+		platform.HeldBackAttrs(endpoint, rec.method, path, rec.blockedUntil)...)
 	msg := "not sent: GitLab asked this account to wait until " + rec.blockedUntil.UTC().Format(time.RFC3339)
 	if rec.budget {
 		msg = "not sent: the account's call budget has a call again at " + rec.blockedUntil.UTC().Format(time.RFC3339)
@@ -252,13 +232,7 @@ func successStatus(code int) bool {
 
 // apiPath returns u's escaped path relative to the API root, for example
 // "/projects/group%2Frepo/merge_requests/7/merge".
-func (c *Client) apiPath(u *url.URL) string {
-	p := u.EscapedPath()
-	if rest, ok := strings.CutPrefix(p, c.basePath); ok && rest != "" {
-		return rest
-	}
-	return p
-}
+func (c *Client) apiPath(u *url.URL) string { return platform.APIPath(u, c.basePath) }
 
 // messageOf extracts GitLab's message from an error body. GitLab answers
 // {"message": "..."} (render_api_error!), {"message": ["..."]} (409 on MR
@@ -366,13 +340,8 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 // did or the moment has passed. Unparsable values count as absent.
 func rateLimitWait(h http.Header, now time.Time) (d time.Duration, named bool) {
 	until := func(t time.Time) (time.Duration, bool) { return max(t.Sub(now), 0), true }
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
-			return time.Duration(s) * time.Second, true
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return until(t)
-		}
+	if d, named := platform.RetryAfterHeader(h, now); named {
+		return d, true
 	}
 	if v := strings.TrimSpace(h.Get("RateLimit-Reset")); v != "" {
 		if u, err := strconv.ParseInt(v, 10, 64); err == nil && u >= 0 {
@@ -412,15 +381,7 @@ func (rp retryPolicy) checkRetry(ctx context.Context, resp *http.Response, err e
 		return false, ctx.Err()
 	}
 	if err != nil {
-		var dnsErr *net.DNSError
-		if errors.As(err, &dnsErr) {
-			return !dnsErr.IsNotFound, nil
-		}
-		var opErr *net.OpError
-		if errors.As(err, &opErr) && opErr.Op == "dial" {
-			return true, nil
-		}
-		return false, nil
+		return platform.UnsentRetryable(err), nil
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
@@ -444,15 +405,7 @@ func (rp retryPolicy) backoff(waitMin, waitMax time.Duration, attempt int, resp 
 			return min(d, waitMax)
 		}
 	}
-	d := waitMin
-	for i := 0; i < attempt && d < waitMax; i++ {
-		d *= 2
-	}
-	d = min(d, waitMax)
-	if d <= 0 {
-		return 0
-	}
-	return d/2 + rand.N(d/2+1)
+	return platform.Backoff(waitMin, waitMax, attempt)
 }
 
 // recordingTransport wraps the HTTP transport under client-go: it strips
@@ -537,16 +490,9 @@ func AccountOf(baseURL, token string) (string, error) {
 // blockedUntil returns until when the account must wait, the zero time
 // when it may send now (also when the wait cannot be read: fail-open).
 func (g accountGate) blockedUntil(ctx context.Context, log *slog.Logger) time.Time {
-	if g.waits == nil {
-		return time.Time{}
-	}
-	until, err := g.waits.AccountBlockedUntil(ctx, g.account)
+	until, err := platform.WaitUntil(ctx, g.waits, g.account, g.now)
 	if err != nil {
 		log.WarnContext(ctx, "reading the gitlab account's rate limit wait failed; sending", "err", err)
-		return time.Time{}
-	}
-	if !until.After(g.now()) {
-		return time.Time{}
 	}
 	return until
 }
@@ -586,8 +532,8 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		rec.body = nil
 		if rec.attempts > 1 {
 			t.logger.LogAttrs(req.Context(), slog.LevelDebug, "gitlab call retry",
-				slog.String(attrMethod, req.Method),
-				slog.Int(attrAttempt, rec.attempts),
+				slog.String(platform.AttrMethod, req.Method),
+				slog.Int(platform.AttrAttempt, rec.attempts),
 			)
 		}
 	}
