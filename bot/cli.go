@@ -70,6 +70,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "settings":
 		err = cmdSettings(ctx, args[1:], stdout)
 	case "version", "-version", "--version":
+		if len(args) > 1 {
+			err = usagef("unexpected argument %q: version takes no arguments", args[1])
+			break
+		}
 		err = cmdVersion(stdout)
 	case "doctor":
 		err = cmdDoctor(ctx, args[1:], stdout, stderr)
@@ -127,6 +131,9 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	cfg, err := LoadConfig(*path, nil, nil)

@@ -244,10 +244,11 @@ func TestMigrateRefusesAServedSQLiteFile(t *testing.T) {
 	}
 }
 
-// TestMigrateAndDemoRefuseBadUsage: a negative -down, a stray argument, a
-// demo -timeout that is not positive are usage errors (exit 2) refused
-// before anything is opened or changed. Not parallel: it sets the
-// environment.
+// TestMigrateAndDemoRefuseBadUsage: a negative -down, a stray argument to
+// any command, a demo -timeout that is not positive, a changebot list
+// filter that is not one are usage errors (exit 2) refused before anything
+// is opened or changed, naming the flag or the argument. Not parallel: it
+// sets the environment.
 func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
 	clearConfigEnv(t)
 	path := filepath.Join(t.TempDir(), "changebot.db")
@@ -263,15 +264,32 @@ func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
 		{[]string{"demo", "-timeout", "-5s"}, "-timeout -5s: want a positive duration"},
 		{[]string{"demo", "-timeout", "0"}, "-timeout 0s: want a positive duration"},
 		{[]string{"demo", "-platform", "bitbucket"}, `-platform "bitbucket": want gitlab or github`},
+		{[]string{"serve", "foo"}, `unexpected argument "foo": serve takes flags only`},
+		{[]string{"doctor", "foo"}, `unexpected argument "foo": doctor takes flags only`},
+		{[]string{"setup", "-project", "grp/app", "foo"}, `unexpected argument "foo": setup takes flags only`},
+		{[]string{"copy", "-from", sqliteURL(path), "-to", sqliteURL(path + "2"), "foo"}, `unexpected argument "foo": copy takes flags only`},
+		{[]string{"version", "foo"}, `unexpected argument "foo": version takes no arguments`},
+		{[]string{"list", "foo"}, `unexpected argument "foo": list takes flags only`},
+		{[]string{"list", "-status", "MERGED", "foo"}, `unexpected argument "foo"`},
+		{[]string{"list", "-status", "BOGUS"}, "-status: unknown status BOGUS; one of APPROVAL_SENDING, "},
+		{[]string{"list", "-status", "MERGED,bogus"}, "-status: unknown status bogus; one of"},
+		{[]string{"list", "-step", "NOPE"}, "-step: unknown step NOPE; a step code or name"},
+		{[]string{"list", "-limit", "0"}, `-limit: "0" is not a whole number from 1 to 500`},
+		{[]string{"list", "-updated_after", "yesterday"}, `-updated_after: "yesterday" is not an RFC 3339 time`},
+		{[]string{"history", "op-1", "op-2"}, "want one operation id, got 2 argument(s)"},
+		{[]string{"replay"}, "want one operation id, got 0 argument(s)"},
+		{[]string{"settings", "get", "poll.short_count", "merge.max_rounds"}, "wrong number of arguments: settings get takes at most one key"},
+		{[]string{"settings", "set", "poll.short_count"}, "wrong number of arguments: settings set takes a key and a value"},
+		{[]string{"settings", "list"}, "want get or set"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr strings.Builder
 		code := Main(tt.args, &stdout, &stderr)
-		if code != 2 || !strings.Contains(stderr.String(), tt.want) || stdout.Len() > 0 {
+		if code != 2 || !strings.Contains(stderr.String(), tt.want) || stdout.Len() > 0 || strings.Contains(stderr.String(), "query parameter") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, stderr with %q", tt.args, code, stdout.String(), stderr.String(), tt.want)
 		}
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Errorf("a refused migrate made the database %s (%v)", path, err)
+		t.Errorf("a refused command made the database %s (%v)", path, err)
 	}
 }

@@ -42,7 +42,10 @@ func cmdCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *from == "" || *to == "" || fs.NArg() > 0 {
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *from == "" || *to == "" {
 		return errors.New("usage: changebot copy -from <database url> -to <database url>")
 	}
 	if *from == *to {

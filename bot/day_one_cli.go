@@ -58,6 +58,9 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
 	cfg, err := LoadConfig(*path, nil, nil)
 	if err != nil {
 		return err
@@ -89,6 +92,9 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	noTest := fs.Bool("no-test", false, "do not ask GitLab for a test event")
 	force := fs.Bool("force", false, "repoint a webhook named changebot that sends to another URL (another installation's) to this bot")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	if len(projects)+len(groups) == 0 {

@@ -50,7 +50,7 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("usage: changebot %s <operation id>", name)
+		return usagef("want one operation id, got %d argument(s): usage: changebot %s <operation id>", fs.NArg(), name)
 	}
 	st, pool, err := openStore(ctx, *path)
 	if err != nil {

@@ -30,13 +30,24 @@ var listParams = []string{"status", "step", "project", "subject_id", "target_key
 	"updated_after", "updated_before", "stuck", "limit", "cursor"}
 
 // FilterError is a bad query parameter of the list API: Param names it,
-// Reason says what is wrong. The API answers it with a 400.
+// Reason says what is wrong. The API answers it with a 400. Flag, when
+// set, says it in changebot list's words (FlagError).
 type FilterError struct {
 	Param, Reason string
+	Flag          string
 }
 
 // Error implements error.
 func (e *FilterError) Error() string { return "query parameter " + e.Param + ": " + e.Reason }
+
+// FlagError says what is wrong in the words of changebot list, whose
+// flags are the parameters: "-status: unknown status X; one of …".
+func (e *FilterError) FlagError() string {
+	if e.Flag != "" {
+		return "-" + e.Param + ": " + e.Flag
+	}
+	return "-" + e.Param + ": " + e.Reason
+}
 
 // ListQuery is a parsed list request: the store's parameters (Limit is one
 // more than the page, to learn whether a next page exists) and the page
@@ -55,21 +66,23 @@ type ListQuery struct {
 func parseListQuery(q url.Values, now time.Time, get func(key string) time.Duration) (ListQuery, error) {
 	for k := range q {
 		if !slices.Contains(listParams, k) {
-			return ListQuery{}, &FilterError{k, "unknown; the filters are " + strings.Join(listParams, ", ")}
+			return ListQuery{}, &FilterError{Param: k, Reason: "unknown; the filters are " + strings.Join(listParams, ", ")}
 		}
 	}
 	lq := ListQuery{Limit: DefaultListLimit}
 	p := &lq.Params
 	for _, v := range splitValues(q["status"]) {
 		if !slices.Contains(store.AllStatuses, v) {
-			return ListQuery{}, &FilterError{"status", fmt.Sprintf("%q is not a status (%s)", v, strings.Join(store.AllStatuses, ", "))}
+			return ListQuery{}, &FilterError{Param: "status", Reason: fmt.Sprintf("%q is not a status (%s)", v, strings.Join(store.AllStatuses, ", ")),
+				Flag: fmt.Sprintf("unknown status %s; one of %s", v, strings.Join(store.AllStatuses, ", "))}
 		}
 		p.Statuses = append(p.Statuses, v)
 	}
 	for _, v := range splitValues(q["step"]) {
 		code, ok := parseStep(v)
 		if !ok {
-			return ListQuery{}, &FilterError{"step", fmt.Sprintf("%q is not a step code or name (README state table)", v)}
+			return ListQuery{}, &FilterError{Param: "step", Reason: fmt.Sprintf("%q is not a step code or name (README state table)", v),
+				Flag: fmt.Sprintf("unknown step %s; a step code or name of the README's state table (10401 or APPROVAL_SENDING)", v)}
 		}
 		p.Steps = append(p.Steps, code)
 	}
@@ -85,7 +98,7 @@ func parseListQuery(q url.Values, now time.Time, get func(key string) time.Durat
 	if v := q.Get("stuck"); v != "" {
 		stuck, err := strconv.ParseBool(v)
 		if err != nil {
-			return ListQuery{}, &FilterError{"stuck", fmt.Sprintf("%q is not true or false", v)}
+			return ListQuery{}, &FilterError{Param: "stuck", Reason: fmt.Sprintf("%q is not true or false", v)}
 		}
 		if stuck {
 			p.StuckOnly, p.Stuck = true, flows.StuckBounds(now.UTC(), flows.StuckLimits{
@@ -96,14 +109,14 @@ func parseListQuery(q url.Values, now time.Time, get func(key string) time.Durat
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxListLimit {
-			return ListQuery{}, &FilterError{"limit", fmt.Sprintf("%q is not a whole number from 1 to %d", v, MaxListLimit)}
+			return ListQuery{}, &FilterError{Param: "limit", Reason: fmt.Sprintf("%q is not a whole number from 1 to %d", v, MaxListLimit)}
 		}
 		lq.Limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
 		id, ok := decodeCursor(v)
 		if !ok {
-			return ListQuery{}, &FilterError{"cursor", "not a cursor this API gave (pass next_cursor back as it is)"}
+			return ListQuery{}, &FilterError{Param: "cursor", Reason: "not a cursor this API gave (pass next_cursor back as it is)"}
 		}
 		p.Before = id
 	}
@@ -141,7 +154,7 @@ func parseTimeParam(q url.Values, key string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, &FilterError{key, fmt.Sprintf("%q is not an RFC 3339 time (2026-12-01T10:00:00Z)", v)}
+		return time.Time{}, &FilterError{Param: key, Reason: fmt.Sprintf("%q is not an RFC 3339 time (2026-12-01T10:00:00Z)", v)}
 	}
 	return t.UTC(), nil
 }

@@ -235,8 +235,8 @@ func TestListChangesAPI(t *testing.T) {
 		!strings.Contains(out, "more: add -cursor "+api.NextCursor) {
 		t.Errorf("changebot list table = %d\n%s", code, out)
 	}
-	if code, _, errOut = cli("-status", "NOPE"); code != 1 || !strings.Contains(errOut, "query parameter status") {
-		t.Errorf("changebot list -status NOPE = %d %q, want 1 naming status", code, errOut)
+	if code, _, errOut = cli("-status", "NOPE"); code != 2 || !strings.Contains(errOut, "-status: unknown status NOPE; one of") {
+		t.Errorf("changebot list -status NOPE = %d %q, want 2 naming -status", code, errOut)
 	}
 }
 

@@ -45,7 +45,7 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), listUsage)
+		return usagef("unexpected argument %q: list takes flags only\n%s", fs.Arg(0), listUsage)
 	}
 	q := url.Values{"limit": {strconv.Itoa(*limit)}}
 	for k, v := range filters {
@@ -55,6 +55,14 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	}
 	if *stuck {
 		q.Set("stuck", "true")
+	}
+	// The filters are checked before the database is opened: a bad one is
+	// a usage error naming its flag (not the API's query parameter).
+	if _, err := parseListQuery(q, time.Now(), func(string) time.Duration { return time.Hour }); err != nil {
+		if fe := (*FilterError)(nil); errors.As(err, &fe) {
+			return usagef("%s\n%s", fe.FlagError(), listUsage)
+		}
+		return err
 	}
 	cfg, err := loadDatabaseConfig(*path, nil, nil)
 	if err != nil {

@@ -143,7 +143,7 @@ $CHANGEBOT_CONFIG), whose settings: map gives the initial values.
 // cmdSettings runs "changebot settings get|set".
 func cmdSettings(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if len(args) == 0 || (args[0] != "get" && args[0] != "set") {
-		return errors.New("want get or set (see changebot help)")
+		return usagef("want get or set\n%s", settingsUsage)
 	}
 	verb := args[0]
 	fs := flag.NewFlagSet("settings "+verb, flag.ContinueOnError)
@@ -162,7 +162,7 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) (err erro
 	}
 	switch {
 	case verb == "get" && len(pos) > 1, verb == "set" && len(pos) != 2:
-		return fmt.Errorf("wrong number of arguments\n%s", settingsUsage)
+		return usagef("wrong number of arguments: settings %s takes %s\n%s", verb, map[string]string{"get": "at most one key", "set": "a key and a value"}[verb], settingsUsage)
 	}
 	cfg, err := loadDatabaseConfig(*path, nil, nil)
 	if err != nil {

@@ -346,9 +346,9 @@ func TestSettingsCLI(t *testing.T) {
 			rows: map[string][]string{"poll.short_count": {"poll.short_count", "4", "global", "config"}}, stored: true},
 		{name: "unknown key", args: []string{"get", "no.such"}, wantCode: 1, want: []string{`unknown setting "no.such"`}},
 		{name: "unknown key set", args: []string{"set", "no.such", "1"}, wantCode: 1, want: []string{`unknown setting "no.such"`}},
-		{name: "missing value", args: []string{"set", "poll.short_count"}, wantCode: 1, want: []string{"wrong number of arguments", "Usage:"}},
+		{name: "missing value", args: []string{"set", "poll.short_count"}, wantCode: 2, want: []string{"wrong number of arguments", "Usage:"}},
 		{name: "help", args: []string{"get", "-h"}, want: []string{"Usage:", "-json", "--"}},
-		{name: "no verb", wantCode: 1, want: []string{"want get or set"}},
+		{name: "no verb", wantCode: 2, want: []string{"want get or set"}},
 	}
 	for _, tt := range tests {
 		before := audited()
