@@ -220,8 +220,13 @@ func openMigrateDatabase(ctx context.Context, url string) (*database, error) {
 
 // migrateDown reverts changebot's migrations to version target (0: all of
 // them and River's), after the person typed "yes" (or with yes set). It
-// refuses a target above the applied version.
+// refuses, before asking, a target above the applied version and, on
+// SQLite, any target but 0 (database.MigrateDown's rule); the question
+// comes only when the revert would run.
 func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout, stderr io.Writer) error {
+	if t, err := parseDatabaseTarget(url); err == nil && t.Engine == EngineSQLite && target != 0 {
+		return usagef("-down %d: %s", target, errSQLiteDownTo)
+	}
 	db, err := openMigrateDatabase(ctx, url)
 	if err != nil {
 		return err

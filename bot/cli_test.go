@@ -212,6 +212,51 @@ func TestMigrateDownToAVersionAsksFirst(t *testing.T) {
 	}
 }
 
+// TestMigrateDownOnSQLiteRefusesBeforeAsking: on SQLite, which reverts to 0
+// only, migrate -down 3 is refused (exit 2, naming the rule) without the
+// question, even when the person would have typed yes, and nothing is
+// reverted; -down 0 still asks, and reverts after yes. Not parallel: it
+// sets the environment and the confirmation input.
+func TestMigrateDownOnSQLiteRefusesBeforeAsking(t *testing.T) {
+	clearConfigEnv(t)
+	path := filepath.Join(t.TempDir(), "changebot.db")
+	t.Setenv("DATABASE_URL", sqliteURL(path))
+	defer func(r io.Reader) { confirmInput = r }(confirmInput)
+	if code := Main([]string{"migrate"}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("first migrate: exit %d", code)
+	}
+	version := func() uint {
+		t.Helper()
+		db, err := sqlite.OpenDB(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		v, _, err := sqlite.MigrationStatus(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, args := range [][]string{{"-down", "3"}, {"-down", "3", "-yes"}, {"-down", fmt.Sprint(sqlite.LatestMigration + 1)}} {
+		confirmInput = strings.NewReader("yes\n")
+		var stdout, stderr strings.Builder
+		code := Main(append([]string{"migrate"}, args...), &stdout, &stderr)
+		if code != 2 || strings.Contains(stderr.String(), "Type yes") || !strings.Contains(stderr.String(), "a SQLite database reverts to 0 only") {
+			t.Errorf("migrate %v: exit %d, stdout %q, stderr %q; want exit 2 naming the rule, without asking", args, code, stdout.String(), stderr.String())
+		}
+		if v := version(); v != sqlite.LatestMigration {
+			t.Fatalf("migrate %v reverted to %d", args, v)
+		}
+	}
+	confirmInput = strings.NewReader("yes\n")
+	var stdout, stderr strings.Builder
+	if code := Main([]string{"migrate", "-down", "0"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "Type yes") ||
+		!strings.Contains(stdout.String(), "all migrations reverted") {
+		t.Errorf("migrate -down 0: exit %d, stdout %q, stderr %q; want the question, then everything reverted", code, stdout.String(), stderr.String())
+	}
+}
+
 // TestMigrateRefusesAServedSQLiteFile: migrate, up or down, on a SQLite
 // file whose <file>.lock a serve holds exits 1 naming it and changes
 // nothing (the tables stay). Not parallel: it sets the environment.

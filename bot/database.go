@@ -249,13 +249,19 @@ func (d *database) Migrate(ctx context.Context) error {
 	return postgres.Migrate(ctx, d.pool, &postgres.MigrateOpts{Schema: d.schema})
 }
 
+// errSQLiteDownTo is why a SQLite database reverts to 0 only: its
+// migrator (store/sqlite) reverts all of changebot's migrations and the job
+// queue's, not down to one version.
+var errSQLiteDownTo = errors.New("a SQLite database reverts to 0 only (every migration, the job queue's tables too; " +
+	"-down 0 -yes, then changebot migrate, rebuilds it empty); reverting to one version needs PostgreSQL")
+
 // MigrateDown reverts changebot's migrations to version to; 0 reverts all
-// of them and River's. SQLite has one migration: only 0 is a version to
-// revert to.
+// of them and River's. On SQLite only 0 is a version to revert to
+// (errSQLiteDownTo).
 func (d *database) MigrateDown(ctx context.Context, to uint) error {
 	if d.sqlDB != nil {
 		if to != 0 {
-			return fmt.Errorf("-down %d: a SQLite database reverts to 0 only (all migrations)", to)
+			return fmt.Errorf("-down %d: %w", to, errSQLiteDownTo)
 		}
 		return sqlite.Migrate(ctx, d.sqlDB, &sqlite.MigrateOpts{Down: true})
 	}
