@@ -78,10 +78,14 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 		return nil, err
 	}
 	r := mux.NewRouter()
+	r.NotFoundHandler = http.HandlerFunc(noRoute)
+	r.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)
 	r.Handle(webhookPathOf(a.cfg.Platform), hook).Methods(http.MethodPost)
 	r.Handle("/callbacks/approval", textInput(cbCfg.MaxBodyBytes, true, approvalCB)).Methods(http.MethodPost)
 	r.Handle("/callbacks/deploy", textInput(cbCfg.MaxBodyBytes, true, deployCB)).Methods(http.MethodPost)
 	api := r.PathPrefix("/api/v1").Subrouter()
+	api.NotFoundHandler = http.HandlerFunc(noRoute)
+	api.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)
 	api.HandleFunc("/openapi.json", serveOpenAPI).Methods(http.MethodGet)
 	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
 	api.Handle("/changes", a.auth("", http.HandlerFunc(a.serveChangeList))).Methods(http.MethodGet)
@@ -200,6 +204,24 @@ func (a *App) registerReady() {
 		})
 	// A registry shared by several Apps (tests) keeps the first one.
 	_ = a.registry.Register(g)
+}
+
+// noRoute answers a path the bot does not serve: 404 with the API's error
+// body (openapi.json's Error), as every other 4xx of the API, rather than
+// the router's plain-text "404 page not found". Under /ui/ it stays a
+// plain page.
+func noRoute(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/ui/") {
+		http.NotFound(w, r)
+		return
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such endpoint: " + r.Method + " " + r.URL.Path + " (see /api/v1/openapi.json)"})
+}
+
+// methodNotAllowed answers a known path asked with a method it does not
+// serve: 405 with the API's error body instead of an empty one.
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": r.Method + " is not allowed on " + r.URL.Path})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -130,15 +130,15 @@ func TestApprovalCallback(t *testing.T) {
 		{name: "tampered body", body: tampered, signature: Sign(callbackSecret, good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{
 			name: "missing fields", body: []byte(`{"ticket_id":"T-7"}`), wantStatus: 400, wantLabel: ResultInvalid,
-			wantBody: `{"error":"invalid approval callback","problems":[{"field":"request_id","problem":"required"},{"field":"operation_id","problem":"required"},{"field":"decision","problem":"required"}]}`,
+			wantBody: `{"error":"invalid approval callback","fields":[{"field":"request_id","message":"required"},{"field":"operation_id","message":"required"},{"field":"decision","message":"required"}]}`,
 		},
 		{
 			name: "unknown decision", body: []byte(`{"request_id":"r","operation_id":"op","decision":"maybe"}`), wantStatus: 400, wantLabel: ResultInvalid,
-			wantBody: `{"error":"invalid approval callback","problems":[{"field":"decision","problem":"must be one of approved, rejected, withdrawn"}]}`,
+			wantBody: `{"error":"invalid approval callback","fields":[{"field":"decision","message":"must be one of approved, rejected, withdrawn"}]}`,
 		},
 		{
 			name: "request_id too long", body: []byte(`{"request_id":"` + strings.Repeat("r", 201) + `","operation_id":"op","decision":"withdrawn"}`), wantStatus: 400, wantLabel: ResultInvalid,
-			wantBody: `{"error":"invalid approval callback","problems":[{"field":"request_id","problem":"longer than 200 bytes"}]}`,
+			wantBody: `{"error":"invalid approval callback","fields":[{"field":"request_id","message":"longer than 200 bytes"}]}`,
 		},
 		{name: "wrong JSON type", body: []byte(`{"request_id":"r","operation_id":"op","decision":5}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: field decision must be a JSON string"}`},
 		{name: "not JSON", body: []byte(`decision=approved`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: body is not a JSON object"}`},
@@ -209,10 +209,10 @@ func TestDeployCallback(t *testing.T) {
 			name:       "every field wrong",
 			body:       `{"project_id":-1,"merge_commit_sha":"not-a-sha","status":"running"}`,
 			wantStatus: 400,
-			wantBody: `{"error":"invalid deploy callback","problems":[{"field":"request_id","problem":"required"},` +
-				`{"field":"project_id","problem":"required, a positive integer"},{"field":"mr_iid","problem":"required, a positive integer"},` +
-				`{"field":"merge_commit_sha","problem":"must be a commit sha (7 to 64 hex digits)"},` +
-				`{"field":"status","problem":"must be one of success, applied, failed"}]}`,
+			wantBody: `{"error":"invalid deploy callback","fields":[{"field":"request_id","message":"required"},` +
+				`{"field":"project_id","message":"required, a positive integer"},{"field":"mr_iid","message":"required, a positive integer"},` +
+				`{"field":"merge_commit_sha","message":"must be a commit sha (7 to 64 hex digits)"},` +
+				`{"field":"status","message":"must be one of success, applied, failed"}]}`,
 		},
 		{
 			name:       "project id as string",

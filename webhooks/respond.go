@@ -50,13 +50,15 @@ type answer struct {
 	Result     string    `json:"result,omitempty"`
 	DeliveryID int64     `json:"delivery_id,omitempty"`
 	Error      string    `json:"error,omitempty"`
-	Problems   []Problem `json:"problems,omitempty"`
+	Problems   []Problem `json:"fields,omitempty"`
 }
 
-// Problem is one invalid field of a callback, listed in a 400 answer.
+// Problem is one invalid field of a callback, listed in a 400 answer's
+// "fields" in the shape of the API's (openapi.json's FieldError, as a
+// submission's): {"field", "message"}.
 type Problem struct {
 	Field   string `json:"field"`
-	Problem string `json:"problem"`
+	Message string `json:"message"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, a answer) {
