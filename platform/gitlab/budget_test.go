@@ -107,3 +107,34 @@ func TestCallBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestNoClientGoLimiter: client-go's own rate limiter stays off whatever
+// RateLimit-Limit GitLab answers. Left on, it sizes itself from the first
+// answer's RateLimit-Limit (6 a minute here: one call every 15 s after the
+// first) and holds the next call; that call's context ends in 10 s, so
+// client-go would refuse it at once ("would exceed context deadline").
+// The call budget and the account's 429 waits are what pace calls.
+func TestNoClientGoLimiter(t *testing.T) {
+	t.Parallel()
+	srv := gitlabfake.New(gitlabfake.Options{})
+	t.Cleanup(srv.Close)
+	srv.AddUser("changebot", robotToken, gitlabfake.AsBot())
+	proj := srv.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "group/config",
+		Members: map[string]int{"changebot": gitlabfake.AccessMaintainer}})
+	srv.SetRequestLimit(gitlabfake.RequestLimit{PerWindow: 6, Window: time.Hour})
+	c, err := gitlab.New(gitlab.Config{BaseURL: srv.URL(), Token: robotToken, RetryMax: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		_, err := c.Project(ctx, proj.PathWithNamespace)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+	if n := srv.CallCount(http.MethodGet, "/api/v4/projects/*"); n != 3 {
+		t.Errorf("GitLab saw %d calls; want 3", n)
+	}
+}

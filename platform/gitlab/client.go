@@ -299,11 +299,29 @@ func (c *Client) clientOptions(base string, hc *http.Client, rp retryPolicy, gat
 		gl.WithCustomRetryWaitMinMax(rp.waitMin, rp.waitMax),
 		gl.WithCustomBackoff(rp.backoff),
 		gl.WithCustomRetry(rp.checkRetry),
+		// client-go's own limiter is off: left on, each token's client sizes
+		// one from the RateLimit-Limit of its first answer (read as calls
+		// per minute, at two thirds of it) and queues every call of the
+		// client behind it in arrival order. That held a call a person
+		// waits on behind the polls queued before it (seconds each, under
+		// a low limit), whatever the call budget's priority said, limited
+		// each replica on its own instead of all together, and its
+		// configuration races with the calls already under way. The call
+		// budget (Config.Budget) and the account's 429 waits
+		// (Config.AccountWaits) pace the calls instead.
+		gl.WithCustomLimiter(noLimiter{}),
 	}
 	// checkRetry replaces client-go's own check, so RetryMax alone decides:
 	// zero retries when retries are disabled.
 	return append(opts, gl.WithCustomRetryMax(max(rp.max, 0)))
 }
+
+// noLimiter is a client-go RateLimiter that never waits (see
+// clientOptions).
+type noLimiter struct{}
+
+// Wait implements gl.RateLimiter: it returns at once.
+func (noLimiter) Wait(context.Context) error { return nil }
 
 // normalizeBaseURL parses raw and strips a trailing slash and "/api/v4", so
 // that client-go, which appends "/api/v4" itself, sees the instance root.
