@@ -58,7 +58,8 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 			}
 		}
 		if ev.Type == store.EventAttempt || ev.Type == store.EventClaim {
-			continue // retried calls and gate claims are history, not steps
+			v.HiddenEvents++ // retried calls and gate claims are history, not steps
+			continue
 		}
 		v.Timeline = append(v.Timeline, templates.TimelineEntry{At: ev.OccurredAt,
 			StepName: StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: personOf(ev.Actor), Source: describeSource(wordsOf(op.Platform), ev, pl)})

@@ -118,3 +118,27 @@ func TestStatusViewNamesGitLabApprovers(t *testing.T) {
 		t.Errorf("the approval's timeline source is %q, want %q", last.Source, "comment by @carol")
 	}
 }
+
+// TestStatusViewCountsEveryEvent: the status comment's timeline leaves out
+// retried calls and merge-gate claims, and says how many (HiddenEvents), so
+// its count and the change's page (every event) add up instead of
+// differing without a word. A merged change has at least the merge's claim.
+func TestStatusViewCountsEveryEvent(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	op := h.ToMerged(t, flowtest.Change("svc"))
+	evs := h.Events(t, op.ID)
+	v := h.Engine.StatusView(h.Op(t, op.ID), evs)
+	hidden := 0
+	for _, e := range evs {
+		if e.Type == "attempt" || e.Type == "claim" {
+			hidden++
+		}
+	}
+	if hidden == 0 {
+		t.Fatal("a merged change has no claim event; the test needs one")
+	}
+	if v.HiddenEvents != hidden || len(v.Timeline)+v.HiddenEvents != len(evs) {
+		t.Errorf("timeline %d + hidden %d, want %d hidden of %d events", len(v.Timeline), v.HiddenEvents, hidden, len(evs))
+	}
+}

@@ -117,7 +117,8 @@ func statusCases() []struct {
 	merging.Decision, merging.DecidedBy = "approved", []string{"bob"}
 	merging.Status, merging.StepCode, merging.StepName = "MERGING", 10101, "HANDLE_STARTED"
 	merging.Hint = "Keep waiting: changebot is working on it."
-	merging.Timeline, merging.Seq = timeline(6), 6
+	merging.Timeline, merging.Seq = timeline(6), 8
+	merging.HiddenEvents = 2 // two retried approve calls: the footer's event 8 is not a timeline row
 	merging.Commands = []CommandHelp{cmdStatus, cmdCancel, cmdHelp}
 
 	failed := base()

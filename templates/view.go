@@ -58,8 +58,15 @@ type StatusView struct {
 	// pipeline that confirmed it once known, else the merge commit's
 	// pipelines; "" before the merge.
 	DeployURL string
-	// Timeline lists the change's events, oldest first.
+	// Timeline lists the change's events, oldest first, except those that
+	// are not steps (HiddenEvents).
 	Timeline []TimelineEntry
+	// HiddenEvents is how many of the change's events the timeline leaves
+	// out: retried calls and merge-gate claims (store.EventAttempt and
+	// EventClaim). The change's page lists every event, so both say how
+	// they count (the comment: "N events, and K retried calls or merge
+	// claims not shown").
+	HiddenEvents int
 	// Commands are the commands usable now, on this change in its state.
 	Commands []CommandHelp
 	// HistoryURL is where the change's full history can be read (its API

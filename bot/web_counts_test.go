@@ -1,0 +1,53 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChangePageSaysWhatItsEventCountCounts: the change's page counts every
+// event, the status comment only those that are steps; the page names how
+// many of its events the comment leaves out (retried calls, merge claims),
+// so the two counts do not differ without a word. A merged change has at
+// least the merge's claim.
+func TestChangePageSaysWhatItsEventCountCounts(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	env.Config.APITokens = append(env.Config.APITokens, APIToken{Role: RoleViewer, Token: demoViewerToken})
+	startBot(t, env)
+	ctx := context.Background()
+	opID, err := submitDemoChange(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := 0
+	for _, e := range view.Events {
+		if e.Type == "attempt" || e.Type == "claim" {
+			hidden++
+		}
+	}
+	if hidden == 0 {
+		t.Fatal("the validated change has no claim event; the test needs one")
+	}
+	req, _ := http.NewRequest(http.MethodGet, env.BaseURL+"/ui/changes/"+opID, nil)
+	req.AddCookie(&http.Cookie{Name: webSessionCookie, Value: sessionValue(demoViewerToken)})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := fmt.Sprintf("Timeline (%d events; the status comment's timeline leaves out %d of them: retried calls and merge claims)", len(view.Events), hidden)
+	if !strings.Contains(string(b), want) {
+		t.Errorf("the page lacks %q:\n%s", want, b)
+	}
+}
