@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -140,6 +142,9 @@ func RunDoctor(ctx context.Context, cfg Config, o *DoctorOpts) []Check {
 	}
 	d.checkRobot(ctx)
 	d.checkReviewers(ctx)
+	if o.HookToken != "" {
+		d.checkHookToken(ctx, "GitLab", "of a project Maintainer (a group Owner for group webhooks)", d.hooks.CurrentUser)
+	}
 	for _, p := range d.projects {
 		d.checkProject(ctx, p)
 	}
@@ -164,7 +169,43 @@ type doctor struct {
 	projects  []string
 	robot     platform.User
 	reviewers []platform.User // zero User when its token failed
-	out       []Check
+	// hookUser is the user of DoctorOpts.HookToken once it answered;
+	// hookRefused is set when the platform refused that token (the webhook
+	// checks are then skipped: checkHookToken's FAIL says why).
+	hookUser    string
+	hookRefused bool
+	out         []Check
+}
+
+// hookTokenWhat names the -hook-token-file token in doctor's findings.
+const hookTokenWhat = "hook token (-hook-token-file)"
+
+// checkHookToken asks the platform (GitLab or GitHub) who the
+// -hook-token-file token is, so that a refused token is reported as that
+// token, not the robot's. whose says whose token it should be.
+func (d *doctor) checkHookToken(ctx context.Context, plat, whose string, currentUser func(context.Context) (platform.User, error)) {
+	u, err := currentUser(ctx)
+	switch {
+	case err == nil:
+		d.hookUser = u.Username
+		d.ok(fmt.Sprintf("%s: user %s (id %d) reads the webhooks", hookTokenWhat, u.Username, u.ID))
+	case errors.Is(err, platform.ErrForbidden):
+		d.hookRefused = true
+		d.fail(fmt.Sprintf("%s: %s refused it (401): revoked, expired or mistyped, so no webhook is checked", hookTokenWhat, plat),
+			fmt.Sprintf("put a valid token %s in the -hook-token-file file, or leave -hook-token-file out to read the webhooks with the robot's token", whose))
+	default:
+		d.hookRefused = true
+		d.fail(fmt.Sprintf("%s: %s did not answer (%v), so no webhook is checked", hookTokenWhat, plat, err),
+			"check that "+plat+" is reachable from here")
+	}
+}
+
+// hookReaderName is who read the webhooks, for a finding that it may not.
+func (d *doctor) hookReaderName() string {
+	if d.hookUser != "" {
+		return d.hookUser + " (the -hook-token-file token)"
+	}
+	return "the robot"
 }
 
 func (d *doctor) ok(what string) { d.out = append(d.out, Check{Level: CheckOK, What: what}) }
@@ -187,9 +228,18 @@ func appendNew(l []string, s string) []string {
 func (d *doctor) checkDatabase(ctx context.Context, schema string) {
 	const fix = "check DATABASE_URL and that PostgreSQL accepts connections (or that the SQLite file exists)"
 	url := d.cfg.ResolvedDatabaseURL()
-	if _, err := parseDatabaseTarget(url); err != nil {
+	target, err := parseDatabaseTarget(url)
+	if err != nil {
 		d.fail("database: DATABASE_URL is not a connection string", fix)
 		return
+	}
+	sqliteStart := "changebot serve creates the file and applies the migrations when it first starts (or run changebot migrate now)"
+	if target.Engine == EngineSQLite {
+		if _, serr := os.Stat(target.Path); errors.Is(serr, fs.ErrNotExist) {
+			// Day one on SQLite: nothing to fix, serve makes it.
+			d.warn(fmt.Sprintf("database: no SQLite file at %s yet, expected before the first start", target.Path), sqliteStart)
+			return
+		}
 	}
 	db, err := openExistingDatabase(ctx, url, schema)
 	var st store.Store
@@ -210,6 +260,10 @@ func (d *doctor) checkDatabase(ctx context.Context, schema string) {
 		return
 	case !current && version == db.LatestMigration():
 		d.fail(fmt.Sprintf("database: migration %d failed half-way (dirty)", version), "repair the schema by hand, then run changebot migrate")
+		return
+	case !current && target.Engine == EngineSQLite && version < db.LatestMigration():
+		d.warn(fmt.Sprintf("database: SQLite file %s at migration version %d of %d", target.Path, version, db.LatestMigration()),
+			"changebot serve applies the migrations when it starts (or run changebot migrate now)")
 		return
 	case !current:
 		d.fail(fmt.Sprintf("database: migrations at version %d of %d", version, db.LatestMigration()), "run changebot migrate (or set CHANGEBOT_AUTO_MIGRATE=true)")
@@ -414,11 +468,16 @@ func (d *doctor) checkApprovers(ctx context.Context, p platform.Project) {
 func (d *doctor) checkWebhook(ctx context.Context, project string) {
 	want := d.cfg.ExternalURL + webhookPath
 	fix := "run changebot setup -project " + project
+	if d.hookRefused {
+		return
+	}
 	hooks, err := d.hooks.Webhooks(ctx, platform.HookOwner{ID: project})
 	if errors.Is(err, platform.ErrForbidden) {
-		who := "the robot"
-		if u, uerr := d.hooks.CurrentUser(ctx); uerr == nil {
-			who = u.Username
+		who := d.hookReaderName()
+		if d.hookUser == "" {
+			if u, uerr := d.hooks.CurrentUser(ctx); uerr == nil {
+				who = u.Username
+			}
 		}
 		d.warn(fmt.Sprintf("webhook of %s: %s may not read webhooks (Maintainer role needed), so it is not checked", project, who),
 			fmt.Sprintf("run changebot doctor -hook-token-file <file with a Maintainer's token>, or check Settings → Webhooks for %s with %s", want, triggerLabels()))

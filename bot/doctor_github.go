@@ -52,6 +52,9 @@ func (d *doctor) runGitHubDoctor(ctx context.Context, log *slog.Logger, hookToke
 	}
 	d.checkGitHubRobot(ctx, client)
 	d.checkGitHubReviewers(ctx, client)
+	if hookToken != "" {
+		d.checkHookToken(ctx, "GitHub", "of a repository administrator", hooks.CurrentUser)
+	}
 	for _, p := range d.projects {
 		d.checkGitHubRepository(ctx, client, hooks, p)
 	}
@@ -180,10 +183,13 @@ func (d *doctor) checkGitHubWebhook(ctx context.Context, hooks doctorGitHub, nam
 	want := d.cfg.ExternalURL + webhookPathOf(PlatformGitHub)
 	events := strings.Join(webhooks.GitHubEvents, ", ")
 	fix := "run changebot setup -project " + name
+	if d.hookRefused {
+		return
+	}
 	hs, err := hooks.Webhooks(ctx, platform.HookOwner{ID: name})
 	switch {
 	case errors.Is(err, platform.ErrForbidden) || errors.Is(err, platform.ErrNotFound):
-		d.warn(fmt.Sprintf("webhook of %s: the robot may not read webhooks (an administrator, or an App with the Webhooks permission), so it is not checked", name),
+		d.warn(fmt.Sprintf("webhook of %s: %s may not read webhooks (an administrator, or an App with the Webhooks permission), so it is not checked", name, d.hookReaderName()),
 			fmt.Sprintf("run changebot doctor -hook-token-file <file with an administrator's token>, or check Settings → Webhooks of %s: %s, application/json, events %s (or the App's webhook)", name, want, events))
 		return
 	case err != nil:

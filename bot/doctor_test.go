@@ -413,3 +413,87 @@ func TestDoctorHidesTheDatabasePassword(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorNamesTheHookToken: with -hook-token-file, doctor says whose
+// token it reads the webhooks with; a refused one is a FAIL naming the hook
+// token (not the robot's, which is fine) and skipping the webhook checks,
+// on GitLab and on GitHub, through RunDoctor and the command line.
+func TestDoctorNamesTheHookToken(t *testing.T) {
+	t.Parallel()
+	gl, glSchema := newDayOneEnv(t)
+	gh, ghSchema, _ := newGitHubDayOneEnv(t)
+	tests := []struct {
+		name, platform string
+		env            *demoEnv
+		schema, token  string
+		wantFail       string // "" : no hook token FAIL
+		wantOK         string
+	}{
+		{"gitlab refused", "GitLab", gl, glSchema, "not-a-token",
+			"hook token (-hook-token-file): GitLab refused it (401): revoked, expired or mistyped, so no webhook is checked", ""},
+		{"gitlab maintainer", "GitLab", gl, glSchema, maintainerTok, "", "hook token (-hook-token-file): user mia"},
+		{"github refused", "GitHub", gh, ghSchema, "not-a-token",
+			"hook token (-hook-token-file): GitHub refused it (401): revoked, expired or mistyped, so no webhook is checked", ""},
+		{"github administrator", "GitHub", gh, ghSchema, maintainerTok, "", "hook token (-hook-token-file): user mia"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checks := RunDoctor(context.Background(), tt.env.Config, &DoctorOpts{Projects: []string{appProject}, HookToken: tt.token, Schema: tt.schema})
+			all, fails := lines(checks), lines(levels(checks, CheckFail))
+			if strings.Contains(fails, "robot token") || strings.Contains(all, "the robot may not read webhooks") {
+				t.Errorf("the robot's token is blamed:\n%s", all)
+			}
+			if !strings.Contains(lines(levels(checks, CheckOK)), "robot token: user changebot") {
+				t.Errorf("the robot's token is not OK:\n%s", all)
+			}
+			if tt.wantFail == "" {
+				if strings.Contains(fails, "hook token") || !strings.Contains(lines(levels(checks, CheckOK)), tt.wantOK) {
+					t.Errorf("want OK %q and no hook token FAIL:\n%s", tt.wantOK, all)
+				}
+				return
+			}
+			if !strings.Contains(fails, tt.wantFail) || !strings.Contains(fails, "in the -hook-token-file file") {
+				t.Errorf("want FAIL %q with its fix:\n%s", tt.wantFail, all)
+			}
+			if strings.Contains(all, "webhook of "+appProject) {
+				t.Errorf("webhooks checked with a refused token:\n%s", all)
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	code := Main([]string{"doctor", "-config", writeConfig(t, gl, glSchema), "-project", appProject, "-hook-token-file", tokenFile(t, "not-a-token")}, &out, &errOut)
+	if code != 1 || !strings.Contains(out.String(), "FAIL hook token (-hook-token-file): GitLab refused it") {
+		t.Errorf("changebot doctor -hook-token-file <bad token>: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}
+
+// TestDoctorDayOneSQLite: on a fresh SQLite install (no file yet, or a file
+// serve has not migrated) the database is a WARN saying serve makes it, not
+// a FAIL, and doctor creates no file.
+func TestDoctorDayOneSQLite(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	dir := t.TempDir()
+	missing, empty := filepath.Join(dir, "changebot.db"), filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{missing, "database: no SQLite file at " + missing + " yet, expected before the first start"},
+		{empty, "database: SQLite file " + empty + " at migration version 0 of "},
+	} {
+		cfg := env.Config
+		cfg.DatabaseURL = sqliteURL(tt.path)
+		checks := RunDoctor(context.Background(), cfg, &DoctorOpts{Projects: []string{demoProject}})
+		if f := lines(levels(checks, CheckFail)); strings.Contains(f, "database") {
+			t.Errorf("%s: a database FAIL on day one:\n%s", tt.path, lines(checks))
+		}
+		w := lines(levels(checks, CheckWarn))
+		if !strings.Contains(w, tt.want) || !strings.Contains(w, "changebot serve") {
+			t.Errorf("%s: want a WARN %q saying serve does it:\n%s", tt.path, tt.want, lines(checks))
+		}
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("doctor made %s (%v)", missing, err)
+	}
+}
