@@ -341,10 +341,9 @@ func (c *Client) apiPath(u *url.URL) string { return platform.APIPath(u, c.baseP
 
 // retryPolicy is the in-client retry of the transport.
 type retryPolicy struct {
-	max              int
-	waitMin, waitMax time.Duration
-	now              func() time.Time
-	sleep            func(ctx context.Context, d time.Duration) error
+	platform.RetryLimits
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 // transport authenticates each request, counts attempts and retries: a
@@ -417,7 +416,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				t.gate.record(ctx, t.logger, d)
 			}
 		}
-		if !retry || attempt >= max(t.rp.max, 0) || (req.Body != nil && req.GetBody == nil) {
+		if !retry || attempt >= max(t.rp.Max, 0) || (req.Body != nil && req.GetBody == nil) {
 			return resp, err
 		}
 		if resp != nil {
@@ -451,7 +450,7 @@ func (rp retryPolicy) shouldRetry(req *http.Request, resp *http.Response, err er
 		if d == 0 {
 			d = rp.backoff(attempt)
 		}
-		return d, d <= rp.waitMax
+		return d, d <= rp.WaitMax
 	case s >= 500 && s != http.StatusNotImplemented:
 		return rp.backoff(attempt), req.Method == http.MethodGet || req.Method == http.MethodHead
 	}
@@ -461,7 +460,7 @@ func (rp retryPolicy) shouldRetry(req *http.Request, resp *http.Response, err er
 // backoff is waitMin doubled per attempt with jitter, at most waitMax
 // (platform.Backoff).
 func (rp retryPolicy) backoff(attempt int) time.Duration {
-	return platform.Backoff(rp.waitMin, rp.waitMax, attempt)
+	return platform.Backoff(rp.WaitMin, rp.WaitMax, attempt)
 }
 
 // peekMessage reads the message of an error answer and puts the body back.

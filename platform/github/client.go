@@ -22,8 +22,6 @@ package github
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -141,12 +139,9 @@ type Config struct {
 }
 
 // AccountWaits records and reads how long each account must wait before
-// its next request (the same contract as platform/gitlab's); the zero
-// time means "no wait".
-type AccountWaits interface {
-	AccountBlockedUntil(ctx context.Context, account string) (time.Time, error)
-	BlockAccountUntil(ctx context.Context, account string, until time.Time) error
-}
+// its next request (platform.AccountWaits, as for platform/gitlab); the
+// zero time means "no wait".
+type AccountWaits = platform.AccountWaits
 
 // Client calls GitHub as the robot (a token or an App installation) and as
 // each reviewer. It is safe for concurrent use. Build it with New.
@@ -174,8 +169,7 @@ type Client struct {
 	required map[string]requiredEntry
 	updates  map[string]updateEntry
 
-	robotUser     userOnce
-	reviewerUsers []userOnce
+	accounts *platform.Accounts
 }
 
 // repoRef is a repository's owner and name, cached per id.
@@ -196,46 +190,6 @@ type requiredEntry struct {
 type updateEntry struct {
 	head string
 	at   time.Time
-}
-
-// userOnce is an account read once and cached after the first success;
-// concurrent first callers share one read (as in platform/gitlab).
-type userOnce struct {
-	mu      sync.Mutex
-	user    *platform.User
-	reading chan struct{}
-}
-
-func (o *userOnce) get(ctx context.Context, read func(context.Context) (platform.User, error)) (platform.User, error) {
-	for {
-		o.mu.Lock()
-		if o.user != nil {
-			u := *o.user
-			o.mu.Unlock()
-			return u, nil
-		}
-		if o.reading == nil {
-			done := make(chan struct{})
-			o.reading = done
-			o.mu.Unlock()
-			u, err := read(ctx)
-			o.mu.Lock()
-			if err == nil {
-				o.user = &u
-			}
-			o.reading = nil
-			o.mu.Unlock()
-			close(done)
-			return u, err
-		}
-		wait := o.reading
-		o.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return platform.User{}, ctx.Err()
-		}
-	}
 }
 
 // New validates cfg, reporting every problem at once, and builds one
@@ -289,7 +243,7 @@ func New(cfg Config) (*Client, error) {
 		logins:         map[int64]string{},
 		required:       map[string]requiredEntry{},
 		updates:        map[string]updateEntry{},
-		reviewerUsers:  make([]userOnce, len(cfg.ReviewerTokens)),
+		accounts:       platform.NewAccounts(len(cfg.ReviewerTokens)),
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -312,17 +266,9 @@ func New(cfg Config) (*Client, error) {
 	if c.requiredTTL == 0 {
 		c.requiredTTL = DefaultRequiredContextsTTL
 	}
-	c.rp = retryPolicy{max: cfg.RetryMax, waitMin: cfg.RetryWaitMin, waitMax: cfg.RetryWaitMax, now: c.now, sleep: c.sleep}
-	if c.rp.max == 0 {
-		c.rp.max = DefaultRetryMax
-	}
-	if c.rp.waitMin == 0 {
-		c.rp.waitMin = DefaultRetryWaitMin
-	}
-	if c.rp.waitMax == 0 {
-		c.rp.waitMax = DefaultRetryWaitMax
-	}
-	c.rp.waitMax = max(c.rp.waitMax, c.rp.waitMin)
+	c.rp = retryPolicy{now: c.now, sleep: c.sleep,
+		RetryLimits: platform.RetryLimits{Max: cfg.RetryMax, WaitMin: cfg.RetryWaitMin, WaitMax: cfg.RetryWaitMax}.
+			WithDefaults(platform.RetryLimits{Max: DefaultRetryMax, WaitMin: DefaultRetryWaitMin, WaitMax: DefaultRetryWaitMax})}
 
 	hc := platform.OwnHTTPClient(cfg.HTTPClient, defaultHTTPTimeout)
 	if cfg.App != nil {
@@ -373,10 +319,7 @@ func (c *Client) build(base *url.URL, hc *http.Client, token func(context.Contex
 // accountKey names an account on the API at base: its host and the first
 // 16 hex digits of the SHA-256 of what identifies it (a token, or
 // "installation:<id>"), never the token itself.
-func accountKey(base *url.URL, id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return base.Host + "/" + hex.EncodeToString(sum[:8])
-}
+func accountKey(base *url.URL, id string) string { return platform.AccountKey(base.Host, id) }
 
 // normalizeBaseURL parses raw ("" is GitHub.com) and ends its path with a
 // slash; a GitHub Enterprise host without a path gets "/api/v3/".
@@ -385,18 +328,9 @@ func normalizeBaseURL(raw string) (*url.URL, error) {
 	if raw == "" {
 		raw = DefaultBaseURL
 	}
-	u, err := url.Parse(raw)
+	u, err := platform.ParseBaseURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("parsing base URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("base URL %q: scheme must be http or https", u.Redacted())
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("base URL %q: host is empty", u.Redacted())
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("base URL %q: must not carry user info, query or fragment", u.Redacted())
+		return nil, err
 	}
 	p := strings.TrimRight(u.Path, "/")
 	if p == "" && u.Host != "api.github.com" && !strings.HasPrefix(u.Host, "127.0.0.1") && !strings.HasPrefix(u.Host, "localhost") {
@@ -407,31 +341,22 @@ func normalizeBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// redactString replaces every configured token, and the App's current
-// installation token, in s with "[REDACTED]".
-func (c *Client) redactString(s string) string {
+// secretsNow are the configured tokens and the App's current installation
+// token: what must never show in an error or a log.
+func (c *Client) secretsNow() []string {
 	secrets := c.secrets
 	if c.app != nil {
 		secrets = append(secrets[:len(secrets):len(secrets)], c.app.current()...)
 	}
-	for _, t := range secrets {
-		if t != "" {
-			s = strings.ReplaceAll(s, t, "[REDACTED]")
-		}
-	}
-	return s
+	return secrets
 }
 
-// redact returns err unchanged unless its text contains a secret.
-func (c *Client) redact(err error) error {
-	if err == nil {
-		return nil
-	}
-	if s := err.Error(); c.redactString(s) != s {
-		return errors.New(c.redactString(s))
-	}
-	return err
-}
+// redactString replaces every secret (secretsNow) in s with "[REDACTED]".
+func (c *Client) redactString(s string) string { return platform.Redact(s, c.secretsNow()) }
+
+// redact returns err unchanged unless its text contains a secret
+// (platform.RedactError).
+func (c *Client) redact(err error) error { return platform.RedactError(err, c.secretsNow()) }
 
 // sleepCtx waits d or until ctx ends.
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -453,16 +378,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // App's JWT, then GET /users/<slug>[bot]), since an installation token
 // cannot read /user.
 func (c *Client) CurrentUser(ctx context.Context) (platform.User, error) {
-	u, err := c.robotUser.get(ctx, func(ctx context.Context) (platform.User, error) {
+	return c.accounts.Robot(ctx, func(ctx context.Context) (platform.User, error) {
 		if c.app != nil {
 			return c.app.botUser(ctx)
 		}
 		return c.readUser(ctx, c.robot)
 	})
-	if err != nil {
-		return platform.User{}, fmt.Errorf("reading robot user: %w", err)
-	}
-	return u, nil
 }
 
 // ReviewerCount returns len(Config.ReviewerTokens).
@@ -471,14 +392,7 @@ func (c *Client) ReviewerCount() int { return len(c.reviewers) }
 // Reviewer returns reviewer i (0-based, in Config.ReviewerTokens order) as
 // GET /user answers with its token, cached after the first success.
 func (c *Client) Reviewer(ctx context.Context, i int) (platform.User, error) {
-	if i < 0 || i >= len(c.reviewers) {
-		return platform.User{}, fmt.Errorf("reading reviewer %d: only %d reviewers configured", i, len(c.reviewers))
-	}
-	u, err := c.reviewerUsers[i].get(ctx, func(ctx context.Context) (platform.User, error) { return c.readUser(ctx, c.reviewers[i]) })
-	if err != nil {
-		return platform.User{}, fmt.Errorf("reading reviewer %d: %w", i, err)
-	}
-	return u, nil
+	return c.accounts.Reviewer(ctx, i, func(ctx context.Context, i int) (platform.User, error) { return c.readUser(ctx, c.reviewers[i]) })
 }
 
 func (c *Client) readUser(ctx context.Context, api *gh.Client) (platform.User, error) {

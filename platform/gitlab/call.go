@@ -3,8 +3,6 @@ package gitlab
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -366,9 +364,8 @@ const resetDeltaBelow = 1_000_000_000
 
 // retryPolicy is the in-client retry of client-go's retryablehttp layer.
 type retryPolicy struct {
-	max              int
-	waitMin, waitMax time.Duration
-	now              func() time.Time
+	platform.RetryLimits
+	now func() time.Time
 }
 
 // checkRetry retries a 429 when GitLab names a wait of no more than waitMax
@@ -386,7 +383,7 @@ func (rp retryPolicy) checkRetry(ctx context.Context, resp *http.Response, err e
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
 		d, named := rateLimitWait(resp.Header, rp.now())
-		return named && d <= rp.waitMax, nil
+		return named && d <= rp.WaitMax, nil
 	case resp.StatusCode == 0 || (resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented):
 		if resp.Request == nil {
 			return false, nil
@@ -471,10 +468,7 @@ func (g accountGate) answered(ctx context.Context, log *slog.Logger, h http.Head
 // accountKey names the account of token on the instance at base: its host
 // and the first 16 hex digits of the token's SHA-256 (never the token), so
 // that every replica configured with the same token shares one wait.
-func accountKey(base *url.URL, token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return base.Host + "/" + hex.EncodeToString(sum[:8])
-}
+func accountKey(base *url.URL, token string) string { return platform.AccountKey(base.Host, token) }
 
 // AccountOf returns the key under which the account of token on the
 // instance at baseURL keeps its wait and its call budget (AccountWaits,

@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
@@ -127,12 +126,9 @@ type Config struct {
 }
 
 // AccountWaits records and reads how long each GitLab account must wait
-// before its next request; store.Store implements it over the
-// gitlab_account_waits table. The zero time means "no wait".
-type AccountWaits interface {
-	AccountBlockedUntil(ctx context.Context, account string) (time.Time, error)
-	BlockAccountUntil(ctx context.Context, account string, until time.Time) error
-}
+// before its next request (platform.AccountWaits); store.Store implements
+// it over the gitlab_account_waits table. The zero time means "no wait".
+type AccountWaits = platform.AccountWaits
 
 // CallBudget is the call budget of each account (Config.Budget);
 // changebot/budget implements it over the store.
@@ -161,55 +157,7 @@ type Client struct {
 
 	checklists *checklistCache
 
-	robotUser     userOnce
-	reviewerUsers []userOnce
-}
-
-// userOnce is an account as GET /user answers for one token, read once and
-// cached after the first success. Callers that ask while the first read is
-// in flight wait for it instead of reading too, so the jobs and hooks that
-// start together (status note, command check, approve) make one GET /user
-// per token, not one each; a failed read is not cached, the next caller
-// reads again.
-type userOnce struct {
-	mu   sync.Mutex
-	user *platform.User
-	// reading is closed when the read in flight ends; nil when none runs.
-	reading chan struct{}
-}
-
-// get returns the cached account or the one read answers, sharing a read
-// in flight. A caller whose ctx ends while it waits gets ctx's error.
-func (o *userOnce) get(ctx context.Context, read func(context.Context) (platform.User, error)) (platform.User, error) {
-	for {
-		o.mu.Lock()
-		if o.user != nil {
-			u := *o.user
-			o.mu.Unlock()
-			return u, nil
-		}
-		if o.reading == nil {
-			done := make(chan struct{})
-			o.reading = done
-			o.mu.Unlock()
-			u, err := read(ctx)
-			o.mu.Lock()
-			if err == nil {
-				o.user = &u
-			}
-			o.reading = nil
-			o.mu.Unlock()
-			close(done)
-			return u, err
-		}
-		wait := o.reading
-		o.mu.Unlock()
-		select {
-		case <-wait: // cached now, or failed: then read ourselves
-		case <-ctx.Done():
-			return platform.User{}, ctx.Err()
-		}
-	}
+	accounts *platform.Accounts
 }
 
 // New validates cfg, reporting every problem at once, and builds one
@@ -240,14 +188,14 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	c := &Client{
-		basePath:      strings.TrimSuffix(base.Path, "/") + "/api/v4",
-		secrets:       append([]string{cfg.Token}, cfg.ReviewerTokens...),
-		logger:        cfg.Logger,
-		observe:       cfg.ObserveFunc,
-		now:           cfg.NowFunc,
-		adapter:       cfg.AdapterFunc,
-		checklists:    newChecklistCache(cfg.ChecklistCacheSize),
-		reviewerUsers: make([]userOnce, len(cfg.ReviewerTokens)),
+		basePath:   strings.TrimSuffix(base.Path, "/") + "/api/v4",
+		secrets:    append([]string{cfg.Token}, cfg.ReviewerTokens...),
+		logger:     cfg.Logger,
+		observe:    cfg.ObserveFunc,
+		now:        cfg.NowFunc,
+		adapter:    cfg.AdapterFunc,
+		checklists: newChecklistCache(cfg.ChecklistCacheSize),
+		accounts:   platform.NewAccounts(len(cfg.ReviewerTokens)),
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -255,19 +203,9 @@ func New(cfg Config) (*Client, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	rp := retryPolicy{max: cfg.RetryMax, waitMin: cfg.RetryWaitMin, waitMax: cfg.RetryWaitMax, now: c.now}
-	if rp.max == 0 {
-		rp.max = DefaultRetryMax
-	}
-	if rp.waitMin == 0 {
-		rp.waitMin = DefaultRetryWaitMin
-	}
-	if rp.waitMax == 0 {
-		rp.waitMax = DefaultRetryWaitMax
-	}
-	if rp.waitMax < rp.waitMin {
-		rp.waitMax = rp.waitMin
-	}
+	rp := retryPolicy{now: c.now,
+		RetryLimits: platform.RetryLimits{Max: cfg.RetryMax, WaitMin: cfg.RetryWaitMin, WaitMax: cfg.RetryWaitMax}.
+			WithDefaults(platform.RetryLimits{Max: DefaultRetryMax, WaitMin: DefaultRetryWaitMin, WaitMax: DefaultRetryWaitMax})}
 
 	hc := platform.OwnHTTPClient(cfg.HTTPClient, defaultHTTPTimeout)
 	build := func(token string) (*gl.Client, error) {
@@ -296,7 +234,7 @@ func (c *Client) clientOptions(base string, hc *http.Client, rp retryPolicy, gat
 		gl.WithHTTPClient(&h),
 		gl.WithUserAgent(userAgent),
 		gl.WithURLWarningLogger(c.logger),
-		gl.WithCustomRetryWaitMinMax(rp.waitMin, rp.waitMax),
+		gl.WithCustomRetryWaitMinMax(rp.WaitMin, rp.WaitMax),
 		gl.WithCustomBackoff(rp.backoff),
 		gl.WithCustomRetry(rp.checkRetry),
 		// client-go's own limiter is off: left on, each token's client sizes
@@ -313,7 +251,7 @@ func (c *Client) clientOptions(base string, hc *http.Client, rp retryPolicy, gat
 	}
 	// checkRetry replaces client-go's own check, so RetryMax alone decides:
 	// zero retries when retries are disabled.
-	return append(opts, gl.WithCustomRetryMax(max(rp.max, 0)))
+	return append(opts, gl.WithCustomRetryMax(max(rp.Max, 0)))
 }
 
 // noLimiter is a client-go RateLimiter that never waits (see
@@ -330,18 +268,9 @@ func normalizeBaseURL(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errors.New("base URL is empty")
 	}
-	u, err := url.Parse(raw)
+	u, err := platform.ParseBaseURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("parsing base URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("base URL %q: scheme must be http or https", u.Redacted())
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("base URL %q: host is empty", u.Redacted())
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("base URL %q: must not carry user info, query or fragment", u.Redacted())
+		return nil, err
 	}
 	p := strings.TrimRight(u.Path, "/")
 	p = strings.TrimSuffix(p, "/api/v4")
@@ -351,36 +280,17 @@ func normalizeBaseURL(raw string) (*url.URL, error) {
 }
 
 // redactString replaces every configured token in s with "[REDACTED]".
-func (c *Client) redactString(s string) string {
-	for _, t := range c.secrets {
-		if t != "" {
-			s = strings.ReplaceAll(s, t, "[REDACTED]")
-		}
-	}
-	return s
-}
+func (c *Client) redactString(s string) string { return platform.Redact(s, c.secrets) }
 
 // redact returns err unchanged unless its text contains a token, in which
 // case it returns a plain error with the token removed.
-func (c *Client) redact(err error) error {
-	if err == nil {
-		return nil
-	}
-	if s := err.Error(); c.redactString(s) != s {
-		return errors.New(c.redactString(s))
-	}
-	return err
-}
+func (c *Client) redact(err error) error { return platform.RedactError(err, c.secrets) }
 
 // CurrentUser returns the robot account (GET /user, doc/api/users.md), read
 // once and cached after the first success; concurrent first callers share
 // one read.
 func (c *Client) CurrentUser(ctx context.Context) (platform.User, error) {
-	u, err := c.robotUser.get(ctx, func(ctx context.Context) (platform.User, error) { return c.readUser(ctx, c.robot) })
-	if err != nil {
-		return platform.User{}, fmt.Errorf("reading robot user: %w", err)
-	}
-	return u, nil
+	return c.accounts.Robot(ctx, func(ctx context.Context) (platform.User, error) { return c.readUser(ctx, c.robot) })
 }
 
 // ReviewerCount returns how many reviewer robots are configured
@@ -391,14 +301,7 @@ func (c *Client) ReviewerCount() int { return len(c.reviewers) }
 // as GET /user answers with its token, cached after the first success;
 // concurrent first callers share one read.
 func (c *Client) Reviewer(ctx context.Context, i int) (platform.User, error) {
-	if i < 0 || i >= len(c.reviewers) {
-		return platform.User{}, fmt.Errorf("reading reviewer %d: only %d reviewers configured", i, len(c.reviewers))
-	}
-	u, err := c.reviewerUsers[i].get(ctx, func(ctx context.Context) (platform.User, error) { return c.readUser(ctx, c.reviewers[i]) })
-	if err != nil {
-		return platform.User{}, fmt.Errorf("reading reviewer %d: %w", i, err)
-	}
-	return u, nil
+	return c.accounts.Reviewer(ctx, i, func(ctx context.Context, i int) (platform.User, error) { return c.readUser(ctx, c.reviewers[i]) })
 }
 
 func (c *Client) readUser(ctx context.Context, api *gl.Client) (platform.User, error) {
