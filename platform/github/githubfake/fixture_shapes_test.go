@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,62 +16,6 @@ import (
 
 	"changebot/internal/fixture"
 )
-
-// keyPaths adds every key path of v to out: "a.b", "list[].c".
-func keyPaths(v any, prefix string, out map[string]bool) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			p := k
-			if prefix != "" {
-				p = prefix + "." + k
-			}
-			out[p] = true
-			keyPaths(x, p, out)
-		}
-	case []any:
-		for _, x := range t {
-			out[prefix+"[]"] = true
-			keyPaths(x, prefix+"[]", out)
-		}
-	}
-}
-
-func pathsOf(t *testing.T, raw []byte) map[string]bool {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatalf("decoding %.200s: %v", raw, err)
-	}
-	out := map[string]bool{}
-	keyPaths(v, "", out)
-	return out
-}
-
-// missingPaths returns the fixture's key paths absent from got, except
-// those covered by an exception (the path, or any path whose segment
-// chain contains it: "license" covers "head.repo.license.key").
-func missingPaths(fix, got map[string]bool, exceptions map[string]string) []string {
-	var miss []string
-	for p := range fix {
-		if got[p] || excepted(p, exceptions) {
-			continue
-		}
-		miss = append(miss, p)
-	}
-	slices.Sort(miss)
-	return miss
-}
-
-func excepted(p string, exceptions map[string]string) bool {
-	for e := range exceptions {
-		if p == e || strings.HasPrefix(p, e+".") || strings.HasPrefix(p, e+"[]") ||
-			strings.Contains(p, "."+e+".") || strings.HasSuffix(p, "."+e) || strings.Contains(p, "."+e+"[]") {
-			return true
-		}
-	}
-	return false
-}
 
 // Exceptions shared by several shapes, each with its reason.
 var (
@@ -93,16 +36,6 @@ var (
 		"enterprise":   "the fake has no enterprise",
 	}
 )
-
-func merge(ms ...map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return out
-}
 
 // receiver records the webhooks it receives.
 type receiver struct {
@@ -276,7 +209,7 @@ func TestShapesMatchFixtures(t *testing.T) {
 		{"blob", "api-git-create-blob.json", nil},
 		{"tree", "api-git-create-tree.json", nil},
 		{"commit", "api-git-create-commit.json", nil},
-		{"pull create", "api-pulls-get.json", merge(notModelled, map[string]string{"merged_by": "not merged yet: null"})},
+		{"pull create", "api-pulls-get.json", fixture.Merge(notModelled, map[string]string{"merged_by": "not merged yet: null"})},
 		{"pull", "api-pulls-get.json", notModelled},
 		{"branch", "api-repos-branch-with-protection.json", nil},
 		{"check runs", "api-checks-list-for-ref.json", nil},
@@ -303,14 +236,14 @@ func TestShapesMatchFixtures(t *testing.T) {
 	for _, name := range []string{"hook create", "hook edit"} {
 		t.Run(name, func(t *testing.T) {
 			// The repository webhook object of the ping (GitHub's REST shape).
-			if miss := missingPaths(pathsOf(t, hookFixture(t)), pathsOf(t, out[name]), nil); len(miss) > 0 {
+			if miss := fixture.MissingPaths(fixture.Paths(t, hookFixture(t)), fixture.Paths(t, out[name]), nil, fixture.Anywhere); len(miss) > 0 {
 				t.Errorf("%s answer lacks %v of webhook-ping-repo.json's hook", name, miss)
 			}
 		})
 	}
 	for _, tt := range rest {
 		t.Run(tt.name, func(t *testing.T) {
-			if miss := missingPaths(pathsOf(t, fixture.GitHub(t, tt.fixture)), pathsOf(t, out[tt.name]), tt.exceptions); len(miss) > 0 {
+			if miss := fixture.MissingPaths(fixture.Paths(t, fixture.GitHub(t, tt.fixture)), fixture.Paths(t, out[tt.name]), tt.exceptions, fixture.Anywhere); len(miss) > 0 {
 				t.Errorf("%s answer lacks %d key paths of %s: %v", tt.name, len(miss), tt.fixture, miss)
 			}
 		})
@@ -320,21 +253,21 @@ func TestShapesMatchFixtures(t *testing.T) {
 		exceptions             map[string]string
 		contains               string // in the delivery's body, to pick one
 	}{
-		{"pull_request", "opened", "webhook-pull_request-opened.json", merge(notModelled, hookEnvelope), ""},
-		{"pull_request", "synchronize", "webhook-pull_request-synchronize.json", merge(notModelled, hookEnvelope), ""},
-		{"pull_request", "closed", "webhook-pull_request-closed-merged.json", merge(notModelled, hookEnvelope), ""},
-		{"pull_request_review", "submitted", "webhook-pull_request_review-submitted-approved.json", merge(notModelled, hookEnvelope), ""},
-		{"issue_comment", "created", "webhook-issue_comment-created-pr.json", merge(notModelled, hookEnvelope), ""},
-		{"check_run", "completed", "webhook-check_run-completed.json", merge(notModelled, hookEnvelope), ""},
-		{"check_suite", "completed", "webhook-check_suite-completed.json", merge(notModelled, hookEnvelope), ""},
-		{"status", "", "webhook-status-success.json", merge(notModelled, hookEnvelope), ""},
-		{"workflow_run", "completed", "webhook-workflow_run-completed.json", merge(notModelled, hookEnvelope), ""},
-		{"push", "", "webhook-push-default-branch.json", merge(notModelled, hookEnvelope), `"ref":"refs/heads/main"`},
+		{"pull_request", "opened", "webhook-pull_request-opened.json", fixture.Merge(notModelled, hookEnvelope), ""},
+		{"pull_request", "synchronize", "webhook-pull_request-synchronize.json", fixture.Merge(notModelled, hookEnvelope), ""},
+		{"pull_request", "closed", "webhook-pull_request-closed-merged.json", fixture.Merge(notModelled, hookEnvelope), ""},
+		{"pull_request_review", "submitted", "webhook-pull_request_review-submitted-approved.json", fixture.Merge(notModelled, hookEnvelope), ""},
+		{"issue_comment", "created", "webhook-issue_comment-created-pr.json", fixture.Merge(notModelled, hookEnvelope), ""},
+		{"check_run", "completed", "webhook-check_run-completed.json", fixture.Merge(notModelled, hookEnvelope), ""},
+		{"check_suite", "completed", "webhook-check_suite-completed.json", fixture.Merge(notModelled, hookEnvelope), ""},
+		{"status", "", "webhook-status-success.json", fixture.Merge(notModelled, hookEnvelope), ""},
+		{"workflow_run", "completed", "webhook-workflow_run-completed.json", fixture.Merge(notModelled, hookEnvelope), ""},
+		{"push", "", "webhook-push-default-branch.json", fixture.Merge(notModelled, hookEnvelope), `"ref":"refs/heads/main"`},
 	}
 	for _, tt := range hooks {
 		t.Run(tt.event+" "+tt.action, func(t *testing.T) {
 			got := rv.first(t, tt.event, tt.action, tt.contains)
-			if miss := missingPaths(pathsOf(t, fixture.GitHub(t, tt.fixture)), pathsOf(t, got), tt.exceptions); len(miss) > 0 {
+			if miss := fixture.MissingPaths(fixture.Paths(t, fixture.GitHub(t, tt.fixture)), fixture.Paths(t, got), tt.exceptions, fixture.Anywhere); len(miss) > 0 {
 				t.Errorf("%s %s webhook lacks %d key paths of %s: %v", tt.event, tt.action, len(miss), tt.fixture, miss)
 			}
 		})

@@ -2,67 +2,11 @@ package gitlabfake
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 
 	"changebot/internal/fixture"
 )
-
-// keyPaths adds every key path of v to out: "a.b", "list[].c"; array
-// elements are merged, scalar array elements give "list[]".
-func keyPaths(v any, prefix string, out map[string]bool) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			p := k
-			if prefix != "" {
-				p = prefix + "." + k
-			}
-			out[p] = true
-			keyPaths(x, p, out)
-		}
-	case []any:
-		for _, x := range t {
-			out[prefix+"[]"] = true
-			keyPaths(x, prefix+"[]", out)
-		}
-	}
-}
-
-func pathsOf(t *testing.T, raw []byte) map[string]bool {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatalf("decoding %s: %v", raw, err)
-	}
-	out := map[string]bool{}
-	keyPaths(v, "", out)
-	return out
-}
-
-// missingPaths returns the fixture's key paths absent from got, except
-// those covered by an exception (the path itself or anything below it).
-func missingPaths(fixture, got map[string]bool, exceptions map[string]string) []string {
-	var miss []string
-	for p := range fixture {
-		if got[p] || excepted(p, exceptions) {
-			continue
-		}
-		miss = append(miss, p)
-	}
-	slices.Sort(miss)
-	return miss
-}
-
-func excepted(p string, exceptions map[string]string) bool {
-	for e := range exceptions {
-		if p == e || strings.HasPrefix(p, e+".") || strings.HasPrefix(p, e+"[]") {
-			return true
-		}
-	}
-	return false
-}
 
 // Exceptions shared by several payloads, each with its reason.
 var (
@@ -73,21 +17,11 @@ var (
 		"reviewers[]":                "the fake has no reviewers: arrays are empty",
 		"changes.labels":             "labels never change in the fake",
 	}
-	mrHookExceptions = merge(noLabelsAssignees, map[string]string{
+	mrHookExceptions = fixture.Merge(noLabelsAssignees, map[string]string{
 		"object_attributes.assignee_ids[]": "the fake has no assignees",
 		"object_attributes.reviewer_ids[]": "the fake has no reviewers",
 	})
 )
-
-func merge(ms ...map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return out
-}
 
 // captured runs one scenario touching every payload kind and REST answer
 // the fake produces and returns them by name.
@@ -193,7 +127,7 @@ func TestFixtureShapes(t *testing.T) {
 		name, fixture, got string
 		exceptions         map[string]string
 	}{
-		{"MR hook open", "webhook-merge_request-open.json", "hook-mr-open", merge(mrHookExceptions, map[string]string{
+		{"MR hook open", "webhook-merge_request-open.json", "hook-mr-open", fixture.Merge(mrHookExceptions, map[string]string{
 			"changes.state_id":      "client-go's open fixture is test data (state_id 4->3 is a merge); real opens (the gitlab.com fixture) report merge_status, prepared_at, updated_at",
 			"changes.updated_by_id": "same test data; a real open has no updated_by_id change",
 		})},
@@ -236,33 +170,8 @@ func TestFixtureShapes(t *testing.T) {
 					t.Errorf("exception %q has no reason", e)
 				}
 			}
-			if miss := missingPaths(pathsOf(t, raw), pathsOf(t, body), tt.exceptions); len(miss) > 0 {
+			if miss := fixture.MissingPaths(fixture.Paths(t, raw), fixture.Paths(t, body), tt.exceptions, fixture.Below); len(miss) > 0 {
 				t.Errorf("%s lacks key paths of %s:\n  %s\npayload: %s", tt.got, tt.fixture, strings.Join(miss, "\n  "), body)
-			}
-		})
-	}
-}
-
-func TestMissingPathsDetectsDrift(t *testing.T) {
-	t.Parallel()
-	fixture := map[string]bool{"a": true, "a.b": true, "list[]": true, "list[].c": true, "x": true}
-	tests := []struct {
-		name       string
-		got        map[string]bool
-		exceptions map[string]string
-		want       []string
-	}{
-		{"all present", fixture, nil, nil},
-		{"nested key missing", map[string]bool{"a": true, "list[]": true, "list[].c": true, "x": true}, nil, []string{"a.b"}},
-		{"empty array", map[string]bool{"a": true, "a.b": true, "x": true}, nil, []string{"list[]", "list[].c"}},
-		{"excepted array", map[string]bool{"a": true, "a.b": true, "x": true}, map[string]string{"list[]": "r"}, nil},
-		{"excepted subtree", map[string]bool{"list[]": true, "list[].c": true, "x": true}, map[string]string{"a": "r"}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := missingPaths(fixture, tt.got, tt.exceptions); !slices.Equal(got, tt.want) {
-				t.Errorf("missingPaths = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -200,7 +200,7 @@ func TestAdminFixtureShapes(t *testing.T) {
 		if json.Unmarshal(tt.got, &list) == nil {
 			t.Fatalf("%s: got a list", tt.fixture)
 		}
-		if miss := missingPaths(pathsOf(t, fixture.GitLab(t, tt.fixture)), pathsOf(t, tt.got), tt.exceptions); len(miss) > 0 {
+		if miss := fixture.MissingPaths(fixture.Paths(t, fixture.GitLab(t, tt.fixture)), fixture.Paths(t, tt.got), tt.exceptions, fixture.Below); len(miss) > 0 {
 			t.Errorf("answer lacks key paths of %s:\n  %s\nanswer: %s", tt.fixture, strings.Join(miss, "\n  "), tt.got)
 		}
 	}
