@@ -22,7 +22,8 @@ const usage = `changebot carries configuration changes through GitLab merge requ
 Usage:
   changebot serve   [-config file]          run the HTTP server and the job workers
   changebot migrate [-config file] [-down version [-yes]]  apply the database migrations (or revert to a version, asking first)
-  changebot demo    [-timeout 90s] [-keep]  carry one change end to end against an in-memory GitLab (-keep: keep it all running to try more)
+  changebot demo    [-timeout 90s] [-keep] [-keep-data] [-platform gitlab|github]  carry one change end to end against an in-memory GitLab or GitHub
+                                            (-keep: keep it all running to try more; -keep-data: keep its database or PostgreSQL schema)
   changebot doctor  [-config file] [-project P]... [-hook-token-file f]   check tokens, roles, webhooks, approval system, database
   changebot setup   [-config file] (-project P | -group G)... [-hook-token-file f] [-no-test] [-force]   create or fix the webhook, then test it
   changebot settings get [<key>] [-project P] [-json]       show runtime settings as a table (needs DATABASE_URL)
@@ -272,6 +273,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	timeout := fs.Duration("timeout", 90*time.Second, "give up after this long")
 	verbose := fs.Bool("v", false, "log the bot's own lines")
 	keep := fs.Bool("keep", false, "keep the bot, the in-memory GitLab and the approval system running after the first change (until Ctrl-C) and print how to use them")
+	keepData := fs.Bool("keep-data", false, "keep the demo's database when it ends: its PostgreSQL schema (changebot_demo_<random>, dropped by default), or the temporary SQLite file")
 	listen := fs.String("listen", "", "host:port of the bot (default a free port on 127.0.0.1)")
 	glListen := fs.String("gitlab-listen", "", "host:port of the in-memory GitLab (default a free port on 127.0.0.1)")
 	apListen := fs.String("approval-listen", "", "host:port of the stand-in approval system (default a free port on 127.0.0.1)")
@@ -296,7 +298,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return fmt.Errorf("making the demo's database directory: %w", err)
 		}
-		if *keep {
+		if *keep || *keepData {
 			fmt.Fprintf(stdout, "the demo's database stays at %s after the demo\n", dir)
 		} else {
 			defer os.RemoveAll(dir)
@@ -308,6 +310,6 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	return RunDemo(ctx, DemoOpts{DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep,
+	return RunDemo(ctx, DemoOpts{DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep, KeepData: *keepData,
 		Listen: *listen, GitLabListen: *glListen, ApprovalListen: *apListen, Platform: *platformName})
 }

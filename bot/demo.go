@@ -2,8 +2,9 @@ package bot
 
 import (
 	"bytes"
-	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,9 +17,18 @@ import (
 	"changebot/store"
 )
 
-// DemoSchema is the PostgreSQL schema the demo recreates on every run, so
-// that it never touches the tables of a real installation.
+// DemoSchema is the prefix of the PostgreSQL schema each demo run creates
+// for itself (DemoSchema_<8 hex digits>), so that it never touches the
+// tables of a real installation, nor those of another demo running at the
+// same time on the same database.
 const DemoSchema = "changebot_demo"
+
+// newDemoSchemaName returns a schema name of its own for one demo run.
+func newDemoSchemaName() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return DemoSchema + "_" + hex.EncodeToString(b)
+}
 
 // DemoOpts configure RunDemo.
 type DemoOpts struct {
@@ -28,8 +38,14 @@ type DemoOpts struct {
 	Timeout     time.Duration
 	Out         io.Writer
 	Logger      *slog.Logger
-	// Schema is the schema recreated for the demo; empty means DemoSchema.
+	// Schema is the schema recreated for the demo; empty means a new one
+	// named DemoSchema_<random>, so that concurrent demos on one database
+	// do not meet.
 	Schema string
+	// KeepData keeps the PostgreSQL schema when the demo ends (printing
+	// its name); by default it is dropped at the end, whether the demo
+	// passed, failed or was stopped.
+	KeepData bool
 	// Keep keeps the bot, the in-memory GitLab and the approval system
 	// running after the first change, until ctx ends, for a person to try
 	// more changes and comments (printing how).
@@ -70,7 +86,10 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 	if err != nil {
 		return err
 	}
-	schema := cmp.Or(o.Schema, DemoSchema)
+	schema := o.Schema
+	if schema == "" {
+		schema = newDemoSchemaName()
+	}
 	var atExit string // what happens to the data when a kept demo stops
 	if target.Engine == EngineSQLite {
 		// NewApp migrates the file; a schema is PostgreSQL's.
@@ -78,22 +97,32 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 		fmt.Fprintf(out, "changebot demo: database sqlite %s\n", target.Path)
 		atExit = "the in-memory GitLab is thrown away then; the SQLite file " + target.Path + " is kept"
 	} else {
-		fmt.Fprintf(out, "changebot demo: database %s, schema %s\n", redactDatabaseURL(o.DatabaseURL), schema)
-		if err := resetSchema(ctx, o.DatabaseURL, schema); err != nil {
-			return err
-		}
+		fmt.Fprintf(out, "changebot demo: database %s, schema %s (this run's own)\n", redactDatabaseURL(o.DatabaseURL), schema)
 		atExit = "the schema " + schema + " is dropped and the in-memory GitLab thrown away then"
+		if o.KeepData {
+			atExit = "the schema " + schema + " is kept (-keep-data) and the in-memory GitLab thrown away then"
+		}
 	}
-	// A kept demo on PostgreSQL drops its schema when it stops (after the
-	// bot below has stopped: this defer runs last), as its instructions say.
+	// The demo's schema is dropped when the demo ends, passed, failed or
+	// stopped (after the bot below has stopped: this defer runs last),
+	// unless KeepData.
 	dropAtExit := false
 	defer func() {
-		if dropAtExit {
+		switch {
+		case dropAtExit && o.KeepData:
+			fmt.Fprintf(out, "the demo's schema %s is kept; drop it with: DROP SCHEMA %s CASCADE\n", schema, schema)
+		case dropAtExit:
 			if err := dropSchema(context.WithoutCancel(ctx), o.DatabaseURL, schema); err != nil {
 				fmt.Fprintf(out, "dropping the demo schema: %v\n", err)
 			}
 		}
 	}()
+	if target.Engine != EngineSQLite {
+		dropAtExit = true // also what a failed reset left
+		if err := resetSchema(ctx, o.DatabaseURL, schema); err != nil {
+			return err
+		}
+	}
 	newEnv, platformName := newDemoEnvAt, "GitLab"
 	if o.Platform == PlatformGitHub {
 		newEnv, platformName = newGitHubDemoEnvAt, "GitHub"
@@ -164,7 +193,6 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 		o.KeptFunc(info)
 	}
 	<-ctx.Done()
-	dropAtExit = schema != ""
 	fmt.Fprintln(out, "stopping the demo")
 	return nil
 }
@@ -188,14 +216,11 @@ func printKeepInstructions(out io.Writer, i DemoInfo, atExit string) {
 		{demoDeveloper, "Developer"}, {demoReporter, "Reporter"}, {demoApprover, "Developer"}} {
 		users = append(users, fmt.Sprintf("%s (%s, token demo-%s-token)", u.name, u.role, u.name))
 	}
-	reviewers := []string{}
-	for _, r := range demoReviewers {
-		reviewers = append(reviewers, r.token)
-	}
 	fmt.Fprintf(out, `
 The demo keeps running until Ctrl-C (%[12]s).
 
-  bot              %[1]s   REST API tokens: submitter %[4]s, operator %[5]s
+  bot              %[1]s   REST API tokens: submitter %[4]s, operator %[5]s, viewer %[17]s (read-only)
+  web pages        %[1]s/ui   log in with the viewer token %[17]s (or any token above)
                    webhook secret %[13]s (X-Gitlab-Token of POST %[1]s%[14]s)
                    approval callback secret %[15]s
   GitLab (memory)  %[2]s   robot token %[6]s; reviewer tokens %[16]s; project %[7]s (id %[8]d)
@@ -214,7 +239,7 @@ Watch the status comment and the replies:
   curl -sS '%[2]s/api/v4/projects/%[10]s/merge_requests/%[11]d/notes?sort=asc' -H 'PRIVATE-TOKEN: demo-alice-token'
 `, i.BotURL, i.GitLabURL, i.ApprovalURL, demoAPIToken, demoOperatorToken, demoRobotToken, i.Project, i.ProjectID,
 		strings.Join(users, ", "), proj, max(i.MRIID, 1), atExit, demoWebhookSecret, webhookPath, demoCallbackSecret,
-		strings.Join(reviewers, ", "))
+		demoReviewerTokens(), demoViewerToken)
 }
 
 func submitDemoChange(ctx context.Context, env *demoEnv) (string, error) {

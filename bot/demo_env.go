@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,6 +27,7 @@ const (
 	demoCallbackSecret = "demo-callback-secret"
 	demoAPIToken       = "demo-api-token"
 	demoOperatorToken  = "demo-operator-token"
+	demoViewerToken    = "demo-viewer-token" // read-only: the web pages (/ui) and GET of the REST API
 	demoProject        = "platform/config"
 	demoRequester      = "alice"
 	demoOperator       = "olivia" // configured operator, Developer access
@@ -135,7 +137,7 @@ func newDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelin
 	cfg.ReviewerTokens = reviewerTokens
 	cfg.WebhookSecrets = []string{demoWebhookSecret}
 	cfg.CallbackSecret = demoCallbackSecret
-	cfg.APITokens = []APIToken{{Role: RoleSubmitter, Token: demoAPIToken}, {Role: RoleOperator, Token: demoOperatorToken}}
+	cfg.APITokens = demoAPITokens()
 	cfg.ApprovalURL = ap.URL()
 	cfg.ExternalURL = reachable(base)
 	cfg.Workers = 10
@@ -143,6 +145,22 @@ func newDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelin
 	cfg.ShutdownGrace = 5 * time.Second
 	cfg.ShutdownDelay = 0 // nothing routes to the demo through a load balancer
 	return &demoEnv{GitLab: gl, Approvals: ap, Project: proj, Config: cfg, Listener: ln, BaseURL: base}, nil
+}
+
+// demoAPITokens are the demo's REST API and web page tokens, one per role.
+func demoAPITokens() []APIToken {
+	return []APIToken{{Role: RoleSubmitter, Token: demoAPIToken}, {Role: RoleOperator, Token: demoOperatorToken},
+		{Role: RoleViewer, Token: demoViewerToken}}
+}
+
+// demoReviewerTokens lists the reviewer accounts' tokens for the kept
+// demo's instructions.
+func demoReviewerTokens() string {
+	var out []string
+	for _, r := range demoReviewers {
+		out = append(out, r.token+" ("+r.name+")")
+	}
+	return strings.Join(out, ", ")
 }
 
 // Close stops the fakes.

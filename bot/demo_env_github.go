@@ -69,7 +69,7 @@ func newGitHubDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, p
 	cfg.ReviewerTokens = reviewerTokens
 	cfg.WebhookSecrets = []string{demoWebhookSecret}
 	cfg.CallbackSecret = demoCallbackSecret
-	cfg.APITokens = []APIToken{{Role: RoleSubmitter, Token: demoAPIToken}, {Role: RoleOperator, Token: demoOperatorToken}}
+	cfg.APITokens = demoAPITokens()
 	cfg.ApprovalURL = ap.URL()
 	cfg.ExternalURL = reachable(base)
 	cfg.Workers = 10
@@ -105,10 +105,11 @@ func printGitHubKeepInstructions(out io.Writer, i DemoInfo, atExit string) {
 	fmt.Fprintf(out, `
 The demo keeps running until Ctrl-C (%[9]s).
 
-  bot              %[1]s   REST API tokens: submitter %[4]s, operator %[5]s
+  bot              %[1]s   REST API tokens: submitter %[4]s, operator %[5]s, viewer %[13]s (read-only)
+  web pages        %[1]s/ui   log in with the viewer token %[13]s (or any token above)
                    webhook secret %[10]s (signs X-Hub-Signature-256 of POST %[1]s/webhooks/github)
                    approval callback secret %[11]s
-  GitHub (memory)  %[2]s   robot token %[6]s; repository %[7]s (id %[8]d)
+  GitHub (memory)  %[2]s   robot token %[6]s; reviewer tokens %[14]s; repository %[7]s (id %[8]d)
   approval system  %[3]s   approves every request after 300 ms
   GitHub users     alice, olivia (operator), dave, carol (write), rita (read); tokens demo-<login>-token
 
@@ -120,5 +121,5 @@ Comment on pull request #%[12]d as dave (commands: /help, /status, /retry, /canc
 Watch the status comment and the replies:
   curl -sS %[2]s/repos/%[7]s/issues/%[12]d/comments -H 'Authorization: Bearer demo-alice-token'
 `, i.BotURL, i.GitLabURL, i.ApprovalURL, demoAPIToken, demoOperatorToken, demoRobotToken, i.Project, i.ProjectID,
-		atExit, demoWebhookSecret, demoCallbackSecret, max(i.MRIID, 1))
+		atExit, demoWebhookSecret, demoCallbackSecret, max(i.MRIID, 1), demoViewerToken, demoReviewerTokens())
 }

@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +49,7 @@ func TestDemoKeepServesMoreChanges(t *testing.T) {
 	printed := out.String()
 	for _, want := range []string{info.BotURL, info.GitLabURL, info.ApprovalURL, demoAPIToken, demoOperatorToken,
 		demoWebhookSecret, demoCallbackSecret, demoReviewers[0].token, demoReviewers[1].token,
+		"log in with the viewer token " + demoViewerToken, info.BotURL + "/ui",
 		"the schema " + schema + " is dropped",
 		"/-/fake/projects/platform%2Fconfig/merge_requests/1/notes", "curl -sS -X POST " + info.BotURL + "/api/v1/changes"} {
 		if !strings.Contains(printed, want) {
@@ -146,6 +149,76 @@ func TestDemoKeepOnSQLiteSaysTheFileIsKept(t *testing.T) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("the SQLite file after the kept demo: %v", err)
+	}
+}
+
+// TestConcurrentDemosOnOnePostgreSQL: two demos started at once on the
+// same database each create a schema of their own (changebot_demo_<hex>),
+// both reach VALIDATED, and each drops its schema at the end; with
+// KeepData the schema stays and its name is printed.
+func TestConcurrentDemosOnOnePostgreSQL(t *testing.T) {
+	t.Parallel()
+	admin, err := pgxpool.New(context.Background(), pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	schemaOf := regexp.MustCompile(`schema (` + DemoSchema + `_[0-9a-f]{8}) \(this run's own\)`)
+	type run struct {
+		out  *syncBuffer
+		err  error
+		keep bool
+	}
+	runs := []*run{{out: &syncBuffer{}}, {out: &syncBuffer{}}, {out: &syncBuffer{}, keep: true}}
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.err = RunDemo(context.Background(), DemoOpts{DatabaseURL: pgtest.URL(), Timeout: 60 * time.Second,
+				Out: r.out, Logger: testLogger(t), KeepData: r.keep})
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, r := range runs {
+		m := schemaOf.FindStringSubmatch(r.out.String())
+		if r.err != nil || m == nil {
+			t.Fatalf("demo %d: %v, schema %v\n%s", i, r.err, m, r.out.String())
+		}
+		schema := m[1]
+		if seen[schema] {
+			t.Errorf("demo %d shares schema %s with another", i, schema)
+		}
+		seen[schema] = true
+		var n int
+		if err := admin.QueryRow(context.Background(), "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if r.keep {
+			t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+			if n != 1 || !strings.Contains(r.out.String(), "the demo's schema "+schema+" is kept; drop it with: DROP SCHEMA "+schema+" CASCADE") {
+				t.Errorf("demo %d with KeepData: schema %s exists %d, output:\n%s", i, schema, n, r.out.String())
+			}
+			continue
+		}
+		if n != 0 {
+			t.Errorf("demo %d left its schema %s", i, schema)
+		}
+	}
+}
+
+// TestGitHubDemoInstructionsNameEveryToken: the kept GitHub demo prints
+// the viewer token for the web pages and the reviewer accounts' tokens.
+func TestGitHubDemoInstructionsNameEveryToken(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	printGitHubKeepInstructions(&out, DemoInfo{BotURL: "http://bot", GitLabURL: "http://gh", Project: demoProject, ProjectID: 7, MRIID: 1}, "at exit")
+	for _, want := range []string{"viewer " + demoViewerToken, "http://bot/ui", "log in with the viewer token " + demoViewerToken,
+		"reviewer tokens " + demoReviewers[0].token + " (" + demoReviewers[0].name + "), " + demoReviewers[1].token} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("instructions lack %q:\n%s", want, out.String())
+		}
 	}
 }
 

@@ -104,8 +104,6 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Logf("screenshot: %s (%d bytes)", path, len(png))
 }
 
-const demoViewerToken = "demo-viewer-token-not-secret"
-
 // TestWebPagesInBrowser (issue 13 points 2 and 3) drives the pages in
 // headless Chromium against a running bot: a wrong token is refused on the
 // login page, the viewer token logs in once (HttpOnly, SameSite=Strict
@@ -118,7 +116,7 @@ func TestWebPagesInBrowser(t *testing.T) {
 	browser := newBrowser(t)
 	dir := artifactDir(t)
 	env := newTestEnv(t, true, 200*time.Millisecond)
-	env.Config.APITokens = append(env.Config.APITokens, APIToken{Role: RoleViewer, Token: demoViewerToken})
+	// The demo's configuration has the viewer token (demoViewerToken).
 	startBot(t, env)
 	ctx := context.Background()
 	opID, err := submitDemoChange(ctx, env)
@@ -325,7 +323,7 @@ func browserCookies(t *testing.T, ctx context.Context, base string) []*network.C
 func TestWebLoginRefusesForeignOrigin(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
-	env.Config.APITokens = append(env.Config.APITokens, APIToken{Role: RoleViewer, Token: demoViewerToken})
+	// The demo's configuration has the viewer token (demoViewerToken).
 	startBot(t, env)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	login := func(origin, token string) *http.Response {
