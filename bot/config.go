@@ -259,7 +259,7 @@ var configFields = []configField{
 		Description: "The bot's public base URL, used for callback_url and links. Required."},
 		set: func(c *Config, v string) error { c.ExternalURL = strings.TrimRight(v, "/"); return nil }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_OPERATORS", YAML: "operators",
-		Description: "GitLab usernames with the operator role in MR comments, comma-separated."},
+		Description: "Usernames with the operator role in MR comments, comma-separated: GitLab usernames, or GitHub logins with CHANGEBOT_PLATFORM=github."},
 		setList: func(c *Config, v []string) { c.Operators = trimAt(v) }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_BOT_USERS", YAML: "bot_users",
 		Description: "Other bot accounts whose notes are ignored, comma-separated (the robot and the reviewer robots are always ignored)."},
@@ -702,7 +702,7 @@ func parseByteSize(v string) (int64, error) {
 	return n * mult, nil
 }
 
-// usernamePattern accepts GitLab usernames.
+// usernamePattern accepts GitLab usernames, and GitHub's (a subset).
 var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 
 // Validate reports every problem of c at once as a *ConfigError, or nil.
@@ -720,7 +720,7 @@ func (c Config) Validate() error {
 			case n == "":
 				ps.addf("%s: entry %d is empty", configLabel(l.env), i+1)
 			case !usernamePattern.MatchString(n):
-				ps.addf("%s: entry %d %q is not a GitLab username", configLabel(l.env), i+1, n)
+				ps.addf("%s: entry %d %q is not a %s username", configLabel(l.env), i+1, n, platformName(c.Platform))
 			}
 		}
 	}
@@ -1084,4 +1084,13 @@ func redactURL(s string) string {
 		return redacted
 	}
 	return u.Redacted()
+}
+
+// platformName is the platform's name as people write it: "GitHub" for
+// PlatformGitHub, else "GitLab".
+func platformName(platform string) string {
+	if platform == PlatformGitHub {
+		return "GitHub"
+	}
+	return "GitLab"
 }

@@ -358,6 +358,7 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	params, badText := req.params()
+	params.Platform = a.engine.Platform()
 	if len(badText) > 0 {
 		// Every problem at once: the invalid text, then the rest.
 		fields := badText

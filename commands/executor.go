@@ -106,7 +106,7 @@ type ExecutorConfig struct {
 	// Platform is the installation's platform, "gitlab" (also "") or
 	// "github": the replies speak its words (templates' Platform).
 	Platform string
-	// Operators are GitLab usernames with the operator role.
+	// Operators are the usernames (GitLab) or logins (GitHub) with the operator role.
 	Operators []string
 	// BotUsers are other bots whose notes are ignored (the robot and the
 	// reviewer robots always are).

@@ -24,7 +24,11 @@ type SubmitParams struct {
 	Title        string
 	Description  string
 	Files        []store.File
-	RequestedBy  string // GitLab username of the requester
+	RequestedBy  string // username of the requester on Platform
+	// Platform is where the change goes: store.PlatformGitLab (also "") or
+	// store.PlatformGitHub. Validate checks RequestedBy against its
+	// username rules; Submit sets it to the engine's platform.
+	Platform string
 	// SubmittedBy names who submitted the change through the API (an id of
 	// the API token, never the token itself); recorded as submitted_by on
 	// the submitted event, it lets a submitter cancel its own changes.
@@ -75,6 +79,28 @@ const (
 // separately.
 var gitlabUsername = regexp.MustCompile(`^(?:[a-zA-Z0-9_.][a-zA-Z0-9_.-]*[a-zA-Z0-9_-]|[a-zA-Z0-9_])$`)
 
+// githubUsername is GitHub's username format: letters, digits and '-', not
+// starting with '-', at most 39 characters (GitHub's sign-up form). Older
+// accounts may hold a '-' at the end or two in a row, so those are accepted.
+var githubUsername = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9-]{0,38}$`)
+
+// usernameProblem says why u is not a username of platform
+// (store.PlatformGitHub, else GitLab's rules), or "" when it is one.
+func usernameProblem(platform, u string) string {
+	if platform == store.PlatformGitHub {
+		if !githubUsername.MatchString(u) {
+			return "must be a GitHub username (letters, digits and '-', not starting with '-', at most 39 characters)"
+		}
+		return ""
+	}
+	lower := strings.ToLower(u)
+	if !gitlabUsername.MatchString(u) || strings.HasSuffix(lower, ".git") || strings.HasSuffix(lower, ".atom") {
+		return "must be a GitLab username (letters, digits, '_', '-' and '.'; " +
+			"not starting with '-', not ending with '.', '.git' or '.atom')"
+	}
+	return ""
+}
+
 // textProblem says what is wrong with s as stored text: a NUL character
 // (PostgreSQL text refuses it) or bytes that are not UTF-8; "" when fine.
 func textProblem(s string) string {
@@ -90,7 +116,8 @@ func textProblem(s string) string {
 // Validate checks every field and returns all problems at once, as a
 // *ValidationError listing one problem per field: required fields, text
 // that PostgreSQL or GitLab would refuse (NUL, invalid UTF-8), lengths,
-// requested_by as a GitLab username, file paths and actions.
+// requested_by as a username of p.Platform (GitLab's or GitHub's rules),
+// file paths and actions.
 func (p SubmitParams) Validate() error {
 	var errs []FieldError
 	bad := map[string]bool{}
@@ -120,10 +147,8 @@ func (p SubmitParams) Validate() error {
 	text("description", p.Description, false, 0)
 	text("requested_by", p.RequestedBy, true, maxUsernameChars)
 	if u := p.RequestedBy; u != "" && !bad["requested_by"] {
-		lower := strings.ToLower(u)
-		if !gitlabUsername.MatchString(u) || strings.HasSuffix(lower, ".git") || strings.HasSuffix(lower, ".atom") {
-			add("requested_by", "must be a GitLab username (letters, digits, '_', '-' and '.'; "+
-				"not starting with '-', not ending with '.', '.git' or '.atom')")
+		if msg := usernameProblem(p.Platform, u); msg != "" {
+			add("requested_by", msg)
 		}
 	}
 	if len(p.Files) == 0 {
@@ -217,6 +242,7 @@ func NewOperationID() string { return "op_" + ulid.Make().String() }
 // one transaction. It returns the operation and
 // whether it was created now (false: the idempotency key was seen).
 func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, bool, error) {
+	p.Platform = e.platform
 	if err := p.Validate(); err != nil {
 		return store.Operation{}, false, err
 	}

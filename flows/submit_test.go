@@ -63,3 +63,42 @@ func TestSubmitValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestedByFollowsThePlatform: requested_by is checked against the
+// username rules of the installation's platform and the problem names that
+// platform: a GitHub installation no longer answers with GitLab's rules
+// ("must be a GitLab username ... '.git' or '.atom'").
+func TestRequestedByFollowsThePlatform(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		platform, user string
+		want           string // a part of the problem; "" means valid
+	}{
+		{store.PlatformGitLab, "dev.a_b", ""},
+		{"", "dev.a_b", ""},
+		{store.PlatformGitLab, "-dev", "must be a GitLab username"},
+		{store.PlatformGitLab, "dev.git", "must be a GitLab username"},
+		{store.PlatformGitHub, "octo-cat", ""},
+		{store.PlatformGitHub, "dev.a_b", "must be a GitHub username"},
+		{store.PlatformGitHub, "-octo", "must be a GitHub username"},
+		{store.PlatformGitHub, strings.Repeat("a", 40), "at most 39 characters"},
+	}
+	for _, tt := range tests {
+		p := SubmitParams{SubjectID: "s", TargetKey: "k", Project: "g/r", Title: "t", RequestedBy: tt.user,
+			Platform: tt.platform, Files: []store.File{{Path: "a/b.yaml", Content: "x"}}}
+		err := p.Validate()
+		var ve *ValidationError
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s on %q: %v, want valid", tt.user, tt.platform, err)
+		case tt.want == "":
+		case !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != "requested_by":
+			t.Errorf("%s on %q: %v, want one requested_by problem", tt.user, tt.platform, err)
+		case !strings.Contains(ve.Fields[0].Message, tt.want):
+			t.Errorf("%s on %q: %q, want it to say %q", tt.user, tt.platform, ve.Fields[0].Message, tt.want)
+		}
+		if tt.platform == store.PlatformGitHub && err != nil && strings.Contains(err.Error(), "GitLab") {
+			t.Errorf("%s on GitHub: %v speaks of GitLab", tt.user, err)
+		}
+	}
+}
