@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-const usage = `changebot carries configuration changes through GitLab merge requests.
+const usage = `changebot carries configuration changes through GitLab merge requests or GitHub pull requests.
 
 Usage:
   changebot serve   [-config file]          run the HTTP server and the job workers
@@ -26,6 +26,7 @@ Usage:
                                             (-keep: keep it all running to try more; -keep-data: keep its database or PostgreSQL schema)
   changebot doctor  [-config file] [-project P]... [-hook-token-file f]   check tokens, roles, webhooks, approval system, database
   changebot setup   [-config file] (-project P | -group G)... [-hook-token-file f] [-no-test] [-force]   create or fix the webhook, then test it
+                                            (on GitHub -project is owner/repository; -group is GitLab's only)
   changebot settings get [<key>] [-project P] [-json]       show runtime settings as a table (needs DATABASE_URL)
   changebot settings set [-project P] [-by u] <key> [--] <json>  change one, audited, seen by every replica within 5s
   changebot list    [filters] [-stuck] [-json]               list changes, newest first (filters of GET /api/v1/changes)
@@ -36,7 +37,18 @@ Usage:
   changebot version                                         print the version, commit and Go version
   changebot help
 
-Configuration comes from the YAML file and the environment (see README.md).
+Configuration comes from the YAML file and the environment (see README.md, "Configuration").
+Every installation needs DATABASE_URL (default: a SQLite file), CHANGEBOT_EXTERNAL_URL,
+CHANGEBOT_APPROVAL_URL, CHANGEBOT_CALLBACK_SECRET, CHANGEBOT_WEBHOOK_SECRETS, CHANGEBOT_API_TOKENS
+and CHANGEBOT_REVIEWER_TOKENS (the reviewer accounts' tokens), then one platform:
+  GitLab (CHANGEBOT_PLATFORM=gitlab, the default): CHANGEBOT_GITLAB_URL and CHANGEBOT_GITLAB_TOKEN
+    (the robot's token); webhook {CHANGEBOT_EXTERNAL_URL}/webhooks/gitlab.
+  GitHub (CHANGEBOT_PLATFORM=github): a GitHub App, CHANGEBOT_GITHUB_APP_ID,
+    CHANGEBOT_GITHUB_INSTALLATION_ID and CHANGEBOT_GITHUB_APP_PRIVATE_KEY_FILE (or
+    CHANGEBOT_GITHUB_APP_PRIVATE_KEY), or a robot user's CHANGEBOT_GITHUB_TOKEN instead;
+    CHANGEBOT_GITHUB_URL for GitHub Enterprise Server (https://<host>/api/v3);
+    webhook {CHANGEBOT_EXTERNAL_URL}/webhooks/github (README "GitHub setup").
+Any secret X may be given as X_FILE, a file holding it.
 `
 
 // Main runs the changebot command line and returns the process exit code.

@@ -1,10 +1,12 @@
 package bot
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -336,5 +338,41 @@ func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("a refused command made the database %s (%v)", path, err)
+	}
+}
+
+// TestHelpSpeaksOfGitHub: changebot help (and the usage printed without a
+// command) says how to set up GitHub as well as GitLab, with the
+// variables README's GitHub setup names, and every CHANGEBOT_ variable it
+// names is one changebot reads.
+func TestHelpSpeaksOfGitHub(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"help"}, &out, &errOut); code != 0 {
+		t.Fatalf("changebot help: exit %d", code)
+	}
+	var bare bytes.Buffer
+	if code := Main(nil, io.Discard, &bare); code != 2 || bare.String() != out.String() {
+		t.Errorf("changebot without a command: exit %d, usage differs from help:\n%s", code, bare.String())
+	}
+	help := out.String()
+	for _, want := range []string{"GitHub pull requests", "CHANGEBOT_PLATFORM=github", "CHANGEBOT_GITHUB_APP_ID",
+		"CHANGEBOT_GITHUB_INSTALLATION_ID", "CHANGEBOT_GITHUB_APP_PRIVATE_KEY_FILE", "CHANGEBOT_GITHUB_TOKEN", "CHANGEBOT_GITHUB_URL",
+		"/webhooks/github", "CHANGEBOT_GITLAB_URL", "CHANGEBOT_GITLAB_TOKEN", "/webhooks/gitlab", "-platform gitlab|github", `"GitHub setup"`} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+	known := map[string]bool{"CHANGEBOT_CONFIG": true}
+	for _, f := range configFields {
+		known[f.Env] = true
+		if f.Secret {
+			known[f.Env+"_FILE"] = true
+		}
+	}
+	for _, name := range regexp.MustCompile(`CHANGEBOT_[A-Z_]+[A-Z]`).FindAllString(help, -1) {
+		if !known[name] {
+			t.Errorf("help names %s, which changebot does not read", name)
+		}
 	}
 }
