@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +30,9 @@ func TestGitHubSIGKILLWhileWaitingForChecksThenRestart(t *testing.T) {
 }
 
 func testGitHubSIGKILLThenRestart(t *testing.T, engine string) {
-	env := newGitHubTestEnv(t, true, 3*time.Second)
+	// The checks run 8 s: they finish after the kill below, which comes as
+	// soon as the bot writes its first status comment.
+	env := newGitHubTestEnv(t, true, 8*time.Second)
 	addr := env.Listener.Addr().String()
 	_ = env.Listener.Close() // the subprocess listens there
 	cfgFile := filepath.Join(t.TempDir(), "changebot.yaml")
@@ -59,22 +62,47 @@ func testGitHubSIGKILLThenRestart(t *testing.T, engine string) {
 	p.start()
 	defer p.kill()
 	waitListening(t, addr)
+	// The bot dies while it writes its first status comment, right after it
+	// opened the pull request: the comment's POST is held until the process
+	// is gone.
+	inComment, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	env.GitHub.SetBeforeCall(func(method, path string) {
+		if method == "POST" && strings.HasSuffix(path, "/comments") {
+			once.Do(func() { close(inComment); <-release })
+		}
+	})
 	ctx := context.Background()
 	opID, err := submitDemoChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitStep(t, env, opID, "CREATE_MR_OPENED", 30*time.Second)
+	waitStep(t, env, opID, "CREATE_MR_OPENED", patience*30*time.Second)
+	select {
+	case <-inComment:
+	case <-time.After(patience * 30 * time.Second):
+		t.Fatal("the bot never wrote its status comment")
+	}
 	p.kill()
-	time.Sleep(4 * time.Second) // the checks finish while the bot is dead
-	lost := 0
+	close(release)
+	env.GitHub.SetBeforeCall(nil)
+	checkEvent := func(e string) bool { return e == "check_run" || e == "check_suite" || e == "workflow_run" }
 	for _, h := range env.GitHub.Webhooks() {
-		if h.Status == 0 && (h.Event == "check_run" || h.Event == "check_suite" || h.Event == "workflow_run") {
-			lost++
+		if checkEvent(h.Event) && h.Status != 0 && h.Action == "completed" {
+			t.Fatalf("a completed %s webhook reached the bot before the kill: the checks finished too early for the test to test the restart", h.Event)
 		}
 	}
-	if lost == 0 {
-		t.Fatal("no check webhook was lost while the bot was dead: the test did not test the restart")
+	// The checks finish while the bot is dead: their webhooks are lost.
+	lost := 0
+	for deadline := time.Now().Add(patience * 30 * time.Second); lost == 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no check webhook was lost while the bot was dead: the test did not test the restart")
+		}
+		for _, h := range env.GitHub.Webhooks() {
+			if h.Status == 0 && checkEvent(h.Event) && h.Action == "completed" {
+				lost++
+			}
+		}
 	}
 	p.start()
 	waitListening(t, addr)

@@ -49,6 +49,10 @@ type botProcess struct {
 	env  []string
 	cmd  *exec.Cmd
 	logs io.Writer
+	// done is closed when the process has exited and its output is copied
+	// into logs (exec.Cmd.Wait returned, with exitErr); start makes it.
+	done    chan struct{}
+	exitErr error
 }
 
 func (p *botProcess) start() {
@@ -62,11 +66,31 @@ func (p *botProcess) start() {
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("starting bot: %v", err)
 	}
+	cmd, done := p.cmd, make(chan struct{})
+	p.done = done
+	go func() {
+		p.exitErr = cmd.Wait()
+		close(done)
+	}()
 }
 
+// exited returns the process's exit error once it has exited and its
+// output is in logs (read exitErr only after done is closed).
+func (p *botProcess) exited() <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		<-p.done
+		ch <- p.exitErr
+	}()
+	return ch
+}
+
+// kill sends SIGKILL and waits until the process has exited and its output
+// is copied into p.logs, so that the test may read the logs after it; a
+// kill of a process that has exited does nothing.
 func (p *botProcess) kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	_, _ = p.cmd.Process.Wait()
+	<-p.done
 }
 
 // TestSIGKILLWhileWaitingForPipelineThenRestart kills the bot with SIGKILL
@@ -270,8 +294,7 @@ func TestSecondServeOnSQLiteFileRefused(t *testing.T) {
 	second := &lockedBuilder{}
 	q := &botProcess{t: t, logs: second, env: serveEnv("127.0.0.1:0")}
 	q.start()
-	done := make(chan error, 1)
-	go func() { done <- q.cmd.Wait() }()
+	done := q.exited()
 	select {
 	case err := <-done:
 		var ee *exec.ExitError

@@ -138,8 +138,7 @@ func TestRolloutStoresEveryHookSentDuringTheShutdownDelay(t *testing.T) {
 	if notReadyAt.IsZero() {
 		t.Fatalf("/readyz did not answer 503 within %s of SIGTERM", delay/2)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- p.cmd.Wait() }()
+	exited := p.exited()
 	var exitErr error
 	select {
 	case exitErr = <-exited:
@@ -230,8 +229,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	p.start()
 	defer p.kill()
 	waitListening(t, addr)
-	exited := make(chan error, 1)
-	go func() { exited <- p.cmd.Wait() }()
+	exited := p.exited()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
