@@ -1,6 +1,9 @@
 package bot
 
 import (
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -235,8 +238,8 @@ var configFields = []configField{
 		Description: "On GitHub, instead of a token: the GitHub App's numeric id."},
 		set: func(c *Config, v string) error { return setPositiveID(&c.GitHubAppID, v) }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_APP_PRIVATE_KEY", YAML: "github_app_private_key", Secret: true,
-		Description: "The GitHub App's private key (PEM as GitHub downloads it), usually given as CHANGEBOT_GITHUB_APP_PRIVATE_KEY_FILE."},
-		set: func(c *Config, v string) error { c.GitHubAppPrivateKey = v; return nil }},
+		Description: "The GitHub App's private key (PEM as GitHub downloads it), usually given as CHANGEBOT_GITHUB_APP_PRIVATE_KEY_FILE. A key on one line with its newlines written \\n, as many secret stores keep it, is accepted."},
+		set: func(c *Config, v string) error { c.GitHubAppPrivateKey = unescapePEM(v); return nil }},
 	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_INSTALLATION_ID", YAML: "github_installation_id",
 		Description: "The GitHub App's installation id on the account that owns the repositories."},
 		set: func(c *Config, v string) error { return setPositiveID(&c.GitHubInstallationID, v) }},
@@ -815,12 +818,51 @@ func (c Config) validateGitHubAuth(ps *problems) {
 				ps.addf("%s: is required with the other GitHub App settings", configLabel(m.env))
 			}
 		}
+		if c.GitHubAppPrivateKey != "" {
+			if err := checkAppPrivateKey(c.GitHubAppPrivateKey); err != nil {
+				ps.addf("%s (or its _FILE): %v; want the App's private key as GitHub downloads it (PEM, \"-----BEGIN RSA PRIVATE KEY-----\" "+
+					"on a line of its own, real newlines or each written \\n), best as CHANGEBOT_GITHUB_APP_PRIVATE_KEY_FILE", configLabel("CHANGEBOT_GITHUB_APP_PRIVATE_KEY"), err)
+			}
+		}
 	}
 	for i, t := range c.ReviewerTokens {
 		if t != "" && t == c.GitHubToken {
 			ps.addf("%s: entry %d is the robot's own CHANGEBOT_GITHUB_TOKEN (GitHub does not let an author approve)", configLabel("CHANGEBOT_REVIEWER_TOKENS"), i+1)
 		}
 	}
+}
+
+// unescapePEM turns a PEM whose newlines are written as the two characters
+// \n (a secret store or an env file keeping it on one line) back into
+// lines. It is unambiguous: a PEM's base64 body and its header lines hold
+// no backslash, so \n in one can only be an escaped newline. Anything
+// without a PEM header is returned as it is.
+func unescapePEM(v string) string {
+	if !strings.Contains(v, "-----BEGIN") || !strings.Contains(v, `\n`) {
+		return v
+	}
+	return strings.NewReplacer(`\r\n`, "\n", `\n`, "\n").Replace(v)
+}
+
+// checkAppPrivateKey says why key is not an RSA private key in PEM (PKCS
+// #1, as GitHub downloads it, or PKCS #8), without quoting it: what
+// github.AppAuth parses.
+func checkAppPrivateKey(key string) error {
+	block, _ := pem.Decode([]byte(key))
+	if block == nil {
+		return errors.New("not PEM (no -----BEGIN … PRIVATE KEY----- block with its own lines found)")
+	}
+	if _, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("its PEM block %q does not hold a private key", block.Type)
+	}
+	if _, ok := k.(*rsa.PrivateKey); !ok {
+		return fmt.Errorf("its PEM block holds a %T key, not RSA (GitHub App keys are RSA)", k)
+	}
+	return nil
 }
 
 // setPositiveID parses a GitHub numeric id into dst.

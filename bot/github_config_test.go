@@ -1,6 +1,10 @@
 package bot
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +16,7 @@ import (
 // none quotes a secret.
 func TestLoadConfigGitHub(t *testing.T) {
 	t.Parallel()
-	const key = "-----BEGIN RSA PRIVATE KEY-----\nsecret-app-key\n-----END RSA PRIVATE KEY-----"
+	key := strings.TrimSpace(testAppKey(t, false))
 	github := func(kv ...string) map[string]string {
 		env := without(validEnv(), "CHANGEBOT_GITLAB_URL", "CHANGEBOT_GITLAB_TOKEN")
 		return with(with(env, "CHANGEBOT_PLATFORM", "github"), kv...)
@@ -70,11 +74,11 @@ func TestLoadConfigGitHub(t *testing.T) {
 				}
 			}
 			for _, p := range got {
-				if strings.Contains(p, "ghp-robot-secret") || strings.Contains(p, "secret-app-key") || slices.ContainsFunc(allSecrets, func(s string) bool { return strings.Contains(p, s) }) {
+				if strings.Contains(p, "ghp-robot-secret") || strings.Contains(p, keyBody(key)) || slices.ContainsFunc(allSecrets, func(s string) bool { return strings.Contains(p, s) }) {
 					t.Errorf("problem quotes a secret: %q", p)
 				}
 			}
-			if s := c.String(); strings.Contains(s, "ghp-robot-secret") || strings.Contains(s, "secret-app-key") {
+			if s := c.String(); strings.Contains(s, "ghp-robot-secret") || strings.Contains(s, keyBody(key)) {
 				t.Errorf("String() shows a secret: %s", s)
 			}
 			if tc.check != nil {
@@ -82,4 +86,91 @@ func TestLoadConfigGitHub(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testAppKey returns a new RSA private key in PEM, PKCS #1 as GitHub
+// downloads it, or PKCS #8.
+func testAppKey(t *testing.T, pkcs8 bool) string {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := &pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}
+	if pkcs8 {
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block = &pem.Block{Type: "PRIVATE KEY", Bytes: der}
+	}
+	return string(pem.EncodeToMemory(block))
+}
+
+// keyBody is the second line of a PEM key, a piece of its secret no
+// message may quote.
+func keyBody(key string) string { return strings.Split(key, "\n")[1] }
+
+// TestGitHubAppPrivateKeyForms: the App's private key is accepted with real
+// newlines, or on one line with each newline written \n (as many secret
+// stores and env files keep it; \r\n too), PKCS #1 or #8, and the adapter
+// gets the same PEM either way; anything else is a problem naming
+// CHANGEBOT_GITHUB_APP_PRIVATE_KEY and saying a PEM is wanted, quoting no
+// part of the key.
+func TestGitHubAppPrivateKeyForms(t *testing.T) {
+	t.Parallel()
+	pkcs1, pkcs8 := strings.TrimSpace(testAppKey(t, false)), strings.TrimSpace(testAppKey(t, true))
+	escaped := func(s string) string { return strings.ReplaceAll(s, "\n", `\n`) }
+	pub, err := x509.MarshalPKIXPublicKey(&mustRSA(t, pkcs1).PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})))
+	tests := []struct {
+		name, given, want string // want: the key the adapter gets; "" a problem
+		problem           string
+	}{
+		{"real newlines", pkcs1, pkcs1, ""},
+		{"escaped newlines", escaped(pkcs1), pkcs1, ""},
+		{"escaped CRLF", strings.ReplaceAll(pkcs1, "\n", `\r\n`), pkcs1, ""},
+		{"escaped PKCS #8", escaped(pkcs8), pkcs8, ""},
+		{"newlines lost", strings.ReplaceAll(pkcs1, "\n", " "), "", "not PEM"},
+		{"base64 without PEM lines", strings.Join(strings.Split(pkcs1, "\n")[1:4], ""), "", "not PEM"},
+		{"a public key", public, "", `its PEM block "PUBLIC KEY" does not hold a private key`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := with(without(validEnv(), "CHANGEBOT_GITLAB_URL", "CHANGEBOT_GITLAB_TOKEN"), "CHANGEBOT_PLATFORM", "github",
+				"CHANGEBOT_GITHUB_APP_ID", "12345", "CHANGEBOT_GITHUB_INSTALLATION_ID", "678", "CHANGEBOT_GITHUB_APP_PRIVATE_KEY", tc.given)
+			c, err := load(t, "", env, nil)
+			got := problemsOf(t, err)
+			if tc.problem == "" {
+				if len(got) > 0 {
+					t.Fatalf("problems %q", got)
+				}
+				if gc := githubConfig(c, nil, nil, nil); gc.App == nil || string(gc.App.PrivateKeyPEM) != tc.want {
+					t.Errorf("the adapter's key differs from the PEM given")
+				}
+				return
+			}
+			if len(got) != 1 || !strings.HasPrefix(got[0], "CHANGEBOT_GITHUB_APP_PRIVATE_KEY (github_app_private_key) (or its _FILE): ") ||
+				!strings.Contains(got[0], tc.problem) || !strings.Contains(got[0], "PEM") || !strings.Contains(got[0], `written \n`) {
+				t.Fatalf("problems %q, want one naming CHANGEBOT_GITHUB_APP_PRIVATE_KEY and %q", got, tc.problem)
+			}
+			if strings.Contains(got[0], keyBody(pkcs1)[:20]) {
+				t.Errorf("the problem quotes the key: %q", got[0])
+			}
+		})
+	}
+}
+
+func mustRSA(t *testing.T, pemKey string) *rsa.PrivateKey {
+	t.Helper()
+	b, _ := pem.Decode([]byte(pemKey))
+	k, err := x509.ParsePKCS1PrivateKey(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
