@@ -84,7 +84,7 @@ sqlc-check: sqlc
 
 ## lint: golangci-lint with .golangci.yml
 lint:
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 ## bench: benchmarks, $(BENCHCOUNT) runs each, summarised by benchstat
 bench:
