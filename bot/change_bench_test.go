@@ -55,6 +55,7 @@ func benchmarkChangeEndToEnd(b *testing.B, engine string) {
 	b.Cleanup(env.Close)
 	poll := demoPoll
 	poll.ShortInterval = 10 * time.Second // webhooks end every wait, as in the end-to-end test
+	poll.LongInterval = 10 * time.Second  // never shorter than the short one (settings refuse that)
 	opts := &AppOpts{Logger: quiet, Poll: poll}
 	if engine == EngineSQLite {
 		env.Config.DatabaseURL = sqliteURL(filepath.Join(b.TempDir(), DefaultDatabaseFile))

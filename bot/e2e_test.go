@@ -113,6 +113,7 @@ func testEndToEndReachesValidated(t *testing.T, engine string) {
 	// otherwise poll before a webhook lands, which is correct but noisy).
 	poll := demoPoll
 	poll.ShortInterval = 10 * time.Second
+	poll.LongInterval = 10 * time.Second // never shorter than the short one (settings refuse that)
 	app, _ := startBotOn(t, engine, env, poll, &AppOpts{})
 	if !strings.HasPrefix(app.Database(), engine+" ") {
 		t.Fatalf("the bot runs on %q, want %s", app.Database(), engine)
