@@ -72,8 +72,16 @@ func (f *failEnv) addProject(name string, spec gitlabfake.ProjectSpec, script gi
 // submit submits a change to project and returns its operation id.
 func (f *failEnv) submit(t *testing.T, p gitlabfake.Project) string {
 	t.Helper()
+	return f.submitChange(t, p.PathWithNamespace)
+}
+
+// submitChange submits a change to project (a GitLab project's path or a
+// GitHub repository's full name), with a subject of its own, and returns
+// its operation id.
+func (f *failEnv) submitChange(t *testing.T, project string) string {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{
-		"subject_id": fmt.Sprintf("svc-%d", f.n.Add(1)), "target_key": "prod", "project": p.PathWithNamespace,
+		"subject_id": fmt.Sprintf("svc-%d", f.n.Add(1)), "target_key": "prod", "project": project,
 		"title": "Raise replicas", "requested_by": demoRequester,
 		"files": []map[string]string{{"path": "services/app/prod.yaml", "content": "replicas: 6\n"}},
 	})
@@ -227,14 +235,32 @@ func approvesPerReviewerAndSHA(calls []gitlabfake.Call) map[string]int {
 // statusShows waits until the status comment of iid shows every text.
 func (f *failEnv) statusShows(t *testing.T, p gitlabfake.Project, iid int64, texts ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	body, ok := pollStatusComment(10*time.Second, func() []string {
+		snap, _ := f.GitLab.MergeRequest(p.ID, iid)
+		var bodies []string
+		for _, n := range snap.Notes {
+			bodies = append(bodies, n.Body)
+		}
+		return bodies
+	}, texts...)
+	if !ok {
+		snap, _ := f.GitLab.MergeRequest(p.ID, iid)
+		t.Fatalf("status comment does not show %q:\n%s\n(notes: %+v)", texts, body, snap.Notes)
+	}
+}
+
+// pollStatusComment waits up to timeout until the last status comment
+// among the comments bodies reads (a merge request's notes, a pull
+// request's comments) shows every text. It returns that comment's body
+// (empty when there is none) and whether it does.
+func pollStatusComment(timeout time.Duration, bodies func() []string, texts ...string) (string, bool) {
+	deadline := time.Now().Add(timeout)
 	var body string
 	for time.Now().Before(deadline) {
-		snap, _ := f.GitLab.MergeRequest(p.ID, iid)
 		body = ""
-		for _, n := range snap.Notes {
-			if strings.HasPrefix(n.Body, "<!-- changebot:status") {
-				body = n.Body
+		for _, b := range bodies() {
+			if strings.HasPrefix(b, "<!-- changebot:status") {
+				body = b
 			}
 		}
 		ok := body != ""
@@ -242,12 +268,11 @@ func (f *failEnv) statusShows(t *testing.T, p gitlabfake.Project, iid int64, tex
 			ok = ok && strings.Contains(body, x)
 		}
 		if ok {
-			return
+			return body, true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	snap, _ := f.GitLab.MergeRequest(p.ID, iid)
-	t.Fatalf("status comment does not show %q:\n%s\n(notes: %+v)", texts, body, snap.Notes)
+	return body, false
 }
 
 type scenario struct {

@@ -1,9 +1,7 @@
 package bot
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -50,26 +48,7 @@ func (g *ghEnv) addRepo(name string, spec githubfake.RepoSpec) githubfake.Repo {
 // submitTo submits a change to repo and returns its operation id.
 func (g *ghEnv) submitTo(t *testing.T, r githubfake.Repo) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{
-		"subject_id": fmt.Sprintf("svc-%d", g.n.Add(1)), "target_key": "prod", "project": r.FullName,
-		"title": "Raise replicas", "requested_by": demoRequester,
-		"files": []map[string]string{{"path": "services/app/prod.yaml", "content": "replicas: 6\n"}},
-	})
-	req, _ := http.NewRequest(http.MethodPost, g.BaseURL+"/api/v1/changes", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		OperationID string `json:"operation_id"`
-	}
-	if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&out) != nil {
-		t.Fatalf("submitting: %d", resp.StatusCode)
-	}
-	return out.OperationID
+	return g.submitChange(t, r.FullName)
 }
 
 // callsTo returns r's calls with method whose path ends in suffix.
@@ -87,25 +66,16 @@ func (g *ghEnv) callsTo(r githubfake.Repo, method, suffix string) []githubfake.C
 // shows every text.
 func (g *ghEnv) statusComment(t *testing.T, r githubfake.Repo, number int64, texts ...string) {
 	t.Helper()
-	deadline := time.Now().Add(patience * 10 * time.Second)
-	var body string
-	for time.Now().Before(deadline) {
-		body = ""
+	body, ok := pollStatusComment(patience*10*time.Second, func() []string {
+		var bodies []string
 		for _, c := range g.GitHub.Comments(r.ID, number) {
-			if strings.HasPrefix(c.Body, "<!-- changebot:status") {
-				body = c.Body
-			}
+			bodies = append(bodies, c.Body)
 		}
-		ok := body != ""
-		for _, x := range texts {
-			ok = ok && strings.Contains(body, x)
-		}
-		if ok {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+		return bodies
+	}, texts...)
+	if !ok {
+		t.Fatalf("status comment does not show %q:\n%s", texts, body)
 	}
-	t.Fatalf("status comment does not show %q:\n%s", texts, body)
 }
 
 // TestGitHubFailurePaths runs the issue 15 acceptance scenarios that share

@@ -119,65 +119,158 @@ func databaseEnv(t *testing.T, engine string) []string {
 	return []string{"DATABASE_URL=" + pgtest.New(t).URL}
 }
 
-func testSIGKILLThenRestart(t *testing.T, engine string) {
-	env := newTestEnv(t, true, 3*time.Second)
+// killSettings are the settings of the kill-and-restart tests: polls
+// short enough for the restarted bot to finish the change in seconds, and
+// the dead replica's jobs rescued after 2 s.
+const killSettings = "settings:\n  poll.short_interval: 300ms\n  poll.short_count: \"50\"\n  poll.long_interval: 1s\n  note.delay: 100ms\n  jobs.rescue_after: 2s\n"
+
+// killableBot is `changebot serve` in a subprocess on a demo environment's
+// address, for the kill-and-restart tests of both platforms.
+type killableBot struct {
+	*botProcess
+	addr string
+}
+
+// startKillableBot starts `changebot serve` in a subprocess where env
+// listens (env's listener is closed: the subprocess listens there), with
+// killSettings, platformEnv (the platform's URL and robot token), the
+// demo's reviewers, secrets, API token and approval system, and engine's
+// database, and waits until it listens. It is killed when the test ends;
+// its output is logged when the test failed.
+func startKillableBot(t *testing.T, env *demoEnv, engine string, platformEnv ...string) *killableBot {
+	t.Helper()
 	addr := env.Listener.Addr().String()
-	_ = env.Listener.Close() // the subprocess listens there
+	_ = env.Listener.Close()
 	cfgFile := filepath.Join(t.TempDir(), "changebot.yaml")
-	yaml := "settings:\n  poll.short_interval: 300ms\n  poll.short_count: \"50\"\n  poll.long_interval: 1s\n  note.delay: 100ms\n  jobs.rescue_after: 2s\n"
-	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, []byte(killSettings), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var reviewers []string
-	for _, r := range demoReviewers {
-		reviewers = append(reviewers, r.token)
-	}
-	logs := &strings.Builder{}
-	p := &botProcess{t: t, logs: logs, env: append([]string{cfgFile,
-		"CHANGEBOT_LISTEN=" + addr,
-		"CHANGEBOT_GITLAB_URL=" + env.GitLab.URL(),
-		"CHANGEBOT_GITLAB_TOKEN=" + demoRobotToken,
-		"CHANGEBOT_REVIEWER_TOKENS=" + strings.Join(reviewers, ","),
-		"CHANGEBOT_WEBHOOK_SECRETS=" + demoWebhookSecret,
-		"CHANGEBOT_CALLBACK_SECRET=" + demoCallbackSecret,
-		"CHANGEBOT_API_TOKENS=submitter:" + demoAPIToken,
-		"CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
-		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL,
+	serveEnv := append([]string{cfgFile, "CHANGEBOT_LISTEN=" + addr}, platformEnv...)
+	serveEnv = append(serveEnv,
+		"CHANGEBOT_REVIEWER_TOKENS="+strings.Join(env.Config.ReviewerTokens, ","),
+		"CHANGEBOT_WEBHOOK_SECRETS="+demoWebhookSecret,
+		"CHANGEBOT_CALLBACK_SECRET="+demoCallbackSecret,
+		"CHANGEBOT_API_TOKENS=submitter:"+demoAPIToken,
+		"CHANGEBOT_APPROVAL_URL="+env.Approvals.URL(),
+		"CHANGEBOT_EXTERNAL_URL="+env.BaseURL,
 		"CHANGEBOT_LOG_LEVEL=warn",
-	}, databaseEnv(t, engine)...)}
-	defer func() {
+	)
+	logs := &lockedBuilder{}
+	b := &killableBot{botProcess: &botProcess{t: t, logs: logs, env: append(serveEnv, databaseEnv(t, engine)...)}, addr: addr}
+	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("bot output:\n%s", logs.String())
 		}
-	}()
-	p.start()
-	defer p.kill()
-	waitListening(t, addr)
+	})
+	b.restart()
+	t.Cleanup(b.kill)
+	return b
+}
+
+// restart starts the subprocess (again, after kill) and waits until it
+// listens.
+func (b *killableBot) restart() {
+	b.t.Helper()
+	b.start()
+	waitListening(b.t, b.addr)
+}
+
+// killAtFirstStatusComment submits the demo change and kills the bot
+// while it writes the change's first status comment: the platform's fake
+// holds that POST (a path ending in suffix; setBeforeCall is the fake's
+// SetBeforeCall) until the process is gone, then lets it go and removes
+// the hook. The change must reach CREATE_MR_OPENED, and the write come,
+// within timeout each. It returns the change's operation id.
+func (b *killableBot) killAtFirstStatusComment(env *demoEnv, setBeforeCall func(func(method, path string)), suffix string, timeout time.Duration) string {
+	t := b.t
+	t.Helper()
+	inComment, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	setBeforeCall(func(method, path string) {
+		if method == "POST" && strings.HasSuffix(path, suffix) {
+			once.Do(func() { close(inComment); <-release })
+		}
+	})
+	opID, err := submitDemoChange(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStep(t, env, opID, "CREATE_MR_OPENED", timeout)
+	select {
+	case <-inComment:
+	case <-time.After(timeout):
+		t.Fatal("the bot never wrote its status comment")
+	}
+	b.kill()
+	close(release)
+	setBeforeCall(nil)
+	return opID
+}
+
+// restartUntilValidated starts the killed bot again and follows the
+// change opID until it ends, which must be VALIDATED; it returns the
+// change's last view.
+func (b *killableBot) restartUntilValidated(env *demoEnv, opID string) changeView {
+	t := b.t
+	t.Helper()
+	b.restart()
+	view, err := followChange(context.Background(), env, opID, 60*time.Second, func(changeView) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if view.Status != "VALIDATED" {
+		t.Fatalf("status %s", view.Status)
+	}
+	return view
+}
+
+// waitStatusCurrent waits until the one status comment among the comments
+// bodies reads says VALIDATED: issue 10 point 6, within 10 s of
+// VALIDATED, not once the dead replica's claim or job is released minutes
+// later. On SQLite the bound is 30 s: one CI run under load (make test, 2
+// cores) saw the comment still at the pre-kill state 10 s after VALIDATED
+// there, while local reruns pass in time; the cause is not found yet (a
+// suspect: River promotes scheduled note jobs on its leader only, and the
+// killed process's leadership must expire first). It must still become
+// current. A second status comment fails the test.
+func waitStatusCurrent(t *testing.T, engine string, bodies func() []string) {
+	t.Helper()
+	fresh := 10 * time.Second
+	if engine == EngineSQLite {
+		fresh = 30 * time.Second
+	}
+	deadline := time.Now().Add(fresh)
+	for {
+		var body string
+		n := 0
+		for _, b := range bodies() {
+			if _, ok := templates.ParseMarker(b); ok {
+				body = b
+				n++
+			}
+		}
+		if n > 1 {
+			t.Fatalf("%d status comments after the restart, want 1", n)
+		}
+		if strings.Contains(body, "<sub>VALIDATED · step") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after VALIDATED the status comment still says:\n%s", fresh, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func testSIGKILLThenRestart(t *testing.T, engine string) {
+	env := newTestEnv(t, true, 3*time.Second)
+	p := startKillableBot(t, env, engine, "CHANGEBOT_GITLAB_URL="+env.GitLab.URL(), "CHANGEBOT_GITLAB_TOKEN="+demoRobotToken)
 
 	// The bot dies in the middle of its status-note job: the first write of
 	// the status comment is held in GitLab until the process is gone, so the
 	// dead replica leaves its note job running and its claim on the note.
-	inNote, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	env.GitLab.SetBeforeCall(func(method, path string) {
-		if method == "POST" && strings.HasSuffix(path, "/notes") {
-			once.Do(func() { close(inNote); <-release })
-		}
-	})
 	ctx := context.Background()
-	opID, err := submitDemoChange(ctx, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitStep(t, env, opID, "CREATE_MR_OPENED", 30*time.Second)
-	select {
-	case <-inNote:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the bot never wrote its status comment")
-	}
-	p.kill()
-	close(release)
-	env.GitLab.SetBeforeCall(nil)
+	opID := p.killAtFirstStatusComment(env, env.GitLab.SetBeforeCall, "/notes", 30*time.Second)
 	time.Sleep(4 * time.Second) // the pipeline finishes while the bot is dead
 	if err := env.GitLab.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -191,43 +284,15 @@ func testSIGKILLThenRestart(t *testing.T, engine string) {
 	if lost == 0 {
 		t.Fatal("no webhook was lost while the bot was dead: the test did not test the restart")
 	}
-	p.start()
-	waitListening(t, addr)
-	view, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if view.Status != "VALIDATED" {
-		t.Fatalf("status %s", view.Status)
-	}
-	// Issue 10 point 6: the comment says VALIDATED within 10 s, not once the
-	// dead replica's claim or job is released minutes later. On SQLite the
-	// bound is 30 s: one CI run under load (make test, 2 cores) saw the
-	// comment still at the pre-kill state 10 s after VALIDATED there, while
-	// local reruns pass in time; the cause is not found yet (a suspect:
-	// River promotes scheduled note jobs on its leader only, and the killed
-	// process's leadership must expire first). It must still become current.
-	fresh := 10 * time.Second
-	if engine == EngineSQLite {
-		fresh = 30 * time.Second
-	}
-	deadline := time.Now().Add(fresh)
-	for {
+	view := p.restartUntilValidated(env, opID)
+	waitStatusCurrent(t, engine, func() []string {
 		mr, _ := env.GitLab.MergeRequest(view.MergeRequest.ProjectID, view.MergeRequest.IID)
-		var body string
+		var bodies []string
 		for _, n := range mr.Notes {
-			if _, ok := templates.ParseMarker(n.Body); ok {
-				body = n.Body
-			}
+			bodies = append(bodies, n.Body)
 		}
-		if strings.Contains(body, "<sub>VALIDATED · step") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s after VALIDATED the status comment still says:\n%s", fresh, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return bodies
+	})
 }
 
 func waitListening(t *testing.T, addr string) {

@@ -82,20 +82,10 @@ func statusComment(env *demoEnv, iid int64) string {
 // text of want.
 func waitStatusComment(t *testing.T, env *demoEnv, iid int64, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var body string
-	for time.Now().Before(deadline) {
-		body = statusComment(env, iid)
-		ok := true
-		for _, w := range want {
-			ok = ok && strings.Contains(body, w)
-		}
-		if ok {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	body, ok := pollStatusComment(10*time.Second, func() []string { return []string{statusComment(env, iid)} }, want...)
+	if !ok {
+		t.Fatalf("status comment does not show %q:\n%s", want, body)
 	}
-	t.Fatalf("status comment does not show %q:\n%s", want, body)
 }
 
 // TestPersonClosesThenOperatorResumes is issue 10 point 1 end to end with
