@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"changebot/store"
@@ -80,8 +81,19 @@ type DemoInfo struct {
 // prints every state the change reaches and the final status comment. It
 // returns nil at VALIDATED, or an error naming the state the change was
 // stuck in.
-func RunDemo(ctx context.Context, o DemoOpts) error {
-	out := o.Out
+//
+// A write to Out that fails (its reader went away: `changebot demo | head`)
+// stops the demo as Ctrl-C does, so that the schema is still dropped; RunDemo
+// then returns an error saying so.
+func RunDemo(ctx context.Context, o DemoOpts) (err error) {
+	ctx, stopDemo := context.WithCancelCause(ctx)
+	defer stopDemo(nil)
+	out := &stopOnErrorWriter{w: o.Out, stop: stopDemo}
+	defer func() {
+		if werr := out.failed(); werr != nil {
+			err = fmt.Errorf("stopped: writing the demo's output failed (%w)", werr)
+		}
+	}()
 	target, err := parseDatabaseTarget(o.DatabaseURL)
 	if err != nil {
 		return err
@@ -197,6 +209,36 @@ func RunDemo(ctx context.Context, o DemoOpts) error {
 	return nil
 }
 
+// stopOnErrorWriter passes writes to w until one fails; then it calls stop
+// with the error (once), keeps it in err and drops every later write.
+type stopOnErrorWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	stop context.CancelCauseFunc
+	err  error
+}
+
+func (s *stopOnErrorWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.err = err
+		s.stop(fmt.Errorf("writing the demo's output: %w", err))
+	}
+	return n, err
+}
+
+// failed returns the write error that stopped the demo, or nil.
+func (s *stopOnErrorWriter) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 // reachable turns a URL on the wildcard address (a container listening on
 // 0.0.0.0:port) into one a person's browser or curl can use.
 func reachable(u string) string {
@@ -290,7 +332,7 @@ func followChange(ctx context.Context, env *demoEnv, opID string, timeout time.D
 		}
 		select {
 		case <-ctx.Done():
-			return last, ctx.Err()
+			return last, context.Cause(ctx)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
