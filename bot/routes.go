@@ -50,6 +50,9 @@ func (a *App) intakeDispatcher() *webhooks.Dispatcher {
 
 func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	wm := webhooks.NewMetrics(a.registry)
+	// The intake and callback handlers recover their own panics: counted
+	// with the router's, so that changebot_panics_total has them all.
+	wm.AlsoCountPanics(fm.PanicCounter().WithLabelValues(panicSiteHTTP))
 	var hook http.Handler
 	var err error
 	if a.cfg.Platform == PlatformGitHub {
@@ -102,13 +105,18 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	return accessLog(a.log, r, recoverPanics(fm.PanicCounter(), a, textInput(a.cfg.MaxBodyBytes, false, r))), nil
 }
 
+// panicSiteHTTP is the where label of changebot_panics_total for a panic
+// of an HTTP handler: the router's recovery and the webhook and callback
+// handlers' own (webhooks.Metrics.AlsoCountPanics).
+const panicSiteHTTP = "http"
+
 // recoverPanics turns a handler panic into a 500 and a counted, logged
 // error (STYLE 13).
 func recoverPanics(c *prometheus.CounterVec, a *App, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
-				c.WithLabelValues("http").Inc()
+				c.WithLabelValues(panicSiteHTTP).Inc()
 				a.log.Error("handler panicked", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 				writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error"})
 			}

@@ -63,7 +63,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 var jobFailureKinds = []string{"recognised", "declared", "rate_limited", "transient", "budget_yield"}
 
 // panicSites are the where values of changebot_panics_total: the job kinds
-// and "http" (the router's recovery).
+// and "http" (the router's recovery, and the webhook and callback
+// handlers', which recover their own panics).
 var panicSites = append(append([]string{}, stepJobKinds...),
 	KindProcessDelivery, KindRefreshNote, KindCloseMR, KindReconcile, KindSweep, "http")
 

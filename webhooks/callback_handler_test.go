@@ -259,6 +259,8 @@ func (panicAcceptor) AcceptApproval(context.Context, ApprovalCallback) (string, 
 func TestCallbackPanicRecovered(t *testing.T) {
 	t.Parallel()
 	m := NewMetrics(prometheus.NewRegistry())
+	all := prometheus.NewCounter(prometheus.CounterOpts{Name: "all_panics"})
+	m.AlsoCountPanics(all)
 	log, _ := newLogger(t)
 	h, err := NewApprovalCallbackHandler(CallbackConfig{Secret: callbackSecret, Approvals: panicAcceptor{}, Logger: log, Metrics: m})
 	if err != nil {
@@ -271,6 +273,9 @@ func TestCallbackPanicRecovered(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.panics.WithLabelValues(KindApproval)); got != 1 {
 		t.Errorf("panics{handler=approval} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(all); got != 1 {
+		t.Errorf("AlsoCountPanics counter = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.callbacks.WithLabelValues(KindApproval, ResultError)); got != 1 {
 		t.Errorf("callbacks{kind=approval,result=error} = %v, want 1", got)

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"changebot/internal/fixture"
+	"changebot/platform"
 	"changebot/platform/github"
 	"changebot/store"
 	"changebot/store/postgres"
@@ -162,6 +164,23 @@ func TestGitHubIntake(t *testing.T) {
 		{name: "used event that does not decode", send: []capture{signed("pull_request", "m-1", cogniSecret, []byte(`[1]`))},
 			want: []string{`400 {"error":"malformed payload: `}, event: "pull_request",
 			wantCounts: map[string]float64{OutcomeMalformed: 1}},
+		// Signed payloads without the object the event is about: 400
+		// naming what is missing, nothing stored (they used to panic).
+		{name: "check run event without check run", send: []capture{signed("check_run", "x-1", cogniSecret, []byte(`{"action":"completed"}`))},
+			want:  []string{`400 {"error":"malformed payload: decoding GitHub \"check_run\" event: malformed webhook payload: check_run and repository are missing"}`},
+			event: "check_run", wantCounts: map[string]float64{OutcomeMalformed: 1}},
+		{name: "check suite event without check suite", send: []capture{signed("check_suite", "x-2", cogniSecret, []byte(`{"action":"completed"}`))},
+			want:  []string{`400 {"error":"malformed payload: decoding GitHub \"check_suite\" event: malformed webhook payload: check_suite and repository are missing"}`},
+			event: "check_suite", wantCounts: map[string]float64{OutcomeMalformed: 1}},
+		{name: "workflow run event without workflow run", send: []capture{signed("workflow_run", "x-3", cogniSecret, []byte(`{"action":"completed"}`))},
+			want:  []string{`400 {"error":"malformed payload: decoding GitHub \"workflow_run\" event: malformed webhook payload: workflow_run and repository are missing"}`},
+			event: "workflow_run", wantCounts: map[string]float64{OutcomeMalformed: 1}},
+		{name: "comment without issue and repository", send: []capture{signed("issue_comment", "x-4", cogniSecret, []byte(`{"action":"created","comment":{"id":1,"body":"/retry"}}`))},
+			want:  []string{`400 {"error":"malformed payload: decoding GitHub \"issue_comment\" event: malformed webhook payload: issue and repository are missing"}`},
+			event: "issue_comment", wantCounts: map[string]float64{OutcomeMalformed: 1}},
+		{name: "empty comment event", send: []capture{signed("issue_comment", "x-5", cogniSecret, []byte(`{}`))},
+			want:  []string{`400 {"error":"malformed payload: decoding GitHub \"issue_comment\" event: malformed webhook payload: action is missing"}`},
+			event: "issue_comment", wantCounts: map[string]float64{OutcomeMalformed: 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,6 +188,8 @@ func TestGitHubIntake(t *testing.T) {
 			st := newFakeStore()
 			m := NewMetrics(prometheus.NewRegistry())
 			h := newGitHubHandler(t, st, m)
+			var allPanics prometheus.Counter = prometheus.NewCounter(prometheus.CounterOpts{Name: "all_panics"})
+			m.AlsoCountPanics(allPanics)
 			for i, c := range tc.send {
 				w := c.send(h)
 				got := strings.TrimSpace(fmt.Sprintf("%d %s", w.Code, w.Body))
@@ -201,10 +222,61 @@ func TestGitHubIntake(t *testing.T) {
 					t.Errorf("ignored{reason=%s} = %v, want %v", reason, got, want)
 				}
 			}
+			if got := testutil.ToFloat64(m.panics.WithLabelValues(handlerGitHub)) + testutil.ToFloat64(allPanics); got != 0 {
+				t.Errorf("%v panics counted, want none", got)
+			}
 			for outcome, n := range tc.wantCounts {
 				if got := testutil.ToFloat64(m.deliveries.WithLabelValues(tc.event, outcome)); got != n {
 					t.Errorf("deliveries{event=%s,outcome=%s} = %v, want %v", tc.event, outcome, got, n)
 				}
+			}
+		})
+	}
+}
+
+// TestIntakePanicCounted: a panic while handling a delivery answers 500
+// and counts in changebot_webhook_panics_total{handler} and in the
+// counter of Metrics.AlsoCountPanics (bot's changebot_panics_total
+// {where="http"}), on both platforms' intake.
+func TestIntakePanicCounted(t *testing.T) {
+	t.Parallel()
+	panicking := func(string, []byte) (platform.HookEvent, error) { panic("decoder bug") }
+	opened := readCapture(t, "webhook-pull_request-opened")
+	for _, handler := range []string{handlerGitHub, handlerGitLab} {
+		t.Run(handler, func(t *testing.T) {
+			t.Parallel()
+			m := NewMetrics(prometheus.NewRegistry())
+			all := prometheus.NewCounter(prometheus.CounterOpts{Name: "all_panics"})
+			m.AlsoCountPanics(all)
+			log, _ := newLogger(t)
+			var w *httptest.ResponseRecorder
+			if handler == handlerGitHub {
+				h, err := NewGitHubHandler(GitHubConfig{Secrets: []string{cogniSecret}, Verify: github.VerifySignature,
+					Decode: panicking, Store: newFakeStore(), Logger: log, Metrics: m})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w = opened.send(h)
+			} else {
+				h, err := NewGitLabHandler(GitLabConfig{Secrets: []string{"s"}, Decode: panicking, Store: newFakeStore(), Logger: log, Metrics: m})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = h.Close(context.Background()) })
+				r := httptest.NewRequest(http.MethodPost, "/webhooks/gitlab", strings.NewReader(`{"object_kind":"merge_request"}`))
+				r.Header.Set("X-Gitlab-Token", "s")
+				r.Header.Set("X-Gitlab-Event", "Merge Request Hook")
+				w = httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+			}
+			if w.Code != http.StatusInternalServerError {
+				t.Errorf("answer %d %s, want 500", w.Code, w.Body)
+			}
+			if got := testutil.ToFloat64(m.panics.WithLabelValues(handler)); got != 1 {
+				t.Errorf("webhook panics{handler=%s} = %v, want 1", handler, got)
+			}
+			if got := testutil.ToFloat64(all); got != 1 {
+				t.Errorf("AlsoCountPanics counter = %v, want 1", got)
 			}
 		})
 	}

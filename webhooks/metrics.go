@@ -106,7 +106,18 @@ type Metrics struct {
 	batch      prometheus.Histogram
 	callbacks  *prometheus.CounterVec
 	panics     *prometheus.CounterVec
+	// allPanics, when set (AlsoCountPanics), counts every recovered panic
+	// too.
+	allPanics prometheus.Counter
 }
+
+// AlsoCountPanics makes every panic the handlers recover count in c too,
+// besides changebot_webhook_panics_total{handler}: bot passes
+// changebot_panics_total{where="http"}, the counter of every other HTTP
+// handler's panics, since a webhook or callback handler recovers its own
+// panics before the router's recovery would see them. Call it before
+// serving.
+func (m *Metrics) AlsoCountPanics(c prometheus.Counter) { m.allPanics = c }
 
 // NewMetrics creates the intake metrics and registers them on reg (nil:
 // not registered, as for handlers built without Metrics):

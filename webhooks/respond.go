@@ -73,8 +73,9 @@ func writeJSON(w http.ResponseWriter, status int, a answer) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// recoverPanic answers 500, counts and logs a panic of a handler (STYLE
-// 13); count also increments the handler's own outcome counter. It must be
+// recoverPanic answers 500, counts (changebot_webhook_panics_total, and
+// the counter of Metrics.AlsoCountPanics) and logs a panic of a handler
+// (STYLE 13); count also increments the handler's own outcome counter. It must be
 // deferred directly. http.ErrAbortHandler is re-raised, as net/http expects.
 func recoverPanic(w http.ResponseWriter, log *slog.Logger, m *Metrics, handler string, count func()) {
 	v := recover()
@@ -85,6 +86,9 @@ func recoverPanic(w http.ResponseWriter, log *slog.Logger, m *Metrics, handler s
 		panic(v)
 	}
 	m.panics.WithLabelValues(handler).Inc()
+	if m.allPanics != nil {
+		m.allPanics.Inc()
+	}
 	count()
 	log.Error("intake handler panicked", "handler", handler, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	writeJSON(w, http.StatusInternalServerError, answer{Error: "internal error"})

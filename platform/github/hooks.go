@@ -124,8 +124,14 @@ func SignatureHeader(secret string, body []byte) string {
 // ProjectID is repository.id, ProjectPath repository.full_name, User the
 // sender (id, login). The error wraps platform.ErrMalformedHook when body
 // is not a JSON object, a field of a used event has the wrong JSON type,
-// or the number or id the event is about is missing. Error texts never
-// contain the body.
+// or a field the event cannot be used without is missing: action (but for
+// the CI events and push), repository.id, and the object the event is
+// about with its number or id (pull_request.number, issue.number and
+// comment.id of a created or edited comment, check_suite.id, check_run.id,
+// workflow_run.id, a status's id). The error names every missing field by
+// its JSON path ("check_run is missing", "issue and repository are
+// missing"). An unused action (a deleted comment, a commented review)
+// needs only action. Error texts never contain the body.
 func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return platform.HookEvent{}, malformedHook(eventHeader, errors.New("body is not a JSON object"))
@@ -142,7 +148,7 @@ func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 	case EventCheckSuite, EventCheckRun, EventStatus, EventWorkflowRun:
 		ev, err = decodeCheck(eventHeader, body)
 	case EventPush:
-		ev, err = decodeEnvelope(platform.HookPush, body)
+		ev, err = decodePush(body)
 	default:
 		ev, err = decodeEnvelope(platform.HookOther, body)
 	}
@@ -191,10 +197,14 @@ func decodePullRequest(body []byte) (platform.HookEvent, error) {
 	if err != nil {
 		return platform.HookEvent{}, err
 	}
-	pr := e.GetPullRequest()
-	if pr.GetNumber() == 0 {
-		return platform.HookEvent{}, errors.New("pull_request.number is missing")
+	var m missing
+	m.need(e.Action != nil, "action")
+	m.object(e.PullRequest != nil, e.GetPullRequest().GetNumber() != 0, "pull_request", "number")
+	m.object(e.Repo != nil, e.GetRepo().GetID() != 0, "repository", "id")
+	if err := m.err(); err != nil {
+		return platform.HookEvent{}, err
 	}
+	pr := e.GetPullRequest()
 	h := prHook(pr)
 	switch a := e.GetAction(); {
 	case a == "opened":
@@ -244,9 +254,10 @@ func decodeReview(body []byte) (platform.HookEvent, error) {
 	if err != nil {
 		return platform.HookEvent{}, err
 	}
-	pr := e.GetPullRequest()
-	if pr.GetNumber() == 0 {
-		return platform.HookEvent{}, errors.New("pull_request.number is missing")
+	var m missing
+	m.need(e.Action != nil, "action")
+	if err := m.err(); err != nil {
+		return platform.HookEvent{}, err
 	}
 	action := ""
 	switch {
@@ -254,9 +265,17 @@ func decodeReview(body []byte) (platform.HookEvent, error) {
 		action = "approved"
 	case e.GetAction() == "dismissed":
 		action = "unapproved"
+	case e.GetAction() == "submitted" && e.Review == nil:
+		m.need(false, "review")
 	default:
 		return envelope(platform.HookOther, e.GetRepo(), e.GetSender()), nil
 	}
+	m.object(e.PullRequest != nil, e.GetPullRequest().GetNumber() != 0, "pull_request", "number")
+	m.object(e.Repo != nil, e.GetRepo().GetID() != 0, "repository", "id")
+	if err := m.err(); err != nil {
+		return platform.HookEvent{}, err
+	}
+	pr := e.GetPullRequest()
 	ev := envelope(platform.HookMergeRequest, e.GetRepo(), e.GetSender())
 	if u := e.GetReview().GetUser(); u.GetID() != 0 {
 		ev.User = toUser(u)
@@ -272,6 +291,8 @@ func decodeIssueComment(body []byte) (platform.HookEvent, error) {
 	if err != nil {
 		return platform.HookEvent{}, err
 	}
+	var m missing
+	m.need(e.Action != nil, "action")
 	action := ""
 	switch e.GetAction() {
 	case "created":
@@ -279,12 +300,18 @@ func decodeIssueComment(body []byte) (platform.HookEvent, error) {
 	case "edited":
 		action = platform.NoteActionUpdate
 	default:
+		if err := m.err(); err != nil {
+			return platform.HookEvent{}, err
+		}
 		return envelope(platform.HookOther, e.GetRepo(), e.GetSender()), nil
 	}
-	c := e.GetComment()
-	if c.GetID() == 0 {
-		return platform.HookEvent{}, errors.New("comment.id is missing")
+	m.object(e.Comment != nil, e.GetComment().GetID() != 0, "comment", "id")
+	m.object(e.Issue != nil, e.GetIssue().GetNumber() != 0, "issue", "number")
+	m.object(e.Repo != nil, e.GetRepo().GetID() != 0, "repository", "id")
+	if err := m.err(); err != nil {
+		return platform.HookEvent{}, err
 	}
+	c := e.GetComment()
 	author := toUser(c.GetUser())
 	n := &platform.NoteHook{
 		ID:           c.GetID(),
@@ -294,7 +321,7 @@ func decodeIssueComment(body []byte) (platform.HookEvent, error) {
 		Author:       author,
 		AuthorID:     author.ID,
 	}
-	if e.GetIssue().IsPullRequest() {
+	if e.Issue.IsPullRequest() {
 		n.NoteableType = platform.NoteableMergeRequest
 		n.MRIID = int64(e.GetIssue().GetNumber())
 	}
@@ -316,6 +343,9 @@ type checkFields struct {
 
 func decodeCheck(event string, body []byte) (platform.HookEvent, error) {
 	var f checkFields
+	// present: the event's object (check_suite, check_run, workflow_run;
+	// a status is its own object) is in the payload.
+	present := true
 	switch event {
 	case EventCheckSuite:
 		e, err := parse[gh.CheckSuiteEvent](event, body)
@@ -323,27 +353,36 @@ func decodeCheck(event string, body []byte) (platform.HookEvent, error) {
 			return platform.HookEvent{}, err
 		}
 		s := e.GetCheckSuite()
-		f = checkFields{name: s.GetApp().GetSlug(), ref: s.GetHeadBranch(), sha: s.GetHeadSHA(),
-			status: checkRunStatus(s.GetStatus(), s.GetConclusion()), prs: s.PullRequests,
-			repo: e.GetRepo(), sender: e.GetSender(), id: s.GetID()}
+		present = s != nil
+		f = checkFields{repo: e.GetRepo(), sender: e.GetSender()}
+		if s != nil {
+			f.name, f.ref, f.sha = s.GetApp().GetSlug(), s.GetHeadBranch(), s.GetHeadSHA()
+			f.status, f.prs, f.id = checkRunStatus(s.GetStatus(), s.GetConclusion()), s.PullRequests, s.GetID()
+		}
 	case EventCheckRun:
 		e, err := parse[gh.CheckRunEvent](event, body)
 		if err != nil {
 			return platform.HookEvent{}, err
 		}
 		r := e.GetCheckRun()
-		f = checkFields{name: r.GetName(), ref: r.GetCheckSuite().GetHeadBranch(), sha: r.GetHeadSHA(),
-			status: checkRunStatus(r.GetStatus(), r.GetConclusion()), url: r.GetHTMLURL(), prs: r.PullRequests,
-			repo: e.GetRepo(), sender: e.GetSender(), id: r.GetID()}
+		present = r != nil
+		f = checkFields{repo: e.GetRepo(), sender: e.GetSender()}
+		if r != nil {
+			f.name, f.ref, f.sha = r.GetName(), r.GetCheckSuite().GetHeadBranch(), r.GetHeadSHA()
+			f.status, f.url, f.prs, f.id = checkRunStatus(r.GetStatus(), r.GetConclusion()), r.GetHTMLURL(), r.PullRequests, r.GetID()
+		}
 	case EventWorkflowRun:
 		e, err := parse[gh.WorkflowRunEvent](event, body)
 		if err != nil {
 			return platform.HookEvent{}, err
 		}
 		r := e.GetWorkflowRun()
-		f = checkFields{name: r.GetName(), ref: r.GetHeadBranch(), sha: r.GetHeadSHA(),
-			status: checkRunStatus(r.GetStatus(), r.GetConclusion()), url: r.GetHTMLURL(), prs: r.PullRequests,
-			repo: e.GetRepo(), sender: e.GetSender(), id: r.GetID()}
+		present = r != nil
+		f = checkFields{repo: e.GetRepo(), sender: e.GetSender()}
+		if r != nil {
+			f.name, f.ref, f.sha = r.GetName(), r.GetHeadBranch(), r.GetHeadSHA()
+			f.status, f.url, f.prs, f.id = checkRunStatus(r.GetStatus(), r.GetConclusion()), r.GetHTMLURL(), r.PullRequests, r.GetID()
+		}
 	case EventStatus:
 		e, err := parse[gh.StatusEvent](event, body)
 		if err != nil {
@@ -358,8 +397,15 @@ func decodeCheck(event string, body []byte) (platform.HookEvent, error) {
 			}
 		}
 	}
-	if f.id == 0 {
-		return platform.HookEvent{}, fmt.Errorf("the %s id is missing", event)
+	var m missing
+	if event == EventStatus {
+		m.need(f.id != 0, "id")
+	} else {
+		m.object(present, f.id != 0, event, "id")
+	}
+	m.object(f.repo != nil, f.repo.GetID() != 0, "repository", "id")
+	if err := m.err(); err != nil {
+		return platform.HookEvent{}, err
 	}
 	p := &platform.PipelineHook{
 		Ref:     f.ref,
@@ -380,6 +426,57 @@ func decodeCheck(event string, body []byte) (platform.HookEvent, error) {
 	ev := envelope(platform.HookPipeline, f.repo, f.sender)
 	ev.Pipeline = p
 	return ev, nil
+}
+
+// decodePush reads a push's envelope; the repository is required, as for
+// the other events the bot stores.
+func decodePush(body []byte) (platform.HookEvent, error) {
+	e, err := parse[gh.PushEvent](EventPush, body)
+	if err != nil {
+		return platform.HookEvent{}, err
+	}
+	var m missing
+	m.object(e.Repo != nil, e.GetRepo().GetID() != 0, "repository", "id")
+	if err := m.err(); err != nil {
+		return platform.HookEvent{}, err
+	}
+	ev := envelope(platform.HookPush, nil, e.GetSender())
+	ev.ProjectID, ev.ProjectPath = e.GetRepo().GetID(), e.GetRepo().GetFullName()
+	return ev, nil
+}
+
+// missing collects the JSON paths of the fields a payload lacks, in the
+// order checked, so that one error names all of them.
+type missing []string
+
+// need records field when ok is false.
+func (m *missing) need(ok bool, field string) {
+	if !ok {
+		*m = append(*m, field)
+	}
+}
+
+// object records object when it is absent (or null), else object.key
+// when the object lacks its number or id (keyOK false).
+func (m *missing) object(present, keyOK bool, object, key string) {
+	switch {
+	case !present:
+		*m = append(*m, object)
+	case !keyOK:
+		*m = append(*m, object+"."+key)
+	}
+}
+
+// err is nil when nothing is missing, else "a is missing" or "a, b and c
+// are missing".
+func (m missing) err() error {
+	switch len(m) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%s is missing", m[0])
+	}
+	return fmt.Errorf("%s and %s are missing", strings.Join(m[:len(m)-1], ", "), m[len(m)-1])
 }
 
 // decodeEnvelope reads the repository and sender of an event the bot does

@@ -195,20 +195,39 @@ func TestDecodeHookFixtures(t *testing.T) {
 // without error.
 func TestDecodeHookMalformed(t *testing.T) {
 	t.Parallel()
+	const repo = `"repository":{"id":5,"full_name":"o/r"}`
 	tests := []struct {
 		name, event, body string
-		wantErr           bool
-		kind              string
+		// wantErr is in the error: the missing fields named by
+		// their JSON paths; "" decodes without error.
+		wantErr string
+		kind    string
 	}{
-		{name: "array body", event: "pull_request", body: `[1]`, wantErr: true},
-		{name: "empty body", event: "push", body: ``, wantErr: true},
-		{name: "number of wrong type", event: "pull_request", body: `{"action":"opened","pull_request":{"number":"seven"}}`, wantErr: true},
-		{name: "pull request without number", event: "pull_request", body: `{"action":"opened","pull_request":{}}`, wantErr: true},
-		{name: "comment without id", event: "issue_comment", body: `{"action":"created","issue":{"number":3},"comment":{}}`, wantErr: true},
-		{name: "check run without id", event: "check_run", body: `{"action":"completed","check_run":{"status":"completed"}}`, wantErr: true},
+		{name: "array body", event: "pull_request", body: `[1]`, wantErr: "body is not a JSON object"},
+		{name: "empty body", event: "push", body: ``, wantErr: "body is not a JSON object"},
+		{name: "number of wrong type", event: "pull_request", body: `{"action":"opened","pull_request":{"number":"seven"}}`, wantErr: "pull_request.number"},
+		{name: "pull request without number", event: "pull_request", body: `{"action":"opened","pull_request":{},` + repo + `}`, wantErr: ": pull_request.number is missing"},
+		{name: "pull request event without anything", event: "pull_request", body: `{}`, wantErr: ": action, pull_request and repository are missing"},
+		{name: "pull request without repository", event: "pull_request", body: `{"action":"opened","pull_request":{"number":3}}`, wantErr: ": repository is missing"},
+		{name: "pull request with a repository without id", event: "pull_request", body: `{"action":"opened","pull_request":{"number":3},"repository":{}}`, wantErr: ": repository.id is missing"},
+		{name: "approving review without pull request", event: "pull_request_review", body: `{"action":"submitted","review":{"state":"approved"},` + repo + `}`, wantErr: ": pull_request is missing"},
+		{name: "submitted review without review", event: "pull_request_review", body: `{"action":"submitted","pull_request":{"number":3},` + repo + `}`, wantErr: ": review is missing"},
+		{name: "review without action", event: "pull_request_review", body: `{}`, wantErr: ": action is missing"},
+		{name: "comment without id", event: "issue_comment", body: `{"action":"created","issue":{"number":3},"comment":{},` + repo + `}`, wantErr: ": comment.id is missing"},
+		{name: "comment without issue or repository", event: "issue_comment", body: `{"action":"created","comment":{"id":1,"body":"/retry"}}`, wantErr: ": issue and repository are missing"},
+		{name: "empty comment event", event: "issue_comment", body: `{}`, wantErr: ": action is missing"},
+		{name: "comment without comment", event: "issue_comment", body: `{"action":"edited","issue":{"number":3},` + repo + `}`, wantErr: ": comment is missing"},
+		{name: "check run without id", event: "check_run", body: `{"action":"completed","check_run":{"status":"completed"},` + repo + `}`, wantErr: ": check_run.id is missing"},
+		{name: "check run event without check run", event: "check_run", body: `{"action":"completed"}`, wantErr: ": check_run and repository are missing"},
+		{name: "check suite event without check suite", event: "check_suite", body: `{"action":"completed"}`, wantErr: ": check_suite and repository are missing"},
+		{name: "workflow run event without workflow run", event: "workflow_run", body: `{"action":"completed"}`, wantErr: ": workflow_run and repository are missing"},
+		{name: "workflow run without repository", event: "workflow_run", body: `{"action":"completed","workflow_run":{"id":4}}`, wantErr: ": repository is missing"},
+		{name: "status without id", event: "status", body: `{"state":"success"}`, wantErr: ": id and repository are missing"},
+		{name: "push without repository", event: "push", body: `{"ref":"refs/heads/main"}`, wantErr: ": repository is missing"},
+		{name: "push", event: "push", body: `{"ref":"refs/heads/main",` + repo + `}`, kind: platform.HookPush},
 		{name: "deleted comment is ignored", event: "issue_comment", body: `{"action":"deleted","issue":{"number":3},"comment":{"id":9}}`, kind: platform.HookOther},
 		{name: "commented review is ignored", event: "pull_request_review", body: `{"action":"submitted","review":{"state":"commented"},"pull_request":{"number":3}}`, kind: platform.HookOther},
-		{name: "dismissed review", event: "pull_request_review", body: `{"action":"dismissed","review":{"state":"dismissed","user":{"id":4,"login":"r"}},"pull_request":{"number":3,"state":"open"}}`, kind: platform.HookMergeRequest},
+		{name: "dismissed review", event: "pull_request_review", body: `{"action":"dismissed","review":{"state":"dismissed","user":{"id":4,"login":"r"}},"pull_request":{"number":3,"state":"open"},` + repo + `}`, kind: platform.HookMergeRequest},
 		{name: "unknown event", event: "team_add", body: `{"repository":{"id":5,"full_name":"o/r"},"sender":{"id":2,"login":"u"}}`, kind: platform.HookOther},
 		{name: "unknown event with odd repository", event: "star", body: `{"repository":"o/r"}`, kind: platform.HookOther},
 	}
@@ -216,9 +235,9 @@ func TestDecodeHookMalformed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ev, err := DecodeHook(tt.event, []byte(tt.body))
-			if tt.wantErr {
-				if !errors.Is(err, platform.ErrMalformedHook) {
-					t.Fatalf("err = %v; want ErrMalformedHook", err)
+			if tt.wantErr != "" {
+				if !errors.Is(err, platform.ErrMalformedHook) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v; want ErrMalformedHook saying %q", err, tt.wantErr)
 				}
 				return
 			}
