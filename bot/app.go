@@ -77,6 +77,9 @@ type App struct {
 	now func() time.Time
 	// draining is set once Run got its stop signal: /readyz answers 503.
 	draining atomic.Bool
+	// refusals counts the approval callbacks refused for a bad signature,
+	// for the hint of changes waiting in APPROVAL_SENT.
+	refusals *callbackRefusals
 }
 
 // NewApp opens the database cfg.DatabaseURL names and builds every
@@ -92,6 +95,7 @@ func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
 	if a.now == nil {
 		a.now = time.Now
 	}
+	a.refusals = &callbackRefusals{now: a.now}
 	if a.log == nil {
 		a.log = slog.Default()
 	}

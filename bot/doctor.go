@@ -270,6 +270,7 @@ func (d *doctor) checkDatabase(ctx context.Context, schema string) {
 		return
 	}
 	d.ok(fmt.Sprintf("database: reachable, migrations at version %d", version))
+	d.checkApprovalWaits(ctx, st)
 	stored, err := st.ListSettings(ctx, st.DB())
 	if err != nil {
 		d.warn(fmt.Sprintf("database: stored settings unreadable (%v)", err), "projects named by project settings are not checked; name them with -project")
@@ -280,6 +281,43 @@ func (d *doctor) checkDatabase(ctx context.Context, schema string) {
 			d.addProject(p)
 		}
 	}
+}
+
+// ApprovalWaitWarning is how long the oldest change may wait in
+// APPROVAL_SENT before doctor warns. A change waits there until the
+// approval system's callback is accepted: a callback signed with another
+// key than callback_secret is refused (401), and the change then waits for
+// ever while the hint says it waits for an approver. Doctor cannot know the
+// approval system's key; a long wait is what it can see.
+const ApprovalWaitWarning = time.Hour
+
+// checkApprovalWaits reports the changes waiting for an approval decision,
+// warning when the oldest waits longer than ApprovalWaitWarning.
+func (d *doctor) checkApprovalWaits(ctx context.Context, st store.Store) {
+	ages, err := st.CountByStatusWithAge(ctx, st.DB(), []string{store.StatusApprovalSent})
+	if err != nil {
+		d.warn(fmt.Sprintf("database: changes waiting for an approval decision unreadable (%v)", err), "check the database")
+		return
+	}
+	var n int
+	var oldest time.Time
+	for _, a := range ages {
+		if a.Status == store.StatusApprovalSent && a.Count > 0 {
+			n, oldest = a.Count, a.OldestUpdatedAt
+		}
+	}
+	if n == 0 {
+		return
+	}
+	waited := d.now().Sub(oldest).Truncate(time.Minute)
+	what := fmt.Sprintf("approval: %d change(s) wait in APPROVAL_SENT for a decision, the oldest since %s (%s)", n, oldest.UTC().Format(time.RFC3339), waited)
+	if waited < ApprovalWaitWarning {
+		d.ok(what)
+		return
+	}
+	d.warn(what, "if the approval system has decided them, its callbacks are refused: check that callback_secret (CHANGEBOT_CALLBACK_SECRET) "+
+		"is the key it signs with (refusals show as changebot_callbacks_total{kind=\"approval\",result=\"unauthorized\"}, "+
+		"a WARN \"callback refused: invalid signature\" in serve's log, and in those changes' hint)")
 }
 
 // tokenFinding turns a token read failure into its check.

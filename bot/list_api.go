@@ -216,7 +216,9 @@ func (a *App) serveChangeList(w http.ResponseWriter, r *http.Request) {
 	}
 	page := changeListPage{Changes: []changeListItem{}, NextCursor: next}
 	for _, op := range ops {
-		page.Changes = append(page.Changes, newChangeListItem(op, a.cfg.ExternalURL))
+		it := newChangeListItem(op, a.cfg.ExternalURL)
+		it.Hint = a.refusals.approvalHint(it.Status, it.Hint)
+		page.Changes = append(page.Changes, it)
 	}
 	writeJSON(w, http.StatusOK, page)
 }

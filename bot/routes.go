@@ -84,7 +84,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	r.NotFoundHandler = http.HandlerFunc(noRoute)
 	r.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)
 	r.Handle(webhookPathOf(a.cfg.Platform), hook).Methods(http.MethodPost)
-	r.Handle("/callbacks/approval", textInput(cbCfg.MaxBodyBytes, true, approvalCB)).Methods(http.MethodPost)
+	r.Handle("/callbacks/approval", textInput(cbCfg.MaxBodyBytes, true, a.refusals.wrap(approvalCB))).Methods(http.MethodPost)
 	r.Handle("/callbacks/deploy", textInput(cbCfg.MaxBodyBytes, true, deployCB)).Methods(http.MethodPost)
 	api := r.PathPrefix("/api/v1").Subrouter()
 	api.NotFoundHandler = http.HandlerFunc(noRoute)
@@ -582,6 +582,7 @@ func (a *App) getChange(w http.ResponseWriter, r *http.Request) {
 	} else {
 		v.Hint = apiHint(st, op.Platform, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
+	v.Hint = a.refusals.approvalHint(op.Status, v.Hint)
 	if v.Events == nil {
 		v.Events = []store.Event{}
 	}

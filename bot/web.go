@@ -292,6 +292,7 @@ func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
 	if op.MRIID == 0 {
 		v.Hint = apiHint(flows.MustStep(flows.StepCode(op.Step)), op.Platform, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
+	v.Hint = a.refusals.approvalHint(op.Status, v.Hint)
 	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project}
 	page := changePage{webPage: webPage{Title: "Change " + op.ID, Nav: true}}
 	status := http.StatusOK

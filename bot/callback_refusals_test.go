@@ -1,0 +1,60 @@
+package bot
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/platform/approval/approvalfake"
+	"changebot/store"
+)
+
+// TestRefusedApprovalCallbackShowsInTheHint: when the approval system signs
+// its callbacks with another key than callback_secret, its decision is
+// refused (401) and the change stays in APPROVAL_SENT; the hint of the
+// change (single and list API) then says that a callback was refused for a
+// bad signature and what to check, instead of only "waiting for an
+// approver". Doctor, an hour later, warns of the change waiting in
+// APPROVAL_SENT and names callback_secret.
+func TestRefusedApprovalCallbackShowsInTheHint(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, false, 100*time.Millisecond)
+	ap := approvalfake.New(approvalfake.Options{Secret: "not-" + demoCallbackSecret, AutoDecision: "approved"})
+	t.Cleanup(ap.Close)
+	env.Config.ApprovalURL = ap.URL()
+	_, sc := startBot(t, env)
+	opID, err := submitDemoChange(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(ap.Results()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the approval system never called back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var view changeView
+	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/"+opID, "Bearer "+demoAPIToken, "", http.StatusOK, &view)
+	if view.Status != store.StatusApprovalSent {
+		t.Fatalf("status %s, want %s (the refused decision must not move it)", view.Status, store.StatusApprovalSent)
+	}
+	for _, want := range []string{"Waiting for an approver", "1 approval callback was refused for a bad signature since", "callback_secret"} {
+		if !strings.Contains(view.Hint, want) {
+			t.Errorf("hint %q does not say %q", view.Hint, want)
+		}
+	}
+	var page changeListPage
+	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes?status=APPROVAL_SENT", "Bearer "+demoAPIToken, "", http.StatusOK, &page)
+	if len(page.Changes) != 1 || !strings.Contains(page.Changes[0].Hint, "refused for a bad signature") {
+		t.Errorf("the list's hint does not say the callback was refused: %+v", page.Changes)
+	}
+
+	now := func() time.Time { return time.Now().Add(ApprovalWaitWarning + time.Minute) }
+	checks := RunDoctor(context.Background(), env.Config, &DoctorOpts{Schema: sc.Name, NowFunc: now})
+	if w := lines(levels(checks, CheckWarn)); !strings.Contains(w, "1 change(s) wait in APPROVAL_SENT") || !strings.Contains(w, "callback_secret") {
+		t.Errorf("doctor does not warn of the change waiting in APPROVAL_SENT naming callback_secret:\n%s", lines(checks))
+	}
+}
