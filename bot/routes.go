@@ -397,7 +397,7 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 	}
 	var check *flows.GitLabCheckError
 	if errors.As(err, &check) {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": "the change does not fit the project in GitLab; nothing was created",
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": "the change does not fit the project in " + platformName(a.cfg.Platform) + "; nothing was created",
 			"fields": check.Fields})
 		return
 	}
@@ -407,9 +407,9 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 		if down.RetryAfter <= 0 {
 			wait = gitlabRetryAfter
 		}
-		a.log.Warn("gitlab could not answer the submission checks", "err", err)
+		a.log.Warn("the platform could not answer the submission checks", "platform", a.cfg.Platform, "err", err)
 		w.Header().Set("Retry-After", strconv.Itoa(wait))
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "GitLab could not answer the checks of the change; nothing was created, retry later",
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": platformName(a.cfg.Platform) + " could not answer the checks of the change; nothing was created, retry later",
 			"retry_after_seconds": wait})
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -101,6 +102,28 @@ func usernameProblem(platform, u string) string {
 	return ""
 }
 
+// githubRepo is a GitHub repository's "owner/name": an account name
+// (letters, digits, '-'; '_' for managed users) and a repository name
+// (letters, digits, '.', '_', '-'), as GET /repos/{owner}/{repo} takes them.
+var githubRepo = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,39}/[a-zA-Z0-9._-]{1,100}$`)
+
+// projectProblem says what is wrong with project as a project of platform
+// ("" when fine). On GitHub it must be "owner/name" or a repository's
+// numeric id (platform/github's Client.Project reads no other); GitLab
+// takes any path or id, which its checks then look up.
+func projectProblem(platform, project string) string {
+	if platform != store.PlatformGitHub {
+		return ""
+	}
+	if githubRepo.MatchString(project) {
+		return ""
+	}
+	if id, err := strconv.ParseInt(project, 10, 64); err == nil && id > 0 && project[0] != '+' {
+		return ""
+	}
+	return `must be a GitHub repository as "owner/name" or a numeric id`
+}
+
 // textProblem says what is wrong with s as stored text: a NUL character
 // (PostgreSQL text refuses it) or bytes that are not UTF-8; "" when fine.
 func textProblem(s string) string {
@@ -117,6 +140,7 @@ func textProblem(s string) string {
 // *ValidationError listing one problem per field: required fields, text
 // that PostgreSQL or GitLab would refuse (NUL, invalid UTF-8), lengths,
 // requested_by as a username of p.Platform (GitLab's or GitHub's rules),
+// project as one of p.Platform (on GitHub "owner/name" or a numeric id),
 // file paths and actions.
 func (p SubmitParams) Validate() error {
 	var errs []FieldError
@@ -142,6 +166,11 @@ func (p SubmitParams) Validate() error {
 	text("subject_id", p.SubjectID, true, maxIDChars)
 	text("target_key", p.TargetKey, true, maxIDChars)
 	text("project", p.Project, true, 0)
+	if !bad["project"] {
+		if msg := projectProblem(p.Platform, p.Project); msg != "" {
+			add("project", msg)
+		}
+	}
 	text("target_branch", p.TargetBranch, false, 0)
 	text("title", p.Title, true, maxTitleChars)
 	text("description", p.Description, false, 0)

@@ -102,3 +102,44 @@ func TestRequestedByFollowsThePlatform(t *testing.T) {
 		}
 	}
 }
+
+// TestProjectFollowsThePlatform: on GitHub the project must be "owner/name"
+// or a numeric id (a bare "config" was answered 503 "GitLab could not
+// answer"), refused naming GitHub; GitLab takes any path its checks then
+// look up.
+func TestProjectFollowsThePlatform(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		platform, project string
+		bad               bool
+	}{
+		{store.PlatformGitLab, "config", false},
+		{store.PlatformGitLab, "group/sub/repo", false},
+		{store.PlatformGitHub, "octo-org/config.d", false},
+		{store.PlatformGitHub, "octo_emu/re_po", false},
+		{store.PlatformGitHub, "42", false},
+		{store.PlatformGitHub, "config", true},
+		{store.PlatformGitHub, "group/sub/repo", true},
+		{store.PlatformGitHub, "/config", true},
+		{store.PlatformGitHub, "owner/", true},
+		{store.PlatformGitHub, "owner/na me", true},
+		{store.PlatformGitHub, "0", true},
+		{store.PlatformGitHub, "-7", true},
+		{store.PlatformGitHub, "+7", true},
+	}
+	for _, tt := range tests {
+		p := SubmitParams{SubjectID: "s", TargetKey: "k", Project: tt.project, Title: "t", RequestedBy: "alice",
+			Platform: tt.platform, Files: []store.File{{Path: "a/b.yaml", Content: "x"}}}
+		err := p.Validate()
+		var ve *ValidationError
+		switch {
+		case !tt.bad && err != nil:
+			t.Errorf("%q on %s: %v, want valid", tt.project, tt.platform, err)
+		case !tt.bad:
+		case !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != "project":
+			t.Errorf("%q on %s: %v, want one project problem", tt.project, tt.platform, err)
+		case ve.Fields[0].Message != `must be a GitHub repository as "owner/name" or a numeric id`:
+			t.Errorf("%q on %s: %q, want it to say owner/name or a numeric id", tt.project, tt.platform, ve.Fields[0].Message)
+		}
+	}
+}
