@@ -48,7 +48,7 @@ func TestAPIErrorsHaveOneShape(t *testing.T) {
 		{name: "unknown API path", method: http.MethodGet, path: "/api/v1/nope", wantStatus: http.StatusNotFound},
 		{name: "unknown path", method: http.MethodGet, path: "/nope", wantStatus: http.StatusNotFound},
 		{name: "method not served", method: http.MethodGet, path: "/callbacks/deploy", wantStatus: http.StatusMethodNotAllowed},
-		{name: "method not served under /api/v1", method: http.MethodDelete, path: "/api/v1/changes/op_x"},
+		{name: "method not served under /api/v1", method: http.MethodDelete, path: "/api/v1/changes/op_x", wantStatus: http.StatusMethodNotAllowed},
 		{name: "unknown change", method: http.MethodGet, path: "/api/v1/changes/op_x", wantStatus: http.StatusNotFound},
 		{name: "callback with invalid fields", method: http.MethodPost, path: "/callbacks/deploy", body: badCallback, signed: true,
 			wantStatus: http.StatusBadRequest, wantFields: []string{"project_id", "status"}},

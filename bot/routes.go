@@ -81,14 +81,17 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 		return nil, err
 	}
 	r := mux.NewRouter()
-	r.NotFoundHandler = http.HandlerFunc(noRoute)
-	r.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)
+	// One fallback for both routers and both cases: gorilla/mux answers
+	// some wrong methods under the /api/v1 sub-router with its NotFound
+	// handler (PUT /api/v1/changes was a 404), so the fallback itself looks
+	// for routes of the path.
+	fallback := noRouteOrMethod(r)
+	r.NotFoundHandler, r.MethodNotAllowedHandler = fallback, fallback
 	r.Handle(webhookPathOf(a.cfg.Platform), hook).Methods(http.MethodPost)
 	r.Handle("/callbacks/approval", textInput(cbCfg.MaxBodyBytes, true, a.refusals.wrap(approvalCB))).Methods(http.MethodPost)
 	r.Handle("/callbacks/deploy", textInput(cbCfg.MaxBodyBytes, true, deployCB)).Methods(http.MethodPost)
 	api := r.PathPrefix("/api/v1").Subrouter()
-	api.NotFoundHandler = http.HandlerFunc(noRoute)
-	api.MethodNotAllowedHandler = http.HandlerFunc(methodNotAllowed)
+	api.NotFoundHandler, api.MethodNotAllowedHandler = fallback, fallback
 	api.HandleFunc("/openapi.json", serveOpenAPI).Methods(http.MethodGet)
 	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
 	api.Handle("/changes", a.auth("", http.HandlerFunc(a.serveChangeList))).Methods(http.MethodGet)
@@ -227,9 +230,49 @@ func noRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // methodNotAllowed answers a known path asked with a method it does not
-// serve: 405 with the API's error body instead of an empty one.
-func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": r.Method + " is not allowed on " + r.URL.Path})
+// serve: 405 with the API's error body instead of an empty one, and
+// allow, the methods the path serves, as its Allow header (RFC 9110
+// §15.5.6).
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow []string) {
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeJSON(w, http.StatusMethodNotAllowed, map[string]string{
+		"error": r.Method + " is not allowed on " + r.URL.Path + " (allowed: " + strings.Join(allow, ", ") + ")"})
+}
+
+// noRouteOrMethod returns the handler of a request no route of root (its
+// sub-routers included) takes: methodNotAllowed when a route serves its
+// path with other methods, noRoute otherwise.
+func noRouteOrMethod(root *mux.Router) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if allow := pathMethods(root, r); len(allow) > 0 {
+			methodNotAllowed(w, r, allow)
+			return
+		}
+		noRoute(w, r)
+	})
+}
+
+// pathMethods returns, sorted, the methods the routes of root with a
+// method restriction serve r's path with.
+func pathMethods(root *mux.Router, r *http.Request) []string {
+	var allow []string
+	_ = root.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		methods, err := route.GetMethods()
+		if route.GetHandler() == nil || err != nil {
+			return nil // a sub-router, or a route taking every method
+		}
+		var m mux.RouteMatch
+		if route.Match(r, &m) || errors.Is(m.MatchErr, mux.ErrMethodMismatch) {
+			for _, method := range methods {
+				if !slices.Contains(allow, method) {
+					allow = append(allow, method)
+				}
+			}
+		}
+		return nil
+	})
+	slices.Sort(allow)
+	return allow
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
