@@ -33,7 +33,9 @@ func changeListPageOf(t *testing.T, env *demoEnv, query url.Values) changeListPa
 }
 
 // TestListChangesAPI is issue 13 point 1's acceptance: 30 changes over 3
-// projects (a path, another path, a numeric id) page 10 at a time, each
+// projects (a path, another path, a numeric id; a change keeps the path
+// GitLab answers, so the third is listed and filtered by its path) page 10
+// at a time, each
 // exactly once, while changes move (cancelled) and new ones arrive between
 // pages; stuck=true finds a change waiting past its pipeline deadline (the
 // list's clock moved 3 h on) and one parked past it (pipeline.deadline
@@ -46,7 +48,9 @@ func TestListChangesAPI(t *testing.T) {
 	third := env.GitLab.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "platform/third"})
 	var skew atomic.Int64
 	_, schema := startBotWithOpts(t, env, demoPoll, &AppOpts{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
-	projects := []string{demoProject, other.PathWithNamespace, strconv.FormatInt(third.ID, 10)}
+	// As submitted; listed as paths (the third's id becomes its path).
+	submitted := []string{demoProject, other.PathWithNamespace, strconv.FormatInt(third.ID, 10)}
+	projects := []string{demoProject, other.PathWithNamespace, third.PathWithNamespace}
 	perProject := []int{16, 9, 5}
 
 	submit := func(project, subject string) string {
@@ -66,7 +70,7 @@ func TestListChangesAPI(t *testing.T) {
 	n := 0
 	for i, p := range projects {
 		for j := 0; j < perProject[i]; j++ {
-			projectOf[submit(p, fmt.Sprintf("svc-%d-%d", i, j))] = p
+			projectOf[submit(submitted[i], fmt.Sprintf("svc-%d-%d", i, j))] = p
 			n++
 		}
 	}

@@ -425,7 +425,9 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 	}
 	params.IdempotencyKey = r.Header.Get("Idempotency-Key")
 	params.SubmittedBy = requestTokenID(r)
-	params.ApprovalFirst = a.settings.Get(settings.FlowApprovalFirst, params.Project).Bool()
+	// Read for the project's path as the platform answers it (the engine
+	// resolves the submitter's spelling first), not for what was typed.
+	params.ApprovalFirstFunc = func(project string) bool { return a.settings.Get(settings.FlowApprovalFirst, project).Bool() }
 	params.MaxActive = a.settings.Get(settings.AdmissionMaxActive, "").Int()
 	op, created, err := a.engine.Submit(r.Context(), params)
 	if errors.Is(err, flows.ErrOverloaded) {

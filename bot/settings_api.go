@@ -76,7 +76,7 @@ func (a *App) putSetting(w http.ResponseWriter, r *http.Request) {
 	err := a.settings.Set(r.Context(), key, project, req.Value, "api:"+tokenRole(r))
 	switch {
 	case errors.Is(err, settings.ErrInvalidValue), errors.Is(err, settings.ErrUnknownKey), errors.Is(err, settings.ErrGlobalOnly),
-		errors.Is(err, settings.ErrConflict):
+		errors.Is(err, settings.ErrConflict), errors.Is(err, settings.ErrProjectScope):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	case err != nil:

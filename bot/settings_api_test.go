@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,12 +127,14 @@ func TestSettingsAPI(t *testing.T) {
 		{"put global", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
 			map[string]any{"value": "90m"}, 200, []string{`"value":"90m"`, `"source":"stored"`, `"scope":"global"`, `"updated_by":"api:operator"`}},
 		{"put project by id", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
-			map[string]any{"value": "3h", "project": 42}, 200, []string{`"value":"3h"`, `"scope":"project:42"`}},
-		{"get project value", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=42", demoAPIToken, nil, 200,
-			[]string{`"value":"3h"`, `"scope":"project:42"`, `"source":"stored"`}},
-		{"get other project falls back to global", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=43", demoAPIToken, nil, 200,
+			map[string]any{"value": "3h", "project": 42}, 400, []string{"pipeline.deadline cannot be set for project:42", "path"}},
+		{"put project by path in another case", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+			map[string]any{"value": "3h", "project": "Grp/Other"}, 200, []string{`"value":"3h"`, `"scope":"project:grp/other"`}},
+		{"get project value", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=grp/other", demoAPIToken, nil, 200,
+			[]string{`"value":"3h"`, `"scope":"project:grp/other"`, `"source":"stored"`}},
+		{"get other project falls back to global", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=grp/third", demoAPIToken, nil, 200,
 			[]string{`"value":"90m"`, `"scope":"global"`}},
-		{"list", http.MethodGet, "/api/v1/settings?project=42", demoAPIToken, nil, 200,
+		{"list", http.MethodGet, "/api/v1/settings?project=GRP/OTHER", demoAPIToken, nil, 200,
 			[]string{`"key":"admission.max_active"`, `"value":"3h"`}},
 	}
 	for _, tt := range tests { // in order: later cases read what earlier ones wrote
@@ -155,7 +159,7 @@ func TestSettingsAPI(t *testing.T) {
 	if len(rows) != 2 {
 		t.Errorf("stored settings %+v, want the two accepted writes", rows)
 	}
-	audit, err := app.Store().ListSettingAudit(ctx, app.Store().DB(), settings.PipelineDeadline, "project:42")
+	audit, err := app.Store().ListSettingAudit(ctx, app.Store().DB(), settings.PipelineDeadline, "project:grp/other")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +198,50 @@ func TestApprovalFirstFlipAppliesToNextSubmission(t *testing.T) {
 		}
 		if v.ApprovalFirst != c.want {
 			t.Errorf("change %s: approval_first %v, want %v", c.id, v.ApprovalFirst, c.want)
+		}
+	}
+}
+
+// TestProjectSettingsApplyToAnySpelling: approval in GitLab set for the
+// project (its path, typed in another case) applies to a change that names
+// the project by its numeric id or in upper case: the change keeps the
+// path GitLab answers and its approval mode is the project's (in GitLab,
+// so the merge request first), not the global one (the external system,
+// approval first). Before, either spelling got the global policy.
+func TestProjectSettingsApplyToAnySpelling(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, false, time.Second)
+	app, _ := startBot(t, env)
+	ctx := context.Background()
+	for key, value := range map[string]string{"approval.provider": "gitlab", "approval.approvers": "carol"} {
+		if status, _, body := apiCall(t, env, http.MethodPut, "/api/v1/settings/"+key, demoOperatorToken,
+			map[string]any{"value": value, "project": strings.ToUpper(demoProject)}); status != http.StatusOK {
+			t.Fatalf("PUT %s: %d %s", key, status, body)
+		}
+	}
+	for i, spelling := range []string{strconv.FormatInt(env.Project.ID, 10), strings.ToUpper(demoProject)} {
+		subject := fmt.Sprintf("spelling-%d", i)
+		status, _, body := apiCall(t, env, http.MethodPost, "/api/v1/changes", demoAPIToken, map[string]any{
+			"subject_id": subject, "target_key": "prod/eu-west-1", "project": spelling,
+			"title": "Change " + subject, "requested_by": demoRequester,
+			"files": []map[string]string{{"path": "services/" + subject + "/prod.yaml", "content": "replicas: 2\n"}},
+		})
+		if status != http.StatusAccepted {
+			t.Fatalf("submitting as %q: %d %s", spelling, status, body)
+		}
+		var out struct {
+			OperationID string `json:"operation_id"`
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			t.Fatal(err)
+		}
+		op, err := app.Store().GetOperation(ctx, app.Store().DB(), out.OperationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Project != demoProject || op.ApprovalFirst {
+			t.Errorf("submitted as %q: project %q, approval first %v; want %q, false (the project's approval in GitLab)",
+				spelling, op.Project, op.ApprovalFirst, demoProject)
 		}
 	}
 }

@@ -191,12 +191,15 @@ type EngineConfig struct {
 	// BranchPrefix prefixes source branches; default "changebot/".
 	BranchPrefix string
 	Poll         PollConfig
-	// PollFunc, when set, returns the polling schedule for a project (as
-	// submitted: path or numeric id), read on every use so runtime settings
-	// apply without restart; a zero result means Poll. See Engine.pollFor.
+	// PollFunc, when set, returns the polling schedule for a project (its
+	// path as the platform answered it at submit, whatever the submitter
+	// typed: store.Operation.Project), read on every use so runtime
+	// settings apply without restart; a zero result means Poll. See
+	// Engine.pollFor.
 	PollFunc func(project string) PollConfig
-	// ApprovalPolicyFunc returns a project's approval mode; nil means the
-	// external approval system everywhere.
+	// ApprovalPolicyFunc returns a project's approval mode, for the
+	// project's path as the platform answered it (as PollFunc); nil means
+	// the external approval system everywhere.
 	ApprovalPolicyFunc func(project string) ApprovalPolicy
 	// CommandsFunc lists the commands usable now on op, for the status
 	// comment; nil lists none.

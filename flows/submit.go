@@ -18,9 +18,13 @@ import (
 
 // SubmitParams is a change request (POST /api/v1/changes).
 type SubmitParams struct {
-	SubjectID    string
-	TargetKey    string
-	Project      string // "group/repo" or a numeric id
+	SubjectID string
+	TargetKey string
+	// Project names the project as the submitter spelled it: "group/repo"
+	// (any case) or a numeric id. Submit replaces it with the path the
+	// platform answers for it (path_with_namespace on GitLab, owner/name
+	// on GitHub), the one spelling every settings lookup by project uses.
+	Project      string
 	TargetBranch string // empty: the project's default branch
 	Title        string
 	Description  string
@@ -40,6 +44,11 @@ type SubmitParams struct {
 	// ApprovalFirst is the flow order, read from the runtime setting
 	// flow.approval_first at submit time and stored on the operation.
 	ApprovalFirst bool
+	// ApprovalFirstFunc, when set, decides ApprovalFirst (replacing it)
+	// for the project's canonical path once the platform has answered for
+	// it: the setting's project scope is the path the platform knows, not
+	// the submitter's spelling.
+	ApprovalFirstFunc func(project string) bool
 	// MaxActive is admission control (setting admission.max_active, issue
 	// 4 point 11): with this many active changes or more, Submit refuses
 	// with ErrOverloaded and creates nothing. Zero means no limit.
@@ -275,10 +284,6 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	if err := p.Validate(); err != nil {
 		return store.Operation{}, false, err
 	}
-	if e.policy(p.Project).Provider == ProviderGitLab {
-		// In-GitLab approval implies the MR exists before approval.
-		p.ApprovalFirst = false
-	}
 	if p.IdempotencyKey != "" {
 		// A repeat answers from the database alone (no admission, no
 		// GitLab): the change exists already.
@@ -293,15 +298,30 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	if err := e.admit(ctx, p.MaxActive); err != nil {
 		return store.Operation{}, false, err
 	}
-	if err := e.checkGitLab(ctx, p); err != nil {
+	proj, err := e.checkGitLab(ctx, p)
+	if err != nil {
 		return store.Operation{}, false, err
+	}
+	asSubmitted := p.Project
+	if proj.PathWithNamespace != "" {
+		// The project as the platform names it: "101", "Platform/Config"
+		// and "platform/config" are one project, so one settings scope
+		// (approval policy, flow order, polling) and one key.
+		p.Project = proj.PathWithNamespace
+	}
+	if p.ApprovalFirstFunc != nil {
+		p.ApprovalFirst = p.ApprovalFirstFunc(p.Project)
+	}
+	if e.policy(p.Project).Provider == ProviderGitLab {
+		// In-GitLab approval implies the MR exists before approval.
+		p.ApprovalFirst = false
 	}
 	first := ApprovalSending
 	if !p.ApprovalFirst {
 		first = CreateStarted
 	}
 	op := store.Operation{
-		ID: NewOperationID(), Platform: e.platform, SubjectID: p.SubjectID, TargetKey: p.TargetKey, Project: p.Project,
+		ID: NewOperationID(), Platform: e.platform, SubjectID: p.SubjectID, TargetKey: p.TargetKey, Project: p.Project, ProjectID: proj.ID,
 		TargetBranch: p.TargetBranch, Title: p.Title, Description: p.Description, Files: p.Files,
 		RequestedBy: p.RequestedBy, ApprovalFirst: p.ApprovalFirst, Step: int(first),
 		Status: MustStep(first).Status, IdempotencyKey: p.IdempotencyKey,
@@ -309,7 +329,7 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	op, created, err := e.st.CreateOperation(ctx, store.CreateParams{
 		Operation: op,
 		Event: store.EventParams{Type: store.EventSubmitted, Actor: p.RequestedBy, Source: "api",
-			Payload: submittedPayload(p)},
+			Payload: submittedPayload(p, asSubmitted)},
 		Jobs: e.followUps(op, first, 1, 0),
 	})
 	if err != nil {
@@ -324,9 +344,13 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 
 // submittedPayload is the payload of a change's submitted event (schema
 // version 2: "file_count" is the number of files; see
-// store.EventSchemaVersion).
-func submittedPayload(p SubmitParams) map[string]any {
+// store.EventSchemaVersion). "project" is the canonical path;
+// "project_as_submitted" is the submitter's spelling when it differs.
+func submittedPayload(p SubmitParams, asSubmitted string) map[string]any {
 	payload := map[string]any{"project": p.Project, "file_count": len(p.Files), "approval_first": p.ApprovalFirst}
+	if asSubmitted != p.Project {
+		payload["project_as_submitted"] = asSubmitted
+	}
 	if p.SubmittedBy != "" {
 		payload["submitted_by"] = p.SubmittedBy
 	}
@@ -371,12 +395,17 @@ func (p SubmitParams) differences(op store.Operation) []string {
 		got, want string
 	}{
 		{"subject_id", p.SubjectID, op.SubjectID}, {"target_key", p.TargetKey, op.TargetKey},
-		{"project", p.Project, op.Project}, {"title", p.Title, op.Title},
+		{"title", p.Title, op.Title},
 		{"description", p.Description, op.Description}, {"requested_by", p.RequestedBy, op.RequestedBy},
 	} {
 		if f.got != f.want {
 			out = append(out, f.name)
 		}
+	}
+	// The operation keeps the project's canonical path (and its id): the
+	// same project spelled as at first, in another case or by id matches.
+	if !strings.EqualFold(p.Project, op.Project) && (op.ProjectID == 0 || p.Project != strconv.FormatInt(op.ProjectID, 10)) {
+		out = append(out, "project")
 	}
 	// The create step fills in the default branch: an empty target_branch
 	// matches whatever was chosen.

@@ -56,8 +56,9 @@ func (e *GitLabUnavailableError) Unwrap() []error { return []error{ErrGitLabUnav
 // answer is the submitter's 503) and keeps the project's answer for the
 // create step (projectReads). A failure GitLab may clear by itself (5xx,
 // 429, no answer) is a *GitLabUnavailableError; what does not fit is a
-// *GitLabCheckError naming every problem.
-func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) error {
+// *GitLabCheckError naming every problem. It returns the project as the
+// platform answered for p.Project (its canonical path and id).
+func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) (platform.Project, error) {
 	w := wordsOf(e.platform)
 	unavailable := func(err error) error {
 		return &GitLabUnavailableError{Platform: w.Platform, RetryAfter: platform.RetryAfterOf(err), Err: err}
@@ -68,28 +69,31 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) error {
 	proj, err := e.gl.Project(ctx, p.Project)
 	switch {
 	case errors.Is(err, platform.ErrNotFound), errors.Is(err, platform.ErrForbidden):
-		return refused("project", "project %q not found or not visible to the robot", p.Project)
+		return platform.Project{}, refused("project", "project %q not found or not visible to the robot", p.Project)
 	case platform.IsRefused(err):
-		return refused("project", "%s refused project %q: %s", w.Platform, p.Project, w.failureDetail(err))
+		return platform.Project{}, refused("project", "%s refused project %q: %s", w.Platform, p.Project, w.failureDetail(err))
 	case err != nil:
-		return unavailable(err)
+		return platform.Project{}, unavailable(err)
 	}
 	target := p.TargetBranch
 	if target == "" {
 		target = proj.DefaultBranch
 	}
 	if target == "" {
-		return refused("target_branch", "project %q has no default branch; name the target branch", p.Project)
+		return platform.Project{}, refused("target_branch", "project %q has no default branch; name the target branch", p.Project)
 	}
 	e.rememberProject(p.Project, proj)
+	if proj.PathWithNamespace != "" {
+		e.rememberProject(proj.PathWithNamespace, proj) // the create step reads it by this name
+	}
 	_, err = e.gl.Branch(ctx, proj.ID, target)
 	switch {
 	case errors.Is(err, platform.ErrNotFound):
-		return refused("target_branch", "branch %q not found in project %q", target, p.Project)
+		return platform.Project{}, refused("target_branch", "branch %q not found in project %q", target, p.Project)
 	case platform.IsRefused(err):
-		return refused("target_branch", "%s refused branch %q: %s", w.Platform, target, w.failureDetail(err))
+		return platform.Project{}, refused("target_branch", "%s refused branch %q: %s", w.Platform, target, w.failureDetail(err))
 	case err != nil:
-		return unavailable(err)
+		return platform.Project{}, unavailable(err)
 	}
 	var explicit []string
 	for _, f := range p.Files {
@@ -98,7 +102,7 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) error {
 		}
 	}
 	if len(explicit) == 0 {
-		return nil
+		return proj, nil
 	}
 	dir := commonDir(explicit)
 	existing, err := e.gl.TreeFiles(ctx, proj.ID, target, dir)
@@ -106,14 +110,14 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) error {
 	case errors.Is(err, platform.ErrNotFound):
 		existing = map[string]bool{} // no such directory yet
 	case platform.IsRefused(err):
-		return refused("files", "%s refused listing the files under %q: %s", w.Platform, dir, w.failureDetail(err))
+		return platform.Project{}, refused("files", "%s refused listing the files under %q: %s", w.Platform, dir, w.failureDetail(err))
 	case err != nil:
-		return unavailable(err)
+		return platform.Project{}, unavailable(err)
 	}
 	if fields := fileActionProblems(p.Files, existing, target); len(fields) > 0 {
-		return &GitLabCheckError{Fields: fields}
+		return platform.Project{}, &GitLabCheckError{Fields: fields}
 	}
-	return nil
+	return proj, nil
 }
 
 // fileActionProblems lists the files whose explicit action does not fit

@@ -110,7 +110,9 @@ func (c *Cache) Load(ctx context.Context) error {
 			continue
 		}
 		v.Scope, v.Source, v.UpdatedBy, v.UpdatedAt = r.Scope, SourceStored, r.UpdatedBy, r.UpdatedAt
-		values[rowKey{r.Key, r.Scope}] = v
+		// Scope lower-cases the project: a row stored before that (or
+		// by hand) in another case is the same project's.
+		values[rowKey{r.Key, strings.ToLower(r.Scope)}] = v
 	}
 	c.snap.Store(&snapshot{values: values, loadedAt: time.Now()})
 	return nil

@@ -45,19 +45,20 @@ func TestPrecedence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	sc := pgtest.New(t)
-	c, _ := newReplica(t, sc, map[string]string{PollShortCount: "5", PipelineDeadline: "1h"}, 0)
-	if err := c.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, st := newReplica(t, sc, map[string]string{PollShortCount: "5", PipelineDeadline: "1h"}, 0)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	// A row stored in another case (before scopes were lower-cased).
+	_, err := st.SaveSetting(ctx, store.SaveSettingParams{Key: PollShortCount, Scope: "project:Old/Case", Value: json.RawMessage(`4`), UpdatedBy: "bob"})
+	must(err)
+	must(c.Load(ctx))
 	must(c.Set(ctx, PollShortCount, "", json.RawMessage(`6`), "alice"))
 	must(c.Set(ctx, PollShortCount, "group/repo", json.RawMessage(`7`), "bob"))
-	must(c.Set(ctx, PollShortCount, "42", json.RawMessage(`9`), "bob"))
+	must(c.Set(ctx, PollShortCount, "Group/Mixed", json.RawMessage(`9`), "bob"))
 
 	tests := []struct {
 		name, key, project string
@@ -65,7 +66,9 @@ func TestPrecedence(t *testing.T) {
 		source, scope      string
 	}{
 		{"project by path", PollShortCount, "group/repo", 7, SourceStored, "project:group/repo"},
-		{"project by id", PollShortCount, "42", 9, SourceStored, "project:42"},
+		{"project by path in another case", PollShortCount, "GROUP/Repo", 7, SourceStored, "project:group/repo"},
+		{"project set in another case", PollShortCount, "group/mixed", 9, SourceStored, "project:group/mixed"},
+		{"project stored in another case", PollShortCount, "old/case", 4, SourceStored, "project:Old/Case"},
 		{"other project falls to global", PollShortCount, "other/repo", 6, SourceStored, "global"},
 		{"global", PollShortCount, "", 6, SourceStored, "global"},
 		{"config", PipelineDeadline, "group/repo", int(time.Hour), SourceConfig, "global"},

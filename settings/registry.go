@@ -4,8 +4,10 @@
 // refreshed from the settings table by PostgreSQL LISTEN/NOTIFY with a short
 // TTL as the bound for a missed notification. A lookup never does I/O.
 //
-// A value is found, in order, in the project scope ("project:<id or path>",
-// matched against the project string the caller passes), the global scope,
+// A value is found, in order, in the project scope ("project:<path>", the
+// path in lower case, matched against the project the caller passes, case
+// ignored; "project:<id>" for a key read by numeric id, Def.ScopeByID), the
+// global scope,
 // the config file's initial value, and the registry default. Writes go
 // through Cache.Set, which validates and audits them. It must not import
 // flows or bot: consumers read values and translate them into their own
@@ -120,6 +122,10 @@ type Def struct {
 	// be used, so Validate refuses one and Cache.Lookup ignores any stored
 	// before the rule existed.
 	GlobalOnly bool
+	// ScopeByID says the project scope is the project's numeric id (the
+	// reader knows only the id); every other key's project scope is the
+	// project's path. Validate refuses the other spelling.
+	ScopeByID bool
 	// Doc says what the setting does, one sentence without a final period.
 	Doc string
 }
@@ -140,7 +146,7 @@ var registry = []Def{
 		Doc: "how many distinct approvals in GitLab a change needs when approval.provider is gitlab"},
 	{Key: CommandsRateLimit, Kind: KindInt, Default: "20", Unit: "commands per minute", Min: 1, GlobalOnly: true,
 		Doc: "how many MR comments with commands one user may send per minute; the excess is ignored and answered once"},
-	{Key: ApprovalAdapter, Kind: KindEnum, Default: "legacy", Unit: "enum", Enum: []string{"legacy", "checklist"},
+	{Key: ApprovalAdapter, Kind: KindEnum, Default: "legacy", Unit: "enum", Enum: []string{"legacy", "checklist"}, ScopeByID: true,
 		Doc: "how reviewer robots approve: the client library's approve, or a direct call carrying the required checklist"},
 	{Key: AdmissionMaxActive, Kind: KindInt, Default: "1000", Unit: "changes", Min: 1, GlobalOnly: true,
 		Doc: "above this many active changes POST /api/v1/changes answers 503 with Retry-After and creates nothing"},
@@ -277,6 +283,28 @@ func (e *GlobalOnlyError) Error() string {
 // Is makes errors.Is(err, ErrGlobalOnly) true.
 func (e *GlobalOnlyError) Is(target error) bool { return target == ErrGlobalOnly }
 
+// ErrProjectScope is returned (wrapped in a *ProjectScopeError) for a
+// project scope spelled so that no lookup would ever match it.
+var ErrProjectScope = errors.New("project scope would never be matched")
+
+// ProjectScopeError names the key and the project scope it was given, and
+// how that key's project scope must be spelled.
+type ProjectScopeError struct{ Key, Scope, Want string }
+
+// Error implements error.
+func (e *ProjectScopeError) Error() string {
+	return fmt.Sprintf("%s cannot be set for %s: its project scope is %s, or the value would never be used", e.Key, e.Scope, e.Want)
+}
+
+// Is makes errors.Is(err, ErrProjectScope) true.
+func (e *ProjectScopeError) Is(target error) bool { return target == ErrProjectScope }
+
+// numericID reports whether project is a numeric project id.
+func numericID(project string) bool {
+	_, err := strconv.ParseInt(strings.TrimSpace(project), 10, 64)
+	return err == nil
+}
+
 // Validate checks a value an operator sets for key in project's scope (""
 // for global): the one check behind Cache.Set, so the CLI and the REST API
 // refuse the same values with the same words. raw is JSON; a JSON null
@@ -298,6 +326,17 @@ func Validate(key, project string, raw json.RawMessage) (Value, error) {
 	}
 	if d.GlobalOnly && Scope(project) != scopeGlobal {
 		return Value{}, &GlobalOnlyError{Key: key, Scope: Scope(project)}
+	}
+	if Scope(project) != scopeGlobal && numericID(project) != d.ScopeByID {
+		// A change's settings are looked up by the project's path as the
+		// platform answers it; approval.adapter by its numeric id (the
+		// adapter knows only the id). The other spelling would be stored
+		// and silently never apply.
+		want := "the project's path (group/name, as GitLab or GitHub shows it; case is ignored)"
+		if d.ScopeByID {
+			want = "the project's numeric id"
+		}
+		return Value{}, &ProjectScopeError{Key: key, Scope: Scope(project), Want: want}
 	}
 	v, err := d.Parse(raw)
 	if err != nil {
@@ -519,11 +558,13 @@ func parseInitial(initial map[string]string) (map[string]Value, error) {
 }
 
 // Scope returns the scope a project's values are stored under:
-// "global" for "", else "project:<project>".
+// "global" for "", else "project:<project>" with the project in lower
+// case: GitLab and GitHub match project paths case-insensitively, so
+// "Platform/Config" and "platform/config" are one project and one scope.
 func Scope(project string) string {
 	project = strings.TrimSpace(project)
 	if project == "" {
 		return scopeGlobal
 	}
-	return scopeProjectPrefix + project
+	return scopeProjectPrefix + strings.ToLower(project)
 }

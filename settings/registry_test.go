@@ -145,7 +145,8 @@ func TestValidateInitial(t *testing.T) {
 
 func TestScope(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{"": "global", "  ": "global", "42": "project:42", "group/repo": "project:group/repo"} {
+	for in, want := range map[string]string{"": "global", "  ": "global", "42": "project:42", "group/repo": "project:group/repo",
+		" Platform/Config ": "project:platform/config"} {
 		if got := Scope(in); got != want {
 			t.Errorf("Scope(%q) = %q, want %q", in, got, want)
 		}
@@ -186,6 +187,11 @@ func TestValidate(t *testing.T) {
 		{"global-only key globally", AdmissionMaxActive, "", `5`, nil, nil},
 		{"global-only key for a project", AdmissionMaxActive, "grp/app", `5`, ErrGlobalOnly, []string{"admission.max_active is global only", "project:grp/app"}},
 		{"global-only key for a project id", RetentionIntake, "42", `"24h"`, ErrGlobalOnly, []string{"retention.intake_max_age", "project:42"}},
+		{"project id for a key read by path", ApprovalProvider, "101", `"gitlab"`, ErrProjectScope, []string{"approval.provider", "project:101", "path"}},
+		{"project path in another case", ApprovalApprovers, "Platform/Config", `"carol"`, nil, nil},
+		{"project id for a key read by id", ApprovalAdapter, "101", `"checklist"`, nil, nil},
+		{"project path for a key read by id", ApprovalAdapter, "platform/config", `"checklist"`, ErrProjectScope, []string{"approval.adapter", "numeric id"}},
+		{"removing a project id value", ApprovalProvider, "101", `null`, nil, nil},
 		{"global-only start-only key for a project", JobsRescueAfter, "grp/app", `"1m"`, ErrGlobalOnly, []string{"jobs.rescue_after"}},
 		{"removing a global-only project value", CommandsRateLimit, "grp/app", `null`, nil, nil},
 		{"global-only wrong type for a project", CommandsRateLimit, "grp/app", `"x"`, ErrGlobalOnly, nil},

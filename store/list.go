@@ -10,8 +10,9 @@ type ListParams struct {
 	Statuses []string
 	// Steps: only operations at one of these step codes.
 	Steps []int
-	// Project: only operations submitted with this project, as submitted
-	// (a path "group/repo" or a numeric id, compared as text).
+	// Project: only operations of this project, compared as text with
+	// Operation.Project (the path the platform answered at submit; rows
+	// stored before that keep the submitter's spelling).
 	Project string
 	// SubjectID, TargetKey and RequestedBy: exact matches.
 	SubjectID, TargetKey, RequestedBy string

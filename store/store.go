@@ -74,7 +74,7 @@ type Operation struct {
 	Platform       string
 	SubjectID      string
 	TargetKey      string
-	Project        string // as submitted: "group/repo" or a numeric id
+	Project        string // the path the platform answered at submit ("group/repo"); older rows: as submitted
 	ProjectID      int64  // resolved GitLab project id, 0 until known
 	TargetBranch   string
 	SourceBranch   string
