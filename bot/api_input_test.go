@@ -70,6 +70,10 @@ func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 		{"requested_by ending in .git", strings.Replace(validChange("rbg"), `"alice"`, `"alice.git"`, 1), []string{`"field":"requested_by"`}},
 		{"subject_id of the wrong type", strings.Replace(validChange("x"), `"x"`, `42`, 1), []string{"subject_id", "string"}},
 		{"files of the wrong type", strings.Replace(validChange("fw"), `[{"path":"a.yaml","content":"a: 1\n"}]`, `"a.yaml"`, 1), []string{"files", "array"}},
+		{"newline in subject_id", strings.Replace(validChange("nl"), `"nl"`, `"g4\ng5"`, 1), []string{`"field":"subject_id"`, "control character (U+000A)"}},
+		{"tab in target_key", strings.Replace(validChange("tab"), `"prod"`, `"prod\t"`, 1), []string{`"field":"target_key"`, "control character (U+0009)"}},
+		{"escape in title", strings.Replace(validChange("esc"), `"title":"t"`, `"title":"t\u001b[31m"`, 1), []string{`"field":"title"`, "control character (U+001B)"}},
+		{"bidi override in title", strings.Replace(validChange("bidi"), `"title":"t"`, `"title":"t\u202egpj.exe"`, 1), []string{`"field":"title"`, "bidirectional formatting character (U+202E)"}},
 		{"file path of the wrong type", strings.Replace(validChange("fp"), `"path":"a.yaml"`, `"path":7`, 1), []string{"files.path", "string"}},
 	}
 	for _, tc := range tests {

@@ -34,6 +34,19 @@ func TestSubmitValidation(t *testing.T) {
 		{"too long", func(p *SubmitParams) { p.Files[0].Path = strings.Repeat("a", 1025) }, []string{"files[0].path"}},
 		{"duplicate", func(p *SubmitParams) { p.Files = append(p.Files, p.Files[0]) }, []string{"files[1].path"}},
 		{"bad action", func(p *SubmitParams) { p.Files[0].Action = "chmod" }, []string{"files[0].action"}},
+		{"newline in subject_id", func(p *SubmitParams) { p.SubjectID = "g4\ng5" }, []string{"subject_id"}},
+		{"tab in target_key", func(p *SubmitParams) { p.TargetKey = "prod\t" }, []string{"target_key"}},
+		{"escape in title", func(p *SubmitParams) { p.Title = "t\x1b[31mred" }, []string{"title"}},
+		{"C1 control in title", func(p *SubmitParams) { p.Title = "t\u009b" }, []string{"title"}},
+		{"bidi override in title", func(p *SubmitParams) { p.Title = "t\u202Egpj.exe" }, []string{"title"}},
+		{"bidi isolate in subject_id", func(p *SubmitParams) { p.SubjectID = "s\u2066" }, []string{"subject_id"}},
+		{"newline in project", func(p *SubmitParams) { p.Project = "g/r\n" }, []string{"project"}},
+		{"escape in target_branch", func(p *SubmitParams) { p.TargetBranch = "main\x1b" }, []string{"target_branch"}},
+		{"tab in a path", func(p *SubmitParams) { p.Files[0].Path = "a\tb" }, []string{"files[0].path"}},
+		{"bidi override in a path", func(p *SubmitParams) { p.Files[0].Path = "a\u202Eb" }, []string{"files[0].path"}},
+		{"multi-line description is fine", func(p *SubmitParams) { p.Description = "line 1\n\tline 2\r\n" }, nil},
+		{"multi-line content is fine", func(p *SubmitParams) { p.Files[0].Content = "a:\n\tb\n" }, nil},
+		{"emoji with a zero-width joiner in title is fine", func(p *SubmitParams) { p.Title = "deploy \U0001F469\u200D\U0001F4BB" }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
