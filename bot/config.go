@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"changebot/settings"
 )
 
 // API token roles (issue 2 point 8; viewer: issue 13 point 2). They are the
@@ -336,8 +338,9 @@ func LoadConfig(path string, getenv func(string) string, readFile func(string) (
 	}
 	c := DefaultConfig()
 	var ps problems
+	fileRead := true
 	if path != "" {
-		loadConfigFile(&c, path, readFile, &ps)
+		fileRead = loadConfigFile(&c, path, readFile, &ps)
 	}
 	failed := make(map[string]bool) // labels whose secret source failed
 	for _, f := range configFields {
@@ -350,13 +353,22 @@ func LoadConfig(path string, getenv func(string) string, readFile func(string) (
 		if errors.As(err, &ce) {
 			for _, p := range ce.Problems {
 				label, _, _ := strings.Cut(p, ":")
-				if !failed[label] { // "is required" would only repeat the cause
+				// "is required" would only repeat the cause: a secret
+				// source that failed, or a file that did not parse (it may
+				// well hold the value).
+				if !failed[label] && (fileRead || !isMissingProblem(p)) {
 					ps = append(ps, p)
 				}
 			}
 		}
 	}
 	return c, ps.err()
+}
+
+// isMissingProblem reports whether p is Validate's "is required" or "at
+// least one is required" of a value none of the sources gave.
+func isMissingProblem(p string) bool {
+	return strings.Contains(p, ": is required") || strings.Contains(p, ": at least one is required")
 }
 
 // ResolvedDatabaseURL is DatabaseURL, or when it is empty the SQLite file
@@ -435,17 +447,19 @@ func loadDatabaseConfig(path string, getenv func(string) string, readFile func(s
 	return c, ps.err()
 }
 
-// loadConfigFile applies the YAML file at path to c.
-func loadConfigFile(c *Config, path string, readFile func(string) ([]byte, error), ps *problems) {
+// loadConfigFile applies the YAML file at path to c. It reports false when
+// the file could not be read or is not YAML (one problem saying why; the
+// values it holds are then unknown).
+func loadConfigFile(c *Config, path string, readFile func(string) ([]byte, error), ps *problems) bool {
 	data, err := readFile(path)
 	if err != nil {
-		ps.addf("reading config file: %v", err)
-		return
+		ps.addf("reading config file: %v (values it would give are not checked)", err)
+		return false
 	}
 	var doc map[string]any
 	if err := yaml.UnmarshalWithOptions(data, &doc); err != nil {
-		ps.addf("config file %s: %s", path, describeYAMLError(err))
-		return
+		ps.addf("config file %s: %s (values it would give are not checked)", path, describeYAMLError(err))
+		return false
 	}
 	byKey := make(map[string]configField, len(configFields))
 	for _, f := range configFields {
@@ -464,11 +478,53 @@ func loadConfigFile(c *Config, path string, readFile func(string) ([]byte, error
 		}
 		f, ok := byKey[k]
 		if !ok {
-			ps.addf("%s: unknown key", label)
+			if near := nearestConfigKey(k); near != "" {
+				ps.addf("%s: unknown key (did you mean %q?)", label, near)
+			} else {
+				ps.addf("%s: unknown key", label)
+			}
 			continue
 		}
 		applyYAMLValue(c, f, doc[k], label, ps)
 	}
+	return true
+}
+
+// nearestConfigKey returns the configuration key an unknown key k most
+// likely misspells: one that k extends with "_…" (listen_port: listen), or
+// one at most two edits away (workerz: workers); "" when none is.
+func nearestConfigKey(k string) string {
+	best, bestDist := "", 3
+	for _, f := range append(slices.Clone(configFields), configField{ConfigVar: settingsVar}) {
+		if strings.HasPrefix(k, f.YAML+"_") {
+			return f.YAML
+		}
+		if d := editDistance(k, f.YAML); d < bestDist {
+			best, bestDist = f.YAML, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // applyYAMLValue applies one decoded YAML value; null leaves the field as it is.
@@ -540,16 +596,22 @@ func yamlScalar(v any) (string, bool) {
 	}
 }
 
-// describeYAMLError explains a YAML decoding error by position without the
-// source text: a syntax error's message can quote a value, which may be a
-// secret, so it is reduced to its position.
+// describeYAMLError explains a YAML decoding error by position and reason
+// without the source text: the reason is the parser's message ("mapping key
+// \"listen\" already defined at [1:1]", "could not find end character of
+// single-quoted text"), in which a quoted word that is not a configuration
+// or setting key is replaced by "…", since a value may be a secret.
 func describeYAMLError(err error) string {
 	var se *yaml.SyntaxError
 	if errors.As(err, &se) {
-		if se.Token != nil {
-			return fmt.Sprintf("invalid YAML at line %d, column %d", se.Token.Position.Line, se.Token.Position.Column)
+		reason := ""
+		if m := strings.TrimSpace(se.Message); m != "" {
+			reason = ": " + quotedYAMLText.ReplaceAllStringFunc(m, keepKnownKey)
 		}
-		return "invalid YAML"
+		if se.Token != nil {
+			return fmt.Sprintf("invalid YAML at line %d, column %d%s", se.Token.Position.Line, se.Token.Position.Column, reason)
+		}
+		return "invalid YAML" + reason
 	}
 	var ye yaml.Error
 	if errors.As(err, &ye) {
@@ -705,6 +767,28 @@ func parseByteSize(v string) (int64, error) {
 	return n * mult, nil
 }
 
+// quotedYAMLText is a double- or single-quoted word of a YAML parser message.
+var quotedYAMLText = regexp.MustCompile(`"[^"]*"|'[^']*'`)
+
+// keepKnownKey returns q, a quoted word of a YAML parser message, when it
+// names a configuration key or a setting (names, never secrets), and "…"
+// otherwise; a quoted character such as ']' or '@' is kept too.
+func keepKnownKey(q string) string {
+	w := q[1 : len(q)-1]
+	if len([]rune(w)) <= 1 || w == settingsVar.YAML {
+		return q
+	}
+	for _, f := range configFields {
+		if f.YAML == w {
+			return q
+		}
+	}
+	if _, ok := settings.Lookup(w); ok {
+		return q
+	}
+	return q[:1] + "…" + q[:1]
+}
+
 // usernamePattern accepts GitLab usernames, and GitHub's (a subset).
 var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 
@@ -745,12 +829,33 @@ func (c Config) Validate() error {
 	if c.ShutdownDelay < 0 {
 		ps.addf("%s: must not be negative, got %s", configLabel("CHANGEBOT_SHUTDOWN_DELAY"), c.ShutdownDelay)
 	}
+	empty := false
 	for k := range c.Settings {
 		if strings.TrimSpace(k) == "" {
+			empty = true
 			ps.addf("config file key %q: a setting has an empty key", settingsVar.YAML)
 		}
 	}
+	// The settings are checked here, with the rest, and not only when serve
+	// builds its settings cache (after its first log line, the data
+	// directory and the database file).
+	if err := settings.ValidateInitial(c.Settings); err != nil && !empty {
+		for _, e := range leafErrors(err) {
+			ps.addf("config file key %q: %v", settingsVar.YAML, e)
+		}
+	}
 	return ps.err()
+}
+
+// leafErrors returns the errors err joins (errors.Join, through any
+// wrapping fmt.Errorf), or err itself.
+func leafErrors(err error) []error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			return j.Unwrap()
+		}
+	}
+	return []error{err}
 }
 
 // validateEndpoints checks the listen address, the database and the URLs.

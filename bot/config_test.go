@@ -402,7 +402,7 @@ func TestLoadConfigProblems(t *testing.T) {
 			},
 		},
 		{
-			name: "yaml syntax error is reported by position only",
+			name: "yaml syntax error gives its position and reason, no value",
 			path: "testdata/config/invalid_syntax.yaml",
 			env:  validEnv(),
 			want: []string{"config file testdata/config/invalid_syntax.yaml: invalid YAML at line"},
@@ -412,7 +412,39 @@ func TestLoadConfigProblems(t *testing.T) {
 			path:  "dup.yaml",
 			env:   validEnv(),
 			files: map[string]string{"dup.yaml": "listen: a\nlisten: b\n"},
-			want:  []string{"config file dup.yaml: invalid YAML at line 2, column 1"},
+			want:  []string{`config file dup.yaml: invalid YAML at line 2, column 1: mapping key "listen" already defined at [1:1]`},
+		},
+		{
+			// A file that does not parse may hold the required values: no
+			// "is required" follows its one problem.
+			name:  "duplicate yaml key, nothing in the environment",
+			path:  "dup.yaml",
+			env:   map[string]string{},
+			files: map[string]string{"dup.yaml": "gitlab_token: x\napi_tokens: y\ngitlab_token: z\n"},
+			want:  []string{`config file dup.yaml: invalid YAML at line 3, column 1: mapping key "gitlab_token" already defined at [1:1] (values it would give are not checked)`},
+		},
+		{
+			name:  "a quoted value in a yaml error is not shown",
+			path:  "q.yaml",
+			env:   validEnv(),
+			files: map[string]string{"q.yaml": "settings:\n  \"" + secretCallback + "\": 1\n  \"" + secretCallback + "\": 2\n"},
+			want:  []string{`config file q.yaml: invalid YAML at line 3, column 3: mapping key "…" already defined`},
+		},
+		{
+			// Unknown keys, bad settings and the other problems, all at once.
+			name: "unknown key with bad settings and a bad value",
+			path: "unknown.yaml",
+			env:  without(validEnv(), "CHANGEBOT_API_TOKENS"),
+			files: map[string]string{"unknown.yaml": "listen_port: 8080\nworkerz: 2\nlog_level: loud\n" +
+				"settings:\n  poll.short_interval: banana\n  no.such_setting: 1\n"},
+			want: []string{
+				`config file key "listen_port": unknown key (did you mean "listen"?)`,
+				`config file key "workerz": unknown key (did you mean "workers"?)`,
+				"CHANGEBOT_API_TOKENS (api_tokens): at least one is required",
+				`CHANGEBOT_LOG_LEVEL (log_level): "loud" is not debug, info, warn or error`,
+				`config file key "settings": unknown setting "no.such_setting"`,
+				`config file key "settings": invalid value for poll.short_interval`,
+			},
 		},
 		{
 			name: "yaml values of the wrong shape",
