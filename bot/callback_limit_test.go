@@ -22,7 +22,7 @@ func TestCallbackBodyLimitIsTheConfiguredOne(t *testing.T) {
 	env.Config.MaxBodyBytes = limit
 	startBotOn(t, EngineSQLite, env, demoPoll, &AppOpts{})
 	approval := func(pad int) string {
-		return `{"request_id":"cb-limit","operation_id":"op_unknown","decision":"approved","ext":{"pad":"` + strings.Repeat("x", pad) + `"}}`
+		return `{"request_id":"cb-limit","operation_id":"op_unknown","decision":"approved","approver":"carol","ext":{"pad":"` + strings.Repeat("x", pad) + `"}}`
 	}
 	deploy := func(pad int) string {
 		return `{"request_id":"cb-limit-` + strings.Repeat("d", pad) + `","project_id":1,"mr_iid":1,"status":"failed"}`

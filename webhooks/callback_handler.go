@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"changebot/flows"
 )
@@ -104,7 +105,9 @@ func Sign(secret string, body []byte) string {
 // over the raw body with hmac.Equal (401 {"error":"invalid signature"},
 // nothing called); JSON (400 {"error":"malformed payload: …"}); fields
 // (400 listing every problem: request_id, operation_id and decision
-// required, decision one of approved, rejected, withdrawn). Then it calls
+// required, decision one of approved, rejected, withdrawn, approver
+// required for approved and rejected: the page and the timeline say who
+// decided; checkApprover). Then it calls
 // cfg.Approvals and answers 200 {"result": <its result>}, or 503 when it
 // fails. Unknown JSON fields are allowed so the approval system can grow
 // its payload.
@@ -140,6 +143,7 @@ func NewApprovalCallbackHandler(cfg CallbackConfig) (http.Handler, error) {
 		case !slices.Contains(decisions, wire.Decision):
 			ps = append(ps, Problem{"decision", "must be one of " + strings.Join(decisions, ", ")})
 		}
+		ps = checkApprover(ps, wire.Decision, wire.Approver)
 		if len(ps) > 0 {
 			return "", nil, ps, nil
 		}
@@ -372,6 +376,35 @@ func jsonKind(goKind string) string {
 		return "object"
 	}
 	return goKind
+}
+
+// maxApproverLen bounds a callback's approver (a person's name or login).
+const maxApproverLen = 255
+
+// checkApprover requires the approver of an approved or rejected decision
+// (a withdrawal may come from the system itself): not blank, at most
+// maxApproverLen bytes, one line without control or bidirectional
+// formatting characters (it is shown as "approved by <approver>").
+func checkApprover(ps []Problem, decision, approver string) []Problem {
+	for _, r := range approver {
+		if isForbiddenInName(r) {
+			return append(ps, Problem{"approver", fmt.Sprintf("contains a control or bidirectional formatting character (%U)", r)})
+		}
+	}
+	switch {
+	case len(approver) > maxApproverLen:
+		return append(ps, Problem{"approver", fmt.Sprintf("longer than %d bytes", maxApproverLen)})
+	case strings.TrimSpace(approver) == "" && (decision == flows.DecisionApproved || decision == flows.DecisionRejected):
+		return append(ps, Problem{"approver", "required when decision is " + decision})
+	}
+	return ps
+}
+
+// isForbiddenInName reports a control character (C0, DEL, C1) or a
+// bidirectional formatting character (Unicode TR9), which would make a
+// name show as other text.
+func isForbiddenInName(r rune) bool {
+	return unicode.IsControl(r) || r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
 
 func checkRequestID(ps []Problem, id string) []Problem {

@@ -140,6 +140,27 @@ func TestApprovalCallback(t *testing.T) {
 			name: "request_id too long", body: []byte(`{"request_id":"` + strings.Repeat("r", 201) + `","operation_id":"op","decision":"withdrawn"}`), wantStatus: 400, wantLabel: ResultInvalid,
 			wantBody: `{"error":"invalid approval callback","fields":[{"field":"request_id","message":"longer than 200 bytes"}]}`,
 		},
+		{
+			name: "approved by nobody", body: []byte(`{"request_id":"r","operation_id":"op","decision":"approved","approver":""}`), wantStatus: 400, wantLabel: ResultInvalid,
+			wantBody: `{"error":"invalid approval callback","fields":[{"field":"approver","message":"required when decision is approved"}]}`,
+		},
+		{
+			name: "rejected without approver", body: []byte(`{"request_id":"r","operation_id":"op","decision":"rejected","approver":"  "}`), wantStatus: 400, wantLabel: ResultInvalid,
+			wantBody: `{"error":"invalid approval callback","fields":[{"field":"approver","message":"required when decision is rejected"}]}`,
+		},
+		{
+			name: "approver with a bidi override", body: []byte(`{"request_id":"r","operation_id":"op","decision":"approved","approver":"eve\u202eyrrac"}`), wantStatus: 400, wantLabel: ResultInvalid,
+			wantBody: `{"error":"invalid approval callback","fields":[{"field":"approver","message":"contains a control or bidirectional formatting character (U+202E)"}]}`,
+		},
+		{
+			name: "approver with a newline", body: []byte(`{"request_id":"r","operation_id":"op","decision":"approved","approver":"carol\nby bob"}`), wantStatus: 400, wantLabel: ResultInvalid,
+			wantBody: `{"error":"invalid approval callback","fields":[{"field":"approver","message":"contains a control or bidirectional formatting character (U+000A)"}]}`,
+		},
+		{
+			name: "withdrawn needs no approver", body: []byte(`{"request_id":"r","operation_id":"op","decision":"withdrawn"}`), result: flows.ResultAccepted,
+			wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: flows.ResultAccepted,
+			wantCall: &ApprovalCallback{RequestID: "r", OperationID: "op", Decision: "withdrawn"},
+		},
 		{name: "wrong JSON type", body: []byte(`{"request_id":"r","operation_id":"op","decision":5}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: field decision must be a JSON string"}`},
 		{name: "not JSON", body: []byte(`decision=approved`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: body is not a JSON object"}`},
 		{name: "trailing data", body: []byte(`{"request_id":"r","operation_id":"op","decision":"approved"} {}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: data after the JSON object"}`},
@@ -266,7 +287,7 @@ func TestCallbackPanicRecovered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := []byte(`{"request_id":"r","operation_id":"op","decision":"approved"}`)
+	body := []byte(`{"request_id":"r","operation_id":"op","decision":"approved","approver":"carol"}`)
 	w := callback(h, http.MethodPost, Sign(callbackSecret, body), body)
 	if w.Code != 500 || strings.TrimSpace(w.Body.String()) != `{"error":"internal error"}` {
 		t.Errorf("answer %d %s", w.Code, w.Body)
