@@ -74,6 +74,13 @@ func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 		{"tab in target_key", strings.Replace(validChange("tab"), `"prod"`, `"prod\t"`, 1), []string{`"field":"target_key"`, "control character (U+0009)"}},
 		{"escape in title", strings.Replace(validChange("esc"), `"title":"t"`, `"title":"t\u001b[31m"`, 1), []string{`"field":"title"`, "control character (U+001B)"}},
 		{"bidi override in title", strings.Replace(validChange("bidi"), `"title":"t"`, `"title":"t\u202egpj.exe"`, 1), []string{`"field":"title"`, "bidirectional formatting character (U+202E)"}},
+		// A file without content was written empty.
+		{"file without content or action", strings.Replace(validChange("fc"), `{"path":"a.yaml","content":"a: 1\n"}`, `{"path":"a.yaml"}`, 1),
+			[]string{`"field":"files[0].content"`, "required"}},
+		{"update without content", strings.Replace(validChange("fu"), `{"path":"a.yaml","content":"a: 1\n"}`, `{"path":"b.yaml","content":"b"},{"path":"a.yaml","action":"update"}`, 1),
+			[]string{`"field":"files[1].content"`, "required"}},
+		{"create with null content", strings.Replace(validChange("fn"), `"content":"a: 1\n"`, `"content":null,"action":"create"`, 1),
+			[]string{`"field":"files[0].content"`, "required"}},
 		{"file path of the wrong type", strings.Replace(validChange("fp"), `"path":"a.yaml"`, `"path":7`, 1), []string{"files.path", "string"}},
 	}
 	for _, tc := range tests {

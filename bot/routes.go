@@ -304,10 +304,13 @@ type fileRequest struct {
 
 // jsonText is a JSON string that remembers whether its encoded form was
 // valid UTF-8 (no invalid bytes, no lone surrogate escape such as
-// "\ud800"), which encoding/json would otherwise replace with U+FFFD.
+// "\ud800"), which encoding/json would otherwise replace with U+FFFD, and
+// whether it was sent at all.
 type jsonText struct {
 	s       string
 	invalid bool
+	// set is true when the field held a string (absent and null: false).
+	set bool
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -319,6 +322,7 @@ func (t *jsonText) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	t.invalid = !validJSONString(b)
+	t.set = true
 	return nil
 }
 
@@ -327,7 +331,8 @@ func (t *jsonText) UnmarshalJSON(b []byte) error {
 func validJSONString(b []byte) bool { return jsonEscapesProblem(b, true) == "" }
 
 // params turns the request into flows.SubmitParams, and lists the fields
-// that did not arrive as valid UTF-8.
+// that did not arrive as valid UTF-8, and the files without content that
+// are not deleted.
 func (req changeRequest) params() (flows.SubmitParams, []flows.FieldError) {
 	var bad []flows.FieldError
 	str := func(field string, t jsonText) string {
@@ -343,8 +348,14 @@ func (req changeRequest) params() (flows.SubmitParams, []flows.FieldError) {
 		RequestedBy: str("requested_by", req.RequestedBy),
 	}
 	for i, f := range req.Files {
+		content := fmt.Sprintf("files[%d].content", i)
 		p.Files = append(p.Files, store.File{Path: str(fmt.Sprintf("files[%d].path", i), f.Path),
-			Content: str(fmt.Sprintf("files[%d].content", i), f.Content), Action: str(fmt.Sprintf("files[%d].action", i), f.Action)})
+			Content: str(content, f.Content), Action: str(fmt.Sprintf("files[%d].action", i), f.Action)})
+		// A file without content would be written empty: only a delete
+		// goes without it ("" is an empty file's content).
+		if !f.Content.set && f.Action.s != "delete" {
+			bad = append(bad, flows.FieldError{Field: content, Message: `is required unless action is "delete" ("" for an empty file)`})
+		}
 	}
 	return p, bad
 }
