@@ -103,6 +103,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 0 // -h printed the flags: asking for help is no failure
 	}
 	if ue := (usageError{}); errors.As(err, &ue) {
+		if ue.usage != "" {
+			fmt.Fprintf(stderr, "changebot %s: %v\n%s", args[0], err, ue.usage)
+			return 2
+		}
 		fmt.Fprintf(stderr, "changebot %s: %v (changebot help shows the usage)\n", args[0], err)
 		return 2
 	}
@@ -116,9 +120,63 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // usageError is a command line a command refuses before doing anything (a
 // stray argument, a value out of range): Main exits 2 for it, as for an
 // unknown command.
-type usageError struct{ msg string }
+type usageError struct {
+	msg string
+	// usage, when set, is the command's own usage, printed after msg.
+	usage string
+}
 
 func (e usageError) Error() string { return e.msg }
+
+// parseFlags parses args into fs. A flag error (an unknown flag, a value
+// that does not parse) is a usageError carrying the command's usage: Main
+// prints the error, then the usage, and exits 2, where the flag package
+// alone printed "Usage of <name>:" and Main exited 1. -h prints the usage
+// to fs's output and returns flag.ErrHelp. cmdUsage is the usage to show;
+// "" means the command's lines of changebot help followed by its flags.
+func parseFlags(fs *flag.FlagSet, args []string, cmdUsage string) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // the error is Main's to print, once
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if cmdUsage == "" {
+		cmdUsage = commandUsage(fs)
+	}
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(out, cmdUsage)
+		return err
+	case err != nil:
+		return usageError{msg: err.Error(), usage: cmdUsage}
+	}
+	return nil
+}
+
+// commandUsage is fs's command's lines of changebot help ("usage:
+// changebot migrate [-config file] …") and its flags, as -h shows them.
+func commandUsage(fs *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString("usage:\n")
+	in := false
+	for _, line := range strings.Split(usage, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  changebot "+fs.Name()+" "), line == "  changebot "+fs.Name():
+			in = true
+		case in && strings.HasPrefix(line, strings.Repeat(" ", 20)):
+		default:
+			in = false
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	b.WriteString("flags:\n")
+	out := fs.Output()
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	return b.String()
+}
 
 // usagef returns a usageError formatted as fmt.Sprintf.
 func usagef(format string, a ...any) error { return usageError{msg: fmt.Sprintf(format, a...)} }
@@ -143,7 +201,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, ""); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
@@ -186,7 +244,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
 	down := fs.Int("down", -1, "revert changebot's migrations down to this version (0: every migration, the job queue's tables too); asks for confirmation")
 	yes := fs.Bool("yes", false, "revert without asking")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, ""); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
@@ -290,7 +348,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	glListen := fs.String("gitlab-listen", "", "host:port of the in-memory GitLab (default a free port on 127.0.0.1)")
 	apListen := fs.String("approval-listen", "", "host:port of the stand-in approval system (default a free port on 127.0.0.1)")
 	platformName := fs.String("platform", PlatformGitLab, "the in-memory platform: gitlab, or github (githubfake, webhooks to /webhooks/github)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, ""); err != nil {
 		return err
 	}
 	if *platformName != PlatformGitLab && *platformName != PlatformGitHub {

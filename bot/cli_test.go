@@ -328,11 +328,25 @@ func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
 		{[]string{"settings", "get", "poll.short_count", "merge.max_rounds"}, "wrong number of arguments: settings get takes at most one key"},
 		{[]string{"settings", "set", "poll.short_count"}, "wrong number of arguments: settings set takes a key and a value"},
 		{[]string{"settings", "list"}, "want get or set"},
+		// Flag errors: exit 2 with the command's own usage, not the flag
+		// package's "Usage of migrate:" and exit 1.
+		{[]string{"list", "-limit", "abc"}, `invalid value "abc" for flag -limit: parse error` + "\nusage: changebot list"},
+		{[]string{"migrate", "-down", "abc"}, `invalid value "abc" for flag -down: parse error` + "\nusage:\n  changebot migrate [-config file]"},
+		{[]string{"serve", "-nope"}, "flag provided but not defined: -nope\nusage:\n  changebot serve"},
+		{[]string{"verify", "-nope"}, "flag provided but not defined: -nope\nusage:\n  changebot verify"},
+		{[]string{"settings", "get", "-project"}, "flag needs an argument: -project\nUsage:\n  changebot settings get"},
+		{[]string{"copy"}, "both -from and -to are required\nusage:\n  changebot copy"},
+		{[]string{"copy", "-to", sqliteURL(path)}, "both -from and -to are required"},
+		// A flag the command would ignore is refused.
+		{[]string{"history", "op-1", "-stored"}, "-stored goes with -json"},
+		{[]string{"history", "op-1", "-at", "2026-01-01T00:00:00Z"}, "-at is replay's"},
+		{[]string{"replay", "op-1", "-json"}, "-json is history's"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr strings.Builder
 		code := Main(tt.args, &stdout, &stderr)
-		if code != 2 || !strings.Contains(stderr.String(), tt.want) || stdout.Len() > 0 || strings.Contains(stderr.String(), "query parameter") {
+		if code != 2 || !strings.Contains(stderr.String(), tt.want) || stdout.Len() > 0 || strings.Contains(stderr.String(), "query parameter") ||
+			strings.Contains(stderr.String(), "Usage of ") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, stderr with %q", tt.args, code, stdout.String(), stderr.String(), tt.want)
 		}
 	}

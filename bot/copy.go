@@ -39,14 +39,14 @@ func cmdCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	from := fs.String("from", "", "database to copy from: sqlite:///path/changebot.db or postgres://… (not being served)")
 	to := fs.String("to", "", "database to copy to: postgres://… or sqlite:///path (migrated here; must be empty)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, ""); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
 		return err
 	}
 	if *from == "" || *to == "" {
-		return errors.New("usage: changebot copy -from <database url> -to <database url>")
+		return usageError{msg: "both -from and -to are required", usage: commandUsage(fs)}
 	}
 	if *from == *to {
 		return errors.New("-from and -to name the same database")

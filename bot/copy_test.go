@@ -92,7 +92,6 @@ func TestCopyCommand(t *testing.T) {
 	}{
 		{"target not empty", []string{"-from", from, "-to", sc.URL}, false, "operations has 2 rows"},
 		{"source served", []string{"-from", from, "-to", pgtest.New(t).URL}, true, "is being served: stop changebot serve before copying"},
-		{"no target", []string{"-from", from}, false, "usage: changebot copy"},
 		{"source missing", []string{"-from", "sqlite://" + filepath.Join(t.TempDir(), "none.db"), "-to", sc.URL}, false, "no SQLite database"},
 	}
 	for _, c := range cases {

@@ -55,7 +55,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var projects listFlag
 	fs.Var(&projects, "project", "a project to check, full path or id (repeatable or comma-separated); projects with stored settings are always checked")
 	tokenFile := fs.String("hook-token-file", "", "file holding a token allowed to read the webhooks (a project Maintainer's); default the robot's token")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, ""); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
@@ -91,7 +91,7 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tokenFile := fs.String("hook-token-file", "", "file holding a token allowed to write webhooks (a project Maintainer's, a group Owner's); default the robot's token")
 	noTest := fs.Bool("no-test", false, "do not ask GitLab for a test event")
 	force := fs.Bool("force", false, "repoint a webhook named changebot that sends to another URL (another installation's) to this bot")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, ""); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {

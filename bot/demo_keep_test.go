@@ -252,12 +252,14 @@ func httpJSON(t *testing.T, method, u, auth, body string, want int, v any) {
 	}
 }
 
-// TestFlagHelpExitsZero: -h prints a command's flags and is no failure.
+// TestFlagHelpExitsZero: -h prints a command's usage line and flags and is
+// no failure.
 func TestFlagHelpExitsZero(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range []string{"demo", "doctor", "setup", "serve"} {
 		var out, errOut bytes.Buffer
-		if code := Main([]string{cmd, "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "Usage of "+cmd) {
+		if code := Main([]string{cmd, "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "usage:\n  changebot "+cmd) ||
+			!strings.Contains(errOut.String(), "flags:\n  -") {
 			t.Errorf("changebot %s -h: exit %d, stderr %q; want 0 and the flags", cmd, code, errOut.String())
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -46,11 +47,26 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 	at := fs.String("at", "", "RFC 3339 time to rebuild the state at (replay; default now)")
 	asJSON := fs.Bool("json", false, "print the events as JSON, the body of GET /api/v1/changes/{id}/events (history)")
 	stored := fs.Bool("stored", false, "with -json: the events as stored, the form their hash chain covers, not upcast")
-	if err := fs.Parse(reorderFlags(args)); err != nil {
+	if err := parseFlags(fs, reorderFlags(args), ""); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usagef("want one operation id, got %d argument(s): usage: changebot %s <operation id>", fs.NArg(), name)
+	}
+	// A flag the command would ignore is refused, not dropped silently.
+	var ignored []string
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case replay && (f.Name == "json" || f.Name == "stored"):
+			ignored = append(ignored, "-"+f.Name+" is history's (replay prints the state)")
+		case !replay && f.Name == "at":
+			ignored = append(ignored, "-at is replay's (history prints every event)")
+		case !replay && f.Name == "stored" && !*asJSON:
+			ignored = append(ignored, "-stored goes with -json (history -json -stored <id>: the events as stored, for their hash chain); the table takes no -stored")
+		}
+	})
+	if len(ignored) > 0 {
+		return usageError{msg: strings.Join(ignored, "; "), usage: commandUsage(fs)}
 	}
 	st, pool, err := openStore(ctx, *path)
 	if err != nil {
@@ -150,7 +166,7 @@ func orNow(at string) string {
 func cmdVerify(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
-	if err := fs.Parse(reorderFlags(args)); err != nil {
+	if err := parseFlags(fs, reorderFlags(args), ""); err != nil {
 		return err
 	}
 	st, pool, err := openStore(ctx, *path)

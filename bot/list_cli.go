@@ -41,8 +41,9 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, listUsage)
+			return err
 		}
-		return err
+		return usageError{msg: err.Error(), usage: listUsage}
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q: list takes flags only\n%s", fs.Arg(0), listUsage)

@@ -158,7 +158,7 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) (err erro
 		return err
 	}
 	if err != nil {
-		return fmt.Errorf("%w\n%s", err, settingsUsage)
+		return usageError{msg: err.Error(), usage: settingsUsage}
 	}
 	switch {
 	case verb == "get" && len(pos) > 1, verb == "set" && len(pos) != 2:

@@ -364,7 +364,7 @@ func TestSettingsCLI(t *testing.T) {
 			rows: map[string][]string{"poll.short_count": {"poll.short_count", "6", "global", "stored", "cli:olivia"}}, stored: true},
 		{name: "value starting with - after --", args: []string{"set", "-project", "platform/config", "approval.approvers", "--", "-bot,carol"},
 			rows: map[string][]string{"approval.approvers": {"approval.approvers", "-bot,carol", "project:platform/config", "stored"}}, stored: true},
-		{name: "value starting with - without --", args: []string{"set", "approval.approvers", "-bot"}, wantCode: 1,
+		{name: "value starting with - without --", args: []string{"set", "approval.approvers", "-bot"}, wantCode: 2,
 			want: []string{"flag provided but not defined: -bot", `goes after "--"`}},
 		{name: "negative count after --", args: []string{"set", "poll.short_count", "--", "-3"}, wantCode: 1,
 			want: []string{"invalid value for poll.short_count: want a whole number of at least 0, got -3"}},
