@@ -38,9 +38,11 @@ Usage:
   changebot help
 
 Configuration comes from the YAML file and the environment (see README.md, "Configuration").
-Every installation needs DATABASE_URL (default: a SQLite file), CHANGEBOT_EXTERNAL_URL,
-CHANGEBOT_APPROVAL_URL, CHANGEBOT_CALLBACK_SECRET, CHANGEBOT_WEBHOOK_SECRETS, CHANGEBOT_API_TOKENS
-and CHANGEBOT_REVIEWER_TOKENS (the reviewer accounts' tokens), then one platform:
+Every installation needs CHANGEBOT_EXTERNAL_URL, CHANGEBOT_CALLBACK_SECRET, CHANGEBOT_WEBHOOK_SECRETS
+and CHANGEBOT_API_TOKENS; DATABASE_URL is optional (default: a SQLite file); CHANGEBOT_APPROVAL_URL
+is needed unless the setting approval.provider is gitlab; CHANGEBOT_REVIEWER_TOKENS (the reviewer
+accounts' tokens) only where the projects require approvals on the platform (serve starts without
+them, with a WARN). Then one platform:
   GitLab (CHANGEBOT_PLATFORM=gitlab, the default): CHANGEBOT_GITLAB_URL and CHANGEBOT_GITLAB_TOKEN
     (the robot's token); webhook {CHANGEBOT_EXTERNAL_URL}/webhooks/gitlab.
   GitHub (CHANGEBOT_PLATFORM=github): a GitHub App, CHANGEBOT_GITHUB_APP_ID,

@@ -133,7 +133,7 @@ type Def struct {
 // registry is the single list of settings, in README order.
 var registry = []Def{
 	{Key: FlowApprovalFirst, Kind: KindBool, Default: "true", Unit: "bool",
-		Doc: "flow order of new changes: approval before the merge request (true) or the merge request first (false); read at submit and stored on the change"},
+		Doc: "flow order of new changes: approval before the merge request (true) or the merge request first (false); read at submit and stored on the change; ignored where approval.provider is gitlab, whose changes always open the merge request first"},
 	{Key: ApprovalProvider, Kind: KindEnum, Default: "external", Unit: "enum", Enum: []string{"external", "gitlab"},
 		Doc: "who approves: the external approval system, or approvers in GitLab"},
 	{Key: ApprovalApprovers, Kind: KindString, Default: "", Unit: "usernames",
