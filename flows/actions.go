@@ -239,8 +239,19 @@ func (e *Engine) withdrawRobotApprovals(ctx context.Context, op store.Operation)
 // shows it closed or merged already, then CLOSED (re-appliable). A change
 // GitLab shows merged is finished as MERGED instead: the configuration is on
 // the target branch, so it cannot honestly be called cancelled.
+//
+// A change recorded MERGED (HANDLE_MERGED, DEPLOY_PENDING) whose merge
+// request GitLab says is not merged was moved there on a merge webhook
+// believed without asking GitLab (before applyStateHook checked it): no
+// deploy can ever confirm it and it holds its binding. Cancel reads the MR
+// and, when GitLab says it is opened or closed, closes it like any other
+// change, saying so in the detail; a change GitLab shows merged stays as it
+// is (409).
 func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
 	if s, _ := Lookup(StepCode(op.Step)); !s.Cancellable() {
+		if recordedMerged(s) && op.MRIID > 0 {
+			return e.cancelUnmerged(ctx, op, p)
+		}
 		return op, notApplicable("/cancel applies to a change in progress; this one is %s (%s)", op.Status, StepCode(op.Step))
 	}
 	if op.MRIID > 0 {
@@ -277,6 +288,39 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams)
 		o.Jobs = append(o.Jobs, e.cancelCleanupJob(op))
 	}
 	o.Update = func(x *store.Operation) { x.Detail = "cancelled by " + p.Actor }
+	return e.Transition(ctx, op, Closed, o)
+}
+
+// recordedMerged reports whether s is a step of a change recorded merged
+// and not yet validated (HANDLE_MERGED, DEPLOY_PENDING): the steps Cancel
+// may leave to CLOSED once GitLab says the merge request is not merged.
+func recordedMerged(s Step) bool {
+	return !s.Terminal && s.Status == store.StatusMerged
+}
+
+// cancelUnmerged is Cancel of a change recorded merged (recordedMerged):
+// allowed only when GitLab, read now, says its merge request is not merged.
+func (e *Engine) cancelUnmerged(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
+	w := wordsOf(op.Platform)
+	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
+	if err != nil {
+		return op, fmt.Errorf("reading %s to cancel a change recorded merged: %w", w.MRRef(op.MRIID), err)
+	}
+	if mr.State == platform.MRStateMerged {
+		return op, notApplicable("%s is merged; the change can no longer be cancelled", w.Ref(op.MRIID))
+	}
+	state := mr.State
+	if mr.State != platform.MRStateClosed {
+		if _, err := e.gl.CloseMergeRequest(ctx, op.ProjectID, op.MRIID); err != nil {
+			return op, err
+		}
+	}
+	o := p.opts()
+	o.Payload["mr_state"] = state
+	o.Update = func(x *store.Operation) {
+		x.Detail = fmt.Sprintf("cancelled by %s: %s says %s was never merged (%s), though the change was recorded merged",
+			p.Actor, w.Platform, w.MRRef(op.MRIID), state)
+	}
 	return e.Transition(ctx, op, Closed, o)
 }
 

@@ -358,8 +358,9 @@ func (e *Engine) mergeInFlight(ctx context.Context, projectID int64, branch stri
 }
 
 // applyMergeRequestHook handles MR events: a merge done outside the bot (or
-// whose answer we lost) finishes the change as merged, naming who merged it
-// (the hook's user); a close by a person ends it in MR_CLOSED.
+// whose answer we lost) finishes the change as merged, naming who merged
+// it; a close by a person ends it in MR_CLOSED; both only once the platform
+// confirms it (applyStateHook).
 func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
 	switch {
@@ -375,29 +376,66 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 	if err != nil {
 		return "", err
 	}
-	if h.Action == "close" {
-		if !CanMove(StepCode(op.Step), ClosedByPerson) {
+	switch h.Action {
+	case "merge", "close":
+		return e.applyStateHook(ctx, op, ev, source)
+	case "update":
+		return e.applyReadyHook(ctx, op, source)
+	}
+	return e.applyApprovalHook(ctx, op, ev, source)
+}
+
+// applyStateHook applies a Merge Request Hook saying the MR was merged or
+// closed. The webhook is a hint, not the truth: anyone holding the
+// webhook's secret token (or a replayed, reordered or forged delivery) can
+// say "merged", and a change recorded MERGED on a merge that did not
+// happen has no way back (its merge commit does not exist, so no deploy
+// ever confirms it, and a merged change cannot be cancelled). So the MR is
+// read from the platform (one call, only for a change that could still
+// move) and the change moves only as it says: merged (with its merge
+// commit) finishes it as merged, closed ends it in MR_CLOSED; anything else
+// (still opened, or reopened since) moves nothing, and the contradicting
+// webhook is counted (changebot_webhooks_contradicted_total) and logged.
+// Who merged or closed it is the platform's answer, else the hook's user.
+func (e *Engine) applyStateHook(ctx context.Context, op store.Operation, ev platform.HookEvent, source string) (string, error) {
+	h := ev.MergeRequest
+	step := StepCode(op.Step)
+	if !CanMove(step, HandleMerged) && !CanMove(step, ClosedByPerson) {
+		return OutcomeNoChange, nil
+	}
+	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
+	if err != nil {
+		return "", fmt.Errorf("reading %s to check a %q webhook: %w", wordsOf(op.Platform).MRRef(op.MRIID), h.Action, err)
+	}
+	switch mr.State {
+	case platform.MRStateMerged:
+		if !CanMove(step, HandleMerged) {
 			return OutcomeNoChange, nil
 		}
-		if err := e.closedByPerson(ctx, op, ev.User.Username, source); err != nil {
+		if mr.MergedBy.Username == "" && h.Action == "merge" {
+			mr.MergedBy = ev.User
+		}
+		if err := e.finishMerged(ctx, op, mr, source); err != nil && !isConflict(err) {
+			return "", err
+		}
+		return OutcomeApplied, nil
+	case platform.MRStateClosed:
+		if !CanMove(step, ClosedByPerson) {
+			return OutcomeNoChange, nil
+		}
+		who := mr.ClosedBy.Username
+		if who == "" && h.Action == "close" {
+			who = ev.User.Username
+		}
+		if err := e.closedByPerson(ctx, op, who, source); err != nil {
 			return "", err
 		}
 		return OutcomeApplied, nil
 	}
-	if h.Action == "update" {
-		return e.applyReadyHook(ctx, op, source)
-	}
-	if h.Action != "merge" {
-		return e.applyApprovalHook(ctx, op, ev, source)
-	}
-	if !CanMove(StepCode(op.Step), HandleMerged) {
-		return OutcomeNoChange, nil
-	}
-	mr := platform.MergeRequest{IID: h.IID, SHA: h.SHA, MergeCommitSHA: h.MergeCommitSHA, State: platform.MRStateMerged, MergedBy: ev.User}
-	if err := e.finishMerged(ctx, op, mr, source); err != nil && !isConflict(err) {
-		return "", err
-	}
-	return OutcomeApplied, nil
+	e.m.contradicted.WithLabelValues(h.Action).Inc()
+	e.opLog(op).Warn("a merge request webhook is contradicted by the platform: nothing moved",
+		"action", h.Action, "state", mr.State, "delivery", source, "hook_user", ev.User.Username)
+	return OutcomeNoChange, nil
 }
 
 // applyReadyHook applies a Merge Request Hook that marked the MR ready

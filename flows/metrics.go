@@ -12,6 +12,7 @@ type Metrics struct {
 	active       *prometheus.GaugeVec
 	oldest       *prometheus.GaugeVec
 	admission    prometheus.Counter
+	contradicted *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -51,9 +52,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "changebot_admission_rejected_total",
 			Help: "Submissions refused with 503 because the backlog was above admission.max_active.",
 		}),
+		contradicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changebot_webhooks_contradicted_total",
+			Help: "Merge request webhooks saying merged or closed whose merge request GitLab or GitHub, read at once, says is not: nothing moved; by action (merge, close).",
+		}, []string{"action"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.transitions, m.stateSeconds, m.validated, m.jobFailures, m.panics, m.active, m.oldest, m.admission)
+		reg.MustRegister(m.transitions, m.stateSeconds, m.validated, m.jobFailures, m.panics, m.active, m.oldest, m.admission, m.contradicted)
 	}
 	m.initSeries()
 	return m
@@ -74,6 +79,9 @@ var panicSites = append(append([]string{}, stepJobKinds...),
 // the step table with result ok in both flow orders, the time spent in
 // each step, every job failure kind per job kind, every panic site.
 func (m *Metrics) initSeries() {
+	for _, a := range []string{"merge", "close"} {
+		m.contradicted.WithLabelValues(a)
+	}
 	for _, s := range Catalogue() {
 		m.stateSeconds.WithLabelValues(s.Code.String())
 		if s.Terminal {

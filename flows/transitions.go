@@ -28,7 +28,8 @@ func (e *IllegalTransitionError) Is(target error) bool { return target == ErrIll
 // of the step table (DESIGN §2 "one transition table"): the moves its own
 // work makes (Next), its job's declared failure in either flow order, /retry
 // and /resume, and for a step that may be cancelled, CLOSED, MR_CLOSED and
-// HANDLE_MERGED. A merge or close a person made in GitLab wins in every such step,
+// HANDLE_MERGED; for a change recorded merged and not validated, CLOSED
+// (Engine.Cancel, when GitLab says it was never merged). A merge or close a person made in GitLab wins in every such step,
 // in the create phase too (issue 9 defect 8): remote state wins (DESIGN §5),
 // and /cancel, which finds the merge, must be able to record it.
 func moves(s Step) []StepCode {
@@ -39,6 +40,11 @@ func moves(s Step) []StepCode {
 	}
 	if s.Cancellable() {
 		out = append(out, Closed, ClosedByPerson, HandleMerged)
+	}
+	if recordedMerged(s) {
+		// Only Cancel takes it, once GitLab says the merge request is not
+		// merged (a merge recorded on a webhook GitLab contradicts).
+		out = append(out, Closed)
 	}
 	return slices.DeleteFunc(out, func(c StepCode) bool { return c == 0 })
 }

@@ -35,7 +35,7 @@ var designEdges = map[[2]string]bool{
 	{store.StatusHandleFailed, store.StatusMerging}:    true,
 	{store.StatusHandleFailed, store.StatusMerged}:     true, // merged by hand after a failure, found on /retry
 	{store.StatusMRCreated, store.StatusHandleFailed}:  true, // the handle job failed before its first move (every exit path ends in a state)
-	// cancel: any non-terminal except MERGED (see transitions.go)
+	// cancel: any non-terminal except MERGED (see transitions.go; MERGED below)
 	{store.StatusApprovalSending, store.StatusClosed}: true,
 	{store.StatusApprovalSent, store.StatusClosed}:    true,
 	{store.StatusMRCreating, store.StatusClosed}:      true,
@@ -56,6 +56,9 @@ var designEdges = map[[2]string]bool{
 	// (issue 10 point 1)
 	{store.StatusClosed, store.StatusMRCreating}: true,
 	{store.StatusClosed, store.StatusMerged}:     true,
+	// a change recorded merged that GitLab says was never merged (a merge
+	// webhook believed without asking): /cancel, having read the MR
+	{store.StatusMerged, store.StatusClosed}: true,
 }
 
 // TestTransitionTableEveryPair walks every (from, to) pair of the catalogue:
@@ -119,7 +122,8 @@ func TestNamedIllegalTransitions(t *testing.T) {
 		{"validated to merging", CalledBack, HandleStarted},
 		{"rejected to create", ApprovalRejected, CreateStarted},
 		{"closed to anything", Closed, CreateStarted},
-		{"merged to closed", HandleMerged, Closed},
+		{"merged to closed by a person", HandleMerged, ClosedByPerson},
+		{"deploy pending to closed by a person", DeployPending, ClosedByPerson},
 		{"unknown code", StepCode(99999), CreateStarted},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,173 @@
+package flows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/flows/flowtest"
+	"changebot/platform"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+)
+
+// forgedMRHook is a Merge Request Hook GitLab did not send: the recorded
+// payload file (testdata/gitlab, a real GitLab delivery) edited to name
+// project projectID and merge request iid, as anyone holding the webhook's
+// secret token could post it.
+func forgedMRHook(t *testing.T, file string, projectID, iid int64) gitlabfake.SentWebhook {
+	t.Helper()
+	raw, err := os.ReadFile("../testdata/gitlab/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	body["project"].(map[string]any)["id"] = projectID
+	attrs := body["object_attributes"].(map[string]any)
+	attrs["iid"], attrs["target_project_id"], attrs["source_project_id"] = iid, projectID, projectID
+	out, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gitlabfake.SentWebhook{Event: "Merge Request Hook", IdempotencyKey: "forged-" + file, ProjectID: projectID, Body: out}
+}
+
+// contradictedCount reads changebot_webhooks_contradicted_total by action.
+func contradictedCount(t *testing.T, h *flowtest.Harness) map[string]float64 {
+	t.Helper()
+	mfs, err := h.Metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "changebot_webhooks_contradicted_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "action" && m.GetCounter().GetValue() > 0 {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestMergeHookIsCheckedWithThePlatform: a change waits for its approval
+// (APPROVAL_SENT) on an open merge request; a Merge Request Hook saying
+// "merged", and one saying "closed", arrive although GitLab says the MR is
+// opened. Before, the merge hook was believed: the change became MERGED on
+// a merge commit that does not exist, no deploy could ever confirm it, and
+// it could neither be cancelled nor resumed out of it. Now the MR is read
+// first: nothing moves, the MR stays open, each contradiction is counted.
+// Once a person really merges, the change moves on with GitLab's merge
+// commit.
+func TestMergeHookIsCheckedWithThePlatform(t *testing.T) {
+	t.Parallel()
+	for _, platformName := range []string{store.PlatformGitLab, store.PlatformGitHub} {
+		t.Run(platformName, func(t *testing.T) {
+			t.Parallel()
+			h := flowtest.New(t, &flowtest.Opts{Configure: func(cfg *flows.EngineConfig) { cfg.Platform = platformName }})
+			p := flowtest.Change("svc")
+			p.ApprovalFirst = false
+			op := h.ToMROpened(t, p)
+			h.DeliverWebhooks(t)
+			h.WorkUntilIdle(t)
+			h.RequireStep(t, op.ID, flows.ApprovalSent)
+
+			h.Deliver(t, forgedMRHook(t, "webhook-merge_request-merge.json", h.Project.ID, op.MRIID),
+				forgedMRHook(t, "webhook-merge_request-close.json", h.Project.ID, op.MRIID))
+			h.WorkUntilIdle(t)
+			got := h.RequireStep(t, op.ID, flows.ApprovalSent)
+			if got.MergeCommitSHA != "" {
+				t.Errorf("merge commit %q recorded from a webhook GitLab contradicts", got.MergeCommitSHA)
+			}
+			if mr := h.MR(t, op.ID); mr.State != platform.MRStateOpened {
+				t.Fatalf("MR state %s, want opened", mr.State)
+			}
+			if c := contradictedCount(t, h); c["merge"] != 1 || c["close"] != 1 {
+				t.Errorf("contradicted webhooks counted %v, want merge 1, close 1", c)
+			}
+
+			// A real merge by a person: GitLab's merge commit is kept.
+			merged, err := h.ClientAs(t, flowtest.Requester).Merge(context.Background(), h.Project.ID, op.MRIID,
+				platform.MergeParams{SHA: h.MR(t, op.ID).SHA})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hooks []gitlabfake.SentWebhook // the MR's own (not the deploy pipeline's)
+			for _, w := range h.TakeWebhooks(t) {
+				if w.Event == "Merge Request Hook" {
+					hooks = append(hooks, w)
+				}
+			}
+			if !strings.Contains(flowtest.Describe(hooks), "merge") {
+				t.Fatalf("no merge hook: %s", flowtest.Describe(hooks))
+			}
+			h.Deliver(t, hooks...)
+			h.WorkUntilIdle(t)
+			got = h.RequireStep(t, op.ID, flows.HandleMerged)
+			if got.MergeCommitSHA != merged.MergeCommitSHA || got.MergeCommitSHA == "" {
+				t.Errorf("merge commit %q, want GitLab's %q", got.MergeCommitSHA, merged.MergeCommitSHA)
+			}
+			if !strings.Contains(got.Detail, flowtest.Requester+" merged") {
+				t.Errorf("detail %q does not name who merged", got.Detail)
+			}
+		})
+	}
+}
+
+// TestCancelLeavesAMergeGitLabNeverMade: a change recorded MERGED whose
+// merge request GitLab says is still opened (what a believed forged merge
+// webhook left before the check, put here directly) waits for a deploy of
+// a merge commit that does not exist and parks in DEPLOY_PENDING; /resume
+// only goes round. /cancel reads the MR: GitLab says opened, so the MR is
+// closed and the change CLOSED, freeing its binding. A change GitLab shows
+// merged still cannot be cancelled.
+func TestCancelLeavesAMergeGitLabNeverMade(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	ctx := context.Background()
+	p := flowtest.Change("svc")
+	p.ApprovalFirst = false
+	op := h.ToMROpened(t, p)
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	op = h.RequireStep(t, op.ID, flows.ApprovalSent)
+	const bogus = "43411b53d670203e887c4985c4e58e8e6b7c109e"
+	if _, err := h.Engine.Transition(ctx, op, flows.HandleMerged, flows.TransitionOpts{Source: "webhook:0",
+		Update: func(o *store.Operation) { o.MergeCommitSHA = bogus }}); err != nil {
+		t.Fatal(err)
+	}
+	h.RunFor(t, flowtest.Poll.DeployDeadline+time.Hour)
+	h.RequireStep(t, op.ID, flows.DeployPending)
+
+	got, err := h.Engine.Act(ctx, op.ID, flows.ActionCancel, flows.ActionParams{Actor: "olivia", Source: "api"})
+	if err != nil {
+		t.Fatalf("cancel of a change GitLab never merged: %v", err)
+	}
+	if flows.StepCode(got.Step) != flows.Closed || !strings.Contains(got.Detail, "never merged (opened)") {
+		t.Errorf("after cancel: %s %q, want CLOSED saying GitLab never merged it", flows.StepCode(got.Step), got.Detail)
+	}
+	if mr := h.MR(t, op.ID); mr.State != platform.MRStateClosed {
+		t.Errorf("MR state %s, want closed", mr.State)
+	}
+	wantBinding(t, h, op.ID, store.StatusClosed)
+
+	// A change GitLab shows merged stays MERGED.
+	real := h.ToMerged(t, flowtest.Change("svc"))
+	if _, err := h.Engine.Act(ctx, real.ID, flows.ActionCancel, flows.ActionParams{Actor: "olivia", Source: "api"}); !errors.Is(err, flows.ErrNotApplicable) {
+		t.Errorf("cancel of a merged change: %v, want ErrNotApplicable", err)
+	}
+	h.RequireStep(t, real.ID, flows.HandleMerged)
+}
