@@ -121,6 +121,14 @@ func statusCases() []struct {
 	merging.HiddenEvents = 2 // two retried approve calls: the footer's event 8 is not a timeline row
 	merging.Commands = []CommandHelp{cmdStatus, cmdCancel, cmdHelp}
 
+	// HANDLE_DRAFT merges nothing: it waits for a person to mark the draft
+	// ready, and the headline says so rather than "Merging".
+	draft := merging
+	draft.StepCode, draft.StepName = 10110, "HANDLE_DRAFT"
+	draft.Hint = "The merge request is a draft: mark it ready in GitLab; changebot then merges by itself."
+	draft.Timeline = append(timeline(6), TimelineEntry{At: at(40), StepName: "HANDLE_DRAFT", Status: "MERGING", Actor: "changebot", Source: "merge request handling"})
+	draft.Seq, draft.HiddenEvents = 7, 0
+
 	failed := base()
 	failed.Status, failed.StepCode, failed.StepName = "CREATE_FAILED", 10004, "CREATE_PIPELINE_FAILED"
 	failed.Hint = "The pipeline failed. Fix the cause and comment /retry, or contact the maintainers."
@@ -231,6 +239,8 @@ func statusCases() []struct {
 		{name: "waiting_for_approval_in_gitlab", view: waitingGitLab},
 		{name: "pipeline_running", view: running},
 		{name: "merging", view: merging},
+		{name: "waiting_for_draft_ready", view: draft},
+		{name: "github_waiting_for_draft_ready", view: onGitHub(draft)},
 		{name: "create_pipeline_failed", view: failed},
 		{name: "pipeline_pending", view: pending},
 		{name: "rebase_conflict", view: conflict},
@@ -526,5 +536,26 @@ func TestFuncs(t *testing.T) {
 				t.Errorf("got %q, want %q", tc.got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDraftHeadlineSaysItWaitsForReady: a change in HANDLE_DRAFT waits for
+// a person to mark its draft ready; its headline says so, not "Merging …"
+// (on GitLab and GitHub alike).
+func TestDraftHeadlineSaysItWaitsForReady(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	for _, tc := range statusCases() {
+		if tc.view.StepName != "HANDLE_DRAFT" {
+			continue
+		}
+		got, err := r.Status(tc.view)
+		if err != nil {
+			t.Fatalf("%s: Status: %v", tc.name, err)
+		}
+		lines := strings.SplitN(got, "\n", 3)
+		if len(lines) < 2 || strings.Contains(lines[1], "Merging") || !strings.Contains(lines[1], "is a draft: waiting for a person to mark it ready") {
+			t.Errorf("%s: headline %q, want it to say the draft waits to be marked ready", tc.name, lines[1])
+		}
 	}
 }
