@@ -81,7 +81,14 @@ func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 			[]string{`"field":"files[1].content"`, "required"}},
 		{"create with null content", strings.Replace(validChange("fn"), `"content":"a: 1\n"`, `"content":null,"action":"create"`, 1),
 			[]string{`"field":"files[0].content"`, "required"}},
-		{"file path of the wrong type", strings.Replace(validChange("fp"), `"path":"a.yaml"`, `"path":7`, 1), []string{"files.path", "string"}},
+		// The path with its index, not encoding/json's "files.path".
+		{"file path of the wrong type", strings.Replace(validChange("fp"), `"path":"a.yaml"`, `"path":7`, 1), []string{"field files[0].path must be a string, not a number"}},
+		{"second file path of the wrong type", strings.Replace(validChange("fp2"), `{"path":"a.yaml","content":"a: 1\n"}`, `{"path":"a.yaml","content":"a"},{"path":true,"content":"b"}`, 1),
+			[]string{"field files[1].path must be a string, not true or false"}},
+		{"body not an object", `["x"]`, []string{"the body must be an object, not an array"}},
+		// Duplicate keys: encoding/json kept the last one silently.
+		{"subject_id twice", strings.Replace(validChange("g4"), `"subject_id":"g4"`, `"subject_id":"g4","subject_id":"g5"`, 1), []string{"duplicate key subject_id"}},
+		{"a file's path twice", strings.Replace(validChange("dp"), `{"path":"a.yaml"`, `{"path":"b.yaml","path":"a.yaml"`, 1), []string{"duplicate key files[0].path"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +101,7 @@ func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 					t.Errorf("body %s does not contain %q", body, w)
 				}
 			}
-			for _, leak := range []string{"Go struct", "changeRequest", "try again"} {
+			for _, leak := range []string{"Go struct", "Go value", "changeRequest", "fileRequest", "jsonText", "try again"} {
 				if strings.Contains(body, leak) {
 					t.Errorf("body %s contains %q", body, leak)
 				}

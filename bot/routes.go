@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -10,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -23,6 +23,7 @@ import (
 
 	"changebot/commands"
 	"changebot/flows"
+	"changebot/internal/jsonbody"
 	"changebot/platform/gitlab"
 	"changebot/settings"
 	"changebot/store"
@@ -360,63 +361,44 @@ func (req changeRequest) params() (flows.SubmitParams, []flows.FieldError) {
 	return p, bad
 }
 
-// decodeProblem says what is wrong with a body that does not decode, in
-// the API's words: JSON field paths and JSON types, never Go's.
-func decodeProblem(err error) string {
-	var ute *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &ute):
-		field := ute.Field
-		if field == "" {
-			return fmt.Sprintf("the body must be a JSON object, not %s", ute.Value)
-		}
-		return fmt.Sprintf("field %s must be %s, not %s", field, jsonTypeName(ute.Type), ute.Value)
-	case errors.As(err, &se):
-		return fmt.Sprintf("malformed JSON body at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "malformed JSON body: it ends early"
-	}
-	return "malformed JSON body: " + strings.TrimPrefix(err.Error(), "json: ")
-}
-
-// jsonTypeName names the JSON type a Go type decodes from.
-func jsonTypeName(t reflect.Type) string {
-	if t == nil {
-		return "a different JSON type"
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
-		return "a number"
-	}
-	return "a different JSON type"
-}
-
-func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes)
-	var req changeRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&req)
-	if err == nil && dec.More() {
-		err = errors.New("data after the JSON object")
-	}
+// decodeBody reads r's body, at most limit bytes, into v: one JSON value,
+// unknown fields refused, no data after it, no key twice in an object
+// (encoding/json would keep the last silently: jsonbody.CheckDuplicates).
+// When it does not, it answers 413 or 400 naming the problem in the API's
+// words (JSON field paths with indexes and JSON types, never Go's:
+// jsonbody.Describe) and returns false.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": fmt.Sprintf("body larger than %d bytes", tooLarge.Limit)})
-		return
+		return false
 	}
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": decodeProblem(err)})
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "reading the request body failed"})
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(v)
+	switch {
+	case err != nil:
+		err = errors.New(jsonbody.Describe(err, body))
+	case dec.More():
+		err = errors.New("data after the JSON object")
+	default:
+		err = jsonbody.CheckDuplicates(body)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
+		return false
+	}
+	return true
+}
+
+func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
+	var req changeRequest
+	if !decodeBody(w, r, a.cfg.MaxBodyBytes, &req) {
 		return
 	}
 	params, badText := req.params()

@@ -60,12 +60,8 @@ func (a *App) putSetting(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": (&settings.UnknownKeyError{Key: key}).Error()})
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	var req settingRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "malformed JSON body: " + err.Error()})
+	if !decodeBody(w, r, 64<<10, &req) {
 		return
 	}
 	if len(bytes.TrimSpace(req.Value)) == 0 {

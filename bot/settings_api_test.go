@@ -103,7 +103,14 @@ func TestSettingsAPI(t *testing.T) {
 		{"put malformed", http.MethodPut, "/api/v1/settings/flow.approval_first", demoOperatorToken,
 			`{"value": tru`, 400, []string{"malformed JSON"}},
 		{"put unknown field", http.MethodPut, "/api/v1/settings/flow.approval_first", demoOperatorToken,
-			map[string]any{"value": true, "scope": "global"}, 400, []string{"malformed JSON"}},
+			map[string]any{"value": true, "scope": "global"}, 400, []string{`unknown field \"scope\"`}},
+		// A bare value instead of {"value": …} said "…into Go value of type bot.settingRequest".
+		{"put a bare value", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+			`"30m"`, 400, []string{"the body must be an object, not a string"}},
+		{"put value of a wrong JSON type for the body", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+			`{"value":"30m","project":{}}`, 400, []string{"project must be a path or a numeric id"}},
+		{"put a key twice", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+			`{"value":"30m","value":"45m"}`, 400, []string{"duplicate key value"}},
 		{"put negative count", http.MethodPut, "/api/v1/settings/poll.short_count", demoOperatorToken,
 			map[string]any{"value": -1}, 400, []string{"invalid value for poll.short_count", "at least 0", "got -1"}},
 		{"put negative duration", http.MethodPut, "/api/v1/settings/note.delay", demoOperatorToken,
@@ -142,6 +149,11 @@ func TestSettingsAPI(t *testing.T) {
 		if status != tt.wantStatus {
 			t.Errorf("%s: status %d, want %d (%s)", tt.name, status, tt.wantStatus, body)
 			continue
+		}
+		for _, leak := range []string{"Go value", "Go struct", "settingRequest"} {
+			if bytes.Contains(body, []byte(leak)) {
+				t.Errorf("%s: body %s shows Go's %q", tt.name, body, leak)
+			}
 		}
 		for _, w := range tt.wantBody {
 			if !bytes.Contains(body, []byte(w)) {

@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"changebot/flows"
+	"changebot/internal/jsonbody"
 )
 
 // HeaderSignature carries the HMAC of a callback's raw body:
@@ -346,36 +347,27 @@ func (h *callbackHandler) signatureOK(header string, body []byte) bool {
 	return hmac.Equal(got, mac.Sum(nil))
 }
 
-// decodeStrict decodes one JSON object into v: a wrong type or trailing
-// data is an error wrapping errMalformedCallback; unknown fields are
-// allowed. Its text names the field, never a value.
+// decodeStrict decodes one JSON object into v: a wrong type, trailing
+// data or a key twice in an object (encoding/json would keep the last
+// silently: jsonbody.CheckDuplicates) is an error wrapping
+// errMalformedCallback; unknown fields are allowed. Its text names the
+// field by its JSON path and JSON type (jsonbody.Describe), never a value
+// or a Go type.
 func decodeStrict(body []byte, v any) error {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return fmt.Errorf("%w: body is not a JSON object", errMalformedCallback)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return fmt.Errorf("%w: field %s must be a JSON %s", errMalformedCallback, te.Field, jsonKind(te.Type.Kind().String()))
-		}
-		return fmt.Errorf("%w: %w", errMalformedCallback, err)
+		return fmt.Errorf("%w: %s", errMalformedCallback, jsonbody.Describe(err, body))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: data after the JSON object", errMalformedCallback)
 	}
-	return nil
-}
-
-// jsonKind names a Go kind the way the sender thinks of it.
-func jsonKind(goKind string) string {
-	switch {
-	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
-		return "number"
-	case goKind == "map" || goKind == "struct":
-		return "object"
+	if err := jsonbody.CheckDuplicates(body); err != nil {
+		return fmt.Errorf("%w: %w", errMalformedCallback, err)
 	}
-	return goKind
+	return nil
 }
 
 // maxApproverLen bounds a callback's approver (a person's name or login).

@@ -161,7 +161,11 @@ func TestApprovalCallback(t *testing.T) {
 			wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: flows.ResultAccepted,
 			wantCall: &ApprovalCallback{RequestID: "r", OperationID: "op", Decision: "withdrawn"},
 		},
-		{name: "wrong JSON type", body: []byte(`{"request_id":"r","operation_id":"op","decision":5}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: field decision must be a JSON string"}`},
+		{name: "wrong JSON type", body: []byte(`{"request_id":"r","operation_id":"op","decision":5}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: field decision must be a string, not a number"}`},
+		{name: "duplicate key", body: []byte(`{"request_id":"r","operation_id":"op","decision":"rejected","decision":"approved","approver":"carol"}`), wantStatus: 400,
+			wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: duplicate key decision: every key may appear once"}`},
+		{name: "duplicate key in ext", body: []byte(`{"request_id":"r","operation_id":"op","decision":"approved","approver":"carol","ext":{"a":[{"k":1,"k":2}]}}`), wantStatus: 400,
+			wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: duplicate key ext.a[0].k: every key may appear once"}`},
 		{name: "not JSON", body: []byte(`decision=approved`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: body is not a JSON object"}`},
 		{name: "trailing data", body: []byte(`{"request_id":"r","operation_id":"op","decision":"approved"} {}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: data after the JSON object"}`},
 		{name: "too large", body: []byte(`{"request_id":"` + strings.Repeat("r", 5<<10) + `"}`), wantStatus: 413, wantLabel: ResultTooLarge, wantBody: `{"error":"payload larger than 4096 bytes"}`},
@@ -238,7 +242,7 @@ func TestDeployCallback(t *testing.T) {
 		{
 			name:       "project id as string",
 			body:       `{"request_id":"d-3","project_id":"42","mr_iid":7,"status":"success"}`,
-			wantStatus: 400, wantBody: `{"error":"malformed payload: field project_id must be a JSON number"}`,
+			wantStatus: 400, wantBody: `{"error":"malformed payload: field project_id must be an integer, not a string"}`,
 		},
 	}
 	for _, tt := range tests {

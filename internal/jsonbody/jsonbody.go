@@ -1,0 +1,316 @@
+// Package jsonbody checks JSON request bodies and explains why one does
+// not decode in the sender's terms: JSON field paths with array indexes
+// ("files[0].path") and JSON types ("a string"), never Go's type or struct
+// names, which encoding/json's errors carry ("Go struct field
+// F.files.path of type string").
+//
+// The REST API and the approval and deploy callbacks refuse duplicate
+// keys with CheckDuplicates (encoding/json keeps the last silently, so a
+// body could say two things); every JSON intake (webhooks too) words its
+// decoding errors with Describe.
+package jsonbody
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// MaxDepth bounds the nesting CheckDuplicates walks: a body nested deeper
+// is refused with *TooDeepError. The bot's bodies nest four levels at
+// most; a callback's free-form "ext" may nest more.
+const MaxDepth = 64
+
+// maxPathLen bounds a path shown in an error; a longer one is cut with
+// "…".
+const maxPathLen = 200
+
+// DuplicateKeyError is a JSON object with a key twice. Path is the second
+// occurrence's JSON path ("subject_id", "files[1].path").
+type DuplicateKeyError struct{ Path string }
+
+// Error implements error.
+func (e *DuplicateKeyError) Error() string {
+	return fmt.Sprintf("duplicate key %s: every key may appear once", e.Path)
+}
+
+// TooDeepError is a body nested deeper than MaxDepth.
+type TooDeepError struct{ Path string }
+
+// Error implements error.
+func (e *TooDeepError) Error() string {
+	return fmt.Sprintf("the body nests deeper than %d levels at %s", MaxDepth, e.Path)
+}
+
+// CheckDuplicates walks body, one JSON value, token by token (once, in
+// time and memory linear in its size) and returns a *DuplicateKeyError for
+// the first object key that appears twice in its object, or a
+// *TooDeepError. A body that is not valid JSON returns nil: decoding it
+// reports that (Describe). Keys are compared as decoded, so "a" and
+// "\u0061" are the same key.
+func CheckDuplicates(body []byte) error {
+	err := walk(body, nil)
+	var dup *DuplicateKeyError
+	var deep *TooDeepError
+	if errors.As(err, &dup) || errors.As(err, &deep) {
+		return err
+	}
+	return nil
+}
+
+// frame is one open object or array of walk.
+type frame struct {
+	object bool
+	path   string
+	// keys are the keys seen so far (objects).
+	keys map[string]bool
+	// key is the key whose value comes next (objects), index the next
+	// element's (arrays).
+	key   string
+	index int
+	// wantKey is true when the next token of an object is a key.
+	wantKey bool
+	// segs are the object keys on the way to this frame.
+	segs []string
+}
+
+// visitor receives each value of walk in document order: its path, the
+// object keys on the way (without indexes), and its JSON kind (object,
+// array, string, number, true or false as "boolean", null). It returns
+// false to stop.
+type visitor func(path string, segs []string, kind string) bool
+
+// walk visits every value of body; it returns the first duplicate key or
+// depth error, the token error of invalid JSON, or nil.
+func walk(body []byte, visit visitor) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if top != nil && top.object && top.wantKey {
+			key, _ := tok.(string)
+			if top.keys[key] {
+				return &DuplicateKeyError{Path: cut(join(top.path, key))}
+			}
+			top.keys[key] = true
+			top.key, top.wantKey = key, false
+			continue
+		}
+		path, segs := "", []string(nil)
+		switch {
+		case top == nil:
+		case top.object:
+			path, segs = join(top.path, top.key), append(append([]string(nil), top.segs...), top.key)
+			top.wantKey = true
+		default:
+			path, segs = top.path+"["+strconv.Itoa(top.index)+"]", top.segs
+			top.index++
+		}
+		kind := kindOf(tok)
+		if visit != nil && !visit(path, segs, kind) {
+			return nil
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if len(stack) >= MaxDepth {
+				return &TooDeepError{Path: cut(cmpOr(path, "the top"))}
+			}
+			f := &frame{object: d == '{', path: path, segs: segs, wantKey: d == '{'}
+			if f.object {
+				f.keys = map[string]bool{}
+			}
+			stack = append(stack, f)
+		}
+	}
+}
+
+// kindOf names a token's JSON kind.
+func kindOf(tok json.Token) string {
+	switch t := tok.(type) {
+	case json.Delim:
+		if t == '{' {
+			return "object"
+		}
+		return "array"
+	case string:
+		return "string"
+	case json.Number, float64:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "null"
+}
+
+// join appends key to path: ".key", or ["key"] (quoted) when key is not
+// a plain name (letters, digits, '_', '-').
+func join(path, key string) string {
+	plain := key != ""
+	for _, r := range key {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			plain = false
+			break
+		}
+	}
+	switch {
+	case !plain:
+		return path + "[" + strconv.Quote(key) + "]"
+	case path == "":
+		return key
+	}
+	return path + "." + key
+}
+
+func cut(path string) string {
+	if len(path) <= maxPathLen {
+		return path
+	}
+	return strings.ToValidUTF8(path[:maxPathLen], "") + "…"
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Describe says why decoding body failed with err, in one sentence
+// without Go's names: a value of the wrong type as "field files[0].path
+// must be a string, not a number" (the path with indexes, found in body)
+// or "the body must be a JSON object, not a string"; a syntax error with
+// its byte offset; "unknown field "x"" (DisallowUnknownFields); a body
+// that ends early. Other errors (a custom UnmarshalJSON's) keep their
+// text, without encoding/json's "json: " prefix. body may be nil: paths
+// then lack their indexes.
+func Describe(err error, body []byte) string {
+	var ute *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &ute):
+		want := typeName(ute.Type)
+		got := article(ute.Value)
+		if ute.Field == "" {
+			return fmt.Sprintf("the body must be %s, not %s", want, got)
+		}
+		return fmt.Sprintf("field %s must be %s, not %s", cut(locate(body, ute.Field, ute.Value)), want, got)
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON: the body ends early"
+	case errors.Is(err, io.EOF):
+		return "the body is empty"
+	}
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return "unknown field " + rest
+	}
+	return strings.TrimPrefix(msg, "json: ")
+}
+
+// locate returns the JSON path with indexes of the first value in body
+// whose object keys are field's ("files.path": encoding/json's path,
+// without indexes or map keys) and whose kind is got: the value that did
+// not decode. field itself when body does not have one.
+func locate(body []byte, field, got string) string {
+	if len(body) == 0 {
+		return field
+	}
+	want := strings.Split(field, ".")
+	found := ""
+	_ = walk(body, func(path string, segs []string, kind string) bool {
+		if kind == kindWord(got) && endsLike(segs, want) {
+			found = path
+			return false
+		}
+		return true
+	})
+	return cmpOr(found, field)
+}
+
+// kindWord maps encoding/json's UnmarshalTypeError.Value ("number 7" in
+// old versions, "number", "string", "bool", "array", "object") onto
+// kindOf's words.
+func kindWord(v string) string {
+	v, _, _ = strings.Cut(v, " ")
+	if v == "bool" {
+		return "boolean"
+	}
+	return v
+}
+
+// endsLike reports whether want (encoding/json's field path) is a
+// subsequence of segs (the object keys on the way: map keys included)
+// with the same last key.
+func endsLike(segs, want []string) bool {
+	if len(segs) == 0 || len(want) == 0 || segs[len(segs)-1] != want[len(want)-1] {
+		return false
+	}
+	i := 0
+	for _, s := range segs {
+		if i < len(want) && s == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// article puts "a" or "an" before a JSON kind ("an object", "a number").
+func article(kind string) string {
+	switch k := kindWord(kind); k {
+	case "object", "array":
+		return "an " + k
+	case "boolean":
+		return "true or false"
+	case "null":
+		return "null"
+	default:
+		return "a " + k
+	}
+}
+
+// typeName names the JSON type a Go type decodes from.
+func typeName(t reflect.Type) string {
+	if t == nil {
+		return "of another JSON type"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "of another JSON type"
+}

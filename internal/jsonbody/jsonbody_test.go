@@ -1,0 +1,109 @@
+package jsonbody
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestCheckDuplicates: a key twice in one object is refused naming its
+// path with indexes; the same key in sibling objects, escaped spellings
+// of other keys and invalid JSON are not its business.
+func TestCheckDuplicates(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body string
+		want       string // the error; "" for none
+	}{
+		{"none", `{"subject_id":"g4","files":[{"path":"a"},{"path":"b"}]}`, ""},
+		{"top level", `{"subject_id":"g4","subject_id":"g5"}`, "duplicate key subject_id: every key may appear once"},
+		{"in an array element", `{"files":[{"path":"a"},{"path":"b","content":"x","path":"c"}]}`, "duplicate key files[1].path: every key may appear once"},
+		{"escaped spelling of the same key", `{"a":1,"\u0061":2}`, "duplicate key a: every key may appear once"},
+		{"odd key quoted", `{"ext":{"a.b":1,"a.b":2}}`, `duplicate key ext["a.b"]: every key may appear once`},
+		{"same key in nested objects", `{"a":{"a":{"a":1}}}`, ""},
+		{"invalid JSON is left to the decoder", `{"a":1,"b"`, ""},
+		{"scalar body", `"30m"`, ""},
+		{"too deep", strings.Repeat(`{"a":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1), "the body nests deeper than 64 levels at "},
+		{"as deep as allowed", strings.Repeat(`[`, MaxDepth) + strings.Repeat("]", MaxDepth), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := CheckDuplicates([]byte(tt.body))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("CheckDuplicates = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
+				t.Fatalf("CheckDuplicates = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	var dup *DuplicateKeyError
+	if err := CheckDuplicates([]byte(`{"x":[{"k":1,"k":2}]}`)); !errors.As(err, &dup) || dup.Path != "x[0].k" {
+		t.Errorf("CheckDuplicates = %#v, want a *DuplicateKeyError at x[0].k", err)
+	}
+}
+
+type file struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+type text struct{ s string }
+
+func (t *text) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &t.s) }
+
+type request struct {
+	Title text            `json:"title"`
+	Files []file          `json:"files"`
+	IID   int64           `json:"iid"`
+	Meta  map[string]file `json:"meta"`
+	Draft bool            `json:"draft"`
+}
+
+// TestDescribe: encoding/json's errors become sentences with JSON paths
+// (indexes included) and JSON types, without Go's names.
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body string
+		want       string
+	}{
+		{"nested wrong type names its index", `{"files":[{"path":"a"},{"path":7}]}`, "field files[1].path must be a string, not a number"},
+		{"through a custom unmarshaler", `{"title":"t","files":[{"path":"a","content":{}}]}`, "field files[0].content must be a string, not an object"},
+		{"custom unmarshaler at the top", `{"title":5}`, "field title must be a string, not a number"},
+		{"element of the wrong type", `{"files":[{"path":"a"},1]}`, "field files[1] must be an object, not a number"},
+		{"array of the wrong type", `{"files":"a.yaml"}`, "field files must be an array, not a string"},
+		{"integer as a string", `{"iid":"abc"}`, "field iid must be an integer, not a string"},
+		{"fraction for an integer", `{"iid":1.5}`, "field iid must be an integer, not a number"},
+		{"boolean", `{"draft":"yes"}`, "field draft must be true or false, not a string"},
+		{"through a map key", `{"meta":{"k":{"path":[]}}}`, "field meta.k.path must be a string, not an array"},
+		{"not an object", `"30m"`, "the body must be an object, not a string"},
+		{"syntax", `{"iid":}`, "malformed JSON at byte 8: invalid character '}' looking for beginning of value"},
+		{"ends early", `{"iid":1`, "malformed JSON: the body ends early"},
+		{"empty", ``, "the body is empty"},
+		{"unknown field", `{"iid":1,"zz":2}`, `unknown field "zz"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dec := json.NewDecoder(strings.NewReader(tt.body))
+			dec.DisallowUnknownFields()
+			var r request
+			err := dec.Decode(&r)
+			if err == nil {
+				t.Fatal("decoded")
+			}
+			got := Describe(err, []byte(tt.body))
+			if got != tt.want {
+				t.Errorf("Describe = %q, want %q (from %v)", got, tt.want, err)
+			}
+			for _, leak := range []string{"Go ", "request", "jsonbody", "int64", "json:"} {
+				if strings.Contains(got, leak) {
+					t.Errorf("Describe = %q shows %q", got, leak)
+				}
+			}
+		})
+	}
+}
