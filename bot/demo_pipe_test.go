@@ -32,7 +32,7 @@ func TestDemoDropsItsSchemaWhenItsOutputCloses(t *testing.T) {
 	if err != nil {
 		t.Skipf("needs PostgreSQL at %s: %v", pgtest.URL(), err)
 	}
-	defer admin.Close()
+	t.Cleanup(admin.Close) // after the schema's drop below (cleanups run last first)
 
 	cmd := exec.Command(os.Args[0], "demo", "-timeout=60s")
 	cmd.Env = append(os.Environ(), "CHANGEBOT_TEST_SUBPROCESS=1", "DATABASE_URL="+pgtest.URL())
