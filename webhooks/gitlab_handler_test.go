@@ -158,6 +158,22 @@ func TestGitLabIntake(t *testing.T) {
 			wantCounts: map[string]float64{OutcomeMalformed: 1},
 		},
 		{
+			name: "empty object names object_kind as missing",
+			send: []delivery{{event: evMR, token: secretA, body: []byte(`{}`)}},
+			want: []reply{{400, `{"error":"malformed payload: decoding \"Merge Request Hook\": malformed webhook payload: ` +
+				`object_kind is missing, want \"merge_request\""}`, false}},
+			event:      evMR,
+			wantCounts: map[string]float64{OutcomeMalformed: 1},
+		},
+		{
+			name: "wrong type named by its JSON path, not Go's struct",
+			send: []delivery{{event: evMR, token: secretA, body: []byte(strings.Replace(string(mrOpen), `"iid": 1,`, `"iid": "abc",`, 1))}},
+			want: []reply{{400, `{"error":"malformed payload: decoding \"Merge Request Hook\": malformed webhook payload: ` +
+				`field object_attributes.iid must be an integer, not a string"}`, false}},
+			event:      evMR,
+			wantCounts: map[string]float64{OutcomeMalformed: 1},
+		},
+		{
 			name:       "ignored Push Hook",
 			send:       []delivery{{event: "Push Hook", token: secretA, body: push}},
 			want:       []reply{ignored},

@@ -213,6 +213,8 @@ func Describe(err error, body []byte) string {
 			return fmt.Sprintf("the body must be %s, not %s", want, got)
 		}
 		return fmt.Sprintf("field %s must be %s, not %s", cut(locate(body, ute.Field, ute.Value)), want, got)
+	case errors.As(err, &se) && se.Error() == "unexpected end of JSON input": // json.Unmarshal's
+		return "malformed JSON: the body ends early"
 	case errors.As(err, &se):
 		return fmt.Sprintf("malformed JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -225,6 +227,18 @@ func Describe(err error, body []byte) string {
 		return "unknown field " + rest
 	}
 	return strings.TrimPrefix(msg, "json: ")
+}
+
+// Readable returns err worded by Describe when it is encoding/json's (a
+// wrong type, a syntax error, a body ending early), else err as it is: the
+// webhook decoders wrap what it returns.
+func Readable(err error, body []byte) error {
+	var ute *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	if errors.As(err, &ute) || errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New(Describe(err, body))
+	}
+	return err
 }
 
 // locate returns the JSON path with indexes of the first value in body

@@ -82,20 +82,27 @@ func TestDescribe(t *testing.T) {
 		{"not an object", `"30m"`, "the body must be an object, not a string"},
 		{"syntax", `{"iid":}`, "malformed JSON at byte 8: invalid character '}' looking for beginning of value"},
 		{"ends early", `{"iid":1`, "malformed JSON: the body ends early"},
+		{"ends early, as json.Unmarshal says it", "unmarshal:" + `{"iid":1`, "malformed JSON: the body ends early"},
 		{"empty", ``, "the body is empty"},
 		{"unknown field", `{"iid":1,"zz":2}`, `unknown field "zz"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dec := json.NewDecoder(strings.NewReader(tt.body))
-			dec.DisallowUnknownFields()
 			var r request
-			err := dec.Decode(&r)
+			var err error
+			body, unmarshal := strings.CutPrefix(tt.body, "unmarshal:")
+			if unmarshal {
+				err = json.Unmarshal([]byte(body), &r)
+			} else {
+				dec := json.NewDecoder(strings.NewReader(body))
+				dec.DisallowUnknownFields()
+				err = dec.Decode(&r)
+			}
 			if err == nil {
 				t.Fatal("decoded")
 			}
-			got := Describe(err, []byte(tt.body))
+			got := Describe(err, []byte(body))
 			if got != tt.want {
 				t.Errorf("Describe = %q, want %q (from %v)", got, tt.want, err)
 			}

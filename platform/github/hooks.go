@@ -13,6 +13,7 @@ import (
 
 	gh "github.com/google/go-github/v93/github"
 
+	"changebot/internal/jsonbody"
 	"changebot/platform"
 )
 
@@ -124,7 +125,9 @@ func SignatureHeader(secret string, body []byte) string {
 // ProjectID is repository.id, ProjectPath repository.full_name, User the
 // sender (id, login). The error wraps platform.ErrMalformedHook when body
 // is not a JSON object, a field of a used event has the wrong JSON type,
-// or a field the event cannot be used without is missing: action (but for
+// (named by its JSON path and type: "pull_request.number must be an
+// integer, not a string", jsonbody.Describe), or a field the event cannot
+// be used without is missing: action (but for
 // the CI events and push), repository.id, and the object the event is
 // about with its number or id (pull_request.number, issue.number and
 // comment.id of a created or edited comment, check_suite.id, check_run.id,
@@ -153,7 +156,7 @@ func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 		ev, err = decodeEnvelope(platform.HookOther, body)
 	}
 	if err != nil {
-		return platform.HookEvent{}, malformedHook(eventHeader, err)
+		return platform.HookEvent{}, malformedHook(eventHeader, jsonbody.Readable(err, body))
 	}
 	return ev, nil
 }

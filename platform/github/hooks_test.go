@@ -205,7 +205,8 @@ func TestDecodeHookMalformed(t *testing.T) {
 	}{
 		{name: "array body", event: "pull_request", body: `[1]`, wantErr: "body is not a JSON object"},
 		{name: "empty body", event: "push", body: ``, wantErr: "body is not a JSON object"},
-		{name: "number of wrong type", event: "pull_request", body: `{"action":"opened","pull_request":{"number":"seven"}}`, wantErr: "pull_request.number"},
+		{name: "number of wrong type", event: "pull_request", body: `{"action":"opened","pull_request":{"number":"seven"}}`, wantErr: ": field pull_request.number must be an integer, not a string"},
+		{name: "nested wrong type names its index", event: "check_run", body: `{"check_run":{"id":1,"pull_requests":[{"number":1},{"number":"2"}]}}`, wantErr: ": field check_run.pull_requests[1].number must be an integer, not a string"},
 		{name: "pull request without number", event: "pull_request", body: `{"action":"opened","pull_request":{},` + repo + `}`, wantErr: ": pull_request.number is missing"},
 		{name: "pull request event without anything", event: "pull_request", body: `{}`, wantErr: ": action, pull_request and repository are missing"},
 		{name: "pull request without repository", event: "pull_request", body: `{"action":"opened","pull_request":{"number":3}}`, wantErr: ": repository is missing"},
@@ -238,6 +239,9 @@ func TestDecodeHookMalformed(t *testing.T) {
 			if tt.wantErr != "" {
 				if !errors.Is(err, platform.ErrMalformedHook) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v; want ErrMalformedHook saying %q", err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "Go ") {
+					t.Errorf("err = %v names Go types", err)
 				}
 				return
 			}

@@ -9,6 +9,7 @@ import (
 
 	gl "gitlab.com/gitlab-org/api/client-go"
 
+	"changebot/internal/jsonbody"
 	"changebot/platform"
 )
 
@@ -114,9 +115,10 @@ type noteBody struct {
 // The body is parsed once (twice for a Service Hook).
 //
 // The error wraps platform.ErrMalformedHook when body is not a JSON object,
-// when a field of a used event has the wrong JSON type, when object_kind
-// contradicts the header (missing counts as contradicting for the used
-// kinds), or when the id a used event is about (object_attributes.iid of a
+// when a field of a used event has the wrong JSON type (named by its JSON
+// path and type, jsonbody.Describe: "object_attributes.iid must be an
+// integer, not a string"), when object_kind is missing (for the used
+// kinds) or contradicts the header, or when the id a used event is about (object_attributes.iid of a
 // merge request, object_attributes.id of a pipeline or note) is missing.
 // Error texts never contain the body.
 func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
@@ -128,7 +130,7 @@ func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 	if eventHeader == eventService {
 		var env hookEnvelope
 		if err := json.Unmarshal(body, &env); err != nil {
-			return platform.HookEvent{}, malformedHook(eventHeader, err)
+			return platform.HookEvent{}, malformedHook(eventHeader, jsonbody.Readable(err, body))
 		}
 		objectKind, checked = env.ObjectKind, true
 		if kind = hookKinds[objectKind]; kind != platform.HookMergeRequest && kind != platform.HookPush {
@@ -151,13 +153,18 @@ func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 		ev, err = decodeOtherHook(kind, objectKind, checked, body)
 	}
 	if err != nil {
-		return platform.HookEvent{}, malformedHook(eventHeader, err)
+		return platform.HookEvent{}, malformedHook(eventHeader, jsonbody.Readable(err, body))
 	}
 	return ev, nil
 }
 
-// contradiction reports an object_kind that does not match the header.
-func contradiction(want string) error {
+// contradiction reports an object_kind (got) that does not match the
+// header, which wants want: missing, or another kind (not shown: the
+// error never echoes the body).
+func contradiction(got, want string) error {
+	if got == "" {
+		return fmt.Errorf("object_kind is missing, want %q", want)
+	}
 	return fmt.Errorf("object_kind contradicts the header, want %q", want)
 }
 
@@ -173,7 +180,7 @@ func decodeMergeRequestHook(eventHeader, objectKind string, body []byte) (platfo
 		return platform.HookEvent{}, fmt.Errorf("decoded as %T, want a merge request event", parsed)
 	}
 	if e.ObjectKind != objectKind {
-		return platform.HookEvent{}, contradiction(objectKind)
+		return platform.HookEvent{}, contradiction(e.ObjectKind, objectKind)
 	}
 	oa := e.ObjectAttributes
 	if oa.IID == 0 {
@@ -216,7 +223,7 @@ func decodePipelineHook(eventHeader, objectKind string, body []byte) (platform.H
 		return platform.HookEvent{}, fmt.Errorf("decoded as %T, want a pipeline event", parsed)
 	}
 	if e.ObjectKind != objectKind {
-		return platform.HookEvent{}, contradiction(objectKind)
+		return platform.HookEvent{}, contradiction(e.ObjectKind, objectKind)
 	}
 	oa := e.ObjectAttributes
 	if oa.ID == 0 {
@@ -254,7 +261,7 @@ func decodeNoteHook(eventHeader, objectKind string, body []byte) (platform.HookE
 		return platform.HookEvent{}, err
 	}
 	if nb.ObjectKind != objectKind {
-		return platform.HookEvent{}, contradiction(objectKind)
+		return platform.HookEvent{}, contradiction(nb.ObjectKind, objectKind)
 	}
 	a := nb.ObjectAttributes
 	if a.ID == 0 {
@@ -299,7 +306,7 @@ func decodeOtherHook(kind, objectKind string, checked bool, body []byte) (platfo
 		return platform.HookEvent{}, err
 	}
 	if checked && env.ObjectKind != "" && env.ObjectKind != objectKind {
-		return platform.HookEvent{}, contradiction(objectKind)
+		return platform.HookEvent{}, contradiction(env.ObjectKind, objectKind)
 	}
 	project := envelopeProject(env)
 	return platform.HookEvent{

@@ -216,6 +216,9 @@ func TestDecodeHookEvents(t *testing.T) {
 		want      platform.HookEvent
 		check     func(*testing.T, platform.HookEvent) // instead of want, when set
 		wantError bool
+		// wantMsg, when set, is how the error ends: the problem in the
+		// sender's words, JSON paths and types, no Go names.
+		wantMsg string
 	}{
 		{
 			name:   "push hook is kind push with its project",
@@ -333,10 +336,19 @@ func TestDecodeHookEvents(t *testing.T) {
 		{name: "JSON null", header: "Pipeline Hook", body: `null`, wantError: true},
 		{name: "truncated JSON of an unused event", header: "Push Hook", body: `{"object_kind":"push",`, wantError: true},
 		{name: "object_kind contradicts header", header: "Merge Request Hook", body: noteMR, wantError: true},
-		{name: "object_kind missing for a used event", header: "Pipeline Hook", body: `{"object_attributes":{"id":1}}`, wantError: true},
+		{name: "object_kind missing for a used event", header: "Pipeline Hook", body: `{"object_attributes":{"id":1}}`, wantError: true,
+			wantMsg: `object_kind is missing, want "pipeline"`},
+		// It said "object_kind contradicts the header".
+		{name: "empty object", header: "Merge Request Hook", body: `{}`, wantError: true, wantMsg: `object_kind is missing, want "merge_request"`},
+		{name: "empty object as a note", header: "Note Hook", body: `{}`, wantError: true, wantMsg: `object_kind is missing, want "note"`},
 		{name: "object_kind contradicts an unused header", header: "Push Hook", body: `{"object_kind":"` + secretMarker + `"}`, wantError: true},
 		{name: "pipeline body sent as note", header: "Note Hook", body: pipeline, wantError: true},
-		{name: "wrong type in a used field", header: "Merge Request Hook", body: strings.Replace(mrOpen, `"iid": 1,`, `"iid": "`+secretMarker+`",`, 1), wantError: true},
+		// It said "Go struct field MergeEventObjectAttributes.object_attributes.iid of type int64".
+		{name: "wrong type in a used field", header: "Merge Request Hook", body: strings.Replace(mrOpen, `"iid": 1,`, `"iid": "`+secretMarker+`",`, 1), wantError: true,
+			wantMsg: "field object_attributes.iid must be an integer, not a string"},
+		{name: "wrong type in a note", header: "Note Hook", body: `{"object_kind":"note","object_attributes":{"id":"x"}}`, wantError: true,
+			wantMsg: "field object_attributes.id must be an integer, not a string"},
+		{name: "not JSON worded without Go", header: "Pipeline Hook", body: `{"object_kind":`, wantError: true, wantMsg: "malformed JSON: the body ends early"},
 		{name: "merge request without iid", header: "Merge Request Hook", body: `{"object_kind":"merge_request","object_attributes":{"action":"open"}}`, wantError: true},
 		{name: "note without id", header: "Note Hook", body: `{"object_kind":"note","object_attributes":{"noteable_type":"MergeRequest"}}`, wantError: true},
 	}
@@ -350,6 +362,12 @@ func TestDecodeHookEvents(t *testing.T) {
 				}
 				if strings.Contains(err.Error(), secretMarker) {
 					t.Errorf("error echoes the body: %v", err)
+				}
+				if tt.wantMsg != "" && !strings.HasSuffix(err.Error(), tt.wantMsg) {
+					t.Errorf("err = %v, want it to end %q", err, tt.wantMsg)
+				}
+				if strings.Contains(err.Error(), "Go ") {
+					t.Errorf("err = %v names Go types", err)
 				}
 				if !reflect.DeepEqual(got, platform.HookEvent{}) {
 					t.Errorf("event %s alongside an error, want the zero value", dump(got))
