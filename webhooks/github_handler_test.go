@@ -188,7 +188,7 @@ func TestGitHubIntake(t *testing.T) {
 			st := newFakeStore()
 			m := NewMetrics(prometheus.NewRegistry())
 			h := newGitHubHandler(t, st, m)
-			var allPanics prometheus.Counter = prometheus.NewCounter(prometheus.CounterOpts{Name: "all_panics"})
+			allPanics := prometheus.NewCounter(prometheus.CounterOpts{Name: "all_panics"})
 			m.AlsoCountPanics(allPanics)
 			for i, c := range tc.send {
 				w := c.send(h)

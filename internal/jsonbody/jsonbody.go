@@ -164,13 +164,7 @@ func kindOf(tok json.Token) string {
 // join appends key to path: ".key", or ["key"] (quoted) when key is not
 // a plain name (letters, digits, '_', '-').
 func join(path, key string) string {
-	plain := key != ""
-	for _, r := range key {
-		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			plain = false
-			break
-		}
-	}
+	plain := key != "" && strings.IndexFunc(key, notNameRune) < 0
 	switch {
 	case !plain:
 		return path + "[" + strconv.Quote(key) + "]"
@@ -178,6 +172,12 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
+}
+
+// notNameRune reports a rune other than a letter, a digit, '_' or '-' of
+// ASCII.
+func notNameRune(r rune) bool {
+	return r != '_' && r != '-' && (r < '0' || r > '9') && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z')
 }
 
 func cut(path string) string {
