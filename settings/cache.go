@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"changebot/store"
 )
@@ -170,6 +172,10 @@ func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMe
 	if strings.TrimSpace(updatedBy) == "" {
 		return errors.New("setting " + key + ": updated_by is required")
 	}
+	if i := strings.IndexFunc(updatedBy, forbiddenInActor); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(updatedBy[i:])
+		return fmt.Errorf("setting %s: updated_by contains a control or bidirectional formatting character (%U)", key, r)
+	}
 	if err := c.Load(ctx); err != nil {
 		return err
 	}
@@ -187,6 +193,14 @@ func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMe
 		return err
 	}
 	return c.Load(ctx)
+}
+
+// forbiddenInActor reports a rune an updated_by may not hold: a control
+// character (C0, DEL, C1: a newline, a tab, an escape) or a bidirectional
+// formatting character (Unicode TR9), with which the audit would show
+// another name than it stores.
+func forbiddenInActor(r rune) bool {
+	return unicode.IsControl(r) || r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // Start loads the settings once and starts the listener goroutine, which

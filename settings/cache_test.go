@@ -112,6 +112,11 @@ func TestSetRefusesAndAudits(t *testing.T) {
 	if err := c.Set(ctx, PollShortInterval, "", json.RawMessage(`"30s"`), ""); err == nil {
 		t.Error("a change without an author must be refused")
 	}
+	for _, by := range []string{"alice\nbob", "alice\t", "\x1b[31malice", "ecila\u202e"} {
+		if err := c.Set(ctx, PollShortInterval, "", json.RawMessage(`"30s"`), by); err == nil || !strings.Contains(err.Error(), "updated_by contains a control or bidirectional formatting character") {
+			t.Errorf("updated_by %q: %v, want refused naming updated_by", by, err)
+		}
+	}
 	if err := c.Set(ctx, PollShortCount, "", json.RawMessage(`-1`), "alice"); !errors.Is(err, ErrInvalidValue) {
 		t.Errorf("negative count: %v", err)
 	}
