@@ -110,22 +110,24 @@ func (e *Engine) nextRound(ctx context.Context, op store.Operation, to StepCode,
 // events; the other reviewers go on meanwhile. A 429 spends none of that
 // budget: the step waits out the account's rate limit. After the last failure the
 // approvals are read once more (the call may have taken effect) before the
-// change fails. When GitLab behaves this makes at most one approve call per
-// reviewer per head sha.
+// change fails. A refused or last call whose read is held back (429, the
+// call budget) is not made again: the next run reads (approveReadHeld). When
+// GitLab behaves this makes at most one approve call per reviewer per head
+// sha.
 func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 	mr, done, err := e.readOpenMR(ctx, op, false)
 	if done {
 		return err
 	}
-	approved, err := e.readApprovals(ctx, op)
+	approved, readErr := e.readApprovals(ctx, op)
 	switch {
-	case errors.Is(err, platform.ErrRateLimited):
+	case errors.Is(readErr, platform.ErrRateLimited):
 		// Assuming "none approved" here would send approvals GitLab
 		// already has: wait out the account's rate limit and read again.
-		d, _ := platform.RateLimitWait(err)
+		d, _ := platform.RateLimitWait(readErr)
 		return snoozeFor(d)
-	case err != nil:
-		e.opLog(op).Warn("reading approvals failed, assuming none", "err", err)
+	case readErr != nil:
+		e.opLog(op).Warn("reading approvals failed, assuming none", "err", readErr)
 		approved = map[int64]bool{}
 	}
 	p := e.pollFor(op)
@@ -143,11 +145,22 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 					return err
 				}
 			}
-			if d := attempts.notBefore(i, mr.SHA, backoff).Sub(e.now()); d > 0 {
+			// A call GitLab already answered is not made again while only
+			// the read that follows it is missing (approveReadHeld): the
+			// approvals read above is that read.
+			if status := attempts.refused(i, mr.SHA); status != 0 {
+				if readErr == nil {
+					return failTo(HandleReviewerDenied, "reviewer robot %s may not approve %s: %s answered %d (token revoked or expired, or the account is not eligible to approve)", reviewerName(i, u), wordsOf(op.Platform).Ref(op.MRIID), wordsOf(op.Platform).Platform, status)
+				}
+				err = &approvalsUnreadable{w: wordsOf(op.Platform), status: status, err: readErr}
+			} else if n := attempts.failures(i, mr.SHA); n > maxApproveRetries(p) {
+				return failTo(HandleFailed, "approving as %s failed %d times: %s", reviewerName(i, u), n, attempts.lastDetail(i, mr.SHA))
+			} else if d := attempts.notBefore(i, mr.SHA, backoff).Sub(e.now()); d > 0 {
 				wait = minWait(wait, d) // still backing off
 				continue
+			} else {
+				err = e.gl.Approve(ctx, i, op.ProjectID, op.MRIID, mr.SHA)
 			}
-			err = e.gl.Approve(ctx, i, op.ProjectID, op.MRIID, mr.SHA)
 		}
 		name := reviewerName(i, u)
 		if errors.Is(err, platform.ErrForbidden) && u.ID != 0 {
@@ -161,7 +174,12 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 			}
 			switch {
 			case errors.Is(rerr, platform.ErrRateLimited):
-				err = rerr // GitLab's "later": wait it out, spending no budget
+				// GitLab's "later": wait it out, spending no budget, and
+				// read then without approving again.
+				if err := e.approveReadHeld(ctx, op, i, name, mr.SHA, platform.StatusOf(err)); err != nil {
+					return err
+				}
+				err = rerr
 			case rerr != nil:
 				err = &approvalsUnreadable{w: wordsOf(op.Platform), status: platform.StatusOf(err), err: rerr}
 			}
@@ -188,8 +206,18 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 				return err
 			}
 			if n > maxApproveRetries(p) {
-				if u.ID != 0 && e.approvedSet(ctx, op)[u.ID] {
+				now, rerr := e.readApprovals(ctx, op)
+				switch {
+				case rerr == nil && u.ID != 0 && now[u.ID]:
 					continue // the last call took effect after all
+				case errors.Is(rerr, platform.ErrRateLimited):
+					// Read once the wait is over, without approving
+					// again: the recorded attempts are used up.
+					d, _ := platform.RateLimitWait(rerr)
+					wait = minWait(wait, d)
+					continue
+				case rerr != nil:
+					e.opLog(op).Warn("reading approvals failed, assuming none", "err", rerr)
 				}
 				return failTo(HandleFailed, "approving as %s failed %d times: %s", name, n, wordsOf(op.Platform).failureDetail(err))
 			}
@@ -241,18 +269,59 @@ func approveBackoff(p PollConfig) func(n int) time.Duration {
 	}
 }
 
-// approveAttempt is the payload of an EventAttempt for an approve call.
+// approveAttempt is the payload of an EventAttempt for an approve call:
+// action "approve" a failed call (Detail says how), "approve_refused" a
+// call GitLab refused (Status, 401 or 403) whose approvals read was held
+// back by a rate limit (approveReadHeld).
 type approveAttempt struct {
 	Action   string `json:"action"`
 	Reviewer int    `json:"reviewer"`
 	HeadSHA  string `json:"head_sha"`
 	Attempt  int    `json:"attempt"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail"`
 	at       time.Time
 }
 
 // approveAttempts are the failed approve calls recorded since the
-// operation last moved.
-type approveAttempts struct{ list []approveAttempt }
+// operation last moved, and the refused ones still to be read.
+type approveAttempts struct{ list, refusals []approveAttempt }
+
+// refused returns the status of reviewer's refused approve at sha whose
+// approvals read is still to be made, 0 when there is none.
+func (a *approveAttempts) refused(reviewer int, sha string) int {
+	for _, x := range a.refusals {
+		if x.Reviewer == reviewer && x.HeadSHA == sha {
+			return x.Status
+		}
+	}
+	return 0
+}
+
+// lastDetail is how reviewer's last failed approve at sha failed.
+func (a *approveAttempts) lastDetail(reviewer int, sha string) string {
+	d := ""
+	for _, x := range a.list {
+		if x.Reviewer == reviewer && x.HeadSHA == sha {
+			d = x.Detail
+		}
+	}
+	return d
+}
+
+// approveReadHeld records that reviewer i's approve at sha was refused with
+// status and the approvals read that tells "already approved" from "not
+// allowed" was held back (a 429 or the call budget): the next run reads
+// them without approving again. Waiting and approving again would send
+// one more approve per wait, as many as the rate limit lasts.
+func (e *Engine) approveReadHeld(ctx context.Context, op store.Operation, i int, name, sha string, status int) error {
+	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + KindHandle,
+		Payload: map[string]any{"action": "approve_refused", "reviewer": i, "username": name, "head_sha": sha, "status": status}})
+	if err != nil {
+		return fmt.Errorf("recording the refused approve of %s: %w", name, err)
+	}
+	return nil
+}
 
 func (e *Engine) approveAttempts(ctx context.Context, op store.Operation) (*approveAttempts, error) {
 	events, err := e.st.ListEvents(ctx, e.st.DB(), op.ID)
@@ -263,12 +332,18 @@ func (e *Engine) approveAttempts(ctx context.Context, op store.Operation) (*appr
 	for _, ev := range events {
 		switch ev.Type {
 		case store.EventTransition:
-			out.list = out.list[:0] // a new step: a fresh budget
+			out.list, out.refusals = out.list[:0], out.refusals[:0] // a new step: a fresh budget
 		case store.EventAttempt:
 			var a approveAttempt
-			if json.Unmarshal(ev.Payload, &a) == nil && a.Action == "approve" {
-				a.at = ev.OccurredAt
+			if json.Unmarshal(ev.Payload, &a) != nil {
+				continue
+			}
+			a.at = ev.OccurredAt
+			switch a.Action {
+			case "approve":
 				out.list = append(out.list, a)
+			case "approve_refused":
+				out.refusals = append(out.refusals, a)
 			}
 		}
 	}
@@ -306,17 +381,6 @@ func (e *Engine) recordApproveFailure(ctx context.Context, op store.Operation, i
 		Payload: map[string]any{"action": "approve", "reviewer": i, "username": name, "head_sha": sha, "attempt": n,
 			"status": platform.StatusOf(cause), "detail": wordsOf(op.Platform).failureDetail(cause)}})
 	return err
-}
-
-// approvedSet reads who approved; an unreadable list counts as "nobody yet"
-// (fail-open, DESIGN §5).
-func (e *Engine) approvedSet(ctx context.Context, op store.Operation) map[int64]bool {
-	out, err := e.readApprovals(ctx, op)
-	if err != nil {
-		e.opLog(op).Warn("reading approvals failed, assuming none", "err", err)
-		return map[int64]bool{}
-	}
-	return out
 }
 
 // readApprovals reads the ids of the users who approved the change's MR.
@@ -360,6 +424,13 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	if done {
 		return err
 	}
+	r, pending, err := e.pendingRefusal(ctx, op, mr.SHA)
+	if err != nil {
+		return err
+	}
+	if pending {
+		return e.followRefusal(ctx, op, r, true)
+	}
 	if mr.RebaseInProgress {
 		return e.toRebasing(ctx, op, false)
 	}
@@ -396,14 +467,107 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	}
 	switch {
 	case errors.Is(err, platform.ErrHeadMoved):
-		return e.shaMismatch(ctx, op)
+		return e.followRefusal(ctx, op, mergeRefusal{HeadSHA: mr.SHA, Reason: refusedHeadMoved}, false)
 	case errors.Is(err, platform.ErrNotMergeable):
-		return e.notMergeable(ctx, op, refusalOf(op, err))
+		return e.followRefusal(ctx, op, mergeRefusal{HeadSHA: mr.SHA, Reason: refusedNotMergeable, Refusal: refusalOf(op, err)}, false)
 	case errors.Is(err, platform.ErrForbidden):
 		return failTo(HandleNotMergeable, "the robot may not merge %s into %s (%s answered %d)", wordsOf(op.Platform).Ref(op.MRIID), op.TargetBranch, wordsOf(op.Platform).Platform, platform.StatusOf(err))
 	default:
 		return err
 	}
+}
+
+// Reasons of a mergeRefusal.
+const (
+	refusedHeadMoved    = "head_moved"    // platform.ErrHeadMoved (409)
+	refusedNotMergeable = "not_mergeable" // platform.ErrNotMergeable (405, 406, 422)
+)
+
+// mergeRefusal is a merge call the platform refused at HeadSHA (Reason,
+// and Refusal: refusalOf's words) whose follow-up (shaMismatch,
+// notMergeable) has not finished; the payload of an EventAttempt with
+// action "merge_refused".
+type mergeRefusal struct {
+	Action  string `json:"action"`
+	HeadSHA string `json:"head_sha"`
+	Reason  string `json:"reason"`
+	Refusal string `json:"refusal,omitempty"`
+}
+
+// followRefusal acts on a merge refusal r: shaMismatch or notMergeable,
+// which read the MR again to decide. When that cannot finish (the read
+// answered 5xx or 429, the call budget held it back, the store failed), the
+// job is retried, and the retry must not call merge again: GitLab already
+// answered that call, and under a held or failing read every retry would
+// send one more merge ("one merge call per refusal", issue 4 point 2). So
+// the refusal is recorded (an EventAttempt "merge_refused") and merge takes
+// its follow-up up again instead of merging (pending: r was read from that
+// record). A follow-up that decides to merge again later (backing off while
+// GitLab computes mergeability, a merge request being merged) records that
+// the refusal is settled ("merge_refusal_followed"); one that moves the
+// change needs nothing, a transition ends every record.
+func (e *Engine) followRefusal(ctx context.Context, op store.Operation, r mergeRefusal, pending bool) error {
+	var err error
+	if r.Reason == refusedHeadMoved {
+		err = e.shaMismatch(ctx, op)
+	} else {
+		err = e.notMergeable(ctx, op, r.Refusal)
+	}
+	var sn *snooze
+	var sf *stepFailure
+	action := ""
+	switch {
+	case err == nil, errors.As(err, &sf):
+	case errors.As(err, &sn):
+		if pending {
+			action = "merge_refusal_followed"
+		}
+	default:
+		if !pending {
+			action = "merge_refused"
+		}
+	}
+	if action == "" {
+		return err
+	}
+	payload := map[string]any{"action": action, "head_sha": r.HeadSHA, "reason": r.Reason}
+	if r.Refusal != "" {
+		payload["refusal"] = r.Refusal
+	}
+	if _, aerr := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot,
+		Source: "job:" + KindHandle, Payload: payload}); aerr != nil {
+		return errors.Join(err, fmt.Errorf("recording the merge refusal of !%d: %w", op.MRIID, aerr))
+	}
+	return err
+}
+
+// pendingRefusal returns the merge refusal at head sha whose follow-up has
+// not finished (followRefusal), if the change has one since it last moved.
+func (e *Engine) pendingRefusal(ctx context.Context, op store.Operation, sha string) (mergeRefusal, bool, error) {
+	events, err := e.st.ListEvents(ctx, e.st.DB(), op.ID)
+	if err != nil {
+		return mergeRefusal{}, false, fmt.Errorf("reading the merge refusals of %s: %w", op.ID, err)
+	}
+	var last mergeRefusal
+	pending := false
+	for _, ev := range events {
+		switch ev.Type {
+		case store.EventTransition:
+			pending = false
+		case store.EventAttempt:
+			var r mergeRefusal
+			if json.Unmarshal(ev.Payload, &r) != nil {
+				continue
+			}
+			switch r.Action {
+			case "merge_refused":
+				last, pending = r, r.HeadSHA == sha
+			case "merge_refusal_followed":
+				pending = false
+			}
+		}
+	}
+	return last, pending, nil
 }
 
 // mergeRef names the merge of op at head sha in the commit gate.

@@ -29,7 +29,10 @@ const (
 	EventRefused    = "refused"
 	// EventAttempt records a failed attempt of a GitLab call that the flow
 	// retries on its own schedule (a reviewer robot's approve): the flow
-	// counts them to bound and space its retries.
+	// counts them to bound and space its retries. It also records a call
+	// GitLab refused whose follow-up read was held back (a merge or an
+	// approve, actions "merge_refused" and "approve_refused"), so that the
+	// retry reads instead of calling again.
 	EventAttempt = "attempt"
 	// EventCleanup records what the bot closed or deleted in GitLab for a
 	// change that was cancelled while its create job was opening it.
