@@ -14,6 +14,7 @@ import (
 
 	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
+	"changebot/settings"
 	"changebot/store"
 )
 
@@ -41,9 +42,11 @@ type failEnv struct {
 	n   atomic.Int64
 }
 
-func newFailEnv(t *testing.T, poll flows.PollConfig, opts *AppOpts) *failEnv {
+// initial are the initial runtime settings (Config.Settings), nil for none.
+func newFailEnv(t *testing.T, poll flows.PollConfig, opts *AppOpts, initial map[string]string) *failEnv {
 	t.Helper()
 	env := newTestEnv(t, true, 100*time.Millisecond)
+	env.Config.Settings = initial
 	f := &failEnv{demoEnv: env}
 	if opts == nil {
 		f.app, _ = startBotWithPoll(t, env, poll)
@@ -298,7 +301,17 @@ func runConcurrently(t *testing.T, f *failEnv, scenarios []scenario) {
 // TestFailurePaths runs the scenarios of issue 4 points 1-5 on one bot.
 func TestFailurePaths(t *testing.T) {
 	t.Parallel()
-	f := newFailEnv(t, failurePoll(), nil)
+	// The GitLab call budget is off (gitlab.budget_per_minute 0): the 18
+	// scenarios share one robot account and start within the same second,
+	// polling every 500 ms (demoPoll; 15 s by default), and need about 310
+	// calls in their first 3 s, all the default budget (burst 250, 25 a
+	// second) gives. A fast machine then meets budget holds everywhere: a
+	// held job starts its step again, sending again the calls it already
+	// made, so holds feed themselves (about 2,000 calls in a run instead of
+	// about 375) and scenarios wait on the budget instead of on what they
+	// test. The budget is tested on its own (package budget,
+	// TestBudgetTwoReplicas); a hold after a refusal is pinned in flows.
+	f := newFailEnv(t, failurePoll(), nil, map[string]string{settings.GitLabBudgetPerMinute: "0"})
 	var scenarios []scenario
 	scenarios = append(scenarios, approveScenarios()...)
 	scenarios = append(scenarios, mergeScenarios()...)
@@ -622,7 +635,7 @@ func transientScenarios() []scenario {
 // with a hint, after no approve call of its own and without retries.
 func TestRevokedReviewerTokenEndsInReviewerDenied(t *testing.T) {
 	t.Parallel()
-	f := newFailEnv(t, failurePoll(), nil)
+	f := newFailEnv(t, failurePoll(), nil, nil)
 	f.GitLab.AddUser("reviewer-2", "") // token revoked
 	p := f.addProject("revoked", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{})
 	op := f.submit(t, p)
@@ -643,7 +656,7 @@ func TestRevokedReviewerTokenEndsInReviewerDenied(t *testing.T) {
 // polling still carries the change to VALIDATED (issue 4 point 4).
 func TestPollingFallbackWithoutWebhooks(t *testing.T) {
 	t.Parallel()
-	f := newFailEnv(t, failurePoll(), nil)
+	f := newFailEnv(t, failurePoll(), nil, nil)
 	f.GitLab.SetWebhookChaos(gitlabfake.WebhookChaos{DropRate: 1, Seed: 1})
 	// Pipelines outlast the first poll: only polling again finds them done.
 	p := f.addProject("no-webhooks", gitlabfake.ProjectSpec{}, gitlabfake.PipelineScript{Duration: 6 * time.Second})
@@ -666,7 +679,7 @@ func TestPanicInEveryStepEndsInItsDeclaredState(t *testing.T) {
 			panic("injected panic in " + kind)
 		}
 	}
-	f := newFailEnv(t, failurePoll(), &AppOpts{StepHookFunc: hook})
+	f := newFailEnv(t, failurePoll(), &AppOpts{StepHookFunc: hook}, nil)
 	cases := []struct {
 		kind   string
 		script gitlabfake.PipelineScript
