@@ -305,11 +305,13 @@ func TestFailurePaths(t *testing.T) {
 	// scenarios share one robot account and start within the same second,
 	// polling every 500 ms (demoPoll; 15 s by default), and need about 310
 	// calls in their first 3 s, all the default budget (burst 250, 25 a
-	// second) gives. A fast machine then meets budget holds everywhere: a
-	// held job starts its step again, sending again the calls it already
-	// made, so holds feed themselves (about 2,000 calls in a run instead of
-	// about 375) and scenarios wait on the budget instead of on what they
-	// test. The budget is tested on its own (package budget,
+	// second) gives, so on a fast machine they would wait on the budget
+	// instead of on what they test. (Before a step's calls waited for the
+	// budget in the client, platform/gitlab PersonBudgetWait, a held job
+	// started its step again and sent again the calls it had made: about
+	// 2,000 calls in a run instead of about 375, and scenarios stuck at
+	// "GitLab rate limit: waiting". With that wait the test passes with the
+	// budget on too.) The budget is tested on its own (package budget,
 	// TestBudgetTwoReplicas); a hold after a refusal is pinned in flows.
 	f := newFailEnv(t, failurePoll(), nil, map[string]string{settings.GitLabBudgetPerMinute: "0"})
 	var scenarios []scenario

@@ -130,3 +130,20 @@ func WaitUntil(ctx context.Context, waits AccountWaits, account string, now func
 	}
 	return until, nil
 }
+
+// SleepCtx waits d or until ctx ends, and returns ctx's error when it ended
+// first (a d of zero or less returns at once). Adapters use it where they
+// wait in the client (Config.SleepFunc's default).
+func SleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

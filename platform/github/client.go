@@ -252,7 +252,7 @@ func New(cfg Config) (*Client, error) {
 		c.now = time.Now
 	}
 	if c.sleep == nil {
-		c.sleep = sleepCtx
+		c.sleep = platform.SleepCtx
 	}
 	switch {
 	case c.mergeableReads == 0:
@@ -357,21 +357,6 @@ func (c *Client) redactString(s string) string { return platform.Redact(s, c.sec
 // redact returns err unchanged unless its text contains a secret
 // (platform.RedactError).
 func (c *Client) redact(err error) error { return platform.RedactError(err, c.secretsNow()) }
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // CurrentUser returns the robot account, read once and cached: GET /user
 // for a token; for an App its bot user "<slug>[bot]" (GET /app with the

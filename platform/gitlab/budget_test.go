@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -136,5 +137,86 @@ func TestNoClientGoLimiter(t *testing.T) {
 	}
 	if n := srv.CallCount(http.MethodGet, "/api/v4/projects/*"); n != 3 {
 		t.Errorf("GitLab saw %d calls; want 3", n)
+	}
+}
+
+// scriptedBudget answers TakeCall with waits in turn (0: granted), then
+// grants every call; it counts the takes.
+type scriptedBudget struct {
+	mu    sync.Mutex
+	waits []time.Duration
+	takes int
+}
+
+func (b *scriptedBudget) TakeCall(context.Context, string, platform.Priority) (time.Duration, float64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.takes++
+	if len(b.waits) == 0 {
+		return 0, 100, nil
+	}
+	w := b.waits[0]
+	b.waits = b.waits[1:]
+	return w, 0, nil
+}
+
+func (b *scriptedBudget) RemainingCalls(context.Context, string, int) error { return nil }
+
+// TestPersonCallWaitsForTheBudget (issue 12 point 4): a call a person waits
+// on waits in the client while the budget's waits add up to no more than
+// PersonBudgetWait, then is sent once, so that a step's calls are not cut
+// short and its job run again from the start; a wait beyond that, and any
+// wait of a background call, holds the call back unsent at once.
+func TestPersonCallWaitsForTheBudget(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	tests := []struct {
+		name       string
+		priority   platform.Priority
+		waits      []time.Duration
+		wantSlept  []time.Duration
+		wantHeld   bool
+		wantTakes  int
+		wantCalled bool
+	}{
+		{name: "person, short waits", priority: platform.PriorityPerson, waits: []time.Duration{100 * ms, 40 * ms},
+			wantSlept: []time.Duration{100 * ms, 40 * ms}, wantTakes: 3, wantCalled: true},
+		{name: "person, granted at once", priority: platform.PriorityPerson, wantTakes: 1, wantCalled: true},
+		{name: "person, waits past the limit", priority: platform.PriorityPerson, waits: []time.Duration{1500 * ms, 1000 * ms},
+			wantSlept: []time.Duration{1500 * ms}, wantHeld: true, wantTakes: 2},
+		{name: "person, a 429 wait", priority: platform.PriorityPerson, waits: []time.Duration{30 * time.Second},
+			wantHeld: true, wantTakes: 1},
+		{name: "background never waits", priority: platform.PriorityBackground, waits: []time.Duration{40 * ms},
+			wantHeld: true, wantTakes: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := gitlabfake.New(gitlabfake.Options{})
+			t.Cleanup(srv.Close)
+			srv.AddUser("changebot", robotToken, gitlabfake.AsBot())
+			proj := srv.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "group/config",
+				Members: map[string]int{"changebot": gitlabfake.AccessMaintainer}})
+			b := &scriptedBudget{waits: tt.waits}
+			var slept []time.Duration
+			c, err := gitlab.New(gitlab.Config{BaseURL: srv.URL(), Token: robotToken, Budget: b, RetryMax: -1,
+				SleepFunc: func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Project(platform.WithPriority(t.Context(), tt.priority), proj.PathWithNamespace)
+			if held := platform.IsBudgetHold(err); held != tt.wantHeld || (!tt.wantHeld && err != nil) {
+				t.Fatalf("err = %v (a budget hold: %v); want held %v", err, held, tt.wantHeld)
+			}
+			if !slices.Equal(slept, tt.wantSlept) {
+				t.Errorf("slept %v; want %v", slept, tt.wantSlept)
+			}
+			if b.takes != tt.wantTakes {
+				t.Errorf("%d takes; want %d", b.takes, tt.wantTakes)
+			}
+			if called := len(srv.Calls()) > 0; called != tt.wantCalled {
+				t.Errorf("GitLab called: %v; want %v", called, tt.wantCalled)
+			}
+		})
 	}
 }

@@ -421,22 +421,43 @@ type accountGate struct {
 	budget  CallBudget   // nil: no budget, the wait alone
 	account string
 	now     func() time.Time
+	sleep   func(ctx context.Context, d time.Duration) error // Config.SleepFunc
 }
+
+// PersonBudgetWait is the longest a call at person priority waits in the
+// client, in all, for the call budget to have a call for it (one flows
+// back every 60/PerMinute seconds: 40 ms at the default 1,500 a minute)
+// before it is held back as a background call is at once. Waiting here
+// keeps a step's calls together: a held call ends the step's job, which
+// runs the step again from its start and sends the calls it had made
+// again, so under a burst of changes (the budget's burst spent) the steps
+// a person waits on would spend the budget on repeats and never finish.
+// A wait longer than this (GitLab's 429 wait, a budget turned low) is
+// still the job's snooze, never a sleep.
+const PersonBudgetWait = 2 * time.Second
 
 // take asks the budget for one call at ctx's priority: the zero time when
 // it may be sent (also when the budget cannot be read: fail-open), else
 // until when to hold it; left is what the budget holds after a granted
-// take (-1 unknown).
+// take (-1 unknown). A call at person priority waits for the budget here
+// while its waits add up to no more than PersonBudgetWait.
 func (g accountGate) take(ctx context.Context, log *slog.Logger) (until time.Time, left float64) {
-	wait, left, err := g.budget.TakeCall(ctx, g.account, platform.PriorityOf(ctx))
-	if err != nil {
-		log.WarnContext(ctx, "taking a call from the gitlab account's budget failed; sending", "err", err)
-		return time.Time{}, -1
+	p := platform.PriorityOf(ctx)
+	var waited time.Duration
+	for {
+		wait, left, err := g.budget.TakeCall(ctx, g.account, p)
+		if err != nil {
+			log.WarnContext(ctx, "taking a call from the gitlab account's budget failed; sending", "err", err)
+			return time.Time{}, -1
+		}
+		if wait <= 0 {
+			return time.Time{}, left
+		}
+		if p == platform.PriorityBackground || waited+wait > PersonBudgetWait || g.sleep(ctx, wait) != nil {
+			return g.now().Add(wait), 0
+		}
+		waited += wait
 	}
-	if wait > 0 {
-		return g.now().Add(wait), 0
-	}
-	return time.Time{}, left
 }
 
 // answered lowers the budget when GitLab says the account has fewer calls

@@ -90,6 +90,10 @@ type Config struct {
 	// NowFunc is the clock used to turn RateLimit-Reset (a Unix time) into a
 	// wait; nil means time.Now.
 	NowFunc func() time.Time
+	// SleepFunc waits while a call a person waits on waits for the call
+	// budget in the client (PersonBudgetWait); nil means a timer that ends
+	// early with ctx. Tests inject one.
+	SleepFunc func(ctx context.Context, d time.Duration) error
 	// AdapterFunc, when set, is asked at every Approve which Approver to use
 	// for the project: AdapterChecklist or AdapterLegacy (the runtime setting
 	// approval.adapter; anything else means legacy). nil means legacy.
@@ -209,7 +213,10 @@ func New(cfg Config) (*Client, error) {
 
 	hc := platform.OwnHTTPClient(cfg.HTTPClient, defaultHTTPTimeout)
 	build := func(token string) (*gl.Client, error) {
-		gate := accountGate{waits: cfg.AccountWaits, budget: cfg.Budget, account: accountKey(base, token), now: c.now}
+		gate := accountGate{waits: cfg.AccountWaits, budget: cfg.Budget, account: accountKey(base, token), now: c.now, sleep: cfg.SleepFunc}
+		if gate.sleep == nil {
+			gate.sleep = platform.SleepCtx
+		}
 		return gl.NewClient(token, c.clientOptions(base.String(), hc, rp, gate)...)
 	}
 	if c.robot, err = build(cfg.Token); err != nil {
