@@ -2,7 +2,6 @@ package bot
 
 import (
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -10,8 +9,12 @@ import (
 )
 
 // callbackRefusals counts the approval callbacks this process refused for
-// a bad signature (401 from POST /callbacks/approval: callback_secret is
-// not the key the approval system signs with). A change whose callback was
+// a bad signature: a POST /callbacks/approval whose X-Changebot-Signature
+// was well formed but did not verify (callback_secret is not the key the
+// approval system signs with), counted by the handler's
+// webhooks.CallbackConfig.OnBadSignature. A POST without a signature (a
+// scanner, a stray request) is refused too but not counted: it says
+// nothing about callback_secret. A change whose callback was
 // refused waits in APPROVAL_SENT for ever, and its hint says only that it
 // waits for an approver; approvalHint adds what this process saw. It is
 // per process (a replica knows of the callbacks it received, and the count
@@ -23,17 +26,6 @@ type callbackRefusals struct {
 	n           int
 	first, last time.Time
 	now         func() time.Time
-}
-
-// wrap returns h, counting its 401 answers.
-func (c *callbackRefusals) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusRecorder{ResponseWriter: w}
-		h.ServeHTTP(sw, r)
-		if sw.code() == http.StatusUnauthorized {
-			c.refused()
-		}
-	})
 }
 
 // refused counts one refused callback, now.

@@ -9,6 +9,7 @@ import (
 
 	"changebot/platform/approval/approvalfake"
 	"changebot/store"
+	"changebot/webhooks"
 )
 
 // TestRefusedApprovalCallbackShowsInTheHint: when the approval system signs
@@ -56,5 +57,44 @@ func TestRefusedApprovalCallbackShowsInTheHint(t *testing.T) {
 	checks := RunDoctor(context.Background(), env.Config, &DoctorOpts{Schema: sc.Name, NowFunc: now})
 	if w := lines(levels(checks, CheckWarn)); !strings.Contains(w, "1 change(s) wait in APPROVAL_SENT") || !strings.Contains(w, "callback_secret") {
 		t.Errorf("doctor does not warn of the change waiting in APPROVAL_SENT naming callback_secret:\n%s", lines(checks))
+	}
+}
+
+// TestOnlyABadSignatureCountsAsARefusedCallback: a POST /callbacks/approval
+// without a signature (a scanner) or with a malformed one is refused (401)
+// but does not make the hint of every waiting change blame callback_secret;
+// one with a well-formed signature made with another key does count.
+func TestOnlyABadSignatureCountsAsARefusedCallback(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, false, 100*time.Millisecond)
+	app, _ := startBot(t, env)
+	body := `{"request_id":"r1","operation_id":"op","decision":"approved","approver":"carol"}`
+	post := func(signature string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, env.BaseURL+"/callbacks/approval", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if signature != "" {
+			req.Header.Set(webhooks.HeaderSignature, signature)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("answer %d, want 401", resp.StatusCode)
+		}
+	}
+	post("")
+	post("sha256=not-hex")
+	if h := app.refusals.approvalHint(store.StatusApprovalSent, "Waiting."); h != "Waiting." {
+		t.Errorf("after unsigned and malformed POSTs the hint is %q, want it unchanged", h)
+	}
+	post(webhooks.Sign("not-"+demoCallbackSecret, []byte(body)))
+	if h := app.refusals.approvalHint(store.StatusApprovalSent, "Waiting."); !strings.Contains(h, "1 approval callback was refused for a bad signature") {
+		t.Errorf("after a POST signed with another key the hint is %q, want it to count 1 refusal", h)
 	}
 }

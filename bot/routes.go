@@ -73,7 +73,9 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	}
 	cbCfg := webhooks.CallbackConfig{Secret: a.cfg.CallbackSecret, MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Approvals: a.engine, Deploys: a.engine, Logger: a.log, Metrics: wm}
-	approvalCB, err := webhooks.NewApprovalCallbackHandler(cbCfg)
+	approvalCfg := cbCfg
+	approvalCfg.OnBadSignature = a.refusals.refused
+	approvalCB, err := webhooks.NewApprovalCallbackHandler(approvalCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +91,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	fallback := noRouteOrMethod(r)
 	r.NotFoundHandler, r.MethodNotAllowedHandler = fallback, fallback
 	r.Handle(webhookPathOf(a.cfg.Platform), hook).Methods(http.MethodPost)
-	r.Handle("/callbacks/approval", textInput(cbCfg.MaxBodyBytes, true, a.refusals.wrap(approvalCB))).Methods(http.MethodPost)
+	r.Handle("/callbacks/approval", textInput(cbCfg.MaxBodyBytes, true, approvalCB)).Methods(http.MethodPost)
 	r.Handle("/callbacks/deploy", textInput(cbCfg.MaxBodyBytes, true, deployCB)).Methods(http.MethodPost)
 	api := r.PathPrefix("/api/v1").Subrouter()
 	api.NotFoundHandler, api.MethodNotAllowedHandler = fallback, fallback

@@ -90,6 +90,12 @@ type CallbackConfig struct {
 	Logger *slog.Logger
 	// Metrics counts callbacks; nil counts into unregistered metrics.
 	Metrics *Metrics
+	// OnBadSignature, when set, is called once for each callback refused
+	// (401) whose X-Changebot-Signature was well formed ("sha256=" and the
+	// hex of a SHA-256 HMAC) but did not verify: a sender signing with
+	// another secret. A request without the header or with a malformed one
+	// (a scanner, a stray POST) does not call it.
+	OnBadSignature func()
 }
 
 // Sign returns the X-Changebot-Signature value of body:
@@ -235,6 +241,7 @@ func newCallbackHandler(cfg CallbackConfig, kind string, problems []error) (*cal
 		timeout: cfg.Timeout,
 		log:     cfg.Logger,
 		m:       orNew(cfg.Metrics),
+		onBad:   cfg.OnBadSignature,
 	}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultCallbackMaxBodyBytes
@@ -256,6 +263,7 @@ type callbackHandler struct {
 	timeout time.Duration
 	log     *slog.Logger
 	m       *Metrics
+	onBad   func() // CallbackConfig.OnBadSignature
 	// accept decodes and validates body, then calls the acceptor and
 	// returns its result with log attributes naming the callback. It
 	// returns the field problems when the body is invalid, and an error
@@ -296,8 +304,11 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, answer{Error: "reading the request body failed"})
 		return
 	}
-	if !h.signatureOK(r.Header.Get(HeaderSignature), body) {
+	if sig := r.Header.Get(HeaderSignature); !h.signatureOK(sig, body) {
 		count(ResultUnauthorized)
+		if h.onBad != nil && signatureWellFormed(sig) {
+			h.onBad()
+		}
 		log.Warn("callback refused: invalid signature", attrRemoteAddr, r.RemoteAddr)
 		writeJSON(w, http.StatusUnauthorized, answer{Error: "invalid signature"})
 		return
@@ -345,6 +356,17 @@ func (h *callbackHandler) signatureOK(header string, body []byte) bool {
 	mac := hmac.New(sha256.New, h.secret)
 	mac.Write(body)
 	return hmac.Equal(got, mac.Sum(nil))
+}
+
+// signatureWellFormed reports whether header has the shape of a signature,
+// "sha256=" and the hex of sha256.Size bytes, whatever the key.
+func signatureWellFormed(header string) bool {
+	hexSig, ok := strings.CutPrefix(header, signaturePrefix)
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(hexSig)
+	return err == nil && len(got) == sha256.Size
 }
 
 // decodeStrict decodes one JSON object into v: a wrong type, trailing

@@ -341,3 +341,40 @@ func TestNewCallbackHandlerConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestOnBadSignatureOnlyForAWellFormedSignature: CallbackConfig.OnBadSignature
+// is called for a callback refused because its well-formed signature did not
+// verify (signed with another secret), and not for one refused without a
+// signature or with a malformed one (a scanner's POST), nor for a good one.
+func TestOnBadSignatureOnlyForAWellFormedSignature(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"request_id":"r","operation_id":"op","decision":"approved","approver":"carol"}`)
+	for _, tc := range []struct {
+		name, signature string
+		code, calls     int
+	}{
+		{"no signature", "", http.StatusUnauthorized, 0},
+		{"not sha256=", "md5=abc", http.StatusUnauthorized, 0},
+		{"not hex", "sha256=zz", http.StatusUnauthorized, 0},
+		{"short hex", "sha256=abcd", http.StatusUnauthorized, 0},
+		{"another secret", Sign("another-secret", body), http.StatusUnauthorized, 1},
+		{"good", Sign(callbackSecret, body), http.StatusOK, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			calls := 0
+			log, _ := newLogger(t)
+			h, err := NewApprovalCallbackHandler(CallbackConfig{Secret: callbackSecret, Approvals: &fakeAcceptor{result: flows.ResultAccepted},
+				Logger: log, Metrics: NewMetrics(prometheus.NewRegistry()), OnBadSignature: func() { calls++ }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := callback(h, http.MethodPost, tc.signature, body); w.Code != tc.code {
+				t.Errorf("answer %d %s, want %d", w.Code, w.Body, tc.code)
+			}
+			if calls != tc.calls {
+				t.Errorf("OnBadSignature called %d times, want %d", calls, tc.calls)
+			}
+		})
+	}
+}
