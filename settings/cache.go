@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,6 +99,13 @@ func (c *Cache) Load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("loading settings: %w", err)
 	}
+	c.snap.Store(&snapshot{values: c.valuesOf(rows), loadedAt: time.Now()})
+	return nil
+}
+
+// valuesOf parses stored rows into values by (key, scope); rows of unknown
+// keys are skipped, rows that no longer validate are logged and skipped.
+func (c *Cache) valuesOf(rows []store.Setting) map[rowKey]Value {
 	values := make(map[rowKey]Value, len(rows))
 	for _, r := range rows {
 		d, ok := Lookup(r.Key)
@@ -116,8 +122,7 @@ func (c *Cache) Load(ctx context.Context) error {
 		// by hand) in another case is the same project's.
 		values[rowKey{r.Key, strings.ToLower(r.Scope)}] = v
 	}
-	c.snap.Store(&snapshot{values: values, loadedAt: time.Now()})
-	return nil
+	return values
 }
 
 // Lookup returns the effective value of key for project ("" for the global
@@ -161,7 +166,10 @@ func (c *Cache) List(project string) []Value {
 // min_age below max_age, jobs.rescue_after below sweeper.after) with the
 // values that would be in effect: in project's scope, or for a global
 // change globally and in every project scope with its own value of either
-// setting. A refused value changes nothing. Errors: *UnknownKeyError,
+// setting. The rules are checked inside the store's write, on the rows as
+// stored then (store.SaveSettingParams.Check), so two writers of the two
+// settings of one rule cannot each pass and together break it. A refused
+// value changes nothing. Errors: *UnknownKeyError,
 // *InvalidValueError, *GlobalOnlyError, *ConflictError (all of them joined
 // when one write breaks several rules), or the store's.
 func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMessage, updatedBy string) error {
@@ -176,20 +184,24 @@ func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMe
 		r, _ := utf8.DecodeRuneInString(updatedBy[i:])
 		return fmt.Errorf("setting %s: updated_by contains a control or bidirectional formatting character (%U)", key, r)
 	}
-	if err := c.Load(ctx); err != nil {
-		return err
+	check := func(stored []store.Setting) error {
+		next := c.valuesOf(stored)
+		if v.Key == "" { // null: the stored value of this scope goes
+			delete(next, rowKey{key, Scope(project)})
+		} else {
+			v.Scope, v.Source = Scope(project), SourceStored
+			next[rowKey{key, Scope(project)}] = v
+		}
+		if errs := checkRules(c.initial, next, key, project); len(errs) > 0 {
+			return &refusedError{key: key, err: errors.Join(errs...)}
+		}
+		return nil
 	}
-	next := maps.Clone(c.snap.Load().values)
-	if v.Key == "" { // null: the stored value of this scope goes
-		delete(next, rowKey{key, Scope(project)})
-	} else {
-		v.Scope, v.Source = Scope(project), SourceStored
-		next[rowKey{key, Scope(project)}] = v
-	}
-	if errs := checkRules(c.initial, next, key, project); len(errs) > 0 {
-		return fmt.Errorf("setting %s refused, nothing stored: %w", key, errors.Join(errs...))
-	}
-	if _, err := c.st.SaveSetting(ctx, store.SaveSettingParams{Key: key, Scope: Scope(project), Value: v.JSON(), UpdatedBy: updatedBy}); err != nil {
+	if _, err := c.st.SaveSetting(ctx, store.SaveSettingParams{Key: key, Scope: Scope(project), Value: v.JSON(),
+		UpdatedBy: updatedBy, Check: check}); err != nil {
+		if re := (*refusedError)(nil); errors.As(err, &re) {
+			return re
+		}
 		return err
 	}
 	return c.Load(ctx)
@@ -305,3 +317,16 @@ func (c *Cache) reload(ctx context.Context) {
 		c.snap.Store(&snapshot{values: old.values, loadedAt: time.Now()})
 	}
 }
+
+// refusedError is a write Set refused because it breaks a rule between
+// settings; it unwraps to the rules' *ConflictError values.
+type refusedError struct {
+	key string
+	err error
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("setting %s refused, nothing stored: %v", e.key, e.err)
+}
+
+func (e *refusedError) Unwrap() error { return e.err }

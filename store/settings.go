@@ -37,6 +37,14 @@ type SaveSettingParams struct {
 	Scope     string
 	Value     json.RawMessage
 	UpdatedBy string
+	// Check, when set, is called inside the write's transaction with every
+	// stored setting (ListSettings' rows), read after the transaction took
+	// the settings write lock that every SaveSetting takes: no other write
+	// of any setting can come between what Check saw and this write, so a
+	// rule between two settings (settings.Cache.Set) holds under
+	// concurrent writers of both. An error aborts the write; nothing is
+	// stored and SaveSetting returns it wrapped.
+	Check func(stored []Setting) error
 }
 
 // SettingsNotice is the payload of a SettingsChannel notification. Schema

@@ -20,7 +20,12 @@ const SettingsChannel = "changebot_settings"
 // ListSettings returns every stored setting, ordered by key and scope. The
 // table holds a few rows per key: one query, no paging.
 func (s *Store) ListSettings(ctx context.Context, db store.DBTX) ([]store.Setting, error) {
-	rows, err := queries.SettingList(ctx, q(db))
+	return listSettings(ctx, q(db))
+}
+
+// listSettings is ListSettings on db (a pool or a transaction).
+func listSettings(ctx context.Context, db dbsqlc.DBTX) ([]store.Setting, error) {
+	rows, err := queries.SettingList(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("listing settings: %w", err)
 	}
@@ -32,9 +37,12 @@ func (s *Store) ListSettings(ctx context.Context, db store.DBTX) ([]store.Settin
 }
 
 // SaveSetting writes (or, with a nil Value, removes) one setting and, in the
-// same transaction, appends its audit row and notifies SettingsChannel. The
-// (key, scope) pair is locked for the transaction, so the audit's old value
-// is exact under concurrent writers. It returns the row as written (for a
+// same transaction, appends its audit row and notifies SettingsChannel. Every
+// settings write holds one transaction-level advisory lock, so the audit's
+// old value is exact under concurrent writers and p.Check sees the stored
+// settings as no other write can change them before this one commits
+// (settings writes are an operator's, a few a day: one lock for all costs
+// nothing). It returns the row as written (for a
 // removal: Key, Scope, UpdatedBy and UpdatedAt only).
 func (s *Store) SaveSetting(ctx context.Context, p store.SaveSettingParams) (store.Setting, error) {
 	if p.Key == "" || p.Scope == "" || p.UpdatedBy == "" {
@@ -45,8 +53,17 @@ func (s *Store) SaveSetting(ctx context.Context, p store.SaveSettingParams) (sto
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// Hand-written: the advisory lock and the NOTIFY below are
 		// PostgreSQL session functions, not queries of our tables.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('changebot_settings/' || $1 || '/' || $2, 0))`, p.Key, p.Scope); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('changebot_settings', 0))`); err != nil {
 			return err
+		}
+		if p.Check != nil {
+			stored, err := listSettings(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if err := p.Check(stored); err != nil {
+				return err
+			}
 		}
 		old, err := queries.SettingValue(ctx, tx, &dbsqlc.SettingValueParams{Key: p.Key, Scope: p.Scope})
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {

@@ -200,7 +200,12 @@ func (s *Store) ListSettings(ctx context.Context, db store.DBTX) ([]store.Settin
 	if err != nil {
 		return nil, err
 	}
-	rows, err := queries.SettingList(ctx, g)
+	return listSettings(ctx, g)
+}
+
+// listSettings is ListSettings on db (the database or a transaction).
+func listSettings(ctx context.Context, db dbsqlc.DBTX) ([]store.Setting, error) {
+	rows, err := queries.SettingList(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("listing settings: %w", err)
 	}
@@ -213,7 +218,8 @@ func (s *Store) ListSettings(ctx context.Context, db store.DBTX) ([]store.Settin
 }
 
 // SaveSetting implements store.Settings. The transaction holds the write
-// lock, so the audit's old value is exact; the change is announced to this
+// lock (BEGIN IMMEDIATE), so the audit's old value is exact and p.Check sees
+// the stored settings as no other write can change them before this one; the change is announced to this
 // process's listeners once committed (one process owns a SQLite file).
 func (s *Store) SaveSetting(ctx context.Context, p store.SaveSettingParams) (store.Setting, error) {
 	if p.Key == "" || p.Scope == "" || p.UpdatedBy == "" {
@@ -222,6 +228,15 @@ func (s *Store) SaveSetting(ctx context.Context, p store.SaveSettingParams) (sto
 	now := s.Now()
 	saved := store.Setting{Key: p.Key, Scope: p.Scope, UpdatedBy: p.UpdatedBy, UpdatedAt: now}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if p.Check != nil {
+			stored, err := listSettings(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if err := p.Check(stored); err != nil {
+				return err
+			}
+		}
 		old, err := queries.SettingValue(ctx, tx, &dbsqlc.SettingValueParams{Key: p.Key, Scope: p.Scope})
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err

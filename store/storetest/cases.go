@@ -43,6 +43,7 @@ var cases = []struct {
 	{"ListChangesFiltersAndPages", testListChangesFiltersAndPages},
 	{"SnapshotsAndEventsAfter", testSnapshotsAndEventsAfter},
 	{"ListOperationsByStatusSeveral", testListOperationsByStatusSeveral},
+	{"SaveSettingCheckSerialised", testSaveSettingCheckSerialised},
 }
 
 // ListOperationsByStatusSeveral: ListOperationsByStatus with two statuses
