@@ -282,10 +282,18 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 		// cannot deploy by itself. So the change stays MERGED; the failure is
 		// made readable on it (its detail and the status comment).
 		if op.Status == store.StatusMerged {
-			if err := e.recordFailedDeploy(ctx, op.ID, cb); err != nil {
+			recorded, err := e.recordFailedDeploy(ctx, op.ID, cb)
+			switch {
+			case errors.Is(err, store.ErrDuplicate):
+				return ResultDuplicate, nil
+			case err != nil:
 				return "", err
+			case recorded:
+				// The request was recorded with the event, in its
+				// transaction.
+				return ResultFailedRecorded, nil
 			}
-			result = ResultFailedRecorded
+			// No longer MERGED: stale, recorded below.
 		}
 	case cb.Status == "success" || cb.Status == "applied":
 		confirmed = op.Status == store.StatusMerged || op.Status == store.StatusValidated
@@ -323,18 +331,23 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 // change opID without moving it: its detail says what the deploy system
 // reported and what happens next, a deploy_failed event (source
 // "callback:<request_id>", actor "deploy") records it, and the status
-// comment is refreshed. The step and its clock are kept, so the deploy
-// wait and its deadline (DEPLOY_PENDING) go on as before. A change that
-// moved meanwhile is read again, up to markValidatedAttempts times; one
-// that is no longer MERGED is left as it is.
-func (e *Engine) recordFailedDeploy(ctx context.Context, opID string, cb DeployCallback) error {
+// comment is refreshed. The callback request is recorded (answered
+// ResultFailedRecorded) in the same transaction as the event, so a
+// callback sent again, or twice at once, writes one event: the other gets
+// store.ErrDuplicate. The step and its clock are kept, so the deploy wait
+// and its deadline (DEPLOY_PENDING) go on as before. A change that moved
+// meanwhile is read again, up to markValidatedAttempts times; one that is
+// no longer MERGED is left as it is (false, nil: nothing written, the
+// caller records the request as stale). A change still moving after the
+// attempts is an error, so the sender is answered 503 and sends again.
+func (e *Engine) recordFailedDeploy(ctx context.Context, opID string, cb DeployCallback) (bool, error) {
 	for range markValidatedAttempts {
 		op, err := e.st.GetOperation(ctx, e.st.DB(), opID)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if op.Status != store.StatusMerged {
-			return nil
+			return false, nil
 		}
 		w := wordsOf(op.Platform)
 		detail := fmt.Sprintf("the deploy system reported the deploy of %s failed (deploy callback %s); "+
@@ -343,6 +356,9 @@ func (e *Engine) recordFailedDeploy(ctx context.Context, opID string, cb DeployC
 		_, _, err = e.st.ApplyTransition(ctx, store.TransitionParams{
 			OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
 			KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = detail },
+			Guard: func(ctx context.Context, tx store.Tx, _ store.Operation, _ store.Binding) error {
+				return e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, callbackKindDeploy, op.ID, ResultFailedRecorded)
+			},
 			Event: store.EventParams{Type: store.EventDeployFailed, Actor: "deploy", Source: SourceCallback + ":" + cb.RequestID,
 				Payload: map[string]any{"deploy_status": cb.Status, "mr_iid": cb.MRIID, "detail": detail}},
 			Jobs: e.refreshNoteJobs(op, op.Version+1),
@@ -350,10 +366,13 @@ func (e *Engine) recordFailedDeploy(ctx context.Context, opID string, cb DeployC
 		if isConflict(err) {
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("recording the failed deploy of %s: %w", op.ID, err)
+		if errors.Is(err, store.ErrDuplicate) {
+			return false, err
 		}
-		return nil
+		if err != nil {
+			return false, fmt.Errorf("recording the failed deploy of %s: %w", op.ID, err)
+		}
+		return true, nil
 	}
-	return nil
+	return false, fmt.Errorf("recording the failed deploy of %s (deploy callback %s): the change kept moving; not recorded", opID, cb.RequestID)
 }
