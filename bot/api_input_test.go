@@ -88,6 +88,10 @@ func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 		{"body not an object", `["x"]`, []string{"the body must be an object, not an array"}},
 		// Duplicate keys: encoding/json kept the last one silently.
 		{"subject_id twice", strings.Replace(validChange("g4"), `"subject_id":"g4"`, `"subject_id":"g4","subject_id":"g5"`, 1), []string{"duplicate key subject_id"}},
+		// json.Decoder.More is false before a stray "}" or "]": it used to let these through.
+		{"a stray brace after the body", validChange("sb") + " }", []string{"data after the JSON value"}},
+		{"a stray bracket after the body", validChange("sk") + "]", []string{"data after the JSON value"}},
+		{"a second value after the body", validChange("sv") + " {}", []string{"data after the JSON value"}},
 		{"a file's path twice", strings.Replace(validChange("dp"), `{"path":"a.yaml"`, `{"path":"b.yaml","path":"a.yaml"`, 1), []string{"duplicate key files[0].path"}},
 	}
 	for _, tc := range tests {

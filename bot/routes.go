@@ -1,7 +1,6 @@
 package bot
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -364,8 +363,9 @@ func (req changeRequest) params() (flows.SubmitParams, []flows.FieldError) {
 }
 
 // decodeBody reads r's body, at most limit bytes, into v: one JSON value,
-// unknown fields refused, no data after it, no key twice in an object
-// (encoding/json would keep the last silently: jsonbody.CheckDuplicates).
+// unknown fields refused, nothing but whitespace after it, no key twice in
+// an object (encoding/json would keep the last silently): all of it
+// jsonbody.DecodeStrict.
 // When it does not, it answers 413 or 400 naming the problem in the API's
 // words (JSON field paths with indexes and JSON types, never Go's:
 // jsonbody.Describe) and returns false.
@@ -380,18 +380,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "reading the request body failed"})
 		return false
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	err = dec.Decode(v)
-	switch {
-	case err != nil:
-		err = errors.New(jsonbody.Describe(err, body))
-	case dec.More():
-		err = errors.New("data after the JSON object")
-	default:
-		err = jsonbody.CheckDuplicates(body)
-	}
-	if err != nil {
+	if err := jsonbody.DecodeStrict(body, v, true); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
 		return false
 	}

@@ -6,10 +6,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -369,24 +367,16 @@ func signatureWellFormed(header string) bool {
 	return err == nil && len(got) == sha256.Size
 }
 
-// decodeStrict decodes one JSON object into v: a wrong type, trailing
-// data or a key twice in an object (encoding/json would keep the last
-// silently: jsonbody.CheckDuplicates) is an error wrapping
-// errMalformedCallback; unknown fields are allowed. Its text names the
+// decodeStrict decodes one JSON object into v with jsonbody.DecodeStrict:
+// a wrong type, trailing data or a key twice in an object is an error
+// wrapping errMalformedCallback; unknown fields are allowed. Its text names the
 // field by its JSON path and JSON type (jsonbody.Describe), never a value
 // or a Go type.
 func decodeStrict(body []byte, v any) error {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return fmt.Errorf("%w: body is not a JSON object", errMalformedCallback)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %s", errMalformedCallback, jsonbody.Describe(err, body))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: data after the JSON object", errMalformedCallback)
-	}
-	if err := jsonbody.CheckDuplicates(body); err != nil {
+	if err := jsonbody.DecodeStrict(body, v, false); err != nil {
 		return fmt.Errorf("%w: %w", errMalformedCallback, err)
 	}
 	return nil

@@ -167,7 +167,7 @@ func TestApprovalCallback(t *testing.T) {
 		{name: "duplicate key in ext", body: []byte(`{"request_id":"r","operation_id":"op","decision":"approved","approver":"carol","ext":{"a":[{"k":1,"k":2}]}}`), wantStatus: 400,
 			wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: duplicate key ext.a[0].k: every key may appear once"}`},
 		{name: "not JSON", body: []byte(`decision=approved`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: body is not a JSON object"}`},
-		{name: "trailing data", body: []byte(`{"request_id":"r","operation_id":"op","decision":"approved"} {}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: data after the JSON object"}`},
+		{name: "trailing data", body: []byte(`{"request_id":"r","operation_id":"op","decision":"approved"} {}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: data after the JSON value"}`},
 		{name: "too large", body: []byte(`{"request_id":"` + strings.Repeat("r", 5<<10) + `"}`), wantStatus: 413, wantLabel: ResultTooLarge, wantBody: `{"error":"payload larger than 4096 bytes"}`},
 		{name: "acceptor error", body: good, accErr: errStore, wantStatus: 503, wantLabel: ResultError, wantBody: `{"error":"applying the callback failed; send it again"}`},
 		{name: "wrong method", method: http.MethodGet, body: good, wantStatus: 405, wantLabel: ResultMalformed, wantBody: `{"error":"method not allowed, use POST"}`},

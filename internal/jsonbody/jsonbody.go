@@ -4,14 +4,16 @@
 // names, which encoding/json's errors carry ("Go struct field
 // F.files.path of type string").
 //
-// The REST API and the approval and deploy callbacks refuse duplicate
-// keys with CheckDuplicates (encoding/json keeps the last silently, so a
+// The REST API and the approval and deploy callbacks decode their bodies
+// with DecodeStrict: one JSON value, nothing after it, no key twice in an
+// object (CheckDuplicates: encoding/json keeps the last silently, so a
 // body could say two things); every JSON intake (webhooks too) words its
 // decoding errors with Describe.
 package jsonbody
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -120,7 +122,10 @@ func walk(body []byte, visit visitor) error {
 		switch {
 		case top == nil:
 		case top.object:
-			path, segs = join(top.path, top.key), append(append([]string(nil), top.segs...), top.key)
+			path = join(top.path, top.key)
+			if visit != nil { // only locate reads the keys on the way
+				segs = append(append(make([]string, 0, len(top.segs)+1), top.segs...), top.key)
+			}
 			top.wantKey = true
 		default:
 			path, segs = top.path+"["+strconv.Itoa(top.index)+"]", top.segs
@@ -132,7 +137,7 @@ func walk(body []byte, visit visitor) error {
 		}
 		if d, ok := tok.(json.Delim); ok {
 			if len(stack) >= MaxDepth {
-				return &TooDeepError{Path: cut(cmpOr(path, "the top"))}
+				return &TooDeepError{Path: cut(cmp.Or(path, "the top"))}
 			}
 			f := &frame{object: d == '{', path: path, segs: segs, wantKey: d == '{'}
 			if f.object {
@@ -187,11 +192,32 @@ func cut(path string) string {
 	return strings.ToValidUTF8(path[:maxPathLen], "") + "…"
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+// ErrTrailingData is DecodeStrict's error for a body with anything but
+// whitespace after its JSON value: another value, a stray "}" or "]".
+var ErrTrailingData = errors.New("data after the JSON value")
+
+// DecodeStrict decodes body, one JSON value, into v, as the REST API and
+// the callbacks read a request body. It returns an error when body does
+// not decode into v (worded by Describe: JSON paths and JSON types, never
+// Go's names; with disallowUnknown, a field v does not have is one), when
+// anything but whitespace follows the value (ErrTrailingData: json.Decoder's
+// More is false before a stray "}" or "]", so the next token must be
+// io.EOF), or when an object has a key twice (*DuplicateKeyError, or
+// *TooDeepError, from CheckDuplicates). The checks run in that order; the
+// first failing one is returned. Error texts never contain a value of the
+// body.
+func DecodeStrict(body []byte, v any, disallowUnknown bool) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if disallowUnknown {
+		dec.DisallowUnknownFields()
 	}
-	return b
+	if err := dec.Decode(v); err != nil {
+		return errors.New(Describe(err, body))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return ErrTrailingData
+	}
+	return CheckDuplicates(body)
 }
 
 // Describe says why decoding body failed with err, in one sentence
@@ -258,7 +284,7 @@ func locate(body []byte, field, got string) string {
 		}
 		return true
 	})
-	return cmpOr(found, field)
+	return cmp.Or(found, field)
 }
 
 // kindWord maps encoding/json's UnmarshalTypeError.Value ("number 7" in

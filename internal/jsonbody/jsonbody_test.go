@@ -3,6 +3,7 @@ package jsonbody
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -112,5 +113,77 @@ func TestDescribe(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodeStrict: one JSON value and nothing after it but whitespace
+// (a stray "}" or "]", which json.Decoder.More does not see, included);
+// unknown fields refused on request; a key twice refused; errors worded by
+// Describe.
+func TestDecodeStrict(t *testing.T) {
+	t.Parallel()
+	type body struct {
+		A int `json:"a"`
+	}
+	tests := []struct {
+		name, body      string
+		disallowUnknown bool
+		want            string // the error; "" for none
+	}{
+		{"one object", `{"a":1}`, true, ""},
+		{"whitespace after", "{\"a\":1} \t\r\n", true, ""},
+		{"whitespace before", " \n{\"a\":1}", true, ""},
+		{"a stray brace after", `{"a":1} }`, true, "data after the JSON value"},
+		{"a stray bracket after", `{"a":1}]`, true, "data after the JSON value"},
+		{"a second object", `{"a":1}{}`, true, "data after the JSON value"},
+		{"a word after", `{"a":1} x`, true, "data after the JSON value"},
+		{"a number after", `{"a":1} 2`, true, "data after the JSON value"},
+		{"unknown field refused", `{"a":1,"b":2}`, true, `unknown field "b"`},
+		{"unknown field allowed", `{"a":1,"b":2}`, false, ""},
+		{"duplicate key", `{"a":1,"a":2}`, true, "duplicate key a: every key may appear once"},
+		{"duplicate key in an unknown field", `{"a":1,"x":{"k":1,"k":2}}`, false, "duplicate key x.k: every key may appear once"},
+		{"wrong type", `{"a":"1"}`, true, "field a must be an integer, not a string"},
+		{"empty", ``, true, "the body is empty"},
+		{"ends early", `{"a":1`, true, "malformed JSON: the body ends early"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var v body
+			err := DecodeStrict([]byte(tt.body), &v, tt.disallowUnknown)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("DecodeStrict = %v, want nil", err)
+			case tt.want == "" && v.A != 1:
+				t.Fatalf("DecodeStrict decoded %+v, want a = 1", v)
+			case tt.want != "" && (err == nil || err.Error() != tt.want):
+				t.Fatalf("DecodeStrict = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if err := DecodeStrict([]byte(`{"a":1}]`), new(body), true); !errors.Is(err, ErrTrailingData) {
+		t.Errorf("DecodeStrict = %v, want ErrTrailingData", err)
+	}
+}
+
+// BenchmarkCheckDuplicates walks a change request body of 50 files, the
+// check every API and callback body goes through.
+func BenchmarkCheckDuplicates(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"subject_id":"g4","target_key":"prod","project":"group/repo","title":"t","requested_by":"alice","files":[`)
+	for i := range 50 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		sb.WriteString(`{"path":"dir/file` + strconv.Itoa(i) + `.yaml","content":"a: 1\nb: 2\n","action":"update","meta":{"x":{"y":1}}}`)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckDuplicates(body); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
