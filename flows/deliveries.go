@@ -25,8 +25,9 @@ const (
 // pipeline's webhook (or the new head's, after a rebase) processed while
 // the job that opened the merge request, or rebased it, has not yet
 // committed its move into the pipeline wait (issue 12 point 2). Nothing was
-// changed and no GitLab or GitHub call was made; the caller applies the
-// delivery again shortly (the delivery job snoozes, a bounded number of
+// changed and no GitLab or GitHub call was made (except for a merge or
+// close hook whose merge request the platform had not yet settled: its
+// read; applyStateHook); the caller applies the delivery again shortly (the delivery job snoozes, a bounded number of
 // times), so the wait does not sit until its first poll. Once the bound is
 // used up the caller applies it under WithoutEarlyWait, as it stands (a
 // pipeline webhook of a change not waiting is dropped; the wait's poll
@@ -393,9 +394,14 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 // ever confirms it, and a merged change cannot be cancelled). So the MR is
 // read from the platform (one call, only for a change that could still
 // move) and the change moves only as it says: merged (with its merge
-// commit) finishes it as merged, closed ends it in MR_CLOSED; anything else
-// (still opened, or reopened since) moves nothing, and the contradicting
-// webhook is counted (changebot_webhooks_contradicted_total) and logged.
+// commit) finishes it as merged, closed ends it in MR_CLOSED. An MR the
+// platform is still merging (locked), or still opened after a merge hook
+// (a read lagging behind the hook), is read again: the delivery is applied
+// again shortly (ErrEarlyHook, a bounded number of times; stateMaySettle).
+// Anything else (still opened after a close hook, reopened since, or still
+// not settled once the delivery's waits are used up) moves nothing, and the
+// contradicting webhook is counted (changebot_webhooks_contradicted_total)
+// and logged.
 // Who merged or closed it is the platform's answer, else the hook's user.
 func (e *Engine) applyStateHook(ctx context.Context, op store.Operation, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
@@ -432,10 +438,29 @@ func (e *Engine) applyStateHook(ctx context.Context, op store.Operation, ev plat
 		}
 		return OutcomeApplied, nil
 	}
+	if stateMaySettle(h.Action, mr.State) && EarlyWaitAllowed(ctx) {
+		// The platform is still merging it, or its read lags just behind
+		// the hook: read again shortly, a bounded number of times, before
+		// calling the webhook contradicted.
+		e.opLog(op).Debug("a merge request webhook is not yet confirmed by the platform: read again shortly",
+			"action", h.Action, "state", mr.State, "delivery", source)
+		return "", ErrEarlyHook
+	}
 	e.m.contradicted.WithLabelValues(h.Action).Inc()
 	e.opLog(op).Warn("a merge request webhook is contradicted by the platform: nothing moved",
 		"action", h.Action, "state", mr.State, "delivery", source, "hook_user", ev.User.Username)
 	return OutcomeNoChange, nil
+}
+
+// stateMaySettle reports whether a merge request read in state, for a
+// Merge Request Hook of action, may still turn into what the hook says, so
+// the hook is applied again shortly (ErrEarlyHook) rather than counted as
+// contradicted: "locked", which GitLab shows while a merge runs (it ends
+// merged, or opened again when the merge fails), and "opened" after a
+// "merge" hook, a read that lags just behind the hook. A close hook on an
+// opened MR is not retried: the MR was reopened since, or the hook is false.
+func stateMaySettle(action, state string) bool {
+	return state == platform.MRStateLocked || (action == "merge" && state == platform.MRStateOpened)
 }
 
 // applyReadyHook applies a Merge Request Hook that marked the MR ready

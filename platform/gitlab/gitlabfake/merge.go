@@ -273,3 +273,25 @@ func (s *Server) finishRebase(mr *mergeRequest, by *user) {
 	c := s.newCommit(p, []string{target}, r.commits[source].message, files, r.commits[source].author)
 	s.moveBranch(p, mr.sourceBranch, c.id, by)
 }
+
+// SetMRLocked puts open MR !iid of the project in GitLab's "locked" state
+// (locked true), as GitLab shows it while a merge it runs is in progress,
+// for as long as a test needs (SetMergeDuration locks it only during a
+// merge call, on the wall clock); locked false puts a locked MR back to
+// "opened", as GitLab does when the merge fails. An MR in another state is
+// left as it is.
+func (s *Server) SetMRLocked(projectID, iid int64, locked bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.projects[projectID]
+	if p == nil || p.mrs[iid] == nil {
+		return
+	}
+	mr := p.mrs[iid]
+	switch {
+	case locked && mr.state == stateOpened:
+		mr.state, mr.updated = stateLocked, s.now()
+	case !locked && mr.state == stateLocked:
+		mr.state, mr.updated = stateOpened, s.now()
+	}
+}
