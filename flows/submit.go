@@ -9,11 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
 
+	"changebot/internal/textcheck"
 	"changebot/store"
 )
 
@@ -146,46 +146,12 @@ func textProblem(s string) string {
 	return ""
 }
 
-// controlProblem says what is wrong with s as one line of text people
-// read (a name, a title): a control character (C0 and C1 controls and DEL:
-// a newline, a tab, an escape) or a bidirectional formatting character
-// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069: Unicode
-// TR9), with which it would show on a page or a terminal as other text
-// than it is; "" when fine. The problem names the code point.
-func controlProblem(s string) string {
-	if r, kind := forbiddenRune(s); kind != "" {
-		return fmt.Sprintf("contains %s (%U)", kind, r)
-	}
-	return ""
-}
-
-// forbiddenRune returns the first control or bidirectional formatting
-// character of s and what it is ("a control character", "a bidirectional
-// formatting character"); kind is "" when s has none.
-func forbiddenRune(s string) (r rune, kind string) {
-	for _, r := range s {
-		switch {
-		case unicode.IsControl(r):
-			return r, "a control character"
-		case isBidiControl(r):
-			return r, "a bidirectional formatting character"
-		}
-	}
-	return 0, ""
-}
-
-// isBidiControl reports whether r is one of Unicode's explicit
-// bidirectional formatting characters (TR9 "Explicit Directional
-// Embeddings, Overrides and Isolates", and the implicit marks).
-func isBidiControl(r rune) bool {
-	return r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
-}
-
 // Validate checks every field and returns all problems at once, as a
 // *ValidationError listing one problem per field: required fields, text
 // that PostgreSQL or GitLab would refuse (NUL, invalid UTF-8), control and
 // bidirectional formatting characters in every field but the description
-// and the files' content (controlProblem), lengths,
+// and the files' content (textcheck.Problem: shown on a page or a terminal
+// they would read as other text than they are), lengths,
 // requested_by as a username of p.Platform (GitLab's or GitHub's rules),
 // project as one of p.Platform (on GitHub "owner/name" or a numeric id),
 // file paths and actions.
@@ -204,7 +170,7 @@ func (p SubmitParams) Validate() error {
 			return
 		}
 		if field != "description" {
-			if msg := controlProblem(v); msg != "" {
+			if msg := textcheck.Problem(v); msg != "" {
 				add(field, msg)
 				return
 			}
@@ -263,7 +229,8 @@ func (p SubmitParams) Validate() error {
 }
 
 // checkPath refuses paths GitLab would refuse or that escape the
-// repository: absolute, "..", empty segments, control characters, .git.
+// repository: absolute, "..", empty segments, a backslash, control and
+// bidirectional formatting characters (worded as textcheck.Problem), .git.
 func checkPath(p string) string {
 	switch {
 	case p == "":
@@ -276,8 +243,11 @@ func checkPath(p string) string {
 		return "must stay inside the repository"
 	case strings.ContainsAny(p, "\x00\r\n\\"):
 		return "contains a forbidden character"
-	case controlProblem(p) != "":
-		return "contains a forbidden character: " + strings.TrimPrefix(controlProblem(p), "contains ")
+	}
+	if r, kind, ok := textcheck.ForbiddenRune(p); ok {
+		return textcheck.Describe(r, kind)
+	}
+	switch {
 	case len(p) > 1024:
 		return "is longer than 1024 bytes"
 	case p == ".":

@@ -2,6 +2,7 @@ package flows
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,6 +75,28 @@ func TestSubmitValidation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestValidateWordsForbiddenCharactersAlike: a control or bidirectional
+// formatting character is named by its code point in one wording
+// (textcheck.Problem) in a file path as in the other fields.
+func TestValidateWordsForbiddenCharactersAlike(t *testing.T) {
+	t.Parallel()
+	p := SubmitParams{SubjectID: "s\u2066", TargetKey: "prod", Project: "g/r", Title: "t\x1b", RequestedBy: "alice",
+		Files: []store.File{{Path: "a\tb", Content: "x"}, {Path: "c\u202Ed", Content: "x"}}}
+	var ve *ValidationError
+	if !errors.As(p.Validate(), &ve) {
+		t.Fatalf("Validate = %v, want a ValidationError", p.Validate())
+	}
+	want := []FieldError{
+		{"subject_id", "contains a bidirectional formatting character (U+2066)"},
+		{"title", "contains a control character (U+001B)"},
+		{"files[0].path", "contains a control character (U+0009)"},
+		{"files[1].path", "contains a bidirectional formatting character (U+202E)"},
+	}
+	if !slices.Equal(ve.Fields, want) {
+		t.Errorf("Validate fields = %q, want %q", ve.Fields, want)
 	}
 }
 

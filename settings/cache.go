@@ -10,9 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"changebot/internal/textcheck"
 	"changebot/store"
 )
 
@@ -180,9 +179,10 @@ func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMe
 	if strings.TrimSpace(updatedBy) == "" {
 		return errors.New("setting " + key + ": updated_by is required")
 	}
-	if i := strings.IndexFunc(updatedBy, forbiddenInActor); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(updatedBy[i:])
-		return fmt.Errorf("setting %s: updated_by contains a control or bidirectional formatting character (%U)", key, r)
+	// A control or bidirectional formatting character would make the
+	// audit show another name than it stores.
+	if msg := textcheck.Problem(updatedBy); msg != "" {
+		return fmt.Errorf("setting %s: updated_by %s", key, msg)
 	}
 	check := func(stored []store.Setting) error {
 		next := c.valuesOf(stored)
@@ -205,14 +205,6 @@ func (c *Cache) Set(ctx context.Context, key, project string, rawJSON json.RawMe
 		return err
 	}
 	return c.Load(ctx)
-}
-
-// forbiddenInActor reports a rune an updated_by may not hold: a control
-// character (C0, DEL, C1: a newline, a tab, an escape) or a bidirectional
-// formatting character (Unicode TR9), with which the audit would show
-// another name than it stores.
-func forbiddenInActor(r rune) bool {
-	return unicode.IsControl(r) || r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // Start loads the settings once and starts the listener goroutine, which

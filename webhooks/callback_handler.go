@@ -13,10 +13,10 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"changebot/flows"
 	"changebot/internal/jsonbody"
+	"changebot/internal/textcheck"
 )
 
 // HeaderSignature carries the HMAC of a callback's raw body:
@@ -388,12 +388,11 @@ const maxApproverLen = 255
 // checkApprover requires the approver of an approved or rejected decision
 // (a withdrawal may come from the system itself): not blank, at most
 // maxApproverLen bytes, one line without control or bidirectional
-// formatting characters (it is shown as "approved by <approver>").
+// formatting characters (textcheck.Problem: it is shown as "approved by
+// <approver>").
 func checkApprover(ps []Problem, decision, approver string) []Problem {
-	for _, r := range approver {
-		if isForbiddenInName(r) {
-			return append(ps, Problem{"approver", fmt.Sprintf("contains a control or bidirectional formatting character (%U)", r)})
-		}
+	if msg := textcheck.Problem(approver); msg != "" {
+		return append(ps, Problem{"approver", msg})
 	}
 	switch {
 	case len(approver) > maxApproverLen:
@@ -402,13 +401,6 @@ func checkApprover(ps []Problem, decision, approver string) []Problem {
 		return append(ps, Problem{"approver", "required when decision is " + decision})
 	}
 	return ps
-}
-
-// isForbiddenInName reports a control character (C0, DEL, C1) or a
-// bidirectional formatting character (Unicode TR9), which would make a
-// name show as other text.
-func isForbiddenInName(r rune) bool {
-	return unicode.IsControl(r) || r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
 
 func checkRequestID(ps []Problem, id string) []Problem {
