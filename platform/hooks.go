@@ -1,12 +1,36 @@
 package platform
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrMalformedHook reports a webhook body the bot cannot read: not a JSON
 // object, a field of the wrong JSON type, or an object_kind that contradicts
 // the X-Gitlab-Event header. Adapters wrap it (DecodeHook in
-// platform/gitlab); the webhook intake answers 400 for it and stores nothing.
+// platform/gitlab, platform/github) with MalformedHook; the webhook intake
+// answers 400 with the error's text and stores nothing.
 var ErrMalformedHook = errors.New("malformed webhook payload")
+
+// MalformedHook returns an error wrapping ErrMalformedHook and err whose
+// text says it once: "malformed <event> payload: <err>", where event names
+// the delivery as the adapter words it (`"Merge Request Hook"`, `GitHub
+// "pull_request"`). err names a field or a position, never a value of the
+// body: the text is the intake's answer to the sender.
+func MalformedHook(event string, err error) error {
+	return &malformedHookError{event: event, err: err}
+}
+
+type malformedHookError struct {
+	event string
+	err   error
+}
+
+func (e *malformedHookError) Error() string {
+	return fmt.Sprintf("malformed %s payload: %v", e.event, e.err)
+}
+
+func (e *malformedHookError) Unwrap() []error { return []error{ErrMalformedHook, e.err} }
 
 // Hook kinds (HookEvent.Kind). They are persisted in logs and metrics, so
 // they are explicit strings (STYLE 4).

@@ -80,7 +80,7 @@ type GitHubConfig struct {
 // X-GitHub-Event and X-GitHub-Delivery present (400
 // naming the header). Events not in GitHubEvents answer 200
 // {"result":"ignored"} and are not stored; the others must decode (400
-// {"error":"malformed payload: …"}). Comments not on a pull request,
+// {"error":"malformed GitHub \"check_run\" payload: …"}). Comments not on a pull request,
 // edited or deleted comments (a command runs once per comment id, never on
 // an edit, as on GitLab) and comments without a command
 // (GitHubConfig.NoteHasCommand) are ignored too, counted in

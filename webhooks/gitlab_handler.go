@@ -83,7 +83,7 @@ type GitLabConfig struct {
 // secret in constant time (401 {"error":"invalid webhook token"}); X-Gitlab-Event
 // present (400); body size (413 above MaxBodyBytes: only after the token, so
 // that a sender without it does not learn the limit);
-// the body decodes (400 {"error":"malformed payload: …"}, without the
+// the body decodes (400 {"error":"malformed \"Merge Request Hook\" payload: …"}, without the
 // body; a decoder error not wrapping platform.ErrMalformedHook answers 500).
 // Events that cannot move any change answer 200 {"result":"ignored"}, are
 // not stored and are counted in changebot_webhook_ignored_total by Ignored*

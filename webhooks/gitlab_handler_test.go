@@ -146,29 +146,36 @@ func TestGitLabIntake(t *testing.T) {
 		{
 			name:       "malformed JSON",
 			send:       []delivery{{event: evMR, token: secretA, body: []byte(`{"object_kind":"merge_request","title":"` + bodyMarker)}},
-			want:       []reply{{400, `{"error":"malformed payload: `, true}},
+			want:       []reply{{400, `{"error":"malformed \"Merge Request Hook\" payload: `, true}},
 			event:      evMR,
 			wantCounts: map[string]float64{OutcomeMalformed: 1},
 		},
 		{
 			name:       "object_kind contradicts the header",
 			send:       []delivery{{event: evMR, token: secretA, body: noteMR}},
-			want:       []reply{{400, `{"error":"malformed payload: `, true}},
+			want:       []reply{{400, `{"error":"malformed \"Merge Request Hook\" payload: `, true}},
 			event:      evMR,
 			wantCounts: map[string]float64{OutcomeMalformed: 1},
 		},
 		{
 			name: "empty object names object_kind as missing",
 			send: []delivery{{event: evMR, token: secretA, body: []byte(`{}`)}},
-			want: []reply{{400, `{"error":"malformed payload: decoding \"Merge Request Hook\": malformed webhook payload: ` +
+			want: []reply{{400, `{"error":"malformed \"Merge Request Hook\" payload: ` +
 				`object_kind is missing, want \"merge_request\""}`, false}},
+			event:      evMR,
+			wantCounts: map[string]float64{OutcomeMalformed: 1},
+		},
+		{
+			name:       "no object_attributes named as missing, said once",
+			send:       []delivery{{event: evMR, token: secretA, body: []byte(`{"object_kind":"merge_request","project":{"id":1}}`)}},
+			want:       []reply{{400, `{"error":"malformed \"Merge Request Hook\" payload: object_attributes is missing"}`, false}},
 			event:      evMR,
 			wantCounts: map[string]float64{OutcomeMalformed: 1},
 		},
 		{
 			name: "wrong type named by its JSON path, not Go's struct",
 			send: []delivery{{event: evMR, token: secretA, body: []byte(strings.Replace(string(mrOpen), `"iid": 1,`, `"iid": "abc",`, 1))}},
-			want: []reply{{400, `{"error":"malformed payload: decoding \"Merge Request Hook\": malformed webhook payload: ` +
+			want: []reply{{400, `{"error":"malformed \"Merge Request Hook\" payload: ` +
 				`field object_attributes.iid must be an integer, not a string"}`, false}},
 			event:      evMR,
 			wantCounts: map[string]float64{OutcomeMalformed: 1},

@@ -159,7 +159,8 @@ func (in *intake) Close(ctx context.Context) error { return in.committer.Close(c
 
 // ServeHTTP checks, in order: method POST (405); rules.beforeBody; body
 // size (413); the body read (400); rules.afterBody; decode (400 for a body
-// wrapping platform.ErrMalformedHook, 500 for any other decoder error);
+// wrapping platform.ErrMalformedHook, with its text, 500 for any other
+// decoder error);
 // rules.ignoreReason (200 ignored); then stores the delivery (503 when that
 // fails, 200 duplicate or accepted). A panic answers 500.
 func (in *intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -204,7 +205,9 @@ func (in *intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		q.log.Warn("webhook refused: malformed payload", attrError, err)
-		q.refuse(http.StatusBadRequest, OutcomeMalformed, "malformed payload: "+err.Error())
+		// The adapter's text says it is malformed, and which event
+		// (platform.MalformedHook): said once.
+		q.refuse(http.StatusBadRequest, OutcomeMalformed, err.Error())
 		return
 	}
 	q.log = q.log.With(attrProjectID, ev.ProjectID)

@@ -505,10 +505,11 @@ func decodeEnvelope(kind string, body []byte) (platform.HookEvent, error) {
 }
 
 // malformedHook wraps err (a JSON error names a type or a position, never
-// a value of the body) with platform.ErrMalformedHook.
+// a value of the body) with platform.ErrMalformedHook: `malformed GitHub
+// "check_run" payload: check_run is missing`.
 func malformedHook(event string, err error) error {
 	if len(event) > 40 {
 		event = event[:40] + "…"
 	}
-	return fmt.Errorf("decoding GitHub %s event: %w: %w", strconv.Quote(event), platform.ErrMalformedHook, err)
+	return platform.MalformedHook("GitHub "+strconv.Quote(event), err)
 }

@@ -119,8 +119,11 @@ type noteBody struct {
 // path and type, jsonbody.Describe: "object_attributes.iid must be an
 // integer, not a string"), when object_kind is missing (for the used
 // kinds) or contradicts the header, or when the id a used event is about (object_attributes.iid of a
-// merge request, object_attributes.id of a pipeline or note) is missing.
-// Error texts never contain the body.
+// merge request, object_attributes.id of a pipeline or note) is missing
+// ("object_attributes is missing" when the whole object is). Its text says
+// it once (platform.MalformedHook): `malformed "Merge Request Hook"
+// payload: object_attributes.iid is missing`. Error texts never contain
+// the body.
 func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return platform.HookEvent{}, malformedHook(eventHeader, errors.New("body is not a JSON object"))
@@ -184,7 +187,7 @@ func decodeMergeRequestHook(eventHeader, objectKind string, body []byte) (platfo
 	}
 	oa := e.ObjectAttributes
 	if oa.IID == 0 {
-		return platform.HookEvent{}, errors.New("object_attributes.iid is missing")
+		return platform.HookEvent{}, missingID(body, "object_attributes.iid")
 	}
 	return platform.HookEvent{
 		Kind:        platform.HookMergeRequest,
@@ -227,7 +230,7 @@ func decodePipelineHook(eventHeader, objectKind string, body []byte) (platform.H
 	}
 	oa := e.ObjectAttributes
 	if oa.ID == 0 {
-		return platform.HookEvent{}, errors.New("object_attributes.id is missing")
+		return platform.HookEvent{}, missingID(body, "object_attributes.id")
 	}
 	p := &platform.PipelineHook{
 		ID:             oa.ID,
@@ -265,7 +268,7 @@ func decodeNoteHook(eventHeader, objectKind string, body []byte) (platform.HookE
 	}
 	a := nb.ObjectAttributes
 	if a.ID == 0 {
-		return platform.HookEvent{}, errors.New("object_attributes.id is missing")
+		return platform.HookEvent{}, missingID(body, "object_attributes.id")
 	}
 	project := envelopeProject(nb.hookEnvelope)
 	user := envelopeUser(nb.User)
@@ -355,9 +358,25 @@ func envelopeUser(raw json.RawMessage) platform.User {
 }
 
 // malformedHook wraps err (a JSON error, which names a type or a position,
-// never a value of the body) with platform.ErrMalformedHook.
+// never a value of the body) with platform.ErrMalformedHook:
+// `malformed "Merge Request Hook" payload: object_attributes is missing`.
 func malformedHook(eventHeader string, err error) error {
-	return fmt.Errorf("decoding %s: %w: %w", quoteShort(eventHeader), platform.ErrMalformedHook, err)
+	return platform.MalformedHook(quoteShort(eventHeader), err)
+}
+
+// missingID is the error of a used event without the id it is about
+// (field, "object_attributes.iid"): "object_attributes is missing" when the
+// body has no object_attributes object at all (or null), like GitHub's
+// "pull_request is missing", else "<field> is missing". body is parsed
+// again only on this error path.
+func missingID(body []byte, field string) error {
+	var probe struct {
+		ObjectAttributes json.RawMessage `json:"object_attributes"`
+	}
+	if json.Unmarshal(body, &probe) == nil && (len(probe.ObjectAttributes) == 0 || string(probe.ObjectAttributes) == "null") {
+		return errors.New("object_attributes is missing")
+	}
+	return errors.New(field + " is missing")
 }
 
 // quoteShort quotes s, cut to 40 bytes, for an error text.

@@ -349,8 +349,17 @@ func TestDecodeHookEvents(t *testing.T) {
 		{name: "wrong type in a note", header: "Note Hook", body: `{"object_kind":"note","object_attributes":{"id":"x"}}`, wantError: true,
 			wantMsg: "field object_attributes.id must be an integer, not a string"},
 		{name: "not JSON worded without Go", header: "Pipeline Hook", body: `{"object_kind":`, wantError: true, wantMsg: "malformed JSON: the body ends early"},
-		{name: "merge request without iid", header: "Merge Request Hook", body: `{"object_kind":"merge_request","object_attributes":{"action":"open"}}`, wantError: true},
-		{name: "note without id", header: "Note Hook", body: `{"object_kind":"note","object_attributes":{"noteable_type":"MergeRequest"}}`, wantError: true},
+		{name: "merge request without iid", header: "Merge Request Hook", body: `{"object_kind":"merge_request","object_attributes":{"action":"open"}}`, wantError: true,
+			wantMsg: `malformed "Merge Request Hook" payload: object_attributes.iid is missing`},
+		{name: "note without id", header: "Note Hook", body: `{"object_kind":"note","object_attributes":{"noteable_type":"MergeRequest"}}`, wantError: true,
+			wantMsg: `malformed "Note Hook" payload: object_attributes.id is missing`},
+		// Without the object, the object is what is missing (as GitHub's "pull_request is missing").
+		{name: "merge request without object_attributes", header: "Merge Request Hook", body: `{"object_kind":"merge_request"}`, wantError: true,
+			wantMsg: `malformed "Merge Request Hook" payload: object_attributes is missing`},
+		{name: "pipeline with null object_attributes", header: "Pipeline Hook", body: `{"object_kind":"pipeline","object_attributes":null}`, wantError: true,
+			wantMsg: `malformed "Pipeline Hook" payload: object_attributes is missing`},
+		{name: "note without object_attributes", header: "Note Hook", body: `{"object_kind":"note"}`, wantError: true,
+			wantMsg: `malformed "Note Hook" payload: object_attributes is missing`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
