@@ -170,6 +170,16 @@ func TestListChangesAPI(t *testing.T) {
 	if got := stuck(url.Values{}); len(got) != 0 {
 		t.Fatalf("stuck before any deadline: %v, want none", got)
 	}
+	// The changes submitted while paging wait for their approval request
+	// to be sent (APPROVAL_SENDING) until their job has run: on a loaded
+	// machine one may not have yet, and 3 h later it would be stuck too.
+	deadline = time.Now().Add(60 * time.Second)
+	for len(changeListPageOf(t, env, url.Values{"status": {"APPROVAL_SENDING"}, "limit": {"500"}}).Changes) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("changes still sending their approval requests after 60 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	skew.Store(int64(3 * time.Hour)) // past pipeline.deadline (2 min here) and sweeper.after
 	if got, want := strings.Join(stuck(url.Values{}), ","), "CREATE_MR_OPENED "+x; got != want {
 		t.Fatalf("stuck 3 h later: %q, want only %q (the others wait for a person)", got, want)
