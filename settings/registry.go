@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -406,7 +407,12 @@ func (d Def) Parse(raw json.RawMessage) (Value, error) {
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
+	if err := dec.Decode(&v); err != nil {
+		return Value{}, d.invalid(strconv.Quote(string(raw)))
+	}
+	// One value and nothing after it: dec.More is false before a stray
+	// '}' or ']', so the next token must be the end.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Value{}, d.invalid(strconv.Quote(string(raw)))
 	}
 	switch d.Kind {
