@@ -82,21 +82,29 @@ func listen(addr, what string) (net.Listener, error) {
 	return ln, nil
 }
 
+// listenDemo opens the demo's three listeners on addrs: the bot's, the
+// in-memory platform's (named platform in errors) and the approval
+// system's. On an error none is left open.
+func listenDemo(addrs demoAddrs, platform string) (bot, fake, approval net.Listener, err error) {
+	if bot, err = listen(addrs.Bot, "bot"); err != nil {
+		return nil, nil, nil, err
+	}
+	if fake, err = listen(addrs.GitLab, "in-memory "+platform); err != nil {
+		bot.Close()
+		return nil, nil, nil, err
+	}
+	if approval, err = listen(addrs.Approval, "approval system"); err != nil {
+		bot.Close()
+		fake.Close()
+		return nil, nil, nil, err
+	}
+	return bot, fake, approval, nil
+}
+
 // newDemoEnvAt is newDemoEnv with the servers on addrs.
 func newDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelineDuration time.Duration, logger *slog.Logger) (*demoEnv, error) {
-	ln, err := listen(addrs.Bot, "bot")
+	ln, glLn, apLn, err := listenDemo(addrs, "GitLab")
 	if err != nil {
-		return nil, err
-	}
-	glLn, err := listen(addrs.GitLab, "in-memory GitLab")
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	apLn, err := listen(addrs.Approval, "approval system")
-	if err != nil {
-		ln.Close()
-		glLn.Close()
 		return nil, err
 	}
 	base := "http://" + ln.Addr().String()

@@ -19,19 +19,8 @@ import (
 // default branch protected like the README's GitHub setup asks: the CI's
 // check required and one approving review.
 func newGitHubDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelineDuration time.Duration, logger *slog.Logger) (*demoEnv, error) {
-	ln, err := listen(addrs.Bot, "bot")
+	ln, ghLn, apLn, err := listenDemo(addrs, "GitHub")
 	if err != nil {
-		return nil, err
-	}
-	ghLn, err := listen(addrs.GitLab, "in-memory GitHub")
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	apLn, err := listen(addrs.Approval, "approval system")
-	if err != nil {
-		ln.Close()
-		ghLn.Close()
 		return nil, err
 	}
 	base := "http://" + ln.Addr().String()
