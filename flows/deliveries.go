@@ -403,11 +403,22 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 // contradicting webhook is counted (changebot_webhooks_contradicted_total)
 // and logged.
 // Who merged or closed it is the platform's answer, else the hook's user.
+// A merge hook for a change whose own merge job is running
+// (HANDLE_APPROVED) is applied again shortly before it is read: it is most
+// often that job's merge, which the job records itself.
 func (e *Engine) applyStateHook(ctx context.Context, op store.Operation, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
 	step := StepCode(op.Step)
 	if !CanMove(step, HandleMerged) && !CanMove(step, ClosedByPerson) {
 		return OutcomeNoChange, nil
+	}
+	if step == HandleApproved && h.Action == "merge" && EarlyWaitAllowed(ctx) {
+		// The change's own merge job is running: the merge hook is most
+		// likely its merge's, which the job records itself (the change is
+		// then HANDLE_MERGED and the hook a no-op). Apply it again shortly
+		// instead of reading the merge request a second time; once the
+		// delivery's waits are used up it is read as any other.
+		return "", ErrEarlyHook
 	}
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err != nil {

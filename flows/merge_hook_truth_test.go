@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
@@ -171,4 +176,77 @@ func TestCancelLeavesAMergeGitLabNeverMade(t *testing.T) {
 		t.Errorf("cancel of a merged change: %v, want ErrNotApplicable", err)
 	}
 	h.RequireStep(t, real.ID, flows.HandleMerged)
+}
+
+// TestOwnMergeHookCostsNoRead: the change's merge job is running
+// (HANDLE_APPROVED: here it is held between its merge call and recording
+// the merge) when the merge request's merge hook, the hook of that very
+// merge, is processed. The hook is applied again shortly instead of reading
+// the merge request a second time: the job records the merge, and the
+// repeated hook is then a no-op without a read. Before, the hook read the
+// merge request at once: a fourth read per change, which bot's
+// TestEndToEndReachesValidated saw when the hook beat the job's transition.
+func TestOwnMergeHookCostsNoRead(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	ctx := context.Background()
+	handle := h.Engine.WorkFuncs()[flows.KindHandle]
+	var hold atomic.Bool
+	h.AddWorkFunc(flows.KindHandle, func(ctx context.Context, job *rivertype.JobRow) error {
+		if hold.Load() {
+			return river.JobSnooze(time.Second)
+		}
+		return handle(ctx, job)
+	})
+	p := flowtest.Change("svc")
+	p.ApprovalFirst = false
+	op := h.ToMROpened(t, p)
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	h.RequireStep(t, op.ID, flows.ApprovalSent)
+	// The job's first merge call fails (503): the change stays
+	// HANDLE_APPROVED with its job to run again, which the test holds.
+	h.GitLab.InjectFault(gitlabfake.Fault{Method: "PUT", PathPattern: fmt.Sprintf("/api/v4/projects/%d/merge_requests/%d/merge", h.Project.ID, op.MRIID),
+		Status: 503, Times: 1})
+	h.Decide(t, op.ID, "approved")
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	h.RequireStep(t, op.ID, flows.HandleApproved)
+	hold.Store(true)
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+
+	// The job's merge call, made as the robot: GitLab merges and sends the hook.
+	if _, err := h.ClientAs(t, flowtest.Robot).Merge(ctx, h.Project.ID, op.MRIID, platform.MergeParams{SHA: h.MR(t, op.ID).SHA}); err != nil {
+		t.Fatal(err)
+	}
+	var hooks []gitlabfake.SentWebhook
+	for _, w := range h.TakeWebhooks(t) {
+		if w.Event == "Merge Request Hook" {
+			hooks = append(hooks, w)
+		}
+	}
+	if len(hooks) == 0 {
+		t.Fatal("no merge request hook for the merge")
+	}
+	reads := func() int { return h.GitLab.CallCount("GET", "/api/v4/projects/*/merge_requests/*") }
+	before := reads()
+	h.Deliver(t, hooks...)
+	h.WorkUntilIdle(t)
+	if n := reads() - before; n != 0 {
+		t.Fatalf("the merge hook read the merge request %d times while the change's merge job ran; want 0", n)
+	}
+	h.RequireStep(t, op.ID, flows.HandleApproved)
+
+	hold.Store(false)
+	h.RunFor(t, 10*time.Second)
+	got := h.Op(t, op.ID)
+	if s := flows.StepCode(got.Step); s != flows.HandleMerged && s != flows.CalledBack {
+		t.Fatalf("step %s after the merge job; want HANDLE_MERGED or later", s)
+	}
+	if got.MergeCommitSHA == "" {
+		t.Error("no merge commit recorded")
+	}
 }
