@@ -178,6 +178,7 @@ func TestPersonCallWaitsForTheBudget(t *testing.T) {
 		wantHeld   bool
 		wantTakes  int
 		wantCalled bool
+		deadline   time.Duration // the call's context ends this long after it starts (0: no deadline)
 	}{
 		{name: "person, short waits", priority: platform.PriorityPerson, waits: []time.Duration{100 * ms, 40 * ms},
 			wantSlept: []time.Duration{100 * ms, 40 * ms}, wantTakes: 3, wantCalled: true},
@@ -188,6 +189,10 @@ func TestPersonCallWaitsForTheBudget(t *testing.T) {
 			wantHeld: true, wantTakes: 1},
 		{name: "background never waits", priority: platform.PriorityBackground, waits: []time.Duration{40 * ms},
 			wantHeld: true, wantTakes: 1},
+		{name: "person, the wait would eat the job's time", priority: platform.PriorityPerson, waits: []time.Duration{900 * ms},
+			deadline: time.Second, wantHeld: true, wantTakes: 1},
+		{name: "person, the job has time for the wait", priority: platform.PriorityPerson, waits: []time.Duration{100 * ms},
+			deadline: time.Minute, wantSlept: []time.Duration{100 * ms}, wantTakes: 2, wantCalled: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,7 +209,13 @@ func TestPersonCallWaitsForTheBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = c.Project(platform.WithPriority(t.Context(), tt.priority), proj.PathWithNamespace)
+			ctx := platform.WithPriority(t.Context(), tt.priority)
+			if tt.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+				defer cancel()
+			}
+			_, err = c.Project(ctx, proj.PathWithNamespace)
 			if held := platform.IsBudgetHold(err); held != tt.wantHeld || (!tt.wantHeld && err != nil) {
 				t.Fatalf("err = %v (a budget hold: %v); want held %v", err, held, tt.wantHeld)
 			}

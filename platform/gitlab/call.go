@@ -433,8 +433,18 @@ type accountGate struct {
 // again, so under a burst of changes (the budget's burst spent) the steps
 // a person waits on would spend the budget on repeats and never finish.
 // A wait longer than this (GitLab's 429 wait, a budget turned low) is
-// still the job's snooze, never a sleep.
+// still the job's snooze, never a sleep; so is a wait that would leave the
+// call's context (the job's timeout) less than the wait itself: a job that
+// slept into its timeout would fail and use up an attempt, where a held
+// call snoozes without one.
 const PersonBudgetWait = 2 * time.Second
+
+// leavesTime reports whether waiting wait leaves ctx at least as much
+// time again (always, for a context without a deadline).
+func leavesTime(ctx context.Context, wait time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) >= 2*wait
+}
 
 // take asks the budget for one call at ctx's priority: the zero time when
 // it may be sent (also when the budget cannot be read: fail-open), else
@@ -453,7 +463,7 @@ func (g accountGate) take(ctx context.Context, log *slog.Logger) (until time.Tim
 		if wait <= 0 {
 			return time.Time{}, left
 		}
-		if p == platform.PriorityBackground || waited+wait > PersonBudgetWait || g.sleep(ctx, wait) != nil {
+		if p == platform.PriorityBackground || waited+wait > PersonBudgetWait || !leavesTime(ctx, wait) || g.sleep(ctx, wait) != nil {
 			return g.now().Add(wait), 0
 		}
 		waited += wait
