@@ -3,8 +3,6 @@ package bot
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +16,6 @@ import (
 func TestChangePageSaysWhatItsEventCountCounts(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
-	env.Config.APITokens = append(env.Config.APITokens, APIToken{Role: RoleViewer, Token: demoViewerToken})
 	startBot(t, env)
 	ctx := context.Background()
 	opID, err := submitDemoChange(ctx, env)
@@ -38,16 +35,9 @@ func TestChangePageSaysWhatItsEventCountCounts(t *testing.T) {
 	if hidden == 0 {
 		t.Fatal("the validated change has no claim event; the test needs one")
 	}
-	req, _ := http.NewRequest(http.MethodGet, env.BaseURL+"/ui/changes/"+opID, nil)
-	req.AddCookie(&http.Cookie{Name: webSessionCookie, Value: sessionValue(demoViewerToken)})
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, body := viewerPage(t, env, "/ui/changes/"+opID)
 	want := fmt.Sprintf("Timeline (%d events; the status comment's timeline leaves out %d of them: retried calls and merge claims)", len(view.Events), hidden)
-	if !strings.Contains(string(b), want) {
-		t.Errorf("the page lacks %q:\n%s", want, b)
+	if !strings.Contains(body, want) {
+		t.Errorf("the page lacks %q:\n%s", want, body)
 	}
 }

@@ -2,7 +2,6 @@ package bot
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -19,7 +18,6 @@ import (
 func TestChangePageReplaysAt(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
-	env.Config.APITokens = append(env.Config.APITokens, APIToken{Role: RoleViewer, Token: demoViewerToken})
 	startBot(t, env)
 	ctx := context.Background()
 	opID, err := submitDemoChange(ctx, env)
@@ -34,15 +32,7 @@ func TestChangePageReplaysAt(t *testing.T) {
 		t.Fatalf("%d events, want at least 4", len(view.Events))
 	}
 	get := func(at string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, env.BaseURL+"/ui/changes/"+opID+"?at="+url.QueryEscape(at), nil)
-		req.AddCookie(&http.Cookie{Name: webSessionCookie, Value: sessionValue(demoViewerToken)})
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return viewerPage(t, env, "/ui/changes/"+opID+"?at="+url.QueryEscape(at))
 	}
 
 	// At a transition (the third event or the first after it that is
@@ -86,15 +76,8 @@ func TestChangePageReplaysAt(t *testing.T) {
 	}
 
 	// Without `at`: no replay line, nothing greyed.
-	req, _ := http.NewRequest(http.MethodGet, env.BaseURL+"/ui/changes/"+opID, nil)
-	req.AddCookie(&http.Cookie{Name: webSessionCookie, Value: sessionValue(demoViewerToken)})
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if strings.Contains(string(b), `id="replayed"`) || strings.Contains(string(b), `class="later"`) {
+	_, plain := viewerPage(t, env, "/ui/changes/"+opID)
+	if strings.Contains(plain, `id="replayed"`) || strings.Contains(plain, `class="later"`) {
 		t.Errorf("the page replays without being asked")
 	}
 }
