@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/flows"
 	"changebot/store/postgres/pgtest"
 )
 
@@ -75,13 +76,23 @@ func runOneChangeCapturingLogs(t *testing.T) opsRun {
 	if _, err := followChange(context.Background(), env, opID, 60*time.Second, func(changeView) {}); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, env.BaseURL+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// The active changes gauge is exported by the job leader once it has
+	// refreshed it as leader (flows.ActiveGauge: soon after start, then
+	// every 15 s); River may elect this replica only after that first
+	// refresh, so the scrape waits for the gauge, up to two refreshes.
+	var body []byte
+	for deadline := time.Now().Add(2*flows.ActiveGaugeInterval + 5*time.Second); ; time.Sleep(250 * time.Millisecond) {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, env.BaseURL+"/metrics", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if strings.Contains(string(body), "changebot_active_changes{") || time.Now().After(deadline) {
+			break
+		}
 	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
 	// River's producers log their counts every few seconds while jobs
 	// ran: give them a tick.
 	time.Sleep(1500 * time.Millisecond)
