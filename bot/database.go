@@ -114,7 +114,7 @@ func openDatabase(ctx context.Context, url, schema string, exclusive bool) (*dat
 			}
 		}
 		if exclusive {
-			if d.lock, err = lockFile(t.Path + ".lock"); err != nil {
+			if d.lock, err = lockFile(resolvedPath(t.Path) + ".lock"); err != nil {
 				return nil, err
 			}
 		}
@@ -152,6 +152,33 @@ func openExistingDatabase(ctx context.Context, url, schema string) (*database, e
 		}
 	}
 	return openDatabase(ctx, url, schema, false)
+}
+
+// resolvedPath is path with its symbolic links resolved, so a second
+// serve given another name of one database file (a symlink to it, or to
+// its directory) takes the same lock: a link at path is followed even when
+// its target does not exist yet (sql.Open creates the file only on first
+// use), then the directory's links are resolved and the name joined. A
+// path that cannot be resolved is returned cleaned as it is.
+func resolvedPath(path string) string {
+	for range 40 { // the kernel's own limit on nested links is 40
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = target
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		return filepath.Join(dir, filepath.Base(path))
+	}
+	return filepath.Clean(path)
 }
 
 // lockFile takes an exclusive, non-blocking flock on path (creating it).
