@@ -258,11 +258,17 @@ func kindOf(endpoint string, status int, msg string) error {
 // limits for the REST API", exceeding the secondary rate limit).
 const DefaultSecondaryWait = time.Minute
 
+// MinResetWait is the least wait after a primary rate limit: an
+// x-ratelimit-reset already past on the local clock (a clock ahead of
+// GitHub's) would otherwise be retried at once, and GitHub answers each
+// retry with the same limit until its own clock reaches the reset.
+const MinResetWait = 5 * time.Second
+
 // rateLimit reports whether a 403 or 429 is one of GitHub's rate limits
 // and how long it asks to wait (docs.github.com "Rate limits for the REST
 // API"):
 //   - primary: x-ratelimit-remaining is 0; wait until x-ratelimit-reset
-//     (Unix seconds), Retry-After first when present;
+//     (Unix seconds), at least MinResetWait, Retry-After first when present;
 //   - secondary: Retry-After is present, or the message says "secondary
 //     rate limit" or "abuse detection" (fixture
 //     api-error-403-secondary-rate-limit-2018.json, 2018 wording); wait
@@ -287,7 +293,7 @@ func rateLimit(status int, h http.Header, msg string, now time.Time) (time.Durat
 	}
 	if v := h.Get("X-Ratelimit-Reset"); v != "" && primary {
 		if u, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return max(time.Unix(u, 0).Sub(now), 0).Round(time.Second), true
+			return max(time.Unix(u, 0).Sub(now), MinResetWait).Round(time.Second), true
 		}
 	}
 	if secondary {
