@@ -256,7 +256,7 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 100*time.Millisecond)
 	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed"}})
-	startBot(t, env)
+	_, sc := startBot(t, env)
 	_, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
 
 	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoDeveloper, "/frobnicate\n/retyr")
@@ -280,7 +280,28 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 	api(http.MethodPost, "/repository/commits", `{"branch":"feature","commit_message":"x","actions":[{"action":"create","file_path":"x.txt","content":"x"}]}`)
 	api(http.MethodPost, "/merge_requests", `{"source_branch":"feature","target_branch":"main","title":"by hand"}`)
 	other := iid + 1
+	// Bare slash words there are for another bot (or nobody): no reply
+	// (issue 21.10). Their deliveries are processed (ignored) before the
+	// absence of a reply is asserted.
+	env.GitLab.AddNoteAsUser(env.Project.ID, other, demoDeveloper, "/lgtm")
 	env.GitLab.AddNoteAsUser(env.Project.ID, other, demoDeveloper, "/retry")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var ignored int
+		if err := sc.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_deliveries
+			WHERE event = 'Note Hook' AND outcome = 'ignored'`).Scan(&ignored); err != nil {
+			t.Fatal(err)
+		}
+		if ignored >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d note deliveries ignored, want 2", ignored)
+		}
+	}
+	if r := botReplies(env, other); len(r) != 0 {
+		t.Fatalf("bare slash words on a merge request changebot did not open were answered: %q", r[0].Body)
+	}
+	env.GitLab.AddNoteAsUser(env.Project.ID, other, demoDeveloper, "@changebot retry")
 	r2 := waitReplies(t, env, other, 1)
 	if !strings.Contains(r2[0].Body, "carries no changebot change") {
 		t.Fatalf("no-change reply: %q", r2[0].Body)
@@ -289,7 +310,7 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 	// Rate limit: the default is 20 commands a minute; the excess is
 	// answered once.
 	for i := range 25 {
-		env.GitLab.AddNoteAsUser(env.Project.ID, other, demoReporter, "/status "+itoa(int64(i)))
+		env.GitLab.AddNoteAsUser(env.Project.ID, other, demoReporter, "@changebot status "+itoa(int64(i)))
 	}
 	_ = env.GitLab.Flush(context.Background())
 	time.Sleep(3 * time.Second)

@@ -20,6 +20,10 @@ type Invocation struct {
 	// Raw is the command's line as written, without indentation, trailing
 	// whitespace or CR.
 	Raw string
+	// Addressed is true when the command names the bot ("@changebot retry"
+	// or "@changebot /retry"), false for a bare "/retry", which may be
+	// meant for another bot of the project.
+	Addressed bool
 }
 
 // MaxInvocations is the most invocations Parse returns for one note; later
@@ -269,10 +273,12 @@ func (st *blockState) advance(line string) (rest string, ok bool) {
 // parseCommand reads a command at the start of text (a line without its
 // indentation and with HTML comments removed).
 func parseCommand(text, bot string, anyBot bool) (Invocation, bool) {
+	addressed := false
 	switch {
 	case strings.HasPrefix(text, "/"):
 		text = text[1:]
 	case strings.HasPrefix(text, "@") && (bot != "" || anyBot):
+		addressed = true
 		word, after, _ := cutSpace(text[1:])
 		word = strings.TrimRight(word, ":,")
 		if anyBot && word == "" || !anyBot && !strings.EqualFold(word, bot) {
@@ -290,7 +296,7 @@ func parseCommand(text, bot string, anyBot bool) (Invocation, bool) {
 	if n < len(text) && text[n] != ' ' && text[n] != '\t' {
 		return Invocation{}, false
 	}
-	inv := Invocation{Name: strings.ToLower(text[:n])}
+	inv := Invocation{Name: strings.ToLower(text[:n]), Addressed: addressed}
 	if args := strings.Fields(text[n:]); len(args) > 0 {
 		inv.Args = args
 	}

@@ -9,11 +9,13 @@ import (
 const testBot = "changebot"
 
 // inv builds an expected invocation.
+// inv is the invocation of line; a raw line in the mention form ("@bot …")
+// is Addressed.
 func inv(line int, raw, name string, args ...string) Invocation {
 	if len(args) == 0 {
 		args = nil
 	}
-	return Invocation{Name: name, Args: args, Line: line, Raw: raw}
+	return Invocation{Name: name, Args: args, Line: line, Raw: raw, Addressed: strings.HasPrefix(raw, "@")}
 }
 
 // parseCases pins every parsing rule of issue 3 and STYLE rule 22. The fuzz

@@ -181,6 +181,21 @@ func (x *Executor) HandleNote(ctx context.Context, deliveryID int64, ev platform
 	if len(invs) == 0 {
 		return OutcomeNoCommand, nil
 	}
+	// A merge request changebot did not open: a bare slash word there is
+	// most likely meant for another bot of the project (/lgtm, /hold), so
+	// only commands that address changebot by name ("@changebot status")
+	// are answered, and the others are not claimed or counted against the
+	// author's rate limit (issue 21.10).
+	op, found, err := x.cfg.Flow.FindByMR(ctx, ev.ProjectID, n.MRIID)
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		invs = slices.DeleteFunc(invs, func(inv Invocation) bool { return !inv.Addressed })
+		if len(invs) == 0 {
+			return OutcomeIgnored, nil
+		}
+	}
 	claimed, err := x.cfg.Notes.ClaimNote(ctx, ev.ProjectID, n.ID, n.MRIID, ev.User.Username)
 	if err != nil {
 		return "", err
@@ -188,7 +203,7 @@ func (x *Executor) HandleNote(ctx context.Context, deliveryID int64, ev platform
 	if !claimed {
 		return OutcomeSeen, nil
 	}
-	outcome, err := x.run(ctx, ev, invs)
+	outcome, err := x.run(ctx, ev, invs, op, found)
 	if err != nil {
 		return "", err
 	}
@@ -221,7 +236,9 @@ func (x *Executor) isBot(ctx context.Context, u platform.User) (bool, error) {
 	return false, nil
 }
 
-func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invocation) (string, error) {
+// run answers the claimed invocations of one note; op is the merge
+// request's change when found.
+func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invocation, op Change, found bool) (string, error) {
 	n := ev.Note
 	reply := func(kind string, data any) error {
 		body, err := x.cfg.Renderer.Reply(kind, data)
@@ -274,10 +291,6 @@ func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invoca
 	}
 	if len(known) == 0 {
 		return OutcomeRan, nil
-	}
-	op, found, err := x.cfg.Flow.FindByMR(ctx, ev.ProjectID, n.MRIID)
-	if err != nil {
-		return "", err
 	}
 	if !found {
 		names := make([]string, len(known))

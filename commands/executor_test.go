@@ -23,9 +23,14 @@ type fakeFlow struct {
 	// approvers approve in GitLab; bodies are the replies posted.
 	approvers []string
 	bodies    []string
+	// foreign: the merge request carries no changebot change.
+	foreign bool
 }
 
 func (f *fakeFlow) FindByMR(context.Context, int64, int64) (Change, bool, error) {
+	if f.foreign {
+		return Change{}, false, nil
+	}
 	return f.change, true, nil
 }
 
@@ -137,6 +142,62 @@ func TestCommandsActThroughTheOneDispatch(t *testing.T) {
 			}
 			if len(tc.wantRefused) > 0 && f.replies == 0 {
 				t.Error("a refusal was not answered")
+			}
+		})
+	}
+}
+
+// TestForeignMergeRequestAnswersOnlyWhenAddressed: on a merge request that
+// carries no changebot change a bare slash word is meant for another bot
+// (/lgtm, /hold) or for nobody, so it gets no reply and is not claimed;
+// "@changebot ..." is answered as before (issue 21.10). On changebot's own
+// merge request an unknown word is still answered.
+func TestForeignMergeRequestAnswersOnlyWhenAddressed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		foreign     bool
+		body        string
+		wantOutcome string
+		wantReplies []string // reply kinds, in order
+		wantClaimed bool
+	}{
+		{name: "another bot's command", foreign: true, body: "/lgtm", wantOutcome: OutcomeIgnored},
+		{name: "two of another bot's", foreign: true, body: "/hold\n/lgtm cancel", wantOutcome: OutcomeIgnored},
+		{name: "a changebot word unaddressed", foreign: true, body: "/retry", wantOutcome: OutcomeIgnored},
+		{name: "addressed known command", foreign: true, body: "@changebot retry", wantOutcome: OutcomeNoChange,
+			wantReplies: []string{"no_change"}, wantClaimed: true},
+		{name: "addressed with a slash", foreign: true, body: "@changebot /status", wantOutcome: OutcomeNoChange,
+			wantReplies: []string{"no_change"}, wantClaimed: true},
+		{name: "addressed unknown command", foreign: true, body: "@changebot frobnicate", wantOutcome: OutcomeRan,
+			wantReplies: []string{"unknown_command"}, wantClaimed: true},
+		{name: "only the addressed one of two", foreign: true, body: "/lgtm\n@changebot help", wantOutcome: OutcomeNoChange,
+			wantReplies: []string{"no_change"}, wantClaimed: true},
+		{name: "unknown word on changebot's own merge request", body: "/frobnicate", wantOutcome: OutcomeRan,
+			wantReplies: []string{"unknown_command"}, wantClaimed: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := flows.MustStep(flows.HandleFailed)
+			f := &fakeFlow{foreign: tc.foreign, change: Change{OperationID: "op_1", RequestedBy: "alice", TargetBranch: "main", MRIID: 3,
+				Status: st.Status, Step: st}}
+			notes := &fakeNotes{seen: map[int64]bool{}}
+			x := NewExecutor(ExecutorConfig{Flow: f, Notes: notes, Access: fakeAccess{}, Renderer: fakeReplier{}})
+			ev := platform.HookEvent{ProjectID: 5, User: platform.User{ID: 2, Username: "alice"},
+				Note: &platform.NoteHook{ID: 7, NoteableType: "MergeRequest", MRIID: 3, Body: tc.body}}
+			outcome, err := x.HandleNote(context.Background(), 1, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if outcome != tc.wantOutcome {
+				t.Errorf("outcome %q, want %q", outcome, tc.wantOutcome)
+			}
+			if !reflect.DeepEqual(f.bodies, tc.wantReplies) {
+				t.Errorf("replies %q, want %q", f.bodies, tc.wantReplies)
+			}
+			if notes.seen[7] != tc.wantClaimed {
+				t.Errorf("note claimed %v, want %v", notes.seen[7], tc.wantClaimed)
 			}
 		})
 	}
