@@ -239,7 +239,17 @@ func TestTTLReloadWithoutNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	time.Sleep(300 * time.Millisecond) // let the listener start, and its catch-up reload pass
+	// A positive sign that the listener runs and its catch-up reload has
+	// passed: another replica's notified write is seen. Without it a
+	// listener that started late would catch the row below up at its start
+	// and the test would pass with the TTL reload broken (issue 21.19).
+	other, _ := newReplica(t, sc, nil, 0)
+	if err := other.Set(ctx, PollShortCount, "", json.RawMessage(`7`), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if took := waitFor(6*time.Second, func() bool { return c.Get(PollShortCount, "").Int() == 7 }); took >= 6*time.Second {
+		t.Fatal("the notified write was not seen: the listener did not start")
+	}
 	if _, err := sc.Pool.Exec(ctx, `INSERT INTO settings (key, scope, value, updated_by, updated_at)
 		VALUES ($1, 'global', '42', 'psql', now())`, AdmissionMaxActive); err != nil {
 		t.Fatal(err)
