@@ -116,8 +116,10 @@ func TestOnePollPerInterval(t *testing.T) {
 			h.WorkUntilIdle(t)
 		}
 	}
-	if got := mrGets(h) - before; got > rounds {
-		t.Fatalf("%d merge request reads in %d poll intervals, want at most one per interval", got, rounds)
+	// Exactly one an interval, give or take the interval the window starts
+	// in: polling that stopped (0 reads) fails as polling twice does.
+	if got := mrGets(h) - before; got < rounds-1 || got > rounds {
+		t.Fatalf("%d merge request reads in %d poll intervals, want one per interval (%d or %d)", got, rounds, rounds-1, rounds)
 	}
 	h.RequireStep(t, op.ID, flows.CreateMROpened)
 }
