@@ -188,17 +188,33 @@ func TestApprovalCallbackGuard(t *testing.T) {
 	if res, _ := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r3", OperationID: "op_nope", Decision: "approved"}); res != flows.ResultIgnoredUnknown {
 		t.Fatalf("unknown: %s", res)
 	}
-	// Stale: the operation no longer owns its binding.
+	// Stale: the operation awaits a decision but no longer owns its
+	// binding. The binding was re-applied to a fresh change after the old
+	// one was rejected; the old one's row is then put back to APPROVAL_SENT
+	// as a read made before the rejection saw it, so that only the binding
+	// check stands between the callback and a transition (with a rejected
+	// change the not-awaiting check would answer first: issue 21.15).
 	old := submit(t, s, "reapplied")
 	old = walk(t, s, old, flows.ApprovalSent, flows.ApprovalRejected)
 	fresh := submit(t, s, "reapplied")
-	_ = fresh
+	sent := flows.MustStep(flows.ApprovalSent)
+	if _, err := s.sc.Pool.Exec(ctx, `UPDATE operations SET step = $1, status = $2 WHERE id = $3`,
+		int(flows.ApprovalSent), sent.Status, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.store.GetBinding(ctx, s.store.DB(), "reapplied", "prod"); err != nil || b.OperationID != fresh.ID {
+		t.Fatalf("binding %+v %v, want it owned by the fresh change %s", b, err, fresh.ID)
+	}
 	before := snap(t, s, old)
-	if res, _ := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r4", OperationID: old.ID, Decision: "approved"}); res != flows.ResultIgnoredStale {
-		t.Fatalf("re-applied binding: %s", res)
+	freshBefore := snap(t, s, fresh)
+	if res, err := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r4", OperationID: old.ID, Decision: "approved", Approver: "carol"}); err != nil || res != flows.ResultIgnoredStale {
+		t.Fatalf("re-applied binding: %s %v, want IGNORED_STALE", res, err)
 	}
 	if after := snap(t, s, old); !reflect.DeepEqual(before, after) {
-		t.Fatalf("a stale callback changed rows")
+		t.Fatalf("a stale callback changed the old change's rows")
+	}
+	if after := snap(t, s, fresh); !reflect.DeepEqual(freshBefore, after) {
+		t.Fatalf("a stale callback changed the fresh change's rows")
 	}
 }
 
