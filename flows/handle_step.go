@@ -845,7 +845,11 @@ func (e *Engine) backOffMerge(ctx context.Context, op store.Operation, status st
 // startRebase asks GitLab to rebase (202) and moves to HANDLE_REBASING; a
 // bounded number of rounds per change. It never starts a second rebase
 // while one runs: a running one (seen on mr, or GitLab's 409 "Failed to
-// enqueue the rebase operation") is polled instead.
+// enqueue the rebase operation") is polled instead. A head that moved
+// under the request (platform.ErrHeadMoved: GitHub's update-branch answers
+// 422 "expected head sha didn't match current head ref", docs/github.md)
+// is a push, not a refusal: shaMismatch reads the request again and the
+// change waits for the new head's checks and approvals.
 func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platform.MergeRequest) error {
 	if mr.RebaseInProgress {
 		return e.toRebasing(ctx, op, false)
@@ -855,6 +859,8 @@ func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platfor
 	}
 	err := e.gl.Rebase(ctx, op.ProjectID, op.MRIID)
 	switch {
+	case errors.Is(err, platform.ErrHeadMoved):
+		return e.shaMismatch(ctx, op)
 	case err == nil, errors.Is(err, platform.ErrConflict):
 	case platform.IsRefused(err):
 		return failTo(HandleFailed, "%s refuses to rebase %s: %s", wordsOf(op.Platform).Platform, wordsOf(op.Platform).Ref(op.MRIID), wordsOf(op.Platform).failureDetail(err))
