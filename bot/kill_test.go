@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CHANGEBOT_TEST_SUBPROCESS") == "1" {
 		os.Exit(Main(os.Args[len(os.Args)-2:], os.Stdout, os.Stderr))
 	}
+	clearAmbientConfig()
 	v, err := newOpenAPIRoundTripper(openAPIDocument, http.DefaultTransport)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -41,6 +42,22 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// clearAmbientConfig unsets every variable changebot's configuration reads
+// (DATABASE_URL, CHANGEBOT_*, their _FILE forms, CHANGEBOT_CONFIG), so that
+// a shell's own settings reach neither the tests that run Main in process
+// nor the processes they start, which inherit the environment: with
+// DATABASE_URL set, doctor and the CLI read the named database instead of
+// the test's schema (issue 21.12). Variables of the tests themselves
+// (TEST_DATABASE_URL, CHANGEBOT_TEST_*, CHANGEBOT_HELM, CHANGEBOT_BENCH_*)
+// are not configuration and stay.
+func clearAmbientConfig() {
+	for _, f := range configFields {
+		_ = os.Unsetenv(f.Env)
+		_ = os.Unsetenv(f.Env + "_FILE")
+	}
+	_ = os.Unsetenv("CHANGEBOT_CONFIG")
 }
 
 // botProcess runs `changebot serve` in a subprocess.

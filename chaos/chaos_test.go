@@ -44,6 +44,15 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CHANGEBOT_TEST_SUBPROCESS") == "1" {
 		os.Exit(bot.Main(os.Args[len(os.Args)-2:], os.Stdout, os.Stderr))
 	}
+	// The replicas inherit the environment, and changebot's environment
+	// wins over their config file: a shell's DATABASE_URL or CHANGEBOT_*
+	// must not reach them (issue 21.12).
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "DATABASE_URL" || k == "DATABASE_URL_FILE" || strings.HasPrefix(k, "CHANGEBOT_") && !strings.HasPrefix(k, "CHANGEBOT_TEST_") {
+			_ = os.Unsetenv(k)
+		}
+	}
 	os.Exit(m.Run())
 }
 
