@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -265,7 +266,7 @@ func TestSubmitterCancelsItsOwnChange(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, false, 100*time.Millisecond)
 	const otherSubmitter = "other-submitter-token"
-	env.Config.APITokens = append(env.Config.APITokens, APIToken{Role: RoleSubmitter, Token: otherSubmitter})
+	env.Config.APITokens = append(env.Config.APITokens, api.Token{Role: api.RoleSubmitter, Token: otherSubmitter})
 	startBot(t, env)
 	code, body := submitCall(t, env, "/api/v1/changes", "Bearer", demoAPIToken, "", []byte(validChange("own")))
 	if code != http.StatusAccepted {

@@ -15,11 +15,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 
 	"changebot/commands"
+	"changebot/config"
+	"changebot/database"
 	"changebot/flows"
 	"changebot/platform/approval"
 	"changebot/retention"
@@ -45,6 +48,9 @@ type AppOpts struct {
 	// StepHookFunc is passed to flows.EngineConfig.StepHookFunc (tests
 	// inject panics into steps with it); nil in production.
 	StepHookFunc func(kind string)
+	// PGTracer, when set (benchmarks), traces every query of the
+	// PostgreSQL pool.
+	PGTracer pgx.QueryTracer
 	// Now is the clock of the list API's stuck=true (tests move it past a
 	// deadline); nil means time.Now.
 	Now func() time.Time
@@ -52,13 +58,13 @@ type AppOpts struct {
 
 // App is one running replica: HTTP intake plus job workers.
 type App struct {
-	cfg    Config
+	cfg    config.Config
 	log    *slog.Logger
-	db     *database
+	db     *database.DB
 	store  store.Store
 	engine *flows.Engine
-	jobs   jobClient
-	// gitlab is the platform's adapter (Config.Platform): GitLab's or
+	jobs   database.JobClient
+	// gitlab is the platform's adapter (config.Config.Platform): GitLab's or
 	// GitHub's.
 	gitlab   platformClient
 	registry *prometheus.Registry
@@ -87,7 +93,7 @@ type App struct {
 // the file's lock (a second process gets an error saying several replicas
 // need PostgreSQL) and applies the migrations; on PostgreSQL it applies them
 // only with cfg.AutoMigrate.
-func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
+func NewApp(ctx context.Context, cfg config.Config, opts *AppOpts) (*App, error) {
 	if opts == nil {
 		opts = &AppOpts{}
 	}
@@ -106,13 +112,13 @@ func NewApp(ctx context.Context, cfg Config, opts *AppOpts) (*App, error) {
 	registerBuildInfo(a.registry, BuildVersion())
 	var err error
 	// One process per SQLite file: a second one refuses to start.
-	a.db, err = openDatabase(ctx, cfg.ResolvedDatabaseURL(), opts.Schema, true)
+	a.db, err = database.Open(ctx, cfg.ResolvedDatabaseURL(), &database.OpenOpts{Schema: opts.Schema, Exclusive: true, Tracer: opts.PGTracer})
 	if err != nil {
 		return nil, err
 	}
 	// A SQLite file belongs to this process alone (the lock above): its
 	// migrations run at every start, so that serve needs no setup.
-	if cfg.AutoMigrate || a.db.target.Engine == EngineSQLite {
+	if cfg.AutoMigrate || a.db.Engine() == config.EngineSQLite {
 		if err := a.db.Migrate(ctx); err != nil {
 			a.db.Close()
 			return nil, err
@@ -180,7 +186,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	pruner := retention.New(retention.Config{Store: a.store, Logger: a.log, Panics: fm.PanicCounter(),
 		MaxAgeFunc: func() time.Duration { return a.settings.Get(settings.RetentionIntake, "").Duration() }})
 	pruner.AddWorker(workers)
-	a.jobs, err = a.db.JobClient(&river.Config{
+	a.jobs, err = a.db.NewJobClient(&river.Config{
 		ID: opts.ClientID, Logger: quietRiverLogger(a.log), Workers: workers,
 		Queues: map[string]river.QueueConfig{
 			flows.QueueDefault: {MaxWorkers: a.cfg.Workers},
@@ -228,7 +234,7 @@ func noteWorkers(workers int) int { return max(2, workers/2) }
 // wait for the poll: 1 s per step. There it is 50 ms: an idle fetch is one
 // indexed read of a local file, without a disk write.
 func (a *App) fetchPollInterval() time.Duration {
-	if a.db.target.Engine == EngineSQLite {
+	if a.db.Engine() == config.EngineSQLite {
 		return 50 * time.Millisecond
 	}
 	return time.Second

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"changebot/config"
 	"changebot/flows"
 	"changebot/platform"
 )
@@ -13,7 +14,7 @@ import (
 // (comma-separated GitLab usernames), approval.approver_groups
 // (comma-separated groups), approval.min_access (GitLab access
 // level, 0 = none) and approval.required (count, default 1). lookup reads a
-// setting for a project. On GitHub (platformName PlatformGitHub), approval
+// setting for a project. On GitHub (platformName config.PlatformGitHub), approval
 // mode on the platform with no approver, group or access level named lets
 // every collaborator with write permission approve (min access 30, what
 // platform/github maps "write" to; issue 15 point 5).
@@ -39,7 +40,7 @@ func approvalPolicyFunc(lookup func(key, project string) string, platformName st
 		if n, err := strconv.Atoi(lookup("approval.required", project)); err == nil && n > 0 {
 			p.Required = n
 		}
-		if platformName == PlatformGitHub && p.MinAccess == 0 && len(p.Approvers) == 0 && len(p.ApproverGroups) == 0 {
+		if platformName == config.PlatformGitHub && p.MinAccess == 0 && len(p.Approvers) == 0 && len(p.ApproverGroups) == 0 {
 			p.MinAccess = platform.AccessDeveloper
 		}
 		return p

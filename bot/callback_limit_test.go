@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/config"
 	"changebot/webhooks"
 )
 
@@ -20,7 +21,7 @@ func TestCallbackBodyLimitIsTheConfiguredOne(t *testing.T) {
 	const limit = 4 << 10
 	env := newTestEnv(t, false, 100*time.Millisecond)
 	env.Config.MaxBodyBytes = limit
-	startBotOn(t, EngineSQLite, env, demoPoll, &AppOpts{})
+	startBotOn(t, config.EngineSQLite, env, demoPoll, &AppOpts{})
 	approval := func(pad int) string {
 		return `{"request_id":"cb-limit","operation_id":"op_unknown","decision":"approved","approver":"carol","ext":{"pad":"` + strings.Repeat("x", pad) + `"}}`
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/config"
 	"changebot/store/postgres/pgtest"
 )
 
@@ -57,8 +58,8 @@ func benchmarkChangeEndToEnd(b *testing.B, engine string) {
 	poll.ShortInterval = 10 * time.Second // webhooks end every wait, as in the end-to-end test
 	poll.LongInterval = 10 * time.Second  // never shorter than the short one (settings refuse that)
 	opts := &AppOpts{Logger: quiet, Poll: poll}
-	if engine == EngineSQLite {
-		env.Config.DatabaseURL = sqliteURL(filepath.Join(b.TempDir(), DefaultDatabaseFile))
+	if engine == config.EngineSQLite {
+		env.Config.DatabaseURL = config.SQLiteURL(filepath.Join(b.TempDir(), config.DefaultDatabaseFile))
 	} else {
 		env.Config.DatabaseURL = pgtest.URL()
 		opts.Schema = pgtest.New(b).Name

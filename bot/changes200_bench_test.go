@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"modernc.org/sqlite"
 
+	"changebot/config"
 	"changebot/flows"
 	"changebot/platform/approval/approvalfake"
 	"changebot/settings"
@@ -125,7 +126,7 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	env.Approvals.Close()
 	env.Approvals = approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: "approved", Approver: "carol"})
 	env.Config.ApprovalURL = env.Approvals.URL()
-	env.Config.Workers = DefaultConfig().Workers // serve's default, not the demo's 10
+	env.Config.Workers = config.Default().Workers // serve's default, not the demo's 10
 	// The fake has no rate limit: the robot's GitLab call budget (issue 12
 	// point 4, where the code has it) is off, or it would be the measure.
 	// CHANGEBOT_BENCH_BUDGET=<calls per minute> turns it on at that limit
@@ -140,9 +141,9 @@ func benchmarkChanges200(b *testing.B, engine string) {
 
 	opts := &AppOpts{Logger: quiet}
 	var mine *pgxpool.Pool // the benchmark's own queries (PostgreSQL)
-	if engine == EngineSQLite {
+	if engine == config.EngineSQLite {
 		countSQLiteTransactions()
-		env.Config.DatabaseURL = sqliteURL(filepath.Join(b.TempDir(), DefaultDatabaseFile))
+		env.Config.DatabaseURL = config.SQLiteURL(filepath.Join(b.TempDir(), config.DefaultDatabaseFile))
 	} else {
 		env.Config.DatabaseURL = pgtest.URL()
 		sc := pgtest.New(b)
@@ -153,9 +154,8 @@ func benchmarkChanges200(b *testing.B, engine string) {
 		b.Cleanup(mine.Close)
 	}
 	sc := &stmtCounter{n: map[string]int{}}
-	if engine == EnginePostgres {
-		pgTracer = sc
-		defer func() { pgTracer = nil }()
+	if engine == config.EnginePostgres {
+		opts.PGTracer = sc
 	}
 	app, err := NewApp(context.Background(), env.Config, opts)
 	if err != nil {
@@ -184,13 +184,13 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	}
 	count := func(ctx context.Context, query string) (int64, error) {
 		var n int64
-		if engine == EngineSQLite {
-			return n, app.db.sqlDB.QueryRowContext(ctx, query).Scan(&n)
+		if engine == config.EngineSQLite {
+			return n, app.db.SQLite().QueryRowContext(ctx, query).Scan(&n)
 		}
 		return n, mine.QueryRow(ctx, query).Scan(&n)
 	}
 	txNow := func() int64 {
-		if engine == EngineSQLite {
+		if engine == config.EngineSQLite {
 			return sqliteTx.n.Load()
 		}
 		return sc.tx.Load()
@@ -270,7 +270,7 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	b.Logf("River jobs per change by kind (whole run, warm-up included): %s", jobs)
 	b.Logf("webhook deliveries per change by event and outcome (whole run, warm-up included): %s", deliveries)
 	b.Logf("webhook deliveries, received to processed: %s", lag)
-	if engine == EnginePostgres && os.Getenv("CHANGEBOT_BENCH_TRACE") != "" {
+	if engine == config.EnginePostgres && os.Getenv("CHANGEBOT_BENCH_TRACE") != "" {
 		b.Logf("statements per change (whole run, warm-up included):\n%s", sc.report(benchBatch+1))
 	}
 	b.Logf("where a change's time goes (median over the changes, seconds spent at each step, event to next event):\n%s", formatSteps(steps))
@@ -464,8 +464,8 @@ func perChange(ctx context.Context, engine string, app *App, mine *pgxpool.Pool,
 	add := func(kind string, n int64) {
 		out = append(out, fmt.Sprintf("%s %.2f", kind, float64(n)/float64(benchBatch+1)))
 	}
-	if engine == EngineSQLite {
-		rows, err := app.db.sqlDB.QueryContext(ctx, q)
+	if engine == config.EngineSQLite {
+		rows, err := app.db.SQLite().QueryContext(ctx, q)
 		if err != nil {
 			return "", err
 		}
@@ -520,8 +520,8 @@ func deliveryLag(ctx context.Context, engine string, app *App, mine *pgxpool.Poo
 		return nil
 	}
 	var err error
-	if engine == EngineSQLite {
-		rows, qerr := app.db.sqlDB.QueryContext(ctx, q)
+	if engine == config.EngineSQLite {
+		rows, qerr := app.db.SQLite().QueryContext(ctx, q)
 		if qerr != nil {
 			return qerr.Error()
 		}

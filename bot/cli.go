@@ -15,6 +15,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"changebot/config"
+	"changebot/database"
 )
 
 const usage = `changebot carries configuration changes through GitLab merge requests or GitHub pull requests.
@@ -191,7 +194,7 @@ func noArgs(fs *flag.FlagSet) error {
 	return nil
 }
 
-func newLogger(w io.Writer, cfg Config) *slog.Logger {
+func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
 	if cfg.LogFormat == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
@@ -209,14 +212,14 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(*path, nil, nil)
+	cfg, err := config.Load(*path, nil, nil)
 	if err != nil {
 		return err
 	}
 	log := newLogger(stderr, cfg)
 	b := BuildVersion()
 	log.Info("starting changebot", "version", b.Version, "commit", b.Commit, "go", b.Go,
-		"database", databaseNote(cfg), "config", cfg)
+		"database", cfg.DatabaseNote(), "config", cfg)
 	// NewApp takes the SQLite file's lock before anything writes to it.
 	app, err := NewApp(ctx, cfg, &AppOpts{Logger: log})
 	if err != nil {
@@ -259,7 +262,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	// Migrating needs only the database: other configuration problems are
 	// reported by serve.
-	cfg, err := loadDatabaseConfig(*path, nil, nil)
+	cfg, err := config.LoadDatabase(*path, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -282,10 +285,10 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // locked as serve locks it (<file>.lock) for the migration's duration: a
 // serve or demo holding it is refused, as copy refuses a served source, so
 // no migration changes the tables under a running bot.
-func openMigrateDatabase(ctx context.Context, url string) (*database, error) {
-	db, err := openDatabase(ctx, url, "", true)
-	if errors.Is(err, errSecondProcess) {
-		t, _ := parseDatabaseTarget(url)
+func openMigrateDatabase(ctx context.Context, url string) (*database.DB, error) {
+	db, err := database.Open(ctx, url, &database.OpenOpts{Exclusive: true})
+	if errors.Is(err, database.ErrSecondProcess) {
+		t, _ := config.ParseDatabaseTarget(url)
 		return nil, fmt.Errorf("%s is being served: stop changebot serve (or demo) before migrating", t.Path)
 	}
 	return db, err
@@ -297,8 +300,8 @@ func openMigrateDatabase(ctx context.Context, url string) (*database, error) {
 // SQLite, any target but 0 (database.MigrateDown's rule); the question
 // comes only when the revert would run.
 func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout, stderr io.Writer) error {
-	if t, err := parseDatabaseTarget(url); err == nil && t.Engine == EngineSQLite && target != 0 {
-		return usagef("-down %d: %s", target, errSQLiteDownTo)
+	if t, err := config.ParseDatabaseTarget(url); err == nil && t.Engine == config.EngineSQLite && target != 0 {
+		return usagef("-down %d: %s", target, database.ErrSQLiteDownTo)
 	}
 	db, err := openMigrateDatabase(ctx, url)
 	if err != nil {
@@ -349,11 +352,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	listen := fs.String("listen", "", "host:port of the bot (default a free port on 127.0.0.1)")
 	glListen := fs.String("gitlab-listen", "", "host:port of the in-memory GitLab (default a free port on 127.0.0.1)")
 	apListen := fs.String("approval-listen", "", "host:port of the stand-in approval system (default a free port on 127.0.0.1)")
-	platformName := fs.String("platform", PlatformGitLab, "the in-memory platform: gitlab, or github (githubfake, webhooks to /webhooks/github)")
+	platformName := fs.String("platform", config.PlatformGitLab, "the in-memory platform: gitlab, or github (githubfake, webhooks to /webhooks/github)")
 	if err := parseFlags(fs, args, ""); err != nil {
 		return err
 	}
-	if *platformName != PlatformGitLab && *platformName != PlatformGitHub {
+	if *platformName != config.PlatformGitLab && *platformName != config.PlatformGitHub {
 		return usagef("-platform %q: want gitlab or github", *platformName)
 	}
 	if err := noArgs(fs); err != nil {
@@ -375,7 +378,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		} else {
 			defer os.RemoveAll(dir)
 		}
-		url = sqliteURL(filepath.Join(dir, DefaultDatabaseFile))
+		url = config.SQLiteURL(filepath.Join(dir, config.DefaultDatabaseFile))
 	}
 	level := slog.LevelWarn
 	if *verbose {

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"changebot/config"
+	"changebot/database"
 	"changebot/store/postgres"
 	"changebot/store/postgres/pgtest"
 	"changebot/store/sqlite"
@@ -22,7 +25,10 @@ import (
 func clearConfigEnv(t *testing.T) {
 	t.Helper()
 	t.Setenv("CHANGEBOT_CONFIG", "")
-	for _, f := range configFields {
+	for _, f := range config.Reference() {
+		if f.Env == "" {
+			continue
+		}
 		t.Setenv(f.Env, "")
 		if f.Secret {
 			t.Setenv(f.Env+"_FILE", "")
@@ -222,7 +228,7 @@ func TestMigrateDownToAVersionAsksFirst(t *testing.T) {
 func TestMigrateDownOnSQLiteRefusesBeforeAsking(t *testing.T) {
 	clearConfigEnv(t)
 	path := filepath.Join(t.TempDir(), "changebot.db")
-	t.Setenv("DATABASE_URL", sqliteURL(path))
+	t.Setenv("DATABASE_URL", config.SQLiteURL(path))
 	defer func(r io.Reader) { confirmInput = r }(confirmInput)
 	if code := Main([]string{"migrate"}, io.Discard, io.Discard); code != 0 {
 		t.Fatalf("first migrate: exit %d", code)
@@ -265,11 +271,11 @@ func TestMigrateDownOnSQLiteRefusesBeforeAsking(t *testing.T) {
 func TestMigrateRefusesAServedSQLiteFile(t *testing.T) {
 	clearConfigEnv(t)
 	path := filepath.Join(t.TempDir(), "changebot.db")
-	t.Setenv("DATABASE_URL", sqliteURL(path))
+	t.Setenv("DATABASE_URL", config.SQLiteURL(path))
 	if code := Main([]string{"migrate"}, io.Discard, io.Discard); code != 0 {
 		t.Fatalf("first migrate: exit %d", code)
 	}
-	lock, err := lockFile(path + ".lock") // what serve holds
+	lock, err := database.Open(context.Background(), config.SQLiteURL(path), &database.OpenOpts{Exclusive: true}) // the lock serve holds
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +305,7 @@ func TestMigrateRefusesAServedSQLiteFile(t *testing.T) {
 func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
 	clearConfigEnv(t)
 	path := filepath.Join(t.TempDir(), "changebot.db")
-	t.Setenv("DATABASE_URL", sqliteURL(path))
+	t.Setenv("DATABASE_URL", config.SQLiteURL(path))
 	tests := []struct {
 		args []string
 		want string
@@ -314,7 +320,7 @@ func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
 		{[]string{"serve", "foo"}, `unexpected argument "foo": serve takes flags only`},
 		{[]string{"doctor", "foo"}, `unexpected argument "foo": doctor takes flags only`},
 		{[]string{"setup", "-project", "grp/app", "foo"}, `unexpected argument "foo": setup takes flags only`},
-		{[]string{"copy", "-from", sqliteURL(path), "-to", sqliteURL(path + "2"), "foo"}, `unexpected argument "foo": copy takes flags only`},
+		{[]string{"copy", "-from", config.SQLiteURL(path), "-to", config.SQLiteURL(path + "2"), "foo"}, `unexpected argument "foo": copy takes flags only`},
 		{[]string{"version", "foo"}, `unexpected argument "foo": version takes no arguments`},
 		{[]string{"list", "foo"}, `unexpected argument "foo": list takes flags only`},
 		{[]string{"list", "-status", "MERGED", "foo"}, `unexpected argument "foo"`},
@@ -336,7 +342,7 @@ func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
 		{[]string{"verify", "-nope"}, "flag provided but not defined: -nope\nusage:\n  changebot verify"},
 		{[]string{"settings", "get", "-project"}, "flag needs an argument: -project\nUsage:\n  changebot settings get"},
 		{[]string{"copy"}, "both -from and -to are required\nusage:\n  changebot copy"},
-		{[]string{"copy", "-to", sqliteURL(path)}, "both -from and -to are required"},
+		{[]string{"copy", "-to", config.SQLiteURL(path)}, "both -from and -to are required"},
 		// A flag the command would ignore is refused.
 		{[]string{"history", "op-1", "-stored"}, "-stored goes with -json"},
 		{[]string{"history", "op-1", "-at", "2026-01-01T00:00:00Z"}, "-at is replay's"},
@@ -378,7 +384,7 @@ func TestHelpSpeaksOfGitHub(t *testing.T) {
 		}
 	}
 	known := map[string]bool{"CHANGEBOT_CONFIG": true}
-	for _, f := range configFields {
+	for _, f := range config.Reference() {
 		known[f.Env] = true
 		if f.Secret {
 			known[f.Env+"_FILE"] = true

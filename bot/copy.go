@@ -8,11 +8,9 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"changebot/config"
+	"changebot/database"
 	"changebot/store/postgres"
 	"changebot/store/sqlite"
 	"changebot/store/storecopy"
@@ -80,22 +78,22 @@ func cmdCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // openCopyEnd opens the database url names (a DATABASE_URL: postgres://…,
 // key=value or sqlite:///path). A SQLite end is locked as serve locks it
-// (<file>.lock, errSecondProcess when a serve holds it) for the copy's
+// (<file>.lock, database.ErrSecondProcess when a serve holds it) for the copy's
 // duration, so a serve can neither be running nor start meanwhile; a SQLite
 // source must exist. The target is migrated (changebot's and River's
 // migrations); the source must be at the newest migration already.
 func openCopyEnd(ctx context.Context, url string, target bool) (*copyEnd, error) {
-	t, err := parseDatabaseTarget(url)
+	t, err := config.ParseDatabaseTarget(url)
 	if err != nil {
 		return nil, err
 	}
-	if !target && t.Engine == EngineSQLite {
+	if !target && t.Engine == config.EngineSQLite {
 		if _, err := os.Stat(t.Path); err != nil {
 			return nil, fmt.Errorf("no SQLite database at %s: %w", t.Path, err)
 		}
 	}
-	d, err := openDatabase(ctx, url, "", true)
-	if errors.Is(err, errSecondProcess) {
+	d, err := database.Open(ctx, url, &database.OpenOpts{Exclusive: true})
+	if errors.Is(err, database.ErrSecondProcess) {
 		return nil, fmt.Errorf("%s is being served: stop changebot serve before copying", t.Path)
 	}
 	if err != nil {
@@ -104,12 +102,10 @@ func openCopyEnd(ctx context.Context, url string, target bool) (*copyEnd, error)
 	switch {
 	case target:
 		err = d.Migrate(ctx)
-	case d.pool != nil:
-		if err = requireCurrent(d.MigrationStatus()); err == nil {
-			err = refuseServed(ctx, d.pool)
-		}
 	default:
-		err = requireCurrent(d.MigrationStatus())
+		if err = requireCurrent(d.MigrationStatus()); err == nil {
+			err = d.RefuseServed(ctx)
+		}
 	}
 	if err != nil {
 		d.Close()
@@ -137,24 +133,6 @@ func requireCurrent(version uint, current bool, err error) error {
 		return fmt.Errorf("the database is at migration %d, not the newest: run changebot migrate on it first (DATABASE_URL set to it)", version)
 	}
 	return nil
-}
-
-// refuseServed refuses a PostgreSQL source that a replica serves: one
-// leads its job queue (River elects a leader among running clients and
-// renews it every few seconds; a stopped replica resigns, a killed one's
-// term runs out within about a minute).
-func refuseServed(ctx context.Context, pool *pgxpool.Pool) error {
-	var leader string
-	var until time.Time
-	err := pool.QueryRow(ctx, `SELECT leader_id, expires_at FROM river_leader WHERE expires_at > now() LIMIT 1`).Scan(&leader, &until)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("checking whether a replica serves the database: %w", err)
-	}
-	return fmt.Errorf("replica %s is serving this database (it leads the job queue until %s): stop every replica before copying",
-		leader, until.UTC().Format(time.RFC3339))
 }
 
 var (

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/config"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 	"changebot/store/postgres/pgtest"
@@ -129,8 +130,8 @@ func TestCopySQLiteToPostgresFinishesWaitingChanges(t *testing.T) {
 	}
 	env.Config.DatabaseURL = pgtest.URL()
 	app, _ := runApp(t, env, ln, sc.Name)
-	if app.db.target.Engine != EnginePostgres {
-		t.Fatalf("the second bot runs on %s, want postgres", app.db.target.Engine)
+	if app.db.Engine() != config.EnginePostgres {
+		t.Fatalf("the second bot runs on %s, want postgres", app.db.Engine())
 	}
 	for _, id := range waiting {
 		v, err := followChange(ctx, env, id, 60*time.Second, func(changeView) {})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"changebot/config"
+	"changebot/database"
 	"changebot/store/postgres"
 	"changebot/store/postgres/pgtest"
 	"changebot/store/sqlite"
@@ -97,7 +99,7 @@ func TestCopyCommand(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.hold {
-				lock, err := lockFile(path + ".lock")
+				lock, err := database.Open(context.Background(), config.SQLiteURL(path), &database.OpenOpts{Exclusive: true})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"changebot/config"
 	"changebot/platform"
 )
 
@@ -61,7 +62,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(*path, nil, nil)
+	cfg, err := config.Load(*path, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -100,7 +101,7 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(projects)+len(groups) == 0 {
 		return errors.New("name at least one -project or -group")
 	}
-	cfg, err := LoadConfig(*path, nil, nil)
+	cfg, err := config.Load(*path, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // logDoctor runs doctor over the projects with stored settings and logs
 // its summary, each WARN at warn level and each FAIL at error level; it
 // never stops serve (GitLab may be briefly down while the bot starts).
-func logDoctor(ctx context.Context, cfg Config, log *slog.Logger) {
+func logDoctor(ctx context.Context, cfg config.Config, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, doctorAtStart)
 	defer cancel()
 	checks := RunDoctor(ctx, cfg, nil)

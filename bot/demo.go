@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"changebot/config"
 	"changebot/store"
 )
 
@@ -59,8 +60,8 @@ type DemoOpts struct {
 	// example 0.0.0.0:8080 in a container); empty means a free port on
 	// 127.0.0.1.
 	Listen, GitLabListen, ApprovalListen string
-	// Platform is PlatformGitLab (the default when "": gitlabfake) or
-	// PlatformGitHub (githubfake, listening on GitLabListen).
+	// Platform is config.PlatformGitLab (the default when "": gitlabfake) or
+	// config.PlatformGitHub (githubfake, listening on GitLabListen).
 	Platform string
 }
 
@@ -94,7 +95,7 @@ func RunDemo(ctx context.Context, o DemoOpts) (err error) {
 			err = fmt.Errorf("stopped: writing the demo's output failed (%w)", werr)
 		}
 	}()
-	target, err := parseDatabaseTarget(o.DatabaseURL)
+	target, err := config.ParseDatabaseTarget(o.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -103,13 +104,13 @@ func RunDemo(ctx context.Context, o DemoOpts) (err error) {
 		schema = newDemoSchemaName()
 	}
 	var atExit string // what happens to the data when a kept demo stops
-	if target.Engine == EngineSQLite {
+	if target.Engine == config.EngineSQLite {
 		// NewApp migrates the file; a schema is PostgreSQL's.
 		schema = ""
 		fmt.Fprintf(out, "changebot demo: database sqlite %s\n", target.Path)
 		atExit = "the in-memory GitLab is thrown away then; the SQLite file " + target.Path + " is kept"
 	} else {
-		fmt.Fprintf(out, "changebot demo: database %s, schema %s (this run's own)\n", redactDatabaseURL(o.DatabaseURL), schema)
+		fmt.Fprintf(out, "changebot demo: database %s, schema %s (this run's own)\n", config.RedactDatabaseURL(o.DatabaseURL), schema)
 		atExit = "the schema " + schema + " is dropped and the in-memory GitLab thrown away then"
 		if o.KeepData {
 			atExit = "the schema " + schema + " is kept (-keep-data) and the in-memory GitLab thrown away then"
@@ -129,14 +130,14 @@ func RunDemo(ctx context.Context, o DemoOpts) (err error) {
 			}
 		}
 	}()
-	if target.Engine != EngineSQLite {
+	if target.Engine != config.EngineSQLite {
 		dropAtExit = true // also what a failed reset left
 		if err := resetSchema(ctx, o.DatabaseURL, schema); err != nil {
 			return err
 		}
 	}
 	newEnv, platformName := newDemoEnvAt, "GitLab"
-	if o.Platform == PlatformGitHub {
+	if o.Platform == config.PlatformGitHub {
 		newEnv, platformName = newGitHubDemoEnvAt, "GitHub"
 		atExit = strings.Replace(atExit, "GitLab", "GitHub", 1)
 	}
@@ -280,7 +281,7 @@ Comment on a merge request as any user (commands: /help, /status, /retry, /cance
 Watch the status comment and the replies:
   curl -sS '%[2]s/api/v4/projects/%[10]s/merge_requests/%[11]d/notes?sort=asc' -H 'PRIVATE-TOKEN: demo-alice-token'
 `, i.BotURL, i.GitLabURL, i.ApprovalURL, demoAPIToken, demoOperatorToken, demoRobotToken, i.Project, i.ProjectID,
-		strings.Join(users, ", "), proj, max(i.MRIID, 1), atExit, demoWebhookSecret, webhookPath, demoCallbackSecret,
+		strings.Join(users, ", "), proj, max(i.MRIID, 1), atExit, demoWebhookSecret, config.GitLabWebhookPath, demoCallbackSecret,
 		demoReviewerTokens(), demoViewerToken)
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"changebot/api"
+	"changebot/config"
 	"changebot/flows"
 	"changebot/platform/approval/approvalfake"
 	"changebot/platform/github/githubfake"
@@ -53,13 +55,13 @@ type demoEnv struct {
 	Repo      githubfake.Repo
 	Approvals *approvalfake.Server
 	Project   gitlabfake.Project
-	Config    Config
+	Config    config.Config
 	Listener  net.Listener
 	BaseURL   string
 }
 
 // newDemoEnv starts gitlabfake (sending webhooks to a listener the bot will
-// serve) and the stand-in approval system, and returns the bot's Config.
+// serve) and the stand-in approval system, and returns the bot's config.Config.
 func newDemoEnv(databaseURL string, autoApprove bool, pipelineDuration time.Duration, logger *slog.Logger) (*demoEnv, error) {
 	return newDemoEnvAt(demoAddrs{}, databaseURL, autoApprove, pipelineDuration, logger)
 }
@@ -130,7 +132,7 @@ func newDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelin
 	gl.SetPipelineScript(proj.ID, gitlabfake.PipelineScript{Duration: pipelineDuration})
 	// The webhook `changebot setup` would create: the fake sends events to
 	// Options.WebhookURL anyway; this makes doctor see it.
-	gl.AddProjectHook(proj.ID, gitlabfake.HookSpec{URL: reachable(base) + webhookPath, Token: demoWebhookSecret, Name: webhookName,
+	gl.AddProjectHook(proj.ID, gitlabfake.HookSpec{URL: reachable(base) + config.GitLabWebhookPath, Token: demoWebhookSecret, Name: webhookName,
 		Triggers: []string{gitlabfake.TriggerMergeRequests, gitlabfake.TriggerPipeline, gitlabfake.TriggerNote}})
 	decision := ""
 	if autoApprove {
@@ -138,7 +140,7 @@ func newDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelin
 	}
 	ap := approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: decision, AutoDelay: 300 * time.Millisecond, Approver: "carol", Listener: apLn,
 		TicketPages: true})
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.DatabaseURL = databaseURL
 	cfg.GitLabURL = gl.URL()
 	cfg.GitLabToken = demoRobotToken
@@ -156,9 +158,9 @@ func newDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelin
 }
 
 // demoAPITokens are the demo's REST API and web page tokens, one per role.
-func demoAPITokens() []APIToken {
-	return []APIToken{{Role: RoleSubmitter, Token: demoAPIToken}, {Role: RoleOperator, Token: demoOperatorToken},
-		{Role: RoleViewer, Token: demoViewerToken}}
+func demoAPITokens() []api.Token {
+	return []api.Token{{Role: api.RoleSubmitter, Token: demoAPIToken}, {Role: api.RoleOperator, Token: demoOperatorToken},
+		{Role: api.RoleViewer, Token: demoViewerToken}}
 }
 
 // demoReviewerTokens lists the reviewer accounts' tokens for the kept

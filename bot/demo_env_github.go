@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"changebot/config"
 	"changebot/platform/approval/approvalfake"
 	"changebot/platform/github/githubfake"
 	"changebot/templates"
@@ -24,7 +25,7 @@ func newGitHubDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, p
 		return nil, err
 	}
 	base := "http://" + ln.Addr().String()
-	gh := githubfake.New(githubfake.Options{WebhookURL: base + webhookPathOf(PlatformGitHub), WebhookSecret: demoWebhookSecret,
+	gh := githubfake.New(githubfake.Options{WebhookURL: base + config.GitHubWebhookPath, WebhookSecret: demoWebhookSecret,
 		Logger: logger, Listener: ghLn, CIDuration: pipelineDuration})
 	gh.AddUser(demoRobot, demoRobotToken)
 	collaborators := map[string]string{demoRobot: "maintain", demoRequester: "write", demoApprover: "write",
@@ -42,7 +43,7 @@ func newGitHubDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, p
 		RequiredContexts: []string{"build"}, RequiredApprovals: 1})
 	// The webhook `changebot setup` would create: the fake sends events to
 	// Options.WebhookURL anyway; this makes doctor see it.
-	gh.AddRepoHook(repo.ID, githubfake.Hook{URL: reachable(base) + webhookPathOf(PlatformGitHub), ContentType: "json",
+	gh.AddRepoHook(repo.ID, githubfake.Hook{URL: reachable(base) + config.GitHubWebhookPath, ContentType: "json",
 		Secret: demoWebhookSecret, Events: webhooks.GitHubEvents, Active: true})
 	decision := ""
 	if autoApprove {
@@ -50,8 +51,8 @@ func newGitHubDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, p
 	}
 	ap := approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: decision, AutoDelay: 300 * time.Millisecond,
 		Approver: "carol", Listener: apLn, TicketPages: true})
-	cfg := DefaultConfig()
-	cfg.Platform = PlatformGitHub
+	cfg := config.Default()
+	cfg.Platform = config.PlatformGitHub
 	cfg.DatabaseURL = databaseURL
 	cfg.GitHubURL = gh.URL()
 	cfg.GitHubToken = demoRobotToken

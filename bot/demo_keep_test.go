@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"changebot/config"
 	"changebot/store/postgres/pgtest"
 )
 
@@ -132,7 +133,7 @@ func TestDemoKeepOnSQLiteSaysTheFileIsKept(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- RunDemo(ctx, DemoOpts{DatabaseURL: sqliteURL(path), Timeout: 60 * time.Second,
+		done <- RunDemo(ctx, DemoOpts{DatabaseURL: config.SQLiteURL(path), Timeout: 60 * time.Second,
 			Out: out, Logger: testLogger(t), Keep: true, KeptFunc: func(DemoInfo) { stop() }})
 	}()
 	select {

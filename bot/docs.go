@@ -5,18 +5,19 @@ import (
 	"strings"
 
 	"changebot/commands"
+	"changebot/config"
 	"changebot/flows"
 )
 
 // ReadmeSections returns the generated parts of README.md, keyed by the
 // name of their markers (<!-- BEGIN name --> ... <!-- END name -->): the
 // command table (from the command registry), the configuration table (from
-// ConfigReference), the settings table (SettingsReference) and the step
+// config.Reference), the settings table (SettingsReference) and the step
 // table (flows.Catalogue). A test keeps README.md equal to them.
 func ReadmeSections() map[string]string {
 	var cfg strings.Builder
 	cfg.WriteString("| environment | YAML key | default | secret | meaning |\n| --- | --- | --- | --- | --- |\n")
-	for _, v := range ConfigReference() {
+	for _, v := range config.Reference() {
 		env := "—"
 		if v.Env != "" {
 			env = "`" + v.Env + "`"

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"changebot/config"
+	"changebot/database"
 	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/settings"
@@ -31,9 +33,6 @@ const (
 // GitLab 16.0, doc/user/profile/personal_access_tokens.md), and the bot
 // stops on the day they do.
 const TokenExpiryWarning = 14 * 24 * time.Hour
-
-// webhookPath is where the bot receives GitLab's webhooks.
-const webhookPath = "/webhooks/gitlab"
 
 // neededTriggers are the webhook triggers the bot relies on (README
 // "Running it"), with the names GitLab's settings page shows.
@@ -109,7 +108,7 @@ type hookReader interface {
 // an error: a check that cannot be made is itself a finding. On GitHub
 // (CHANGEBOT_PLATFORM github) the checks after the database's are
 // runGitHubDoctor's.
-func RunDoctor(ctx context.Context, cfg Config, o *DoctorOpts) []Check {
+func RunDoctor(ctx context.Context, cfg config.Config, o *DoctorOpts) []Check {
 	if o == nil {
 		o = &DoctorOpts{}
 	}
@@ -122,7 +121,7 @@ func RunDoctor(ctx context.Context, cfg Config, o *DoctorOpts) []Check {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d.checkDatabase(ctx, o.Schema)
-	if cfg.Platform == PlatformGitHub {
+	if cfg.Platform == config.PlatformGitHub {
 		d.runGitHubDoctor(ctx, log, o.HookToken)
 		return d.out
 	}
@@ -162,7 +161,7 @@ func DoctorSummary(checks []Check) (summary string, fails int) {
 }
 
 type doctor struct {
-	cfg       Config
+	cfg       config.Config
 	now       func() time.Time
 	gl        doctorGitLab
 	hooks     hookReader
@@ -228,20 +227,20 @@ func appendNew(l []string, s string) []string {
 func (d *doctor) checkDatabase(ctx context.Context, schema string) {
 	const fix = "check DATABASE_URL and that PostgreSQL accepts connections (or that the SQLite file exists)"
 	url := d.cfg.ResolvedDatabaseURL()
-	target, err := parseDatabaseTarget(url)
+	target, err := config.ParseDatabaseTarget(url)
 	if err != nil {
 		d.fail("database: DATABASE_URL is not a connection string", fix)
 		return
 	}
 	sqliteStart := "changebot serve creates the file and applies the migrations when it first starts (or run changebot migrate now)"
-	if target.Engine == EngineSQLite {
+	if target.Engine == config.EngineSQLite {
 		if _, serr := os.Stat(target.Path); errors.Is(serr, fs.ErrNotExist) {
 			// Day one on SQLite: nothing to fix, serve makes it.
 			d.warn(fmt.Sprintf("database: no SQLite file at %s yet, expected before the first start", target.Path), sqliteStart)
 			return
 		}
 	}
-	db, err := openExistingDatabase(ctx, url, schema)
+	db, err := database.OpenExisting(ctx, url, schema)
 	var st store.Store
 	if err == nil {
 		defer db.Close()
@@ -250,7 +249,7 @@ func (d *doctor) checkDatabase(ctx context.Context, schema string) {
 		}
 	}
 	if err != nil {
-		d.fail(fmt.Sprintf("database %s: unreachable (%v)", redactDatabaseURL(url), err), fix)
+		d.fail(fmt.Sprintf("database %s: unreachable (%v)", config.RedactDatabaseURL(url), err), fix)
 		return
 	}
 	version, current, err := db.MigrationStatus()
@@ -261,7 +260,7 @@ func (d *doctor) checkDatabase(ctx context.Context, schema string) {
 	case !current && version == db.LatestMigration():
 		d.fail(fmt.Sprintf("database: migration %d failed half-way (dirty)", version), "repair the schema by hand, then run changebot migrate")
 		return
-	case !current && target.Engine == EngineSQLite && version < db.LatestMigration():
+	case !current && target.Engine == config.EngineSQLite && version < db.LatestMigration():
 		d.warn(fmt.Sprintf("database: SQLite file %s at migration version %d of %d", target.Path, version, db.LatestMigration()),
 			"changebot serve applies the migrations when it starts (or run changebot migrate now)")
 		return
@@ -504,7 +503,7 @@ func (d *doctor) checkApprovers(ctx context.Context, p platform.Project) {
 // checkWebhook looks for a project webhook, else a webhook of the
 // project's group, sending to the bot.
 func (d *doctor) checkWebhook(ctx context.Context, project string) {
-	want := d.cfg.ExternalURL + webhookPath
+	want := d.cfg.ExternalURL + config.GitLabWebhookPath
 	fix := "run changebot setup -project " + project
 	if d.hookRefused {
 		return

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"changebot/config"
 	"changebot/platform"
 	"changebot/platform/github"
 	"changebot/webhooks"
@@ -180,7 +181,7 @@ func (d *doctor) checkGitHubRepository(ctx context.Context, gh, hooks doctorGitH
 
 // checkGitHubWebhook looks for the repository webhook sending to the bot.
 func (d *doctor) checkGitHubWebhook(ctx context.Context, hooks doctorGitHub, name string) {
-	want := d.cfg.ExternalURL + webhookPathOf(PlatformGitHub)
+	want := d.cfg.ExternalURL + config.GitHubWebhookPath
 	events := strings.Join(webhooks.GitHubEvents, ", ")
 	fix := "run changebot setup -project " + name
 	if d.hookRefused {

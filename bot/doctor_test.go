@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/config"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store/postgres/pgtest"
@@ -213,7 +214,7 @@ func openMR(t *testing.T, env *demoEnv) {
 func setHookToken(t *testing.T, env *demoEnv, hookID int64, token string) {
 	t.Helper()
 	glCall(t, env, "PUT", "/projects/"+itoa(env.Project.ID)+"/hooks/"+itoa(hookID), maintainerTok,
-		map[string]any{"url": env.BaseURL + webhookPath, "token": token}, 200)
+		map[string]any{"url": env.BaseURL + config.GitLabWebhookPath, "token": token}, 200)
 }
 
 // lines prints checks one per line.
@@ -365,14 +366,14 @@ func TestSetupLeavesAnotherInstallationsHook(t *testing.T) {
 	if err == nil || len(hooks) != 1 || hooks[0].URL != other || hooks[0].Token != "their-secret" {
 		t.Fatalf("setup without -force = %v, hooks %+v; want a failure and the other bot's hook untouched\n%s", err, hooks, out)
 	}
-	for _, want := range []string{"sends to " + other, "URL " + other + " → " + env.Config.ExternalURL + webhookPath, "-force"} {
+	for _, want := range []string{"sends to " + other, "URL " + other + " → " + env.Config.ExternalURL + config.GitLabWebhookPath, "-force"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("setup without -force says:\n%s\nwant it to contain %q", out, want)
 		}
 	}
 	res, out, err := setup(true)
 	hooks = env.GitLab.ProjectHooks(appID)
-	if err != nil || len(res) != 1 || res[0].Action != SetupUpdated || len(hooks) != 1 || hooks[0].URL != env.Config.ExternalURL+webhookPath {
+	if err != nil || len(res) != 1 || res[0].Action != SetupUpdated || len(hooks) != 1 || hooks[0].URL != env.Config.ExternalURL+config.GitLabWebhookPath {
 		t.Fatalf("setup -force = %+v, %v, hooks %+v; want the hook repointed\n%s", res, err, hooks, out)
 	}
 }
@@ -396,6 +397,7 @@ func TestSetupWordsAnUnknownProjectAsDoctor(t *testing.T) {
 // a URL's password= parameter alike (the trial found both printed).
 func TestDoctorHidesTheDatabasePassword(t *testing.T) {
 	t.Parallel()
+	const secretDBPassword = "db-pa55word-XYZZY"
 	env, schema := newDayOneEnv(t)
 	for _, dsn := range []string{
 		"host=127.0.0.1 port=1 user=u password=" + secretDBPassword + " dbname=x connect_timeout=2",
@@ -483,7 +485,7 @@ func TestDoctorDayOneSQLite(t *testing.T) {
 		{empty, "database: SQLite file " + empty + " at migration version 0 of "},
 	} {
 		cfg := env.Config
-		cfg.DatabaseURL = sqliteURL(tt.path)
+		cfg.DatabaseURL = config.SQLiteURL(tt.path)
 		checks := RunDoctor(context.Background(), cfg, &DoctorOpts{Projects: []string{demoProject}})
 		if f := lines(levels(checks, CheckFail)); strings.Contains(f, "database") {
 			t.Errorf("%s: a database FAIL on day one:\n%s", tt.path, lines(checks))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/config"
 	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -47,11 +48,11 @@ func startBotWithPoll(t *testing.T, env *demoEnv, poll flows.PollConfig) (*App, 
 // step hook) on env's listener over a fresh schema until the test ends.
 func startBotWithOpts(t *testing.T, env *demoEnv, poll flows.PollConfig, opts *AppOpts) (*App, pgtest.Schema) {
 	t.Helper()
-	return startBotOn(t, EnginePostgres, env, poll, opts)
+	return startBotOn(t, config.EnginePostgres, env, poll, opts)
 }
 
 // testEngines are the engines the engine-neutral end-to-end tests run on.
-var testEngines = []string{EnginePostgres, EngineSQLite}
+var testEngines = []string{config.EnginePostgres, config.EngineSQLite}
 
 // startBotOn is startBotWithOpts on engine: PostgreSQL (a fresh schema,
 // returned) or SQLite (a file of t's own, migrated by NewApp; the schema
@@ -59,8 +60,8 @@ var testEngines = []string{EnginePostgres, EngineSQLite}
 func startBotOn(t *testing.T, engine string, env *demoEnv, poll flows.PollConfig, opts *AppOpts) (*App, pgtest.Schema) {
 	t.Helper()
 	var sc pgtest.Schema
-	if engine == EngineSQLite {
-		env.Config.DatabaseURL = sqliteURL(filepath.Join(t.TempDir(), DefaultDatabaseFile))
+	if engine == config.EngineSQLite {
+		env.Config.DatabaseURL = config.SQLiteURL(filepath.Join(t.TempDir(), config.DefaultDatabaseFile))
 	} else {
 		sc = pgtest.New(t)
 		env.Config.DatabaseURL = pgtest.URL()

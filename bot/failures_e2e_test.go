@@ -42,7 +42,7 @@ type failEnv struct {
 	n   atomic.Int64
 }
 
-// initial are the initial runtime settings (Config.Settings), nil for none.
+// initial are the initial runtime settings (config.Config.Settings), nil for none.
 func newFailEnv(t *testing.T, poll flows.PollConfig, opts *AppOpts, initial map[string]string) *failEnv {
 	t.Helper()
 	env := newTestEnv(t, true, 100*time.Millisecond)

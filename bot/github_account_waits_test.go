@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/config"
 	"changebot/platform"
 	"changebot/platform/github/githubfake"
 	"changebot/store/postgres"
@@ -32,7 +33,7 @@ func TestGitHubRateLimitWaitSharedByReplicas(t *testing.T) {
 	gh.AddUser("changebot", "ghp-robot")
 	repo := gh.AddRepo(githubfake.RepoSpec{FullName: "acme/config"})
 	replica := func() platformClient {
-		a := &App{cfg: Config{Platform: PlatformGitHub, GitHubURL: gh.URL(), GitHubToken: "ghp-robot"},
+		a := &App{cfg: config.Config{Platform: config.PlatformGitHub, GitHubURL: gh.URL(), GitHubToken: "ghp-robot"},
 			log: slog.New(slog.DiscardHandler), store: st}
 		c, err := a.newPlatformClient(nil)
 		if err != nil {

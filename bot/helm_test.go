@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/config"
+
 	"github.com/goccy/go-yaml"
 )
 
@@ -260,7 +262,7 @@ func TestHelmChartLintsAndRenders(t *testing.T) {
 // loadPodConfig loads the configuration the server container would: its
 // environment, its config file from the rendered ConfigMap, its secrets
 // from the Secret volume's item paths (fake values).
-func loadPodConfig(t *testing.T, objs map[string][]manifest, ctr manifest) Config {
+func loadPodConfig(t *testing.T, objs map[string][]manifest, ctr manifest) config.Config {
 	t.Helper()
 	env := map[string]string{}
 	envList, _ := ctr.at("env").([]any)
@@ -295,7 +297,7 @@ func loadPodConfig(t *testing.T, objs map[string][]manifest, ctr manifest) Confi
 			files["/run/secrets/changebot/"+p] = value
 		}
 	}
-	cfg, err := LoadConfig(env["CHANGEBOT_CONFIG"], func(k string) string { return env[k] }, func(name string) ([]byte, error) {
+	cfg, err := config.Load(env["CHANGEBOT_CONFIG"], func(k string) string { return env[k] }, func(name string) ([]byte, error) {
 		if s, ok := files[path.Clean(name)]; ok {
 			return []byte(s), nil
 		}

@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"changebot/config"
+	"changebot/database"
 	"changebot/flows"
 	"changebot/settings"
 	"changebot/store"
@@ -18,12 +20,12 @@ import (
 
 // openStore connects to DATABASE_URL (or the -config file's database_url)
 // for the read-only history commands.
-func openStore(ctx context.Context, path string) (store.Store, *database, error) {
-	cfg, err := loadDatabaseConfig(path, nil, nil)
+func openStore(ctx context.Context, path string) (store.Store, *database.DB, error) {
+	cfg, err := config.LoadDatabase(path, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openExistingDatabase(ctx, cfg.ResolvedDatabaseURL(), "")
+	db, err := database.OpenExisting(ctx, cfg.ResolvedDatabaseURL(), "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,7 +75,7 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 		return err
 	}
 	defer pool.Close()
-	defer func() { err = pool.explainMissingSchema(err) }()
+	defer func() { err = pool.ExplainMissingSchema(err) }()
 	id := fs.Arg(0)
 	if *asJSON && !replay {
 		return printEventsJSON(ctx, st, id, *stored, stdout)
@@ -143,7 +145,7 @@ func printReplay(ctx context.Context, st store.Store, path, id, at string, stdou
 // configured); its default when the settings cannot be read.
 func snapshotEvery(ctx context.Context, st store.Store, path string) int {
 	def := settings.DefaultValue(settings.HistorySnapshotEvery).Int()
-	cfg, err := loadDatabaseConfig(path, nil, nil)
+	cfg, err := config.LoadDatabase(path, nil, nil)
 	if err != nil {
 		return def
 	}
@@ -174,7 +176,7 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) (err error)
 		return err
 	}
 	defer pool.Close()
-	defer func() { err = pool.explainMissingSchema(err) }()
+	defer func() { err = pool.ExplainMissingSchema(err) }()
 	return verifyHistories(ctx, st, fs.Args(), stdout)
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/config"
 	"changebot/store/postgres/pgtest"
 	"changebot/templates"
 )
@@ -130,7 +131,7 @@ func TestSIGKILLWhileWaitingForPipelineThenRestart(t *testing.T) {
 // PostgreSQL schema, or no DATABASE_URL and a data directory of t's own.
 func databaseEnv(t *testing.T, engine string) []string {
 	t.Helper()
-	if engine == EngineSQLite {
+	if engine == config.EngineSQLite {
 		return []string{"DATABASE_URL=", "CHANGEBOT_DATA_DIR=" + t.TempDir()}
 	}
 	return []string{"DATABASE_URL=" + pgtest.New(t).URL}
@@ -253,7 +254,7 @@ func (b *killableBot) restartUntilValidated(env *demoEnv, opID string) changeVie
 func waitStatusCurrent(t *testing.T, engine string, bodies func() []string) {
 	t.Helper()
 	fresh := 10 * time.Second
-	if engine == EngineSQLite {
+	if engine == config.EngineSQLite {
 		fresh = 30 * time.Second
 	}
 	deadline := time.Now().Add(fresh)
@@ -368,7 +369,7 @@ func TestSecondServeOnSQLiteFileRefused(t *testing.T) {
 	defer p.kill()
 	waitListening(t, addr)
 	line, _, _ := strings.Cut(first.String(), "\n")
-	dbFile := filepath.Join(dataDir, DefaultDatabaseFile)
+	dbFile := filepath.Join(dataDir, config.DefaultDatabaseFile)
 	if !strings.Contains(line, "starting changebot") || !strings.Contains(line, "sqlite "+dbFile) || !strings.Contains(line, "DATABASE_URL is empty") {
 		t.Errorf("first log line %q, want it to name the SQLite file %s and that DATABASE_URL is empty", line, dbFile)
 	}

@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"changebot/config"
+	"changebot/database"
 	"changebot/settings"
 )
 
@@ -65,16 +67,16 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		}
 		return err
 	}
-	cfg, err := loadDatabaseConfig(*path, nil, nil)
+	cfg, err := config.LoadDatabase(*path, nil, nil)
 	if err != nil {
 		return err
 	}
-	db, err := openExistingDatabase(ctx, cfg.ResolvedDatabaseURL(), "")
+	db, err := database.OpenExisting(ctx, cfg.ResolvedDatabaseURL(), "")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	defer func() { err = db.explainMissingSchema(err) }()
+	defer func() { err = db.ExplainMissingSchema(err) }()
 	st, err := db.Store(nil)
 	if err != nil {
 		return err

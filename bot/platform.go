@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"changebot/budget"
+	"changebot/config"
 
 	"changebot/commands"
 	"changebot/flows"
@@ -19,7 +20,7 @@ import (
 )
 
 // platformClient is the adapter of the installation's platform
-// (Config.Platform): what the flow engine and the commands ask it.
+// (config.Config.Platform): what the flow engine and the commands ask it.
 // *gitlab.Client and *github.Client implement it.
 type platformClient interface {
 	flows.Platform
@@ -31,12 +32,12 @@ var (
 	_ platformClient = (*github.Client)(nil)
 )
 
-// newPlatformClient builds the adapter Config.Platform names: GitLab with
+// newPlatformClient builds the adapter config.Config.Platform names: GitLab with
 // the robot's token, or GitHub with the robot's token or as a GitHub App
 // installation; the reviewer tokens are the platform's. observe counts
 // every call (changebot_gitlab_calls_total, for either platform).
 func (a *App) newPlatformClient(observe func(endpoint string, status int, d time.Duration)) (platformClient, error) {
-	if a.cfg.Platform != PlatformGitHub {
+	if a.cfg.Platform != config.PlatformGitHub {
 		// The call budget of each GitLab account, shared by every replica
 		// (issue 12 point 4); its limits are read at every take.
 		calls, err := budget.New(budget.Config{Store: a.store, Registerer: a.registry,
@@ -74,7 +75,7 @@ func (a *App) newPlatformClient(observe func(endpoint string, status int, d time
 // not nil, is where the rate-limit waits of each GitHub account are shared
 // by every replica (github.Config.AccountWaits; serve passes its store);
 // nil keeps each wait in the call that met it (the one-shot commands).
-func githubConfig(cfg Config, log *slog.Logger, observe func(endpoint string, status int, d time.Duration), waits github.AccountWaits) github.Config {
+func githubConfig(cfg config.Config, log *slog.Logger, observe func(endpoint string, status int, d time.Duration), waits github.AccountWaits) github.Config {
 	gc := github.Config{BaseURL: cfg.GitHubURL, Token: cfg.GitHubToken, ReviewerTokens: cfg.ReviewerTokens,
 		Logger: log, ObserveFunc: observe, AccountWaits: waits}
 	if cfg.GitHubToken == "" {
@@ -87,19 +88,10 @@ func githubConfig(cfg Config, log *slog.Logger, observe func(endpoint string, st
 // hookDecoder is the platform's webhook decoder, used by the intake and
 // by the delivery router alike.
 func hookDecoder(platformName string) routing.HookDecoder {
-	if platformName == PlatformGitHub {
+	if platformName == config.PlatformGitHub {
 		return github.DecodeHook
 	}
 	return gitlab.DecodeHook
-}
-
-// webhookPathOf is where the installation receives its platform's
-// webhooks: /webhooks/gitlab or /webhooks/github.
-func webhookPathOf(platformName string) string {
-	if platformName == PlatformGitHub {
-		return "/webhooks/github"
-	}
-	return webhookPath
 }
 
 // githubHook builds the handler of POST /webhooks/github.

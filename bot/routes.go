@@ -20,7 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"changebot/api"
 	"changebot/commands"
+	"changebot/config"
 	"changebot/flows"
 	"changebot/internal/jsonbody"
 	"changebot/platform/gitlab"
@@ -42,7 +44,7 @@ type intakeCloser interface {
 // transaction, which costs no network round trip, and a second write
 // transaction per batch would queue on SQLite's one writer.
 func (a *App) intakeDispatcher() *webhooks.Dispatcher {
-	if a.db.target.Engine != EnginePostgres {
+	if a.db.Engine() != config.EnginePostgres {
 		return nil
 	}
 	return a.dispatcher
@@ -55,7 +57,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	wm.AlsoCountPanics(fm.PanicCounter().WithLabelValues(panicSiteHTTP))
 	var hook http.Handler
 	var err error
-	if a.cfg.Platform == PlatformGitHub {
+	if a.cfg.Platform == config.PlatformGitHub {
 		hook, err = a.githubHook(wm)
 	} else {
 		var gl *webhooks.GitLabHandler
@@ -89,20 +91,20 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	// for routes of the path.
 	fallback := noRouteOrMethod(r)
 	r.NotFoundHandler, r.MethodNotAllowedHandler = fallback, fallback
-	r.Handle(webhookPathOf(a.cfg.Platform), hook).Methods(http.MethodPost)
+	r.Handle(a.cfg.WebhookPath(), hook).Methods(http.MethodPost)
 	r.Handle("/callbacks/approval", textInput(cbCfg.MaxBodyBytes, true, approvalCB)).Methods(http.MethodPost)
 	r.Handle("/callbacks/deploy", textInput(cbCfg.MaxBodyBytes, true, deployCB)).Methods(http.MethodPost)
-	api := r.PathPrefix("/api/v1").Subrouter()
-	api.NotFoundHandler, api.MethodNotAllowedHandler = fallback, fallback
-	api.HandleFunc("/openapi.json", serveOpenAPI).Methods(http.MethodGet)
-	api.Handle("/changes", a.auth(RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
-	api.Handle("/changes", a.auth("", http.HandlerFunc(a.serveChangeList))).Methods(http.MethodGet)
-	api.Handle("/changes/{id}", a.auth("", http.HandlerFunc(a.getChange))).Methods(http.MethodGet)
-	api.Handle("/changes/{id}/events", a.auth("", http.HandlerFunc(a.getEvents))).Methods(http.MethodGet)
-	api.Handle("/changes/{id}/{action:retry|resume|cancel}", a.auth("", http.HandlerFunc(a.changeAction))).Methods(http.MethodPost)
-	api.Handle("/settings", a.auth("", http.HandlerFunc(a.listSettings))).Methods(http.MethodGet)
-	api.Handle("/settings/{key}", a.auth("", http.HandlerFunc(a.getSetting))).Methods(http.MethodGet)
-	api.Handle("/settings/{key}", a.auth(RoleOperator, textInput(a.cfg.MaxBodyBytes, true, http.HandlerFunc(a.putSetting)))).Methods(http.MethodPut)
+	v1 := r.PathPrefix("/api/v1").Subrouter()
+	v1.NotFoundHandler, v1.MethodNotAllowedHandler = fallback, fallback
+	v1.HandleFunc("/openapi.json", serveOpenAPI).Methods(http.MethodGet)
+	v1.Handle("/changes", a.auth(api.RoleSubmitter, http.HandlerFunc(a.submitChange))).Methods(http.MethodPost)
+	v1.Handle("/changes", a.auth("", http.HandlerFunc(a.serveChangeList))).Methods(http.MethodGet)
+	v1.Handle("/changes/{id}", a.auth("", http.HandlerFunc(a.getChange))).Methods(http.MethodGet)
+	v1.Handle("/changes/{id}/events", a.auth("", http.HandlerFunc(a.getEvents))).Methods(http.MethodGet)
+	v1.Handle("/changes/{id}/{action:retry|resume|cancel}", a.auth("", http.HandlerFunc(a.changeAction))).Methods(http.MethodPost)
+	v1.Handle("/settings", a.auth("", http.HandlerFunc(a.listSettings))).Methods(http.MethodGet)
+	v1.Handle("/settings/{key}", a.auth("", http.HandlerFunc(a.getSetting))).Methods(http.MethodGet)
+	v1.Handle("/settings/{key}", a.auth(api.RoleOperator, textInput(a.cfg.MaxBodyBytes, true, http.HandlerFunc(a.putSetting)))).Methods(http.MethodPut)
 	a.webRoutes(r)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	r.HandleFunc("/readyz", a.readyz)
@@ -148,9 +150,9 @@ func (a *App) auth(role string, next http.Handler) http.Handler {
 		switch {
 		case matched == "":
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or invalid bearer token"})
-		case role == RoleOperator && matched != RoleOperator:
+		case role == api.RoleOperator && matched != api.RoleOperator:
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})
-		case role == RoleSubmitter && matched == RoleViewer:
+		case role == api.RoleSubmitter && matched == api.RoleViewer:
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "a viewer token only reads; this needs a submitter or operator token"})
 		default:
 			ctx := context.WithValue(r.Context(), tokenRoleKey{}, matched)
@@ -426,7 +428,7 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 	}
 	var check *flows.GitLabCheckError
 	if errors.As(err, &check) {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": "the change does not fit the project in " + platformName(a.cfg.Platform) + "; nothing was created",
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": "the change does not fit the project in " + config.PlatformName(a.cfg.Platform) + "; nothing was created",
 			"fields": check.Fields})
 		return
 	}
@@ -438,7 +440,7 @@ func (a *App) submitChange(w http.ResponseWriter, r *http.Request) {
 		}
 		a.log.Warn("the platform could not answer the submission checks", "platform", a.cfg.Platform, "err", err)
 		w.Header().Set("Retry-After", strconv.Itoa(wait))
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": platformName(a.cfg.Platform) + " could not answer the checks of the change; nothing was created, retry later",
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": config.PlatformName(a.cfg.Platform) + " could not answer the checks of the change; nothing was created, retry later",
 			"retry_after_seconds": wait})
 		return
 	}
@@ -507,7 +509,7 @@ func (a *App) changeAction(w http.ResponseWriter, r *http.Request) {
 	vars := mux.Vars(r)
 	id, action := vars["id"], flows.Action(vars["action"])
 	role := tokenRole(r)
-	if role != RoleOperator {
+	if role != api.RoleOperator {
 		if action != flows.ActionCancel {
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})
 			return

@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"changebot/config"
+	"changebot/database"
 	"changebot/flows"
 	"changebot/settings"
 )
@@ -164,16 +166,16 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) (err erro
 	case verb == "get" && len(pos) > 1, verb == "set" && len(pos) != 2:
 		return usagef("wrong number of arguments: settings %s takes %s\n%s", verb, map[string]string{"get": "at most one key", "set": "a key and a value"}[verb], settingsUsage)
 	}
-	cfg, err := loadDatabaseConfig(*path, nil, nil)
+	cfg, err := config.LoadDatabase(*path, nil, nil)
 	if err != nil {
 		return err
 	}
-	db, err := openExistingDatabase(ctx, cfg.ResolvedDatabaseURL(), "")
+	db, err := database.OpenExisting(ctx, cfg.ResolvedDatabaseURL(), "")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	defer func() { err = db.explainMissingSchema(err) }()
+	defer func() { err = db.ExplainMissingSchema(err) }()
 	st, err := db.Store(nil)
 	if err != nil {
 		return err

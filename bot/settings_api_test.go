@@ -451,14 +451,3 @@ func TestSettingsDefaultsMatchFlows(t *testing.T) {
 		t.Errorf("demo poll schedule as initial settings: %v", err)
 	}
 }
-
-func TestDeployExampleSettingsValidate(t *testing.T) {
-	t.Parallel()
-	c, err := load(t, "../deploy/changebot.example.yaml", validEnv(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := settings.ValidateInitial(c.Settings); err != nil {
-		t.Errorf("deploy/changebot.example.yaml settings: %v", err)
-	}
-}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"changebot/config"
+	"changebot/database"
 	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/store"
@@ -81,11 +83,11 @@ type hookWriter interface {
 // bot stored. It returns an error when a webhook could not be set up or
 // its test did not arrive. On GitHub (CHANGEBOT_PLATFORM github) it is
 // runGitHubSetup.
-func RunSetup(ctx context.Context, cfg Config, o SetupOpts) ([]SetupResult, error) {
+func RunSetup(ctx context.Context, cfg config.Config, o SetupOpts) ([]SetupResult, error) {
 	if len(cfg.WebhookSecrets) == 0 || cfg.ExternalURL == "" {
 		return nil, errors.New("setup needs CHANGEBOT_EXTERNAL_URL and CHANGEBOT_WEBHOOK_SECRETS")
 	}
-	if cfg.Platform == PlatformGitHub {
+	if cfg.Platform == config.PlatformGitHub {
 		return runGitHubSetup(ctx, cfg, o)
 	}
 	token := o.HookToken
@@ -97,7 +99,7 @@ func RunSetup(ctx context.Context, cfg Config, o SetupOpts) ([]SetupResult, erro
 		return nil, err
 	}
 	s := &setup{gl: client, out: o.Out, force: o.Force, hookToken: o.HookToken != "", want: platform.WebhookParams{
-		URL: cfg.ExternalURL + webhookPath, Name: webhookName, Token: cfg.WebhookSecrets[0],
+		URL: cfg.ExternalURL + config.GitLabWebhookPath, Name: webhookName, Token: cfg.WebhookSecrets[0],
 		EnableSSLVerification: strings.HasPrefix(cfg.ExternalURL, "https://"),
 		Triggers: map[string]bool{platform.TriggerMergeRequests: true, platform.TriggerPipeline: true,
 			platform.TriggerNote: true, platform.TriggerPush: false},
@@ -310,15 +312,15 @@ func platformMessage(err error) string {
 // deliveryWatch reads the bot's stored deliveries; nil (no database)
 // reports nothing.
 type deliveryWatch struct {
-	db    *database
+	db    *database.DB
 	store store.Store
 }
 
 func openDeliveries(ctx context.Context, url, schema string, out io.Writer) *deliveryWatch {
-	if _, err := parseDatabaseTarget(url); err != nil {
+	if _, err := config.ParseDatabaseTarget(url); err != nil {
 		return nil
 	}
-	db, err := openExistingDatabase(ctx, url, schema)
+	db, err := database.OpenExisting(ctx, url, schema)
 	var st store.Store
 	if err == nil {
 		if st, err = db.Store(nil); err == nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"changebot/config"
 	"changebot/platform"
 	"changebot/platform/github"
 	"changebot/webhooks"
@@ -23,12 +24,12 @@ type gitHubHookWriter interface {
 // gitHubHookParams is the webhook the bot needs on a repository: JSON to
 // CHANGEBOT_EXTERNAL_URL/webhooks/github, signed with the first of
 // CHANGEBOT_WEBHOOK_SECRETS, sending webhooks.GitHubEvents.
-func gitHubHookParams(cfg Config) platform.WebhookParams {
+func gitHubHookParams(cfg config.Config) platform.WebhookParams {
 	triggers := map[string]bool{}
 	for _, e := range webhooks.GitHubEvents {
 		triggers[e] = true
 	}
-	return platform.WebhookParams{URL: cfg.ExternalURL + webhookPathOf(PlatformGitHub), Token: cfg.WebhookSecrets[0],
+	return platform.WebhookParams{URL: cfg.ExternalURL + config.GitHubWebhookPath, Token: cfg.WebhookSecrets[0],
 		EnableSSLVerification: strings.HasPrefix(cfg.ExternalURL, "https://"), Triggers: triggers}
 }
 
@@ -59,7 +60,7 @@ func missingEvents(h platform.Webhook) []string {
 // Deliveries). Organization webhooks are refused. The token is
 // o.HookToken (an administrator's of the repositories) or the robot's
 // credentials (an App needs the Webhooks read and write permission).
-func runGitHubSetup(ctx context.Context, cfg Config, o SetupOpts) ([]SetupResult, error) {
+func runGitHubSetup(ctx context.Context, cfg config.Config, o SetupOpts) ([]SetupResult, error) {
 	gc := githubConfig(cfg, o.Logger, nil, nil)
 	if o.HookToken != "" {
 		gc.Token, gc.App = o.HookToken, nil

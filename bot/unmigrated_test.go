@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"changebot/config"
 	"changebot/store/postgres"
 	"changebot/store/postgres/pgtest"
 )
@@ -192,7 +193,7 @@ func TestCLIOnUnmigratedDatabase(t *testing.T) {
 	commands := [][]string{{"list"}, {"list", "-status", "MERGED"}, {"settings", "get"}, {"settings", "set", "poll.short_count", "3"},
 		{"history", "op-1"}, {"replay", "op-1"}, {"verify"}}
 	for _, engine := range []struct{ name, url, where string }{
-		{"sqlite", sqliteURL(file), "sqlite " + file},
+		{"sqlite", config.SQLiteURL(file), "sqlite " + file},
 		{"postgres", pgURL, "postgres postgres://postgres:xxxxx@"},
 	} {
 		t.Setenv("DATABASE_URL", engine.url)

@@ -1,4 +1,12 @@
-package bot
+// Package config owns changebot's start-up configuration: the one Config,
+// loaded from an optional YAML file and the environment (secrets also from
+// files) by Load, defaulted, and validated with every problem reported at
+// once; LoadDatabase for the commands that need only the database; the
+// table every configuration input is documented from (Reference); and what
+// a DATABASE_URL names (ParseDatabaseTarget) and how it is printed without
+// its password. It opens nothing and imports no database driver, platform
+// client or HTTP server: bot, cli, ops and demo open what it describes.
+package config
 
 import (
 	"crypto/rsa"
@@ -18,16 +26,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"changebot/api"
 	"changebot/settings"
-)
-
-// API token roles (issue 2 point 8; viewer: issue 13 point 2). They are the
-// exact strings accepted in CHANGEBOT_API_TOKENS ("role:token"). A viewer
-// token only reads: the API's GET endpoints and the web pages.
-const (
-	RoleSubmitter = "submitter"
-	RoleOperator  = "operator"
-	RoleViewer    = "viewer"
 )
 
 // Platform names (CHANGEBOT_PLATFORM), equal to store.PlatformGitLab and
@@ -41,9 +41,9 @@ const (
 const redacted = "[REDACTED]"
 
 // Config is the bot's validated start-up configuration (STYLE rule 28). It is
-// loaded by LoadConfig from an optional YAML file and the environment; each
+// loaded by Load from an optional YAML file and the environment; each
 // field's environment variable, YAML key and default are listed by
-// ConfigReference. Fields marked secret never appear whole in String,
+// Reference. Fields marked secret never appear whole in String,
 // GoString, LogValue or any error.
 type Config struct {
 	// Listen is the HTTP listen address, host:port (":8080").
@@ -63,7 +63,7 @@ type Config struct {
 	// /webhooks/gitlab or /webhooks/github.
 	Platform string
 	// GitLabURL is GitLab's base URL without "/api/v4" and without a
-	// trailing slash (LoadConfig strips both); see GitLabAPIURL.
+	// trailing slash (Load strips both); see GitLabAPIURL.
 	GitLabURL string
 	// GitLabToken is the token of the robot account that authors branches,
 	// commits, merge requests and the status comment. Secret.
@@ -93,7 +93,7 @@ type Config struct {
 	// approval and deploy callbacks. Secret.
 	CallbackSecret string
 	// APITokens are the REST API bearer tokens with their roles. Secret.
-	APITokens []APIToken
+	APITokens []api.Token
 	// ApprovalURL is the external approval system's base URL; the bot calls
 	// POST {ApprovalURL}/approvals. Required unless the initial setting
 	// approval.provider is "gitlab". No trailing slash.
@@ -130,35 +130,13 @@ type Config struct {
 	Settings map[string]string
 }
 
-// APIToken is one REST API bearer token and the role it grants
-// (RoleSubmitter, RoleOperator or RoleViewer). Its String, GoString and LogValue hide the
-// token.
-type APIToken struct {
-	Role  string
-	Token string
-}
-
-// String returns "role:[REDACTED]".
-func (t APIToken) String() string {
-	if t.Token == "" {
-		return t.Role + ":"
-	}
-	return t.Role + ":" + redacted
-}
-
-// GoString is String, so that %#v cannot print the token either.
-func (t APIToken) GoString() string { return t.String() }
-
-// LogValue implements slog.LogValuer without the token.
-func (t APIToken) LogValue() slog.Value { return slog.StringValue(t.String()) }
-
-// ConfigVar describes one configuration input: its environment variable (""
+// Var describes one configuration input: its environment variable (""
 // when it has none), its key in the YAML file, its default as it would be
 // written in either ("" when there is none), whether it is secret (never
 // printed; may also be given as Env+"_FILE", whose content is trimmed) and
-// what it means. ConfigReference lists them; the README table is generated
+// what it means. Reference lists them; the README table is generated
 // from that list.
-type ConfigVar struct {
+type Var struct {
 	Env         string
 	YAML        string
 	Default     string
@@ -166,14 +144,14 @@ type ConfigVar struct {
 	Description string
 }
 
-// ConfigError is the error LoadConfig and Config.Validate return: every
+// Error is the error Load and Config.Validate return: every
 // problem found, one per line, none quoting a secret value.
-type ConfigError struct {
+type Error struct {
 	Problems []string
 }
 
 // Error lists every problem on its own line.
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "invalid configuration (%d problem", len(e.Problems))
 	if len(e.Problems) != 1 {
@@ -196,7 +174,7 @@ func (p problems) err() error {
 	if len(p) == 0 {
 		return nil
 	}
-	return &ConfigError{Problems: slices.Clone(p)}
+	return &Error{Problems: slices.Clone(p)}
 }
 
 // configField is one row of the configuration table: its documentation and
@@ -204,111 +182,111 @@ func (p problems) err() error {
 // is non-nil. set may return an error quoting the value only for fields that
 // are not secret.
 type configField struct {
-	ConfigVar
+	Var
 	set     func(c *Config, v string) error
 	setList func(c *Config, v []string)
 }
 
-// configFields is the single table behind LoadConfig, DefaultConfig and
-// ConfigReference, in the order the README shows them.
+// configFields is the single table behind Load, Default and
+// Reference, in the order the README shows them.
 var configFields = []configField{
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_LISTEN", YAML: "listen", Default: ":8080",
+	{Var: Var{Env: "CHANGEBOT_LISTEN", YAML: "listen", Default: ":8080",
 		Description: "HTTP listen address, host:port."},
 		set: func(c *Config, v string) error { c.Listen = v; return nil }},
-	{ConfigVar: ConfigVar{Env: "DATABASE_URL", YAML: "database_url", Secret: true,
+	{Var: Var{Env: "DATABASE_URL", YAML: "database_url", Secret: true,
 		Description: "The database: a PostgreSQL connection string (URL or key=value), needed for several replicas, or sqlite:///path/changebot.db for a SQLite file (one replica). Empty: changebot.db in CHANGEBOT_DATA_DIR. Printed with its password removed."},
 		set: func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_DATA_DIR", YAML: "data_dir",
+	{Var: Var{Env: "CHANGEBOT_DATA_DIR", YAML: "data_dir",
 		Description: "Directory of the SQLite file changebot.db used when DATABASE_URL is empty (created if missing). Empty: the working directory."},
 		set: func(c *Config, v string) error { c.DataDir = v; return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_PLATFORM", YAML: "platform", Default: PlatformGitLab,
+	{Var: Var{Env: "CHANGEBOT_PLATFORM", YAML: "platform", Default: PlatformGitLab,
 		Description: "Where the repositories live: gitlab or github. One installation serves one platform; its webhook endpoint is /webhooks/gitlab or /webhooks/github."},
 		set: func(c *Config, v string) error { c.Platform = strings.ToLower(v); return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITLAB_URL", YAML: "gitlab_url",
+	{Var: Var{Env: "CHANGEBOT_GITLAB_URL", YAML: "gitlab_url",
 		Description: "GitLab base URL, http or https, with or without /api/v4. Required on GitLab."},
 		set: func(c *Config, v string) error { c.GitLabURL = trimGitLabURL(v); return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITLAB_TOKEN", YAML: "gitlab_token", Secret: true,
+	{Var: Var{Env: "CHANGEBOT_GITLAB_TOKEN", YAML: "gitlab_token", Secret: true,
 		Description: "Token of the robot account that authors branches, commits, merge requests and the status comment. Required on GitLab."},
 		set: func(c *Config, v string) error { c.GitLabToken = v; return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_URL", YAML: "github_url",
+	{Var: Var{Env: "CHANGEBOT_GITHUB_URL", YAML: "github_url",
 		Description: "GitHub REST API root on GitHub: empty for github.com, https://ghe.example.com/api/v3 for GitHub Enterprise Server."},
 		set: func(c *Config, v string) error { c.GitHubURL = strings.TrimRight(v, "/"); return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_TOKEN", YAML: "github_token", Secret: true,
+	{Var: Var{Env: "CHANGEBOT_GITHUB_TOKEN", YAML: "github_token", Secret: true,
 		Description: "On GitHub: token of the robot account that authors branches, commits, pull requests and the status comment. Either this or the three GitHub App settings."},
 		set: func(c *Config, v string) error { c.GitHubToken = v; return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_APP_ID", YAML: "github_app_id",
+	{Var: Var{Env: "CHANGEBOT_GITHUB_APP_ID", YAML: "github_app_id",
 		Description: "On GitHub, instead of a token: the GitHub App's numeric id."},
 		set: func(c *Config, v string) error { return setPositiveID(&c.GitHubAppID, v) }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_APP_PRIVATE_KEY", YAML: "github_app_private_key", Secret: true,
+	{Var: Var{Env: "CHANGEBOT_GITHUB_APP_PRIVATE_KEY", YAML: "github_app_private_key", Secret: true,
 		Description: "The GitHub App's private key (PEM as GitHub downloads it), usually given as CHANGEBOT_GITHUB_APP_PRIVATE_KEY_FILE. A key on one line with its newlines written \\n, as many secret stores keep it, is accepted."},
 		set: func(c *Config, v string) error { c.GitHubAppPrivateKey = unescapePEM(v); return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_GITHUB_INSTALLATION_ID", YAML: "github_installation_id",
+	{Var: Var{Env: "CHANGEBOT_GITHUB_INSTALLATION_ID", YAML: "github_installation_id",
 		Description: "The GitHub App's installation id on the account that owns the repositories."},
 		set: func(c *Config, v string) error { return setPositiveID(&c.GitHubInstallationID, v) }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_REVIEWER_TOKENS", YAML: "reviewer_tokens", Secret: true,
+	{Var: Var{Env: "CHANGEBOT_REVIEWER_TOKENS", YAML: "reviewer_tokens", Secret: true,
 		Description: "Tokens of the reviewer robots on the platform, comma-separated (in a _FILE also one per line). Each approves separately; none may be the robot's own token (on GitHub an App cannot approve the pull requests it opened either)."},
 		setList: func(c *Config, v []string) { c.ReviewerTokens = v }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_WEBHOOK_SECRETS", YAML: "webhook_secrets", Secret: true,
+	{Var: Var{Env: "CHANGEBOT_WEBHOOK_SECRETS", YAML: "webhook_secrets", Secret: true,
 		Description: "Accepted X-Gitlab-Token values, or on GitHub the webhook secrets X-Hub-Signature-256 is checked with; comma-separated (several allow rotation). At least one is required: the bot refuses to start without one."},
 		setList: func(c *Config, v []string) { c.WebhookSecrets = v }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_CALLBACK_SECRET", YAML: "callback_secret", Secret: true,
+	{Var: Var{Env: "CHANGEBOT_CALLBACK_SECRET", YAML: "callback_secret", Secret: true,
 		Description: "HMAC-SHA256 key of X-Changebot-Signature on approval and deploy callbacks. Required."},
 		set: func(c *Config, v string) error { c.CallbackSecret = v; return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_API_TOKENS", YAML: "api_tokens", Secret: true,
+	{Var: Var{Env: "CHANGEBOT_API_TOKENS", YAML: "api_tokens", Secret: true,
 		Description: "REST API bearer tokens, comma-separated role:token with role submitter, operator or viewer (read-only: GET endpoints and the web pages). At least one is required."},
 		setList: func(c *Config, v []string) { c.APITokens = parseAPITokens(v) }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_APPROVAL_URL", YAML: "approval_url",
+	{Var: Var{Env: "CHANGEBOT_APPROVAL_URL", YAML: "approval_url",
 		Description: "Base URL of the external approval system (the bot calls POST {url}/approvals). Required unless the setting approval.provider is gitlab."},
 		set: func(c *Config, v string) error { c.ApprovalURL = strings.TrimRight(v, "/"); return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_EXTERNAL_URL", YAML: "external_url",
+	{Var: Var{Env: "CHANGEBOT_EXTERNAL_URL", YAML: "external_url",
 		Description: "The bot's public base URL, used for callback_url and links. Required."},
 		set: func(c *Config, v string) error { c.ExternalURL = strings.TrimRight(v, "/"); return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_OPERATORS", YAML: "operators",
+	{Var: Var{Env: "CHANGEBOT_OPERATORS", YAML: "operators",
 		Description: "Usernames with the operator role in MR comments, comma-separated: GitLab usernames, or GitHub logins with CHANGEBOT_PLATFORM=github."},
 		setList: func(c *Config, v []string) { c.Operators = trimAt(v) }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_BOT_USERS", YAML: "bot_users",
+	{Var: Var{Env: "CHANGEBOT_BOT_USERS", YAML: "bot_users",
 		Description: "Other bot accounts whose notes are ignored, comma-separated (the robot and the reviewer robots are always ignored)."},
 		setList: func(c *Config, v []string) { c.BotUsers = trimAt(v) }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_LOG_LEVEL", YAML: "log_level", Default: "info",
+	{Var: Var{Env: "CHANGEBOT_LOG_LEVEL", YAML: "log_level", Default: "info",
 		Description: "Log level: debug, info, warn or error."},
 		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(v); return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_LOG_FORMAT", YAML: "log_format", Default: "json",
+	{Var: Var{Env: "CHANGEBOT_LOG_FORMAT", YAML: "log_format", Default: "json",
 		Description: "Log format: text or json."},
 		set: func(c *Config, v string) error { c.LogFormat = strings.ToLower(v); return nil }},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_WORKERS", YAML: "workers", Default: "20",
+	{Var: Var{Env: "CHANGEBOT_WORKERS", YAML: "workers", Default: "20",
 		Description: "Jobs one replica runs at once: up to this many step jobs and as many webhook deliveries, and half of it (at least 2) of status comment refreshes."},
 		set: setWorkers},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_MAX_BODY_BYTES", YAML: "max_body_bytes", Default: "5MiB",
+	{Var: Var{Env: "CHANGEBOT_MAX_BODY_BYTES", YAML: "max_body_bytes", Default: "5MiB",
 		Description: "Largest accepted request body, in bytes or with a KiB, MiB or GiB suffix."},
 		set: setMaxBodyBytes},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_SHUTDOWN_GRACE", YAML: "shutdown_grace", Default: "20s",
+	{Var: Var{Env: "CHANGEBOT_SHUTDOWN_GRACE", YAML: "shutdown_grace", Default: "20s",
 		Description: "How long serve drains in-flight requests and jobs after SIGTERM (a Go duration such as 20s)."},
 		set: setShutdownGrace},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_SHUTDOWN_DELAY", YAML: "shutdown_delay", Default: "10s",
+	{Var: Var{Env: "CHANGEBOT_SHUTDOWN_DELAY", YAML: "shutdown_delay", Default: "10s",
 		Description: "After SIGTERM, how long serve keeps accepting webhooks and API calls while /readyz answers 503, so load balancers stop sending to it before intake stops; then the shutdown grace starts. 0 stops at once."},
 		set: setShutdownDelay},
-	{ConfigVar: ConfigVar{Env: "CHANGEBOT_AUTO_MIGRATE", YAML: "auto_migrate", Default: "false",
+	{Var: Var{Env: "CHANGEBOT_AUTO_MIGRATE", YAML: "auto_migrate", Default: "false",
 		Description: "Apply database migrations when serve or demo starts (otherwise run changebot migrate)."},
 		set: setAutoMigrate},
 }
 
 // settingsVar documents the YAML-only "settings:" map.
-var settingsVar = ConfigVar{YAML: "settings",
+var settingsVar = Var{YAML: "settings",
 	Description: "Initial values of runtime settings (key: value, e.g. flow.approval_first: true), used until an operator changes them."}
 
-// ConfigReference lists every configuration input in README order: one
+// Reference lists every configuration input in README order: one
 // entry per Config field, then the YAML-only settings map.
-func ConfigReference() []ConfigVar {
-	ref := make([]ConfigVar, 0, len(configFields)+1)
+func Reference() []Var {
+	ref := make([]Var, 0, len(configFields)+1)
 	for _, f := range configFields {
-		ref = append(ref, f.ConfigVar)
+		ref = append(ref, f.Var)
 	}
 	return append(ref, settingsVar)
 }
 
-// DefaultConfig returns a Config holding only the defaults of
-// ConfigReference. It does not pass Validate on its own.
-func DefaultConfig() Config {
+// Default returns a Config holding only the defaults of
+// Reference. It does not pass Validate on its own.
+func Default() Config {
 	var c Config
 	for _, f := range configFields {
 		if f.Default == "" {
@@ -321,22 +299,22 @@ func DefaultConfig() Config {
 	return c
 }
 
-// LoadConfig builds the Config from, in increasing precedence: the YAML file
+// Load builds the Config from, in increasing precedence: the YAML file
 // at path (skipped when path is ""; strict: an unknown key is an error), the
 // environment read through getenv (an empty variable counts as unset), and
 // the files named by the *_FILE variables of secrets (their content is
 // trimmed; setting both X and X_FILE is an error). Defaults fill what none of
 // them set. It then validates the result and returns every problem at once
-// as a *ConfigError; no problem quotes a secret. A nil getenv or readFile
+// as a *Error; no problem quotes a secret. A nil getenv or readFile
 // means os.Getenv or os.ReadFile.
-func LoadConfig(path string, getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
+func Load(path string, getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	if readFile == nil {
 		readFile = os.ReadFile
 	}
-	c := DefaultConfig()
+	c := Default()
 	var ps problems
 	fileRead := true
 	if path != "" {
@@ -349,7 +327,7 @@ func LoadConfig(path string, getenv func(string) string, readFile func(string) (
 		}
 	}
 	if err := c.Validate(); err != nil {
-		var ce *ConfigError
+		var ce *Error
 		if errors.As(err, &ce) {
 			for _, p := range ce.Problems {
 				label, _, _ := strings.Cut(p, ":")
@@ -376,15 +354,15 @@ func isMissingProblem(p string) bool {
 // binary that works out of the box, on one machine).
 func (c Config) ResolvedDatabaseURL() string {
 	if c.DatabaseURL == "" {
-		return defaultDatabaseURL(c.DataDir)
+		return DefaultDatabaseURL(c.DataDir)
 	}
 	return c.DatabaseURL
 }
 
-// databaseNote describes the database for serve's first log line, saying
+// DatabaseNote describes the database for serve's first log line, saying
 // when it is the default file because DATABASE_URL is empty.
-func databaseNote(c Config) string {
-	t, err := parseDatabaseTarget(c.ResolvedDatabaseURL())
+func (c Config) DatabaseNote() string {
+	t, err := ParseDatabaseTarget(c.ResolvedDatabaseURL())
 	switch {
 	case err != nil:
 		return "invalid DATABASE_URL"
@@ -400,7 +378,7 @@ func databaseNote(c Config) string {
 // subcommands when no database URL is configured.
 var errDatabaseURLRequired = errors.New("DATABASE_URL is required")
 
-// loadDatabaseConfig is LoadConfig for the subcommands that need only the
+// LoadDatabase is Load for the subcommands that need only the
 // database (migrate, settings, history, replay, verify): it returns the
 // Config with DatabaseURL (from DATABASE_URL, DATABASE_URL_FILE or the YAML
 // file's database_url) and the file's other values, and reports only the
@@ -410,14 +388,14 @@ var errDatabaseURLRequired = errors.New("DATABASE_URL is required")
 // string, and errDatabaseURLRequired when there is none. The rest of the
 // configuration, which serve needs, is not checked. A nil getenv or
 // readFile means os.Getenv or os.ReadFile.
-func loadDatabaseConfig(path string, getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
+func LoadDatabase(path string, getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	if readFile == nil {
 		readFile = os.ReadFile
 	}
-	c := DefaultConfig()
+	c := Default()
 	var fileProblems, ps problems
 	if path != "" {
 		loadConfigFile(&c, path, readFile, &fileProblems)
@@ -495,7 +473,7 @@ func loadConfigFile(c *Config, path string, readFile func(string) ([]byte, error
 // one at most two edits away (workerz: workers); "" when none is.
 func nearestConfigKey(k string) string {
 	best, bestDist := "", 3
-	for _, f := range append(slices.Clone(configFields), configField{ConfigVar: settingsVar}) {
+	for _, f := range append(slices.Clone(configFields), configField{Var: settingsVar}) {
 		if strings.HasPrefix(k, f.YAML+"_") {
 			return f.YAML
 		}
@@ -675,15 +653,15 @@ func splitConfigList(s string) []string {
 
 // parseAPITokens splits each "role:token" entry at its first colon. Entries
 // without a colon get an empty role, which Validate reports.
-func parseAPITokens(entries []string) []APIToken {
-	out := make([]APIToken, 0, len(entries))
+func parseAPITokens(entries []string) []api.Token {
+	out := make([]api.Token, 0, len(entries))
 	for _, e := range entries {
 		role, token, ok := strings.Cut(e, ":")
 		if !ok {
-			out = append(out, APIToken{Token: e})
+			out = append(out, api.Token{Token: e})
 			continue
 		}
-		out = append(out, APIToken{Role: strings.ToLower(strings.TrimSpace(role)), Token: strings.TrimSpace(token)})
+		out = append(out, api.Token{Role: strings.ToLower(strings.TrimSpace(role)), Token: strings.TrimSpace(token)})
 	}
 	return out
 }
@@ -792,7 +770,7 @@ func keepKnownKey(q string) string {
 // usernamePattern accepts GitLab usernames, and GitHub's (a subset).
 var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 
-// Validate reports every problem of c at once as a *ConfigError, or nil.
+// Validate reports every problem of c at once as a *Error, or nil.
 // Messages name the environment variable and YAML key, never a secret value.
 func (c Config) Validate() error {
 	var ps problems
@@ -807,7 +785,7 @@ func (c Config) Validate() error {
 			case n == "":
 				ps.addf("%s: entry %d is empty", configLabel(l.env), i+1)
 			case !usernamePattern.MatchString(n):
-				ps.addf("%s: entry %d %q is not a %s username", configLabel(l.env), i+1, n, platformName(c.Platform))
+				ps.addf("%s: entry %d %q is not a %s username", configLabel(l.env), i+1, n, PlatformName(c.Platform))
 			}
 		}
 	}
@@ -981,7 +959,7 @@ func setPositiveID(dst *int64, v string) error {
 }
 
 // validateAPITokens checks roles, empty entries and duplicate tokens.
-func validateAPITokens(ps *problems, tokens []APIToken) {
+func validateAPITokens(ps *problems, tokens []api.Token) {
 	label := configLabel("CHANGEBOT_API_TOKENS")
 	if len(tokens) == 0 {
 		ps.addf("%s: at least one is required", label)
@@ -994,8 +972,8 @@ func validateAPITokens(ps *problems, tokens []APIToken) {
 			ps.addf("%s: entry %d is empty", label, i+1)
 		case t.Role == "":
 			ps.addf("%s: entry %d has no role: want role:token", label, i+1)
-		case t.Role != RoleSubmitter && t.Role != RoleOperator && t.Role != RoleViewer:
-			ps.addf("%s: entry %d: the role must be %s, %s or %s", label, i+1, RoleSubmitter, RoleOperator, RoleViewer)
+		case !api.ValidRole(t.Role):
+			ps.addf("%s: entry %d: the role must be %s, %s or %s", label, i+1, api.RoleSubmitter, api.RoleOperator, api.RoleViewer)
 		case t.Token == "":
 			ps.addf("%s: entry %d (%s) has an empty token", label, i+1, t.Role)
 		}
@@ -1064,67 +1042,19 @@ func configLabel(env string) string {
 	return env
 }
 
-// validDatabaseURL accepts a postgres:// or postgresql:// URL that parses
-// unambiguously, a key=value connection string, or a sqlite:// file.
-func validDatabaseURL(s string) bool {
-	if strings.HasPrefix(s, sqliteScheme) {
-		_, err := parseDatabaseTarget(s)
-		return err == nil
-	}
-	if !strings.Contains(s, "://") {
-		return strings.Contains(s, "=")
-	}
-	u, ok := parseDatabaseURL(s)
-	return ok && (u.Scheme == "postgres" || u.Scheme == "postgresql")
-}
+// The paths where an installation receives its platform's webhooks.
+const (
+	GitLabWebhookPath = "/webhooks/gitlab"
+	GitHubWebhookPath = "/webhooks/github"
+)
 
-// parseDatabaseURL parses a URL-form connection string, refusing forms
-// where part of a password could end up outside the user info (an unescaped
-// '#', '?' or '/' in the password).
-func parseDatabaseURL(s string) (*url.URL, bool) {
-	u, err := url.Parse(s)
-	if err != nil || u.Fragment != "" || u.RawFragment != "" || strings.Contains(s, "#") {
-		return nil, false
+// WebhookPath is where this installation receives its platform's
+// webhooks: GitHubWebhookPath on GitHub, else GitLabWebhookPath.
+func (c Config) WebhookPath() string {
+	if c.Platform == PlatformGitHub {
+		return GitHubWebhookPath
 	}
-	if u.User == nil && strings.Contains(s, "@") {
-		return nil, false
-	}
-	return u, true
-}
-
-// dsnPassword matches password settings of a key=value connection string.
-var dsnPassword = regexp.MustCompile(`(?i)\b((?:ssl)?password)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
-
-// RedactedDatabaseURL returns DatabaseURL with any password replaced by
-// "xxxxx" (user info, password= and sslpassword= parameters), or "[REDACTED]"
-// when it cannot be parsed well enough to tell the password apart.
-func (c Config) RedactedDatabaseURL() string { return redactDatabaseURL(c.DatabaseURL) }
-
-// redactDatabaseURL is RedactedDatabaseURL for any connection string s: a
-// URL (user info, password= and sslpassword= parameters) or PostgreSQL's
-// key=value form (password=, sslpassword=).
-func redactDatabaseURL(s string) string {
-	if s == "" {
-		return ""
-	}
-	if !strings.Contains(s, "://") {
-		if strings.Contains(s, "@") && !strings.Contains(s, "=") {
-			return redacted
-		}
-		return dsnPassword.ReplaceAllString(s, "${1}=xxxxx")
-	}
-	u, ok := parseDatabaseURL(s)
-	if !ok {
-		return redacted
-	}
-	q := u.Query()
-	for _, k := range []string{"password", "sslpassword"} {
-		if q.Has(k) {
-			q.Set(k, "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.Redacted()
+	return GitLabWebhookPath
 }
 
 // GitLabAPIURL returns GitLab's REST API base, GitLabURL + "/api/v4".
@@ -1233,9 +1163,9 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// platformName is the platform's name as people write it: "GitHub" for
+// PlatformName is the platform's name as people write it: "GitHub" for
 // PlatformGitHub, else "GitLab".
-func platformName(platform string) string {
+func PlatformName(platform string) string {
 	if platform == PlatformGitHub {
 		return "GitHub"
 	}

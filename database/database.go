@@ -1,4 +1,11 @@
-package bot
+// Package database opens the database a DATABASE_URL names
+// (config.ParseDatabaseTarget), of either engine: PostgreSQL through a pgx
+// pool, or a SQLite file, locked to one process. On it, it builds the store,
+// applies and reverts the migrations and makes the job queue's River
+// client. It is the one place besides the store implementations that sees
+// a database driver; it holds no SQL of changebot's tables (that is the
+// store's) and no business rules.
+package database
 
 import (
 	"context"
@@ -18,96 +25,55 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 
+	"changebot/config"
 	"changebot/store"
 	"changebot/store/postgres"
 	"changebot/store/sqlite"
 )
 
-// The engines DATABASE_URL can name.
-const (
-	EnginePostgres = "postgres"
-	EngineSQLite   = "sqlite"
-)
-
-// sqliteScheme starts a DATABASE_URL naming a SQLite file:
-// sqlite:///var/lib/changebot/changebot.db (absolute) or
-// sqlite://changebot.db (relative to the working directory).
-const sqliteScheme = "sqlite://"
-
-// DefaultDatabaseFile is the SQLite file serve uses, in CHANGEBOT_DATA_DIR,
-// when DATABASE_URL is empty.
-const DefaultDatabaseFile = "changebot.db"
-
-// errSecondProcess is the whole error of a process that finds the SQLite
+// ErrSecondProcess is the whole error of a process that finds the SQLite
 // file in use by another.
-var errSecondProcess = errors.New("another changebot process is using this SQLite database; " +
+var ErrSecondProcess = errors.New("another changebot process is using this SQLite database; " +
 	"SQLite serves one replica only: several replicas need PostgreSQL (DATABASE_URL=postgres://…)")
 
-// databaseTarget is what a DATABASE_URL names: a PostgreSQL connection
-// string or a SQLite file.
-type databaseTarget struct {
-	Engine string
-	// URL is the PostgreSQL connection string (Engine postgres).
-	URL string
-	// Path is the SQLite file (Engine sqlite).
-	Path string
-}
-
-// parseDatabaseTarget reads a DATABASE_URL: sqlite://<path> names a SQLite
-// file (three slashes for an absolute path), anything else must be a
-// PostgreSQL URL (postgres://, postgresql://) or key=value connection string.
-func parseDatabaseTarget(s string) (databaseTarget, error) {
-	if rest, ok := strings.CutPrefix(s, sqliteScheme); ok {
-		if rest == "" || strings.ContainsAny(rest, "?#") {
-			return databaseTarget{}, fmt.Errorf("DATABASE_URL %q: want sqlite:///absolute/path/changebot.db or sqlite://relative/path.db, without parameters", s)
-		}
-		return databaseTarget{Engine: EngineSQLite, Path: rest}, nil
-	}
-	if !validDatabaseURL(s) {
-		return databaseTarget{}, errors.New("invalid DATABASE_URL: not a postgres:// URL, a key=value connection string or a sqlite:// file")
-	}
-	return databaseTarget{Engine: EnginePostgres, URL: s}, nil
-}
-
-// sqliteURL is the DATABASE_URL of the SQLite file at path.
-func sqliteURL(path string) string { return sqliteScheme + path }
-
-// defaultDatabaseURL is the DATABASE_URL of an empty one: the file
-// DefaultDatabaseFile in dataDir (empty: the working directory), absolute.
-func defaultDatabaseURL(dataDir string) string {
-	p := filepath.Join(dataDir, DefaultDatabaseFile)
-	if abs, err := filepath.Abs(p); err == nil {
-		p = abs
-	}
-	return sqliteURL(p)
-}
-
-// database is one open database of either engine and what is built on it:
+// DB is one open database of either engine and what is built on it:
 // the store, the migrations and the job queue's client.
-type database struct {
-	target databaseTarget
+type DB struct {
+	target config.DatabaseTarget
 	schema string        // PostgreSQL schema; empty means search_path
 	pool   *pgxpool.Pool // postgres
 	sqlDB  *sql.DB       // sqlite
 	lock   *os.File      // sqlite with exclusive: the held lock file
 }
 
-// pgTracer, when set (by benchmarks), traces every query of the PostgreSQL
-// pools openDatabase opens.
-var pgTracer pgx.QueryTracer
+// OpenOpts are the optional settings of Open; nil means defaults.
+type OpenOpts struct {
+	// Schema is the PostgreSQL schema holding every table: it becomes the
+	// search_path. Empty means the connection's own.
+	Schema string
+	// Exclusive makes Open take, on a SQLite file, an exclusive lock on
+	// <file>.lock first (serve, migrate, copy).
+	Exclusive bool
+	// Tracer, when set (benchmarks), traces every query of the PostgreSQL
+	// pool.
+	Tracer pgx.QueryTracer
+}
 
-// openDatabase opens the database DATABASE_URL url names. For PostgreSQL
-// schema, when set, becomes the search_path. For SQLite with exclusive set
-// it first takes an exclusive lock on <file>.lock and returns
-// errSecondProcess when another process holds it (the lock is the
+// Open opens the database DATABASE_URL url names. For SQLite with
+// o.Exclusive it first takes an exclusive lock on <file>.lock and returns
+// ErrSecondProcess when another process holds it (the lock is the
 // operating system's, so it goes with the process, SIGKILL included).
-func openDatabase(ctx context.Context, url, schema string, exclusive bool) (*database, error) {
-	t, err := parseDatabaseTarget(url)
+func Open(ctx context.Context, url string, o *OpenOpts) (*DB, error) {
+	if o == nil {
+		o = &OpenOpts{}
+	}
+	t, err := config.ParseDatabaseTarget(url)
 	if err != nil {
 		return nil, err
 	}
-	d := &database{target: t, schema: schema}
-	if t.Engine == EngineSQLite {
+	schema, exclusive := o.Schema, o.Exclusive
+	d := &DB{target: t, schema: schema}
+	if t.Engine == config.EngineSQLite {
 		if dir := filepath.Dir(t.Path); dir != "" {
 			if err := os.MkdirAll(dir, 0o750); err != nil {
 				return nil, fmt.Errorf("creating the directory of %s: %w", t.Path, err)
@@ -131,27 +97,28 @@ func openDatabase(ctx context.Context, url, schema string, exclusive bool) (*dat
 	if schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	}
-	cfg.ConnConfig.Tracer = pgTracer
+	cfg.ConnConfig.Tracer = o.Tracer
 	if d.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("connecting to the database: %w", err)
 	}
 	return d, nil
 }
 
-// openExistingDatabase is openDatabase without the lock, for the checks
-// of doctor and setup: a SQLite file that does not exist is an error (they
-// must not create an empty database that serve would find later).
-func openExistingDatabase(ctx context.Context, url, schema string) (*database, error) {
-	t, err := parseDatabaseTarget(url)
+// OpenExisting is Open without the lock, for the commands that read (list,
+// settings, history, replay, verify) and the checks of doctor and setup: a
+// SQLite file that does not exist is an error (they must not create an
+// empty database that serve would find later). schema is OpenOpts.Schema.
+func OpenExisting(ctx context.Context, url, schema string) (*DB, error) {
+	t, err := config.ParseDatabaseTarget(url)
 	if err != nil {
 		return nil, err
 	}
-	if t.Engine == EngineSQLite {
+	if t.Engine == config.EngineSQLite {
 		if _, err := os.Stat(t.Path); err != nil {
 			return nil, fmt.Errorf("no SQLite database at %s yet (serve creates it): %w", t.Path, err)
 		}
 	}
-	return openDatabase(ctx, url, schema, false)
+	return Open(ctx, url, &OpenOpts{Schema: schema})
 }
 
 // resolvedPath is path with its symbolic links resolved, so a second
@@ -190,7 +157,7 @@ func lockFile(path string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s is locked: %w", path, errSecondProcess)
+			return nil, fmt.Errorf("%s is locked: %w", path, ErrSecondProcess)
 		}
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
@@ -199,11 +166,11 @@ func lockFile(path string) (*os.File, error) {
 
 // Describe names the database for a log line or a person: the engine and
 // the file, or the redacted PostgreSQL URL.
-func (d *database) Describe() string {
-	if d.target.Engine == EngineSQLite {
+func (d *DB) Describe() string {
+	if d.target.Engine == config.EngineSQLite {
 		return "sqlite " + d.target.Path
 	}
-	return "postgres " + Config{DatabaseURL: d.target.URL}.RedactedDatabaseURL()
+	return "postgres " + config.RedactDatabaseURL(d.target.URL)
 }
 
 // ErrNoSchema is wrapped by the error of a command that finds none of
@@ -211,7 +178,7 @@ func (d *database) Describe() string {
 // search_path naming another database or schema than the migrated one).
 var ErrNoSchema = errors.New("no changebot schema")
 
-// explainMissingSchema replaces err, when a query failed because a table
+// ExplainMissingSchema replaces err, when a query failed because a table
 // does not exist (PostgreSQL SQLSTATE 42P01 undefined_table, SQLite "no
 // such table"), with one that names the database (password left out) and
 // says to run changebot migrate; other errors are returned as they are.
@@ -219,13 +186,13 @@ var ErrNoSchema = errors.New("no changebot schema")
 // call it on their error rather than checking the migration version first:
 // opening the migrator creates its version table, a write those commands
 // must not make, and the error costs nothing when the schema is there.
-func (d *database) explainMissingSchema(err error) error {
+func (d *DB) ExplainMissingSchema(err error) error {
 	if err == nil {
 		return nil
 	}
 	var pgErr *pgconn.PgError
 	missing := errors.As(err, &pgErr) && pgErr.Code == pgUndefinedTable
-	if !missing && d.target.Engine == EngineSQLite {
+	if !missing && d.target.Engine == config.EngineSQLite {
 		missing = strings.Contains(err.Error(), "no such table")
 	}
 	if !missing {
@@ -236,7 +203,7 @@ func (d *database) explainMissingSchema(err error) error {
 		where += " (schema " + d.schema + ")"
 	}
 	hint := "this DATABASE_URL or its search_path names another database or schema"
-	if d.target.Engine == EngineSQLite {
+	if d.target.Engine == config.EngineSQLite {
 		hint = "this DATABASE_URL names another file"
 	}
 	return &noSchemaError{where: where, hint: hint, err: err}
@@ -261,7 +228,7 @@ func (e *noSchemaError) Error() string {
 func (e *noSchemaError) Unwrap() []error { return []error{ErrNoSchema, e.err} }
 
 // Store returns a store on the database logging to log (nil: nowhere).
-func (d *database) Store(log *slog.Logger) (store.Store, error) {
+func (d *DB) Store(log *slog.Logger) (store.Store, error) {
 	if d.sqlDB != nil {
 		return sqlite.New(d.sqlDB, &sqlite.StoreOpts{Logger: log})
 	}
@@ -269,26 +236,26 @@ func (d *database) Store(log *slog.Logger) (store.Store, error) {
 }
 
 // Migrate applies every migration (ours and River's).
-func (d *database) Migrate(ctx context.Context) error {
+func (d *DB) Migrate(ctx context.Context) error {
 	if d.sqlDB != nil {
 		return sqlite.Migrate(ctx, d.sqlDB, nil)
 	}
 	return postgres.Migrate(ctx, d.pool, &postgres.MigrateOpts{Schema: d.schema})
 }
 
-// errSQLiteDownTo is why a SQLite database reverts to 0 only: its
+// ErrSQLiteDownTo is why a SQLite database reverts to 0 only: its
 // migrator (store/sqlite) reverts all of changebot's migrations and the job
 // queue's, not down to one version.
-var errSQLiteDownTo = errors.New("a SQLite database reverts to 0 only (every migration, the job queue's tables too; " +
+var ErrSQLiteDownTo = errors.New("a SQLite database reverts to 0 only (every migration, the job queue's tables too; " +
 	"-down 0 -yes, then changebot migrate, rebuilds it empty); reverting to one version needs PostgreSQL")
 
 // MigrateDown reverts changebot's migrations to version to; 0 reverts all
 // of them and River's. On SQLite only 0 is a version to revert to
-// (errSQLiteDownTo).
-func (d *database) MigrateDown(ctx context.Context, to uint) error {
+// (ErrSQLiteDownTo).
+func (d *DB) MigrateDown(ctx context.Context, to uint) error {
 	if d.sqlDB != nil {
 		if to != 0 {
-			return fmt.Errorf("-down %d: %w", to, errSQLiteDownTo)
+			return fmt.Errorf("-down %d: %w", to, ErrSQLiteDownTo)
 		}
 		return sqlite.Migrate(ctx, d.sqlDB, &sqlite.MigrateOpts{Down: true})
 	}
@@ -301,7 +268,7 @@ func (d *database) MigrateDown(ctx context.Context, to uint) error {
 
 // MigrationStatus reports the applied version of changebot's migrations
 // and whether it is the newest (and not dirty).
-func (d *database) MigrationStatus() (version uint, current bool, err error) {
+func (d *DB) MigrationStatus() (version uint, current bool, err error) {
 	if d.sqlDB != nil {
 		return sqlite.MigrationStatus(d.sqlDB)
 	}
@@ -309,24 +276,24 @@ func (d *database) MigrationStatus() (version uint, current bool, err error) {
 }
 
 // LatestMigration is the newest migration of the engine.
-func (d *database) LatestMigration() uint {
+func (d *DB) LatestMigration() uint {
 	if d.sqlDB != nil {
 		return sqlite.LatestMigration
 	}
 	return postgres.LatestMigration
 }
 
-// jobClient is what the App calls on the River client of either engine.
-type jobClient interface {
+// JobClient is what the bot calls on the River client of either engine.
+type JobClient interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
 	StopAndCancel(ctx context.Context) error
 	ID() string
 }
 
-// JobClient returns a River client of the engine with cfg (Schema is set
-// for PostgreSQL).
-func (d *database) JobClient(cfg *river.Config) (jobClient, error) {
+// NewJobClient returns a River client of the engine with cfg (Schema is
+// set for PostgreSQL).
+func (d *DB) NewJobClient(cfg *river.Config) (JobClient, error) {
 	if d.sqlDB != nil {
 		return river.NewClient(riversqlite.New(d.sqlDB), cfg)
 	}
@@ -336,8 +303,19 @@ func (d *database) JobClient(cfg *river.Config) (jobClient, error) {
 	return c, err
 }
 
+// Engine is the database's engine: config.EnginePostgres or
+// config.EngineSQLite.
+func (d *DB) Engine() string { return d.target.Engine }
+
+// Target is what the DATABASE_URL the database was opened with names.
+func (d *DB) Target() config.DatabaseTarget { return d.target }
+
+// SQLite is the SQLite file's handle, nil on PostgreSQL (benchmarks count
+// rows with it).
+func (d *DB) SQLite() *sql.DB { return d.sqlDB }
+
 // Close closes the database and releases the lock.
-func (d *database) Close() {
+func (d *DB) Close() {
 	if d.pool != nil {
 		d.pool.Close()
 	}

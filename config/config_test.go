@@ -1,4 +1,4 @@
-package bot
+package config
 
 import (
 	"bytes"
@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"changebot/api"
+	"changebot/settings"
 )
 
 // Distinctive secret values: no test output may contain any of them.
@@ -65,7 +68,7 @@ func without(env map[string]string, keys ...string) map[string]string {
 	return env
 }
 
-// load runs LoadConfig with env as the environment and files as the only
+// load runs Load with env as the environment and files as the only
 // readable files besides testdata/.
 func load(t *testing.T, path string, env, files map[string]string) (Config, error) {
 	t.Helper()
@@ -79,7 +82,7 @@ func load(t *testing.T, path string, env, files map[string]string) (Config, erro
 		}
 		return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
 	}
-	return LoadConfig(path, getenv, readFile)
+	return Load(path, getenv, readFile)
 }
 
 func problemsOf(t *testing.T, err error) []string {
@@ -87,9 +90,9 @@ func problemsOf(t *testing.T, err error) []string {
 	if err == nil {
 		return nil
 	}
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("error is %T, want *ConfigError: %v", err, err)
+		t.Fatalf("error is %T, want *Error: %v", err, err)
 	}
 	return ce.Problems
 }
@@ -107,7 +110,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	t.Parallel()
 	c, err := load(t, "", validEnv(), nil)
 	if err != nil {
-		t.Fatalf("LoadConfig: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	if c.Listen != ":8080" || c.LogLevel != "info" || c.LogFormat != "json" || c.Workers != 20 ||
 		c.MaxBodyBytes != 5<<20 || c.ShutdownGrace != 20*time.Second || c.AutoMigrate {
@@ -116,9 +119,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if c.Operators != nil || c.BotUsers != nil || c.Settings != nil {
 		t.Errorf("unset lists should stay nil: %v", c)
 	}
-	if !reflect.DeepEqual(DefaultConfig(), Config{Listen: ":8080", Platform: PlatformGitLab, LogLevel: "info", LogFormat: "json",
+	if !reflect.DeepEqual(Default(), Config{Listen: ":8080", Platform: PlatformGitLab, LogLevel: "info", LogFormat: "json",
 		Workers: 20, MaxBodyBytes: 5 << 20, ShutdownGrace: 20 * time.Second, ShutdownDelay: 10 * time.Second}) {
-		t.Errorf("DefaultConfig() = %v", DefaultConfig())
+		t.Errorf("Default() = %v", Default())
 	}
 }
 
@@ -133,7 +136,7 @@ func TestLoadConfigSources(t *testing.T) {
 	}{
 		{
 			name: "yaml file alone",
-			path: "testdata/config/full.yaml",
+			path: "testdata/full.yaml",
 			env:  map[string]string{},
 			check: func(t *testing.T, c Config) {
 				want := Config{
@@ -145,7 +148,7 @@ func TestLoadConfigSources(t *testing.T) {
 					ReviewerTokens: []string{"yaml-reviewer-1", "yaml-reviewer-2"},
 					WebhookSecrets: []string{"yaml-webhook-1"},
 					CallbackSecret: "yaml-callback-secret",
-					APITokens:      []APIToken{{RoleSubmitter, "yaml-api-submitter"}, {RoleOperator, "yaml-api-operator"}},
+					APITokens:      []api.Token{{Role: api.RoleSubmitter, Token: "yaml-api-submitter"}, {Role: api.RoleOperator, Token: "yaml-api-operator"}},
 					ApprovalURL:    "https://approvals.example",
 					ExternalURL:    "https://changebot.example",
 					Operators:      []string{"alice", "bob"},
@@ -173,7 +176,7 @@ func TestLoadConfigSources(t *testing.T) {
 		},
 		{
 			name: "environment wins over yaml",
-			path: "testdata/config/full.yaml",
+			path: "testdata/full.yaml",
 			env: map[string]string{
 				"CHANGEBOT_LISTEN":          ":7000",
 				"CHANGEBOT_GITLAB_TOKEN":    secretGitLabToken,
@@ -200,7 +203,7 @@ func TestLoadConfigSources(t *testing.T) {
 		},
 		{
 			name: "empty environment variable counts as unset",
-			path: "testdata/config/full.yaml",
+			path: "testdata/full.yaml",
 			env:  map[string]string{"CHANGEBOT_LISTEN": "", "CHANGEBOT_GITLAB_TOKEN": ""},
 			check: func(t *testing.T, c Config) {
 				if c.Listen != "127.0.0.1:9090" || c.GitLabToken != "yaml-gitlab-token" {
@@ -210,7 +213,7 @@ func TestLoadConfigSources(t *testing.T) {
 		},
 		{
 			name: "secret files are read and trimmed and win over yaml",
-			path: "testdata/config/full.yaml",
+			path: "testdata/full.yaml",
 			env: map[string]string{
 				"CHANGEBOT_GITLAB_TOKEN_FILE":    "/run/secrets/gitlab",
 				"CHANGEBOT_CALLBACK_SECRET_FILE": "/run/secrets/callback",
@@ -232,7 +235,7 @@ func TestLoadConfigSources(t *testing.T) {
 				if !slices.Equal(c.ReviewerTokens, []string{secretReviewer1, secretReviewer2}) {
 					t.Errorf("ReviewerTokens from file: %d entries", len(c.ReviewerTokens))
 				}
-				if !slices.Equal(c.APITokens, []APIToken{{RoleSubmitter, secretAPISubmitter}, {RoleOperator, secretAPIOperator}}) {
+				if !slices.Equal(c.APITokens, []api.Token{{Role: api.RoleSubmitter, Token: secretAPISubmitter}, {Role: api.RoleOperator, Token: secretAPIOperator}}) {
 					t.Errorf("APITokens from file: %v", c.APITokens)
 				}
 				if c.DatabaseURL != "postgres://u:"+secretDBPassword+"@db/x" {
@@ -265,10 +268,10 @@ func TestLoadConfigSources(t *testing.T) {
 		},
 		{
 			name: "approval url is optional when the approval provider is gitlab",
-			path: "testdata/config/gitlab_provider.yaml",
+			path: "testdata/gitlab_provider.yaml",
 			env:  without(validEnv(), "CHANGEBOT_APPROVAL_URL"),
 			files: map[string]string{
-				"testdata/config/gitlab_provider.yaml": "settings:\n  approval.provider: gitlab\n",
+				"testdata/gitlab_provider.yaml": "settings:\n  approval.provider: gitlab\n",
 			},
 			check: func(t *testing.T, c Config) {
 				if c.ApprovalURL != "" || c.Settings["approval.provider"] != "gitlab" {
@@ -282,7 +285,7 @@ func TestLoadConfigSources(t *testing.T) {
 			t.Parallel()
 			c, err := load(t, tt.path, tt.env, tt.files)
 			if err != nil {
-				t.Fatalf("LoadConfig: %v", err)
+				t.Fatalf("Load: %v", err)
 			}
 			tt.check(t, c)
 		})
@@ -394,7 +397,7 @@ func TestLoadConfigProblems(t *testing.T) {
 		},
 		{
 			name: "unknown yaml keys",
-			path: "testdata/config/unknown_key.yaml",
+			path: "testdata/unknown_key.yaml",
 			env:  validEnv(),
 			want: []string{
 				`config file key "gitlab_tokn": unknown key`,
@@ -403,9 +406,9 @@ func TestLoadConfigProblems(t *testing.T) {
 		},
 		{
 			name: "yaml syntax error gives its position and reason, no value",
-			path: "testdata/config/invalid_syntax.yaml",
+			path: "testdata/invalid_syntax.yaml",
 			env:  validEnv(),
-			want: []string{"config file testdata/config/invalid_syntax.yaml: invalid YAML at line"},
+			want: []string{"config file testdata/invalid_syntax.yaml: invalid YAML at line"},
 		},
 		{
 			name:  "duplicate yaml key",
@@ -448,7 +451,7 @@ func TestLoadConfigProblems(t *testing.T) {
 		},
 		{
 			name: "yaml values of the wrong shape",
-			path: "testdata/config/wrong_shapes.yaml",
+			path: "testdata/wrong_shapes.yaml",
 			env:  validEnv(),
 			want: []string{
 				`config file key "listen": want a single value`,
@@ -497,7 +500,7 @@ func TestConfigNeverPrintsSecrets(t *testing.T) {
 	t.Parallel()
 	c, err := load(t, "", with(validEnv(), "CHANGEBOT_APPROVAL_URL", "https://bot:"+secretCallback+"@approvals.example"), nil)
 	if err != nil {
-		t.Fatalf("LoadConfig: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	var text, js bytes.Buffer
 	slog.New(slog.NewTextHandler(&text, nil)).Info("config", "config", c)
@@ -558,9 +561,9 @@ func TestRedactedDatabaseURL(t *testing.T) {
 
 func TestConfigReference(t *testing.T) {
 	t.Parallel()
-	ref := ConfigReference()
+	ref := Reference()
 	if n := reflect.TypeFor[Config]().NumField(); len(ref) != n {
-		t.Errorf("ConfigReference has %d entries, Config has %d fields", len(ref), n)
+		t.Errorf("Reference has %d entries, Config has %d fields", len(ref), n)
 	}
 	seen := map[string]bool{}
 	for _, v := range ref {
@@ -598,7 +601,7 @@ func TestDeployExampleConfig(t *testing.T) {
 	}
 	c, err := load(t, "../deploy/changebot.example.yaml", validEnv(), nil)
 	if err != nil {
-		t.Fatalf("LoadConfig(example): %v", err)
+		t.Fatalf("Load(example): %v", err)
 	}
 	if len(c.Settings) == 0 {
 		t.Error("the example should show initial settings")
@@ -615,5 +618,16 @@ func TestConfigLogsDurationsAsText(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("log line %s: want %s", b.String(), want)
 		}
+	}
+}
+
+func TestDeployExampleSettingsValidate(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, "../deploy/changebot.example.yaml", validEnv(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := settings.ValidateInitial(c.Settings); err != nil {
+		t.Errorf("deploy/changebot.example.yaml settings: %v", err)
 	}
 }
