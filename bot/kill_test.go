@@ -54,7 +54,10 @@ func TestMain(m *testing.M) {
 // (TEST_DATABASE_URL, CHANGEBOT_TEST_*, CHANGEBOT_HELM, CHANGEBOT_BENCH_*)
 // are not configuration and stay.
 func clearAmbientConfig() {
-	for _, f := range configFields {
+	for _, f := range config.Reference() {
+		if f.Env == "" {
+			continue // the YAML-only settings map
+		}
 		_ = os.Unsetenv(f.Env)
 		_ = os.Unsetenv(f.Env + "_FILE")
 	}

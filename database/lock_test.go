@@ -1,4 +1,4 @@
-package bot
+package database
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func TestSQLiteLockFollowsSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(real, "changebot.db")
-	first, err := openDatabase(context.Background(), "sqlite://"+file, "", true)
+	first, err := Open(context.Background(), "sqlite://"+file, &OpenOpts{Exclusive: true})
 	if err != nil {
 		t.Fatalf("first open: %v", err)
 	}
@@ -40,13 +40,13 @@ func TestSQLiteLockFollowsSymlinks(t *testing.T) {
 		{"a name with a dot-dot", filepath.Join(real, "..", "data", "changebot.db")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := openDatabase(context.Background(), "sqlite://"+tc.path, "", true)
+			d, err := Open(context.Background(), "sqlite://"+tc.path, &OpenOpts{Exclusive: true})
 			if err == nil {
 				d.Close()
 				t.Fatalf("second open of %s succeeded while the first holds the lock", tc.path)
 			}
-			if !errors.Is(err, errSecondProcess) {
-				t.Fatalf("second open of %s: %v, want errSecondProcess", tc.path, err)
+			if !errors.Is(err, ErrSecondProcess) {
+				t.Fatalf("second open of %s: %v, want ErrSecondProcess", tc.path, err)
 			}
 		})
 	}
