@@ -95,8 +95,9 @@ func (a *appSource) JWT(now time.Time) (string, error) {
 // token returns a valid installation token: the cached one until
 // TokenRenewBefore before its expiry, else a new one from POST
 // /app/installations/{id}/access_tokens (201, fixture
-// api-apps-installation-token.json) made with the App's JWT.
-func (a *appSource) token(ctx context.Context) (string, error) {
+// api-apps-installation-token.json) made with the App's JWT; minted reports
+// the latter (tokenFunc).
+func (a *appSource) token(ctx context.Context) (tok string, minted bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.c.now()
@@ -104,17 +105,17 @@ func (a *appSource) token(ctx context.Context) (string, error) {
 	tok, expires := a.tok, a.expires
 	a.smu.Unlock()
 	if tok != "" && now.Before(expires.Add(-TokenRenewBefore)) {
-		return tok, nil
+		return tok, false, nil
 	}
 	jwtStr, err := a.JWT(now)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	it, err := call(withJWT(ctx, jwtStr), a.c, epInstallationToken, func(ctx context.Context) (*gh.InstallationToken, *gh.Response, error) {
 		return a.api.Apps.CreateInstallationToken(ctx, a.cfg.InstallationID, nil)
 	})
 	if err != nil {
-		return "", fmt.Errorf("creating an installation token for installation %d: %w", a.cfg.InstallationID, err)
+		return "", false, fmt.Errorf("creating an installation token for installation %d: %w", a.cfg.InstallationID, err)
 	}
 	a.smu.Lock()
 	defer a.smu.Unlock()
@@ -126,12 +127,14 @@ func (a *appSource) token(ctx context.Context) (string, error) {
 	if a.expires.IsZero() {
 		a.expires = now.Add(time.Hour)
 	}
-	return a.tok, nil
+	return a.tok, true, nil
 }
 
 // refused forgets tok when it is the cached token GitHub just answered 401
-// for (revoked, or expired before its expires_at): the next call creates a
-// new one instead of failing until TokenRenewBefore.
+// for (revoked, the App re-keyed, or expired before its expires_at by the
+// local clock): the next token call creates a new one, with which the
+// transport sends the request once more, instead of failing until
+// TokenRenewBefore.
 func (a *appSource) refused(tok string) {
 	a.smu.Lock()
 	defer a.smu.Unlock()
@@ -180,9 +183,9 @@ func withJWT(ctx context.Context, token string) context.Context {
 
 // appTransportToken is the token function of the JWT client: the JWT the
 // call carries in its context.
-func appTransportToken(ctx context.Context) (string, error) {
+func appTransportToken(ctx context.Context) (string, bool, error) {
 	if s, ok := ctx.Value(jwtKey{}).(string); ok && s != "" {
-		return s, nil
+		return s, true, nil
 	}
-	return "", errors.New("github app call without a JWT")
+	return "", false, errors.New("github app call without a JWT")
 }

@@ -352,16 +352,33 @@ type retryPolicy struct {
 	sleep func(ctx context.Context, d time.Duration) error
 }
 
+// tokenFunc returns the token a request is sent with, and whether it was
+// minted for this request (an installation token just created from the
+// App's JWT): a 401 on a minted token is a refusal, never renewed again.
+type tokenFunc func(ctx context.Context) (tok string, minted bool, err error)
+
+// staticToken is the tokenFunc of a configured token.
+func staticToken(tok string) tokenFunc {
+	return func(context.Context) (string, bool, error) { return tok, false, nil }
+}
+
 // transport authenticates each request, counts attempts and retries: a
 // rate limit that names a wait of at most waitMax (any method), a 5xx
 // other than 501 of a GET or HEAD, and dial or DNS errors (the request
-// never reached GitHub). Everything else surfaces at once.
+// never reached GitHub). An installation token GitHub answers 401 for
+// (revoked, the App re-keyed, or expired early because the local clock is
+// behind GitHub's) is renewed and the same request sent once more, its
+// body again from GetBody (docs.github.com "Authenticating as a GitHub App
+// installation": an installation token "will expire after 1 hour" and
+// "you can ... revoke" it; a revoked or expired one answers 401 "Bad
+// credentials"); only a 401 on a token minted for the request is a
+// refusal. Everything else surfaces at once.
 type transport struct {
 	base  http.RoundTripper
-	token func(context.Context) (string, error) // nil: leave Authorization alone
-	// refused, when set, is told the token GitHub answered 401 for (an
-	// installation token revoked or expired early), so the next call gets
-	// a new one.
+	token tokenFunc // nil: leave Authorization alone
+	// refused, when set, is told the token GitHub answered 401 for, so
+	// that the next token is a new one; set only where tokens can be
+	// renewed (an App installation).
 	refused func(token string)
 	rp      retryPolicy
 	logger  *slog.Logger
@@ -376,19 +393,21 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	for attempt := 0; ; attempt++ {
+	resendable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	renewed := false
+	for attempt, sent := 0, 0; ; sent++ {
 		r := req.Clone(ctx)
-		if attempt > 0 && req.GetBody != nil {
+		if sent > 0 && req.GetBody != nil {
 			body, err := req.GetBody()
 			if err != nil {
 				return nil, err
 			}
 			r.Body = body
 		}
-		tok := ""
+		tok, minted := "", false
 		if t.token != nil {
 			var err error
-			if tok, err = t.token(ctx); err != nil {
+			if tok, minted, err = t.token(ctx); err != nil {
 				return nil, err
 			}
 			r.Header.Set("Authorization", "Bearer "+tok)
@@ -415,6 +434,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err := base.RoundTrip(r)
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized && t.refused != nil {
 			t.refused(tok)
+			if !renewed && !minted && resendable && ctx.Err() == nil {
+				renewed = true
+				drain(resp)
+				t.logger.LogAttrs(ctx, slog.LevelDebug, "github installation token refused; sending again with a new one",
+					slog.String(platform.AttrMethod, req.Method), slog.Int(platform.AttrStatus, resp.StatusCode))
+				continue
+			}
 		}
 		wait, retry := t.rp.shouldRetry(req, resp, err, attempt)
 		if resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests) {
@@ -422,17 +448,24 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				t.gate.record(ctx, t.logger, d)
 			}
 		}
-		if !retry || attempt >= max(t.rp.Max, 0) || (req.Body != nil && req.GetBody == nil) {
+		if !retry || attempt >= max(t.rp.Max, 0) || !resendable {
 			return resp, err
 		}
 		if resp != nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			_ = resp.Body.Close()
+			drain(resp)
 		}
 		if err := t.rp.sleep(ctx, wait); err != nil {
 			return nil, err
 		}
+		attempt++
 	}
+}
+
+// drain reads what is left of an answer not handed on (at most 64 KiB, so
+// the connection can be reused) and closes it.
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
 }
 
 // shouldRetry decides one attempt's retry and its wait.

@@ -284,14 +284,14 @@ func New(cfg Config) (*Client, error) {
 		}
 	} else {
 		tok := cfg.Token
-		c.robot, err = c.build(base, hc, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok), nil)
+		c.robot, err = c.build(base, hc, staticToken(tok), accountKey(base, tok), nil)
 		if err != nil {
 			return nil, err
 		}
 	}
 	for _, t := range cfg.ReviewerTokens {
 		tok := t
-		rc, err := c.build(base, hc, func(context.Context) (string, error) { return tok, nil }, accountKey(base, tok), nil)
+		rc, err := c.build(base, hc, staticToken(tok), accountKey(base, tok), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -304,7 +304,7 @@ func New(cfg Config) (*Client, error) {
 // token (nil: none, the caller sets Authorization itself), respects the
 // account's wait (Config.AccountWaits), retries and records. go-github's own rate-limit bookkeeping is off: this package
 // reads the headers itself (call.go) so that one clock decides.
-func (c *Client) build(base *url.URL, hc *http.Client, token func(context.Context) (string, error), account string, refused func(string)) (*gh.Client, error) {
+func (c *Client) build(base *url.URL, hc *http.Client, token tokenFunc, account string, refused func(string)) (*gh.Client, error) {
 	h := *hc
 	h.Transport = &transport{base: h.Transport, token: token, refused: refused, rp: c.rp, logger: c.logger,
 		gate: accountGate{waits: c.waits, account: account, now: c.now}}

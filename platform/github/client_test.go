@@ -1,6 +1,7 @@
 package github_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -557,40 +559,161 @@ func TestPipelinesOfBranch(t *testing.T) {
 	}
 }
 
-// TestAppTokenRevokedEarly: an installation token GitHub refuses (401)
-// before its expiry is dropped, so the next call creates a new one
-// instead of failing until the renewal time.
+// TestAppTokenRevokedEarly (issue 21 point 4): an installation token
+// GitHub refuses with 401 before the adapter would renew it (revoked, the
+// App re-keyed, or the local clock behind GitHub's) is renewed inside the
+// transport and the same request sent once more, a write with its body;
+// the call succeeds and no 401 reaches the flows, which would end the
+// change in HANDLE_NOT_MERGEABLE or HANDLE_REVIEWER_DENIED. Only a 401 on
+// a token minted for the request is a refusal (ErrForbidden, status 401).
 func TestAppTokenRevokedEarly(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := newClock()
-	srv := githubfake.New(githubfake.Options{NowFunc: clk.Now})
-	t.Cleanup(srv.Close)
-	app := srv.AddApp("changebot-app", &key.PublicKey)
-	repo := srv.AddRepo(githubfake.RepoSpec{FullName: "acme/config"})
-	c, err := github.New(github.Config{BaseURL: srv.URL(), NowFunc: clk.Now,
-		App: &github.AppAuth{AppID: app.ID, InstallationID: app.InstallationID,
-			PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})}})
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	const branchRead = "/repos/acme/config/git/ref/heads/main"
+	tests := []struct {
+		name string
+		// skew is how far GitHub's clock is ahead of the adapter's.
+		skew time.Duration
+		// warm makes one call first, so that a token is cached; open also
+		// opens pull request #1.
+		warm, open bool
+		// before runs between the warm-up and the call.
+		before func(srv *githubfake.Server, clk *clock)
+		// call is the call checked; nil reads main.
+		call func(ctx context.Context, c *github.Client, repo githubfake.Repo) error
+		// path is the request whose sends are counted (a pattern, as
+		// githubfake.CallCount's); "" is the read of main.
+		path       string
+		wantStatus int // 0: success
+		wantTokens int
+		// wantSends are the sends of the checked call's request.
+		wantSends []int
+	}{
+		{name: "revoked token renewed, the read sent again", warm: true,
+			before:     func(srv *githubfake.Server, _ *clock) { srv.ExpireTokens() },
+			wantTokens: 2, wantSends: []int{401, 200}},
+		{name: "revoked token renewed, the write sent again with its body", warm: true, open: true,
+			before: func(srv *githubfake.Server, _ *clock) { srv.ExpireTokens() },
+			call: func(ctx context.Context, c *github.Client, repo githubfake.Repo) error {
+				_, err := c.CreateNote(ctx, repo.ID, 1, "status: the body sent twice")
+				return err
+			},
+			path: "/repos/acme/config/issues/1/comments", wantTokens: 2, wantSends: []int{401, 201}},
+		{name: "local clock 7 minutes behind GitHub's: expired by GitHub's clock first", skew: 7 * time.Minute, warm: true,
+			before:     func(_ *githubfake.Server, clk *clock) { clk.Add(61 * time.Minute) },
+			wantTokens: 2, wantSends: []int{401, 200}},
+		{name: "401 on a freshly minted token is a refusal", path: "/repositories/*",
+			before: func(srv *githubfake.Server, _ *clock) {
+				srv.InjectFault(githubfake.Fault{Method: "GET", PathPattern: "/repositories/*", Status: 401, Times: 1,
+					Body: `{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest"}`})
+			},
+			wantStatus: 401, wantTokens: 1, wantSends: []int{401}},
+		{name: "401 again on the renewed token is a refusal", warm: true,
+			before: func(srv *githubfake.Server, _ *clock) {
+				srv.InjectFault(githubfake.Fault{Method: "GET", PathPattern: branchRead, Status: 401, Times: 2,
+					Body: `{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest"}`})
+			},
+			wantStatus: 401, wantTokens: 2, wantSends: []int{401, 401}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clk := newClock()
+			srv := githubfake.New(githubfake.Options{NowFunc: func() time.Time { return clk.Now().Add(tt.skew) }})
+			t.Cleanup(srv.Close)
+			app := srv.AddApp("changebot-app", &key.PublicKey)
+			repo := srv.AddRepo(githubfake.RepoSpec{FullName: "acme/config", NoCI: true})
+			c, err := github.New(github.Config{BaseURL: srv.URL(), NowFunc: clk.Now, RetryMax: -1,
+				App: &github.AppAuth{AppID: app.ID, InstallationID: app.InstallationID, PrivateKeyPEM: pemKey}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			if tt.warm {
+				if _, err := c.Project(ctx, repo.FullName); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.open {
+				openPull(ctx, t, c, repo)
+			}
+			tt.before(srv, clk)
+			sentBefore := len(srv.Calls())
+			call := tt.call
+			if call == nil {
+				call = func(ctx context.Context, c *github.Client, repo githubfake.Repo) error {
+					_, err := c.Branch(ctx, repo.ID, "main")
+					return err
+				}
+			}
+			err = call(ctx, c, repo)
+			switch {
+			case tt.wantStatus == 0 && err != nil:
+				t.Fatalf("call: %v; want the renewed token to carry it", err)
+			case tt.wantStatus != 0 && (!errors.Is(err, platform.ErrForbidden) || platform.StatusOf(err) != tt.wantStatus):
+				t.Fatalf("call: %v; want a %d refusal", err, tt.wantStatus)
+			}
+			if n := srv.InstallationTokens(); n != tt.wantTokens {
+				t.Errorf("installation tokens = %d; want %d", n, tt.wantTokens)
+			}
+			if tt.wantSends != nil {
+				path := cmp.Or(tt.path, branchRead)
+				var sends []int
+				for _, cl := range srv.Calls()[sentBefore:] {
+					if segmentsMatch(path, cl.Path) {
+						sends = append(sends, cl.Status)
+					}
+				}
+				if !slices.Equal(sends, tt.wantSends) {
+					t.Errorf("sends: %v; want %v", sends, tt.wantSends)
+				}
+			}
+			if tt.call != nil {
+				cs := srv.Comments(repo.ID, 1)
+				if len(cs) != 1 || cs[0].Body != "status: the body sent twice" {
+					t.Errorf("comments %+v; want the one body, once", cs)
+				}
+			}
+		})
+	}
+}
+
+// segmentsMatch reports whether path matches pattern, where a "*" segment
+// matches any one segment.
+func segmentsMatch(pattern, path string) bool {
+	ps, xs := strings.Split(pattern, "/"), strings.Split(path, "/")
+	if len(ps) != len(xs) {
+		return false
+	}
+	for i := range ps {
+		if ps[i] != "*" && ps[i] != xs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// openPull opens a pull request through c from a new branch with one
+// commit and returns its head and number.
+func openPull(ctx context.Context, t *testing.T, c *github.Client, repo githubfake.Repo) (string, int64) {
+	t.Helper()
+	if _, err := c.CreateBranch(ctx, repo.ID, "feature", "main"); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := c.CreateCommit(ctx, repo.ID, platform.CommitParams{Branch: "feature", Message: "m",
+		Actions: []platform.FileAction{{Action: "create", FilePath: "f.txt", Content: "x"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Branch(t.Context(), repo.ID, "main"); err != nil {
+	mr, err := c.CreateMergeRequest(ctx, repo.ID, platform.CreateMRParams{SourceBranch: "feature", TargetBranch: "main", Title: "t"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	srv.ExpireTokens()
-	_, err = c.Branch(t.Context(), repo.ID, "main")
-	if platform.StatusOf(err) != 401 {
-		t.Fatalf("with the revoked token: err = %v; want 401", err)
-	}
-	if _, err := c.Branch(t.Context(), repo.ID, "main"); err != nil {
-		t.Fatalf("next call: %v; want a new token", err)
-	}
-	if n := srv.InstallationTokens(); n != 2 {
-		t.Errorf("installation tokens = %d; want 2", n)
-	}
+	return cm.SHA, mr.IID
 }
 
 // TestConcurrentFirstUse: many goroutines using a fresh client at once
