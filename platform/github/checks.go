@@ -19,35 +19,81 @@ const PipelineCommits = 5
 // fixture api-checks-list-for-ref.json) and its commit statuses (GET
 // .../commits/{sha}/status, the latest per context; fixtures
 // api-repos-combined-status.json, api-real-combined-status.exchange.json).
-// Neither endpoint includes the other's kind, so both are read. One page
-// of 100 each.
+// Neither endpoint includes the other's kind, so both are read, every page
+// of 100 (listAll): GitHub answers at most 100 per page, newest first, so a
+// failed or required check older than the newest 100 is on a later page.
 func (c *Client) checksOf(ctx context.Context, r repoRef, sha string) ([]check, error) {
-	runs, err := call(ctx, c, epCheckRunsList, func(ctx context.Context) (*gh.ListCheckRunsResults, *gh.Response, error) {
-		return c.robot.Checks.ListCheckRunsForRef(ctx, r.owner, r.name, sha, &gh.ListCheckRunsOptions{
-			Filter: new("latest"), ListOptions: gh.ListOptions{PerPage: pageSize},
+	runs, err := listAll(ctx, c, epCheckRunsList, func(ctx context.Context, page int) ([]*gh.CheckRun, int, *gh.Response, error) {
+		res, resp, err := c.robot.Checks.ListCheckRunsForRef(ctx, r.owner, r.name, sha, &gh.ListCheckRunsOptions{
+			Filter: new("latest"), ListOptions: gh.ListOptions{PerPage: pageSize, Page: page},
 		})
+		if res == nil {
+			return nil, 0, resp, err
+		}
+		return res.CheckRuns, res.GetTotal(), resp, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	combined, err := call(ctx, c, epCombinedStatusGet, func(ctx context.Context) (*gh.CombinedStatus, *gh.Response, error) {
-		return c.robot.Repositories.GetCombinedStatus(ctx, r.owner, r.name, sha, &gh.ListOptions{PerPage: pageSize})
+	statuses, err := listAll(ctx, c, epCombinedStatusGet, func(ctx context.Context, page int) ([]*gh.RepoStatus, int, *gh.Response, error) {
+		res, resp, err := c.robot.Repositories.GetCombinedStatus(ctx, r.owner, r.name, sha, &gh.ListOptions{PerPage: pageSize, Page: page})
+		if res == nil {
+			return nil, 0, resp, err
+		}
+		return res.Statuses, res.GetTotalCount(), resp, err
 	})
 	if err != nil {
 		return nil, err
 	}
 	var out []check
-	for _, cr := range runs.CheckRuns {
+	for _, cr := range runs {
 		if cr != nil {
 			out = append(out, check{id: cr.GetID(), name: cr.GetName(), status: checkRunStatus(cr.GetStatus(), cr.GetConclusion())})
 		}
 	}
-	for _, st := range combined.Statuses {
+	for _, st := range statuses {
 		if st != nil {
 			out = append(out, check{id: st.GetID(), name: st.GetContext(), status: commitStatus(st.GetState())})
 		}
 	}
 	return out, nil
+}
+
+// listAll reads every page of a list whose answer names its total_count
+// (check runs, combined statuses, check suites, workflow runs): fn reads
+// one page (1-based) of pageSize and returns its items and the total. The
+// next page is the Link header's rel="next" (docs.github.com "Using
+// pagination in the REST API"); without one, it is the following page
+// while fewer than total_count were read and the page was full. At most
+// maxPages pages are read.
+func listAll[T any](ctx context.Context, c *Client, endpoint string, fn func(ctx context.Context, page int) ([]T, int, *gh.Response, error)) ([]T, error) {
+	var all []T
+	page := 1
+	for range maxPages {
+		var items []T
+		var total int
+		_, resp, err := callResp(ctx, c, endpoint, func(ctx context.Context) (struct{}, *gh.Response, error) {
+			var err error
+			var r *gh.Response
+			items, total, r, err = fn(ctx, page)
+			return struct{}{}, r, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		switch {
+		case len(items) == 0 || len(all) >= total && (resp == nil || resp.NextPage == 0):
+			return all, nil
+		case resp != nil && resp.NextPage > page:
+			page = resp.NextPage
+		case len(all) < total && len(items) >= pageSize:
+			page++
+		default:
+			return all, nil
+		}
+	}
+	return all, nil
 }
 
 // requiredContexts returns the status contexts and check names the
@@ -201,15 +247,19 @@ func (c *Client) CreateMergeRequestPipeline(ctx context.Context, projectID, iid 
 		return fail(err)
 	}
 	sha := pr.GetHead().GetSHA()
-	runs, err := call(ctx, c, epWorkflowRunsList, func(ctx context.Context) (*gh.WorkflowRuns, *gh.Response, error) {
-		return c.robot.Actions.ListRepositoryWorkflowRuns(ctx, r.owner, r.name, &gh.ListWorkflowRunsOptions{HeadSHA: sha, ListOptions: gh.ListOptions{PerPage: pageSize}})
+	runs, err := listAll(ctx, c, epWorkflowRunsList, func(ctx context.Context, page int) ([]*gh.WorkflowRun, int, *gh.Response, error) {
+		res, resp, err := c.robot.Actions.ListRepositoryWorkflowRuns(ctx, r.owner, r.name, &gh.ListWorkflowRunsOptions{HeadSHA: sha, ListOptions: gh.ListOptions{PerPage: pageSize, Page: page}})
+		if res == nil {
+			return nil, 0, resp, err
+		}
+		return res.WorkflowRuns, res.GetTotalCount(), resp, err
 	})
 	if err != nil {
 		return fail(err)
 	}
 	actionsSuites := map[int64]bool{}
 	rerun := 0
-	for _, run := range runs.WorkflowRuns {
+	for _, run := range runs {
 		actionsSuites[run.GetCheckSuiteID()] = true
 		if run.GetStatus() != "completed" || !rerunConclusions[run.GetConclusion()] {
 			continue
@@ -223,13 +273,17 @@ func (c *Client) CreateMergeRequestPipeline(ctx context.Context, projectID, iid 
 		}
 		rerun++
 	}
-	suites, err := call(ctx, c, epCheckSuitesList, func(ctx context.Context) (*gh.ListCheckSuiteResults, *gh.Response, error) {
-		return c.robot.Checks.ListCheckSuitesForRef(ctx, r.owner, r.name, sha, &gh.ListCheckSuiteOptions{ListOptions: gh.ListOptions{PerPage: pageSize}})
+	suites, err := listAll(ctx, c, epCheckSuitesList, func(ctx context.Context, page int) ([]*gh.CheckSuite, int, *gh.Response, error) {
+		res, resp, err := c.robot.Checks.ListCheckSuitesForRef(ctx, r.owner, r.name, sha, &gh.ListCheckSuiteOptions{ListOptions: gh.ListOptions{PerPage: pageSize, Page: page}})
+		if res == nil {
+			return nil, 0, resp, err
+		}
+		return res.CheckSuites, res.GetTotal(), resp, err
 	})
 	if err != nil {
 		return fail(err)
 	}
-	for _, s := range suites.CheckSuites {
+	for _, s := range suites {
 		if actionsSuites[s.GetID()] || s.GetApp().GetSlug() == "github-actions" || s.GetStatus() != "completed" || !rerunConclusions[s.GetConclusion()] {
 			continue
 		}

@@ -262,8 +262,10 @@ func (s *Server) latestChecks(r *repo, sha string) []string {
 }
 
 // listCheckRuns answers GET .../commits/{ref}/check-runs (fixture
-// api-checks-list-for-ref.json); filter=latest (the default) keeps the
-// newest run per name.
+// api-checks-list-for-ref.json), newest first; filter=latest (the default)
+// keeps the newest run per name. It is paged (per_page, default 30, at
+// most 100, Link header) and total_count counts every run (docs.github.com
+// "List check runs for a Git reference").
 func (s *Server) listCheckRuns(rc *reqCtx) {
 	r := s.repoOf(rc)
 	if r == nil {
@@ -327,7 +329,7 @@ func (s *Server) listCheckSuites(rc *reqCtx) {
 		return
 	}
 	suites := s.suites(r, c.sha)
-	rc.json(http.StatusOK, map[string]any{"total_count": len(suites), "check_suites": suites})
+	rc.json(http.StatusOK, map[string]any{"total_count": len(suites), "check_suites": append([]map[string]any{}, paginate(rc, suites, 30)...)})
 }
 
 // rerequestSuite answers POST .../check-suites/{id}/rerequest: the
@@ -379,7 +381,10 @@ func (s *Server) rerequestSuite(rc *reqCtx) {
 
 // getCombinedStatus answers GET .../commits/{ref}/status (fixtures
 // api-repos-combined-status.json, api-real-combined-status.exchange.json):
-// the newest status per context and the combined state.
+// the newest status per context and the combined state of them all; the
+// statuses are paged (per_page, default 30, at most 100) and total_count
+// counts them all (docs.github.com "Get the combined status for a specific
+// reference").
 func (s *Server) getCombinedStatus(rc *reqCtx) {
 	r := s.repoOf(rc)
 	if r == nil {
@@ -406,7 +411,7 @@ func (s *Server) getCombinedStatus(rc *reqCtx) {
 		list = append(list, s.statusJSON(r, st))
 	}
 	rc.json(http.StatusOK, map[string]any{
-		"state": state, "statuses": list, "sha": c.sha, "total_count": len(list),
+		"state": state, "statuses": append([]any{}, paginate(rc, list, 30)...), "sha": c.sha, "total_count": len(list),
 		"repository": s.repoJSON(r), "commit_url": s.repoAPI(r) + "/commits/" + c.sha, "url": s.repoAPI(r) + "/commits/" + c.sha + "/status",
 	})
 }

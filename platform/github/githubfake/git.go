@@ -767,7 +767,8 @@ func (s *Server) compare(rc *reqCtx) {
 	rc.json(http.StatusOK, out)
 }
 
-// perPage reads per_page, default def, at most 100.
+// perPage reads per_page, default def, at most 100 (docs.github.com "Using
+// pagination in the REST API": "per_page ... max 100").
 func perPage(rc *reqCtx, def int) int {
 	n := def
 	if v := rc.query("per_page"); v != "" {
@@ -785,18 +786,35 @@ func page(rc *reqCtx) int {
 	return max(n, 1)
 }
 
-// paginate answers one page of items with GitHub's Link header.
+// paginate answers one page of items with GitHub's Link header: rel
+// "prev", "next", "last" and "first" as they apply, in GitHub's order
+// (docs.github.com "Using pagination in the REST API", the link header).
+// An answer that fits one page has none.
 func paginate[T any](rc *reqCtx, items []T, def int) []T {
 	per, p := perPage(rc, def), page(rc)
 	start := min((p-1)*per, len(items))
 	end := min(start+per, len(items))
-	if end < len(items) {
+	last := max((len(items)+per-1)/per, 1)
+	link := func(n int, rel string) string {
 		u := *rc.r.URL
 		q := u.Query()
-		q.Set("page", fmt.Sprint(p+1))
+		q.Set("page", fmt.Sprint(n))
 		q.Set("per_page", fmt.Sprint(per))
 		u.RawQuery = q.Encode()
-		rc.w.Header().Set("Link", fmt.Sprintf(`<%s%s>; rel="next"`, rc.s.URL(), u.RequestURI()))
+		return fmt.Sprintf(`<%s%s>; rel=%q`, rc.s.URL(), u.RequestURI(), rel)
+	}
+	var links []string
+	if p > 1 {
+		links = append(links, link(min(p-1, last), "prev"))
+	}
+	if p < last {
+		links = append(links, link(p+1, "next"), link(last, "last"))
+	}
+	if p > 1 {
+		links = append(links, link(1, "first"))
+	}
+	if len(links) > 0 {
+		rc.w.Header().Set("Link", strings.Join(links, ", "))
 	}
 	return items[start:end]
 }
