@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"changebot/demo"
 )
 
 // TestActiveChangesGaugeFromTheDatabase (issue 9, defect 12): the leader
@@ -16,7 +18,7 @@ func TestActiveChangesGaugeFromTheDatabase(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, false, 100*time.Millisecond) // no decision: the change waits at APPROVAL_SENT
 	startBot(t, env)
-	opID, err := submitDemoChange(context.Background(), env)
+	opID, err := demo.SubmitChange(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func TestActiveChangesGaugeFromTheDatabase(t *testing.T) {
 	}
 }
 
-func scrape(t *testing.T, env *demoEnv) string {
+func scrape(t *testing.T, env *demo.Env) string {
 	t.Helper()
 	resp, err := http.Get(env.BaseURL + "/metrics")
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -44,7 +46,7 @@ func TestChangeWithoutMergeRequestCanBeCancelledAndResubmitted(t *testing.T) {
 	// The submission's checks pass (issue 9 defect 16); the create step
 	// then meets a branch GitLab refuses to create.
 	env.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: "/api/v4/projects/*/repository/branches", Status: 403})
-	code, body := post("/api/v1/changes", demoAPIToken, change(demoProject))
+	code, body := post("/api/v1/changes", demo.APIToken, change(demo.Project))
 	if code != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", code, body)
 	}
@@ -52,29 +54,29 @@ func TestChangeWithoutMergeRequestCanBeCancelledAndResubmitted(t *testing.T) {
 	waitStep(t, env, id, "CREATE_FAILED", 60*time.Second)
 	env.GitLab.ClearFaults()
 	// No MR to comment /retry on: the hint names the API's actions.
-	if v, err := getChangeView(context.Background(), env, id); err != nil || !strings.Contains(v.Hint, "/api/v1/changes/"+id+"/retry") ||
+	if v, err := demo.GetChange(context.Background(), env, id); err != nil || !strings.Contains(v.Hint, "/api/v1/changes/"+id+"/retry") ||
 		!strings.Contains(v.Hint, "/cancel") || strings.Contains(v.Hint, "comment") {
 		t.Fatalf("hint of a failed change without MR: %q (%v), want the API's retry and cancel", v.Hint, err)
 	}
-	if code, body := post("/api/v1/changes", demoAPIToken, change(demoProject)); code != http.StatusConflict ||
+	if code, body := post("/api/v1/changes", demo.APIToken, change(demo.Project)); code != http.StatusConflict ||
 		!strings.Contains(body, id) || !strings.Contains(body, "retry or cancel it first") {
 		t.Fatalf("resubmit while CREATE_FAILED: %d %s, want 409 naming %s and saying to retry or cancel it", code, body, id)
 	}
-	if code, _ := post("/api/v1/changes/"+id+"/retry", demoAPIToken, ""); code != http.StatusForbidden {
+	if code, _ := post("/api/v1/changes/"+id+"/retry", demo.APIToken, ""); code != http.StatusForbidden {
 		t.Fatalf("retry with a submitter token: %d, want 403", code)
 	}
-	if code, body := post("/api/v1/changes/"+id+"/resume", demoOperatorToken, ""); code != http.StatusConflict || !strings.Contains(body, "resume") {
+	if code, body := post("/api/v1/changes/"+id+"/resume", demo.OperatorToken, ""); code != http.StatusConflict || !strings.Contains(body, "resume") {
 		t.Fatalf("resume of a failed change: %d %s, want 409 with the reason", code, body)
 	}
-	if code, body := post("/api/v1/changes/"+id+"/cancel", demoOperatorToken, ""); code != http.StatusOK || !strings.Contains(body, `"status":"CLOSED"`) {
+	if code, body := post("/api/v1/changes/"+id+"/cancel", demo.OperatorToken, ""); code != http.StatusOK || !strings.Contains(body, `"status":"CLOSED"`) {
 		t.Fatalf("cancel: %d %s", code, body)
 	}
-	code, body = post("/api/v1/changes", demoAPIToken, change(demoProject))
+	code, body = post("/api/v1/changes", demo.APIToken, change(demo.Project))
 	if code != http.StatusAccepted {
 		t.Fatalf("resubmit after cancel: %d %s", code, body)
 	}
 	id2 := body[strings.Index(body, "op_") : strings.Index(body, "op_")+29]
-	if _, err := followChange(context.Background(), env, id2, 60*time.Second, func(changeView) {}); err != nil {
+	if _, err := demo.FollowChange(context.Background(), env, id2, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/webhooks"
 )
 
@@ -55,9 +56,9 @@ func TestAPIErrorsHaveOneShape(t *testing.T) {
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest(tt.method, env.BaseURL+tt.path, strings.NewReader(tt.body))
-		req.Header.Set("Authorization", "Bearer "+demoOperatorToken)
+		req.Header.Set("Authorization", "Bearer "+demo.OperatorToken)
 		if tt.signed {
-			req.Header.Set(webhooks.HeaderSignature, webhooks.Sign(demoCallbackSecret, []byte(tt.body)))
+			req.Header.Set(webhooks.HeaderSignature, webhooks.Sign(demo.CallbackSecret, []byte(tt.body)))
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

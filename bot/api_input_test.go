@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"changebot/api"
+	"changebot/demo"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
 // submitCall posts body to path with "Authorization: <scheme> <token>" and an
 // optional Idempotency-Key, and returns the status and the body.
-func submitCall(t *testing.T, env *demoEnv, path, scheme, token, idem string, body []byte) (int, string) {
+func submitCall(t *testing.T, env *demo.Env, path, scheme, token, idem string, body []byte) (int, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, env.BaseURL+path, strings.NewReader(string(body)))
 	if err != nil {
@@ -37,7 +38,7 @@ func submitCall(t *testing.T, env *demoEnv, path, scheme, token, idem string, bo
 // validChange is a submission of the demo project that the API accepts;
 // subject makes its binding unique.
 func validChange(subject string) string {
-	return `{"subject_id":"` + subject + `","target_key":"prod","project":"` + demoProject + `",` +
+	return `{"subject_id":"` + subject + `","target_key":"prod","project":"` + demo.Project + `",` +
 		`"title":"t","requested_by":"alice","files":[{"path":"a.yaml","content":"a: 1\n"}]}`
 }
 
@@ -97,7 +98,7 @@ func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := submitCall(t, env, "/api/v1/changes", "Bearer", demoAPIToken, "", []byte(tc.body))
+			code, body := submitCall(t, env, "/api/v1/changes", "Bearer", demo.APIToken, "", []byte(tc.body))
 			if code != http.StatusBadRequest {
 				t.Fatalf("status %d %s, want 400", code, body)
 			}
@@ -129,20 +130,20 @@ func TestSubmitIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, false, 100*time.Millisecond)
 	startBot(t, env)
-	code, first := submitCall(t, env, "/api/v1/changes", "Bearer", demoAPIToken, "key-1", []byte(validChange("idem")))
+	code, first := submitCall(t, env, "/api/v1/changes", "Bearer", demo.APIToken, "key-1", []byte(validChange("idem")))
 	if code != http.StatusAccepted {
 		t.Fatalf("first submission: %d %s", code, first)
 	}
 	// A repeat answers from the database alone: GitLab being down does
 	// not turn it into a 503.
 	env.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodGet, PathPattern: "/api/v4/projects/*", Status: 503})
-	code, again := submitCall(t, env, "/api/v1/changes", "Bearer", demoAPIToken, "key-1", []byte(validChange("idem")))
+	code, again := submitCall(t, env, "/api/v1/changes", "Bearer", demo.APIToken, "key-1", []byte(validChange("idem")))
 	env.GitLab.ClearFaults()
 	if code != http.StatusOK || again != first {
 		t.Fatalf("same key, same body: %d %s, want 200 %s", code, again, first)
 	}
 	other := strings.Replace(validChange("idem"), `"title":"t"`, `"title":"another title"`, 1)
-	code, body := submitCall(t, env, "/api/v1/changes", "Bearer", demoAPIToken, "key-1", []byte(other))
+	code, body := submitCall(t, env, "/api/v1/changes", "Bearer", demo.APIToken, "key-1", []byte(other))
 	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "Idempotency-Key") || !strings.Contains(body, "title") {
 		t.Fatalf("same key, another body: %d %s, want 422 naming the key and the differing field", code, body)
 	}
@@ -155,12 +156,12 @@ func TestAPIBearerSchemeIsCaseInsensitive(t *testing.T) {
 	env := newTestEnv(t, false, 100*time.Millisecond)
 	startBot(t, env)
 	for i, scheme := range []string{"bearer", "BEARER", "Bearer"} {
-		code, body := submitCall(t, env, "/api/v1/changes", scheme, demoAPIToken, "", []byte(validChange("scheme"+string(rune('a'+i)))))
+		code, body := submitCall(t, env, "/api/v1/changes", scheme, demo.APIToken, "", []byte(validChange("scheme"+string(rune('a'+i)))))
 		if code != http.StatusAccepted {
 			t.Errorf("scheme %q: %d %s, want 202", scheme, code, body)
 		}
 	}
-	if code, _ := submitCall(t, env, "/api/v1/changes", "Basic", demoAPIToken, "", []byte(validChange("basic"))); code != http.StatusUnauthorized {
+	if code, _ := submitCall(t, env, "/api/v1/changes", "Basic", demo.APIToken, "", []byte(validChange("basic"))); code != http.StatusUnauthorized {
 		t.Errorf("scheme Basic: %d, want 401", code)
 	}
 }
@@ -190,17 +191,17 @@ func TestSubmitCheckedAgainstGitLab(t *testing.T) {
 	}{
 		{name: "unknown project", body: change("nope/nope", "", okFiles), code: http.StatusUnprocessableEntity,
 			want: []string{`"field":"project"`, "nope/nope"}},
-		{name: "unknown target branch", body: change(demoProject, "nope", okFiles), code: http.StatusUnprocessableEntity,
+		{name: "unknown target branch", body: change(demo.Project, "nope", okFiles), code: http.StatusUnprocessableEntity,
 			want: []string{`"field":"target_branch"`, "nope"}},
 		{name: "file actions that do not fit the branch", code: http.StatusUnprocessableEntity,
-			body: change(demoProject, "main", `[{"path":"missing.yaml","content":"x","action":"update"},`+
+			body: change(demo.Project, "main", `[{"path":"missing.yaml","content":"x","action":"update"},`+
 				`{"path":"README.md","content":"x","action":"create"},{"path":"gone/b.yaml","action":"delete"},`+
 				`{"path":"new.yaml","content":"x","action":"create"},{"path":"any.yaml","content":"x"}]`),
 			want: []string{`"field":"files[0].action"`, `"field":"files[1].action"`, `"field":"files[2].action"`}},
 		{name: "GitLab unavailable", fault: &gitlabfake.Fault{Method: http.MethodGet, PathPattern: "/api/v4/projects/*", Status: 503},
-			body: change(demoProject, "", okFiles), code: http.StatusServiceUnavailable, want: []string{"GitLab"}},
+			body: change(demo.Project, "", okFiles), code: http.StatusServiceUnavailable, want: []string{"GitLab"}},
 		{name: "GitLab rate limited", fault: &gitlabfake.Fault{Method: http.MethodGet, PathPattern: "/api/v4/projects/*/repository/branches/*", Status: 429, RetryAfter: "7"},
-			body: change(demoProject, "", okFiles), code: http.StatusServiceUnavailable, want: []string{"GitLab"}},
+			body: change(demo.Project, "", okFiles), code: http.StatusServiceUnavailable, want: []string{"GitLab"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,7 +212,7 @@ func TestSubmitCheckedAgainstGitLab(t *testing.T) {
 			}
 			before := len(env.GitLab.Calls())
 			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, env.BaseURL+"/api/v1/changes", strings.NewReader(string(tc.body)))
-			req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+			req.Header.Set("Authorization", "Bearer "+demo.APIToken)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -268,7 +269,7 @@ func TestSubmitterCancelsItsOwnChange(t *testing.T) {
 	const otherSubmitter = "other-submitter-token"
 	env.Config.APITokens = append(env.Config.APITokens, api.Token{Role: api.RoleSubmitter, Token: otherSubmitter})
 	startBot(t, env)
-	code, body := submitCall(t, env, "/api/v1/changes", "Bearer", demoAPIToken, "", []byte(validChange("own")))
+	code, body := submitCall(t, env, "/api/v1/changes", "Bearer", demo.APIToken, "", []byte(validChange("own")))
 	if code != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", code, body)
 	}
@@ -278,11 +279,11 @@ func TestSubmitterCancelsItsOwnChange(t *testing.T) {
 		t.Fatalf("cancel by another submitter: %d %s, want 403", code, body)
 	}
 	for _, action := range []string{"retry", "resume"} {
-		if code, body := submitCall(t, env, "/api/v1/changes/"+id+"/"+action, "Bearer", demoAPIToken, "", nil); code != http.StatusForbidden {
+		if code, body := submitCall(t, env, "/api/v1/changes/"+id+"/"+action, "Bearer", demo.APIToken, "", nil); code != http.StatusForbidden {
 			t.Fatalf("%s by the submitter: %d %s, want 403", action, code, body)
 		}
 	}
-	code, body = submitCall(t, env, "/api/v1/changes/"+id+"/cancel", "Bearer", demoAPIToken, "", nil)
+	code, body = submitCall(t, env, "/api/v1/changes/"+id+"/cancel", "Bearer", demo.APIToken, "", nil)
 	if code != http.StatusOK || !strings.Contains(body, `"status":"CLOSED"`) {
 		t.Fatalf("cancel by its submitter: %d %s, want 200 CLOSED", code, body)
 	}

@@ -23,6 +23,7 @@ import (
 	"changebot/commands"
 	"changebot/config"
 	"changebot/database"
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/platform/approval"
 	"changebot/retention"
@@ -421,4 +422,9 @@ func (a *App) periodicConfig() (flows.ReconcileConfig, flows.SweepConfig) {
 	sc := flows.SweepConfig{Interval: get(settings.SweeperInterval),
 		AfterFunc: func() time.Duration { return get(settings.SweeperAfter) }}
 	return rc, sc
+}
+
+// startDemoApp builds the bot `changebot demo` runs (demo.StartFunc).
+func startDemoApp(ctx context.Context, p demo.AppParams) (demo.App, error) {
+	return NewApp(ctx, p.Config, &AppOpts{Logger: p.Logger, Schema: p.Schema, Poll: p.Poll})
 }

@@ -9,18 +9,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"changebot/api"
+	"changebot/demo"
 )
 
 // postChange submits body to POST /api/v1/changes with the submitter token
 // and returns the status and the decoded answer.
-func postChange(t *testing.T, env *demoEnv, body string) (int, map[string]any) {
+func postChange(t *testing.T, env *demo.Env, body string) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, env.BaseURL+"/api/v1/changes", strings.NewReader(body))
 	if err != nil {
 		t.Error(err)
 		return 0, nil
 	}
-	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Authorization", "Bearer "+demo.APIToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Error(err)
@@ -43,7 +46,7 @@ func TestBindingOneChangeAtATime(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 100*time.Millisecond)
 	startBot(t, env)
-	change := `{"subject_id":"payments-api","target_key":"prod/eu-west-1","project":"` + demoProject +
+	change := `{"subject_id":"payments-api","target_key":"prod/eu-west-1","project":"` + demo.Project +
 		`","title":"Raise replicas","requested_by":"alice","files":[{"path":"a.yaml","content":"replicas: 6\n"}]}`
 	const n = 6
 	codes := make([]int, n)
@@ -80,7 +83,7 @@ func TestBindingOneChangeAtATime(t *testing.T) {
 			t.Fatalf("concurrent submission answered %d %v, want 409 naming %s", code, answers[i], winner)
 		}
 	}
-	if _, err := followChange(context.Background(), env, winner, 60*time.Second, func(changeView) {}); err != nil {
+	if _, err := demo.FollowChange(context.Background(), env, winner, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatal(err)
 	}
 	code, answer := postChange(t, env, change)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/store"
 	"changebot/store/postgres/pgtest"
@@ -19,14 +20,14 @@ import (
 // after a GC and the Go runtime's total memory from the OS.
 func BenchmarkWaitingChangesMemory(b *testing.B) {
 	const n = 10000
-	env, err := newDemoEnv(pgtest.URL(), false, time.Second, nil)
+	env, err := demo.NewEnv(pgtest.URL(), false, time.Second, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer env.Close()
 	sc := pgtest.New(b)
 	env.Config.DatabaseURL = pgtest.URL()
-	app, err := NewApp(context.Background(), env.Config, &AppOpts{Schema: sc.Name, Poll: demoPoll})
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Schema: sc.Name, Poll: demo.Poll})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func BenchmarkWaitingChangesMemory(b *testing.B) {
 	ctx := context.Background()
 	for i := range n {
 		op, _, err := app.Engine().Submit(ctx, flows.SubmitParams{SubjectID: fmt.Sprintf("svc-%d", i), TargetKey: "prod",
-			Project: demoProject, Title: "t", RequestedBy: demoRequester, ApprovalFirst: true,
+			Project: demo.Project, Title: "t", RequestedBy: demo.Requester, ApprovalFirst: true,
 			Files: []store.File{{Path: "a.yaml", Content: "a: 1"}}})
 		if err != nil {
 			b.Fatal(err)

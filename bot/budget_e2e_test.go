@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/settings"
@@ -71,7 +72,7 @@ func TestBudgetTwoReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000 changes on PostgreSQL; skipped under -short")
 	}
-	env, err := newDemoEnv(pgtest.URL(), false, time.Second, warnLogger(t))
+	env, err := demo.NewEnv(pgtest.URL(), false, time.Second, warnLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestBudgetTwoReplicas(t *testing.T) {
 
 	before := polls()
 	retryAt := len(env.GitLab.Calls())
-	env.GitLab.AddNoteAsUser(env.Project.ID, failed.MRIID, demoRequester, "/retry")
+	env.GitLab.AddNoteAsUser(env.Project.ID, failed.MRIID, demo.Requester, "/retry")
 	// Acted on: /retry moved the change back to its create step and the
 	// create job, with its GitLab calls, brought it to the pipeline wait.
 	var retried store.Operation
@@ -249,12 +250,12 @@ func stopAll(stops ...func()) {
 // its webhooks there), else a listener of its own. stop stops it and
 // waits for its drain; it is also called at cleanup (only its first call
 // stops).
-func startBudgetReplica(t *testing.T, env *demoEnv, sc pgtest.Schema, id string, poll flows.PollConfig, hooks bool) (app *App, stop func()) {
+func startBudgetReplica(t *testing.T, env *demo.Env, sc pgtest.Schema, id string, poll flows.PollConfig, hooks bool) (app *App, stop func()) {
 	t.Helper()
 	ln := env.Listener
 	if !hooks {
 		var err error
-		if ln, err = listen("", "bot"); err != nil {
+		if ln, err = demo.Listen("", "bot"); err != nil {
 			t.Fatal(err)
 		}
 	}

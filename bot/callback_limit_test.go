@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"changebot/config"
+	"changebot/demo"
 	"changebot/webhooks"
 )
 
@@ -21,7 +22,7 @@ func TestCallbackBodyLimitIsTheConfiguredOne(t *testing.T) {
 	const limit = 4 << 10
 	env := newTestEnv(t, false, 100*time.Millisecond)
 	env.Config.MaxBodyBytes = limit
-	startBotOn(t, config.EngineSQLite, env, demoPoll, &AppOpts{})
+	startBotOn(t, config.EngineSQLite, env, demo.Poll, &AppOpts{})
 	approval := func(pad int) string {
 		return `{"request_id":"cb-limit","operation_id":"op_unknown","decision":"approved","approver":"carol","ext":{"pad":"` + strings.Repeat("x", pad) + `"}}`
 	}

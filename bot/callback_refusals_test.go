@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/platform/approval/approvalfake"
 	"changebot/store"
 	"changebot/webhooks"
@@ -22,11 +24,11 @@ import (
 func TestRefusedApprovalCallbackShowsInTheHint(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, false, 100*time.Millisecond)
-	ap := approvalfake.New(approvalfake.Options{Secret: "not-" + demoCallbackSecret, AutoDecision: "approved"})
+	ap := approvalfake.New(approvalfake.Options{Secret: "not-" + demo.CallbackSecret, AutoDecision: "approved"})
 	t.Cleanup(ap.Close)
 	env.Config.ApprovalURL = ap.URL()
 	_, sc := startBot(t, env)
-	opID, err := submitDemoChange(context.Background(), env)
+	opID, err := demo.SubmitChange(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +39,8 @@ func TestRefusedApprovalCallbackShowsInTheHint(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var view changeView
-	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/"+opID, "Bearer "+demoAPIToken, "", http.StatusOK, &view)
+	var view api.ChangeView
+	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/"+opID, "Bearer "+demo.APIToken, "", http.StatusOK, &view)
 	if view.Status != store.StatusApprovalSent {
 		t.Fatalf("status %s, want %s (the refused decision must not move it)", view.Status, store.StatusApprovalSent)
 	}
@@ -48,7 +50,7 @@ func TestRefusedApprovalCallbackShowsInTheHint(t *testing.T) {
 		}
 	}
 	var page changeListPage
-	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes?status=APPROVAL_SENT", "Bearer "+demoAPIToken, "", http.StatusOK, &page)
+	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes?status=APPROVAL_SENT", "Bearer "+demo.APIToken, "", http.StatusOK, &page)
 	if len(page.Changes) != 1 || !strings.Contains(page.Changes[0].Hint, "refused for a bad signature") {
 		t.Errorf("the list's hint does not say the callback was refused: %+v", page.Changes)
 	}
@@ -93,7 +95,7 @@ func TestOnlyABadSignatureCountsAsARefusedCallback(t *testing.T) {
 	if h := app.refusals.approvalHint(store.StatusApprovalSent, "Waiting."); h != "Waiting." {
 		t.Errorf("after unsigned and malformed POSTs the hint is %q, want it unchanged", h)
 	}
-	post(webhooks.Sign("not-"+demoCallbackSecret, []byte(body)))
+	post(webhooks.Sign("not-"+demo.CallbackSecret, []byte(body)))
 	if h := app.refusals.approvalHint(store.StatusApprovalSent, "Waiting."); !strings.Contains(h, "1 approval callback was refused for a bad signature") {
 		t.Errorf("after a POST signed with another key the hint is %q, want it to count 1 refusal", h)
 	}

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
 	"changebot/config"
+	"changebot/demo"
 	"changebot/store/postgres/pgtest"
 )
 
@@ -49,12 +51,12 @@ func BenchmarkChangeEndToEnd(b *testing.B) {
 
 func benchmarkChangeEndToEnd(b *testing.B, engine string) {
 	quiet := slog.New(slog.DiscardHandler)
-	env, err := newDemoEnv(pgtest.URL(), true, benchPipeline, quiet)
+	env, err := demo.NewEnv(pgtest.URL(), true, benchPipeline, quiet)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(env.Close)
-	poll := demoPoll
+	poll := demo.Poll
 	poll.ShortInterval = 10 * time.Second // webhooks end every wait, as in the end-to-end test
 	poll.LongInterval = 10 * time.Second  // never shorter than the short one (settings refuse that)
 	opts := &AppOpts{Logger: quiet, Poll: poll}
@@ -121,25 +123,25 @@ func logCallsByEndpoint(b *testing.B, before, after map[string]int, n int) {
 }
 
 // runBenchChange submits the n-th change and follows it to VALIDATED.
-func runBenchChange(ctx context.Context, env *demoEnv, n int) error {
+func runBenchChange(ctx context.Context, env *demo.Env, n int) error {
 	opID, err := submitBenchChange(ctx, env, n)
 	if err != nil {
 		return err
 	}
-	_, err = followChange(ctx, env, opID, time.Minute, func(changeView) {})
+	_, err = demo.FollowChange(ctx, env, opID, time.Minute, func(api.ChangeView) {})
 	return err
 }
 
 // submitBenchChange submits the demo change with content of its own (the
 // n-th), so every change's merge request has a diff.
-func submitBenchChange(ctx context.Context, env *demoEnv, n int) (string, error) {
+func submitBenchChange(ctx context.Context, env *demo.Env, n int) (string, error) {
 	body, _ := json.Marshal(map[string]any{
-		"subject_id": "payments-api", "target_key": "prod/eu-west-1", "project": demoProject,
-		"title": fmt.Sprintf("Bench change %d", n), "requested_by": demoRequester,
+		"subject_id": "payments-api", "target_key": "prod/eu-west-1", "project": demo.Project,
+		"title": fmt.Sprintf("Bench change %d", n), "requested_by": demo.Requester,
 		"files": []map[string]string{{"path": "services/payments-api/prod.yaml", "content": fmt.Sprintf("replicas: %d\n", n+10)}},
 	})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.BaseURL+"/api/v1/changes", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Authorization", "Bearer "+demo.APIToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"modernc.org/sqlite"
 
 	"changebot/config"
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/platform/approval/approvalfake"
 	"changebot/settings"
@@ -114,7 +115,7 @@ func countSQLiteTransactions() {
 
 func benchmarkChanges200(b *testing.B, engine string) {
 	quiet := slog.New(slog.DiscardHandler)
-	env, err := newDemoEnv(pgtest.URL(), true, 0, quiet)
+	env, err := demo.NewEnv(pgtest.URL(), true, 0, quiet)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func benchmarkChanges200(b *testing.B, engine string) {
 	env.GitLab.SetWebhookSenders(benchWebhookSenders)
 	// The approval system decides at once (the demo's waits 300 ms).
 	env.Approvals.Close()
-	env.Approvals = approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: "approved", Approver: "carol"})
+	env.Approvals = approvalfake.New(approvalfake.Options{Secret: demo.CallbackSecret, AutoDecision: "approved", Approver: "carol"})
 	env.Config.ApprovalURL = env.Approvals.URL()
 	env.Config.Workers = config.Default().Workers // serve's default, not the demo's 10
 	// The fake has no rate limit: the robot's GitLab call budget (issue 12
@@ -278,7 +279,7 @@ func benchmarkChanges200(b *testing.B, engine string) {
 
 // submitBatch submits n changes from k concurrent submitters and returns
 // their operation ids and the time each submit started.
-func submitBatch(ctx context.Context, env *demoEnv, prefix string, n, k int) ([]string, map[string]time.Time, error) {
+func submitBatch(ctx context.Context, env *demo.Env, prefix string, n, k int) ([]string, map[string]time.Time, error) {
 	ids := make([]string, n)
 	at := make([]time.Time, n)
 	errs := make(chan error, k)
@@ -315,11 +316,11 @@ func submitBatch(ctx context.Context, env *demoEnv, prefix string, n, k int) ([]
 
 // submitBatchChange submits the i-th change of a batch: its own subject
 // (prefix and i: its own binding) and its own file.
-func submitBatchChange(ctx context.Context, env *demoEnv, prefix string, i int) (string, error) {
+func submitBatchChange(ctx context.Context, env *demo.Env, prefix string, i int) (string, error) {
 	subject := fmt.Sprintf("%s%d", prefix, i)
 	return postBenchChange(ctx, env, map[string]any{
-		"subject_id": subject, "target_key": "prod/eu-west-1", "project": demoProject,
-		"title": "Bench batch change " + subject, "requested_by": demoRequester,
+		"subject_id": subject, "target_key": "prod/eu-west-1", "project": demo.Project,
+		"title": "Bench batch change " + subject, "requested_by": demo.Requester,
 		"files": []map[string]string{{"path": "services/" + subject + "/prod.yaml", "content": fmt.Sprintf("replicas: %d\n", i+1)}},
 	})
 }
@@ -437,10 +438,10 @@ func drainQueue(ctx context.Context, count benchQuery, timeout time.Duration) {
 
 // postBenchChange submits a change with body through the API and returns its
 // operation id.
-func postBenchChange(ctx context.Context, env *demoEnv, body map[string]any) (string, error) {
+func postBenchChange(ctx context.Context, env *demo.Env, body map[string]any) (string, error) {
 	data, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.BaseURL+"/api/v1/changes", bytes.NewReader(data))
-	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Authorization", "Bearer "+demo.APIToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

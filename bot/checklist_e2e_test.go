@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -38,7 +40,7 @@ func TestChecklistAdapterEndToEnd(t *testing.T) {
 			afterSubmit()
 		}
 		var steps []string
-		view, err := followChange(ctx, env, opID, 60*time.Second, func(v changeView) { steps = append(steps, v.Step.Name) })
+		view, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(v api.ChangeView) { steps = append(steps, v.Step.Name) })
 		if err != nil {
 			t.Fatalf("%s: %v (steps seen: %v)", subject, err, steps)
 		}
@@ -82,7 +84,7 @@ type checklistApprove struct {
 	confirmed string
 }
 
-func checklistApproves(t *testing.T, env *demoEnv, iid int64) []checklistApprove {
+func checklistApproves(t *testing.T, env *demo.Env, iid int64) []checklistApprove {
 	t.Helper()
 	var out []checklistApprove
 	suffix := "/merge_requests/" + strconv.FormatInt(iid, 10) + "/approve"

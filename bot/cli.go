@@ -18,6 +18,7 @@ import (
 
 	"changebot/config"
 	"changebot/database"
+	"changebot/demo"
 )
 
 const usage = `changebot carries configuration changes through GitLab merge requests or GitHub pull requests.
@@ -387,10 +388,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	// A closed standard output (changebot demo | head) would kill the
 	// process with SIGPIPE before it drops its schema: with SIGPIPE
-	// notified, the write fails instead and RunDemo stops and cleans up.
+	// notified, the write fails instead and demo.Run stops and cleans up.
 	pipe := make(chan os.Signal, 1)
 	signal.Notify(pipe, syscall.SIGPIPE)
 	defer signal.Stop(pipe)
-	return RunDemo(ctx, DemoOpts{DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep, KeepData: *keepData,
+	return demo.Run(ctx, demo.Opts{StartFunc: startDemoApp, DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep, KeepData: *keepData,
 		Listen: *listen, GitLabListen: *glListen, ApprovalListen: *apListen, Platform: *platformName})
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/internal/fixture"
 	"changebot/platform/gitlab/gitlabfake"
@@ -17,14 +19,14 @@ import (
 )
 
 // runUntil submits the demo change and waits until it reaches step.
-func runUntil(t *testing.T, env *demoEnv, step string) (string, int64) {
+func runUntil(t *testing.T, env *demo.Env, step string) (string, int64) {
 	t.Helper()
-	opID, err := submitDemoChange(context.Background(), env)
+	opID, err := demo.SubmitChange(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitStep(t, env, opID, step, 60*time.Second)
-	v, err := getChangeView(context.Background(), env, opID)
+	v, err := demo.GetChange(context.Background(), env, opID)
 	if err != nil || v.MergeRequest == nil {
 		t.Fatalf("no merge request: %v", err)
 	}
@@ -32,18 +34,18 @@ func runUntil(t *testing.T, env *demoEnv, step string) (string, int64) {
 }
 
 // botNotes returns the notes the robot wrote that are not the status note.
-func botReplies(env *demoEnv, iid int64) []gitlabfake.Note {
+func botReplies(env *demo.Env, iid int64) []gitlabfake.Note {
 	snap, _ := env.GitLab.MergeRequest(env.Project.ID, iid)
 	var out []gitlabfake.Note
 	for _, n := range snap.Notes {
-		if _, status := templates.ParseMarker(n.Body); n.Author == demoRobot && !status && !n.System {
+		if _, status := templates.ParseMarker(n.Body); n.Author == demo.Robot && !status && !n.System {
 			out = append(out, n)
 		}
 	}
 	return out
 }
 
-func waitReplies(t *testing.T, env *demoEnv, iid int64, n int) []gitlabfake.Note {
+func waitReplies(t *testing.T, env *demo.Env, iid int64, n int) []gitlabfake.Note {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -75,8 +77,8 @@ func TestRetryAfterFailedPipelineReachesValidated(t *testing.T) {
 	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed", "success"}, Duration: 100 * time.Millisecond})
 	startBot(t, env)
 	opID, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoRequester, "Fixed the runner.\n/retry")
-	if _, err := followChange(context.Background(), env, opID, 60*time.Second, func(changeView) {}); err != nil {
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Requester, "Fixed the runner.\n/retry")
+	if _, err := demo.FollowChange(context.Background(), env, opID, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -92,23 +94,23 @@ func TestResumeIsForOperators(t *testing.T) {
 	opID, iid := runUntil(t, env, "CREATE_PIPELINE_PENDING")
 	before := eventsOf(t, app, opID)
 
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoDeveloper, "/resume")
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Developer, "/resume")
 	replies := waitReplies(t, env, iid, 1)
 	if !strings.Contains(replies[0].Body, "resume") {
 		t.Fatalf("refusal reply does not name the command: %q", replies[0].Body)
 	}
 	time.Sleep(300 * time.Millisecond)
 	after := eventsOf(t, app, opID)
-	if len(after) != len(before)+1 || after[len(after)-1].Type != store.EventRefused || after[len(after)-1].Actor != demoDeveloper {
-		t.Fatalf("want exactly one refused event by %s, got %+v", demoDeveloper, after[len(before):])
+	if len(after) != len(before)+1 || after[len(after)-1].Type != store.EventRefused || after[len(after)-1].Actor != demo.Developer {
+		t.Fatalf("want exactly one refused event by %s, got %+v", demo.Developer, after[len(before):])
 	}
-	if v, _ := getChangeView(context.Background(), env, opID); v.Step.Name != "CREATE_PIPELINE_PENDING" {
+	if v, _ := demo.GetChange(context.Background(), env, opID); v.Step.Name != "CREATE_PIPELINE_PENDING" {
 		t.Fatalf("refused /resume moved the change to %s", v.Step.Name)
 	}
 
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoOperator, "/resume")
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Operator, "/resume")
 	waitEvent(t, app, opID, func(ev store.Event) bool {
-		return ev.Actor == demoOperator && flows.StepCode(ev.ToStep) == flows.CreateMROpened
+		return ev.Actor == demo.Operator && flows.StepCode(ev.ToStep) == flows.CreateMROpened
 	})
 	if n := len(botReplies(env, iid)); n != 1 {
 		t.Fatalf("%d replies after the operator's /resume, want still 1", n)
@@ -140,7 +142,7 @@ func TestReporterRetryRefusedWithoutGitLabWrites(t *testing.T) {
 	opID, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
 	time.Sleep(500 * time.Millisecond) // let the status note settle
 	calls0 := len(env.GitLab.Calls())
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoReporter, "/retry")
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Reporter, "/retry")
 	waitReplies(t, env, iid, 1)
 	time.Sleep(500 * time.Millisecond)
 	for _, c := range env.GitLab.Calls()[calls0:] {
@@ -151,12 +153,12 @@ func TestReporterRetryRefusedWithoutGitLabWrites(t *testing.T) {
 			t.Errorf("refused /retry caused %s %s", c.Method, c.Path)
 		}
 	}
-	if v, _ := getChangeView(context.Background(), env, opID); v.Step.Name != "CREATE_PIPELINE_FAILED" {
+	if v, _ := demo.GetChange(context.Background(), env, opID); v.Step.Name != "CREATE_PIPELINE_FAILED" {
 		t.Fatalf("refused /retry moved the change to %s", v.Step.Name)
 	}
 	evs := eventsOf(t, app, opID)
-	if last := evs[len(evs)-1]; last.Type != store.EventRefused || last.Actor != demoReporter {
-		t.Fatalf("last event %+v, want a refusal by %s", last, demoReporter)
+	if last := evs[len(evs)-1]; last.Type != store.EventRefused || last.Actor != demo.Reporter {
+		t.Fatalf("last event %+v, want a refusal by %s", last, demo.Reporter)
 	}
 }
 
@@ -169,7 +171,7 @@ func TestNoteRunsOnceNeverOnEditNeverForBots(t *testing.T) {
 	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed"}})
 	app, _ := startBot(t, env)
 	opID, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
-	note := env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoDeveloper, "/help")
+	note := env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Developer, "/help")
 	waitReplies(t, env, iid, 1)
 	_ = env.GitLab.Flush(context.Background())
 	time.Sleep(500 * time.Millisecond)
@@ -177,7 +179,7 @@ func TestNoteRunsOnceNeverOnEditNeverForBots(t *testing.T) {
 	resend := func(h gitlabfake.SentWebhook, key string) {
 		req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/webhooks/gitlab", bytes.NewReader(h.Body))
 		req.Header.Set("X-Gitlab-Event", h.Event)
-		req.Header.Set("X-Gitlab-Token", demoWebhookSecret)
+		req.Header.Set("X-Gitlab-Token", demo.WebhookSecret)
 		req.Header.Set("Idempotency-Key", key)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -191,7 +193,7 @@ func TestNoteRunsOnceNeverOnEditNeverForBots(t *testing.T) {
 		if h.Event != gitlabfake.EventNote {
 			continue
 		}
-		if bytes.Contains(h.Body, []byte(`"username":"`+demoRobot+`"`)) {
+		if bytes.Contains(h.Body, []byte(`"username":"`+demo.Robot+`"`)) {
 			botNotes = append(botNotes, h)
 		} else if bytes.Contains(h.Body, []byte(`"id":`+itoa(note.ID)+`,`)) {
 			userNote = append(userNote, h)
@@ -234,7 +236,7 @@ func TestNoteRunsOnceNeverOnEditNeverForBots(t *testing.T) {
 	if r := sendHook(t, env, gitlabfake.EventNote, "plain-note", plain); r != "ignored" {
 		t.Errorf("a note without a command answered %q, want ignored", r)
 	}
-	mention := bytes.Replace(plain, []byte(`"This MR needs work."`), []byte(`"@`+demoRobot+` status"`), 1)
+	mention := bytes.Replace(plain, []byte(`"This MR needs work."`), []byte(`"@`+demo.Robot+` status"`), 1)
 	if r := sendHook(t, env, gitlabfake.EventNote, "mention-note", mention); r != "accepted" {
 		t.Errorf("a note mentioning the robot with a command answered %q, want accepted", r)
 	}
@@ -244,7 +246,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // shortDeadlines parks a waiting change quickly.
 func shortDeadlines() flows.PollConfig {
-	p := demoPoll
+	p := demo.Poll
 	p.PipelineDeadline = 1500 * time.Millisecond
 	return p
 }
@@ -259,7 +261,7 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 	_, sc := startBot(t, env)
 	_, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
 
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoDeveloper, "/frobnicate\n/retyr")
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Developer, "/frobnicate\n/retyr")
 	r := waitReplies(t, env, iid, 1)
 	if !strings.Contains(r[0].Body, "frobnicate") || !strings.Contains(r[0].Body, "/retry") {
 		t.Fatalf("unknown-command reply should name it and list valid commands: %q", r[0].Body)
@@ -283,8 +285,8 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 	// Bare slash words there are for another bot (or nobody): no reply
 	// (issue 21.10). Their deliveries are processed (ignored) before the
 	// absence of a reply is asserted.
-	env.GitLab.AddNoteAsUser(env.Project.ID, other, demoDeveloper, "/lgtm")
-	env.GitLab.AddNoteAsUser(env.Project.ID, other, demoDeveloper, "/retry")
+	env.GitLab.AddNoteAsUser(env.Project.ID, other, demo.Developer, "/lgtm")
+	env.GitLab.AddNoteAsUser(env.Project.ID, other, demo.Developer, "/retry")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var ignored int
 		if err := sc.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_deliveries
@@ -301,7 +303,7 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 	if r := botReplies(env, other); len(r) != 0 {
 		t.Fatalf("bare slash words on a merge request changebot did not open were answered: %q", r[0].Body)
 	}
-	env.GitLab.AddNoteAsUser(env.Project.ID, other, demoDeveloper, "@changebot retry")
+	env.GitLab.AddNoteAsUser(env.Project.ID, other, demo.Developer, "@changebot retry")
 	r2 := waitReplies(t, env, other, 1)
 	if !strings.Contains(r2[0].Body, "carries no changebot change") {
 		t.Fatalf("no-change reply: %q", r2[0].Body)
@@ -310,7 +312,7 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 	// Rate limit: the default is 20 commands a minute; the excess is
 	// answered once.
 	for i := range 25 {
-		env.GitLab.AddNoteAsUser(env.Project.ID, other, demoReporter, "@changebot status "+itoa(int64(i)))
+		env.GitLab.AddNoteAsUser(env.Project.ID, other, demo.Reporter, "@changebot status "+itoa(int64(i)))
 	}
 	_ = env.GitLab.Flush(context.Background())
 	time.Sleep(3 * time.Second)
@@ -331,10 +333,10 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 func TestRetryNeedsTheProtectedBranchMergeLevel(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 100*time.Millisecond)
-	members := map[string]int{demoRobot: gitlabfake.AccessMaintainer, demoDeveloper: gitlabfake.AccessDeveloper,
-		demoRequester: gitlabfake.AccessDeveloper}
-	for _, r := range demoReviewers {
-		members[r.name] = gitlabfake.AccessDeveloper
+	members := map[string]int{demo.Robot: gitlabfake.AccessMaintainer, demo.Developer: gitlabfake.AccessDeveloper,
+		demo.Requester: gitlabfake.AccessDeveloper}
+	for _, r := range demo.Reviewers {
+		members[r.Name] = gitlabfake.AccessDeveloper
 	}
 	strict := env.GitLab.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "platform/strict", Members: members,
 		MergeAccessLevel: gitlabfake.AccessMaintainer})
@@ -342,7 +344,7 @@ func TestRetryNeedsTheProtectedBranchMergeLevel(t *testing.T) {
 	app, _ := startBot(t, env)
 	body := `{"subject_id":"s","target_key":"prod","project":"platform/strict","title":"t","requested_by":"alice","files":[{"path":"a.yaml","content":"a: 1\n"}]}`
 	req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/api/v1/changes", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Authorization", "Bearer "+demo.APIToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("submit: %v", err)
@@ -353,7 +355,7 @@ func TestRetryNeedsTheProtectedBranchMergeLevel(t *testing.T) {
 	_ = jsonDecode(resp, &out)
 	resp.Body.Close()
 	waitStep(t, env, out.OperationID, "CREATE_PIPELINE_FAILED", 60*time.Second)
-	env.GitLab.AddNoteAsUser(strict.ID, 1, demoDeveloper, "/retry")
+	env.GitLab.AddNoteAsUser(strict.ID, 1, demo.Developer, "/retry")
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		evs := eventsOf(t, app, out.OperationID)
@@ -369,7 +371,7 @@ func TestRetryNeedsTheProtectedBranchMergeLevel(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if v, _ := getChangeView(context.Background(), env, out.OperationID); v.Step.Name != "CREATE_PIPELINE_FAILED" {
+	if v, _ := demo.GetChange(context.Background(), env, out.OperationID); v.Step.Name != "CREATE_PIPELINE_FAILED" {
 		t.Fatalf("refused /retry moved the change to %s", v.Step.Name)
 	}
 }

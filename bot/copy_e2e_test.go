@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
 	"changebot/config"
+	"changebot/demo"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 	"changebot/store/postgres/pgtest"
@@ -22,14 +24,14 @@ import (
 )
 
 // submitChangeOf submits a change of subject (its own binding and file).
-func submitChangeOf(ctx context.Context, env *demoEnv, subject string) (string, error) {
+func submitChangeOf(ctx context.Context, env *demo.Env, subject string) (string, error) {
 	body, _ := json.Marshal(map[string]any{
-		"subject_id": subject, "target_key": "prod/eu-west-1", "project": demoProject,
-		"title": "Raise " + subject + " replicas to 6", "requested_by": demoRequester,
+		"subject_id": subject, "target_key": "prod/eu-west-1", "project": demo.Project,
+		"title": "Raise " + subject + " replicas to 6", "requested_by": demo.Requester,
 		"files": []map[string]string{{"path": "services/" + subject + "/prod.yaml", "content": "replicas: 6\n"}},
 	})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.BaseURL+"/api/v1/changes", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Authorization", "Bearer "+demo.APIToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -48,9 +50,9 @@ func submitChangeOf(ctx context.Context, env *demoEnv, subject string) (string, 
 
 // runApp serves env on ln with the database env.Config names until the
 // returned stop is called (stop waits for Run and closes the App).
-func runApp(t *testing.T, env *demoEnv, ln net.Listener, schema string) (*App, func()) {
+func runApp(t *testing.T, env *demo.Env, ln net.Listener, schema string) (*App, func()) {
 	t.Helper()
-	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: testLogger(t), Schema: schema, Poll: demoPoll})
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: testLogger(t), Schema: schema, Poll: demo.Poll})
 	if err != nil {
 		t.Fatalf("NewApp on %s: %v", env.Config.DatabaseURL, err)
 	}
@@ -93,7 +95,7 @@ func TestCopySQLiteToPostgresFinishesWaitingChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := followChange(ctx, env, finished, 60*time.Second, func(changeView) {}); err != nil {
+	if _, err := demo.FollowChange(ctx, env, finished, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatalf("on SQLite: %v", err)
 	}
 	// From here GitLab's webhooks are dropped: the waiting changes can move
@@ -134,7 +136,7 @@ func TestCopySQLiteToPostgresFinishesWaitingChanges(t *testing.T) {
 		t.Fatalf("the second bot runs on %s, want postgres", app.db.Engine())
 	}
 	for _, id := range waiting {
-		v, err := followChange(ctx, env, id, 60*time.Second, func(changeView) {})
+		v, err := demo.FollowChange(ctx, env, id, 60*time.Second, func(api.ChangeView) {})
 		if err != nil {
 			t.Fatalf("on PostgreSQL: %v", err)
 		}

@@ -18,7 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"changebot/api"
 	"changebot/config"
+	"changebot/demo"
 	"changebot/store/postgres/pgtest"
 )
 
@@ -32,14 +34,14 @@ func TestDemoKeepServesMoreChanges(t *testing.T) {
 	schema := emptySchema(t) // RunDemo recreates it
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	kept := make(chan DemoInfo, 1)
+	kept := make(chan demo.Info, 1)
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- RunDemo(ctx, DemoOpts{DatabaseURL: pgtest.URL(), Schema: schema, Timeout: 60 * time.Second,
-			Out: out, Logger: testLogger(t), Keep: true, KeptFunc: func(i DemoInfo) { kept <- i }})
+		done <- demo.Run(ctx, demo.Opts{StartFunc: startDemoApp, DatabaseURL: pgtest.URL(), Schema: schema, Timeout: 60 * time.Second,
+			Out: out, Logger: testLogger(t), Keep: true, KeptFunc: func(i demo.Info) { kept <- i }})
 	}()
-	var info DemoInfo
+	var info demo.Info
 	select {
 	case info = <-kept:
 	case err := <-done:
@@ -48,9 +50,9 @@ func TestDemoKeepServesMoreChanges(t *testing.T) {
 		t.Fatalf("the demo did not reach its kept state:\n%s", out.String())
 	}
 	printed := out.String()
-	for _, want := range []string{info.BotURL, info.GitLabURL, info.ApprovalURL, demoAPIToken, demoOperatorToken,
-		demoWebhookSecret, demoCallbackSecret, demoReviewers[0].token, demoReviewers[1].token,
-		"log in with the viewer token " + demoViewerToken, info.BotURL + "/ui",
+	for _, want := range []string{info.BotURL, info.GitLabURL, info.ApprovalURL, demo.APIToken, demo.OperatorToken,
+		demo.WebhookSecret, demo.CallbackSecret, demo.Reviewers[0].Token, demo.Reviewers[1].Token,
+		"log in with the viewer token " + demo.ViewerToken, info.BotURL + "/ui",
 		"the schema " + schema + " is dropped",
 		"/-/fake/projects/platform%2Fconfig/merge_requests/1/notes", "curl -sS -X POST " + info.BotURL + "/api/v1/changes"} {
 		if !strings.Contains(printed, want) {
@@ -63,15 +65,15 @@ func TestDemoKeepServesMoreChanges(t *testing.T) {
 	var submitted struct {
 		OperationID string `json:"operation_id"`
 	}
-	httpJSON(t, "POST", info.BotURL+"/api/v1/changes", "Bearer "+demoAPIToken, body, http.StatusAccepted, &submitted)
-	var view changeView
+	httpJSON(t, "POST", info.BotURL+"/api/v1/changes", "Bearer "+demo.APIToken, body, http.StatusAccepted, &submitted)
+	var view api.ChangeView
 	deadline := time.Now().Add(60 * time.Second)
 	for view.Status != "VALIDATED" {
 		if time.Now().After(deadline) {
 			t.Fatalf("the second change did not reach VALIDATED: %+v", view)
 		}
 		time.Sleep(100 * time.Millisecond)
-		httpJSON(t, "GET", info.BotURL+"/api/v1/changes/"+submitted.OperationID, "Bearer "+demoAPIToken, "", http.StatusOK, &view)
+		httpJSON(t, "GET", info.BotURL+"/api/v1/changes/"+submitted.OperationID, "Bearer "+demo.APIToken, "", http.StatusOK, &view)
 	}
 	if view.MergeRequest == nil || view.MergeRequest.IID == info.MRIID {
 		t.Fatalf("the second change has no merge request of its own: %+v", view)
@@ -91,7 +93,7 @@ func TestDemoKeepServesMoreChanges(t *testing.T) {
 		httpJSON(t, "GET", info.GitLabURL+"/api/v4"+notes, "token:demo-alice-token", "", http.StatusOK, &got)
 		replied := false
 		for _, n := range got {
-			replied = replied || (n.Author.Username == demoRobot && strings.HasPrefix(n.Body, "Commands you may use"))
+			replied = replied || (n.Author.Username == demo.Robot && strings.HasPrefix(n.Body, "Commands you may use"))
 		}
 		if replied {
 			break
@@ -133,8 +135,8 @@ func TestDemoKeepOnSQLiteSaysTheFileIsKept(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- RunDemo(ctx, DemoOpts{DatabaseURL: config.SQLiteURL(path), Timeout: 60 * time.Second,
-			Out: out, Logger: testLogger(t), Keep: true, KeptFunc: func(DemoInfo) { stop() }})
+		done <- demo.Run(ctx, demo.Opts{StartFunc: startDemoApp, DatabaseURL: config.SQLiteURL(path), Timeout: 60 * time.Second,
+			Out: out, Logger: testLogger(t), Keep: true, KeptFunc: func(demo.Info) { stop() }})
 	}()
 	select {
 	case err := <-done:
@@ -164,7 +166,7 @@ func TestConcurrentDemosOnOnePostgreSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	schemaOf := regexp.MustCompile(`schema (` + DemoSchema + `_[0-9a-f]{8}) \(this run's own\)`)
+	schemaOf := regexp.MustCompile(`schema (` + demo.SchemaPrefix + `_[0-9a-f]{8}) \(this run's own\)`)
 	type run struct {
 		out  *syncBuffer
 		err  error
@@ -176,7 +178,7 @@ func TestConcurrentDemosOnOnePostgreSQL(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.err = RunDemo(context.Background(), DemoOpts{DatabaseURL: pgtest.URL(), Timeout: 60 * time.Second,
+			r.err = demo.Run(context.Background(), demo.Opts{StartFunc: startDemoApp, DatabaseURL: pgtest.URL(), Timeout: 60 * time.Second,
 				Out: r.out, Logger: testLogger(t), KeepData: r.keep})
 		}()
 	}
@@ -205,20 +207,6 @@ func TestConcurrentDemosOnOnePostgreSQL(t *testing.T) {
 		}
 		if n != 0 {
 			t.Errorf("demo %d left its schema %s", i, schema)
-		}
-	}
-}
-
-// TestGitHubDemoInstructionsNameEveryToken: the kept GitHub demo prints
-// the viewer token for the web pages and the reviewer accounts' tokens.
-func TestGitHubDemoInstructionsNameEveryToken(t *testing.T) {
-	t.Parallel()
-	var out bytes.Buffer
-	printGitHubKeepInstructions(&out, DemoInfo{BotURL: "http://bot", GitLabURL: "http://gh", Project: demoProject, ProjectID: 7, MRIID: 1}, "at exit")
-	for _, want := range []string{"viewer " + demoViewerToken, "http://bot/ui", "log in with the viewer token " + demoViewerToken,
-		"reviewer tokens " + demoReviewers[0].token + " (" + demoReviewers[0].name + "), " + demoReviewers[1].token} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("instructions lack %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"changebot/demo"
 	"changebot/platform"
 	"changebot/platform/github/githubfake"
 	"changebot/webhooks"
@@ -14,10 +15,10 @@ import (
 // newGitHubDayOneEnv is the GitHub demo with a second repository,
 // platform/app, as an operator finds it on day one: no webhook, and
 // reviewer-2 with read permission only. mia administers both.
-func newGitHubDayOneEnv(t *testing.T) (*demoEnv, string, githubfake.Repo) {
+func newGitHubDayOneEnv(t *testing.T) (*demo.Env, string, githubfake.Repo) {
 	t.Helper()
 	env := newGitHubTestEnv(t, true, 0)
-	collaborators := map[string]string{demoRobot: "write", demoReviewers[0].name: "write", demoReviewers[1].name: "read", maintainer: "admin"}
+	collaborators := map[string]string{demo.Robot: "write", demo.Reviewers[0].Name: "write", demo.Reviewers[1].Name: "read", maintainer: "admin"}
 	app := env.GitHub.AddRepo(githubfake.RepoSpec{FullName: appProject, Collaborators: collaborators})
 	env.GitHub.AddUser(maintainer, maintainerTok)
 	env.GitHub.SetPermission(env.Repo.ID, maintainer, "admin")
@@ -34,7 +35,7 @@ func newGitHubDayOneEnv(t *testing.T) (*demoEnv, string, githubfake.Repo) {
 func TestDoctorOnGitHub(t *testing.T) {
 	t.Parallel()
 	env, schema, _ := newGitHubDayOneEnv(t)
-	projects := []string{demoProject, appProject, "platform/missing"}
+	projects := []string{demo.Project, appProject, "platform/missing"}
 	checks := RunDoctor(context.Background(), env.Config, &DoctorOpts{Projects: projects, Schema: schema, HookToken: maintainerTok})
 	t.Logf("doctor:\n%s", lines(checks))
 	wantFails := []string{
@@ -59,7 +60,7 @@ func TestDoctorOnGitHub(t *testing.T) {
 		}
 	}
 	// The robot (maintain) may not read webhooks: a WARN, not a FAIL.
-	checks = RunDoctor(context.Background(), env.Config, &DoctorOpts{Projects: []string{demoProject}, Schema: schema})
+	checks = RunDoctor(context.Background(), env.Config, &DoctorOpts{Projects: []string{demo.Project}, Schema: schema})
 	if warns := lines(levels(checks, CheckWarn)); !strings.Contains(warns, "webhook of platform/config: the robot may not read webhooks") ||
 		len(levels(checks, CheckFail)) != 0 {
 		t.Errorf("without a hook token, want one WARN naming the webhook and no FAIL:\n%s", lines(checks))
@@ -86,7 +87,7 @@ func TestSetupOnGitHub(t *testing.T) {
 	h := hooks[0]
 	want := slices.Clone(webhooks.GitHubEvents)
 	slices.Sort(want)
-	if h.URL != env.Config.ExternalURL+"/webhooks/github" || h.ContentType != "json" || h.Secret != demoWebhookSecret || !h.Active ||
+	if h.URL != env.Config.ExternalURL+"/webhooks/github" || h.ContentType != "json" || h.Secret != demo.WebhookSecret || !h.Active ||
 		!slices.Equal(h.Events, want) || h.Pings != 1 {
 		t.Fatalf("webhook %+v", h)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"changebot/config"
+	"changebot/demo"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store/postgres/pgtest"
@@ -29,14 +30,14 @@ const (
 // platform/app, as an operator finds it on day one: no webhook, the robot
 // a Developer where merging into main needs Maintainer (GitLab's
 // default), and reviewer 2's token revoked. mia is its Maintainer.
-func newDayOneEnv(t *testing.T) (*demoEnv, string) {
+func newDayOneEnv(t *testing.T) (*demo.Env, string) {
 	t.Helper()
 	env := newTestEnv(t, true, 200*time.Millisecond)
 	env.GitLab.AddUser(maintainer, maintainerTok)
 	_ = env.GitLab.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: appProject, MergeAccessLevel: gitlabfake.AccessMaintainer,
-		Members: map[string]int{demoRobot: gitlabfake.AccessDeveloper, maintainer: gitlabfake.AccessMaintainer,
-			demoReviewers[0].name: gitlabfake.AccessDeveloper, demoReviewers[1].name: gitlabfake.AccessDeveloper}})
-	env.GitLab.RevokeToken(demoReviewers[1].token)
+		Members: map[string]int{demo.Robot: gitlabfake.AccessDeveloper, maintainer: gitlabfake.AccessMaintainer,
+			demo.Reviewers[0].Name: gitlabfake.AccessDeveloper, demo.Reviewers[1].Name: gitlabfake.AccessDeveloper}})
+	env.GitLab.RevokeToken(demo.Reviewers[1].Token)
 	_, sc := startBot(t, env)
 	return env, sc.Name
 }
@@ -115,7 +116,7 @@ func TestDoctorAllGoodOnTheDemo(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
 	_, sc := startBot(t, env)
-	opts := &DoctorOpts{Projects: []string{demoProject}, Schema: sc.Name}
+	opts := &DoctorOpts{Projects: []string{demo.Project}, Schema: sc.Name}
 	checks := RunDoctor(context.Background(), env.Config, opts)
 	if n := len(levels(checks, CheckOK)); n != len(checks) || n != 8 {
 		t.Fatalf("want 8 OK checks (database, robot, 2 reviewers, merge rights, approvers, webhook, approval system):\n%s", lines(checks))
@@ -123,7 +124,7 @@ func TestDoctorAllGoodOnTheDemo(t *testing.T) {
 	hook := env.GitLab.ProjectHooks(env.Project.ID)[0]
 	env.GitLab.DisableHook(hook.ID, time.Now().Add(time.Hour))
 	now := time.Now()
-	env.GitLab.SetTokenInfo(demoRobotToken, gitlabfake.TokenInfo{ExpiresAt: now.Add(5 * 24 * time.Hour)})
+	env.GitLab.SetTokenInfo(demo.RobotToken, gitlabfake.TokenInfo{ExpiresAt: now.Add(5 * 24 * time.Hour)})
 	checks = RunDoctor(context.Background(), env.Config, opts)
 	if f := lines(levels(checks, CheckFail)); !strings.Contains(f, "is disabled until") || !strings.Contains(f, "Recent events") {
 		t.Errorf("a temporarily disabled webhook is not a FAIL naming where to look:\n%s", lines(checks))
@@ -158,7 +159,7 @@ func TestSetupIsIdempotent(t *testing.T) {
 		t.Errorf("second run output:\n%s", out2)
 	}
 	hooks := env.GitLab.ProjectHooks(env.Project.ID + 1) // platform/app
-	if len(hooks) != 1 || hooks[0].Token != demoWebhookSecret || hooks[0].Tests != 2 {
+	if len(hooks) != 1 || hooks[0].Token != demo.WebhookSecret || hooks[0].Tests != 2 {
 		t.Errorf("hooks after two runs: %+v, want one, with the secret, tested twice", hooks)
 	}
 
@@ -169,8 +170,8 @@ func TestSetupIsIdempotent(t *testing.T) {
 	env.GitLab.SetMember(env.Project.ID, maintainer, gitlabfake.AccessMaintainer)
 	env.GitLab.AddProjectHook(env.Project.ID, gitlabfake.HookSpec{}) // another hook, not ours
 	setHookToken(t, env, demoHook.ID, "an-old-secret")
-	fixed, out3 := run(demoProject)
-	t.Logf("setup of %s:\n%s", demoProject, out3)
+	fixed, out3 := run(demo.Project)
+	t.Logf("setup of %s:\n%s", demo.Project, out3)
 	if fixed.Action != SetupUpdated || !fixed.Delivered || !strings.Contains(out3, "secret token was not one of") ||
 		!strings.Contains(out3, "stored it as delivery") {
 		t.Errorf("setup of a hook with a foreign secret: %+v\n%s", fixed, out3)
@@ -179,7 +180,7 @@ func TestSetupIsIdempotent(t *testing.T) {
 
 // glCall makes a REST call to the fake GitLab and fails the test unless
 // it answers want.
-func glCall(t *testing.T, env *demoEnv, method, path, token string, body any, want int) map[string]any {
+func glCall(t *testing.T, env *demo.Env, method, path, token string, body any, want int) map[string]any {
 	t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest(method, env.GitLab.URL()+"/api/v4"+path, bytes.NewReader(b))
@@ -200,18 +201,18 @@ func glCall(t *testing.T, env *demoEnv, method, path, token string, body any, wa
 }
 
 // openMR opens a merge request in the demo project as the robot.
-func openMR(t *testing.T, env *demoEnv) {
+func openMR(t *testing.T, env *demo.Env) {
 	t.Helper()
 	p := "/projects/" + itoa(env.Project.ID)
-	glCall(t, env, "POST", p+"/repository/branches", demoRobotToken, map[string]any{"branch": "by-hand", "ref": "main"}, 201)
-	glCall(t, env, "POST", p+"/repository/commits", demoRobotToken, map[string]any{"branch": "by-hand", "commit_message": "By hand",
+	glCall(t, env, "POST", p+"/repository/branches", demo.RobotToken, map[string]any{"branch": "by-hand", "ref": "main"}, 201)
+	glCall(t, env, "POST", p+"/repository/commits", demo.RobotToken, map[string]any{"branch": "by-hand", "commit_message": "By hand",
 		"actions": []any{map[string]any{"action": "create", "file_path": "by-hand.yaml", "content": "a: 1\n"}}}, 201)
-	glCall(t, env, "POST", p+"/merge_requests", demoRobotToken, map[string]any{"source_branch": "by-hand", "target_branch": "main", "title": "By hand"}, 201)
+	glCall(t, env, "POST", p+"/merge_requests", demo.RobotToken, map[string]any{"source_branch": "by-hand", "target_branch": "main", "title": "By hand"}, 201)
 }
 
 // setHookToken gives a hook another secret, as a Maintainer would in
 // GitLab's settings.
-func setHookToken(t *testing.T, env *demoEnv, hookID int64, token string) {
+func setHookToken(t *testing.T, env *demo.Env, hookID int64, token string) {
 	t.Helper()
 	glCall(t, env, "PUT", "/projects/"+itoa(env.Project.ID)+"/hooks/"+itoa(hookID), maintainerTok,
 		map[string]any{"url": env.BaseURL + config.GitLabWebhookPath, "token": token}, 200)
@@ -228,7 +229,7 @@ func lines(checks []Check) string {
 
 // writeConfig writes env's configuration as a YAML file whose database URL
 // selects schema.
-func writeConfig(t *testing.T, env *demoEnv, schema string) string {
+func writeConfig(t *testing.T, env *demo.Env, schema string) string {
 	t.Helper()
 	c := env.Config
 	q := "?"
@@ -245,7 +246,7 @@ api_tokens: ["submitter:%s"]
 approval_url: %q
 external_url: %q
 `, c.DatabaseURL+q+"search_path="+schema, c.GitLabURL, c.GitLabToken, c.ReviewerTokens[0], c.ReviewerTokens[1],
-		c.WebhookSecrets[0], c.CallbackSecret, demoAPIToken, c.ApprovalURL, c.ExternalURL)
+		c.WebhookSecrets[0], c.CallbackSecret, demo.APIToken, c.ApprovalURL, c.ExternalURL)
 	return writeFile(t, "changebot.yaml", yaml)
 }
 
@@ -266,7 +267,7 @@ func TestServeLogsDoctorSummary(t *testing.T) {
 	t.Parallel()
 	sc := pgtest.New(t)
 	env := newTestEnv(t, true, 200*time.Millisecond)
-	env.GitLab.SetTokenInfo(demoRobotToken, gitlabfake.TokenInfo{ExpiresAt: time.Now().Add(3 * 24 * time.Hour)})
+	env.GitLab.SetTokenInfo(demo.RobotToken, gitlabfake.TokenInfo{ExpiresAt: time.Now().Add(3 * 24 * time.Hour)})
 	addr := env.Listener.Addr().String()
 	_ = env.Listener.Close() // the subprocess listens there
 	c := env.Config
@@ -274,8 +275,8 @@ func TestServeLogsDoctorSummary(t *testing.T) {
 	p := &botProcess{t: t, logs: logs, env: []string{writeFile(t, "changebot.yaml", "log_format: text\n"),
 		"CHANGEBOT_LISTEN=" + addr, "DATABASE_URL=" + sc.URL, "CHANGEBOT_GITLAB_URL=" + c.GitLabURL,
 		"CHANGEBOT_GITLAB_TOKEN=" + c.GitLabToken, "CHANGEBOT_REVIEWER_TOKENS=" + strings.Join(c.ReviewerTokens, ","),
-		"CHANGEBOT_WEBHOOK_SECRETS=" + demoWebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demoCallbackSecret,
-		"CHANGEBOT_API_TOKENS=submitter:" + demoAPIToken, "CHANGEBOT_APPROVAL_URL=" + c.ApprovalURL,
+		"CHANGEBOT_WEBHOOK_SECRETS=" + demo.WebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demo.CallbackSecret,
+		"CHANGEBOT_API_TOKENS=submitter:" + demo.APIToken, "CHANGEBOT_APPROVAL_URL=" + c.ApprovalURL,
 		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL, "CHANGEBOT_LOG_LEVEL=info",
 	}}
 	p.start()
@@ -426,7 +427,7 @@ func TestDoctorNamesTheHookToken(t *testing.T) {
 	gh, ghSchema, _ := newGitHubDayOneEnv(t)
 	tests := []struct {
 		name, platform string
-		env            *demoEnv
+		env            *demo.Env
 		schema, token  string
 		wantFail       string // "" : no hook token FAIL
 		wantOK         string
@@ -486,7 +487,7 @@ func TestDoctorDayOneSQLite(t *testing.T) {
 	} {
 		cfg := env.Config
 		cfg.DatabaseURL = config.SQLiteURL(tt.path)
-		checks := RunDoctor(context.Background(), cfg, &DoctorOpts{Projects: []string{demoProject}})
+		checks := RunDoctor(context.Background(), cfg, &DoctorOpts{Projects: []string{demo.Project}})
 		if f := lines(levels(checks, CheckFail)); strings.Contains(f, "database") {
 			t.Errorf("%s: a database FAIL on day one:\n%s", tt.path, lines(checks))
 		}

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
 	"changebot/config"
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -33,20 +35,20 @@ func testLogger(t testing.TB) *slog.Logger {
 
 // startBot runs an App on env's listener over a fresh schema until the test
 // ends.
-func startBot(t *testing.T, env *demoEnv) (*App, pgtest.Schema) {
+func startBot(t *testing.T, env *demo.Env) (*App, pgtest.Schema) {
 	t.Helper()
-	return startBotWithPoll(t, env, demoPoll)
+	return startBotWithPoll(t, env, demo.Poll)
 }
 
 // startBotWithPoll is startBot with a polling schedule of the test's own.
-func startBotWithPoll(t *testing.T, env *demoEnv, poll flows.PollConfig) (*App, pgtest.Schema) {
+func startBotWithPoll(t *testing.T, env *demo.Env, poll flows.PollConfig) (*App, pgtest.Schema) {
 	t.Helper()
 	return startBotWithOpts(t, env, poll, &AppOpts{})
 }
 
 // startBotWithOpts runs an App with poll and extra AppOpts (for example a
 // step hook) on env's listener over a fresh schema until the test ends.
-func startBotWithOpts(t *testing.T, env *demoEnv, poll flows.PollConfig, opts *AppOpts) (*App, pgtest.Schema) {
+func startBotWithOpts(t *testing.T, env *demo.Env, poll flows.PollConfig, opts *AppOpts) (*App, pgtest.Schema) {
 	t.Helper()
 	return startBotOn(t, config.EnginePostgres, env, poll, opts)
 }
@@ -57,7 +59,7 @@ var testEngines = []string{config.EnginePostgres, config.EngineSQLite}
 // startBotOn is startBotWithOpts on engine: PostgreSQL (a fresh schema,
 // returned) or SQLite (a file of t's own, migrated by NewApp; the schema
 // returned is zero).
-func startBotOn(t *testing.T, engine string, env *demoEnv, poll flows.PollConfig, opts *AppOpts) (*App, pgtest.Schema) {
+func startBotOn(t *testing.T, engine string, env *demo.Env, poll flows.PollConfig, opts *AppOpts) (*App, pgtest.Schema) {
 	t.Helper()
 	var sc pgtest.Schema
 	if engine == config.EngineSQLite {
@@ -85,9 +87,9 @@ func startBotOn(t *testing.T, engine string, env *demoEnv, poll flows.PollConfig
 	return app, sc
 }
 
-func newTestEnv(t *testing.T, autoApprove bool, pipeline time.Duration) *demoEnv {
+func newTestEnv(t *testing.T, autoApprove bool, pipeline time.Duration) *demo.Env {
 	t.Helper()
-	env, err := newDemoEnv(pgtest.URL(), autoApprove, pipeline, testLogger(t))
+	env, err := demo.NewEnv(pgtest.URL(), autoApprove, pipeline, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func testEndToEndReachesValidated(t *testing.T, engine string) {
 	// Polls only after 10 s: every wait here must be ended by its webhook,
 	// so the call count below shows no polling (a loaded machine may
 	// otherwise poll before a webhook lands, which is correct but noisy).
-	poll := demoPoll
+	poll := demo.Poll
 	poll.ShortInterval = 10 * time.Second
 	poll.LongInterval = 10 * time.Second // never shorter than the short one (settings refuse that)
 	app, _ := startBotOn(t, engine, env, poll, &AppOpts{})
@@ -120,12 +122,12 @@ func testEndToEndReachesValidated(t *testing.T, engine string) {
 		t.Fatalf("the bot runs on %q, want %s", app.Database(), engine)
 	}
 	ctx := context.Background()
-	opID, err := submitDemoChange(ctx, env)
+	opID, err := demo.SubmitChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var steps []string
-	view, err := followChange(ctx, env, opID, 60*time.Second, func(v changeView) { steps = append(steps, v.Step.Name) })
+	view, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(v api.ChangeView) { steps = append(steps, v.Step.Name) })
 	if err != nil {
 		t.Fatalf("%v (steps seen: %v)", err, steps)
 	}
@@ -260,11 +262,11 @@ func TestReplayedDeliveryStoredOnceMovesNothing(t *testing.T) {
 	env := newTestEnv(t, true, 100*time.Millisecond)
 	app, sc := startBot(t, env)
 	ctx := context.Background()
-	opID, err := submitDemoChange(ctx, env)
+	opID, err := demo.SubmitChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {}); err != nil {
+	if _, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatal(err)
 	}
 	var hook gitlabfake.SentWebhook
@@ -293,7 +295,7 @@ func TestReplayedDeliveryStoredOnceMovesNothing(t *testing.T) {
 	send := func(key string) string {
 		req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/webhooks/gitlab", bytes.NewReader(hook.Body))
 		req.Header.Set("X-Gitlab-Event", hook.Event)
-		req.Header.Set("X-Gitlab-Token", demoWebhookSecret)
+		req.Header.Set("X-Gitlab-Token", demo.WebhookSecret)
 		req.Header.Set("Idempotency-Key", key)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/settings"
@@ -24,11 +26,11 @@ import (
 // faults, merge method and pipeline script), and run concurrently so that
 // the file stays fast on a small machine.
 
-// failurePoll is demoPoll with the bounds the scenarios exercise: two
+// failurePoll is demo.Poll with the bounds the scenarios exercise: two
 // approve retries per reviewer, one rebase round, and a short rebase (and
 // mergeability) deadline.
 func failurePoll() flows.PollConfig {
-	p := demoPoll
+	p := demo.Poll
 	p.ApproveMaxRetries = 2
 	p.MaxRounds = 1
 	p.RebaseDeadline = 2 * time.Second
@@ -37,7 +39,7 @@ func failurePoll() flows.PollConfig {
 
 // failEnv is one bot with its fakes, shared by concurrent scenarios.
 type failEnv struct {
-	*demoEnv
+	*demo.Env
 	app *App
 	n   atomic.Int64
 }
@@ -47,7 +49,7 @@ func newFailEnv(t *testing.T, poll flows.PollConfig, opts *AppOpts, initial map[
 	t.Helper()
 	env := newTestEnv(t, true, 100*time.Millisecond)
 	env.Config.Settings = initial
-	f := &failEnv{demoEnv: env}
+	f := &failEnv{Env: env}
 	if opts == nil {
 		f.app, _ = startBotWithPoll(t, env, poll)
 		return f
@@ -59,10 +61,10 @@ func newFailEnv(t *testing.T, poll flows.PollConfig, opts *AppOpts, initial map[
 // addProject adds a project with the demo members; spec fills in the rest.
 func (f *failEnv) addProject(name string, spec gitlabfake.ProjectSpec, script gitlabfake.PipelineScript) gitlabfake.Project {
 	spec.PathWithNamespace = "failures/" + name
-	spec.Members = map[string]int{demoRobot: gitlabfake.AccessMaintainer, demoRequester: gitlabfake.AccessDeveloper,
-		demoOperator: gitlabfake.AccessDeveloper, demoDeveloper: gitlabfake.AccessDeveloper}
-	for _, r := range demoReviewers {
-		spec.Members[r.name] = gitlabfake.AccessDeveloper
+	spec.Members = map[string]int{demo.Robot: gitlabfake.AccessMaintainer, demo.Requester: gitlabfake.AccessDeveloper,
+		demo.Operator: gitlabfake.AccessDeveloper, demo.Developer: gitlabfake.AccessDeveloper}
+	for _, r := range demo.Reviewers {
+		spec.Members[r.Name] = gitlabfake.AccessDeveloper
 	}
 	p := f.GitLab.AddProject(spec)
 	if script.Duration == 0 {
@@ -85,11 +87,11 @@ func (f *failEnv) submitChange(t *testing.T, project string) string {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{
 		"subject_id": fmt.Sprintf("svc-%d", f.n.Add(1)), "target_key": "prod", "project": project,
-		"title": "Raise replicas", "requested_by": demoRequester,
+		"title": "Raise replicas", "requested_by": demo.Requester,
 		"files": []map[string]string{{"path": "services/app/prod.yaml", "content": "replicas: 6\n"}},
 	})
 	req, _ := http.NewRequest(http.MethodPost, f.BaseURL+"/api/v1/changes", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Authorization", "Bearer "+demo.APIToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -125,13 +127,13 @@ func init() {
 // that is merely slow. A change that stops in a failure step fails at once.
 const patience = 3
 
-func (f *failEnv) wait(t *testing.T, opID, step string, timeout time.Duration) changeView {
+func (f *failEnv) wait(t *testing.T, opID, step string, timeout time.Duration) api.ChangeView {
 	t.Helper()
 	deadline := time.Now().Add(patience * timeout)
-	var v changeView
+	var v api.ChangeView
 	for time.Now().Before(deadline) {
 		var err error
-		v, err = getChangeView(context.Background(), f.demoEnv, opID)
+		v, err = demo.GetChange(context.Background(), f.Env, opID)
 		if err == nil && v.Step.Name == step {
 			return v
 		}
@@ -148,10 +150,10 @@ func (f *failEnv) wait(t *testing.T, opID, step string, timeout time.Duration) c
 // left the pending step it was parked in.
 func (f *failEnv) resume(t *testing.T, p gitlabfake.Project, iid int64, opID, pending string) {
 	t.Helper()
-	f.GitLab.AddNoteAsUser(p.ID, iid, demoOperator, "/resume")
+	f.GitLab.AddNoteAsUser(p.ID, iid, demo.Operator, "/resume")
 	deadline := time.Now().Add(patience * 15 * time.Second)
 	for time.Now().Before(deadline) {
-		if v, err := getChangeView(context.Background(), f.demoEnv, opID); err == nil && v.Step.Name != pending {
+		if v, err := demo.GetChange(context.Background(), f.Env, opID); err == nil && v.Step.Name != pending {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -162,7 +164,7 @@ func (f *failEnv) resume(t *testing.T, p gitlabfake.Project, iid int64, opID, pe
 // mrOfView returns the MR iid of a change that has one.
 func (f *failEnv) mrOfView(t *testing.T, opID string) int64 {
 	t.Helper()
-	v, err := getChangeView(context.Background(), f.demoEnv, opID)
+	v, err := demo.GetChange(context.Background(), f.Env, opID)
 	if err != nil || v.MergeRequest == nil {
 		t.Fatalf("no merge request: %v", err)
 	}
@@ -218,7 +220,7 @@ func (f *failEnv) waitStep(t *testing.T, opID string, step flows.StepCode, timeo
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	v, _ := getChangeView(context.Background(), f.demoEnv, opID)
+	v, _ := demo.GetChange(context.Background(), f.Env, opID)
 	t.Fatalf("change never passed %s: at %s (%s)", step, v.Step.Name, v.Detail)
 }
 
@@ -303,7 +305,7 @@ func TestFailurePaths(t *testing.T) {
 	t.Parallel()
 	// The GitLab call budget is off (gitlab.budget_per_minute 0): the 18
 	// scenarios share one robot account and start within the same second,
-	// polling every 500 ms (demoPoll; 15 s by default), and need about 310
+	// polling every 500 ms (demo.Poll; 15 s by default), and need about 310
 	// calls in their first 3 s, all the default budget (burst 250, 25 a
 	// second) gives, so on a fast machine they would wait on the budget
 	// instead of on what they test. (Before a step's calls waited for the

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/platform/approval/approvalfake"
 	"changebot/store"
@@ -21,16 +23,16 @@ import (
 func TestDecisionBeforeSentIsAccepted(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, false, 100*time.Millisecond)
-	ap := approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: "approved", DecideBeforeAnswer: true})
+	ap := approvalfake.New(approvalfake.Options{Secret: demo.CallbackSecret, AutoDecision: "approved", DecideBeforeAnswer: true})
 	t.Cleanup(ap.Close)
 	env.Config.ApprovalURL = ap.URL()
 	app, _ := startBot(t, env)
 	ctx := context.Background()
-	opID, err := submitDemoChange(ctx, env)
+	opID, err := demo.SubmitChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {}); err != nil {
+	if _, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatal(err)
 	}
 	if r := ap.Results(); len(r) != 1 || r[0] != flows.ResultAccepted {
@@ -62,7 +64,7 @@ func TestFlowOrderFlagFlipsWithApprovalsInFlight(t *testing.T) {
 	setFlag := func(v bool) {
 		req, _ := http.NewRequest(http.MethodPut, env.BaseURL+"/api/v1/settings/flow.approval_first",
 			bytes.NewReader([]byte(fmt.Sprintf(`{"value": %v}`, v))))
-		req.Header.Set("Authorization", "Bearer "+demoOperatorToken)
+		req.Header.Set("Authorization", "Bearer "+demo.OperatorToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("setting flow.approval_first=%v: %v %v", v, err, resp.Status)
@@ -72,9 +74,9 @@ func TestFlowOrderFlagFlipsWithApprovalsInFlight(t *testing.T) {
 	submit := func(subject string) string {
 		t.Helper()
 		body := fmt.Sprintf(`{"subject_id":%q,"target_key":"prod","project":%q,"title":"t %s","requested_by":%q,
-			"files":[{"path":"svc/%s.yaml","content":"x: 1\n"}]}`, subject, demoProject, subject, demoRequester, subject)
+			"files":[{"path":"svc/%s.yaml","content":"x: 1\n"}]}`, subject, demo.Project, subject, demo.Requester, subject)
 		req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/api/v1/changes", bytes.NewReader([]byte(body)))
-		req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+		req.Header.Set("Authorization", "Bearer "+demo.APIToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != http.StatusAccepted {
 			t.Fatalf("submitting %s: %v %v", subject, err, resp.Status)
@@ -116,7 +118,7 @@ func TestFlowOrderFlagFlipsWithApprovalsInFlight(t *testing.T) {
 	decide(b)
 	decide(c)
 	for id, wantFirst := range map[string]bool{a: true, b: false, c: true} {
-		v, err := followChange(ctx, env, id, 60*time.Second, func(changeView) {})
+		v, err := demo.FollowChange(ctx, env, id, 60*time.Second, func(api.ChangeView) {})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/platform"
 )
 
@@ -53,7 +54,7 @@ func TestForgedMergeWebhookMovesNothing(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/webhooks/gitlab", bytes.NewReader(forged))
 	req.Header.Set("X-Gitlab-Event", "Merge Request Hook")
-	req.Header.Set("X-Gitlab-Token", demoWebhookSecret)
+	req.Header.Set("X-Gitlab-Token", demo.WebhookSecret)
 	req.Header.Set("Idempotency-Key", "forged-merge-1")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -72,7 +73,7 @@ func TestForgedMergeWebhookMovesNothing(t *testing.T) {
 	if outcome != "no_change" {
 		t.Fatalf("forged merge delivery outcome %q, want no_change", outcome)
 	}
-	v, err := getChangeView(ctx, env, opID)
+	v, err := demo.GetChange(ctx, env, opID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestForgedMergeWebhookMovesNothing(t *testing.T) {
 	if mr, ok := env.GitLab.MergeRequest(op.ProjectID, op.MRIID); !ok || mr.State != platform.MRStateOpened {
 		t.Fatalf("GitLab's MR: %+v, want opened", mr)
 	}
-	if code, _, body := apiCall(t, env, http.MethodPost, "/api/v1/changes/"+opID+"/cancel", demoOperatorToken, nil); code != http.StatusOK {
+	if code, _, body := apiCall(t, env, http.MethodPost, "/api/v1/changes/"+opID+"/cancel", demo.OperatorToken, nil); code != http.StatusOK {
 		t.Fatalf("cancel: %d %s", code, body)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/store"
 )
 
@@ -21,11 +22,11 @@ func TestGitHubCheckWebhookEndsPipelineWait(t *testing.T) {
 	t.Parallel()
 	// The checks run 2 s, so the poll at the wait's start finds them running.
 	env := newGitHubTestEnv(t, true, 2*time.Second)
-	poll := demoPoll
+	poll := demo.Poll
 	poll.ShortInterval, poll.LongInterval = 10*time.Minute, 10*time.Minute
 	poll.PipelineDeadline, poll.DeployDeadline = time.Hour, time.Hour
 	app, _ := startBotWithPoll(t, env, poll)
-	opID, err := submitDemoChange(context.Background(), env)
+	opID, err := demo.SubmitChange(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestGitHubCheckWebhookEndsPipelineWait(t *testing.T) {
 	deadline := time.Now().Add(patience * 30 * time.Second)
 	for ended.Seq == 0 {
 		if time.Now().After(deadline) {
-			v, _ := getChangeView(context.Background(), env, opID)
+			v, _ := demo.GetChange(context.Background(), env, opID)
 			t.Fatalf("the wait for the checks never ended: at %s (%s)", v.Step.Name, v.Detail)
 		}
 		time.Sleep(50 * time.Millisecond)

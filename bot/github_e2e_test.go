@@ -7,16 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/store"
 	"changebot/store/postgres/pgtest"
 	"changebot/templates"
 )
 
-// newGitHubTestEnv is newTestEnv on githubfake (newGitHubDemoEnvAt).
-func newGitHubTestEnv(t *testing.T, autoApprove bool, pipeline time.Duration) *demoEnv {
+// newGitHubTestEnv is newTestEnv on githubfake (demo.NewGitHubEnvAt).
+func newGitHubTestEnv(t *testing.T, autoApprove bool, pipeline time.Duration) *demo.Env {
 	t.Helper()
-	env, err := newGitHubDemoEnvAt(demoAddrs{}, pgtest.URL(), autoApprove, pipeline, testLogger(t))
+	env, err := demo.NewGitHubEnvAt(demo.Addrs{}, pgtest.URL(), autoApprove, pipeline, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,14 +42,14 @@ func TestGitHubEndToEndReachesValidated(t *testing.T) {
 
 func testGitHubEndToEndReachesValidated(t *testing.T, engine string) {
 	env := newGitHubTestEnv(t, true, 200*time.Millisecond)
-	app, _ := startBotOn(t, engine, env, demoPoll, &AppOpts{})
+	app, _ := startBotOn(t, engine, env, demo.Poll, &AppOpts{})
 	ctx := context.Background()
-	opID, err := submitDemoChange(ctx, env)
+	opID, err := demo.SubmitChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var steps []string
-	view, err := followChange(ctx, env, opID, 60*time.Second, func(v changeView) { steps = append(steps, v.Step.Name) })
+	view, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(v api.ChangeView) { steps = append(steps, v.Step.Name) })
 	if err != nil {
 		t.Fatalf("%v (steps seen: %v)", err, steps)
 	}
@@ -132,14 +134,14 @@ func TestGitHubApproveCommentCountsForWriters(t *testing.T) {
 	if n := len(env.Approvals.Requests()); n != 0 {
 		t.Fatalf("the external approval system was called %d times", n)
 	}
-	env.GitHub.AddComment(env.Repo.ID, number, demoReporter, "/approve")
-	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == store.EventRefused && ev.Actor == demoReporter })
-	if v, _ := getChangeView(ctx, env, opID); v.Step.Name != "APPROVAL_SENT" {
+	env.GitHub.AddComment(env.Repo.ID, number, demo.Reporter, "/approve")
+	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == store.EventRefused && ev.Actor == demo.Reporter })
+	if v, _ := demo.GetChange(ctx, env, opID); v.Step.Name != "APPROVAL_SENT" {
 		t.Fatalf("a read-only collaborator's /approve moved the change to %s", v.Step.Name)
 	}
-	env.GitHub.AddComment(env.Repo.ID, number, demoDeveloper, "/approve looks good")
-	if _, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {}); err != nil {
+	env.GitHub.AddComment(env.Repo.ID, number, demo.Developer, "/approve looks good")
+	if _, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == flows.EventApproval && ev.Actor == demoDeveloper })
+	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == flows.EventApproval && ev.Actor == demo.Developer })
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/platform/github/githubfake"
 )
 
@@ -25,7 +27,7 @@ type ghEnv struct {
 func newGitHubFailEnv(t *testing.T) *ghEnv {
 	t.Helper()
 	env := newGitHubTestEnv(t, true, 100*time.Millisecond)
-	f := &failEnv{demoEnv: env}
+	f := &failEnv{Env: env}
 	f.app, _ = startBotWithPoll(t, env, failurePoll())
 	return &ghEnv{failEnv: f}
 }
@@ -34,10 +36,10 @@ func newGitHubFailEnv(t *testing.T) *ghEnv {
 // fills in the rest (CI, protection).
 func (g *ghEnv) addRepo(name string, spec githubfake.RepoSpec) githubfake.Repo {
 	spec.FullName = "failures/" + name
-	spec.Collaborators = map[string]string{demoRobot: "maintain", demoRequester: "write", demoOperator: "write",
-		demoDeveloper: "write", demoReporter: "read"}
-	for _, r := range demoReviewers {
-		spec.Collaborators[r.name] = "write"
+	spec.Collaborators = map[string]string{demo.Robot: "maintain", demo.Requester: "write", demo.Operator: "write",
+		demo.Developer: "write", demo.Reporter: "read"}
+	for _, r := range demo.Reviewers {
+		spec.Collaborators[r.Name] = "write"
 	}
 	if spec.RequiredContexts == nil {
 		spec.RequiredContexts = []string{"build"}
@@ -89,8 +91,8 @@ func TestGitHubFailurePaths(t *testing.T) {
 			r := g.addRepo("retry", githubfake.RepoSpec{CI: &githubfake.CIScript{Outcomes: []string{"failure", "success"}}})
 			op := g.submitTo(t, r)
 			v := g.wait(t, op, "CREATE_PIPELINE_FAILED", 30*time.Second)
-			g.GitHub.AddComment(r.ID, v.MergeRequest.IID, demoRequester, "Fixed the runner.\n/retry")
-			if _, err := followChange(context.Background(), g.demoEnv, op, patience*40*time.Second, func(changeView) {}); err != nil {
+			g.GitHub.AddComment(r.ID, v.MergeRequest.IID, demo.Requester, "Fixed the runner.\n/retry")
+			if _, err := demo.FollowChange(context.Background(), g.Env, op, patience*40*time.Second, func(api.ChangeView) {}); err != nil {
 				t.Fatal(err)
 			}
 			if pr, _ := g.GitHub.PullRequest(r.ID, v.MergeRequest.IID); !pr.Merged {

@@ -3,6 +3,8 @@ package bot
 import (
 	"testing"
 	"time"
+
+	"changebot/demo"
 )
 
 // TestGitHubSIGKILLWhileWaitingForChecksThenRestart is
@@ -27,7 +29,7 @@ func testGitHubSIGKILLThenRestart(t *testing.T, engine string) {
 	// soon as the bot writes its first status comment.
 	env := newGitHubTestEnv(t, true, 8*time.Second)
 	p := startKillableBot(t, env, engine, "CHANGEBOT_PLATFORM=github",
-		"CHANGEBOT_GITHUB_URL="+env.GitHub.URL(), "CHANGEBOT_GITHUB_TOKEN="+demoRobotToken)
+		"CHANGEBOT_GITHUB_URL="+env.GitHub.URL(), "CHANGEBOT_GITHUB_TOKEN="+demo.RobotToken)
 	// The bot dies while it writes its first status comment, right after it
 	// opened the pull request: the comment's POST is held until the process
 	// is gone.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/platform/github/githubfake"
 )
 
@@ -23,7 +24,7 @@ func TestGitHubSubmitNamesGitHubUsernameRules(t *testing.T) {
 		// with invalid text: the API's own check of every field
 		strings.Replace(strings.Replace(validChange("gh-rbt"), `"alice"`, `"alice.smith"`, 1), `"title":"t"`, "\"title\":\"t\xff\"", 1),
 	} {
-		code, answer := submitCall(t, env, "/api/v1/changes", "Bearer", demoAPIToken, "", []byte(body))
+		code, answer := submitCall(t, env, "/api/v1/changes", "Bearer", demo.APIToken, "", []byte(body))
 		if code != http.StatusBadRequest || !strings.Contains(answer, `"field":"requested_by"`) ||
 			!strings.Contains(answer, "must be a GitHub username") || strings.Contains(answer, "GitLab") {
 			t.Errorf("status %d %s, want 400 naming GitHub's username rules for requested_by", code, answer)
@@ -46,9 +47,9 @@ func TestGitHubSubmitErrorsNameGitHub(t *testing.T) {
 		code  int
 		want  []string
 	}{
-		{name: "project without owner", body: strings.Replace(validChange("gh-p1"), `"project":"`+demoProject+`"`, `"project":"config"`, 1),
+		{name: "project without owner", body: strings.Replace(validChange("gh-p1"), `"project":"`+demo.Project+`"`, `"project":"config"`, 1),
 			code: http.StatusBadRequest, want: []string{`"field":"project"`, `\"owner/name\" or a numeric id`}},
-		{name: "unknown repository", body: strings.Replace(validChange("gh-p2"), `"project":"`+demoProject+`"`, `"project":"nobody/nothing"`, 1),
+		{name: "unknown repository", body: strings.Replace(validChange("gh-p2"), `"project":"`+demo.Project+`"`, `"project":"nobody/nothing"`, 1),
 			code: http.StatusUnprocessableEntity, want: []string{`"field":"project"`, "does not fit the project in GitHub"}},
 		{name: "GitHub unavailable", fault: &githubfake.Fault{Method: http.MethodGet, PathPattern: "/repos/*/*", Status: 503},
 			body: validChange("gh-p3"), code: http.StatusServiceUnavailable, want: []string{"GitHub could not answer the checks"}},
@@ -59,7 +60,7 @@ func TestGitHubSubmitErrorsNameGitHub(t *testing.T) {
 				env.GitHub.InjectFault(*tc.fault)
 				defer env.GitHub.ClearFaults()
 			}
-			code, answer := submitCall(t, env, "/api/v1/changes", "Bearer", demoAPIToken, "", []byte(tc.body))
+			code, answer := submitCall(t, env, "/api/v1/changes", "Bearer", demo.APIToken, "", []byte(tc.body))
 			if code != tc.code {
 				t.Fatalf("status %d %s, want %d", code, answer, tc.code)
 			}

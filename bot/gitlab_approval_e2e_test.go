@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/store"
 )
@@ -18,11 +20,11 @@ func TestInGitLabApprovalCountsEachApproverOnce(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, false, 100*time.Millisecond)
 	env.Config.Settings = map[string]string{"approval.provider": "gitlab",
-		"approval.approvers": demoApprover + "," + demoDeveloper, "approval.required": "2"}
+		"approval.approvers": demo.Approver + "," + demo.Developer, "approval.required": "2"}
 	app, sc := startBot(t, env)
 	ctx := context.Background()
 	opID, iid := runUntil(t, env, "APPROVAL_SENT")
-	if v, _ := getChangeView(ctx, env, opID); v.ApprovalFirst {
+	if v, _ := demo.GetChange(ctx, env, opID); v.ApprovalFirst {
 		t.Fatal("the in-GitLab approval mode must open the MR first")
 	}
 	if n := len(env.Approvals.Requests()); n != 0 {
@@ -35,20 +37,20 @@ func TestInGitLabApprovalCountsEachApproverOnce(t *testing.T) {
 		}
 		return n
 	}
-	env.GitLab.ApproveAsUser(env.Project.ID, iid, demoReviewers[0].name) // a robot: never counts
-	env.GitLab.ApproveAsUser(env.Project.ID, iid, demoApprover)
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoApprover, "@"+demoRobot+" approve")
-	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == flows.EventApproval && ev.Actor == demoApprover })
+	env.GitLab.ApproveAsUser(env.Project.ID, iid, demo.Reviewers[0].Name) // a robot: never counts
+	env.GitLab.ApproveAsUser(env.Project.ID, iid, demo.Approver)
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Approver, "@"+demo.Robot+" approve")
+	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == flows.EventApproval && ev.Actor == demo.Approver })
 	_ = env.GitLab.Flush(ctx)
 	time.Sleep(time.Second)
 	if n := approvals(); n != 1 {
 		t.Fatalf("approvals counted = %d, want 1 (carol once, the robot never)", n)
 	}
-	if v, _ := getChangeView(ctx, env, opID); v.Step.Name != "APPROVAL_SENT" {
+	if v, _ := demo.GetChange(ctx, env, opID); v.Step.Name != "APPROVAL_SENT" {
 		t.Fatalf("one of two approvals moved the change to %s", v.Step.Name)
 	}
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoDeveloper, "/approve looks good")
-	if _, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {}); err != nil {
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Developer, "/approve looks good")
+	if _, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatal(err)
 	}
 	if n := approvals(); n != 2 {
@@ -61,21 +63,21 @@ func TestInGitLabApprovalCountsEachApproverOnce(t *testing.T) {
 func TestInGitLabApprovalByGroup(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, false, 100*time.Millisecond)
-	env.GitLab.AddGroup("platform/approvers", map[string]int{demoDeveloper: 30})
+	env.GitLab.AddGroup("platform/approvers", map[string]int{demo.Developer: 30})
 	env.Config.Settings = map[string]string{"approval.provider": "gitlab", "approval.approver_groups": "platform/approvers"}
 	app, sc := startBot(t, env)
 	ctx := context.Background()
 	opID, iid := runUntil(t, env, "APPROVAL_SENT")
-	env.GitLab.ApproveAsUser(env.Project.ID, iid, demoApprover) // not in the group
+	env.GitLab.ApproveAsUser(env.Project.ID, iid, demo.Approver) // not in the group
 	_ = env.GitLab.Flush(ctx)
 	time.Sleep(time.Second)
 	var n int
 	if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals WHERE operation_id = $1`, opID).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("an approval from outside the group counted: %d (%v)", n, err)
 	}
-	env.GitLab.ApproveAsUser(env.Project.ID, iid, demoDeveloper)
-	if _, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {}); err != nil {
+	env.GitLab.ApproveAsUser(env.Project.ID, iid, demo.Developer)
+	if _, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == flows.EventApproval && ev.Actor == demoDeveloper })
+	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == flows.EventApproval && ev.Actor == demo.Developer })
 }

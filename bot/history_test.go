@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/store"
 )
 
@@ -20,11 +22,11 @@ func TestHistoryReplayVerifyCommands(t *testing.T) {
 	env := newTestEnv(t, true, 100*time.Millisecond)
 	_, sc := startBot(t, env)
 	ctx := context.Background()
-	opID, err := submitDemoChange(ctx, env)
+	opID, err := demo.SubmitChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	view, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {})
+	view, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(api.ChangeView) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func TestHistoryReplayVerifyCommands(t *testing.T) {
 		if form != "" {
 			u += "?form=" + form
 		}
-		httpJSON(t, "GET", u, "Bearer "+demoAPIToken, "", http.StatusOK, &api)
+		httpJSON(t, "GET", u, "Bearer "+demo.APIToken, "", http.StatusOK, &api)
 		args := []string{"history", opID, "-json"}
 		if form == "stored" {
 			args = append(args, "-stored")
@@ -78,11 +80,11 @@ func TestHistoryReplayVerifyCommands(t *testing.T) {
 		}
 	}
 	var bad map[string]string
-	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/"+opID+"/events?form=raw", "Bearer "+demoAPIToken, "", http.StatusBadRequest, &bad)
+	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/"+opID+"/events?form=raw", "Bearer "+demo.APIToken, "", http.StatusBadRequest, &bad)
 	if !strings.Contains(bad["error"], "form") {
 		t.Fatalf("form=raw: %v, want the error to name form", bad)
 	}
-	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/op_missing/events", "Bearer "+demoAPIToken, "", http.StatusNotFound, &bad)
+	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/op_missing/events", "Bearer "+demo.APIToken, "", http.StatusNotFound, &bad)
 	if _, err := sc.Pool.Exec(ctx, `UPDATE change_events SET actor = 'mallory' WHERE operation_id = $1 AND seq = 2`, opID); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
 	"changebot/config"
+	"changebot/demo"
 	"changebot/store/postgres/pgtest"
 	"changebot/templates"
 )
@@ -158,7 +160,7 @@ type killableBot struct {
 // demo's reviewers, secrets, API token and approval system, and engine's
 // database, and waits until it listens. It is killed when the test ends;
 // its output is logged when the test failed.
-func startKillableBot(t *testing.T, env *demoEnv, engine string, platformEnv ...string) *killableBot {
+func startKillableBot(t *testing.T, env *demo.Env, engine string, platformEnv ...string) *killableBot {
 	t.Helper()
 	addr := env.Listener.Addr().String()
 	_ = env.Listener.Close()
@@ -169,9 +171,9 @@ func startKillableBot(t *testing.T, env *demoEnv, engine string, platformEnv ...
 	serveEnv := append([]string{cfgFile, "CHANGEBOT_LISTEN=" + addr}, platformEnv...)
 	serveEnv = append(serveEnv,
 		"CHANGEBOT_REVIEWER_TOKENS="+strings.Join(env.Config.ReviewerTokens, ","),
-		"CHANGEBOT_WEBHOOK_SECRETS="+demoWebhookSecret,
-		"CHANGEBOT_CALLBACK_SECRET="+demoCallbackSecret,
-		"CHANGEBOT_API_TOKENS=submitter:"+demoAPIToken,
+		"CHANGEBOT_WEBHOOK_SECRETS="+demo.WebhookSecret,
+		"CHANGEBOT_CALLBACK_SECRET="+demo.CallbackSecret,
+		"CHANGEBOT_API_TOKENS=submitter:"+demo.APIToken,
 		"CHANGEBOT_APPROVAL_URL="+env.Approvals.URL(),
 		"CHANGEBOT_EXTERNAL_URL="+env.BaseURL,
 		"CHANGEBOT_LOG_LEVEL=warn",
@@ -202,7 +204,7 @@ func (b *killableBot) restart() {
 // SetBeforeCall) until the process is gone, then lets it go and removes
 // the hook. The change must reach CREATE_MR_OPENED, and the write come,
 // within timeout each. It returns the change's operation id.
-func (b *killableBot) killAtFirstStatusComment(env *demoEnv, setBeforeCall func(func(method, path string)), suffix string, timeout time.Duration) string {
+func (b *killableBot) killAtFirstStatusComment(env *demo.Env, setBeforeCall func(func(method, path string)), suffix string, timeout time.Duration) string {
 	t := b.t
 	t.Helper()
 	inComment, release := make(chan struct{}), make(chan struct{})
@@ -212,7 +214,7 @@ func (b *killableBot) killAtFirstStatusComment(env *demoEnv, setBeforeCall func(
 			once.Do(func() { close(inComment); <-release })
 		}
 	})
-	opID, err := submitDemoChange(context.Background(), env)
+	opID, err := demo.SubmitChange(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,11 +233,11 @@ func (b *killableBot) killAtFirstStatusComment(env *demoEnv, setBeforeCall func(
 // restartUntilValidated starts the killed bot again and follows the
 // change opID until it ends, which must be VALIDATED; it returns the
 // change's last view.
-func (b *killableBot) restartUntilValidated(env *demoEnv, opID string) changeView {
+func (b *killableBot) restartUntilValidated(env *demo.Env, opID string) api.ChangeView {
 	t := b.t
 	t.Helper()
 	b.restart()
-	view, err := followChange(context.Background(), env, opID, 60*time.Second, func(changeView) {})
+	view, err := demo.FollowChange(context.Background(), env, opID, 60*time.Second, func(api.ChangeView) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +287,7 @@ func waitStatusCurrent(t *testing.T, engine string, bodies func() []string) {
 
 func testSIGKILLThenRestart(t *testing.T, engine string) {
 	env := newTestEnv(t, true, 3*time.Second)
-	p := startKillableBot(t, env, engine, "CHANGEBOT_GITLAB_URL="+env.GitLab.URL(), "CHANGEBOT_GITLAB_TOKEN="+demoRobotToken)
+	p := startKillableBot(t, env, engine, "CHANGEBOT_GITLAB_URL="+env.GitLab.URL(), "CHANGEBOT_GITLAB_TOKEN="+demo.RobotToken)
 
 	// The bot dies in the middle of its status-note job: the first write of
 	// the status comment is held in GitLab until the process is gone, so the
@@ -329,11 +331,11 @@ func waitListening(t *testing.T, addr string) {
 	t.Fatalf("bot did not listen on %s", addr)
 }
 
-func waitStep(t *testing.T, env *demoEnv, opID, step string, timeout time.Duration) {
+func waitStep(t *testing.T, env *demo.Env, opID, step string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		v, err := getChangeView(context.Background(), env, opID)
+		v, err := demo.GetChange(context.Background(), env, opID)
 		if err == nil && v.Step.Name == step {
 			return
 		}
@@ -361,9 +363,9 @@ func TestSecondServeOnSQLiteFileRefused(t *testing.T) {
 	dataDir := t.TempDir()
 	serveEnv := func(listen string) []string {
 		return []string{cfgFile, "CHANGEBOT_LISTEN=" + listen, "DATABASE_URL=", "CHANGEBOT_DATA_DIR=" + dataDir,
-			"CHANGEBOT_GITLAB_URL=" + env.GitLab.URL(), "CHANGEBOT_GITLAB_TOKEN=" + demoRobotToken,
-			"CHANGEBOT_WEBHOOK_SECRETS=" + demoWebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demoCallbackSecret,
-			"CHANGEBOT_API_TOKENS=submitter:" + demoAPIToken, "CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
+			"CHANGEBOT_GITLAB_URL=" + env.GitLab.URL(), "CHANGEBOT_GITLAB_TOKEN=" + demo.RobotToken,
+			"CHANGEBOT_WEBHOOK_SECRETS=" + demo.WebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demo.CallbackSecret,
+			"CHANGEBOT_API_TOKENS=submitter:" + demo.APIToken, "CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
 			"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL, "CHANGEBOT_LOG_LEVEL=info"}
 	}
 	first := &lockedBuilder{}
@@ -395,7 +397,7 @@ func TestSecondServeOnSQLiteFileRefused(t *testing.T) {
 		t.Errorf("second serve said %q, want it to say several replicas need PostgreSQL", out)
 	}
 	// The first still serves.
-	if _, err := submitDemoChange(context.Background(), env); err != nil {
+	if _, err := demo.SubmitChange(context.Background(), env); err != nil {
 		t.Fatalf("the first serve stopped answering: %v", err)
 	}
 }

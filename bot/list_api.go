@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"changebot/api"
 	"changebot/flows"
 	"changebot/settings"
 	"changebot/store"
@@ -179,18 +180,18 @@ func decodeCursor(c string) (string, bool) {
 
 // changeListItem is one change of GET /api/v1/changes.
 type changeListItem struct {
-	OperationID  string    `json:"operation_id"`
-	SubjectID    string    `json:"subject_id"`
-	TargetKey    string    `json:"target_key"`
-	Project      string    `json:"project"`
-	Status       string    `json:"status"`
-	Step         stepView  `json:"step"`
-	Hint         string    `json:"hint"`
-	Terminal     bool      `json:"terminal"`
-	MergeRequest *mrView   `json:"merge_request"`
-	RequestedBy  string    `json:"requested_by"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	OperationID  string       `json:"operation_id"`
+	SubjectID    string       `json:"subject_id"`
+	TargetKey    string       `json:"target_key"`
+	Project      string       `json:"project"`
+	Status       string       `json:"status"`
+	Step         api.StepView `json:"step"`
+	Hint         string       `json:"hint"`
+	Terminal     bool         `json:"terminal"`
+	MergeRequest *api.MRView  `json:"merge_request"`
+	RequestedBy  string       `json:"requested_by"`
+	CreatedAt    time.Time    `json:"created_at"`
+	UpdatedAt    time.Time    `json:"updated_at"`
 }
 
 // changeListPage is the body of GET /api/v1/changes.
@@ -228,10 +229,10 @@ func (a *App) serveChangeList(w http.ResponseWriter, r *http.Request) {
 func newChangeListItem(op store.Operation, externalURL string) changeListItem {
 	st := flows.MustStep(flows.StepCode(op.Step))
 	it := changeListItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
-		Status: op.Status, Step: stepView{op.Step, st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal,
+		Status: op.Status, Step: api.StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal,
 		RequestedBy: op.RequestedBy, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 	if op.MRIID > 0 {
-		it.MergeRequest = &mrView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
+		it.MergeRequest = &api.MRView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
 	} else {
 		it.Hint = apiHint(st, op.Platform, externalURL+"/api/v1/changes/"+op.ID)
 	}

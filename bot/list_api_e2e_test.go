@@ -16,15 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store/postgres/pgtest"
 )
 
 // changeListPageOf is GET /api/v1/changes?query, which must answer 200.
-func changeListPageOf(t *testing.T, env *demoEnv, query url.Values) changeListPage {
+func changeListPageOf(t *testing.T, env *demo.Env, query url.Values) changeListPage {
 	t.Helper()
-	code, _, body := apiCall(t, env, http.MethodGet, "/api/v1/changes?"+query.Encode(), demoAPIToken, nil)
+	code, _, body := apiCall(t, env, http.MethodGet, "/api/v1/changes?"+query.Encode(), demo.APIToken, nil)
 	var p changeListPage
 	if code != http.StatusOK || json.Unmarshal(body, &p) != nil {
 		t.Fatalf("GET /api/v1/changes?%s = %d %s", query.Encode(), code, body)
@@ -47,17 +48,17 @@ func TestListChangesAPI(t *testing.T) {
 	other := env.GitLab.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "platform/other"})
 	third := env.GitLab.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: "platform/third"})
 	var skew atomic.Int64
-	_, schema := startBotWithOpts(t, env, demoPoll, &AppOpts{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
+	_, schema := startBotWithOpts(t, env, demo.Poll, &AppOpts{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
 	// As submitted; listed as paths (the third's id becomes its path).
-	submitted := []string{demoProject, other.PathWithNamespace, strconv.FormatInt(third.ID, 10)}
-	projects := []string{demoProject, other.PathWithNamespace, third.PathWithNamespace}
+	submitted := []string{demo.Project, other.PathWithNamespace, strconv.FormatInt(third.ID, 10)}
+	projects := []string{demo.Project, other.PathWithNamespace, third.PathWithNamespace}
 	perProject := []int{16, 9, 5}
 
 	submit := func(project, subject string) string {
 		t.Helper()
 		body := fmt.Sprintf(`{"subject_id":%q,"target_key":"prod","project":%q,"title":"t %s","requested_by":%q,
-			"files":[{"path":"svc/%s.yaml","content":"x: 1\n"}]}`, subject, project, subject, demoRequester, subject)
-		code, _, out := apiCall(t, env, http.MethodPost, "/api/v1/changes", demoAPIToken, body)
+			"files":[{"path":"svc/%s.yaml","content":"x: 1\n"}]}`, subject, project, subject, demo.Requester, subject)
+		code, _, out := apiCall(t, env, http.MethodPost, "/api/v1/changes", demo.APIToken, body)
 		var s struct {
 			OperationID string `json:"operation_id"`
 		}
@@ -105,7 +106,7 @@ func TestListChangesAPI(t *testing.T) {
 			}
 			for _, c := range p.Changes {
 				seen[c.OperationID]++
-				if c.Project != projectOf[c.OperationID] || c.Step.Name == "" || c.CreatedAt.IsZero() || c.RequestedBy != demoRequester {
+				if c.Project != projectOf[c.OperationID] || c.Step.Name == "" || c.CreatedAt.IsZero() || c.RequestedBy != demo.Requester {
 					t.Errorf("listed %+v, want project %q, a step, created_at, requested_by", c, projectOf[c.OperationID])
 				}
 			}
@@ -115,7 +116,7 @@ func TestListChangesAPI(t *testing.T) {
 			for id := range projectOf {
 				if want(id) && seen[id] == 0 && !cancelled[id] {
 					cancelled[id] = true
-					if code, _, body := apiCall(t, env, http.MethodPost, "/api/v1/changes/"+id+"/cancel", demoAPIToken, nil); code != http.StatusOK {
+					if code, _, body := apiCall(t, env, http.MethodPost, "/api/v1/changes/"+id+"/cancel", demo.APIToken, nil); code != http.StatusOK {
 						t.Fatalf("cancelling %s: %d %s", id, code, body)
 					}
 					break
@@ -189,7 +190,7 @@ func TestListChangesAPI(t *testing.T) {
 	}
 	skew.Store(0)
 	// Parked: with pipeline.deadline at 1s its next poll parks it.
-	if code, _, body := apiCall(t, env, http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+	if code, _, body := apiCall(t, env, http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
 		`{"value": "1s"}`); code != http.StatusOK {
 		t.Fatalf("setting pipeline.deadline: %d %s", code, body)
 	}
@@ -212,7 +213,7 @@ func TestListChangesAPI(t *testing.T) {
 		{"cursor=not-a-cursor", "cursor"},
 		{"staus=MERGED", "staus"},
 	} {
-		code, _, body := apiCall(t, env, http.MethodGet, "/api/v1/changes?"+c.query, demoAPIToken, nil)
+		code, _, body := apiCall(t, env, http.MethodGet, "/api/v1/changes?"+c.query, demo.APIToken, nil)
 		var e struct {
 			Error string `json:"error"`
 		}
@@ -255,9 +256,9 @@ func TestListChangesAPI(t *testing.T) {
 }
 
 // listChangeStatus reads a change's status through GET /api/v1/changes/{id}.
-func listChangeStatus(t *testing.T, env *demoEnv, id string) string {
+func listChangeStatus(t *testing.T, env *demo.Env, id string) string {
 	t.Helper()
-	v, err := getChangeView(context.Background(), env, id)
+	v, err := demo.GetChange(context.Background(), env, id)
 	if err != nil {
 		t.Fatal(err)
 	}

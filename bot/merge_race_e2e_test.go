@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/store"
 	"changebot/store/postgres/pgtest"
@@ -32,14 +34,14 @@ type raceReplica struct {
 }
 
 // startReplica starts a replica named id on schema sc with env's config.
-func startReplica(t *testing.T, env *demoEnv, sc pgtest.Schema, id string) raceReplica {
+func startReplica(t *testing.T, env *demo.Env, sc pgtest.Schema, id string) raceReplica {
 	t.Helper()
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: testLogger(t).With("replica", id),
-		Schema: sc.Name, Poll: demoPoll, ClientID: id})
+		Schema: sc.Name, Poll: demo.Poll, ClientID: id})
 	if err != nil {
 		t.Fatalf("NewApp %s: %v", id, err)
 	}
@@ -122,7 +124,7 @@ func mrPipelineSucceeded(body []byte) bool {
 
 // mergeCallsBySHA counts the merge calls GitLab received for MR !iid, per
 // head sha in the call, and how many of them GitLab answered 200.
-func mergeCallsBySHA(env *demoEnv, iid int64) (calls, ok map[string]int) {
+func mergeCallsBySHA(env *demo.Env, iid int64) (calls, ok map[string]int) {
 	calls, ok = map[string]int{}, map[string]int{}
 	suffix := fmt.Sprintf("/merge_requests/%d/merge", iid)
 	for _, c := range env.GitLab.Calls() {
@@ -157,7 +159,7 @@ func TestMergeRaceTwoReplicas(t *testing.T) {
 	t.Parallel()
 	r := startRace(t)
 	env, sc, front := r.env, r.sc, r.front
-	opID, err := submitDemoChange(context.Background(), env)
+	opID, err := demo.SubmitChange(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +207,7 @@ func TestMergeRaceRescuedJobLosesTheClaim(t *testing.T) {
 		case <-time.After(time.Minute):
 		}
 	})
-	opID, err := submitDemoChange(context.Background(), env)
+	opID, err := demo.SubmitChange(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +267,7 @@ func TestMergeRaceRescuedJobLosesTheClaim(t *testing.T) {
 // race is the setting of the race tests: two replicas on one schema
 // behind a hookFront, merges taking mergeDuration.
 type race struct {
-	env      *demoEnv
+	env      *demo.Env
 	sc       pgtest.Schema
 	front    *hookFront
 	replicas map[string]*App // by River client id
@@ -291,7 +293,7 @@ func startRace(t *testing.T) race {
 // requireOneMerge checks the race's outcome on the VALIDATED change v:
 // one merge call for its head, answered 200; no failure anywhere; one
 // merge claim of that head in its history.
-func requireOneMerge(t *testing.T, env *demoEnv, v changeView) {
+func requireOneMerge(t *testing.T, env *demo.Env, v api.ChangeView) {
 	t.Helper()
 	iid := v.MergeRequest.IID
 	head := headOf(v.Events)
@@ -307,13 +309,13 @@ func requireOneMerge(t *testing.T, env *demoEnv, v changeView) {
 }
 
 // waitStatus polls the change until it reaches status and returns its view.
-func waitStatus(t *testing.T, env *demoEnv, opID, status string, timeout time.Duration) changeView {
+func waitStatus(t *testing.T, env *demo.Env, opID, status string, timeout time.Duration) api.ChangeView {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var v changeView
+	var v api.ChangeView
 	for time.Now().Before(deadline) {
 		var err error
-		v, err = getChangeView(context.Background(), env, opID)
+		v, err = demo.GetChange(context.Background(), env, opID)
 		if err == nil && v.Status == status {
 			return v
 		}
@@ -367,7 +369,7 @@ func mergeClaims(t *testing.T, events []store.Event) []map[string]any {
 // requireNoFailureE2E fails when the change passed through a failure or
 // pending step, when the status comment shows one, or when the robot wrote
 // any other comment on MR !iid.
-func requireNoFailureE2E(t *testing.T, env *demoEnv, iid int64, events []store.Event) {
+func requireNoFailureE2E(t *testing.T, env *demo.Env, iid int64, events []store.Event) {
 	t.Helper()
 	for _, ev := range events {
 		if s, ok := flows.Lookup(flows.StepCode(ev.ToStep)); ok && (s.Retryable() || s.Phase == flows.PhasePending) {

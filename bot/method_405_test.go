@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"changebot/demo"
 )
 
 // TestWrongMethodsAnswer405: every path the API serves answers a method it
@@ -33,7 +35,7 @@ func TestWrongMethodsAnswer405(t *testing.T) {
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest(tt.method, env.BaseURL+tt.path, nil)
-		req.Header.Set("Authorization", "Bearer "+demoOperatorToken)
+		req.Header.Set("Authorization", "Bearer "+demo.OperatorToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", tt.method, tt.path, err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/store/postgres/pgtest"
 )
@@ -55,7 +57,7 @@ func runOneChangeCapturingLogs(t *testing.T) opsRun {
 	env.Config.DatabaseURL = pgtest.URL()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, tlogWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: log, Schema: sc.Name, Poll: demoPoll})
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: log, Schema: sc.Name, Poll: demo.Poll})
 	if err != nil {
 		t.Fatalf("NewApp: %v", err)
 	}
@@ -69,11 +71,11 @@ func runOneChangeCapturingLogs(t *testing.T) opsRun {
 		}
 		app.Close()
 	}()
-	opID, err := submitDemoChange(context.Background(), env)
+	opID, err := demo.SubmitChange(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := followChange(context.Background(), env, opID, 60*time.Second, func(changeView) {}); err != nil {
+	if _, err := demo.FollowChange(context.Background(), env, opID, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatal(err)
 	}
 	// The active changes gauge is exported by the job leader once it has
@@ -224,7 +226,7 @@ func TestLeaderPrunesOldIntakeRows(t *testing.T) {
 		}
 	}
 	env.Config.DatabaseURL = pgtest.URL()
-	app, err := NewApp(ctx, env.Config, &AppOpts{Logger: testLogger(t), Schema: sc.Name, Poll: demoPoll})
+	app, err := NewApp(ctx, env.Config, &AppOpts{Logger: testLogger(t), Schema: sc.Name, Poll: demo.Poll})
 	if err != nil {
 		t.Fatal(err)
 	}

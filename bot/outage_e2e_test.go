@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
@@ -18,7 +20,7 @@ func TestGitLabOutageIsVisibleAndRecoversQuickly(t *testing.T) {
 	env := newTestEnv(t, true, 100*time.Millisecond)
 	app, _ := startBot(t, env)
 	ctx := context.Background()
-	opID, err := submitDemoChange(ctx, env)
+	opID, err := demo.SubmitChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ func TestGitLabOutageIsVisibleAndRecoversQuickly(t *testing.T) {
 	env.GitLab.InjectFault(gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/repository/branches", Status: 500})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		v, err := getChangeView(ctx, env, opID)
+		v, err := demo.GetChange(ctx, env, opID)
 		if err == nil && strings.Contains(v.Detail, "retrying") && strings.Contains(v.Detail, "500") {
 			break
 		}
@@ -41,7 +43,7 @@ func TestGitLabOutageIsVisibleAndRecoversQuickly(t *testing.T) {
 	}
 	env.GitLab.ClearFaults()
 	recovered := time.Now()
-	v, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {})
+	v, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(api.ChangeView) {})
 	if err != nil {
 		t.Fatal(err)
 	}

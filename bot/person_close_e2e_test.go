@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
@@ -31,11 +32,11 @@ func TestPersonClosesMRStatusAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEvent(t, app, opID, func(ev store.Event) bool {
-		return flows.StepCode(ev.ToStep) == flows.ClosedByPerson && ev.Actor == demoDeveloper
+		return flows.StepCode(ev.ToStep) == flows.ClosedByPerson && ev.Actor == demo.Developer
 	})
 
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoDeveloper, "/status")
-	want := []string{"MR_CLOSED", demoDeveloper + " closed merge request"}
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Developer, "/status")
+	want := []string{"MR_CLOSED", demo.Developer + " closed merge request"}
 	deadline := time.Now().Add(10 * time.Second)
 	var body string
 	for time.Now().Before(deadline) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/platform"
 	"changebot/platform/gitlab"
@@ -23,11 +24,11 @@ const devA = "dev-a"
 
 // sendHook posts a webhook body to the bot as GitLab would, under
 // Idempotency-Key key, and returns the intake's result.
-func sendHook(t *testing.T, env *demoEnv, event, key string, body []byte) string {
+func sendHook(t *testing.T, env *demo.Env, event, key string, body []byte) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/webhooks/gitlab", bytes.NewReader(body))
 	req.Header.Set("X-Gitlab-Event", event)
-	req.Header.Set("X-Gitlab-Token", demoWebhookSecret)
+	req.Header.Set("X-Gitlab-Token", demo.WebhookSecret)
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -45,10 +46,10 @@ func sendHook(t *testing.T, env *demoEnv, event, key string, body []byte) string
 // robotWritesSince lists the writes a robot account (the bot or a reviewer
 // robot) made to merge requests or the repository from call index from on:
 // approve, merge, rebase, commit, MR update (a reopen is one), pipeline.
-func robotWritesSince(env *demoEnv, from int) []string {
-	robots := map[string]bool{demoRobot: true}
-	for _, r := range demoReviewers {
-		robots[r.name] = true
+func robotWritesSince(env *demo.Env, from int) []string {
+	robots := map[string]bool{demo.Robot: true}
+	for _, r := range demo.Reviewers {
+		robots[r.Name] = true
 	}
 	var out []string
 	for _, c := range env.GitLab.Calls()[from:] {
@@ -67,7 +68,7 @@ func robotWritesSince(env *demoEnv, from int) []string {
 }
 
 // statusComment returns the status note's body on MR !iid ("" if none).
-func statusComment(env *demoEnv, iid int64) string {
+func statusComment(env *demo.Env, iid int64) string {
 	snap, _ := env.GitLab.MergeRequest(env.Project.ID, iid)
 	body := ""
 	for _, n := range snap.Notes {
@@ -80,7 +81,7 @@ func statusComment(env *demoEnv, iid int64) string {
 
 // waitStatusComment waits until the status comment on !iid holds every
 // text of want.
-func waitStatusComment(t *testing.T, env *demoEnv, iid int64, want ...string) {
+func waitStatusComment(t *testing.T, env *demo.Env, iid int64, want ...string) {
 	t.Helper()
 	body, ok := pollStatusComment(10*time.Second, func() []string { return []string{statusComment(env, iid)} }, want...)
 	if !ok {
@@ -148,7 +149,7 @@ func TestPersonClosesThenOperatorResumes(t *testing.T) {
 	}
 	env.GitLab.AddNoteAsUser(env.Project.ID, iid, devA, "/status")
 	time.Sleep(2 * time.Second) // the hooks' and the command's jobs, several polls
-	if v, _ := getChangeView(ctx, env, opID); v.Step.Name != "MR_CLOSED" || v.Status != store.StatusClosed {
+	if v, _ := demo.GetChange(ctx, env, opID); v.Step.Name != "MR_CLOSED" || v.Status != store.StatusClosed {
 		t.Fatalf("after the replayed success hooks the change is %s (%s), want MR_CLOSED (CLOSED)", v.Step.Name, v.Status)
 	}
 	waitStatusComment(t, env, iid, "MR_CLOSED", devA+" closed merge request", "/resume")
@@ -159,7 +160,7 @@ func TestPersonClosesThenOperatorResumes(t *testing.T) {
 	// dev-a reopens it: nothing moves by itself.
 	reopenAs(t, env, iid, "dev-a-token")
 	time.Sleep(2 * time.Second)
-	if v, _ := getChangeView(ctx, env, opID); v.Step.Name != "MR_CLOSED" {
+	if v, _ := demo.GetChange(ctx, env, opID); v.Step.Name != "MR_CLOSED" {
 		t.Fatalf("the reopen moved the change to %s", v.Step.Name)
 	}
 	if w := robotWritesSince(env, from); len(w) > 0 {
@@ -172,19 +173,19 @@ func TestPersonClosesThenOperatorResumes(t *testing.T) {
 	if !strings.Contains(replies[len(replies)-1].Body, "operators only") {
 		t.Fatalf("dev-a's /resume answered %q, want a refusal naming operators", replies[len(replies)-1].Body)
 	}
-	if v, _ := getChangeView(ctx, env, opID); v.Step.Name != "MR_CLOSED" {
+	if v, _ := demo.GetChange(ctx, env, opID); v.Step.Name != "MR_CLOSED" {
 		t.Fatalf("dev-a's /resume moved the change to %s", v.Step.Name)
 	}
 	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{Duration: 100 * time.Millisecond})
 	resumeFrom := len(env.GitLab.Calls())
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoOperator, "/resume")
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Operator, "/resume")
 	waitStep(t, env, opID, "CALLED_BACK", 60*time.Second)
 
 	head := mustMR(t, env, iid).SHA
 	pipelines, approves := 0, map[string]int{}
 	for _, c := range env.GitLab.Calls()[resumeFrom:] {
 		switch {
-		case c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/pipelines") && c.User == demoRobot && c.Status < 300:
+		case c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/pipelines") && c.User == demo.Robot && c.Status < 300:
 			pipelines++
 		case c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/approve"):
 			approves[c.User]++
@@ -196,15 +197,15 @@ func TestPersonClosesThenOperatorResumes(t *testing.T) {
 	if pipelines != 1 {
 		t.Fatalf("%d pipelines created after /resume, want 1", pipelines)
 	}
-	if len(approves) != len(demoReviewers) {
-		t.Fatalf("approvals after /resume %v, want each of the %d reviewer robots", approves, len(demoReviewers))
+	if len(approves) != len(demo.Reviewers) {
+		t.Fatalf("approvals after /resume %v, want each of the %d reviewer robots", approves, len(demo.Reviewers))
 	}
 	if mr := mustMR(t, env, iid); mr.State != platform.MRStateMerged {
 		t.Fatalf("MR state %s at VALIDATED", mr.State)
 	}
 }
 
-func mustMR(t *testing.T, env *demoEnv, iid int64) gitlabfake.MRSnapshot {
+func mustMR(t *testing.T, env *demo.Env, iid int64) gitlabfake.MRSnapshot {
 	t.Helper()
 	mr, ok := env.GitLab.MergeRequest(env.Project.ID, iid)
 	if !ok {
@@ -215,7 +216,7 @@ func mustMR(t *testing.T, env *demoEnv, iid int64) gitlabfake.MRSnapshot {
 
 // wantCloseHook asserts GitLab sent issue 10 point 1's close hook for
 // !iid: object_attributes iid, action close, state closed; user dev-a.
-func wantCloseHook(t *testing.T, env *demoEnv, iid int64) {
+func wantCloseHook(t *testing.T, env *demo.Env, iid int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -246,7 +247,7 @@ func wantCloseHook(t *testing.T, env *demoEnv, iid int64) {
 // successHookOf turns the running MR pipeline's Pipeline Hook of !iid into
 // its success hook (status success, finished): what GitLab sends when the
 // pipeline passes.
-func successHookOf(t *testing.T, env *demoEnv, iid int64) []byte {
+func successHookOf(t *testing.T, env *demo.Env, iid int64) []byte {
 	t.Helper()
 	for _, w := range env.GitLab.Webhooks() {
 		if w.Event != gitlabfake.EventPipeline {
@@ -274,7 +275,7 @@ func successHookOf(t *testing.T, env *demoEnv, iid int64) []byte {
 }
 
 // reopenAs reopens MR !iid with token (PUT ...?state_event=reopen).
-func reopenAs(t *testing.T, env *demoEnv, iid int64, token string) {
+func reopenAs(t *testing.T, env *demo.Env, iid int64, token string) {
 	t.Helper()
 	u := fmt.Sprintf("%s/api/v4/projects/%d/merge_requests/%d?state_event=reopen", env.GitLab.URL(), env.Project.ID, iid)
 	req, _ := http.NewRequest(http.MethodPut, u, nil)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"changebot/demo"
 )
 
 // TestApproveInCommentPointsToTheApprovalSystem (issue 13 point 7): where
@@ -31,14 +33,14 @@ func TestApproveInCommentPointsToTheApprovalSystem(t *testing.T) {
 		_ = resp.Body.Close()
 	}
 
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demoApprover, "@changebot approve")
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Approver, "@changebot approve")
 	replies := waitReplies(t, env, iid, 1)
 	want := "`/approve` was not run: approvals of this change come from the approval system, not from GitLab. Decide in its ticket [" +
 		ticket + "](" + ticketURL + ")."
 	if !strings.HasPrefix(replies[0].Body, want) {
 		t.Fatalf("reply to @changebot approve:\n%s\nwant it to start with\n%s", replies[0].Body, want)
 	}
-	if v, _ := getChangeView(context.Background(), env, opID); v.Status == "REJECTED" || v.Status == "CLOSED" {
+	if v, _ := demo.GetChange(context.Background(), env, opID); v.Status == "REJECTED" || v.Status == "CLOSED" {
 		t.Fatalf("the refused approve moved the change to %s", v.Status)
 	}
 }

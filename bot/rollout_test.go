@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/internal/fixture"
 	"changebot/store/postgres/pgtest"
 )
@@ -46,11 +47,11 @@ func TestRolloutStoresEveryHookSentDuringTheShutdownDelay(t *testing.T) {
 		"CHANGEBOT_LISTEN=" + addr,
 		"DATABASE_URL=" + sc.URL,
 		"CHANGEBOT_GITLAB_URL=" + env.GitLab.URL(),
-		"CHANGEBOT_GITLAB_TOKEN=" + demoRobotToken,
-		"CHANGEBOT_REVIEWER_TOKENS=" + demoReviewers[0].token,
-		"CHANGEBOT_WEBHOOK_SECRETS=" + demoWebhookSecret,
-		"CHANGEBOT_CALLBACK_SECRET=" + demoCallbackSecret,
-		"CHANGEBOT_API_TOKENS=submitter:" + demoAPIToken,
+		"CHANGEBOT_GITLAB_TOKEN=" + demo.RobotToken,
+		"CHANGEBOT_REVIEWER_TOKENS=" + demo.Reviewers[0].Token,
+		"CHANGEBOT_WEBHOOK_SECRETS=" + demo.WebhookSecret,
+		"CHANGEBOT_CALLBACK_SECRET=" + demo.CallbackSecret,
+		"CHANGEBOT_API_TOKENS=submitter:" + demo.APIToken,
 		"CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
 		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL,
 		"CHANGEBOT_SHUTDOWN_DELAY=" + delay.String(),
@@ -109,7 +110,7 @@ func TestRolloutStoresEveryHookSentDuringTheShutdownDelay(t *testing.T) {
 			key := fmt.Sprintf("rollout-%04d", i)
 			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/webhooks/gitlab", bytes.NewReader(body))
 			req.Header.Set("X-Gitlab-Event", "Note Hook")
-			req.Header.Set("X-Gitlab-Token", demoWebhookSecret)
+			req.Header.Set("X-Gitlab-Token", demo.WebhookSecret)
 			req.Header.Set("Idempotency-Key", key)
 			r := hookResult{key: key, sentAt: time.Now()}
 			if resp, err := client.Do(req); err == nil {
@@ -221,9 +222,9 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	logs := &syncBuffer{}
 	p := &botProcess{t: t, logs: logs, env: []string{cfgFile,
 		"CHANGEBOT_LISTEN=" + addr, "DATABASE_URL=" + sc.URL, "CHANGEBOT_GITLAB_URL=" + env.GitLab.URL(),
-		"CHANGEBOT_GITLAB_TOKEN=" + demoRobotToken, "CHANGEBOT_REVIEWER_TOKENS=" + demoReviewers[0].token,
-		"CHANGEBOT_WEBHOOK_SECRETS=" + demoWebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demoCallbackSecret,
-		"CHANGEBOT_API_TOKENS=submitter:" + demoAPIToken, "CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
+		"CHANGEBOT_GITLAB_TOKEN=" + demo.RobotToken, "CHANGEBOT_REVIEWER_TOKENS=" + demo.Reviewers[0].Token,
+		"CHANGEBOT_WEBHOOK_SECRETS=" + demo.WebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demo.CallbackSecret,
+		"CHANGEBOT_API_TOKENS=submitter:" + demo.APIToken, "CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
 		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL, "CHANGEBOT_SHUTDOWN_DELAY=" + delay.String(),
 	}}
 	p.start()

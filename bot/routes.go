@@ -567,32 +567,6 @@ func (a *App) submittedBy(ctx context.Context, id string) (string, error) {
 	return "", nil
 }
 
-// changeView is the body of GET /api/v1/changes/{id}.
-type changeView struct {
-	OperationID   string        `json:"operation_id"`
-	SubjectID     string        `json:"subject_id"`
-	TargetKey     string        `json:"target_key"`
-	Status        string        `json:"status"`
-	Step          stepView      `json:"step"`
-	Hint          string        `json:"hint"`
-	Terminal      bool          `json:"terminal"`
-	Detail        string        `json:"detail,omitempty"`
-	MergeRequest  *mrView       `json:"merge_request"`
-	Events        []store.Event `json:"events"`
-	ApprovalFirst bool          `json:"approval_first"`
-}
-
-type stepView struct {
-	Code int    `json:"code"`
-	Name string `json:"name"`
-}
-
-type mrView struct {
-	ProjectID int64  `json:"project_id"`
-	IID       int64  `json:"iid"`
-	WebURL    string `json:"web_url"`
-}
-
 func (a *App) getChange(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	op, events, err := a.engine.Get(r.Context(), id)
@@ -605,11 +579,11 @@ func (a *App) getChange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := flows.MustStep(flows.StepCode(op.Step))
-	v := changeView{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Status: op.Status,
-		Step: stepView{op.Step, st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal, Detail: op.Detail, Events: events,
+	v := api.ChangeView{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Status: op.Status,
+		Step: api.StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal, Detail: op.Detail, Events: events,
 		ApprovalFirst: op.ApprovalFirst}
 	if op.MRIID > 0 {
-		v.MergeRequest = &mrView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
+		v.MergeRequest = &api.MRView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
 	} else {
 		v.Hint = apiHint(st, op.Platform, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/settings"
 	"changebot/store/postgres"
@@ -24,7 +25,7 @@ import (
 
 // apiCall sends one API request to the bot of env and returns the status,
 // the headers and the body.
-func apiCall(t *testing.T, env *demoEnv, method, path, token string, body any) (int, http.Header, []byte) {
+func apiCall(t *testing.T, env *demo.Env, method, path, token string, body any) (int, http.Header, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -56,11 +57,11 @@ func apiCall(t *testing.T, env *demoEnv, method, path, token string, body any) (
 
 // submitChange submits a one-file change for subject to the demo project
 // and returns the status and the operation id (when accepted).
-func submitTestChange(t *testing.T, env *demoEnv, subject string) (int, http.Header, string) {
+func submitTestChange(t *testing.T, env *demo.Env, subject string) (int, http.Header, string) {
 	t.Helper()
-	status, h, body := apiCall(t, env, http.MethodPost, "/api/v1/changes", demoAPIToken, map[string]any{
-		"subject_id": subject, "target_key": "prod/eu-west-1", "project": demoProject,
-		"title": "Change " + subject, "requested_by": demoRequester,
+	status, h, body := apiCall(t, env, http.MethodPost, "/api/v1/changes", demo.APIToken, map[string]any{
+		"subject_id": subject, "target_key": "prod/eu-west-1", "project": demo.Project,
+		"title": "Change " + subject, "requested_by": demo.Requester,
 		"files": []map[string]string{{"path": "services/" + subject + "/prod.yaml", "content": "replicas: 2\n"}},
 	})
 	var out struct {
@@ -82,66 +83,66 @@ func TestSettingsAPI(t *testing.T) {
 		wantBody                  []string
 	}{
 		{"get needs a token", http.MethodGet, "/api/v1/settings/flow.approval_first", "", nil, 401, []string{"bearer token"}},
-		{"get default with a submitter token", http.MethodGet, "/api/v1/settings/flow.approval_first", demoAPIToken, nil, 200,
+		{"get default with a submitter token", http.MethodGet, "/api/v1/settings/flow.approval_first", demo.APIToken, nil, 200,
 			[]string{`"key":"flow.approval_first"`, `"value":true`, `"source":"default"`, `"scope":"global"`, `"updated_at":null`}},
-		{"get config value", http.MethodGet, "/api/v1/settings/poll.short_interval", demoAPIToken, nil, 200,
+		{"get config value", http.MethodGet, "/api/v1/settings/poll.short_interval", demo.APIToken, nil, 200,
 			[]string{`"value":"500ms"`, `"source":"config"`}},
-		{"get unknown key", http.MethodGet, "/api/v1/settings/flow.aproval_first", demoAPIToken, nil, 400,
+		{"get unknown key", http.MethodGet, "/api/v1/settings/flow.aproval_first", demo.APIToken, nil, 400,
 			[]string{`unknown setting \"flow.aproval_first\"`, "flow.approval_first"}},
-		{"put needs an operator", http.MethodPut, "/api/v1/settings/flow.approval_first", demoAPIToken,
+		{"put needs an operator", http.MethodPut, "/api/v1/settings/flow.approval_first", demo.APIToken,
 			map[string]any{"value": false}, 403, []string{"operator"}},
-		{"put unknown key", http.MethodPut, "/api/v1/settings/no.such", demoOperatorToken,
+		{"put unknown key", http.MethodPut, "/api/v1/settings/no.such", demo.OperatorToken,
 			map[string]any{"value": false}, 400, []string{"unknown setting"}},
-		{"put invalid duration", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+		{"put invalid duration", http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
 			map[string]any{"value": "soon"}, 400, []string{"invalid value for pipeline.deadline", "positive duration"}},
-		{"put wrong type", http.MethodPut, "/api/v1/settings/admission.max_active", demoOperatorToken,
+		{"put wrong type", http.MethodPut, "/api/v1/settings/admission.max_active", demo.OperatorToken,
 			map[string]any{"value": "100"}, 400, []string{"invalid value for admission.max_active", "whole number"}},
-		{"put bad enum", http.MethodPut, "/api/v1/settings/approval.adapter", demoOperatorToken,
+		{"put bad enum", http.MethodPut, "/api/v1/settings/approval.adapter", demo.OperatorToken,
 			map[string]any{"value": "new"}, 400, []string{`one of \"legacy\", \"checklist\"`}},
-		{"put without value", http.MethodPut, "/api/v1/settings/flow.approval_first", demoOperatorToken,
-			map[string]any{"project": demoProject}, 400, []string{`\"value\" is required`}},
-		{"put malformed", http.MethodPut, "/api/v1/settings/flow.approval_first", demoOperatorToken,
+		{"put without value", http.MethodPut, "/api/v1/settings/flow.approval_first", demo.OperatorToken,
+			map[string]any{"project": demo.Project}, 400, []string{`\"value\" is required`}},
+		{"put malformed", http.MethodPut, "/api/v1/settings/flow.approval_first", demo.OperatorToken,
 			`{"value": tru`, 400, []string{"malformed JSON"}},
-		{"put unknown field", http.MethodPut, "/api/v1/settings/flow.approval_first", demoOperatorToken,
+		{"put unknown field", http.MethodPut, "/api/v1/settings/flow.approval_first", demo.OperatorToken,
 			map[string]any{"value": true, "scope": "global"}, 400, []string{`unknown field \"scope\"`}},
 		// A bare value instead of {"value": …} said "…into Go value of type bot.settingRequest".
-		{"put a bare value", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+		{"put a bare value", http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
 			`"30m"`, 400, []string{"the body must be an object, not a string"}},
-		{"put value of a wrong JSON type for the body", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+		{"put value of a wrong JSON type for the body", http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
 			`{"value":"30m","project":{}}`, 400, []string{"project must be a path or a numeric id"}},
-		{"put a key twice", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+		{"put a key twice", http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
 			`{"value":"30m","value":"45m"}`, 400, []string{"duplicate key value"}},
-		{"put negative count", http.MethodPut, "/api/v1/settings/poll.short_count", demoOperatorToken,
+		{"put negative count", http.MethodPut, "/api/v1/settings/poll.short_count", demo.OperatorToken,
 			map[string]any{"value": -1}, 400, []string{"invalid value for poll.short_count", "at least 0", "got -1"}},
-		{"put negative duration", http.MethodPut, "/api/v1/settings/note.delay", demoOperatorToken,
+		{"put negative duration", http.MethodPut, "/api/v1/settings/note.delay", demo.OperatorToken,
 			map[string]any{"value": "-2s"}, 400, []string{"invalid value for note.delay", "positive duration"}},
-		{"put reserve above the burst", http.MethodPut, "/api/v1/settings/gitlab.budget_reserve", demoOperatorToken,
+		{"put reserve above the burst", http.MethodPut, "/api/v1/settings/gitlab.budget_reserve", demo.OperatorToken,
 			map[string]any{"value": 300}, 400, []string{"gitlab.budget_reserve (300) must be below gitlab.budget_burst (250) in scope global", "nothing stored"}},
-		{"put sweeper before the jobs' rescue", http.MethodPut, "/api/v1/settings/sweeper.after", demoOperatorToken,
+		{"put sweeper before the jobs' rescue", http.MethodPut, "/api/v1/settings/sweeper.after", demo.OperatorToken,
 			map[string]any{"value": "1m"}, 400, []string{"jobs.rescue_after (5m) must be below sweeper.after (1m)"}},
-		{"put min age above max age", http.MethodPut, "/api/v1/settings/reconcile.max_age", demoOperatorToken,
+		{"put min age above max age", http.MethodPut, "/api/v1/settings/reconcile.max_age", demo.OperatorToken,
 			map[string]any{"value": "5m"}, 400, []string{"reconcile.min_age (10m) must be below reconcile.max_age (5m)"}},
-		{"put long interval shorter than the short one", http.MethodPut, "/api/v1/settings/poll.short_interval", demoOperatorToken,
-			map[string]any{"value": "10m", "project": demoProject}, 400, []string{"poll.short_interval (10m) must be at most poll.long_interval"}},
-		{"put nanoseconds", http.MethodPut, "/api/v1/settings/deploy.deadline", demoOperatorToken,
+		{"put long interval shorter than the short one", http.MethodPut, "/api/v1/settings/poll.short_interval", demo.OperatorToken,
+			map[string]any{"value": "10m", "project": demo.Project}, 400, []string{"poll.short_interval (10m) must be at most poll.long_interval"}},
+		{"put nanoseconds", http.MethodPut, "/api/v1/settings/deploy.deadline", demo.OperatorToken,
 			map[string]any{"value": "1ns"}, 400, []string{"invalid value for deploy.deadline", "at least 1s"}},
-		{"put not an access level", http.MethodPut, "/api/v1/settings/approval.min_access", demoOperatorToken,
+		{"put not an access level", http.MethodPut, "/api/v1/settings/approval.min_access", demo.OperatorToken,
 			map[string]any{"value": 25}, 400, []string{"invalid value for approval.min_access", "one of 0, 10, 20, 30, 40, 50"}},
-		{"put global-only key for a project", http.MethodPut, "/api/v1/settings/admission.max_active", demoOperatorToken,
-			map[string]any{"value": 5, "project": demoProject}, 400, []string{"admission.max_active is global only", "project:" + demoProject}},
-		{"put global-only key for a project id", http.MethodPut, "/api/v1/settings/sweeper.after", demoOperatorToken,
+		{"put global-only key for a project", http.MethodPut, "/api/v1/settings/admission.max_active", demo.OperatorToken,
+			map[string]any{"value": 5, "project": demo.Project}, 400, []string{"admission.max_active is global only", "project:" + demo.Project}},
+		{"put global-only key for a project id", http.MethodPut, "/api/v1/settings/sweeper.after", demo.OperatorToken,
 			map[string]any{"value": "20m", "project": 42}, 400, []string{"sweeper.after is global only", "project:42"}},
-		{"put global", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+		{"put global", http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
 			map[string]any{"value": "90m"}, 200, []string{`"value":"90m"`, `"source":"stored"`, `"scope":"global"`, `"updated_by":"api:operator"`}},
-		{"put project by id", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+		{"put project by id", http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
 			map[string]any{"value": "3h", "project": 42}, 400, []string{"pipeline.deadline cannot be set for project:42", "path"}},
-		{"put project by path in another case", http.MethodPut, "/api/v1/settings/pipeline.deadline", demoOperatorToken,
+		{"put project by path in another case", http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
 			map[string]any{"value": "3h", "project": "Grp/Other"}, 200, []string{`"value":"3h"`, `"scope":"project:grp/other"`}},
-		{"get project value", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=grp/other", demoAPIToken, nil, 200,
+		{"get project value", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=grp/other", demo.APIToken, nil, 200,
 			[]string{`"value":"3h"`, `"scope":"project:grp/other"`, `"source":"stored"`}},
-		{"get other project falls back to global", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=grp/third", demoAPIToken, nil, 200,
+		{"get other project falls back to global", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=grp/third", demo.APIToken, nil, 200,
 			[]string{`"value":"90m"`, `"scope":"global"`}},
-		{"list", http.MethodGet, "/api/v1/settings?project=GRP/OTHER", demoAPIToken, nil, 200,
+		{"list", http.MethodGet, "/api/v1/settings?project=GRP/OTHER", demo.APIToken, nil, 200,
 			[]string{`"key":"admission.max_active"`, `"value":"3h"`}},
 	}
 	for _, tt := range tests { // in order: later cases read what earlier ones wrote
@@ -192,8 +193,8 @@ func TestApprovalFirstFlipAppliesToNextSubmission(t *testing.T) {
 	if status != http.StatusAccepted {
 		t.Fatalf("first submission: %d", status)
 	}
-	if status, _, body := apiCall(t, env, http.MethodPut, "/api/v1/settings/flow.approval_first", demoOperatorToken,
-		map[string]any{"value": false, "project": demoProject}); status != http.StatusOK {
+	if status, _, body := apiCall(t, env, http.MethodPut, "/api/v1/settings/flow.approval_first", demo.OperatorToken,
+		map[string]any{"value": false, "project": demo.Project}); status != http.StatusOK {
 		t.Fatalf("PUT flow.approval_first: %d %s", status, body)
 	}
 	status, _, second := submitTestChange(t, env, "after-flip")
@@ -204,7 +205,7 @@ func TestApprovalFirstFlipAppliesToNextSubmission(t *testing.T) {
 		id   string
 		want bool
 	}{{first, true}, {second, false}} {
-		v, err := getChangeView(ctx, env, c.id)
+		v, err := demo.GetChange(ctx, env, c.id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,16 +227,16 @@ func TestProjectSettingsApplyToAnySpelling(t *testing.T) {
 	app, _ := startBot(t, env)
 	ctx := context.Background()
 	for key, value := range map[string]string{"approval.provider": "gitlab", "approval.approvers": "carol"} {
-		if status, _, body := apiCall(t, env, http.MethodPut, "/api/v1/settings/"+key, demoOperatorToken,
-			map[string]any{"value": value, "project": strings.ToUpper(demoProject)}); status != http.StatusOK {
+		if status, _, body := apiCall(t, env, http.MethodPut, "/api/v1/settings/"+key, demo.OperatorToken,
+			map[string]any{"value": value, "project": strings.ToUpper(demo.Project)}); status != http.StatusOK {
 			t.Fatalf("PUT %s: %d %s", key, status, body)
 		}
 	}
-	for i, spelling := range []string{strconv.FormatInt(env.Project.ID, 10), strings.ToUpper(demoProject)} {
+	for i, spelling := range []string{strconv.FormatInt(env.Project.ID, 10), strings.ToUpper(demo.Project)} {
 		subject := fmt.Sprintf("spelling-%d", i)
-		status, _, body := apiCall(t, env, http.MethodPost, "/api/v1/changes", demoAPIToken, map[string]any{
+		status, _, body := apiCall(t, env, http.MethodPost, "/api/v1/changes", demo.APIToken, map[string]any{
 			"subject_id": subject, "target_key": "prod/eu-west-1", "project": spelling,
-			"title": "Change " + subject, "requested_by": demoRequester,
+			"title": "Change " + subject, "requested_by": demo.Requester,
 			"files": []map[string]string{{"path": "services/" + subject + "/prod.yaml", "content": "replicas: 2\n"}},
 		})
 		if status != http.StatusAccepted {
@@ -251,9 +252,9 @@ func TestProjectSettingsApplyToAnySpelling(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if op.Project != demoProject || op.ApprovalFirst {
+		if op.Project != demo.Project || op.ApprovalFirst {
 			t.Errorf("submitted as %q: project %q, approval first %v; want %q, false (the project's approval in GitLab)",
-				spelling, op.Project, op.ApprovalFirst, demoProject)
+				spelling, op.Project, op.ApprovalFirst, demo.Project)
 		}
 	}
 }
@@ -287,7 +288,7 @@ func TestAdmissionControl(t *testing.T) {
 	}
 
 	// Raising the limit at runtime admits the next one.
-	if status, _, body := apiCall(t, env, http.MethodPut, "/api/v1/settings/admission.max_active", demoOperatorToken,
+	if status, _, body := apiCall(t, env, http.MethodPut, "/api/v1/settings/admission.max_active", demo.OperatorToken,
 		map[string]any{"value": 2}); status != http.StatusOK {
 		t.Fatalf("PUT admission.max_active: %d %s", status, body)
 	}
@@ -447,7 +448,7 @@ func TestSettingsDefaultsMatchFlows(t *testing.T) {
 	if got != want {
 		t.Errorf("settings defaults give %+v, flows.DefaultPollConfig is %+v", got, want)
 	}
-	if err := settings.ValidateInitial(initialSettings(nil, demoPoll)); err != nil {
+	if err := settings.ValidateInitial(initialSettings(nil, demo.Poll)); err != nil {
 		t.Errorf("demo poll schedule as initial settings: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"changebot/config"
+	"changebot/demo"
 	"changebot/store/postgres"
 	"changebot/store/postgres/pgtest"
 )
@@ -93,7 +94,7 @@ func TestServeWithoutMigrations(t *testing.T) {
 	env.Config.DatabaseURL = pgtest.URL()
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tlogWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: log, Schema: schema, Poll: demoPoll})
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: log, Schema: schema, Poll: demo.Poll})
 	if err != nil {
 		t.Fatalf("NewApp: %v", err)
 	}

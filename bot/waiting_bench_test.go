@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"changebot/demo"
 	"changebot/flows"
 	"changebot/platform"
 	"changebot/platform/gitlab"
@@ -78,7 +79,7 @@ func benchmarkWaitingChanges(b *testing.B, n int) {
 	if os.Getenv("CHANGEBOT_BENCH_LOG") != "" {
 		quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	env, err := newDemoEnv(pgtest.URL(), false, time.Second, quiet)
+	env, err := demo.NewEnv(pgtest.URL(), false, time.Second, quiet)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -177,9 +178,9 @@ func benchmarkWaitingChanges(b *testing.B, n int) {
 // GitLab API, the engine submits the change and moves it to the wait (the
 // create job it queued is left stale: the change moved on), eight changes
 // at a time. It returns the changes, in seeding order.
-func seedWaiting(ctx context.Context, app *App, env *demoEnv, n int) ([]store.Operation, error) {
+func seedWaiting(ctx context.Context, app *App, env *demo.Env, n int) ([]store.Operation, error) {
 	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
-	robot, err := gitlab.New(gitlab.Config{BaseURL: env.GitLab.URL(), Token: demoRobotToken, Logger: slog.New(slog.DiscardHandler)})
+	robot, err := gitlab.New(gitlab.Config{BaseURL: env.GitLab.URL(), Token: demo.RobotToken, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +210,7 @@ func seedWaiting(ctx context.Context, app *App, env *demoEnv, n int) ([]store.Op
 
 // seedOne opens the i-th seeded change's branch and merge request and
 // moves its change to CREATE_MR_OPENED (seedWaiting).
-func seedOne(ctx context.Context, app *App, env *demoEnv, robot *gitlab.Client, i int) (store.Operation, error) {
+func seedOne(ctx context.Context, app *App, env *demo.Env, robot *gitlab.Client, i int) (store.Operation, error) {
 	branch := fmt.Sprintf("changebot/waiting-%d", i)
 	if _, err := robot.CreateBranch(ctx, env.Project.ID, branch, "main"); err != nil {
 		return store.Operation{}, err
@@ -220,7 +221,7 @@ func seedOne(ctx context.Context, app *App, env *demoEnv, robot *gitlab.Client, 
 		return store.Operation{}, err
 	}
 	op, _, err := app.Engine().Submit(ctx, flows.SubmitParams{SubjectID: fmt.Sprintf("svc-%d", i), TargetKey: "prod",
-		Project: demoProject, Title: mr.Title, RequestedBy: demoRequester, ApprovalFirst: false, MaxActive: 1 << 30,
+		Project: demo.Project, Title: mr.Title, RequestedBy: demo.Requester, ApprovalFirst: false, MaxActive: 1 << 30,
 		Files: []store.File{{Path: "a.yaml", Content: "a: 1"}}})
 	if err != nil {
 		return store.Operation{}, err
@@ -276,9 +277,9 @@ func benchWaitingSizes() []int {
 
 // runSeeder runs app until gitlabfake has n status comments created, then
 // stops it.
-func runSeeder(t testing.TB, app *App, env *demoEnv, n int) {
+func runSeeder(t testing.TB, app *App, env *demo.Env, n int) {
 	t.Helper()
-	ln, err := listen("", "bot")
+	ln, err := demo.Listen("", "bot")
 	if err != nil {
 		t.Fatal(err)
 	}

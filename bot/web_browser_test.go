@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
+
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -116,14 +119,14 @@ func TestWebPagesInBrowser(t *testing.T) {
 	browser := newBrowser(t)
 	dir := artifactDir(t)
 	env := newTestEnv(t, true, 200*time.Millisecond)
-	// The demo's configuration has the viewer token (demoViewerToken).
+	// The demo's configuration has the viewer token (demo.ViewerToken).
 	startBot(t, env)
 	ctx := context.Background()
-	opID, err := submitDemoChange(ctx, env)
+	opID, err := demo.SubmitChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	view, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {})
+	view, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(api.ChangeView) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +164,7 @@ func TestWebPagesInBrowser(t *testing.T) {
 
 	// The viewer token logs in and lands on the page it asked for.
 	if err := chromedp.Do(bctx,
-		chromedp.SendKeys(chromedp.ID("token"), demoViewerToken),
+		chromedp.SendKeys(chromedp.ID("token"), demo.ViewerToken),
 		chromedp.Click(chromedp.ID("login")),
 		chromedp.WaitVisible(chromedp.ID("timeline")),
 	); err != nil {
@@ -185,7 +188,7 @@ func TestWebPagesInBrowser(t *testing.T) {
 	if !strings.Contains(html, view.MergeRequest.WebURL) {
 		t.Errorf("the page does not link the merge request %s", view.MergeRequest.WebURL)
 	}
-	for _, secret := range []string{demoViewerToken, demoAPIToken, demoOperatorToken, demoCallbackSecret, demoWebhookSecret} {
+	for _, secret := range []string{demo.ViewerToken, demo.APIToken, demo.OperatorToken, demo.CallbackSecret, demo.WebhookSecret} {
 		if strings.Contains(html, secret) {
 			t.Errorf("the change page renders a secret")
 		}
@@ -193,7 +196,7 @@ func TestWebPagesInBrowser(t *testing.T) {
 	screenshot(t, bctx, dir, "change.png")
 	cookies := browserCookies(t, bctx, env.BaseURL)
 	if len(cookies) != 1 || cookies[0].Name != webSessionCookie || !cookies[0].HTTPOnly ||
-		cookies[0].SameSite != network.CookieSameSiteStrict || strings.Contains(cookies[0].Value, demoViewerToken) {
+		cookies[0].SameSite != network.CookieSameSiteStrict || strings.Contains(cookies[0].Value, demo.ViewerToken) {
 		t.Errorf("session cookie %+v, want one HttpOnly SameSite=Strict %s without the token", cookies, webSessionCookie)
 	}
 
@@ -208,7 +211,7 @@ func TestWebPagesInBrowser(t *testing.T) {
 		t.Errorf("the list does not show %s as VALIDATED:\n%s", opID, rows)
 	}
 	screenshot(t, bctx, dir, "list.png")
-	for _, tc := range []struct{ field, value string }{{"project", demoProject}, {"status", "VALIDATED"}, {"subject_id", "payments-api"}} {
+	for _, tc := range []struct{ field, value string }{{"project", demo.Project}, {"status", "VALIDATED"}, {"subject_id", "payments-api"}} {
 		if err := chromedp.Do(bctx,
 			chromedp.Navigate(env.BaseURL+"/ui/changes"),
 			chromedp.WaitVisible(chromedp.ID("changes")),
@@ -323,7 +326,7 @@ func browserCookies(t *testing.T, ctx context.Context, base string) []*network.C
 func TestWebLoginRefusesForeignOrigin(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
-	// The demo's configuration has the viewer token (demoViewerToken).
+	// The demo's configuration has the viewer token (demo.ViewerToken).
 	startBot(t, env)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	login := func(origin, token string) *http.Response {
@@ -344,10 +347,10 @@ func TestWebLoginRefusesForeignOrigin(t *testing.T) {
 		name, origin, token string
 		want                int
 	}{
-		{"no Origin", "", demoViewerToken, http.StatusForbidden},
-		{"foreign Origin", "https://evil.example", demoViewerToken, http.StatusForbidden},
+		{"no Origin", "", demo.ViewerToken, http.StatusForbidden},
+		{"foreign Origin", "https://evil.example", demo.ViewerToken, http.StatusForbidden},
 		{"own Origin, wrong token", env.BaseURL, "nope", http.StatusUnauthorized},
-		{"own Origin, viewer token", env.BaseURL, demoViewerToken, http.StatusSeeOther},
+		{"own Origin, viewer token", env.BaseURL, demo.ViewerToken, http.StatusSeeOther},
 	} {
 		resp := login(tc.origin, tc.token)
 		if resp.StatusCode != tc.want {
@@ -380,7 +383,7 @@ func TestWebLoginRefusesForeignOrigin(t *testing.T) {
 			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
 		}
 	}
-	code, _ := submitCall(t, env, "/api/v1/changes", "Bearer", demoViewerToken, "", []byte(validChange("viewer")))
+	code, _ := submitCall(t, env, "/api/v1/changes", "Bearer", demo.ViewerToken, "", []byte(validChange("viewer")))
 	if code != http.StatusForbidden {
 		t.Errorf("a viewer token submitted a change: %d, want 403", code)
 	}

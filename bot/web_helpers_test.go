@@ -4,18 +4,20 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"changebot/demo"
 )
 
 // viewerPage GETs path (with its query) of env's bot as the demo's viewer
-// (a web session of demoViewerToken, which the demo configures) and returns
+// (a web session of demo.ViewerToken, which the demo configures) and returns
 // the status and the body.
-func viewerPage(t *testing.T, env *demoEnv, path string) (int, string) {
+func viewerPage(t *testing.T, env *demo.Env, path string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, env.BaseURL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.AddCookie(&http.Cookie{Name: webSessionCookie, Value: sessionValue(demoViewerToken)})
+	req.AddCookie(&http.Cookie{Name: webSessionCookie, Value: sessionValue(demo.ViewerToken)})
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
+	"changebot/demo"
 	"changebot/flows"
 )
 
@@ -20,11 +22,11 @@ func TestChangePageReplaysAt(t *testing.T) {
 	env := newTestEnv(t, true, 200*time.Millisecond)
 	startBot(t, env)
 	ctx := context.Background()
-	opID, err := submitDemoChange(ctx, env)
+	opID, err := demo.SubmitChange(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	view, err := followChange(ctx, env, opID, 60*time.Second, func(changeView) {})
+	view, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(api.ChangeView) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,12 @@
-package bot
+// Package demo owns `changebot demo` and the environment the end-to-end
+// tests share: the bot with the in-memory GitLab (gitlabfake) or GitHub
+// (githubfake) and the stand-in approval system (approvalfake) around it,
+// their fixed demo accounts and secrets, and a change carried from submit
+// to VALIDATED through the REST API. It is the only package besides tests
+// that imports the fakes, and it never imports bot: the bot it runs is
+// built by the StartFunc its caller passes (bot's constructor), so the
+// demo speaks to it over HTTP alone, as a person would.
+package demo
 
 import (
 	"bytes"
@@ -6,34 +14,63 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"changebot/api"
 	"changebot/config"
+	"changebot/database"
+	"changebot/flows"
 	"changebot/store"
 )
 
-// DemoSchema is the prefix of the PostgreSQL schema each demo run creates
+// Schema is the prefix of the PostgreSQL schema each demo run creates
 // for itself (DemoSchema_<8 hex digits>), so that it never touches the
 // tables of a real installation, nor those of another demo running at the
 // same time on the same database.
-const DemoSchema = "changebot_demo"
+const SchemaPrefix = "changebot_demo"
 
-// newDemoSchemaName returns a schema name of its own for one demo run.
-func newDemoSchemaName() string {
+// newSchemaName returns a schema name of its own for one demo run.
+func newSchemaName() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return DemoSchema + "_" + hex.EncodeToString(b)
+	return SchemaPrefix + "_" + hex.EncodeToString(b)
 }
 
-// DemoOpts configure RunDemo.
-type DemoOpts struct {
+// App is the bot the demo runs (bot.App): it serves HTTP on a listener and
+// works its jobs until the context ends, then releases its database.
+type App interface {
+	Run(ctx context.Context, ln net.Listener) error
+	Close()
+}
+
+// AppParams are what the demo's bot is built with.
+type AppParams struct {
+	// Config is the bot's configuration (Env.Config).
+	Config config.Config
+	// Schema is the demo's PostgreSQL schema, empty on SQLite.
+	Schema string
+	// Poll is the demo's fast polling schedule (Poll).
+	Poll   flows.PollConfig
+	Logger *slog.Logger
+}
+
+// StartFunc builds the bot the demo runs (cli passes bot's constructor);
+// it starts nothing: the demo calls Run.
+type StartFunc func(ctx context.Context, p AppParams) (App, error)
+
+// Opts configure Run.
+type Opts struct {
+	// StartFunc builds the bot; required.
+	StartFunc StartFunc
 	// DatabaseURL is a PostgreSQL connection string (the demo recreates
 	// Schema in it) or sqlite://<path> (a new file).
 	DatabaseURL string
@@ -54,7 +91,7 @@ type DemoOpts struct {
 	Keep bool
 	// KeptFunc, when set, is called with the running demo's addresses once
 	// Keep's instructions are printed.
-	KeptFunc func(DemoInfo)
+	KeptFunc func(Info)
 	// Listen, GitLabListen and ApprovalListen are where the bot, the
 	// in-memory GitLab and the approval system listen (host:port, for
 	// example 0.0.0.0:8080 in a container); empty means a free port on
@@ -65,8 +102,8 @@ type DemoOpts struct {
 	Platform string
 }
 
-// DemoInfo is where a kept demo runs.
-type DemoInfo struct {
+// Info is where a kept demo runs.
+type Info struct {
 	// BotURL, GitLabURL and ApprovalURL are base URLs (http://127.0.0.1:port).
 	BotURL, GitLabURL, ApprovalURL string
 	// ProjectID and Project name the demo project; MRIID is the first
@@ -76,7 +113,7 @@ type DemoInfo struct {
 	MRIID     int64
 }
 
-// RunDemo carries one change from request to VALIDATED: it starts the
+// Run carries one change from request to VALIDATED: it starts the
 // in-memory GitLab, the stand-in approval system and the bot (HTTP and
 // workers) on a fresh demo schema, submits a change through the REST API,
 // prints every state the change reaches and the final status comment. It
@@ -84,9 +121,12 @@ type DemoInfo struct {
 // stuck in.
 //
 // A write to Out that fails (its reader went away: `changebot demo | head`)
-// stops the demo as Ctrl-C does, so that the schema is still dropped; RunDemo
+// stops the demo as Ctrl-C does, so that the schema is still dropped; Run
 // then returns an error saying so.
-func RunDemo(ctx context.Context, o DemoOpts) (err error) {
+func Run(ctx context.Context, o Opts) (err error) {
+	if o.StartFunc == nil {
+		return errors.New("demo: Opts.StartFunc is required")
+	}
 	ctx, stopDemo := context.WithCancelCause(ctx)
 	defer stopDemo(nil)
 	out := &stopOnErrorWriter{w: o.Out, stop: stopDemo}
@@ -101,7 +141,7 @@ func RunDemo(ctx context.Context, o DemoOpts) (err error) {
 	}
 	schema := o.Schema
 	if schema == "" {
-		schema = newDemoSchemaName()
+		schema = newSchemaName()
 	}
 	var atExit string // what happens to the data when a kept demo stops
 	if target.Engine == config.EngineSQLite {
@@ -125,29 +165,29 @@ func RunDemo(ctx context.Context, o DemoOpts) (err error) {
 		case dropAtExit && o.KeepData:
 			fmt.Fprintf(out, "the demo's schema %s is kept; drop it with: DROP SCHEMA %s CASCADE\n", schema, schema)
 		case dropAtExit:
-			if err := dropSchema(context.WithoutCancel(ctx), o.DatabaseURL, schema); err != nil {
+			if err := database.DropSchema(context.WithoutCancel(ctx), o.DatabaseURL, schema); err != nil {
 				fmt.Fprintf(out, "dropping the demo schema: %v\n", err)
 			}
 		}
 	}()
 	if target.Engine != config.EngineSQLite {
 		dropAtExit = true // also what a failed reset left
-		if err := resetSchema(ctx, o.DatabaseURL, schema); err != nil {
+		if err := database.ResetSchema(ctx, o.DatabaseURL, schema); err != nil {
 			return err
 		}
 	}
-	newEnv, platformName := newDemoEnvAt, "GitLab"
+	newEnv, platformName := NewEnvAt, "GitLab"
 	if o.Platform == config.PlatformGitHub {
-		newEnv, platformName = newGitHubDemoEnvAt, "GitHub"
+		newEnv, platformName = NewGitHubEnvAt, "GitHub"
 		atExit = strings.Replace(atExit, "GitLab", "GitHub", 1)
 	}
-	env, err := newEnv(demoAddrs{Bot: o.Listen, GitLab: o.GitLabListen, Approval: o.ApprovalListen},
+	env, err := newEnv(Addrs{Bot: o.Listen, GitLab: o.GitLabListen, Approval: o.ApprovalListen},
 		o.DatabaseURL, true, 300*time.Millisecond, o.Logger)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
-	app, err := NewApp(ctx, env.Config, &AppOpts{Logger: o.Logger, Schema: schema, Poll: demoPoll})
+	app, err := o.StartFunc(ctx, AppParams{Config: env.Config, Schema: schema, Poll: Poll, Logger: o.Logger})
 	if err != nil {
 		return err
 	}
@@ -162,13 +202,13 @@ func RunDemo(ctx context.Context, o DemoOpts) (err error) {
 		}
 	}()
 
-	fmt.Fprintf(out, "bot at %s, %s (in memory) at %s, approval system at %s\n", env.BaseURL, platformName, env.platformURL(), env.Approvals.URL())
-	opID, err := submitDemoChange(ctx, env)
+	fmt.Fprintf(out, "bot at %s, %s (in memory) at %s, approval system at %s\n", env.BaseURL, platformName, env.PlatformURL(), env.Approvals.URL())
+	opID, err := SubmitChange(ctx, env)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "submitted change %s\n", opID)
-	view, err := followChange(ctx, env, opID, o.Timeout, func(v changeView) {
+	view, err := FollowChange(ctx, env, opID, o.Timeout, func(v api.ChangeView) {
 		fmt.Fprintf(out, "  %-16s %-24s %s\n", v.Status, v.Step.Name, v.Hint)
 	})
 	if err != nil {
@@ -189,7 +229,7 @@ func RunDemo(ctx context.Context, o DemoOpts) (err error) {
 	if !o.Keep {
 		return nil
 	}
-	info := DemoInfo{BotURL: reachable(env.BaseURL), GitLabURL: reachable(env.platformURL()), ApprovalURL: reachable(env.Approvals.URL()),
+	info := Info{BotURL: reachable(env.BaseURL), GitLabURL: reachable(env.PlatformURL()), ApprovalURL: reachable(env.Approvals.URL()),
 		ProjectID: env.Project.ID, Project: env.Project.PathWithNamespace}
 	if env.GitHub != nil {
 		info.ProjectID, info.Project = env.Repo.ID, env.Repo.FullName
@@ -252,11 +292,11 @@ func reachable(u string) string {
 // printKeepInstructions tells a person how to use the kept demo; atExit
 // says what happens to its data at Ctrl-C. Every secret is printed: they are
 // the demo's fixed fake ones (demo_env.go), for doctor and signed webhooks.
-func printKeepInstructions(out io.Writer, i DemoInfo, atExit string) {
+func printKeepInstructions(out io.Writer, i Info, atExit string) {
 	proj := url.PathEscape(i.Project)
 	users := []string{}
-	for _, u := range []struct{ name, role string }{{demoRequester, "requester, Developer"}, {demoOperator, "operator, Developer"},
-		{demoDeveloper, "Developer"}, {demoReporter, "Reporter"}, {demoApprover, "Developer"}} {
+	for _, u := range []struct{ name, role string }{{Requester, "requester, Developer"}, {Operator, "operator, Developer"},
+		{Developer, "Developer"}, {Reporter, "Reporter"}, {Approver, "Developer"}} {
 		users = append(users, fmt.Sprintf("%s (%s, token demo-%s-token)", u.name, u.role, u.name))
 	}
 	fmt.Fprintf(out, `
@@ -280,19 +320,19 @@ Comment on a merge request as any user (commands: /help, /status, /retry, /cance
   curl -sS -X POST %[2]s/-/fake/projects/%[10]s/merge_requests/%[11]d/notes -d '{"username": "dave", "body": "/help"}'
 Watch the status comment and the replies:
   curl -sS '%[2]s/api/v4/projects/%[10]s/merge_requests/%[11]d/notes?sort=asc' -H 'PRIVATE-TOKEN: demo-alice-token'
-`, i.BotURL, i.GitLabURL, i.ApprovalURL, demoAPIToken, demoOperatorToken, demoRobotToken, i.Project, i.ProjectID,
-		strings.Join(users, ", "), proj, max(i.MRIID, 1), atExit, demoWebhookSecret, config.GitLabWebhookPath, demoCallbackSecret,
-		demoReviewerTokens(), demoViewerToken)
+`, i.BotURL, i.GitLabURL, i.ApprovalURL, APIToken, OperatorToken, RobotToken, i.Project, i.ProjectID,
+		strings.Join(users, ", "), proj, max(i.MRIID, 1), atExit, WebhookSecret, config.GitLabWebhookPath, CallbackSecret,
+		reviewerTokens(), ViewerToken)
 }
 
-func submitDemoChange(ctx context.Context, env *demoEnv) (string, error) {
+func SubmitChange(ctx context.Context, env *Env) (string, error) {
 	body, _ := json.Marshal(map[string]any{
-		"subject_id": "payments-api", "target_key": "prod/eu-west-1", "project": demoProject,
-		"title": "Raise payments-api replicas to 6", "requested_by": demoRequester,
+		"subject_id": "payments-api", "target_key": "prod/eu-west-1", "project": Project,
+		"title": "Raise payments-api replicas to 6", "requested_by": Requester,
 		"files": []map[string]string{{"path": "services/payments-api/prod.yaml", "content": "replicas: 6\n"}},
 	})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.BaseURL+"/api/v1/changes", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Authorization", "Bearer "+APIToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -309,14 +349,14 @@ func submitDemoChange(ctx context.Context, env *demoEnv) (string, error) {
 	return out.OperationID, nil
 }
 
-// followChange polls GET /api/v1/changes/{id}, calling onChange for every
+// FollowChange polls GET /api/v1/changes/{id}, calling onChange for every
 // new step, until the change is terminal (nil error only for VALIDATED) or
 // timeout passes (error naming the state it was in).
-func followChange(ctx context.Context, env *demoEnv, opID string, timeout time.Duration, onChange func(changeView)) (changeView, error) {
+func FollowChange(ctx context.Context, env *Env, opID string, timeout time.Duration, onChange func(api.ChangeView)) (api.ChangeView, error) {
 	deadline := time.Now().Add(timeout)
-	var last changeView
+	var last api.ChangeView
 	for {
-		v, err := getChangeView(ctx, env, opID)
+		v, err := GetChange(ctx, env, opID)
 		if err == nil && (v.Step.Code != last.Step.Code || last.OperationID == "") {
 			onChange(v)
 			last = v
@@ -339,15 +379,15 @@ func followChange(ctx context.Context, env *demoEnv, opID string, timeout time.D
 	}
 }
 
-func getChangeView(ctx context.Context, env *demoEnv, opID string) (changeView, error) {
+func GetChange(ctx context.Context, env *Env, opID string) (api.ChangeView, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.BaseURL+"/api/v1/changes/"+opID, nil)
-	req.Header.Set("Authorization", "Bearer "+demoAPIToken)
+	req.Header.Set("Authorization", "Bearer "+APIToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return changeView{}, err
+		return api.ChangeView{}, err
 	}
 	defer resp.Body.Close()
-	var v changeView
+	var v api.ChangeView
 	if resp.StatusCode != http.StatusOK {
 		return v, fmt.Errorf("reading change: %d", resp.StatusCode)
 	}

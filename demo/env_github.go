@@ -1,4 +1,4 @@
-package bot
+package demo
 
 import (
 	"fmt"
@@ -13,65 +13,65 @@ import (
 	"changebot/webhooks"
 )
 
-// newGitHubDemoEnvAt is newDemoEnvAt on GitHub (`changebot demo -platform
+// NewGitHubEnvAt is NewEnvAt on GitHub (`changebot demo -platform
 // github`, issue 15 point 7): githubfake in place of gitlabfake, sending
 // signed webhooks to /webhooks/github, with the same accounts (the robot,
 // two reviewer accounts with write permission, the demo's people) and a
 // default branch protected like the README's GitHub setup asks: the CI's
 // check required and one approving review.
-func newGitHubDemoEnvAt(addrs demoAddrs, databaseURL string, autoApprove bool, pipelineDuration time.Duration, logger *slog.Logger) (*demoEnv, error) {
+func NewGitHubEnvAt(addrs Addrs, databaseURL string, autoApprove bool, pipelineDuration time.Duration, logger *slog.Logger) (*Env, error) {
 	ln, ghLn, apLn, err := listenDemo(addrs, "GitHub")
 	if err != nil {
 		return nil, err
 	}
 	base := "http://" + ln.Addr().String()
-	gh := githubfake.New(githubfake.Options{WebhookURL: base + config.GitHubWebhookPath, WebhookSecret: demoWebhookSecret,
+	gh := githubfake.New(githubfake.Options{WebhookURL: base + config.GitHubWebhookPath, WebhookSecret: WebhookSecret,
 		Logger: logger, Listener: ghLn, CIDuration: pipelineDuration})
-	gh.AddUser(demoRobot, demoRobotToken)
-	collaborators := map[string]string{demoRobot: "maintain", demoRequester: "write", demoApprover: "write",
-		demoOperator: "write", demoDeveloper: "write", demoReporter: "read"}
+	gh.AddUser(Robot, RobotToken)
+	collaborators := map[string]string{Robot: "maintain", Requester: "write", Approver: "write",
+		Operator: "write", Developer: "write", Reporter: "read"}
 	var reviewerTokens []string
-	for _, r := range demoReviewers {
-		gh.AddUser(r.name, r.token)
-		collaborators[r.name] = "write"
-		reviewerTokens = append(reviewerTokens, r.token)
+	for _, r := range Reviewers {
+		gh.AddUser(r.Name, r.Token)
+		collaborators[r.Name] = "write"
+		reviewerTokens = append(reviewerTokens, r.Token)
 	}
-	for _, u := range []string{demoRequester, demoOperator, demoDeveloper, demoReporter, demoApprover} {
+	for _, u := range []string{Requester, Operator, Developer, Reporter, Approver} {
 		gh.AddUser(u, "demo-"+u+"-token")
 	}
-	repo := gh.AddRepo(githubfake.RepoSpec{FullName: demoProject, Collaborators: collaborators,
+	repo := gh.AddRepo(githubfake.RepoSpec{FullName: Project, Collaborators: collaborators,
 		RequiredContexts: []string{"build"}, RequiredApprovals: 1})
 	// The webhook `changebot setup` would create: the fake sends events to
 	// Options.WebhookURL anyway; this makes doctor see it.
 	gh.AddRepoHook(repo.ID, githubfake.Hook{URL: reachable(base) + config.GitHubWebhookPath, ContentType: "json",
-		Secret: demoWebhookSecret, Events: webhooks.GitHubEvents, Active: true})
+		Secret: WebhookSecret, Events: webhooks.GitHubEvents, Active: true})
 	decision := ""
 	if autoApprove {
 		decision = "approved"
 	}
-	ap := approvalfake.New(approvalfake.Options{Secret: demoCallbackSecret, AutoDecision: decision, AutoDelay: 300 * time.Millisecond,
+	ap := approvalfake.New(approvalfake.Options{Secret: CallbackSecret, AutoDecision: decision, AutoDelay: 300 * time.Millisecond,
 		Approver: "carol", Listener: apLn, TicketPages: true})
 	cfg := config.Default()
 	cfg.Platform = config.PlatformGitHub
 	cfg.DatabaseURL = databaseURL
 	cfg.GitHubURL = gh.URL()
-	cfg.GitHubToken = demoRobotToken
+	cfg.GitHubToken = RobotToken
 	cfg.ReviewerTokens = reviewerTokens
-	cfg.WebhookSecrets = []string{demoWebhookSecret}
-	cfg.CallbackSecret = demoCallbackSecret
-	cfg.APITokens = demoAPITokens()
+	cfg.WebhookSecrets = []string{WebhookSecret}
+	cfg.CallbackSecret = CallbackSecret
+	cfg.APITokens = APITokens()
 	cfg.ApprovalURL = ap.URL()
 	cfg.ExternalURL = reachable(base)
 	cfg.Workers = 10
-	cfg.Operators = []string{demoOperator}
+	cfg.Operators = []string{Operator}
 	cfg.ShutdownGrace = 5 * time.Second
 	cfg.ShutdownDelay = 0
-	return &demoEnv{GitHub: gh, Repo: repo, Approvals: ap, Config: cfg, Listener: ln, BaseURL: base}, nil
+	return &Env{GitHub: gh, Repo: repo, Approvals: ap, Config: cfg, Listener: ln, BaseURL: base}, nil
 }
 
 // gitHubStatusComment returns the body of the bot's status comment on pull
 // request #number.
-func (d *demoEnv) gitHubStatusComment(number int64) string {
+func (d *Env) gitHubStatusComment(number int64) string {
 	for _, c := range d.GitHub.Comments(d.Repo.ID, number) {
 		if _, ok := templates.ParseMarker(c.Body); ok {
 			return c.Body
@@ -80,8 +80,8 @@ func (d *demoEnv) gitHubStatusComment(number int64) string {
 	return ""
 }
 
-// platformURL is the in-memory platform's base URL.
-func (d *demoEnv) platformURL() string {
+// PlatformURL is the in-memory platform's base URL.
+func (d *Env) PlatformURL() string {
 	if d.GitHub != nil {
 		return d.GitHub.URL()
 	}
@@ -91,7 +91,7 @@ func (d *demoEnv) platformURL() string {
 // printGitHubKeepInstructions is printKeepInstructions for a demo on
 // githubfake: its REST API takes the demo accounts' tokens, and a comment
 // posted there reaches the bot as a signed issue_comment webhook.
-func printGitHubKeepInstructions(out io.Writer, i DemoInfo, atExit string) {
+func printGitHubKeepInstructions(out io.Writer, i Info, atExit string) {
 	fmt.Fprintf(out, `
 The demo keeps running until Ctrl-C (%[9]s).
 
@@ -110,6 +110,6 @@ Comment on pull request #%[12]d as dave (commands: /help, /status, /retry, /canc
   curl -sS -X POST %[2]s/repos/%[7]s/issues/%[12]d/comments -H 'Authorization: Bearer demo-dave-token' -d '{"body": "/help"}'
 Watch the status comment and the replies:
   curl -sS %[2]s/repos/%[7]s/issues/%[12]d/comments -H 'Authorization: Bearer demo-alice-token'
-`, i.BotURL, i.GitLabURL, i.ApprovalURL, demoAPIToken, demoOperatorToken, demoRobotToken, i.Project, i.ProjectID,
-		atExit, demoWebhookSecret, demoCallbackSecret, max(i.MRIID, 1), demoViewerToken, demoReviewerTokens())
+`, i.BotURL, i.GitLabURL, i.ApprovalURL, APIToken, OperatorToken, RobotToken, i.Project, i.ProjectID,
+		atExit, WebhookSecret, CallbackSecret, max(i.MRIID, 1), ViewerToken, reviewerTokens())
 }
