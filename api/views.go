@@ -33,4 +33,3 @@ type MRView struct {
 	IID       int64  `json:"iid"`
 	WebURL    string `json:"web_url"`
 }
-

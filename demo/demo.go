@@ -32,8 +32,8 @@ import (
 	"changebot/store"
 )
 
-// Schema is the prefix of the PostgreSQL schema each demo run creates
-// for itself (DemoSchema_<8 hex digits>), so that it never touches the
+// SchemaPrefix is the prefix of the PostgreSQL schema each demo run
+// creates for itself (SchemaPrefix_<8 hex digits>), so that it never touches the
 // tables of a real installation, nor those of another demo running at the
 // same time on the same database.
 const SchemaPrefix = "changebot_demo"
@@ -325,6 +325,9 @@ Watch the status comment and the replies:
 		reviewerTokens(), ViewerToken)
 }
 
+// SubmitChange submits the demo's change (payments-api replicas to 6 in
+// platform/config) through POST /api/v1/changes with the submitter token
+// and returns its operation id; any answer but 202 is an error.
 func SubmitChange(ctx context.Context, env *Env) (string, error) {
 	body, _ := json.Marshal(map[string]any{
 		"subject_id": "payments-api", "target_key": "prod/eu-west-1", "project": Project,
@@ -379,6 +382,8 @@ func FollowChange(ctx context.Context, env *Env, opID string, timeout time.Durat
 	}
 }
 
+// GetChange reads change opID through GET /api/v1/changes/{id} with the
+// submitter token; any answer but 200 is an error.
 func GetChange(ctx context.Context, env *Env, opID string) (api.ChangeView, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.BaseURL+"/api/v1/changes/"+opID, nil)
 	req.Header.Set("Authorization", "Bearer "+APIToken)
