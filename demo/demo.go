@@ -78,7 +78,7 @@ type Opts struct {
 	Out         io.Writer
 	Logger      *slog.Logger
 	// Schema is the schema recreated for the demo; empty means a new one
-	// named DemoSchema_<random>, so that concurrent demos on one database
+	// named SchemaPrefix_<random>, so that concurrent demos on one database
 	// do not meet.
 	Schema string
 	// KeepData keeps the PostgreSQL schema when the demo ends (printing
