@@ -20,12 +20,13 @@ func commitMessage(op store.Operation) string {
 }
 
 // mrDescription is the merge request's description: the change's, then who
-// requested it. One that would pass GitLab's limit (1,048,576 characters)
+// requested it. One that would pass the platform's limit (GitLab's
+// 1,048,576 characters, GitHub's 65,536: templates.MaxDescriptionCharsOn)
 // is cut with a visible "…truncated; full history at <link>" line, the
-// requester's line kept (issue 10 point 5).
+// requester's line kept (issue 10 point 5, issue 21 point 3).
 func (e *Engine) mrDescription(op store.Operation) string {
 	footer := fmt.Sprintf("\n\nRequested by @%s through changebot (operation `%s`).", op.RequestedBy, op.ID)
-	room := templates.MaxDescriptionChars - utf8.RuneCountInString(footer)
+	room := templates.MaxDescriptionCharsOn(store.PlatformOr(op.Platform)) - utf8.RuneCountInString(footer)
 	return strings.TrimRight(templates.Truncate(op.Description, room, e.changeURL(op.ID)), "\n") + footer
 }
 

@@ -98,7 +98,8 @@ type RendererOpts struct {
 	// error, so that a misspelt override is not silently ignored.
 	Dir string
 	// MaxStatusChars, when positive, is the longest status comment in
-	// characters (tests); 0 means GitLab's note limit, MaxNoteChars.
+	// characters (tests); 0 means the platform's comment limit
+	// (MaxNoteCharsOn). A platform's lower limit still applies.
 	MaxStatusChars int
 }
 
@@ -238,11 +239,12 @@ func (r *Renderer) selfCheck() error {
 
 // Status renders the status comment of v as Markdown. Its first line is
 // Marker(v.OperationID), written by the renderer itself so that an
-// overriding template cannot lose it. A comment longer than GitLab's note
-// limit (MaxNoteChars, or RendererOpts.MaxStatusChars) is cut and ends with
-// "…truncated; full history at <v.HistoryURL>" (see Truncate), so that
-// GitLab never refuses it. It fails when v.OperationID is empty or the
-// template fails.
+// overriding template cannot lose it. A comment longer than its platform's
+// comment limit (MaxNoteCharsOn(v.Platform): GitLab's 1,000,000 characters,
+// GitHub's 65,536), or RendererOpts.MaxStatusChars when that is lower, is
+// cut and ends with "…truncated; full history at <v.HistoryURL>" (see
+// Truncate), so that the platform never refuses it. It fails when
+// v.OperationID is empty or the template fails.
 func (r *Renderer) Status(v StatusView) (string, error) {
 	if v.OperationID == "" {
 		return "", errors.New("rendering status comment: operation id is empty")
@@ -251,7 +253,7 @@ func (r *Renderer) Status(v StatusView) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("rendering status comment of %s: %w", v.OperationID, err)
 	}
-	return Truncate(Marker(v.OperationID)+"\n"+body, r.maxStatus, v.HistoryURL), nil
+	return Truncate(Marker(v.OperationID)+"\n"+body, min(r.maxStatus, MaxNoteCharsOn(v.Platform)), v.HistoryURL), nil
 }
 
 // Reply renders the short reply of kind (ReplyHelp, ReplyUnknownCommand,

@@ -14,6 +14,35 @@ const (
 	MaxDescriptionChars = 1_048_576
 )
 
+// MaxGitHubBodyChars is GitHub's limit on a pull request body and on an
+// issue comment, in characters (docs/github.md): a longer one answers 422
+// "Validation Failed" with "body is too long (maximum is 65536
+// characters)".
+const MaxGitHubBodyChars = 65_536
+
+// platformGitHub is the Platform value of a change on GitHub (the views'
+// Platform, store.PlatformGitHub).
+const platformGitHub = "github"
+
+// MaxNoteCharsOn is the longest comment platform accepts: MaxGitHubBodyChars
+// on "github", GitLab's MaxNoteChars on anything else ("gitlab", "").
+func MaxNoteCharsOn(platform string) int {
+	if platform == platformGitHub {
+		return MaxGitHubBodyChars
+	}
+	return MaxNoteChars
+}
+
+// MaxDescriptionCharsOn is the longest merge request description (pull
+// request body) platform accepts: MaxGitHubBodyChars on "github", GitLab's
+// MaxDescriptionChars on anything else.
+func MaxDescriptionCharsOn(platform string) int {
+	if platform == platformGitHub {
+		return MaxGitHubBodyChars
+	}
+	return MaxDescriptionChars
+}
+
 // TruncatedPrefix starts the line Truncate ends a shortened text with.
 const TruncatedPrefix = "…truncated; full history at "
 

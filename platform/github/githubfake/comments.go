@@ -79,7 +79,8 @@ func (s *Server) listComments(rc *reqCtx) {
 }
 
 // createComment answers POST .../issues/{n}/comments (fixtures
-// api-issues-comment-request.json, api-issues-comment.json).
+// api-issues-comment-request.json, api-issues-comment.json); a body over
+// MaxBodyChars answers 422.
 func (s *Server) createComment(rc *reqCtx) {
 	r, pr := s.pullOf(rc)
 	if pr == nil {
@@ -87,6 +88,9 @@ func (s *Server) createComment(rc *reqCtx) {
 	}
 	if rc.str("body") == "" {
 		rc.invalid("IssueComment", "body", "missing_field", "")
+		return
+	}
+	if !rc.bodyWithinLimit("IssueComment") {
 		return
 	}
 	c := s.addComment(r, pr, rc.caller, rc.str("body"))
@@ -113,13 +117,16 @@ func (s *Server) getComment(rc *reqCtx) {
 }
 
 // updateComment answers PATCH .../issues/comments/{id}: only its author
-// (or a writer) may edit it.
+// (or a writer) may edit it, with a body of at most MaxBodyChars.
 func (s *Server) updateComment(rc *reqCtx) {
 	r, c := s.commentOf(rc)
 	if c == nil {
 		return
 	}
 	if c.user != rc.caller && !rc.canWrite(r) {
+		return
+	}
+	if !rc.bodyWithinLimit("IssueComment") {
 		return
 	}
 	old := c.body

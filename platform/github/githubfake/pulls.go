@@ -298,10 +298,11 @@ func (s *Server) listPulls(rc *reqCtx) {
 }
 
 // createPull answers POST .../pulls (fixtures
-// api-pulls-create-request.json; answer api-pulls-get.json).
+// api-pulls-create-request.json; answer api-pulls-get.json); a body over
+// MaxBodyChars answers 422.
 func (s *Server) createPull(rc *reqCtx) {
 	r := s.repoOf(rc)
-	if r == nil || !rc.canWrite(r) {
+	if r == nil || !rc.canWrite(r) || !rc.bodyWithinLimit("PullRequest") {
 		return
 	}
 	head, base := rc.str("head"), rc.str("base")
@@ -342,10 +343,11 @@ func (s *Server) getPull(rc *reqCtx) {
 	}
 }
 
-// updatePull answers PATCH .../pulls/{n}: title, body, state open/closed.
+// updatePull answers PATCH .../pulls/{n}: title, body (at most
+// MaxBodyChars, else 422), state open/closed.
 func (s *Server) updatePull(rc *reqCtx) {
 	r, pr := s.pullOf(rc)
-	if pr == nil || !rc.canWrite(r) {
+	if pr == nil || !rc.canWrite(r) || !rc.bodyWithinLimit("PullRequest") {
 		return
 	}
 	if t := rc.str("title"); t != "" {
