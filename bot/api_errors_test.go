@@ -58,7 +58,7 @@ func TestAPIErrorsHaveOneShape(t *testing.T) {
 		req, _ := http.NewRequest(tt.method, env.BaseURL+tt.path, strings.NewReader(tt.body))
 		req.Header.Set("Authorization", "Bearer "+demo.OperatorToken)
 		if tt.signed {
-			req.Header.Set(webhooks.HeaderSignature, webhooks.Sign(demo.CallbackSecret, []byte(tt.body)))
+			webhooks.SignRequest(req, demo.CallbackSecret, time.Now(), []byte(tt.body))
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

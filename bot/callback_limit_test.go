@@ -47,7 +47,7 @@ func TestCallbackBodyLimitIsTheConfiguredOne(t *testing.T) {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set(webhooks.HeaderSignature, webhooks.Sign(env.Config.CallbackSecret, body))
+			webhooks.SignRequest(req, env.Config.CallbackSecret, time.Now(), body)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

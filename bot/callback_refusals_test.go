@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,7 @@ func TestOnlyABadSignatureCountsAsARefusedCallback(t *testing.T) {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		if signature != "" {
+			req.Header.Set(webhooks.HeaderTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
 			req.Header.Set(webhooks.HeaderSignature, signature)
 		}
 		resp, err := http.DefaultClient.Do(req)
@@ -95,7 +97,7 @@ func TestOnlyABadSignatureCountsAsARefusedCallback(t *testing.T) {
 	if h := app.refusals.approvalHint(store.StatusApprovalSent, "Waiting."); h != "Waiting." {
 		t.Errorf("after unsigned and malformed POSTs the hint is %q, want it unchanged", h)
 	}
-	post(webhooks.Sign("not-"+demo.CallbackSecret, []byte(body)))
+	post(webhooks.Sign("not-"+demo.CallbackSecret, time.Now().Unix(), []byte(body)))
 	if h := app.refusals.approvalHint(store.StatusApprovalSent, "Waiting."); !strings.Contains(h, "1 approval callback was refused for a bad signature") {
 		t.Errorf("after a POST signed with another key the hint is %q, want it to count 1 refusal", h)
 	}

@@ -230,7 +230,7 @@ var configFields = []configField{
 		Description: "Accepted X-Gitlab-Token values, or on GitHub the webhook secrets X-Hub-Signature-256 is checked with; comma-separated (several allow rotation). At least one is required: the bot refuses to start without one."},
 		setList: func(c *Config, v []string) { c.WebhookSecrets = v }},
 	{Var: Var{Env: "CHANGEBOT_CALLBACK_SECRET", YAML: "callback_secret", Secret: true,
-		Description: "HMAC-SHA256 key of X-Changebot-Signature on approval and deploy callbacks. Required."},
+		Description: "HMAC-SHA256 key of X-Changebot-Signature (over X-Changebot-Timestamp and the body) on approval and deploy callbacks. Required."},
 		set: func(c *Config, v string) error { c.CallbackSecret = v; return nil }},
 	{Var: Var{Env: "CHANGEBOT_API_TOKENS", YAML: "api_tokens", Secret: true,
 		Description: "REST API bearer tokens, comma-separated role:token with role submitter, operator or viewer (read-only: GET endpoints and the web pages). At least one is required."},

@@ -36,6 +36,15 @@ type Store interface {
 	PruneIntake(ctx context.Context, table string, before time.Time, limit int) (int64, error)
 }
 
+// MinMaxAge is the least age of a row before it is deleted, whatever
+// retention.intake_max_age says: a stored delivery and a callback's dedupe
+// row must outlive every window in which the platform may send the same
+// delivery again, or a redelivery is processed twice. GitHub keeps
+// deliveries for redelivery 3 days (7 on GitHub Enterprise Server;
+// docs.github.com "Redelivering webhooks"); GitLab resends from a hook's
+// Recent events, kept 7 days. The setting's own minimum (settings) is this.
+const MinMaxAge = 8 * 24 * time.Hour
+
 // Defaults of Config's zero fields.
 const (
 	DefaultInterval   = 10 * time.Minute
@@ -48,7 +57,8 @@ type Config struct {
 	Store Store
 	// MaxAgeFunc returns how old a row must be to be deleted
 	// (retention.intake_max_age), read at the start of every pass; a
-	// result of 0 or less deletes nothing.
+	// result of 0 or less deletes nothing, one under MinMaxAge counts as
+	// MinMaxAge.
 	MaxAgeFunc func() time.Duration
 	// NowFunc is the clock (time.Now when nil).
 	NowFunc func() time.Time
@@ -109,6 +119,7 @@ func (p *Pruner) Run(ctx context.Context) (Report, error) {
 	if maxAge <= 0 {
 		return rep, nil
 	}
+	maxAge = max(maxAge, MinMaxAge) // a value stored before the floor existed
 	before := p.cfg.NowFunc().Add(-maxAge)
 	var errs []error
 	for _, table := range []string{store.TableWebhookDeliveries, store.TableCallbackRequests} {

@@ -75,8 +75,13 @@ func TestPrunerDeletesOnlyOldIntakeRows(t *testing.T) {
 			wantDeleted: []int64{4, 1, 0}, wantBatches: []int{4, 2, 2}, wantLeft: 1, wantLeftCallbck: 1},
 		{name: "unprocessed deliveries are kept", ages: []time.Duration{40 * day}, unprocessed: []time.Duration{40 * day}, maxAge: 30 * day, batch: 10, batches: 5,
 			wantDeleted: []int64{1}, wantBatches: []int{2}, wantLeft: 0, wantLeftCallbck: 0},
-		{name: "setting shortened", ages: []time.Duration{2 * day, 3 * time.Hour}, maxAge: day, batch: 10, batches: 5,
+		{name: "setting shortened", ages: []time.Duration{11 * day, 3 * time.Hour}, maxAge: 10 * day, batch: 10, batches: 5,
 			wantDeleted: []int64{1}, wantBatches: []int{2}, wantLeft: 1, wantLeftCallbck: 1},
+		// Issue 21.11: a GitHub redelivery (kept 3 days, 7 on GHES) or a
+		// GitLab resend from Recent events must find its dedupe row, so a
+		// shorter setting (stored before the floor) still keeps MinMaxAge.
+		{name: "below the floor keeps the redelivery windows", ages: []time.Duration{2 * day, 7*day + 23*time.Hour, 8*day + time.Hour}, maxAge: day, batch: 10, batches: 5,
+			wantDeleted: []int64{1}, wantBatches: []int{2}, wantLeft: 2, wantLeftCallbck: 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"changebot/retention"
 )
 
 // Keys of the registry. Persisted names: never rename one without a
@@ -189,8 +191,8 @@ var registry = []Def{
 		Doc: "how long status-comment edits wait to coalesce"},
 	{Key: JobsRescueAfter, Kind: KindDuration, Default: "5m", Unit: "duration", StartOnly: true, GlobalOnly: true,
 		Doc: "a job still marked running this long after its replica died is run again; read at start only, a change needs a restart"},
-	{Key: RetentionIntake, Kind: KindDuration, Default: "720h", Unit: "duration", GlobalOnly: true,
-		Doc: "stored webhook deliveries (once processed) and callback dedupe rows older than this are deleted by the leader, in batches, every 10 minutes; change events are kept"},
+	{Key: RetentionIntake, Kind: KindDuration, Default: "720h", Unit: "duration", GlobalOnly: true, MinDuration: retention.MinMaxAge,
+		Doc: "stored webhook deliveries (once processed) and callback dedupe rows older than this are deleted by the leader, in batches, every 10 minutes; change events are kept. At least 192h (8 days): a platform may send a delivery again within 7 days (GitHub Enterprise Server's redelivery, GitLab's Recent events), and its dedupe row must still be there"},
 	{Key: HistorySnapshotEvery, Kind: KindInt, Default: "50", Unit: "events", Min: 1, GlobalOnly: true,
 		Doc: "a replay (changebot replay) stores a snapshot of a change's state at every this many events and starts from the nearest one"},
 }

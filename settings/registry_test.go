@@ -176,6 +176,8 @@ func TestValidate(t *testing.T) {
 		{"one second", PipelineDeadline, "", `"1s"`, nil, nil},
 		{"note delay below its own minimum", NoteDelay, "", `"50ms"`, ErrInvalidValue, []string{"note.delay", "at least 100ms"}},
 		{"note delay in milliseconds", NoteDelay, "", `"200ms"`, nil, nil},
+		{"retention inside the platforms' redelivery windows", RetentionIntake, "", `"72h"`, ErrInvalidValue, []string{"retention.intake_max_age", "at least 192h"}},
+		{"retention at its floor", RetentionIntake, "", `"192h"`, nil, nil},
 		{"zero count", PollShortCount, "", `0`, nil, nil},
 		{"a stray brace after the value", PollShortCount, "", `3 }`, ErrInvalidValue, []string{"poll.short_count"}},
 		{"a stray bracket after the value", PollShortCount, "", `3]`, ErrInvalidValue, []string{"poll.short_count"}},

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,9 +20,22 @@ import (
 	"changebot/internal/textcheck"
 )
 
-// HeaderSignature carries the HMAC of a callback's raw body:
-// "sha256=<hex HMAC-SHA256(secret, body)>" (issue 2, point 7).
+// HeaderSignature carries the HMAC of a callback's timestamp and raw body:
+// "sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>" (issue 2,
+// point 7; the timestamp since issue 21.11), as Slack and Stripe sign
+// theirs.
 const HeaderSignature = "X-Changebot-Signature"
+
+// HeaderTimestamp carries when the callback was signed, in Unix seconds
+// (decimal). It is part of the signed text, and a callback signed more than
+// CallbackTolerance away from the bot's clock is refused: a captured
+// callback cannot be replayed once retention has deleted its dedupe row.
+const HeaderTimestamp = "X-Changebot-Timestamp"
+
+// CallbackTolerance is how far a callback's HeaderTimestamp may be from the
+// bot's clock, either way (clock skew and transit). A sender re-signs each
+// send, so a retried callback carries a fresh timestamp.
+const CallbackTolerance = 5 * time.Minute
 
 const signaturePrefix = "sha256="
 
@@ -94,15 +108,33 @@ type CallbackConfig struct {
 	// another secret. A request without the header or with a malformed one
 	// (a scanner, a stray POST) does not call it.
 	OnBadSignature func()
+	// NowFunc is the clock HeaderTimestamp is checked against; nil means
+	// time.Now.
+	NowFunc func() time.Time
 }
 
-// Sign returns the X-Changebot-Signature value of body:
-// "sha256=" + hex(HMAC-SHA256(secret, body)). The demo's stand-in approval
-// system and tests sign with it.
-func Sign(secret string, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return signaturePrefix + hex.EncodeToString(mac.Sum(nil))
+// Sign returns the X-Changebot-Signature value of body signed at unix
+// (Unix seconds, the HeaderTimestamp value):
+// "sha256=" + hex(HMAC-SHA256(secret, "<unix>." + body)).
+func Sign(secret string, unix int64, body []byte) string {
+	return signaturePrefix + hex.EncodeToString(mac([]byte(secret), unix, body))
+}
+
+// SignRequest sets HeaderTimestamp to at and HeaderSignature to the
+// signature of body at that time. The demo's stand-in approval system and
+// tests sign with it; a sender signs each send anew.
+func SignRequest(r *http.Request, secret string, at time.Time, body []byte) {
+	r.Header.Set(HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
+	r.Header.Set(HeaderSignature, Sign(secret, at.Unix(), body))
+}
+
+// mac is HMAC-SHA256(secret, "<unix>." + body).
+func mac(secret []byte, unix int64, body []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write(strconv.AppendInt(nil, unix, 10))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return m.Sum(nil)
 }
 
 // NewApprovalCallbackHandler returns the handler of POST /callbacks/approval.
@@ -240,6 +272,10 @@ func newCallbackHandler(cfg CallbackConfig, kind string, problems []error) (*cal
 		log:     cfg.Logger,
 		m:       orNew(cfg.Metrics),
 		onBad:   cfg.OnBadSignature,
+		now:     cfg.NowFunc,
+	}
+	if h.now == nil {
+		h.now = time.Now
 	}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultCallbackMaxBodyBytes
@@ -262,6 +298,7 @@ type callbackHandler struct {
 	log     *slog.Logger
 	m       *Metrics
 	onBad   func() // CallbackConfig.OnBadSignature
+	now     func() time.Time
 	// accept decodes and validates body, then calls the acceptor and
 	// returns its result with log attributes naming the callback. It
 	// returns the field problems when the body is invalid, and an error
@@ -302,13 +339,30 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, answer{Error: "reading the request body failed"})
 		return
 	}
-	if sig := r.Header.Get(HeaderSignature); !h.signatureOK(sig, body) {
+	unix, tsOK := timestampOf(r.Header.Get(HeaderTimestamp))
+	if !tsOK {
+		count(ResultUnauthorized)
+		log.Warn("callback refused: no timestamp", attrRemoteAddr, r.RemoteAddr)
+		writeJSON(w, http.StatusUnauthorized, answer{Error: "missing or malformed " + HeaderTimestamp + " (Unix seconds, signed with the body)"})
+		return
+	}
+	if sig := r.Header.Get(HeaderSignature); !h.signatureOK(sig, unix, body) {
 		count(ResultUnauthorized)
 		if h.onBad != nil && signatureWellFormed(sig) {
 			h.onBad()
 		}
 		log.Warn("callback refused: invalid signature", attrRemoteAddr, r.RemoteAddr)
 		writeJSON(w, http.StatusUnauthorized, answer{Error: "invalid signature"})
+		return
+	}
+	// Checked once the signature holds, so that only the sender learns of
+	// its clock: an authentic callback signed too long ago is a replay, or
+	// a sender's clock off by more than the tolerance.
+	if skew := h.now().Sub(time.Unix(unix, 0)); skew > CallbackTolerance || skew < -CallbackTolerance {
+		count(ResultUnauthorized)
+		log.Warn("callback refused: timestamp outside the tolerance", attrRemoteAddr, r.RemoteAddr, "skew", skew.Round(time.Second).String())
+		writeJSON(w, http.StatusUnauthorized, answer{Error: fmt.Sprintf("%s is %s from the bot's clock, more than %s: sign each send with the current time",
+			HeaderTimestamp, skew.Abs().Round(time.Second), CallbackTolerance)})
 		return
 	}
 	ctx, cancel := detached(r, h.timeout)
@@ -339,10 +393,10 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// signatureOK checks "sha256=<hex>" against the HMAC of body, in constant
-// time for a well-formed header. The hex digits are decoded first, so upper
-// and lower case alike are accepted.
-func (h *callbackHandler) signatureOK(header string, body []byte) bool {
+// signatureOK checks "sha256=<hex>" against the HMAC of the timestamp
+// unix and body, in constant time for a well-formed header. The hex digits
+// are decoded first, so upper and lower case alike are accepted.
+func (h *callbackHandler) signatureOK(header string, unix int64, body []byte) bool {
 	hexSig, ok := strings.CutPrefix(header, signaturePrefix)
 	if !ok {
 		return false
@@ -351,9 +405,17 @@ func (h *callbackHandler) signatureOK(header string, body []byte) bool {
 	if err != nil {
 		return false
 	}
-	mac := hmac.New(sha256.New, h.secret)
-	mac.Write(body)
-	return hmac.Equal(got, mac.Sum(nil))
+	return hmac.Equal(got, mac(h.secret, unix, body))
+}
+
+// timestampOf parses a HeaderTimestamp value: decimal Unix seconds, at most
+// 12 digits, no sign.
+func timestampOf(v string) (int64, bool) {
+	if v == "" || len(v) > 12 || strings.TrimLeft(v, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
 }
 
 // signatureWellFormed reports whether header has the shape of a signature,

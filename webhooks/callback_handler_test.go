@@ -3,12 +3,17 @@ package webhooks
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -71,10 +76,26 @@ func setupCallbacks(t *testing.T, acc *fakeAcceptor) *callbackEnv {
 	return e
 }
 
-// callback posts body with signature (none when empty).
+// signedAt is the HeaderTimestamp the tests' callbacks carry: now, within
+// the handlers' tolerance of their real clock.
+var signedAt = time.Now().Unix()
+
+// sign is Sign at signedAt.
+func sign(secret string, body []byte) string { return Sign(secret, signedAt, body) }
+
+// callback posts body with signature (none when empty), signed at signedAt.
 func callback(h http.Handler, method, signature string, body []byte) *httptest.ResponseRecorder {
+	return callbackAt(h, method, strconv.FormatInt(signedAt, 10), signature, body)
+}
+
+// callbackAt posts body with the timestamp and signature headers given
+// (none when empty).
+func callbackAt(h http.Handler, method, timestamp, signature string, body []byte) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, "/callbacks/x", bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
+	if timestamp != "" {
+		r.Header.Set(HeaderTimestamp, timestamp)
+	}
 	if signature != "" {
 		r.Header.Set(HeaderSignature, signature)
 	}
@@ -86,8 +107,10 @@ func callback(h http.Handler, method, signature string, body []byte) *httptest.R
 func TestSign(t *testing.T) {
 	t.Parallel()
 	// RFC 4231-style check against a well-known HMAC-SHA256 vector.
-	got := Sign("key", []byte("The quick brown fox jumps over the lazy dog"))
-	want := "sha256=f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8"
+	// HMAC-SHA256("key", "1700000000.The quick brown fox …"), computed
+	// apart (Python's hmac module).
+	got := Sign("key", 1700000000, []byte("The quick brown fox jumps over the lazy dog"))
+	want := "sha256=2f658d6aef4f246e91cd741bbcded7479e9605f9d41c9e248122a117e0e1765b"
 	if got != want {
 		t.Errorf("Sign = %s, want %s", got, want)
 	}
@@ -101,7 +124,7 @@ func TestApprovalCallback(t *testing.T) {
 		name       string
 		method     string
 		body       []byte
-		signature  string // default: Sign(callbackSecret, body)
+		signature  string // default: sign(callbackSecret, body)
 		result     string // acceptor answer
 		accErr     error
 		wantStatus int
@@ -119,15 +142,15 @@ func TestApprovalCallback(t *testing.T) {
 		{name: "unknown passed through", body: good, result: flows.ResultIgnoredUnknown, wantStatus: 200, wantBody: `{"result":"IGNORED_UNKNOWN"}`, wantLabel: flows.ResultIgnoredUnknown},
 		{name: "failed recorded passed through", body: good, result: flows.ResultFailedRecorded, wantStatus: 200, wantBody: `{"result":"FAILED_RECORDED"}`, wantLabel: flows.ResultFailedRecorded},
 		{name: "unexpected result passed through, counted as other", body: good, result: "SOMETHING_NEW", wantStatus: 200, wantBody: `{"result":"SOMETHING_NEW"}`, wantLabel: ResultOther},
-		{name: "bad signature", body: good, signature: Sign("other-secret", good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
+		{name: "bad signature", body: good, signature: sign("other-secret", good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{name: "missing signature", body: good, signature: "-", wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
-		{name: "signature without prefix", body: good, signature: strings.TrimPrefix(Sign(callbackSecret, good), "sha256="), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
+		{name: "signature without prefix", body: good, signature: strings.TrimPrefix(sign(callbackSecret, good), "sha256="), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{
-			name: "signature in uppercase hex", body: good, signature: "sha256=" + strings.ToUpper(strings.TrimPrefix(Sign(callbackSecret, good), "sha256=")),
+			name: "signature in uppercase hex", body: good, signature: "sha256=" + strings.ToUpper(strings.TrimPrefix(sign(callbackSecret, good), "sha256=")),
 			result: flows.ResultAccepted, wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: flows.ResultAccepted,
 		},
 		{name: "signature not hex", body: good, signature: "sha256=zz", wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
-		{name: "tampered body", body: tampered, signature: Sign(callbackSecret, good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
+		{name: "tampered body", body: tampered, signature: sign(callbackSecret, good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{
 			name: "missing fields", body: []byte(`{"ticket_id":"T-7"}`), wantStatus: 400, wantLabel: ResultInvalid,
 			wantBody: `{"error":"invalid approval callback","fields":[{"field":"request_id","message":"required"},{"field":"operation_id","message":"required"},{"field":"decision","message":"required"}]}`,
@@ -180,7 +203,7 @@ func TestApprovalCallback(t *testing.T) {
 			sig := tt.signature
 			switch sig {
 			case "":
-				sig = Sign(callbackSecret, tt.body)
+				sig = sign(callbackSecret, tt.body)
 			case "-":
 				sig = ""
 			}
@@ -251,7 +274,7 @@ func TestDeployCallback(t *testing.T) {
 			acc := &fakeAcceptor{result: flows.ResultAccepted}
 			e := setupCallbacks(t, acc)
 			body := []byte(tt.body)
-			w := callback(e.deploy, http.MethodPost, Sign(callbackSecret, body), body)
+			w := callback(e.deploy, http.MethodPost, sign(callbackSecret, body), body)
 			if got := strings.TrimSpace(w.Body.String()); w.Code != tt.wantStatus || got != tt.wantBody {
 				t.Errorf("answer %d %s\nwant %d %s", w.Code, got, tt.wantStatus, tt.wantBody)
 			}
@@ -266,7 +289,7 @@ func TestDeployCallback(t *testing.T) {
 	// A bad signature reaches nothing, and is counted under deploy.
 	e := setupCallbacks(t, &fakeAcceptor{})
 	body := []byte(`{"request_id":"d-1","project_id":42,"mr_iid":7,"status":"success"}`)
-	if w := callback(e.deploy, http.MethodPost, Sign("wrong", body), body); w.Code != 401 || e.acc.calls() != 0 {
+	if w := callback(e.deploy, http.MethodPost, sign("wrong", body), body); w.Code != 401 || e.acc.calls() != 0 {
 		t.Errorf("bad signature: %d, %d calls", w.Code, e.acc.calls())
 	}
 	if got := testutil.ToFloat64(e.m.callbacks.WithLabelValues(KindDeploy, ResultUnauthorized)); got != 1 {
@@ -292,7 +315,7 @@ func TestCallbackPanicRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := []byte(`{"request_id":"r","operation_id":"op","decision":"approved","approver":"carol"}`)
-	w := callback(h, http.MethodPost, Sign(callbackSecret, body), body)
+	w := callback(h, http.MethodPost, sign(callbackSecret, body), body)
 	if w.Code != 500 || strings.TrimSpace(w.Body.String()) != `{"error":"internal error"}` {
 		t.Errorf("answer %d %s", w.Code, w.Body)
 	}
@@ -357,8 +380,8 @@ func TestOnBadSignatureOnlyForAWellFormedSignature(t *testing.T) {
 		{"not sha256=", "md5=abc", http.StatusUnauthorized, 0},
 		{"not hex", "sha256=zz", http.StatusUnauthorized, 0},
 		{"short hex", "sha256=abcd", http.StatusUnauthorized, 0},
-		{"another secret", Sign("another-secret", body), http.StatusUnauthorized, 1},
-		{"good", Sign(callbackSecret, body), http.StatusOK, 0},
+		{"another secret", sign("another-secret", body), http.StatusUnauthorized, 1},
+		{"good", sign(callbackSecret, body), http.StatusOK, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -377,4 +400,60 @@ func TestOnBadSignatureOnlyForAWellFormedSignature(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCallbackTimestamp (issue 21.11): the signature covers
+// X-Changebot-Timestamp, and a callback signed more than CallbackTolerance
+// from the bot's clock is refused 401 with nothing applied, so a captured
+// callback replayed after retention pruned its dedupe row changes nothing.
+func TestCallbackTimestamp(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"request_id":"req-ts","operation_id":"op_01J","ticket_id":"T-7","decision":"approved","approver":"alice"}`)
+	now := time.Unix(1_800_000_000, 0)
+	at := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
+	signed := func(d time.Duration) string { return Sign(callbackSecret, now.Add(d).Unix(), body) }
+	tests := []struct {
+		name, timestamp, signature string
+		wantStatus                 int
+		wantError                  string
+	}{
+		{"now", at(0), signed(0), 200, ""},
+		{"4 minutes behind", at(-4 * time.Minute), signed(-4 * time.Minute), 200, ""},
+		{"4 minutes ahead", at(4 * time.Minute), signed(4 * time.Minute), 200, ""},
+		{"replayed 10 minutes later", at(-10 * time.Minute), signed(-10 * time.Minute), 401,
+			"X-Changebot-Timestamp is 10m0s from the bot's clock, more than 5m0s: sign each send with the current time"},
+		{"replayed 9 days later", at(-9 * 24 * time.Hour), signed(-9 * 24 * time.Hour), 401, "is 216h0m0s from the bot's clock"},
+		{"6 minutes ahead", at(6 * time.Minute), signed(6 * time.Minute), 401, "is 6m0s from the bot's clock"},
+		{"an old signature with a fresh timestamp", at(0), signed(-10 * time.Minute), 401, `invalid signature`},
+		{"the body-only signature of before", at(0), "sha256=" + hexHMAC(callbackSecret, body), 401, `invalid signature`},
+		{"no timestamp", "", signed(0), 401, "missing or malformed X-Changebot-Timestamp"},
+		{"a timestamp in milliseconds", strconv.FormatInt(now.UnixMilli(), 10), signed(0), 401, "missing or malformed X-Changebot-Timestamp"},
+		{"a signed timestamp", "-" + at(0), signed(0), 401, "missing or malformed X-Changebot-Timestamp"},
+		{"an RFC 3339 timestamp", now.Format(time.RFC3339), signed(0), 401, "missing or malformed X-Changebot-Timestamp"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			acc := &fakeAcceptor{result: flows.ResultAccepted}
+			h, err := NewApprovalCallbackHandler(CallbackConfig{Secret: callbackSecret, Approvals: acc, NowFunc: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := callbackAt(h, http.MethodPost, tt.timestamp, tt.signature, body)
+			if w.Code != tt.wantStatus || !strings.Contains(w.Body.String(), tt.wantError) {
+				t.Fatalf("answered %d %s, want %d naming %q", w.Code, w.Body.String(), tt.wantStatus, tt.wantError)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tt.wantStatus == 200]; acc.calls() != want {
+				t.Fatalf("acceptor called %d times, want %d", acc.calls(), want)
+			}
+		})
+	}
+}
+
+// hexHMAC is hex(HMAC-SHA256(secret, body)), the signature without a
+// timestamp.
+func hexHMAC(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
 }

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +25,7 @@ import (
 
 // Options configure the stand-in.
 type Options struct {
-	// Secret signs callbacks (X-Changebot-Signature: sha256=<hex HMAC>).
+	// Secret signs callbacks (X-Changebot-Timestamp and X-Changebot-Signature: sha256=<hex HMAC of "<timestamp>." + body>).
 	Secret string
 	// AutoDecision, when set ("approved", "rejected", "withdrawn"), is sent
 	// back AutoDelay after each request; empty means tests decide with Decide.
@@ -185,7 +186,9 @@ func (s *Server) Decide(ctx context.Context, req Request, decision, requestID st
 		return "", err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("X-Changebot-Signature", Sign(s.opts.Secret, body))
+	ts := time.Now().Unix()
+	hreq.Header.Set("X-Changebot-Timestamp", strconv.FormatInt(ts, 10))
+	hreq.Header.Set("X-Changebot-Signature", Sign(s.opts.Secret, ts, body))
 	resp, err := s.hc.Do(hreq)
 	if err != nil {
 		return "", fmt.Errorf("calling back: %w", err)
@@ -204,9 +207,13 @@ func (s *Server) Decide(ctx context.Context, req Request, decision, requestID st
 	return out.Result, nil
 }
 
-// Sign returns "sha256=<hex HMAC-SHA256(body)>" with secret.
-func Sign(secret string, body []byte) string {
+// Sign returns "sha256=<hex HMAC-SHA256(secret, "<unix>." + body)>", the
+// X-Changebot-Signature of body sent with X-Changebot-Timestamp: unix. It
+// is written here from the README's description, apart from the bot's
+// own, so the two are checked against each other.
+func Sign(secret string, unix int64, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(strconv.FormatInt(unix, 10) + "."))
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
