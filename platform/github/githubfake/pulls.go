@@ -343,18 +343,42 @@ func (s *Server) getPull(rc *reqCtx) {
 	}
 }
 
-// updatePull answers PATCH .../pulls/{n}: title, body (at most
-// MaxBodyChars, else 422), state open/closed.
+// updatePull answers PATCH .../pulls/{n} (docs.github.com "Update a pull
+// request"): title, body (at most MaxBodyChars, else 422), state
+// open/closed, and base, the branch it merges into, which must exist, not
+// be the head and not be changed on a closed pull request (422). A change
+// of title, body or base sends the pull_request "edited" webhook with
+// changes.<field>.from, and for the base also changes.base.sha.from, the
+// old base's tip (fixture webhook-pull_request-edited.json for the title;
+// docs.github.com "Webhook events and payloads", pull_request edited).
 func (s *Server) updatePull(rc *reqCtx) {
 	r, pr := s.pullOf(rc)
 	if pr == nil || !rc.canWrite(r) || !rc.bodyWithinLimit("PullRequest") {
 		return
 	}
-	if t := rc.str("title"); t != "" {
+	changes := map[string]any{}
+	if base, ok := rc.body["base"].(string); ok && base != pr.base {
+		switch {
+		case pr.state != "open":
+			rc.invalid("PullRequest", "base", "custom", "Cannot change the base branch of a closed pull request.")
+			return
+		case r.refs[base] == "" || base == pr.head:
+			rc.invalid("PullRequest", "base", "invalid", "")
+			return
+		}
+		changes["base"] = s.setBase(r, pr, base)
+	}
+	if t := rc.str("title"); t != "" && t != pr.title {
+		changes["title"] = map[string]any{"from": pr.title}
 		pr.title = t
 	}
-	if _, ok := rc.body["body"]; ok {
-		pr.body = rc.str("body")
+	if b, ok := rc.body["body"].(string); ok && b != pr.body {
+		changes["body"] = map[string]any{"from": pr.body}
+		pr.body = b
+	}
+	if len(changes) > 0 {
+		pr.updated = s.now().UTC()
+		s.emitPull(r, pr, "edited", rc.caller, map[string]any{"changes": changes})
 	}
 	switch st := rc.str("state"); {
 	case st == "closed" && pr.state == "open":
@@ -365,6 +389,31 @@ func (s *Server) updatePull(rc *reqCtx) {
 	}
 	pr.updated = s.now().UTC()
 	rc.json(http.StatusOK, s.pullJSON(r, pr, true))
+}
+
+// SetPullBase changes pull request #number's base to branch as login (a
+// person editing it on GitHub), with the "edited" webhook updatePull
+// sends.
+func (s *Server) SetPullBase(repoID, number int64, branch, login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[repoID]
+	pr := r.pulls[number]
+	if pr == nil || pr.base == branch || r.refs[branch] == "" {
+		return
+	}
+	changes := map[string]any{"base": s.setBase(r, pr, branch)}
+	pr.updated = s.now().UTC()
+	s.emitPull(r, pr, "edited", s.byLogin[login], map[string]any{"changes": changes})
+}
+
+// setBase moves pr onto base (its mergeability unknown again) and returns
+// the edited webhook's changes.base: {"ref": {"from": <old base>}, "sha":
+// {"from": <old base's tip>}}.
+func (s *Server) setBase(r *repo, pr *pull, base string) map[string]any {
+	ch := map[string]any{"ref": map[string]any{"from": pr.base}, "sha": map[string]any{"from": r.refs[pr.base]}}
+	pr.base, pr.mergeableKnown = base, false
+	return ch
 }
 
 func (s *Server) closePull(r *repo, pr *pull, by *user) {

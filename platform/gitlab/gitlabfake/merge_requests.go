@@ -284,8 +284,11 @@ func (s *Server) getMR(rc *reqCtx) {
 }
 
 // updateMR serves PUT /projects/:id/merge_requests/:iid (state_event
-// close|reopen, title, description, target_branch). Close emits the Merge
-// Request Hook "close", reopen "reopen", an edit "update" without oldrev.
+// close|reopen, title, description, target_branch; doc/api/merge_requests.md
+// "Update MR"), 200 with the MR. Close emits the Merge Request Hook
+// "close", reopen "reopen", an edit "update" without oldrev whose changes
+// name each field {previous, current}: a new target_branch as
+// changes.target_branch (targetRefusal says when it is refused).
 func (s *Server) updateMR(rc *reqCtx) {
 	_, mr := s.mr(rc)
 	if mr == nil || !rc.requireAccess(mr.p, AccessDeveloper) {
@@ -318,12 +321,16 @@ func (s *Server) updateMR(rc *reqCtx) {
 		mr.description = desc
 	}
 	if hasTarget && target != mr.targetBranch {
-		if _, ok := mr.p.repo.branches[target]; !ok {
-			rc.fail(http.StatusUnprocessableEntity, []string{fmt.Sprintf("Target branch %q does not exist", target)})
+		if msg := s.targetRefusal(mr, target); msg != "" {
+			status := http.StatusUnprocessableEntity
+			if strings.HasPrefix(msg, "Another open merge request") {
+				status = http.StatusConflict
+			}
+			rc.fail(status, []string{msg})
 			return
 		}
 		changes["target_branch"] = change(mr.targetBranch, target)
-		mr.targetBranch = target
+		mr.targetBranch, mr.startSHA = target, mr.p.repo.branches[target]
 	}
 	if len(changes) > 0 {
 		var prevBy, prevAt any
@@ -344,6 +351,25 @@ func (s *Server) updateMR(rc *reqCtx) {
 		s.reopenMR(mr, rc.user)
 	}
 	rc.writeJSON(http.StatusOK, s.mrJSON(mr, rc.user, false))
+}
+
+// targetRefusal is why GitLab refuses to retarget mr onto target, as it
+// refuses to create such an MR ("" when it may): target must exist, differ
+// from the source branch, and not make a second open MR of the same source
+// and target (doc/api/merge_requests.md "Update MR", target_branch).
+func (s *Server) targetRefusal(mr *mergeRequest, target string) string {
+	switch _, ok := mr.p.repo.branches[target]; {
+	case !ok:
+		return fmt.Sprintf("Target branch %q does not exist", target)
+	case target == mr.sourceBranch:
+		return "You can't use same project/branch for source and target"
+	}
+	for _, o := range mr.p.sortedMRs() {
+		if o != mr && o.state == stateOpened && o.sourceBranch == mr.sourceBranch && o.targetBranch == target {
+			return fmt.Sprintf("Another open merge request already exists for this source branch: !%d", o.iid)
+		}
+	}
+	return ""
 }
 
 func (s *Server) closeMR(mr *mergeRequest, by *user) {
