@@ -10,6 +10,7 @@ import (
 
 	"changebot/api"
 	"changebot/demo"
+	"changebot/ops"
 	"changebot/platform/approval/approvalfake"
 	"changebot/store"
 	"changebot/webhooks"
@@ -56,9 +57,9 @@ func TestRefusedApprovalCallbackShowsInTheHint(t *testing.T) {
 		t.Errorf("the list's hint does not say the callback was refused: %+v", page.Changes)
 	}
 
-	now := func() time.Time { return time.Now().Add(ApprovalWaitWarning + time.Minute) }
-	checks := RunDoctor(context.Background(), env.Config, &DoctorOpts{Schema: sc.Name, NowFunc: now})
-	if w := lines(levels(checks, CheckWarn)); !strings.Contains(w, "1 change(s) wait in APPROVAL_SENT") || !strings.Contains(w, "callback_secret") {
+	now := func() time.Time { return time.Now().Add(ops.ApprovalWaitWarning + time.Minute) }
+	checks := ops.RunDoctor(context.Background(), env.Config, &ops.DoctorOpts{Schema: sc.Name, NowFunc: now})
+	if w := lines(levels(checks, ops.CheckWarn)); !strings.Contains(w, "1 change(s) wait in APPROVAL_SENT") || !strings.Contains(w, "callback_secret") {
 		t.Errorf("doctor does not warn of the change waiting in APPROVAL_SENT naming callback_secret:\n%s", lines(checks))
 	}
 }

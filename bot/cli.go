@@ -19,6 +19,7 @@ import (
 	"changebot/config"
 	"changebot/database"
 	"changebot/demo"
+	"changebot/ops"
 )
 
 const usage = `changebot carries configuration changes through GitLab merge requests or GitHub pull requests.
@@ -231,7 +232,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	// slow GitLab must not hold back readiness or liveness.
 	doctorCtx, stopDoctor := context.WithCancel(ctx)
 	doctorDone := make(chan struct{})
-	go func() { defer close(doctorDone); logDoctor(doctorCtx, cfg, log) }()
+	go func() { defer close(doctorDone); ops.LogDoctor(doctorCtx, cfg, log) }()
 	defer func() { stopDoctor(); <-doctorDone }()
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {

@@ -6,17 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"changebot/config"
+	"changebot/ops"
 	"changebot/platform"
 )
-
-// doctorAtStart bounds the doctor run serve makes before it serves.
-const doctorAtStart = 20 * time.Second
 
 // listFlag is a repeatable flag whose values may also be comma-separated.
 type listFlag []string
@@ -70,11 +66,11 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	checks := RunDoctor(ctx, cfg, &DoctorOpts{Projects: projects, HookToken: token})
+	checks := ops.RunDoctor(ctx, cfg, &ops.DoctorOpts{Projects: projects, HookToken: token})
 	for _, c := range checks {
 		fmt.Fprintln(stdout, c)
 	}
-	summary, fails := DoctorSummary(checks)
+	summary, fails := ops.DoctorSummary(checks)
 	fmt.Fprintln(stdout, summary)
 	if fails > 0 {
 		return fmt.Errorf("%d check(s) failed", fails)
@@ -116,25 +112,6 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, g := range groups {
 		owners = append(owners, platform.HookOwner{Group: true, ID: g})
 	}
-	_, err = RunSetup(ctx, cfg, SetupOpts{Owners: owners, HookToken: token, NoTest: *noTest, Force: *force, Out: stdout})
+	_, err = ops.RunSetup(ctx, cfg, ops.SetupOpts{Owners: owners, HookToken: token, NoTest: *noTest, Force: *force, Out: stdout})
 	return err
-}
-
-// logDoctor runs doctor over the projects with stored settings and logs
-// its summary, each WARN at warn level and each FAIL at error level; it
-// never stops serve (GitLab may be briefly down while the bot starts).
-func logDoctor(ctx context.Context, cfg config.Config, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, doctorAtStart)
-	defer cancel()
-	checks := RunDoctor(ctx, cfg, nil)
-	for _, c := range checks {
-		switch c.Level {
-		case CheckWarn:
-			log.Warn("doctor check warns", "check", c.What, "fix", c.Fix)
-		case CheckFail:
-			log.Error("doctor check failed", "check", c.What, "fix", c.Fix)
-		}
-	}
-	summary, fails := DoctorSummary(checks)
-	log.Info("doctor checked the installation", "summary", summary, "fails", fails)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"changebot/demo"
+	"changebot/ops"
 	"changebot/platform"
 	"changebot/platform/github/githubfake"
 	"changebot/webhooks"
@@ -36,14 +37,14 @@ func TestDoctorOnGitHub(t *testing.T) {
 	t.Parallel()
 	env, schema, _ := newGitHubDayOneEnv(t)
 	projects := []string{demo.Project, appProject, "platform/missing"}
-	checks := RunDoctor(context.Background(), env.Config, &DoctorOpts{Projects: projects, Schema: schema, HookToken: maintainerTok})
+	checks := ops.RunDoctor(context.Background(), env.Config, &ops.DoctorOpts{Projects: projects, Schema: schema, HookToken: maintainerTok})
 	t.Logf("doctor:\n%s", lines(checks))
 	wantFails := []string{
 		"reviewer reviewer-2 may not approve in platform/app: its permission is read",
 		"webhook of platform/app: none sends to " + env.Config.ExternalURL + "/webhooks/github",
 		"repository platform/missing: not found",
 	}
-	fails := levels(checks, CheckFail)
+	fails := levels(checks, ops.CheckFail)
 	if len(fails) != len(wantFails) {
 		t.Fatalf("%d FAILs, want %d:\n%s", len(fails), len(wantFails), lines(checks))
 	}
@@ -55,14 +56,14 @@ func TestDoctorOnGitHub(t *testing.T) {
 	for _, w := range []string{"robot token: user changebot", "reviewer token 1 (user reviewer-1): answers",
 		"robot changebot may push and merge in platform/config (maintain)", "reviewers reviewer-1, reviewer-2 may approve in platform/config",
 		"robot changebot may push and merge in platform/app (write)", "of platform/config sends pull_request, pull_request_review"} {
-		if !strings.Contains(lines(levels(checks, CheckOK)), w) {
+		if !strings.Contains(lines(levels(checks, ops.CheckOK)), w) {
 			t.Errorf("no OK line says %q", w)
 		}
 	}
 	// The robot (maintain) may not read webhooks: a WARN, not a FAIL.
-	checks = RunDoctor(context.Background(), env.Config, &DoctorOpts{Projects: []string{demo.Project}, Schema: schema})
-	if warns := lines(levels(checks, CheckWarn)); !strings.Contains(warns, "webhook of platform/config: the robot may not read webhooks") ||
-		len(levels(checks, CheckFail)) != 0 {
+	checks = ops.RunDoctor(context.Background(), env.Config, &ops.DoctorOpts{Projects: []string{demo.Project}, Schema: schema})
+	if warns := lines(levels(checks, ops.CheckWarn)); !strings.Contains(warns, "webhook of platform/config: the robot may not read webhooks") ||
+		len(levels(checks, ops.CheckFail)) != 0 {
 		t.Errorf("without a hook token, want one WARN naming the webhook and no FAIL:\n%s", lines(checks))
 	}
 }
@@ -75,9 +76,9 @@ func TestSetupOnGitHub(t *testing.T) {
 	t.Parallel()
 	env, schema, app := newGitHubDayOneEnv(t)
 	var out strings.Builder
-	opts := SetupOpts{Owners: []platform.HookOwner{{ID: appProject}}, HookToken: maintainerTok, Out: &out, Schema: schema}
-	res, err := RunSetup(context.Background(), env.Config, opts)
-	if err != nil || len(res) != 1 || res[0].Action != SetupCreated {
+	opts := ops.SetupOpts{Owners: []platform.HookOwner{{ID: appProject}}, HookToken: maintainerTok, Out: &out, Schema: schema}
+	res, err := ops.RunSetup(context.Background(), env.Config, opts)
+	if err != nil || len(res) != 1 || res[0].Action != ops.SetupCreated {
 		t.Fatalf("first setup: %+v %v\n%s", res, err, out.String())
 	}
 	hooks := env.GitHub.RepoHooks(app.ID)
@@ -91,19 +92,19 @@ func TestSetupOnGitHub(t *testing.T) {
 		!slices.Equal(h.Events, want) || h.Pings != 1 {
 		t.Fatalf("webhook %+v", h)
 	}
-	if res, err = RunSetup(context.Background(), env.Config, opts); err != nil || res[0].Action != SetupUnchanged {
+	if res, err = ops.RunSetup(context.Background(), env.Config, opts); err != nil || res[0].Action != ops.SetupUnchanged {
 		t.Fatalf("second setup: %+v %v", res, err)
 	}
 	env.GitHub.AddRepoHook(app.ID, githubfake.Hook{URL: "https://elsewhere.example/hook", Events: []string{"push"}, Active: true})
 	opts.Force = true
-	if res, err = RunSetup(context.Background(), env.Config, opts); err != nil || res[0].Action != SetupUpdated || res[0].HookID != h.ID {
+	if res, err = ops.RunSetup(context.Background(), env.Config, opts); err != nil || res[0].Action != ops.SetupUpdated || res[0].HookID != h.ID {
 		t.Fatalf("forced setup: %+v %v", res, err)
 	}
 	if n := len(env.GitHub.RepoHooks(app.ID)); n != 2 {
 		t.Fatalf("%d webhooks, want 2 (another URL's hook is left alone)", n)
 	}
-	checks := RunDoctor(context.Background(), env.Config, &DoctorOpts{Projects: []string{appProject}, Schema: schema, HookToken: maintainerTok})
-	if !strings.Contains(lines(levels(checks, CheckOK)), "of platform/app sends pull_request") {
+	checks := ops.RunDoctor(context.Background(), env.Config, &ops.DoctorOpts{Projects: []string{appProject}, Schema: schema, HookToken: maintainerTok})
+	if !strings.Contains(lines(levels(checks, ops.CheckOK)), "of platform/app sends pull_request") {
 		t.Errorf("doctor does not find the webhook setup made:\n%s", lines(checks))
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"changebot/config"
 	"changebot/demo"
+	"changebot/ops"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store/postgres/pgtest"
@@ -42,8 +43,8 @@ func newDayOneEnv(t *testing.T) (*demo.Env, string) {
 	return env, sc.Name
 }
 
-func levels(checks []Check, level string) []Check {
-	var out []Check
+func levels(checks []ops.Check, level string) []ops.Check {
+	var out []ops.Check
 	for _, c := range checks {
 		if c.Level == level {
 			out = append(out, c)
@@ -60,10 +61,10 @@ func TestDoctorFindsDayOneProblems(t *testing.T) {
 	t.Parallel()
 	env, schema := newDayOneEnv(t)
 	ctx := context.Background()
-	opts := &DoctorOpts{Projects: []string{appProject}, HookToken: maintainerTok, Schema: schema}
-	checks := RunDoctor(ctx, env.Config, opts)
+	opts := &ops.DoctorOpts{Projects: []string{appProject}, HookToken: maintainerTok, Schema: schema}
+	checks := ops.RunDoctor(ctx, env.Config, opts)
 	t.Logf("doctor:\n%s", lines(checks))
-	fails := levels(checks, CheckFail)
+	fails := levels(checks, ops.CheckFail)
 	want := []string{
 		"reviewer token 2: GitLab refused it (401)",
 		"robot changebot may not push and merge into main of platform/app: its role is Developer, merging needs Maintainer",
@@ -82,7 +83,7 @@ func TestDoctorFindsDayOneProblems(t *testing.T) {
 			t.Errorf("no fix says %q:\n%s", w, lines(fails))
 		}
 	}
-	if warns := levels(checks, CheckWarn); len(warns) != 0 {
+	if warns := levels(checks, ops.CheckWarn); len(warns) != 0 {
 		t.Errorf("unexpected WARNs:\n%s", lines(warns))
 	}
 
@@ -96,16 +97,16 @@ func TestDoctorFindsDayOneProblems(t *testing.T) {
 	}
 
 	var setupOut bytes.Buffer
-	res, err := RunSetup(ctx, env.Config, SetupOpts{Owners: []platform.HookOwner{{ID: appProject}}, HookToken: maintainerTok, Schema: schema, Out: &setupOut})
-	if err != nil || len(res) != 1 || res[0].Action != SetupCreated || !res[0].Delivered {
+	res, err := ops.RunSetup(ctx, env.Config, ops.SetupOpts{Owners: []platform.HookOwner{{ID: appProject}}, HookToken: maintainerTok, Schema: schema, Out: &setupOut})
+	if err != nil || len(res) != 1 || res[0].Action != ops.SetupCreated || !res[0].Delivered {
 		t.Fatalf("setup = %+v, %v\n%s", res, err, setupOut.String())
 	}
 	t.Logf("setup:\n%s", setupOut.String())
-	after := RunDoctor(ctx, env.Config, opts)
-	if f := levels(after, CheckFail); len(f) != 2 {
+	after := ops.RunDoctor(ctx, env.Config, opts)
+	if f := levels(after, ops.CheckFail); len(f) != 2 {
 		t.Errorf("after setup: %d FAILs, want the 2 that are not the webhook's:\n%s", len(f), lines(after))
 	}
-	if !strings.Contains(lines(levels(after, CheckOK)), "webhook ") {
+	if !strings.Contains(lines(levels(after, ops.CheckOK)), "webhook ") {
 		t.Errorf("after setup the webhook check is not OK:\n%s", lines(after))
 	}
 }
@@ -116,20 +117,20 @@ func TestDoctorAllGoodOnTheDemo(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
 	_, sc := startBot(t, env)
-	opts := &DoctorOpts{Projects: []string{demo.Project}, Schema: sc.Name}
-	checks := RunDoctor(context.Background(), env.Config, opts)
-	if n := len(levels(checks, CheckOK)); n != len(checks) || n != 8 {
+	opts := &ops.DoctorOpts{Projects: []string{demo.Project}, Schema: sc.Name}
+	checks := ops.RunDoctor(context.Background(), env.Config, opts)
+	if n := len(levels(checks, ops.CheckOK)); n != len(checks) || n != 8 {
 		t.Fatalf("want 8 OK checks (database, robot, 2 reviewers, merge rights, approvers, webhook, approval system):\n%s", lines(checks))
 	}
 	hook := env.GitLab.ProjectHooks(env.Project.ID)[0]
 	env.GitLab.DisableHook(hook.ID, time.Now().Add(time.Hour))
 	now := time.Now()
 	env.GitLab.SetTokenInfo(demo.RobotToken, gitlabfake.TokenInfo{ExpiresAt: now.Add(5 * 24 * time.Hour)})
-	checks = RunDoctor(context.Background(), env.Config, opts)
-	if f := lines(levels(checks, CheckFail)); !strings.Contains(f, "is disabled until") || !strings.Contains(f, "Recent events") {
+	checks = ops.RunDoctor(context.Background(), env.Config, opts)
+	if f := lines(levels(checks, ops.CheckFail)); !strings.Contains(f, "is disabled until") || !strings.Contains(f, "Recent events") {
 		t.Errorf("a temporarily disabled webhook is not a FAIL naming where to look:\n%s", lines(checks))
 	}
-	if w := lines(levels(checks, CheckWarn)); !strings.Contains(w, "robot token (user changebot): expires") {
+	if w := lines(levels(checks, ops.CheckWarn)); !strings.Contains(w, "robot token (user changebot): expires") {
 		t.Errorf("a robot token expiring in 5 days is not a WARN:\n%s", lines(checks))
 	}
 }
@@ -141,10 +142,10 @@ func TestSetupIsIdempotent(t *testing.T) {
 	t.Parallel()
 	env, schema := newDayOneEnv(t)
 	ctx := context.Background()
-	run := func(owner string) (SetupResult, string) {
+	run := func(owner string) (ops.SetupResult, string) {
 		t.Helper()
 		var out bytes.Buffer
-		res, err := RunSetup(ctx, env.Config, SetupOpts{Owners: []platform.HookOwner{{ID: owner}}, HookToken: maintainerTok, Schema: schema, Out: &out})
+		res, err := ops.RunSetup(ctx, env.Config, ops.SetupOpts{Owners: []platform.HookOwner{{ID: owner}}, HookToken: maintainerTok, Schema: schema, Out: &out})
 		if err != nil || len(res) != 1 {
 			t.Fatalf("setup %s: %v\n%s", owner, err, out.String())
 		}
@@ -152,7 +153,7 @@ func TestSetupIsIdempotent(t *testing.T) {
 	}
 	first, out1 := run(appProject)
 	second, out2 := run(appProject)
-	if first.Action != SetupCreated || second.Action != SetupUnchanged || second.HookID != first.HookID {
+	if first.Action != ops.SetupCreated || second.Action != ops.SetupUnchanged || second.HookID != first.HookID {
 		t.Errorf("runs: %+v then %+v, want created then unchanged\n%s%s", first, second, out1, out2)
 	}
 	if !strings.Contains(out2, "no change") || !second.Delivered {
@@ -172,7 +173,7 @@ func TestSetupIsIdempotent(t *testing.T) {
 	setHookToken(t, env, demoHook.ID, "an-old-secret")
 	fixed, out3 := run(demo.Project)
 	t.Logf("setup of %s:\n%s", demo.Project, out3)
-	if fixed.Action != SetupUpdated || !fixed.Delivered || !strings.Contains(out3, "secret token was not one of") ||
+	if fixed.Action != ops.SetupUpdated || !fixed.Delivered || !strings.Contains(out3, "secret token was not one of") ||
 		!strings.Contains(out3, "stored it as delivery") {
 		t.Errorf("setup of a hook with a foreign secret: %+v\n%s", fixed, out3)
 	}
@@ -219,7 +220,7 @@ func setHookToken(t *testing.T, env *demo.Env, hookID int64, token string) {
 }
 
 // lines prints checks one per line.
-func lines(checks []Check) string {
+func lines(checks []ops.Check) string {
 	var b strings.Builder
 	for _, c := range checks {
 		b.WriteString(c.String() + "\n")
@@ -308,17 +309,17 @@ func TestSetupGroupWebhook(t *testing.T) {
 	env, schema := newDayOneEnv(t)
 	env.GitLab.AddGroup("platform", map[string]int{maintainer: gitlabfake.AccessOwner})
 	var out bytes.Buffer
-	res, err := RunSetup(context.Background(), env.Config, SetupOpts{Owners: []platform.HookOwner{{Group: true, ID: "platform"}},
+	res, err := ops.RunSetup(context.Background(), env.Config, ops.SetupOpts{Owners: []platform.HookOwner{{Group: true, ID: "platform"}},
 		HookToken: maintainerTok, Schema: schema, Out: &out})
-	if err != nil || len(res) != 1 || res[0].Action != SetupCreated || !res[0].Delivered {
+	if err != nil || len(res) != 1 || res[0].Action != ops.SetupCreated || !res[0].Delivered {
 		t.Fatalf("setup -group = %+v, %v\n%s", res, err, out.String())
 	}
-	checks := RunDoctor(context.Background(), env.Config, &DoctorOpts{Projects: []string{appProject}, HookToken: maintainerTok, Schema: schema})
+	checks := ops.RunDoctor(context.Background(), env.Config, &ops.DoctorOpts{Projects: []string{appProject}, HookToken: maintainerTok, Schema: schema})
 	want := fmt.Sprintf("webhook %d of group platform sends", res[0].HookID)
-	if !strings.Contains(lines(levels(checks, CheckOK)), want) {
+	if !strings.Contains(lines(levels(checks, ops.CheckOK)), want) {
 		t.Errorf("doctor does not accept the group's webhook (%q):\n%s", want, lines(checks))
 	}
-	if _, err := RunSetup(context.Background(), env.Config, SetupOpts{Owners: []platform.HookOwner{{Group: true, ID: "platform"}},
+	if _, err := ops.RunSetup(context.Background(), env.Config, ops.SetupOpts{Owners: []platform.HookOwner{{Group: true, ID: "platform"}},
 		Schema: schema, Out: &out}); err == nil || !strings.Contains(err.Error(), "platform") || !strings.Contains(out.String(), "Owner of the group") {
 		t.Errorf("setup -group as the robot (no Owner) = %v, want a failure saying an Owner's token is needed:\n%s", err, out.String())
 	}
@@ -333,7 +334,7 @@ func TestSetupRetriesGitLabFailures(t *testing.T) {
 	env.GitLab.InjectFault(gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/hooks", Status: 500, Times: 1, AfterEffect: true})
 	env.GitLab.InjectFault(gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/hooks/*/test/*", Status: 429, RetryAfter: "3", Times: 1}) // above the client's own 2 s retry
 	var out bytes.Buffer
-	res, err := RunSetup(context.Background(), env.Config, SetupOpts{Owners: []platform.HookOwner{{ID: appProject}},
+	res, err := ops.RunSetup(context.Background(), env.Config, ops.SetupOpts{Owners: []platform.HookOwner{{ID: appProject}},
 		HookToken: maintainerTok, Schema: schema, Out: &out})
 	t.Logf("setup:\n%s", out.String())
 	if err != nil || len(res) != 1 || !res[0].Delivered {
@@ -355,10 +356,10 @@ func TestSetupLeavesAnotherInstallationsHook(t *testing.T) {
 	env, schema := newDayOneEnv(t)
 	appID := env.Project.ID + 1 // platform/app
 	other := "https://other-bot.example/webhooks/gitlab"
-	env.GitLab.AddProjectHook(appID, gitlabfake.HookSpec{URL: other, Name: webhookName, Token: "their-secret"})
-	setup := func(force bool) ([]SetupResult, string, error) {
+	env.GitLab.AddProjectHook(appID, gitlabfake.HookSpec{URL: other, Name: ops.WebhookName, Token: "their-secret"})
+	setup := func(force bool) ([]ops.SetupResult, string, error) {
 		var out bytes.Buffer
-		res, err := RunSetup(context.Background(), env.Config, SetupOpts{Owners: []platform.HookOwner{{ID: appProject}},
+		res, err := ops.RunSetup(context.Background(), env.Config, ops.SetupOpts{Owners: []platform.HookOwner{{ID: appProject}},
 			HookToken: maintainerTok, Schema: schema, NoTest: true, Force: force, Out: &out})
 		return res, out.String(), err
 	}
@@ -374,7 +375,7 @@ func TestSetupLeavesAnotherInstallationsHook(t *testing.T) {
 	}
 	res, out, err := setup(true)
 	hooks = env.GitLab.ProjectHooks(appID)
-	if err != nil || len(res) != 1 || res[0].Action != SetupUpdated || len(hooks) != 1 || hooks[0].URL != env.Config.ExternalURL+config.GitLabWebhookPath {
+	if err != nil || len(res) != 1 || res[0].Action != ops.SetupUpdated || len(hooks) != 1 || hooks[0].URL != env.Config.ExternalURL+config.GitLabWebhookPath {
 		t.Fatalf("setup -force = %+v, %v, hooks %+v; want the hook repointed\n%s", res, err, hooks, out)
 	}
 }
@@ -385,7 +386,7 @@ func TestSetupWordsAnUnknownProjectAsDoctor(t *testing.T) {
 	t.Parallel()
 	env, schema := newDayOneEnv(t)
 	var out bytes.Buffer
-	_, err := RunSetup(context.Background(), env.Config, SetupOpts{Owners: []platform.HookOwner{{ID: "nope/x"}},
+	_, err := ops.RunSetup(context.Background(), env.Config, ops.SetupOpts{Owners: []platform.HookOwner{{ID: "nope/x"}},
 		Schema: schema, NoTest: true, Out: &out})
 	want := "FAIL project nope/x: not found, or not visible to the robot"
 	if err == nil || !strings.Contains(out.String(), want) || strings.Contains(out.String(), "404") {
@@ -406,9 +407,9 @@ func TestDoctorHidesTheDatabasePassword(t *testing.T) {
 	} {
 		cfg := env.Config
 		cfg.DatabaseURL = dsn
-		checks := RunDoctor(context.Background(), cfg, &DoctorOpts{Projects: []string{appProject}, Schema: schema})
+		checks := ops.RunDoctor(context.Background(), cfg, &ops.DoctorOpts{Projects: []string{appProject}, Schema: schema})
 		out := lines(checks)
-		if !strings.Contains(lines(levels(checks, CheckFail)), "database ") {
+		if !strings.Contains(lines(levels(checks, ops.CheckFail)), "database ") {
 			t.Errorf("%s: no database FAIL:\n%s", dsn, out)
 		}
 		if strings.Contains(out, secretDBPassword) {
@@ -420,7 +421,7 @@ func TestDoctorHidesTheDatabasePassword(t *testing.T) {
 // TestDoctorNamesTheHookToken: with -hook-token-file, doctor says whose
 // token it reads the webhooks with; a refused one is a FAIL naming the hook
 // token (not the robot's, which is fine) and skipping the webhook checks,
-// on GitLab and on GitHub, through RunDoctor and the command line.
+// on GitLab and on GitHub, through ops.RunDoctor and the command line.
 func TestDoctorNamesTheHookToken(t *testing.T) {
 	t.Parallel()
 	gl, glSchema := newDayOneEnv(t)
@@ -441,16 +442,16 @@ func TestDoctorNamesTheHookToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checks := RunDoctor(context.Background(), tt.env.Config, &DoctorOpts{Projects: []string{appProject}, HookToken: tt.token, Schema: tt.schema})
-			all, fails := lines(checks), lines(levels(checks, CheckFail))
+			checks := ops.RunDoctor(context.Background(), tt.env.Config, &ops.DoctorOpts{Projects: []string{appProject}, HookToken: tt.token, Schema: tt.schema})
+			all, fails := lines(checks), lines(levels(checks, ops.CheckFail))
 			if strings.Contains(fails, "robot token") || strings.Contains(all, "the robot may not read webhooks") {
 				t.Errorf("the robot's token is blamed:\n%s", all)
 			}
-			if !strings.Contains(lines(levels(checks, CheckOK)), "robot token: user changebot") {
+			if !strings.Contains(lines(levels(checks, ops.CheckOK)), "robot token: user changebot") {
 				t.Errorf("the robot's token is not OK:\n%s", all)
 			}
 			if tt.wantFail == "" {
-				if strings.Contains(fails, "hook token") || !strings.Contains(lines(levels(checks, CheckOK)), tt.wantOK) {
+				if strings.Contains(fails, "hook token") || !strings.Contains(lines(levels(checks, ops.CheckOK)), tt.wantOK) {
 					t.Errorf("want OK %q and no hook token FAIL:\n%s", tt.wantOK, all)
 				}
 				return
@@ -487,11 +488,11 @@ func TestDoctorDayOneSQLite(t *testing.T) {
 	} {
 		cfg := env.Config
 		cfg.DatabaseURL = config.SQLiteURL(tt.path)
-		checks := RunDoctor(context.Background(), cfg, &DoctorOpts{Projects: []string{demo.Project}})
-		if f := lines(levels(checks, CheckFail)); strings.Contains(f, "database") {
+		checks := ops.RunDoctor(context.Background(), cfg, &ops.DoctorOpts{Projects: []string{demo.Project}})
+		if f := lines(levels(checks, ops.CheckFail)); strings.Contains(f, "database") {
 			t.Errorf("%s: a database FAIL on day one:\n%s", tt.path, lines(checks))
 		}
-		w := lines(levels(checks, CheckWarn))
+		w := lines(levels(checks, ops.CheckWarn))
 		if !strings.Contains(w, tt.want) || !strings.Contains(w, "changebot serve") {
 			t.Errorf("%s: want a WARN %q saying serve does it:\n%s", tt.path, tt.want, lines(checks))
 		}

@@ -2,13 +2,13 @@ package bot
 
 import (
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
 	"changebot/budget"
 	"changebot/config"
+	"changebot/ops"
 
 	"changebot/commands"
 	"changebot/flows"
@@ -64,25 +64,11 @@ func (a *App) newPlatformClient(observe func(endpoint string, status int, d time
 	}
 	// A rate limit's wait, shared by every replica as GitLab's 429 is.
 	// Read at most once a second (budget.WaitCacheTTL), recorded at once.
-	c, err := github.New(githubConfig(a.cfg, a.log, observe, budget.NewWaits(a.store, nil)))
+	c, err := github.New(ops.GitHubConfig(a.cfg, a.log, observe, budget.NewWaits(a.store, nil)))
 	if err != nil {
 		return nil, fmt.Errorf("configuring the GitHub client: %w", err)
 	}
 	return c, nil
-}
-
-// githubConfig is the GitHub adapter's configuration from cfg. waits, when
-// not nil, is where the rate-limit waits of each GitHub account are shared
-// by every replica (github.Config.AccountWaits; serve passes its store);
-// nil keeps each wait in the call that met it (the one-shot commands).
-func githubConfig(cfg config.Config, log *slog.Logger, observe func(endpoint string, status int, d time.Duration), waits github.AccountWaits) github.Config {
-	gc := github.Config{BaseURL: cfg.GitHubURL, Token: cfg.GitHubToken, ReviewerTokens: cfg.ReviewerTokens,
-		Logger: log, ObserveFunc: observe, AccountWaits: waits}
-	if cfg.GitHubToken == "" {
-		gc.App = &github.AppAuth{AppID: cfg.GitHubAppID, InstallationID: cfg.GitHubInstallationID,
-			PrivateKeyPEM: []byte(cfg.GitHubAppPrivateKey)}
-	}
-	return gc
 }
 
 // hookDecoder is the platform's webhook decoder, used by the intake and

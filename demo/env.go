@@ -11,6 +11,7 @@ import (
 	"changebot/api"
 	"changebot/config"
 	"changebot/flows"
+	"changebot/ops"
 	"changebot/platform/approval/approvalfake"
 	"changebot/platform/github/githubfake"
 	"changebot/platform/gitlab/gitlabfake"
@@ -130,10 +131,9 @@ func NewEnvAt(addrs Addrs, databaseURL string, autoApprove bool, pipelineDuratio
 	members[Reporter] = gitlabfake.AccessReporter
 	proj := gl.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: Project, Members: members})
 	gl.SetPipelineScript(proj.ID, gitlabfake.PipelineScript{Duration: pipelineDuration})
-	// The webhook `changebot setup` would create (named as setup names
-	// it): the fake sends events to Options.WebhookURL anyway; this makes
-	// doctor see it.
-	gl.AddProjectHook(proj.ID, gitlabfake.HookSpec{URL: reachable(base) + config.GitLabWebhookPath, Token: WebhookSecret, Name: "changebot",
+	// The webhook `changebot setup` would create: the fake sends events to
+	// Options.WebhookURL anyway; this makes doctor see it.
+	gl.AddProjectHook(proj.ID, gitlabfake.HookSpec{URL: reachable(base) + config.GitLabWebhookPath, Token: WebhookSecret, Name: ops.WebhookName,
 		Triggers: []string{gitlabfake.TriggerMergeRequests, gitlabfake.TriggerPipeline, gitlabfake.TriggerNote}})
 	decision := ""
 	if autoApprove {

@@ -1,4 +1,4 @@
-package bot
+package ops
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func missingEvents(h platform.Webhook) []string {
 // o.HookToken (an administrator's of the repositories) or the robot's
 // credentials (an App needs the Webhooks read and write permission).
 func runGitHubSetup(ctx context.Context, cfg config.Config, o SetupOpts) ([]SetupResult, error) {
-	gc := githubConfig(cfg, o.Logger, nil, nil)
+	gc := GitHubConfig(cfg, o.Logger, nil, nil)
 	if o.HookToken != "" {
 		gc.Token, gc.App = o.HookToken, nil
 	}

@@ -1,4 +1,4 @@
-package bot
+package ops
 
 import (
 	"testing"
@@ -22,7 +22,7 @@ func TestGitHubConfigChoosesTheRobotsCredentials(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			gc := githubConfig(tc.cfg, nil, nil, nil)
+			gc := GitHubConfig(tc.cfg, nil, nil, nil)
 			switch {
 			case !tc.app && (gc.App != nil || gc.Token != tc.cfg.GitHubToken || len(gc.ReviewerTokens) != 1):
 				t.Errorf("token: adapter config %+v, want the robot's token and no App", gc)

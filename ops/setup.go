@@ -1,4 +1,4 @@
-package bot
+package ops
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 	"changebot/store"
 )
 
-// webhookName is the name setup gives the webhook it manages (GitLab
+// WebhookName is the name setup gives the webhook it manages (GitLab
 // 17.1+ shows it; older versions ignore it).
-const webhookName = "changebot"
+const WebhookName = "changebot"
 
 // SetupOpts are the inputs of RunSetup.
 type SetupOpts struct {
@@ -99,7 +99,7 @@ func RunSetup(ctx context.Context, cfg config.Config, o SetupOpts) ([]SetupResul
 		return nil, err
 	}
 	s := &setup{gl: client, out: o.Out, force: o.Force, hookToken: o.HookToken != "", want: platform.WebhookParams{
-		URL: cfg.ExternalURL + config.GitLabWebhookPath, Name: webhookName, Token: cfg.WebhookSecrets[0],
+		URL: cfg.ExternalURL + config.GitLabWebhookPath, Name: WebhookName, Token: cfg.WebhookSecrets[0],
 		EnableSSLVerification: strings.HasPrefix(cfg.ExternalURL, "https://"),
 		Triggers: map[string]bool{platform.TriggerMergeRequests: true, platform.TriggerPipeline: true,
 			platform.TriggerNote: true, platform.TriggerPush: false},
@@ -179,7 +179,7 @@ func (s *setup) one(ctx context.Context, owner platform.HookOwner, test bool) (S
 	h, found := findHook(hooks, s.want.URL)
 	if !found {
 		for _, c := range hooks {
-			if c.Name == webhookName {
+			if c.Name == WebhookName {
 				h, found = c, true
 				break
 			}
@@ -189,7 +189,7 @@ func (s *setup) one(ctx context.Context, owner platform.HookOwner, test bool) (S
 		if found && !s.force {
 			return r, fmt.Errorf("webhook %d is named %s but sends to %s, not %s (another installation's bot?); left unchanged. "+
 				"Setup would change: %s. Run setup with -force to repoint it, or create ours beside it by renaming that hook in GitLab",
-				h.ID, webhookName, h.URL, s.want.URL, strings.Join(hookDiffs(h, s.want), "; "))
+				h.ID, WebhookName, h.URL, s.want.URL, strings.Join(hookDiffs(h, s.want), "; "))
 		}
 	}
 	switch diffs := hookDiffs(h, s.want); {

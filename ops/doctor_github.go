@@ -1,4 +1,4 @@
-package bot
+package ops
 
 import (
 	"context"
@@ -36,7 +36,7 @@ type doctorGitHub interface {
 // with the Webhooks permission; GitHub never shows the secret); then the
 // approval system.
 func (d *doctor) runGitHubDoctor(ctx context.Context, log *slog.Logger, hookToken string) {
-	client, err := github.New(githubConfig(d.cfg, log, nil, nil))
+	client, err := github.New(GitHubConfig(d.cfg, log, nil, nil))
 	if err != nil {
 		d.fail("GitHub client: "+err.Error(),
 			"fix CHANGEBOT_GITHUB_URL, CHANGEBOT_GITHUB_TOKEN (or the three CHANGEBOT_GITHUB_APP_* settings) and CHANGEBOT_REVIEWER_TOKENS")
@@ -44,7 +44,7 @@ func (d *doctor) runGitHubDoctor(ctx context.Context, log *slog.Logger, hookToke
 	}
 	var hooks doctorGitHub = client
 	if hookToken != "" {
-		hc := githubConfig(d.cfg, log, nil, nil)
+		hc := GitHubConfig(d.cfg, log, nil, nil)
 		hc.Token, hc.App, hc.ReviewerTokens = hookToken, nil, nil
 		if hooks, err = github.New(hc); err != nil {
 			d.fail("webhook reader token: "+err.Error(), "give a non-empty token file")

@@ -1,4 +1,12 @@
-package bot
+// Package ops owns the operator's day-one tools: doctor (RunDoctor: one
+// finding per thing changebot needs, from the database and its migrations
+// to the platform tokens, the robot's rights, the webhooks and the
+// approval system, each with how to fix it; LogDoctor at serve's start) and
+// setup (RunSetup: the platform webhook created or corrected idempotently,
+// then tested). It reads the platform and the database and writes only
+// webhooks: it never changes a change, a setting or a table, and it never
+// imports bot, cli or demo.
+package ops
 
 import (
 	"context"
