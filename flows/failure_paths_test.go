@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"changebot/platform/gitlab"
 	"changebot/store"
 	"changebot/templates"
 )
@@ -68,7 +71,7 @@ func TestEveryStepJobHasAReachableDeclaredFailure(t *testing.T) {
 var failureDetails = map[StepCode]string{
 	CreateFailed:          "opening the merge request: GitLab answered 422 Source branch \"changebot/op_x\" does not exist on POST /projects/101/merge_requests",
 	CreatePipelineFailed:  "pipeline 5003 failed for 3f2a9c1e",
-	HandleFailed:          "approving as reviewer-2 failed 6 times: GitLab answered 503 503 Service Unavailable on POST /projects/101/merge_requests/1/approve",
+	// HandleFailed's is the adapter's own (answered503Detail).
 	HandleRebaseConflict:  "rebasing !1 onto main failed: Rebase failed. Please rebase locally",
 	HandleReviewerDenied:  "reviewer robot reviewer-2 may not approve !1: GitLab answered 401 (token revoked or expired, or the account is not eligible to approve)",
 	HandleNotMergeable:    "GitLab refuses to merge !1: a reviewer requested changes (requested_changes)",
@@ -105,6 +108,9 @@ func TestFailureStatusGolden(t *testing.T) {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			detail, ok := failureDetails[st.Code]
+			if st.Code == HandleFailed {
+				detail, ok = "approving as reviewer-2 failed 6 times: "+answered503Detail(t), true
+			}
 			if !ok {
 				t.Fatalf("no sample detail for %s: add one to failureDetails", st.Name)
 			}
@@ -212,4 +218,26 @@ func TestGitHubFailureStatusGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// answered503Detail is what a step writes of GitLab's 503 with an empty
+// body on an approve, as the GitLab adapter reports it: an httptest
+// server answers exactly that, so the golden shows the wording the
+// adapter and failureDetail produce, not a typed copy of it (issue 21.16:
+// the typed copy froze "GitLab answered 503 503 Service Unavailable").
+func answered503Detail(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	c, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "robot", ReviewerTokens: []string{"r1", "r2"}, RetryMax: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Approve(t.Context(), 1, 101, 1, "3f2a9c1e")
+	if err == nil {
+		t.Fatal("the approve against a 503 succeeded")
+	}
+	return gitlabWords.failureDetail(err)
 }

@@ -75,7 +75,7 @@ func (w words) PipelineRef(id int64) string {
 func (w words) failureDetail(err error) string {
 	var pe *platform.Error
 	if errors.As(err, &pe) {
-		return fmt.Sprintf("%s answered %d %s on %s %s", w.Platform, pe.Status, pe.Message, pe.Method, pe.Path)
+		return fmt.Sprintf("%s answered %s on %s %s", w.Platform, pe.Answer(), pe.Method, pe.Path)
 	}
 	return err.Error()
 }

@@ -161,7 +161,7 @@ func (s *setup) retrying(ctx context.Context, owner platform.HookOwner, test boo
 			}
 		}
 		wait = min(wait, setupMaxWait)
-		fmt.Fprintf(s.out, "%s: GitLab answered %d (%s); trying again in %s\n", owner, pe.Status, pe.Message, wait)
+		fmt.Fprintf(s.out, "%s: GitLab answered %s; trying again in %s\n", owner, pe.Answer(), wait)
 		select {
 		case <-ctx.Done():
 			return r, ctx.Err()
@@ -304,7 +304,7 @@ func (s *setup) hookAccessHint(owner platform.HookOwner, err error) error {
 func platformMessage(err error) string {
 	var pe *platform.Error
 	if errors.As(err, &pe) {
-		return fmt.Sprintf("%d %s", pe.Status, pe.Message)
+		return pe.Answer()
 	}
 	return err.Error()
 }

@@ -9,6 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -113,9 +116,26 @@ type Error struct {
 	Budget bool
 }
 
-// Error implements error.
+// Error implements error: "POST /projects/101/merge_requests/1/approve:
+// 503 Service Unavailable" (Answer).
 func (e *Error) Error() string {
-	return fmt.Sprintf("%s %s: %d %s", e.Method, e.Path, e.Status, e.Message)
+	return fmt.Sprintf("%s %s: %s", e.Method, e.Path, e.Answer())
+}
+
+// Answer is the platform's answer in words: the status code and Message
+// ("422 Source branch does not exist"), the code once when Message
+// already starts with it (GitLab's own "404 Project Not Found", and the
+// adapters' "503 Service Unavailable" for an empty body), or the code and
+// its status text when there is no message.
+func (e *Error) Answer() string {
+	code := strconv.Itoa(e.Status)
+	switch {
+	case e.Message == "":
+		return strings.TrimSpace(code + " " + http.StatusText(e.Status))
+	case e.Message == code || strings.HasPrefix(e.Message, code+" "):
+		return e.Message
+	}
+	return code + " " + e.Message
 }
 
 // kind is Kind, or KindOf(Status) when the adapter set none.
