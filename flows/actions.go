@@ -36,7 +36,7 @@ func notApplicable(format string, args ...any) error {
 	return &NotApplicableError{Reason: fmt.Sprintf(format, args...)}
 }
 
-func (p ActionParams) opts() TransitionOpts {
+func actionOpts(p ActionParams) TransitionOpts {
 	return TransitionOpts{Actor: p.Actor, Source: p.Source, Payload: map[string]any{"command": p.Command}}
 }
 
@@ -92,7 +92,7 @@ func (e *Engine) Retry(ctx context.Context, op store.Operation, p ActionParams) 
 	if !s.Retryable() {
 		return op, notApplicable("/retry applies to a failed change; this one is %s (%s)", op.Status, StepCode(op.Step))
 	}
-	o := p.opts()
+	o := actionOpts(p)
 	o.Update = func(x *store.Operation) { x.Rounds, x.Detail = 0, "" }
 	return e.Transition(ctx, op, s.Retry, o)
 }
@@ -111,7 +111,7 @@ func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams)
 	case step == ClosedByPerson:
 		return e.resumeClosed(ctx, op, p)
 	case s.Resume != step:
-		return e.Transition(ctx, op, s.Resume, p.opts())
+		return e.Transition(ctx, op, s.Resume, actionOpts(p))
 	}
 	// At most one job per (operation, step): the step's job may still be
 	// queued under an older version (a retry note or a sweep bumps the
@@ -167,12 +167,12 @@ func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p ActionP
 	}
 	pl, err := e.gl.CreateMergeRequestPipeline(ctx, op.ProjectID, op.MRIID)
 	if platform.IsRefused(err) {
-		return op, notApplicable("%s refused %s for %s: %s", w.Platform, w.NewRun, w.Ref(op.MRIID), w.failureDetail(err))
+		return op, notApplicable("%s refused %s for %s: %s", w.Platform, w.NewRun, w.Ref(op.MRIID), failureDetail(w, err))
 	}
 	if err != nil {
 		return op, err
 	}
-	o := p.opts()
+	o := actionOpts(p)
 	o.Payload["resumed_step"] = ClosedByPerson.String()
 	o.Payload["head_sha"] = mr.SHA
 	o.Payload["pipeline_id"] = pl.ID
@@ -249,7 +249,7 @@ func (e *Engine) withdrawRobotApprovals(ctx context.Context, op store.Operation)
 // is (409).
 func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
 	if s, _ := Lookup(StepCode(op.Step)); !s.Cancellable() {
-		if recordedMerged(s) && op.MRIID > 0 {
+		if s.RecordedMerged() && op.MRIID > 0 {
 			return e.cancelUnmerged(ctx, op, p)
 		}
 		return op, notApplicable("/cancel applies to a change in progress; this one is %s (%s)", op.Status, StepCode(op.Step))
@@ -271,7 +271,7 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams)
 			}
 		}
 	}
-	o := p.opts()
+	o := actionOpts(p)
 	if op.MRIID == 0 && MustStep(StepCode(op.Step)).Phase == PhaseCreate {
 		// The create job may have opened a branch and a merge request it
 		// has not recorded yet (it failed, or was interrupted): close them
@@ -291,14 +291,7 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams)
 	return e.Transition(ctx, op, Closed, o)
 }
 
-// recordedMerged reports whether s is a step of a change recorded merged
-// and not yet validated (HANDLE_MERGED, DEPLOY_PENDING): the steps Cancel
-// may leave to CLOSED once GitLab says the merge request is not merged.
-func recordedMerged(s Step) bool {
-	return !s.Terminal && s.Status == store.StatusMerged
-}
-
-// cancelUnmerged is Cancel of a change recorded merged (recordedMerged):
+// cancelUnmerged is Cancel of a change recorded merged (Step.RecordedMerged):
 // allowed only when GitLab, read now, says its merge request is not merged.
 func (e *Engine) cancelUnmerged(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
 	w := wordsOf(op.Platform)
@@ -315,7 +308,7 @@ func (e *Engine) cancelUnmerged(ctx context.Context, op store.Operation, p Actio
 			return op, err
 		}
 	}
-	o := p.opts()
+	o := actionOpts(p)
 	o.Payload["mr_state"] = state
 	o.Update = func(x *store.Operation) {
 		x.Detail = fmt.Sprintf("cancelled by %s: %s says %s was never merged (%s), though the change was recorded merged",

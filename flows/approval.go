@@ -29,11 +29,6 @@ const (
 	ResultFailedRecorded = "FAILED_RECORDED"
 )
 
-// awaitingApproval reports whether an approval decision is accepted at step:
-// the steps that wait for one in the step table, SENDING too, because the
-// callback can arrive before the SENT write has committed (DESIGN §3 step 2).
-func awaitingApproval(step StepCode) bool { return waitsFor(step, WaitApproval) }
-
 // requestApproval runs at APPROVAL_SENDING (or at CREATE_SUCCEEDED in the
 // MR-first order, where it first moves to APPROVAL_SENDING).
 func (e *Engine) requestApproval(ctx context.Context, op store.Operation) error {

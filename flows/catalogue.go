@@ -402,3 +402,101 @@ var stepJobKinds = func() []string {
 	}
 	return out
 }()
+
+// waitsForPipeline reports whether step waits for the MR pipeline of the
+// head (step table), in the create phase and (after a rebase or a moved
+// head) the handle phase.
+func waitsForPipeline(step StepCode) bool { return waitsFor(step, WaitPipeline) }
+
+// inCreatePhase reports whether step belongs to the create phase by its
+// binding status (the pending steps' codes are in the pending range).
+func inCreatePhase(step StepCode) bool {
+	s, ok := Lookup(step)
+	return ok && s.Status == store.StatusMRCreating
+}
+
+// awaitingApproval reports whether an approval decision is accepted at step:
+// the steps that wait for one in the step table, SENDING too, because the
+// callback can arrive before the SENT write has committed (DESIGN §3 step 2).
+func awaitingApproval(step StepCode) bool { return waitsFor(step, WaitApproval) }
+
+// beforePipelineWait reports whether the step at code is a step right
+// before a pipeline wait of its own phase: its own work moves the change
+// into that wait (Step.Next), as CREATE_STARTED into CREATE_MR_OPENED and
+// HANDLE_REBASING into HANDLE_AWAIT_PIPELINE. Derived from the step table.
+func beforePipelineWait(code StepCode) bool {
+	s, ok := Lookup(code)
+	if !ok || s.Terminal || s.Wait == WaitPipeline {
+		return false
+	}
+	for _, n := range s.Next {
+		if w, ok := Lookup(n); ok && w.Wait == WaitPipeline && w.Phase == s.Phase {
+			return true
+		}
+	}
+	return false
+}
+
+// SweepableSteps returns the in-progress steps: those the step table gives
+// a job in both flow orders (pending, failed and terminal steps have none;
+// they wait for a person). APPROVAL_SENT, which waits for the approval
+// system's callback without a job, is not one.
+func SweepableSteps() []StepCode {
+	return stepsWhere(func(s Step) bool { return s.JobFor(true).Kind != "" && s.JobFor(false).Kind != "" })
+}
+
+// reconcileWaitSteps are the steps that wait on GitLab (a pipeline, a
+// rebase, the deploy) with a polling job (Step.Polls); webhooks only speed
+// them up. reconcileWaitKinds are their jobs' kinds.
+var reconcileWaitSteps = stepsWhere(Step.Polls)
+
+var reconcileWaitKinds = func() []string {
+	var out []string
+	for _, c := range reconcileWaitSteps {
+		if k := MustStep(c).Job.Kind; !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}()
+
+// FailureOf is the step a job of kind writes at step, in the flow order
+// approvalFirst, for an unexpected error, a panic or exhausted retries: the
+// failure of the step's job in the step table (DESIGN §2 "every exit path
+// ends in a state"); 0 when the step's job in that order is not of kind.
+func FailureOf(kind string, step StepCode, approvalFirst bool) StepCode {
+	s, ok := Lookup(step)
+	if j := s.JobFor(approvalFirst); ok && j.Kind == kind {
+		return j.Failure
+	}
+	return 0
+}
+
+// DeclaredFailures lists, per job kind, the failure it declares at the first
+// step (in code order) it works, from the step table (for documentation and
+// the panic test). KindAwaitPipeline declares CREATE_PIPELINE_PENDING in the
+// create phase and HANDLE_PIPELINE_PENDING in the handle phase; see
+// DeclaredFailure.
+func DeclaredFailures() map[string]StepCode {
+	out := map[string]StepCode{}
+	for _, s := range Catalogue() {
+		for _, j := range []StepJob{s.Job, s.MRFirstJob} {
+			if _, seen := out[j.Kind]; j.Kind != "" && !seen {
+				out[j.Kind] = j.Failure
+			}
+		}
+	}
+	return out
+}
+
+// DeclaredFailure is the step a job of kind running at step writes when it
+// fails unexpectedly, panics or uses up its attempts (in either flow order);
+// 0 when no job of kind works step.
+func DeclaredFailure(kind string, step StepCode) StepCode {
+	for _, first := range []bool{true, false} {
+		if f := FailureOf(kind, step, first); f != 0 {
+			return f
+		}
+	}
+	return 0
+}

@@ -78,7 +78,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		c, err := e.gl.CreateCommit(ctx, proj.ID, platform.CommitParams{Branch: source, Message: commitMessage(op), Actions: actions})
 		if err != nil {
 			if platform.IsRefused(err) {
-				return failTo(CreateFailed, "committing the files: %s", wordsOf(op.Platform).failureDetail(err))
+				return failTo(CreateFailed, "committing the files: %s", failureDetail(wordsOf(op.Platform), err))
 			}
 			return err
 		}
@@ -103,7 +103,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	}
 	if err != nil {
 		if platform.IsRefused(err) {
-			return failTo(CreateFailed, "opening the %s: %s", wordsOf(op.Platform).MR, wordsOf(op.Platform).failureDetail(err))
+			return failTo(CreateFailed, "opening the %s: %s", wordsOf(op.Platform).MR, failureDetail(wordsOf(op.Platform), err))
 		}
 		return err
 	}
@@ -208,7 +208,7 @@ func notFoundIs(err error, w words, step StepCode, format string, args ...any) e
 		return failTo(step, format, args...)
 	}
 	if platform.IsRefused(err) {
-		return failTo(step, "%s", w.failureDetail(err))
+		return failTo(step, "%s", failureDetail(w, err))
 	}
 	return err
 }

@@ -143,23 +143,6 @@ func hookDecides(platformName, status string) bool {
 	return pipe.Finished() || waitsForPerson(wordsOf(platformName), status) != ""
 }
 
-// beforePipelineWait reports whether the step at code is a step right
-// before a pipeline wait of its own phase: its own work moves the change
-// into that wait (Step.Next), as CREATE_STARTED into CREATE_MR_OPENED and
-// HANDLE_REBASING into HANDLE_AWAIT_PIPELINE. Derived from the step table.
-func beforePipelineWait(code StepCode) bool {
-	s, ok := Lookup(code)
-	if !ok || s.Terminal || s.Wait == WaitPipeline {
-		return false
-	}
-	for _, n := range s.Next {
-		if w, ok := Lookup(n); ok && w.Wait == WaitPipeline && w.Phase == s.Phase {
-			return true
-		}
-	}
-	return false
-}
-
 // earlyPipelineHook reports whether a pipeline webhook at sha, of a status
 // that decides (hookDecides), came early for op (ErrEarlyHook): op is in
 // the step right before its pipeline wait, and in the handle phase sha is

@@ -219,12 +219,12 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 				case rerr != nil:
 					e.opLog(op).Warn("reading approvals failed, assuming none", "err", rerr)
 				}
-				return failTo(HandleFailed, "approving as %s failed %d times: %s", name, n, wordsOf(op.Platform).failureDetail(err))
+				return failTo(HandleFailed, "approving as %s failed %d times: %s", name, n, failureDetail(wordsOf(op.Platform), err))
 			}
 			d := max(backoff(n), platform.RetryAfterOf(err))
 			wait = minWait(wait, d)
 		default:
-			return failTo(HandleFailed, "approving as %s: %s", name, wordsOf(op.Platform).failureDetail(err))
+			return failTo(HandleFailed, "approving as %s: %s", name, failureDetail(wordsOf(op.Platform), err))
 		}
 	}
 	if wait > 0 {
@@ -379,7 +379,7 @@ func (a *approveAttempts) notBefore(reviewer int, sha string, backoff func(int) 
 func (e *Engine) recordApproveFailure(ctx context.Context, op store.Operation, i int, name, sha string, n int, cause error) error {
 	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + KindHandle,
 		Payload: map[string]any{"action": "approve", "reviewer": i, "username": name, "head_sha": sha, "attempt": n,
-			"status": platform.StatusOf(cause), "detail": wordsOf(op.Platform).failureDetail(cause)}})
+			"status": platform.StatusOf(cause), "detail": failureDetail(wordsOf(op.Platform), cause)}})
 	return err
 }
 
@@ -408,7 +408,7 @@ type approvalsUnreadable struct {
 }
 
 func (a *approvalsUnreadable) Error() string {
-	return fmt.Sprintf("%s answered %d to the approval and the approvals could not be read: %s", a.w.Platform, a.status, a.w.failureDetail(a.err))
+	return fmt.Sprintf("%s answered %d to the approval and the approvals could not be read: %s", a.w.Platform, a.status, failureDetail(a.w, a.err))
 }
 
 // merge merges with the head sha, the way the project requires, and acts
@@ -863,7 +863,7 @@ func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platfor
 		return e.shaMismatch(ctx, op)
 	case err == nil, errors.Is(err, platform.ErrConflict):
 	case platform.IsRefused(err):
-		return failTo(HandleFailed, "%s refuses to rebase %s: %s", wordsOf(op.Platform).Platform, wordsOf(op.Platform).Ref(op.MRIID), wordsOf(op.Platform).failureDetail(err))
+		return failTo(HandleFailed, "%s refuses to rebase %s: %s", wordsOf(op.Platform).Platform, wordsOf(op.Platform).Ref(op.MRIID), failureDetail(wordsOf(op.Platform), err))
 	default:
 		return err
 	}

@@ -9,18 +9,6 @@ import (
 	"changebot/store"
 )
 
-// waitsForPipeline reports whether step waits for the MR pipeline of the
-// head (step table), in the create phase and (after a rebase or a moved
-// head) the handle phase.
-func waitsForPipeline(step StepCode) bool { return waitsFor(step, WaitPipeline) }
-
-// inCreatePhase reports whether step belongs to the create phase by its
-// binding status (the pending steps' codes are in the pending range).
-func inCreatePhase(step StepCode) bool {
-	s, ok := Lookup(step)
-	return ok && s.Status == store.StatusMRCreating
-}
-
 // stepped returns how long to wait, on schedule p at now, before the next
 // poll of a wait that started at since, or ok=false when its deadline has
 // passed: ShortCount short intervals, then long ones (DESIGN §3 step 5).

@@ -153,21 +153,6 @@ type ReconcileReport struct {
 	Errors         int
 }
 
-// reconcileWaitSteps are the steps that wait on GitLab (a pipeline, a
-// rebase, the deploy) with a polling job (Step.Polls); webhooks only speed
-// them up. reconcileWaitKinds are their jobs' kinds.
-var reconcileWaitSteps = stepsWhere(Step.Polls)
-
-var reconcileWaitKinds = func() []string {
-	var out []string
-	for _, c := range reconcileWaitSteps {
-		if k := MustStep(c).Job.Kind; !slices.Contains(out, k) {
-			out = append(out, k)
-		}
-	}
-	return out
-}()
-
 // Run does one pass (DESIGN §3 step 8, §9): one query for the candidates
 // (with the watermark verdict), one pipelines list per (project, target
 // branch), at most MaxAncestryChecks merge_base calls, one write

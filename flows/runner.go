@@ -39,44 +39,10 @@ func (s *snooze) Error() string { return fmt.Sprintf("snooze %s", s.d) }
 func snoozeFor(d time.Duration) error { return &snooze{d: d} }
 
 // declaredFailure is the step a job of kind writes at op's step for an
-// unexpected error, a panic or exhausted retries: the failure of the step's
-// job in the step table (DESIGN §2 "every exit path ends in a state"); 0
-// when the step's job in op's flow order is not of kind.
+// unexpected error, a panic or exhausted retries (FailureOf in op's flow
+// order); 0 when the step's job in op's flow order is not of kind.
 func declaredFailure(kind string, op store.Operation) StepCode {
-	s, ok := Lookup(StepCode(op.Step))
-	if j := s.JobFor(op.ApprovalFirst); ok && j.Kind == kind {
-		return j.Failure
-	}
-	return 0
-}
-
-// DeclaredFailures lists, per job kind, the failure it declares at the first
-// step (in code order) it works, from the step table (for documentation and
-// the panic test). KindAwaitPipeline declares CREATE_PIPELINE_PENDING in the
-// create phase and HANDLE_PIPELINE_PENDING in the handle phase; see
-// DeclaredFailure.
-func DeclaredFailures() map[string]StepCode {
-	out := map[string]StepCode{}
-	for _, s := range Catalogue() {
-		for _, j := range []StepJob{s.Job, s.MRFirstJob} {
-			if _, seen := out[j.Kind]; j.Kind != "" && !seen {
-				out[j.Kind] = j.Failure
-			}
-		}
-	}
-	return out
-}
-
-// DeclaredFailure is the step a job of kind running at step writes when it
-// fails unexpectedly, panics or uses up its attempts (in either flow order);
-// 0 when no job of kind works step.
-func DeclaredFailure(kind string, step StepCode) StepCode {
-	for _, first := range []bool{true, false} {
-		if f := declaredFailure(kind, store.Operation{Step: int(step), ApprovalFirst: first}); f != 0 {
-			return f
-		}
-	}
-	return 0
+	return FailureOf(kind, StepCode(op.Step), op.ApprovalFirst)
 }
 
 // stepFunc does one step of an operation. It returns nil when done, a
@@ -168,7 +134,7 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		e.m.jobFailures.WithLabelValues(kind, "rate_limited").Inc()
 		log.Info("gitlab rate limit: waiting", "wait", d)
 		e.noteDetail(ctx, op, kind, map[string]any{"rate_limited": true, "wait": d.String()},
-			fmt.Sprintf("%s rate limit: waiting until %s (%s)", wordsOf(op.Platform).Platform, e.now().Add(d).UTC().Format(time.RFC3339), wordsOf(op.Platform).failureDetail(err)))
+			fmt.Sprintf("%s rate limit: waiting until %s (%s)", wordsOf(op.Platform).Platform, e.now().Add(d).UTC().Format(time.RFC3339), failureDetail(wordsOf(op.Platform), err)))
 		return river.JobSnooze(d)
 	case platform.IsTransient(err) && attempt < maxAttempts:
 		// 429, 5xx and network errors are never fatal on their own: River
@@ -185,7 +151,7 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 	default:
 		e.m.jobFailures.WithLabelValues(kind, "declared").Inc()
 		log.Error("step failed", "err", err, "attempt", attempt)
-		detail := wordsOf(op.Platform).failureDetail(err)
+		detail := failureDetail(wordsOf(op.Platform), err)
 		if platform.IsTransient(err) {
 			detail = fmt.Sprintf("gave up after %d attempts: %s", attempt, detail)
 		}
@@ -357,7 +323,7 @@ func (p RetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 // retried (detail and an attempt event, with compare-and-set on the
 // version): without it a GitLab outage would look like "keep waiting".
 func (e *Engine) noteRetry(ctx context.Context, op store.Operation, kind string, attempt, maxAttempts int, err error) {
-	detail := fmt.Sprintf("retrying (attempt %d of %d): %s", attempt, maxAttempts, wordsOf(op.Platform).failureDetail(err))
+	detail := fmt.Sprintf("retrying (attempt %d of %d): %s", attempt, maxAttempts, failureDetail(wordsOf(op.Platform), err))
 	e.noteDetail(ctx, op, kind, map[string]any{"attempt": attempt}, detail)
 }
 

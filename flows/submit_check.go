@@ -71,7 +71,7 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) (platform.Proj
 	case errors.Is(err, platform.ErrNotFound), errors.Is(err, platform.ErrForbidden):
 		return platform.Project{}, refused("project", "project %q not found or not visible to the robot", p.Project)
 	case platform.IsRefused(err):
-		return platform.Project{}, refused("project", "%s refused project %q: %s", w.Platform, p.Project, w.failureDetail(err))
+		return platform.Project{}, refused("project", "%s refused project %q: %s", w.Platform, p.Project, failureDetail(w, err))
 	case err != nil:
 		return platform.Project{}, unavailable(err)
 	}
@@ -91,7 +91,7 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) (platform.Proj
 	case errors.Is(err, platform.ErrNotFound):
 		return platform.Project{}, refused("target_branch", "branch %q not found in project %q", target, p.Project)
 	case platform.IsRefused(err):
-		return platform.Project{}, refused("target_branch", "%s refused branch %q: %s", w.Platform, target, w.failureDetail(err))
+		return platform.Project{}, refused("target_branch", "%s refused branch %q: %s", w.Platform, target, failureDetail(w, err))
 	case err != nil:
 		return platform.Project{}, unavailable(err)
 	}
@@ -110,7 +110,7 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) (platform.Proj
 	case errors.Is(err, platform.ErrNotFound):
 		existing = map[string]bool{} // no such directory yet
 	case platform.IsRefused(err):
-		return platform.Project{}, refused("files", "%s refused listing the files under %q: %s", w.Platform, dir, w.failureDetail(err))
+		return platform.Project{}, refused("files", "%s refused listing the files under %q: %s", w.Platform, dir, failureDetail(w, err))
 	case err != nil:
 		return platform.Project{}, unavailable(err)
 	}

@@ -67,14 +67,6 @@ func NewSweeper(e *Engine, st ReconcileStore, cfg SweepConfig) *Sweeper {
 	return &Sweeper{e: e, st: st, cfg: cfg, steps: SweepableSteps()}
 }
 
-// SweepableSteps returns the in-progress steps: those the step table gives
-// a job in both flow orders (pending, failed and terminal steps have none;
-// they wait for a person). APPROVAL_SENT, which waits for the approval
-// system's callback without a job, is not one.
-func SweepableSteps() []StepCode {
-	return stepsWhere(func(s Step) bool { return s.JobFor(true).Kind != "" && s.JobFor(false).Kind != "" })
-}
-
 // SweepReport is what one pass did.
 type SweepReport struct {
 	Stuck      int

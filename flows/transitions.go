@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"changebot/store"
 )
 
 // ErrIllegalTransition is returned (wrapped in *IllegalTransitionError) for
@@ -41,7 +43,7 @@ func moves(s Step) []StepCode {
 	if s.Cancellable() {
 		out = append(out, Closed, ClosedByPerson, HandleMerged)
 	}
-	if recordedMerged(s) {
+	if s.RecordedMerged() {
 		// Only Cancel takes it, once GitLab says the merge request is not
 		// merged (a merge recorded on a webhook GitLab contradicts).
 		out = append(out, Closed)
@@ -68,3 +70,10 @@ func CheckTransition(from, to StepCode) error {
 
 // CanMove reports whether from -> to is legal; see CheckTransition.
 func CanMove(from, to StepCode) bool { return CheckTransition(from, to) == nil }
+
+// RecordedMerged reports whether s is a step of a change recorded merged
+// and not yet validated (HANDLE_MERGED, DEPLOY_PENDING): the steps Cancel
+// may leave to CLOSED once GitLab says the merge request is not merged.
+func (s Step) RecordedMerged() bool {
+	return !s.Terminal && s.Status == store.StatusMerged
+}
