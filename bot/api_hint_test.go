@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/store"
 )
 
@@ -17,18 +17,18 @@ func TestAPIHintOffersResumeOnlyWhenParked(t *testing.T) {
 	t.Parallel()
 	const url = "https://changebot.example/api/v1/changes/op_1"
 	tests := []struct {
-		step       flows.StepCode
+		step       rules.StepCode
 		platform   string
 		wantResume bool
 	}{
-		{flows.ApprovalSending, store.PlatformGitLab, false},
-		{flows.CreateStarted, store.PlatformGitLab, false},
-		{flows.ApprovalSending, store.PlatformGitHub, false},
-		{flows.ApprovalSendPending, store.PlatformGitLab, true},
-		{flows.ApprovalSendPending, store.PlatformGitHub, true},
+		{rules.ApprovalSending, store.PlatformGitLab, false},
+		{rules.CreateStarted, store.PlatformGitLab, false},
+		{rules.ApprovalSending, store.PlatformGitHub, false},
+		{rules.ApprovalSendPending, store.PlatformGitLab, true},
+		{rules.ApprovalSendPending, store.PlatformGitHub, true},
 	}
 	for _, tt := range tests {
-		st := flows.MustStep(tt.step)
+		st := rules.MustStep(tt.step)
 		got := apiHint(st, tt.platform, url)
 		if !strings.HasPrefix(got, st.HintOn(tt.platform)) {
 			t.Errorf("%s on %s: %q does not start with the step's hint", st.Name, tt.platform, got)

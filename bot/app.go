@@ -25,6 +25,7 @@ import (
 	"changebot/database"
 	"changebot/demo"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/approval"
 	"changebot/retention"
 	"changebot/routing"
@@ -190,9 +191,9 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	a.jobs, err = a.db.NewJobClient(&river.Config{
 		ID: opts.ClientID, Logger: quietRiverLogger(a.log), Workers: workers,
 		Queues: map[string]river.QueueConfig{
-			flows.QueueDefault: {MaxWorkers: a.cfg.Workers},
-			flows.QueueEvents:  {MaxWorkers: a.cfg.Workers},
-			flows.QueueNotes:   {MaxWorkers: noteWorkers(a.cfg.Workers)},
+			rules.QueueDefault: {MaxWorkers: a.cfg.Workers},
+			rules.QueueEvents:  {MaxWorkers: a.cfg.Workers},
+			rules.QueueNotes:   {MaxWorkers: noteWorkers(a.cfg.Workers)},
 		},
 		FetchCooldown:        50 * time.Millisecond,
 		FetchPollInterval:    a.fetchPollInterval(),

@@ -6,6 +6,7 @@ import (
 
 	"changebot/config"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 )
 
@@ -20,7 +21,7 @@ import (
 // platform/github maps "write" to; issue 15 point 5).
 func approvalPolicyFunc(lookup func(key, project string) string, platformName string) func(project string) flows.ApprovalPolicy {
 	return func(project string) flows.ApprovalPolicy {
-		p := flows.ApprovalPolicy{Provider: flows.ProviderExternal, Required: 1}
+		p := flows.ApprovalPolicy{Provider: rules.ProviderExternal, Required: 1}
 		if v := lookup("approval.provider", project); v != "" {
 			p.Provider = v
 		}

@@ -9,6 +9,7 @@ import (
 
 	"changebot/demo"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/store"
 	"changebot/store/postgres/pgtest"
 )
@@ -40,7 +41,7 @@ func BenchmarkWaitingChangesMemory(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := app.Engine().Transition(ctx, op, flows.ApprovalSent, flows.TransitionOpts{Source: "bench"}); err != nil {
+		if _, err := app.Engine().Transition(ctx, op, rules.ApprovalSent, flows.TransitionOpts{Source: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 	}

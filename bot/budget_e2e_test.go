@@ -12,6 +12,7 @@ import (
 
 	"changebot/demo"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/settings"
 	"changebot/store"
@@ -96,7 +97,7 @@ func TestBudgetTwoReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := ops[len(ops)/2]
-	failed, err = seeder.Engine().Transition(context.Background(), failed, flows.CreatePipelineFailed, flows.TransitionOpts{Source: "test",
+	failed, err = seeder.Engine().Transition(context.Background(), failed, rules.CreatePipelineFailed, flows.TransitionOpts{Source: "test",
 		Update: func(o *store.Operation) { o.Detail = "pipeline failed" }})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +137,7 @@ func TestBudgetTwoReplicas(t *testing.T) {
 	var retried store.Operation
 	waitFor(t, patience*5*time.Minute, "the /retry to be acted on", func() bool {
 		retried, err = a.Store().GetOperation(context.Background(), a.Store().DB(), failed.ID)
-		return err == nil && retried.Version > failed.Version && flows.StepCode(retried.Step) == flows.CreateMROpened
+		return err == nil && retried.Version > failed.Version && rules.StepCode(retried.Step) == rules.CreateMROpened
 	})
 	during := polls() - before
 	t.Logf("merge request polls between the /retry comment and its action: %d (waiting changes: %d; the replicas polled %d before the comment)",

@@ -25,7 +25,7 @@ import (
 
 	"changebot/config"
 	"changebot/demo"
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/approval/approvalfake"
 	"changebot/settings"
 	"changebot/store"
@@ -372,7 +372,7 @@ func changeTimes(ctx context.Context, app *App, ids []string, submitted map[stri
 			}
 			steps[label] = append(steps[label], ev.OccurredAt.Sub(prev))
 			prev = ev.OccurredAt
-			label = flows.StepCode(ev.ToStep).String()
+			label = rules.StepCode(ev.ToStep).String()
 			if ev.ToStatus == store.StatusValidated && end.IsZero() {
 				end = ev.OccurredAt
 				break
@@ -393,7 +393,7 @@ func changeTimes(ctx context.Context, app *App, ids []string, submitted map[stri
 		fmt.Printf("the slowest change (%s), its events (seconds after its submit):\n", slowest.Round(time.Millisecond))
 		at := submitted[slowestEvents[0].OperationID]
 		for _, ev := range slowestEvents {
-			fmt.Printf("  %2d %-12s %-28s %-30s %8.3fs\n", ev.Seq, ev.Type, flows.StepCode(ev.ToStep), ev.Source, ev.OccurredAt.Sub(at).Seconds())
+			fmt.Printf("  %2d %-12s %-28s %-30s %8.3fs\n", ev.Seq, ev.Type, rules.StepCode(ev.ToStep), ev.Source, ev.OccurredAt.Sub(at).Seconds())
 		}
 	}
 	return lat, last, nil
@@ -424,8 +424,8 @@ func formatSteps(steps map[string][]time.Duration) string {
 // of the flow (periodic jobs aside), so that the changes' trailing jobs are
 // in the transaction count.
 func drainQueue(ctx context.Context, count benchQuery, timeout time.Duration) {
-	kinds := "'" + strings.Join([]string{flows.KindRequestApproval, flows.KindCreateMR, flows.KindAwaitPipeline,
-		flows.KindHandle, flows.KindAwaitDeploy, flows.KindProcessDelivery, flows.KindRefreshNote}, "','") + "'"
+	kinds := "'" + strings.Join([]string{rules.KindRequestApproval, rules.KindCreateMR, rules.KindAwaitPipeline,
+		rules.KindHandle, rules.KindAwaitDeploy, rules.KindProcessDelivery, rules.KindRefreshNote}, "','") + "'"
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		n, err := count(ctx, `SELECT count(*) FROM river_job WHERE state NOT IN ('completed','discarded','cancelled') AND kind IN (`+kinds+`)`)

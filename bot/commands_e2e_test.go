@@ -12,6 +12,7 @@ import (
 	"changebot/api"
 	"changebot/demo"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/internal/fixture"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -110,7 +111,7 @@ func TestResumeIsForOperators(t *testing.T) {
 
 	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Operator, "/resume")
 	waitEvent(t, app, opID, func(ev store.Event) bool {
-		return ev.Actor == demo.Operator && flows.StepCode(ev.ToStep) == flows.CreateMROpened
+		return ev.Actor == demo.Operator && rules.StepCode(ev.ToStep) == rules.CreateMROpened
 	})
 	if n := len(botReplies(env, iid)); n != 1 {
 		t.Fatalf("%d replies after the operator's /resume, want still 1", n)

@@ -6,14 +6,14 @@ import (
 
 	"changebot/commands"
 	"changebot/config"
-	"changebot/flows"
+	"changebot/flows/rules"
 )
 
 // ReadmeSections returns the generated parts of README.md, keyed by the
 // name of their markers (<!-- BEGIN name --> ... <!-- END name -->): the
 // command table (from the command registry), the configuration table (from
 // config.Reference), the settings table (SettingsReference) and the step
-// table (flows.Catalogue). A test keeps README.md equal to them.
+// table (rules.Catalogue). A test keeps README.md equal to them.
 func ReadmeSections() map[string]string {
 	var cfg strings.Builder
 	cfg.WriteString("| environment | YAML key | default | secret | meaning |\n| --- | --- | --- | --- | --- |\n")
@@ -45,7 +45,7 @@ func ReadmeSections() map[string]string {
 	}
 }
 
-// stepTable renders the step table (flows.Catalogue): per step its job and
+// stepTable renders the step table (rules.Catalogue): per step its job and
 // the step that job's failure writes, where /retry and /resume send the
 // change ("same" for /resume: its job is enqueued again) and what it waits
 // for.
@@ -53,13 +53,13 @@ func stepTable() string {
 	var b strings.Builder
 	b.WriteString("| code | step | phase | binding status | terminal | job | job failure | /retry | /resume | waits for | what to do |\n" +
 		"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	code := func(c flows.StepCode) string {
+	code := func(c rules.StepCode) string {
 		if c == 0 {
 			return ""
 		}
 		return "`" + c.String() + "`"
 	}
-	for _, s := range flows.Catalogue() {
+	for _, s := range rules.Catalogue() {
 		job, failure := "", ""
 		if j := s.Job; j.Kind != "" {
 			job, failure = "`"+j.Kind+"`", code(j.Failure)

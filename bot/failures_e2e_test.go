@@ -15,6 +15,7 @@ import (
 	"changebot/api"
 	"changebot/demo"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/settings"
 	"changebot/store"
@@ -112,8 +113,8 @@ func (f *failEnv) submitChange(t *testing.T, project string) string {
 var failureSteps = map[string]bool{}
 
 func init() {
-	for _, s := range flows.Catalogue() {
-		if s.Retryable() || s.Phase == flows.PhasePending || s.Terminal {
+	for _, s := range rules.Catalogue() {
+		if s.Retryable() || s.Phase == rules.PhasePending || s.Terminal {
 			failureSteps[s.Name] = true
 		}
 	}
@@ -199,9 +200,9 @@ func (f *failEnv) fault(p gitlabfake.Project, method, rest string, fl gitlabfake
 }
 
 // hasStep reports whether the change ever moved to step.
-func (f *failEnv) hasStep(t *testing.T, opID string, step flows.StepCode) bool {
+func (f *failEnv) hasStep(t *testing.T, opID string, step rules.StepCode) bool {
 	for _, ev := range eventsOf(t, f.app, opID) {
-		if ev.Type == store.EventTransition && flows.StepCode(ev.ToStep) == step {
+		if ev.Type == store.EventTransition && rules.StepCode(ev.ToStep) == step {
 			return true
 		}
 	}
@@ -211,7 +212,7 @@ func (f *failEnv) hasStep(t *testing.T, opID string, step flows.StepCode) bool {
 // waitStep waits until the change's history shows a transition into step
 // (patience × timeout) and stops the test, naming the step the change is in,
 // when it does not.
-func (f *failEnv) waitStep(t *testing.T, opID string, step flows.StepCode, timeout time.Duration) {
+func (f *failEnv) waitStep(t *testing.T, opID string, step rules.StepCode, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(patience * timeout)
 	for time.Now().Before(deadline) {
@@ -413,7 +414,7 @@ func mergeScenarios() []scenario {
 			}
 			n := 0
 			for _, ev := range eventsOf(t, f.app, op) {
-				if ev.Type == store.EventTransition && flows.StepCode(ev.ToStep).String() == step {
+				if ev.Type == store.EventTransition && rules.StepCode(ev.ToStep).String() == step {
 					n++
 				}
 			}
@@ -462,11 +463,11 @@ func mergeScenarios() []scenario {
 				}
 			}
 			for _, ev := range eventsOf(t, f.app, op) {
-				if flows.StepCode(ev.ToStep) == flows.HandleAwaitPipeline && bytes.Contains(ev.Payload, []byte(`"head_sha":""`)) {
+				if rules.StepCode(ev.ToStep) == rules.HandleAwaitPipeline && bytes.Contains(ev.Payload, []byte(`"head_sha":""`)) {
 					t.Errorf("moved back to the pipeline wait with an empty head: %s", ev.Payload)
 				}
 			}
-			if !f.hasStep(t, op, flows.HandleAwaitPipeline) {
+			if !f.hasStep(t, op, rules.HandleAwaitPipeline) {
 				t.Error("a 409 did not send the change back to the pipeline of the head")
 			}
 		}},
@@ -553,7 +554,7 @@ func rebaseScenarios() []scenario {
 			// so that one rebase took in both pushes and the change merged:
 			// it now waits as long as every other wait and stops the test
 			// when the step is not reached.
-			f.waitStep(t, op, flows.HandleAwaitPipeline, 30*time.Second)
+			f.waitStep(t, op, rules.HandleAwaitPipeline, 30*time.Second)
 			f.GitLab.PushToTarget(p.ID, "main") // the target moves again
 			v := f.wait(t, op, "HANDLE_FAILED", 30*time.Second)
 			if !strings.Contains(v.Detail, "kept moving") {
@@ -579,7 +580,7 @@ func pipelineScenarios() []scenario {
 			// the first pipeline's failure belongs to an old head.
 			f.GitLab.PushToTarget(p.ID, "changebot/"+op)
 			f.wait(t, op, "CALLED_BACK", 40*time.Second)
-			if f.hasStep(t, op, flows.CreatePipelineFailed) {
+			if f.hasStep(t, op, rules.CreatePipelineFailed) {
 				t.Error("the failed pipeline of an old head failed the change")
 			}
 			snap, _ := f.GitLab.MergeRequest(p.ID, iid)
@@ -687,17 +688,17 @@ func TestPanicInEveryStepEndsInItsDeclaredState(t *testing.T) {
 	cases := []struct {
 		kind   string
 		script gitlabfake.PipelineScript
-		want   flows.StepCode
+		want   rules.StepCode
 	}{
-		{flows.KindRequestApproval, gitlabfake.PipelineScript{}, flows.ApprovalSendPending},
-		{flows.KindCreateMR, gitlabfake.PipelineScript{}, flows.CreateFailed},
+		{rules.KindRequestApproval, gitlabfake.PipelineScript{}, rules.ApprovalSendPending},
+		{rules.KindCreateMR, gitlabfake.PipelineScript{}, rules.CreateFailed},
 		// The pipeline never finishes, so only the polling job moves it.
-		{flows.KindAwaitPipeline, gitlabfake.PipelineScript{MR: []string{"running"}}, flows.CreatePipelinePending},
-		{flows.KindHandle, gitlabfake.PipelineScript{}, flows.HandleFailed},
+		{rules.KindAwaitPipeline, gitlabfake.PipelineScript{MR: []string{"running"}}, rules.CreatePipelinePending},
+		{rules.KindHandle, gitlabfake.PipelineScript{}, rules.HandleFailed},
 		// The deploy pipeline never finishes, so only the polling job moves it.
-		{flows.KindAwaitDeploy, gitlabfake.PipelineScript{Deploy: []string{"running"}}, flows.DeployPending},
+		{rules.KindAwaitDeploy, gitlabfake.PipelineScript{Deploy: []string{"running"}}, rules.DeployPending},
 	}
-	declared := flows.DeclaredFailures()
+	declared := rules.DeclaredFailures()
 	for _, c := range cases {
 		t.Run(c.kind, func(t *testing.T) {
 			if declared[c.kind] != c.want {

@@ -11,7 +11,7 @@ import (
 
 	"changebot/api"
 	"changebot/demo"
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/approval/approvalfake"
 	"changebot/store"
 )
@@ -35,11 +35,11 @@ func TestDecisionBeforeSentIsAccepted(t *testing.T) {
 	if _, err := demo.FollowChange(ctx, env, opID, 60*time.Second, func(api.ChangeView) {}); err != nil {
 		t.Fatal(err)
 	}
-	if r := ap.Results(); len(r) != 1 || r[0] != flows.ResultAccepted {
+	if r := ap.Results(); len(r) != 1 || r[0] != rules.ResultAccepted {
 		t.Fatalf("callback results %v, want [ACCEPTED]", r)
 	}
 	evs := eventsOf(t, app, opID)
-	if len(evs) < 2 || flows.StepCode(evs[0].ToStep) != flows.ApprovalSending || flows.StepCode(evs[1].ToStep) != flows.CreateStarted {
+	if len(evs) < 2 || rules.StepCode(evs[0].ToStep) != rules.ApprovalSending || rules.StepCode(evs[1].ToStep) != rules.CreateStarted {
 		t.Fatalf("the decision did not arrive while APPROVAL_SENDING: first events %v", stepsOf(evs))
 	}
 }
@@ -47,7 +47,7 @@ func TestDecisionBeforeSentIsAccepted(t *testing.T) {
 func stepsOf(evs []storeEvent) []string {
 	var out []string
 	for _, ev := range evs {
-		out = append(out, flows.StepCode(ev.ToStep).String())
+		out = append(out, rules.StepCode(ev.ToStep).String())
 	}
 	return out
 }
@@ -92,7 +92,7 @@ func TestFlowOrderFlagFlipsWithApprovalsInFlight(t *testing.T) {
 		t.Helper()
 		for _, r := range env.Approvals.Requests() {
 			if r.OperationID == opID {
-				if res, err := env.Approvals.Decide(ctx, r, "approved", "req-"+opID); err != nil || res != flows.ResultAccepted {
+				if res, err := env.Approvals.Decide(ctx, r, "approved", "req-"+opID); err != nil || res != rules.ResultAccepted {
 					t.Fatalf("deciding %s: %s %v", opID, res, err)
 				}
 				return

@@ -14,6 +14,7 @@ import (
 	"changebot/config"
 	"changebot/database"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/settings"
 	"changebot/store"
 )
@@ -94,7 +95,7 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 	fmt.Fprintln(tw, "seq\ttime (UTC)\ttype\tstep\tstatus\tactor\tsource\tpayload")
 	for _, ev := range events {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.OccurredAt.Format("2006-01-02 15:04:05"), ev.Type,
-			flows.StepCode(ev.ToStep), ev.ToStatus, ev.Actor, ev.Source, ev.Payload)
+			rules.StepCode(ev.ToStep), ev.ToStatus, ev.Actor, ev.Source, ev.Payload)
 	}
 	return tw.Flush()
 }

@@ -14,6 +14,7 @@ import (
 
 	"changebot/api"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/settings"
 	"changebot/store"
 )
@@ -140,7 +141,7 @@ func splitValues(vs []string) []string {
 
 // parseStep reads a step code (10401) or name (APPROVAL_SENDING, any case).
 func parseStep(v string) (int, bool) {
-	for _, s := range flows.Catalogue() {
+	for _, s := range rules.Catalogue() {
 		if strconv.Itoa(int(s.Code)) == v || strings.EqualFold(s.Name, v) {
 			return int(s.Code), true
 		}
@@ -227,7 +228,7 @@ func (a *App) serveChangeList(w http.ResponseWriter, r *http.Request) {
 // newChangeListItem is op as the list API shows it; externalURL is the
 // bot's, for the hint of a change without a merge request (apiHint).
 func newChangeListItem(op store.Operation, externalURL string) changeListItem {
-	st := flows.MustStep(flows.StepCode(op.Step))
+	st := rules.MustStep(rules.StepCode(op.Step))
 	it := changeListItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
 		Status: op.Status, Step: api.StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal,
 		RequestedBy: op.RequestedBy, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"changebot/demo"
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store/postgres/pgtest"
 )
@@ -153,7 +153,7 @@ func TestListChangesAPI(t *testing.T) {
 	}
 	for _, r := range env.Approvals.Requests() {
 		if r.OperationID == x {
-			if res, err := env.Approvals.Decide(context.Background(), r, "approved", "req-"+x); err != nil || res != flows.ResultAccepted {
+			if res, err := env.Approvals.Decide(context.Background(), r, "approved", "req-"+x); err != nil || res != rules.ResultAccepted {
 				t.Fatalf("deciding %s: %s %v", x, res, err)
 			}
 		}

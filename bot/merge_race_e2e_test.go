@@ -16,7 +16,7 @@ import (
 
 	"changebot/api"
 	"changebot/demo"
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/store"
 	"changebot/store/postgres/pgtest"
 )
@@ -221,7 +221,7 @@ func TestMergeRaceRescuedJobLosesTheClaim(t *testing.T) {
 	var first []string
 	if err := sc.Pool.QueryRow(ctx, `SELECT id, attempted_by FROM river_job
 		WHERE kind = $1 AND state = 'running' AND args->>'operation_id' = $2 AND (args->>'step')::int = $3`,
-		flows.KindHandle, opID, int(flows.HandleApproved)).Scan(&jobID, &first); err != nil || len(first) == 0 {
+		rules.KindHandle, opID, int(rules.HandleApproved)).Scan(&jobID, &first); err != nil || len(first) == 0 {
 		t.Fatalf("the running merge job: %v %v", first, err)
 	}
 	// The replica running it fetches no more jobs (River's graceful stop:
@@ -339,7 +339,7 @@ func headOf(events []store.Event) string {
 		if json.Unmarshal(ev.Payload, &p) == nil && p.HeadSHA != "" {
 			head = p.HeadSHA
 		}
-		if flows.StepCode(ev.ToStep) == flows.HandleMerged && head != "" {
+		if rules.StepCode(ev.ToStep) == rules.HandleMerged && head != "" {
 			return head
 		}
 	}
@@ -372,7 +372,7 @@ func mergeClaims(t *testing.T, events []store.Event) []map[string]any {
 func requireNoFailureE2E(t *testing.T, env *demo.Env, iid int64, events []store.Event) {
 	t.Helper()
 	for _, ev := range events {
-		if s, ok := flows.Lookup(flows.StepCode(ev.ToStep)); ok && (s.Retryable() || s.Phase == flows.PhasePending) {
+		if s, ok := rules.Lookup(rules.StepCode(ev.ToStep)); ok && (s.Retryable() || s.Phase == rules.PhasePending) {
 			t.Errorf("the change passed through %s", s.Code)
 		}
 	}

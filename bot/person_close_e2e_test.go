@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"changebot/demo"
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -32,7 +32,7 @@ func TestPersonClosesMRStatusAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEvent(t, app, opID, func(ev store.Event) bool {
-		return flows.StepCode(ev.ToStep) == flows.ClosedByPerson && ev.Actor == demo.Developer
+		return rules.StepCode(ev.ToStep) == rules.ClosedByPerson && ev.Actor == demo.Developer
 	})
 
 	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Developer, "/status")

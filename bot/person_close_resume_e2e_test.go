@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"changebot/demo"
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
@@ -130,7 +130,7 @@ func TestPersonClosesThenOperatorResumes(t *testing.T) {
 		t.Fatalf("merge of the closed MR: %v, want 405", err)
 	}
 	waitEvent(t, app, opID, func(ev store.Event) bool {
-		return flows.StepCode(ev.ToStep) == flows.ClosedByPerson && ev.Actor == devA
+		return rules.StepCode(ev.ToStep) == rules.ClosedByPerson && ev.Actor == devA
 	})
 
 	// The MR pipeline's success hook, after the close (the run is

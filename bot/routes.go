@@ -24,6 +24,7 @@ import (
 	"changebot/commands"
 	"changebot/config"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/internal/jsonbody"
 	"changebot/platform/gitlab"
 	"changebot/settings"
@@ -507,10 +508,10 @@ func (p *projectRef) UnmarshalJSON(b []byte) error {
 // MR was opened). 409 with the reason when the action does not apply now.
 func (a *App) changeAction(w http.ResponseWriter, r *http.Request) {
 	vars := mux.Vars(r)
-	id, action := vars["id"], flows.Action(vars["action"])
+	id, action := vars["id"], rules.Action(vars["action"])
 	role := tokenRole(r)
 	if role != api.RoleOperator {
-		if action != flows.ActionCancel {
+		if action != rules.ActionCancel {
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})
 			return
 		}
@@ -528,12 +529,12 @@ func (a *App) changeAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	_, err := a.engine.Act(r.Context(), id, action, flows.ActionParams{Actor: "api:" + role, Source: "api"})
+	_, err := a.engine.Act(r.Context(), id, action, rules.ActionParams{Actor: "api:" + role, Source: "api"})
 	if errors.Is(err, store.ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
 		return
 	}
-	var na *flows.NotApplicableError
+	var na *rules.NotApplicableError
 	switch {
 	case errors.As(err, &na):
 		writeJSON(w, http.StatusConflict, map[string]string{"error": na.Reason})
@@ -578,7 +579,7 @@ func (a *App) getChange(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not read the change"})
 		return
 	}
-	st := flows.MustStep(flows.StepCode(op.Step))
+	st := rules.MustStep(rules.StepCode(op.Step))
 	v := api.ChangeView{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Status: op.Status,
 		Step: api.StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal, Detail: op.Detail, Events: events,
 		ApprovalFirst: op.ApprovalFirst}
@@ -653,7 +654,7 @@ func (a *App) getEvents(w http.ResponseWriter, r *http.Request) {
 // on: the step's own hint speaks of MR commands, so the API's actions are
 // named instead (issue 9 defect 16). It speaks of a merge request, or of a
 // pull request on GitHub (platform, the change's).
-func apiHint(st flows.Step, platform, url string) string {
+func apiHint(st rules.Step, platform, url string) string {
 	mr := "merge request"
 	if platform == store.PlatformGitHub {
 		mr = "pull request"
@@ -662,7 +663,7 @@ func apiHint(st flows.Step, platform, url string) string {
 	case st.Retryable():
 		return "It failed before its " + mr + " was opened: an operator retries it with POST " + url +
 			"/retry once the cause is fixed, or its submitter or an operator cancels it with POST " + url + "/cancel."
-	case st.Resumable() && st.Phase == flows.PhasePending:
+	case st.Resumable() && st.Phase == rules.PhasePending:
 		// Only a parked change waits for an operator; a step in progress
 		// (APPROVAL_SENDING, CREATE_STARTED) has its job, which retries by
 		// itself, so its hint says nothing of /resume.
@@ -694,4 +695,4 @@ func (m *gitlabMetrics) observe(endpoint string, status int, d time.Duration) {
 	m.duration.WithLabelValues(endpoint).Observe(d.Seconds())
 }
 
-func stepName(code int) string { return flows.StepCode(code).String() }
+func stepName(code int) string { return rules.StepCode(code).String() }

@@ -17,6 +17,7 @@ import (
 
 	"changebot/demo"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
@@ -226,7 +227,7 @@ func seedOne(ctx context.Context, app *App, env *demo.Env, robot *gitlab.Client,
 	if err != nil {
 		return store.Operation{}, err
 	}
-	return app.Engine().Transition(ctx, op, flows.CreateMROpened, flows.TransitionOpts{Source: "bench",
+	return app.Engine().Transition(ctx, op, rules.CreateMROpened, flows.TransitionOpts{Source: "bench",
 		Update: func(o *store.Operation) {
 			o.ProjectID, o.TargetBranch = env.Project.ID, "main"
 			o.MRIID, o.MRWebURL, o.SourceBranch, o.HeadSHA = mr.IID, mr.WebURL, branch, mr.SHA
@@ -244,7 +245,7 @@ func keepPollJobsOnly(ctx context.Context, url string, n int) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `DELETE FROM river_job WHERE kind <> $1`, flows.KindAwaitPipeline); err != nil {
+	if _, err := conn.Exec(ctx, `DELETE FROM river_job WHERE kind <> $1`, rules.KindAwaitPipeline); err != nil {
 		return fmt.Errorf("deleting the seeding's leftover jobs: %w", err)
 	}
 	// Every first poll overdue and available, as River's scheduler leaves

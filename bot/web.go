@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/store"
 	"changebot/templates"
 )
@@ -290,7 +291,7 @@ func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
 	}
 	v := a.engine.StatusView(op, events)
 	if op.MRIID == 0 {
-		v.Hint = apiHint(flows.MustStep(flows.StepCode(op.Step)), op.Platform, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
+		v.Hint = apiHint(rules.MustStep(rules.StepCode(op.Step)), op.Platform, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
 	v.Hint = a.refusals.approvalHint(op.Status, v.Hint)
 	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project}
@@ -315,7 +316,7 @@ func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
 			pretty.Write(ev.Payload)
 		}
 		d.Events = append(d.Events, eventRow{Seq: ev.Seq, At: ev.OccurredAt.UTC().Format("2006-01-02 15:04:05Z"), Type: ev.Type,
-			StepName: flows.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: ev.Actor,
+			StepName: rules.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: ev.Actor,
 			Source: flows.DescribeSource(ev, op.Platform), RawSource: ev.Source, Payload: pretty.String(),
 			Later: page.Replay != nil && ev.Seq > page.Replay.Seq})
 	}
@@ -433,7 +434,7 @@ func (a *App) renderList(w http.ResponseWriter, r *http.Request, title, action s
 		return
 	}
 	for _, op := range ops {
-		p.Rows = append(p.Rows, webListRow{Operation: op, StepName: flows.StepCode(op.Step).String(),
+		p.Rows = append(p.Rows, webListRow{Operation: op, StepName: rules.StepCode(op.Step).String(),
 			Updated: op.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z")})
 	}
 	if next != "" {

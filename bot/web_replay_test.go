@@ -10,7 +10,7 @@ import (
 
 	"changebot/api"
 	"changebot/demo"
-	"changebot/flows"
+	"changebot/flows/rules"
 )
 
 // TestChangePageReplaysAt (issue 13 point 2, "a replay at control"): the
@@ -51,7 +51,7 @@ func TestChangePageReplaysAt(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("replay at the third event: %d", code)
 	}
-	want := "the change was <strong>" + third.ToStatus + "</strong> at step " + flows.StepCode(third.ToStep).String()
+	want := "the change was <strong>" + third.ToStatus + "</strong> at step " + rules.StepCode(third.ToStep).String()
 	if !strings.Contains(body, want) {
 		t.Errorf("replay at the third event lacks %q:\n%s", want, body)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"changebot/bot"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/approval/approvalfake"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -438,8 +439,8 @@ func submitOne(base string, i int) (string, error) {
 // explicit pending code waiting for /resume, or MR_CLOSED (a person closed
 // the MR; it waits for a reopen and an operator's /resume).
 func settled(code int) bool {
-	s, ok := flows.Lookup(flows.StepCode(code))
-	return ok && (s.Terminal || s.Retryable() || s.Phase == flows.PhasePending || s.Code == flows.ClosedByPerson)
+	s, ok := rules.Lookup(rules.StepCode(code))
+	return ok && (s.Terminal || s.Retryable() || s.Phase == rules.PhasePending || s.Code == rules.ClosedByPerson)
 }
 
 // waitSettled polls the database until every change has settled or the
@@ -456,7 +457,7 @@ func waitSettled(ctx context.Context, t *testing.T, st *postgres.Store, sc pgtes
 			if err != nil {
 				t.Fatal(err)
 			}
-			byStep[flows.StepCode(op.Step).String()]++
+			byStep[rules.StepCode(op.Step).String()]++
 			if !settled(op.Step) {
 				open = append(open, id)
 			}
@@ -540,7 +541,7 @@ func (r *report) collect(ctx context.Context, t *testing.T, rg rig, st *postgres
 	for _, id := range r.unsettled {
 		op, err := st.GetOperation(ctx, st.DB(), id)
 		if err == nil {
-			r.unsettledD = append(r.unsettledD, fmt.Sprintf("%s at %s (v%d, last change %s ago)", id, flows.StepCode(op.Step),
+			r.unsettledD = append(r.unsettledD, fmt.Sprintf("%s at %s (v%d, last change %s ago)", id, rules.StepCode(op.Step),
 				op.Version, time.Since(op.UpdatedAt).Round(time.Second)))
 		}
 		logUnsettled(ctx, t, st, sc, id)
@@ -573,7 +574,7 @@ func (r *report) collect(ctx context.Context, t *testing.T, rg rig, st *postgres
 	}
 	r.calledBack = map[string]int{}
 	rows, err = sc.Pool.Query(ctx, `SELECT split_part(source, ':', 1), count(*) FROM change_events
-		WHERE to_step = $1 AND from_step <> to_step GROUP BY 1`, int(flows.CalledBack))
+		WHERE to_step = $1 AND from_step <> to_step GROUP BY 1`, int(rules.CalledBack))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,7 +592,7 @@ func (r *report) collect(ctx context.Context, t *testing.T, rg rig, st *postgres
 	}
 	r.periodic = map[string]int{}
 	rows, err = sc.Pool.Query(ctx, `SELECT kind || ':' || state, count(*) FROM river_job WHERE kind = ANY($1) GROUP BY 1`,
-		[]string{flows.KindReconcile, flows.KindSweep})
+		[]string{rules.KindReconcile, rules.KindSweep})
 	if err != nil {
 		t.Fatal(err)
 	}

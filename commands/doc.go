@@ -5,10 +5,12 @@
 // that runs a note's commands once, checking who may run each (DESIGN §1,
 // STYLE rules 20-22, issue 3).
 //
-// It acts on changes through flows (retry, resume and cancel go through
-// flows.Engine.Act, the dispatch the REST API shares) and speaks platform's
-// types; it declares what it needs from the flow, the note store and GitLab
-// as interfaces (Flow, NoteStore, Access) that the delivery router
-// (package routing) implements. It must not import store, webhooks, bot,
-// routing or a GitLab client: nothing below it calls up into it.
+// It acts on changes through the flow engine (retry, resume and cancel go
+// through flows.Engine.Act, the dispatch the REST API shares) and speaks
+// the flow's vocabulary (flows/rules) and platform's types; it declares
+// what it needs from the flow, the note store and GitLab as interfaces
+// (Flow, NoteStore, Access) that the delivery router (package routing)
+// implements. It must not import the engine (changebot/flows), store,
+// webhooks, bot, routing or a GitLab client: nothing below it calls up into
+// it.
 package commands

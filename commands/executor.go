@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/templates"
 )
@@ -27,7 +27,7 @@ type Change struct {
 	// Status is the binding status, for refusal texts.
 	Status string
 	// Step is the change's current step.
-	Step flows.Step
+	Step rules.Step
 	// MRIID is the merge request's iid, 0 before it is opened.
 	MRIID int64
 	// AwaitsGitLabApproval reports that the change waits for approvers in
@@ -54,9 +54,9 @@ type Flow interface {
 	// and whether there is one.
 	FindByMR(ctx context.Context, projectID, iid int64) (Change, bool, error)
 	// Act runs retry, resume or cancel (flows.Engine.Act).
-	Act(ctx context.Context, operationID string, a flows.Action, p flows.ActionParams) error
+	Act(ctx context.Context, operationID string, a rules.Action, p rules.ActionParams) error
 	// Refuse records a refused command in the change's history.
-	Refuse(ctx context.Context, operationID string, p flows.ActionParams, reason string) error
+	Refuse(ctx context.Context, operationID string, p rules.ActionParams, reason string) error
 	// RefreshNow re-renders the change's status comment at once.
 	RefreshNow(ctx context.Context, operationID string) error
 	// Reply posts a comment on the merge request as the robot.
@@ -320,7 +320,7 @@ type Request struct {
 	// User is the note's author.
 	User platform.User
 	// Params say who asked and from which note (recorded on events).
-	Params flows.ActionParams
+	Params rules.ActionParams
 	// BotUsername is the robot's username (help replies show mentions).
 	BotUsername string
 	x           *Executor
@@ -337,7 +337,7 @@ func (r *Request) Usable(ctx context.Context) []Command { return r.x.usable(ctx,
 func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op Change, inv Invocation,
 	reply func(string, any) error) error {
 	cmd, _ := lookupOn(x.cfg.Platform, inv.Name)
-	p := flows.ActionParams{Actor: ev.User.Username, Source: fmt.Sprintf("command:%d", ev.Note.ID), Command: cmd.Name}
+	p := rules.ActionParams{Actor: ev.User.Username, Source: fmt.Sprintf("command:%d", ev.Note.ID), Command: cmd.Name}
 	refuse := func(r templates.RefusedReply, recorded string) error {
 		if err := x.cfg.Flow.Refuse(ctx, op.OperationID, p, recorded); err != nil {
 			return err
@@ -369,7 +369,7 @@ func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op Change,
 		req.BotUsername = x.robotName(ctx)
 	}
 	err = cmd.Run(ctx, req)
-	var na *flows.NotApplicableError
+	var na *rules.NotApplicableError
 	if errors.As(err, &na) {
 		return refuse(templates.RefusedReply{Because: templates.BecauseState, Reason: na.Reason}, na.Reason)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 )
 
@@ -16,7 +16,7 @@ import (
 // it was asked for, the refusals and replies it recorded.
 type fakeFlow struct {
 	change  Change
-	refuse  map[flows.Action]string // actions that do not apply, with the reason
+	refuse  map[rules.Action]string // actions that do not apply, with the reason
 	acted   []string
 	refused []string
 	replies int
@@ -34,15 +34,15 @@ func (f *fakeFlow) FindByMR(context.Context, int64, int64) (Change, bool, error)
 	return f.change, true, nil
 }
 
-func (f *fakeFlow) Act(_ context.Context, id string, a flows.Action, p flows.ActionParams) error {
+func (f *fakeFlow) Act(_ context.Context, id string, a rules.Action, p rules.ActionParams) error {
 	if reason, ok := f.refuse[a]; ok {
-		return &flows.NotApplicableError{Reason: reason}
+		return &rules.NotApplicableError{Reason: reason}
 	}
 	f.acted = append(f.acted, fmt.Sprintf("%s %s by %s from %s", a, id, p.Actor, p.Source))
 	return nil
 }
 
-func (f *fakeFlow) Refuse(_ context.Context, id string, p flows.ActionParams, reason string) error {
+func (f *fakeFlow) Refuse(_ context.Context, id string, p rules.ActionParams, reason string) error {
 	f.refused = append(f.refused, fmt.Sprintf("%s %s: %s", p.Command, id, reason))
 	return nil
 }
@@ -107,18 +107,18 @@ func TestCommandsActThroughTheOneDispatch(t *testing.T) {
 	tests := []struct {
 		name        string
 		body        string
-		step        flows.StepCode // HANDLE_FAILED unless set
-		refuse      map[flows.Action]string
+		step        rules.StepCode // HANDLE_FAILED unless set
+		refuse      map[rules.Action]string
 		wantActed   []string
 		wantRefused []string
 	}{
 		{name: "retry", body: "/retry", wantActed: []string{"retry op_1 by alice from command:7"}},
 		{name: "cancel", body: "/cancel", wantActed: []string{"cancel op_1 by alice from command:7"}},
-		{name: "resume needs an operator", body: "/resume", step: flows.HandlePipelinePending,
+		{name: "resume needs an operator", body: "/resume", step: rules.HandlePipelinePending,
 			wantRefused: []string{"resume op_1: /resume needs: operators only"}},
 		{name: "resume that does not apply in the state", body: "/resume",
 			wantRefused: []string{"resume op_1: /resume applies to a waiting or interrupted change; this one is HANDLE_FAILED (HANDLE_FAILED)"}},
-		{name: "retry that does not apply", body: "/retry", refuse: map[flows.Action]string{flows.ActionRetry: "not failed"},
+		{name: "retry that does not apply", body: "/retry", refuse: map[rules.Action]string{rules.ActionRetry: "not failed"},
 			wantRefused: []string{"retry op_1: not failed"}},
 	}
 	for _, tc := range tests {
@@ -126,9 +126,9 @@ func TestCommandsActThroughTheOneDispatch(t *testing.T) {
 			t.Parallel()
 			step := tc.step
 			if step == 0 {
-				step = flows.HandleFailed
+				step = rules.HandleFailed
 			}
-			st := flows.MustStep(step)
+			st := rules.MustStep(step)
 			f := &fakeFlow{change: Change{OperationID: "op_1", RequestedBy: "alice", TargetBranch: "main", MRIID: 3,
 				Status: st.Status, Step: st}, refuse: tc.refuse}
 			x := NewExecutor(ExecutorConfig{Flow: f, Notes: &fakeNotes{seen: map[int64]bool{}}, Access: fakeAccess{}, Renderer: fakeReplier{}})
@@ -179,7 +179,7 @@ func TestForeignMergeRequestAnswersOnlyWhenAddressed(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			st := flows.MustStep(flows.HandleFailed)
+			st := rules.MustStep(rules.HandleFailed)
 			f := &fakeFlow{foreign: tc.foreign, change: Change{OperationID: "op_1", RequestedBy: "alice", TargetBranch: "main", MRIID: 3,
 				Status: st.Status, Step: st}}
 			notes := &fakeNotes{seen: map[int64]bool{}}

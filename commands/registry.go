@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/templates"
 )
 
@@ -67,7 +67,7 @@ type Command struct {
 	// the one transition function) rather than only reading it.
 	ChangesState bool
 	// Run runs the command once its caller's permission was checked. A
-	// *flows.NotApplicableError means "not in the change's current state"
+	// *rules.NotApplicableError means "not in the change's current state"
 	// and is answered with a refusal; other errors make the note's
 	// delivery job retry.
 	Run Handler
@@ -78,7 +78,7 @@ type Handler func(ctx context.Context, r *Request) error
 
 // act is the handler of retry, resume and cancel: flows.Engine.Act, the
 // one dispatch the REST API uses too.
-func act(a flows.Action) Handler {
+func act(a rules.Action) Handler {
 	return func(ctx context.Context, r *Request) error {
 		return r.Flow.Act(ctx, r.Change.OperationID, a, r.Params)
 	}
@@ -114,7 +114,7 @@ func Registry() []Command {
 			Who:          []Role{RoleRequester, RoleAuthor, RoleDeveloper},
 			WhoText:      "the change's requester, the MR author, project members with Developer access or more",
 			ChangesState: true,
-			Run:          act(flows.ActionRetry),
+			Run:          act(rules.ActionRetry),
 		},
 		{
 			Name:  NameResume,
@@ -125,7 +125,7 @@ func Registry() []Command {
 			Who:          []Role{RoleOperator},
 			WhoText:      "operators only",
 			ChangesState: true,
-			Run:          act(flows.ActionResume),
+			Run:          act(rules.ActionResume),
 		},
 		{
 			Name:        NameStatus,
@@ -143,7 +143,7 @@ func Registry() []Command {
 			Who:          []Role{RoleRequester, RoleOperator},
 			WhoText:      "the change's requester and operators",
 			ChangesState: true,
-			Run:          act(flows.ActionCancel),
+			Run:          act(rules.ActionCancel),
 		},
 		{
 			Name:         NameApprove,
@@ -152,7 +152,7 @@ func Registry() []Command {
 			Who:          []Role{RoleApprover},
 			WhoText:      "approvers",
 			ChangesState: true,
-			Run:          decide(flows.GitLabApprove),
+			Run:          decide(rules.GitLabApprove),
 		},
 		{
 			Name:         NameReject,
@@ -161,7 +161,7 @@ func Registry() []Command {
 			Who:          []Role{RoleApprover},
 			WhoText:      "approvers",
 			ChangesState: true,
-			Run:          decide(flows.GitLabReject),
+			Run:          decide(rules.GitLabReject),
 		},
 		{
 			Name:        NameHelp,

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/templates"
 )
@@ -68,8 +68,8 @@ func replyHarnessOn(t *testing.T, platformName string, c Change, user, body stri
 }
 
 // change is a change at step, requested by alice, on main.
-func change(step flows.StepCode) Change {
-	st := flows.MustStep(step)
+func change(step rules.StepCode) Change {
+	st := rules.MustStep(step)
 	return Change{OperationID: "op_1", RequestedBy: "alice", TargetBranch: "main", MRIID: 3, Status: st.Status, Step: st}
 }
 
@@ -91,9 +91,9 @@ func listed(body string) []string {
 // was).
 func TestHelpListsWhatTheReaderMayRunNow(t *testing.T) {
 	t.Parallel()
-	gitlabWaiting := change(flows.ApprovalSent)
-	gitlabWaiting.AwaitsGitLabApproval, gitlabWaiting.TicketID = true, flows.GitLabTicket
-	external := change(flows.ApprovalSent)
+	gitlabWaiting := change(rules.ApprovalSent)
+	gitlabWaiting.AwaitsGitLabApproval, gitlabWaiting.TicketID = true, rules.GitLabTicket
+	external := change(rules.ApprovalSent)
 	external.ApprovalSystem, external.TicketID = true, "APR-1001"
 	tests := []struct {
 		name   string
@@ -101,18 +101,18 @@ func TestHelpListsWhatTheReaderMayRunNow(t *testing.T) {
 		user   string
 		want   []string
 	}{
-		{name: "validated, requester", change: change(flows.CalledBack), user: "alice", want: []string{"status", "help"}},
-		{name: "validated, operator", change: change(flows.CalledBack), user: "ops", want: []string{"status", "help"}},
-		{name: "failed, maintainer may retry", change: change(flows.HandleFailed), user: "maint", want: []string{"retry", "status", "help"}},
-		{name: "failed, requester without the right to merge", change: change(flows.HandleFailed), user: "alice", want: []string{"status", "cancel", "help"}},
-		{name: "failed, operator who is no member", change: change(flows.HandleFailed), user: "ops", want: []string{"status", "cancel", "help"}},
-		{name: "failed, stranger", change: change(flows.HandleFailed), user: "guest", want: []string{"status", "help"}},
-		{name: "parked, operator may resume", change: change(flows.HandlePipelinePending), user: "ops", want: []string{"resume", "status", "cancel", "help"}},
-		{name: "parked, requester", change: change(flows.HandlePipelinePending), user: "alice", want: []string{"status", "cancel", "help"}},
+		{name: "validated, requester", change: change(rules.CalledBack), user: "alice", want: []string{"status", "help"}},
+		{name: "validated, operator", change: change(rules.CalledBack), user: "ops", want: []string{"status", "help"}},
+		{name: "failed, maintainer may retry", change: change(rules.HandleFailed), user: "maint", want: []string{"retry", "status", "help"}},
+		{name: "failed, requester without the right to merge", change: change(rules.HandleFailed), user: "alice", want: []string{"status", "cancel", "help"}},
+		{name: "failed, operator who is no member", change: change(rules.HandleFailed), user: "ops", want: []string{"status", "cancel", "help"}},
+		{name: "failed, stranger", change: change(rules.HandleFailed), user: "guest", want: []string{"status", "help"}},
+		{name: "parked, operator may resume", change: change(rules.HandlePipelinePending), user: "ops", want: []string{"resume", "status", "cancel", "help"}},
+		{name: "parked, requester", change: change(rules.HandlePipelinePending), user: "alice", want: []string{"status", "cancel", "help"}},
 		{name: "waiting in GitLab, approver", change: gitlabWaiting, user: "carol", want: []string{"status", "approve", "reject", "help"}},
 		{name: "waiting in GitLab, requester", change: gitlabWaiting, user: "alice", want: []string{"status", "cancel", "help"}},
 		{name: "waiting in the approval system, approver", change: external, user: "carol", want: []string{"status", "help"}},
-		{name: "merged, requester", change: change(flows.HandleMerged), user: "alice", want: []string{"status", "help"}},
+		{name: "merged, requester", change: change(rules.HandleMerged), user: "alice", want: []string{"status", "help"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,9 +134,9 @@ func TestHelpListsWhatTheReaderMayRunNow(t *testing.T) {
 // approval system points there, with its ticket's link when known.
 func TestRefusalSaysTheReason(t *testing.T) {
 	t.Parallel()
-	external := change(flows.ApprovalSent)
+	external := change(rules.ApprovalSent)
 	external.ApprovalSystem, external.TicketID, external.TicketURL = true, "APR-1001", "https://approvals.example.test/t/APR-1001"
-	noTicket := change(flows.ApprovalSending)
+	noTicket := change(rules.ApprovalSending)
 	noTicket.ApprovalSystem = true
 	tests := []struct {
 		name   string
@@ -147,26 +147,26 @@ func TestRefusalSaysTheReason(t *testing.T) {
 		// platform is the installation's ("" is GitLab).
 		platform string
 	}{
-		{name: "retry on a validated change: the state", change: change(flows.CalledBack), user: "maint", body: "/retry",
+		{name: "retry on a validated change: the state", change: change(rules.CalledBack), user: "maint", body: "/retry",
 			want: "`/retry` was not run because of the change's state: it applies to a failed change; this one is VALIDATED (CALLED_BACK)."},
-		{name: "retry on a validated change by a stranger: still the state", change: change(flows.CalledBack), user: "guest", body: "/retry",
+		{name: "retry on a validated change by a stranger: still the state", change: change(rules.CalledBack), user: "guest", body: "/retry",
 			want: "`/retry` was not run because of the change's state: it applies to a failed change; this one is VALIDATED (CALLED_BACK)."},
-		{name: "cancel of a merged change: the state", change: change(flows.HandleMerged), user: "alice", body: "/cancel",
+		{name: "cancel of a merged change: the state", change: change(rules.HandleMerged), user: "alice", body: "/cancel",
 			want: "`/cancel` was not run because of the change's state: it applies to a change in progress; this one is MERGED (HANDLE_MERGED)."},
-		{name: "resume by a developer: the role", change: change(flows.HandlePipelinePending), user: "dev-a", body: "/resume",
+		{name: "resume by a developer: the role", change: change(rules.HandlePipelinePending), user: "dev-a", body: "/resume",
 			want: "`/resume` was not run because of your role: it is for operators only."},
-		{name: "retry by a stranger: the role", change: change(flows.HandleFailed), user: "guest", body: "/retry",
+		{name: "retry by a stranger: the role", change: change(rules.HandleFailed), user: "guest", body: "/retry",
 			want: "`/retry` was not run because of your role: it is for the change's requester, the MR author, project members with Developer access or more."},
-		{name: "retry by the requester without merge rights: the access", change: change(flows.HandleFailed), user: "alice", body: "/retry",
+		{name: "retry by the requester without merge rights: the access", change: change(rules.HandleFailed), user: "alice", body: "/retry",
 			want: "`/retry` was not run because of your access: it leads to a merge into main, which needs access level 40 (Maintainer) or more."},
 		{name: "approve when the approval system decides", change: external, user: "carol", body: "@changebot approve",
 			want: "`/approve` was not run: approvals of this change come from the approval system, not from GitLab. Decide in its ticket [APR-1001](https://approvals.example.test/t/APR-1001)."},
 		{name: "reject before the approval system has a ticket", change: noTicket, user: "carol", body: "/reject",
 			want: "`/reject` was not run: approvals of this change come from the approval system, not from GitLab. Decide there once it has opened the change's ticket."},
 		// On GitHub (issue 15): GitHub's permission names and GitHub.
-		{name: "github: retry by a stranger: the role", change: change(flows.HandleFailed), user: "guest", body: "/retry", platform: "github",
+		{name: "github: retry by a stranger: the role", change: change(rules.HandleFailed), user: "guest", body: "/retry", platform: "github",
 			want: "`/retry` was not run because of your role: it is for the change's requester, the pull request's author, collaborators with write permission or more."},
-		{name: "github: retry by the requester without merge rights: the access", change: change(flows.HandleFailed), user: "alice", body: "/retry", platform: "github",
+		{name: "github: retry by the requester without merge rights: the access", change: change(rules.HandleFailed), user: "alice", body: "/retry", platform: "github",
 			want: "`/retry` was not run because of your access: it leads to a merge into main, which needs maintain permission on the repository or more."},
 		{name: "github: approve when the approval system decides", change: external, user: "carol", body: "@changebot approve", platform: "github",
 			want: "`/approve` was not run: approvals of this change come from the approval system, not from GitHub. Decide in its ticket [APR-1001](https://approvals.example.test/t/APR-1001)."},

@@ -6,51 +6,18 @@ import (
 	"fmt"
 	"maps"
 
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
 
-// ActionParams identify who asked for an action and from where (recorded
-// on the event).
-type ActionParams struct {
-	Actor  string // GitLab username
-	Source string // "command:<note id>"
-	// Command is the command name, for the event payload.
-	Command string
-}
-
-// ErrNotApplicable is returned (wrapped in *NotApplicableError) when a
-// command does not apply to the change in its current step.
-var ErrNotApplicable = errors.New("not applicable in this state")
-
-// NotApplicableError explains why a command does nothing now.
-type NotApplicableError struct{ Reason string }
-
-// Error implements error.
-func (e *NotApplicableError) Error() string { return e.Reason }
-
-// Is makes errors.Is(err, ErrNotApplicable) hold.
-func (e *NotApplicableError) Is(t error) bool { return t == ErrNotApplicable }
-
 func notApplicable(format string, args ...any) error {
-	return &NotApplicableError{Reason: fmt.Sprintf(format, args...)}
+	return &rules.NotApplicableError{Reason: fmt.Sprintf(format, args...)}
 }
 
-func actionOpts(p ActionParams) TransitionOpts {
+func actionOpts(p rules.ActionParams) TransitionOpts {
 	return TransitionOpts{Actor: p.Actor, Source: p.Source, Payload: map[string]any{"command": p.Command}}
 }
-
-// Action names an action on a change that people take from an MR comment
-// or the REST API. The names are persisted (event payloads) and equal the
-// command names: never rename one.
-type Action string
-
-// The actions of Act.
-const (
-	ActionRetry  Action = "retry"
-	ActionResume Action = "resume"
-	ActionCancel Action = "cancel"
-)
 
 // ErrUnknownAction is returned by Act for an action it does not know.
 var ErrUnknownAction = errors.New("unknown action")
@@ -61,7 +28,7 @@ var ErrUnknownAction = errors.New("unknown action")
 // Errors: store.ErrNotFound for an unknown id, a *NotApplicableError when
 // the action does not apply in the change's step, ErrUnknownAction, or
 // whatever the action met (GitLab, the store).
-func (e *Engine) Act(ctx context.Context, id string, a Action, p ActionParams) (store.Operation, error) {
+func (e *Engine) Act(ctx context.Context, id string, a rules.Action, p rules.ActionParams) (store.Operation, error) {
 	op, err := e.st.GetOperation(ctx, e.st.DB(), id)
 	if err != nil {
 		return store.Operation{}, err
@@ -73,11 +40,11 @@ func (e *Engine) Act(ctx context.Context, id string, a Action, p ActionParams) (
 		p.Command = string(a)
 	}
 	switch a {
-	case ActionRetry:
+	case rules.ActionRetry:
 		return e.Retry(ctx, op, p)
-	case ActionResume:
+	case rules.ActionResume:
 		return e.Resume(ctx, op, p)
-	case ActionCancel:
+	case rules.ActionCancel:
 		return e.Cancel(ctx, op, p)
 	}
 	return op, fmt.Errorf("acting on %s: %w %q", id, ErrUnknownAction, a)
@@ -87,10 +54,10 @@ func (e *Engine) Act(ctx context.Context, id string, a Action, p ActionParams) (
 // step's Retry target in the step table: CREATE_FAILED -> create again (a
 // new pipeline for the head when its pipeline failed), HANDLE_FAILED ->
 // handle again. The round counter starts over.
-func (e *Engine) Retry(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
-	s, _ := Lookup(StepCode(op.Step))
+func (e *Engine) Retry(ctx context.Context, op store.Operation, p rules.ActionParams) (store.Operation, error) {
+	s, _ := rules.Lookup(rules.StepCode(op.Step))
 	if !s.Retryable() {
-		return op, notApplicable("/retry applies to a failed change; this one is %s (%s)", op.Status, StepCode(op.Step))
+		return op, notApplicable("/retry applies to a failed change; this one is %s (%s)", op.Status, rules.StepCode(op.Step))
 	}
 	o := actionOpts(p)
 	o.Update = func(x *store.Operation) { x.Rounds, x.Detail = 0, "" }
@@ -102,13 +69,13 @@ func (e *Engine) Retry(ctx context.Context, op store.Operation, p ActionParams) 
 // fresh deadline; an in-progress step gets its job enqueued again (steps are
 // idempotent), or, while its job is still queued, that job is made due now
 // instead (never a second job for the step, issue 9 defect 7).
-func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
-	step := StepCode(op.Step)
-	s, _ := Lookup(step)
+func (e *Engine) Resume(ctx context.Context, op store.Operation, p rules.ActionParams) (store.Operation, error) {
+	step := rules.StepCode(op.Step)
+	s, _ := rules.Lookup(step)
 	switch {
 	case !s.Resumable():
 		return op, notApplicable("/resume applies to a waiting or interrupted change; this one is %s (%s)", op.Status, step)
-	case step == ClosedByPerson:
+	case step == rules.ClosedByPerson:
 		return e.resumeClosed(ctx, op, p)
 	case s.Resume != step:
 		return e.Transition(ctx, op, s.Resume, actionOpts(p))
@@ -116,7 +83,7 @@ func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams)
 	// At most one job per (operation, step): the step's job may still be
 	// queued under an older version (a retry note or a sweep bumps the
 	// version), which River's uniqueness by version would not see.
-	queued, err := e.st.ResumeStep(ctx, store.ResumeStepParams{OperationID: op.ID, Step: op.Step, Kinds: stepJobKinds,
+	queued, err := e.st.ResumeStep(ctx, store.ResumeStepParams{OperationID: op.ID, Step: op.Step, Kinds: rules.StepJobKinds(),
 		Event: store.EventParams{Type: store.EventCommand, Actor: p.Actor, Source: p.Source,
 			Payload: map[string]any{"command": p.Command, "resumed_step": step.String()}},
 		Jobs: e.followUps(op, step, op.Version, 0)})
@@ -142,11 +109,11 @@ func (e *Engine) Resume(ctx context.Context, op store.Operation, p ActionParams)
 //     then the approvals of the change's flow order, then the merge.
 //
 // GitLab errors other than refusals are returned (the command is retried).
-func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
+func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p rules.ActionParams) (store.Operation, error) {
 	if err := e.bindingTaken(ctx, op); err != nil {
 		return op, err
 	}
-	w := wordsOf(op.Platform)
+	w := rules.WordsOf(op.Platform)
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	switch {
 	case errors.Is(err, platform.ErrNotFound):
@@ -173,7 +140,7 @@ func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p ActionP
 		return op, err
 	}
 	o := actionOpts(p)
-	o.Payload["resumed_step"] = ClosedByPerson.String()
+	o.Payload["resumed_step"] = rules.ClosedByPerson.String()
 	o.Payload["head_sha"] = mr.SHA
 	o.Payload["pipeline_id"] = pl.ID
 	o.Payload["withdrawn_approvals"] = withdrawn
@@ -185,7 +152,7 @@ func (e *Engine) resumeClosed(ctx context.Context, op store.Operation, p ActionP
 		_, err := e.st.ClearGitLabApprovals(ctx, tx, op.ID)
 		return err
 	}
-	next, err := e.Transition(ctx, op, MustStep(ClosedByPerson).Resume, o)
+	next, err := e.Transition(ctx, op, rules.MustStep(rules.ClosedByPerson).Resume, o)
 	if errors.Is(err, store.ErrBindingNotOwned) {
 		// A new change took the binding after the look above.
 		if rerr := e.bindingTaken(ctx, op); rerr != nil {
@@ -247,12 +214,12 @@ func (e *Engine) withdrawRobotApprovals(ctx context.Context, op store.Operation)
 // and, when GitLab says it is opened or closed, closes it like any other
 // change, saying so in the detail; a change GitLab shows merged stays as it
 // is (409).
-func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
-	if s, _ := Lookup(StepCode(op.Step)); !s.Cancellable() {
+func (e *Engine) Cancel(ctx context.Context, op store.Operation, p rules.ActionParams) (store.Operation, error) {
+	if s, _ := rules.Lookup(rules.StepCode(op.Step)); !s.Cancellable() {
 		if s.RecordedMerged() && op.MRIID > 0 {
 			return e.cancelUnmerged(ctx, op, p)
 		}
-		return op, notApplicable("/cancel applies to a change in progress; this one is %s (%s)", op.Status, StepCode(op.Step))
+		return op, notApplicable("/cancel applies to a change in progress; this one is %s (%s)", op.Status, rules.StepCode(op.Step))
 	}
 	if op.MRIID > 0 {
 		mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
@@ -264,7 +231,7 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams)
 			if ferr := e.finishMerged(ctx, op, mr, p.Source); ferr != nil {
 				return op, ferr
 			}
-			return op, notApplicable("%s is already merged; the change can no longer be cancelled", wordsOf(op.Platform).Ref(op.MRIID))
+			return op, notApplicable("%s is already merged; the change can no longer be cancelled", rules.WordsOf(op.Platform).Ref(op.MRIID))
 		case err == nil && mr.State != platform.MRStateClosed:
 			if _, err := e.gl.CloseMergeRequest(ctx, op.ProjectID, op.MRIID); err != nil {
 				return op, err
@@ -272,7 +239,7 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams)
 		}
 	}
 	o := actionOpts(p)
-	if op.MRIID == 0 && MustStep(StepCode(op.Step)).Phase == PhaseCreate {
+	if op.MRIID == 0 && rules.MustStep(rules.StepCode(op.Step)).Phase == rules.PhaseCreate {
 		// The create job may have opened a branch and a merge request it
 		// has not recorded yet (it failed, or was interrupted): close them
 		// too (issue 9 defect 6). A job still running finds the change
@@ -288,13 +255,13 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p ActionParams)
 		o.Jobs = append(o.Jobs, e.cancelCleanupJob(op))
 	}
 	o.Update = func(x *store.Operation) { x.Detail = "cancelled by " + p.Actor }
-	return e.Transition(ctx, op, Closed, o)
+	return e.Transition(ctx, op, rules.Closed, o)
 }
 
 // cancelUnmerged is Cancel of a change recorded merged (Step.RecordedMerged):
 // allowed only when GitLab, read now, says its merge request is not merged.
-func (e *Engine) cancelUnmerged(ctx context.Context, op store.Operation, p ActionParams) (store.Operation, error) {
-	w := wordsOf(op.Platform)
+func (e *Engine) cancelUnmerged(ctx context.Context, op store.Operation, p rules.ActionParams) (store.Operation, error) {
+	w := rules.WordsOf(op.Platform)
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err != nil {
 		return op, fmt.Errorf("reading %s to cancel a change recorded merged: %w", w.MRRef(op.MRIID), err)
@@ -314,12 +281,12 @@ func (e *Engine) cancelUnmerged(ctx context.Context, op store.Operation, p Actio
 		x.Detail = fmt.Sprintf("cancelled by %s: %s says %s was never merged (%s), though the change was recorded merged",
 			p.Actor, w.Platform, w.MRRef(op.MRIID), state)
 	}
-	return e.Transition(ctx, op, Closed, o)
+	return e.Transition(ctx, op, rules.Closed, o)
 }
 
 // Refuse records a refused command in the change's history (actor,
 // command, reason) and changes nothing else.
-func (e *Engine) Refuse(ctx context.Context, op store.Operation, p ActionParams, reason string) error {
+func (e *Engine) Refuse(ctx context.Context, op store.Operation, p rules.ActionParams, reason string) error {
 	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventRefused, Actor: p.Actor, Source: p.Source,
 		Payload: map[string]any{"command": p.Command, "reason": reason}})
 	return err

@@ -6,37 +6,18 @@ import (
 	"fmt"
 	"strconv"
 
+	"changebot/flows/rules"
 	"changebot/store"
-)
-
-// Approval decisions of the callback contract.
-const (
-	DecisionApproved  = "approved"
-	DecisionRejected  = "rejected"
-	DecisionWithdrawn = "withdrawn"
-)
-
-// Callback results (the body of the 200 answer).
-const (
-	ResultAccepted       = "ACCEPTED"
-	ResultDuplicate      = "DUPLICATE"
-	ResultIgnoredStale   = "IGNORED_STALE"
-	ResultIgnoredUnknown = "IGNORED_UNKNOWN"
-	// ResultFailedRecorded answers a deploy callback with status "failed"
-	// for a MERGED change: the failure is written on the change (its detail
-	// and an event, shown by the status comment and the change's page) and
-	// moves nothing; the change stays MERGED until a deploy succeeds.
-	ResultFailedRecorded = "FAILED_RECORDED"
 )
 
 // requestApproval runs at APPROVAL_SENDING (or at CREATE_SUCCEEDED in the
 // MR-first order, where it first moves to APPROVAL_SENDING).
 func (e *Engine) requestApproval(ctx context.Context, op store.Operation) error {
-	if StepCode(op.Step) == CreateSucceeded {
-		_, err := e.Transition(ctx, op, ApprovalSending, TransitionOpts{Source: "job:" + KindRequestApproval})
+	if rules.StepCode(op.Step) == rules.CreateSucceeded {
+		_, err := e.Transition(ctx, op, rules.ApprovalSending, TransitionOpts{Source: "job:" + rules.KindRequestApproval})
 		return err
 	}
-	if e.policy(op.Project).Provider == ProviderGitLab && op.MRIID > 0 {
+	if e.policy(op.Project).Provider == rules.ProviderGitLab && op.MRIID > 0 {
 		return e.requestGitLabApproval(ctx, op)
 	}
 	ext := map[string]any{}
@@ -69,7 +50,7 @@ func (e *Engine) requestApproval(ctx context.Context, op store.Operation) error 
 	if ticket.URL != "" {
 		payload["ticket_url"] = ticket.URL // the status comment links it
 	}
-	_, err = e.Transition(ctx, op, ApprovalSent, TransitionOpts{Source: "job:" + KindRequestApproval,
+	_, err = e.Transition(ctx, op, rules.ApprovalSent, TransitionOpts{Source: "job:" + rules.KindRequestApproval,
 		Payload: payload,
 		Update:  func(o *store.Operation) { o.TicketID = ticket.ID }})
 	if isConflict(err) {
@@ -80,16 +61,6 @@ func (e *Engine) requestApproval(ctx context.Context, op store.Operation) error 
 	return err
 }
 
-// ApprovalCallback is one decision from the approval system.
-type ApprovalCallback struct {
-	RequestID   string
-	OperationID string
-	TicketID    string
-	Decision    string
-	Approver    string
-	Ext         map[string]any
-}
-
 // AcceptApproval applies an approval decision (DESIGN §3 step 3). It is
 // deduplicated on RequestID and accepted only while the operation owns its
 // binding and awaits a decision; otherwise it answers IGNORED_STALE (or
@@ -97,23 +68,23 @@ type ApprovalCallback struct {
 // request record. Approved continues with the MR (approval-first) or with
 // handling it (MR-first, recognised by an MR iid in Ext or on the operation);
 // rejected or withdrawn end the change as REJECTED.
-func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (string, error) {
+func (e *Engine) AcceptApproval(ctx context.Context, cb rules.ApprovalCallback) (string, error) {
 	switch _, err := e.st.CallbackResult(ctx, e.st.DB(), callbackKindApproval, cb.RequestID); {
 	case err == nil:
-		return ResultDuplicate, nil
+		return rules.ResultDuplicate, nil
 	case !errors.Is(err, store.ErrNotFound):
 		return "", err
 	}
 	for range 3 {
 		op, err := e.st.GetOperation(ctx, e.st.DB(), cb.OperationID)
 		if errors.Is(err, store.ErrNotFound) {
-			return e.recordCallback(ctx, cb, ResultIgnoredUnknown)
+			return e.recordCallback(ctx, cb, rules.ResultIgnoredUnknown)
 		}
 		if err != nil {
 			return "", err
 		}
-		if !awaitingApproval(StepCode(op.Step)) || !callbackMatches(op, cb) {
-			return e.recordCallback(ctx, cb, ResultIgnoredStale)
+		if !rules.AwaitingApproval(rules.StepCode(op.Step)) || !callbackMatches(op, cb) {
+			return e.recordCallback(ctx, cb, rules.ResultIgnoredStale)
 		}
 		to := approvalTarget(op, cb)
 		_, err = e.Transition(ctx, op, to, TransitionOpts{
@@ -123,21 +94,21 @@ func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (strin
 				if o.TicketID == "" || supersedes(*o) {
 					o.TicketID = cb.TicketID // the decision came before APPROVAL_SENT was recorded
 				}
-				if to == ApprovalRejected || to == ApprovalWithdrawn {
+				if to == rules.ApprovalRejected || to == rules.ApprovalWithdrawn {
 					o.Detail = fmt.Sprintf("%s by %s", cb.Decision, cb.Approver)
 				}
 			},
 			Guard: func(ctx context.Context, tx store.Tx, _ store.Operation, _ store.Binding) error {
-				return e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, callbackKindApproval, cb.OperationID, ResultAccepted)
+				return e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, callbackKindApproval, cb.OperationID, rules.ResultAccepted)
 			},
 		})
 		switch {
 		case err == nil:
-			return ResultAccepted, nil
+			return rules.ResultAccepted, nil
 		case errors.Is(err, store.ErrDuplicate):
-			return ResultDuplicate, nil
+			return rules.ResultDuplicate, nil
 		case errors.Is(err, store.ErrBindingNotOwned):
-			return e.recordCallback(ctx, cb, ResultIgnoredStale)
+			return e.recordCallback(ctx, cb, rules.ResultIgnoredStale)
 		case errors.Is(err, store.ErrStepMismatch):
 			continue // SENDING -> SENT raced us: read again and decide again
 		default:
@@ -148,17 +119,17 @@ func (e *Engine) AcceptApproval(ctx context.Context, cb ApprovalCallback) (strin
 }
 
 // approvalTarget is where a decision moves the operation.
-func approvalTarget(op store.Operation, cb ApprovalCallback) StepCode {
+func approvalTarget(op store.Operation, cb rules.ApprovalCallback) rules.StepCode {
 	switch cb.Decision {
-	case DecisionRejected:
-		return ApprovalRejected
-	case DecisionWithdrawn:
-		return ApprovalWithdrawn
+	case rules.DecisionRejected:
+		return rules.ApprovalRejected
+	case rules.DecisionWithdrawn:
+		return rules.ApprovalWithdrawn
 	}
 	if op.MRIID > 0 {
-		return HandleStarted // MR-first: the MR exists and passed its pipeline
+		return rules.HandleStarted // MR-first: the MR exists and passed its pipeline
 	}
-	return CreateStarted
+	return rules.CreateStarted
 }
 
 // callbackMatches reports whether a decision belongs to op as the bot knows
@@ -166,8 +137,8 @@ func approvalTarget(op store.Operation, cb ApprovalCallback) StepCode {
 // A ticket id other than the one recorded (or none, once one is recorded), an MR iid in ext other than the
 // operation's (or on an operation without an MR), or a decision for a change
 // approved in GitLab is stale.
-func callbackMatches(op store.Operation, cb ApprovalCallback) bool {
-	if op.TicketID == GitLabTicket {
+func callbackMatches(op store.Operation, cb rules.ApprovalCallback) bool {
+	if op.TicketID == rules.GitLabTicket {
 		return false
 	}
 	switch {
@@ -195,7 +166,7 @@ func callbackMatches(op store.Operation, cb ApprovalCallback) bool {
 // operator's /resume after a person closed its MR (Engine.resumeClosed),
 // so that ticket is superseded by the request now being made.
 func supersedes(op store.Operation) bool {
-	return op.MRIID > 0 && op.Status == store.StatusApprovalSending && op.TicketID != "" && op.TicketID != GitLabTicket
+	return op.MRIID > 0 && op.Status == store.StatusApprovalSending && op.TicketID != "" && op.TicketID != rules.GitLabTicket
 }
 
 func extMRIID(ext map[string]any) int64 {
@@ -213,10 +184,10 @@ func extMRIID(ext map[string]any) int64 {
 	return 0
 }
 
-func (e *Engine) recordCallback(ctx context.Context, cb ApprovalCallback, result string) (string, error) {
+func (e *Engine) recordCallback(ctx context.Context, cb rules.ApprovalCallback, result string) (string, error) {
 	err := e.st.InsertCallbackRequest(ctx, e.st.DB(), cb.RequestID, callbackKindApproval, cb.OperationID, result)
 	if errors.Is(err, store.ErrDuplicate) {
-		return ResultDuplicate, nil
+		return rules.ResultDuplicate, nil
 	}
 	if err != nil {
 		return "", err

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -25,7 +25,7 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 		faults []gitlabfake.Fault
 		// unreadableFor is how long the approvals stay unreadable.
 		unreadableFor time.Duration
-		want          flows.StepCode
+		want          rules.StepCode
 		// reviewer1Approvals, when set, is how many approve calls
 		// reviewer1 may make: none after the one that took effect.
 		reviewer1Approvals int
@@ -39,7 +39,7 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 				{Method: "GET", PathPattern: approvals, Status: 503},
 			},
 			unreadableFor: time.Minute,
-			want:          flows.HandleMerged,
+			want:          rules.HandleMerged,
 		},
 		{
 			// A rate-limited read is GitLab's "later", not a failure: it
@@ -51,7 +51,7 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 					Body: `{"message":{"error":"This endpoint has been requested too many times. Try again later."}}`},
 			},
 			unreadableFor:      30 * time.Minute,
-			want:               flows.HandleMerged,
+			want:               rules.HandleMerged,
 			reviewer1Approvals: 1,
 		},
 		{
@@ -59,7 +59,7 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 			faults: []gitlabfake.Fault{
 				{Method: "POST", PathPattern: approve, Status: 401, Body: `{"message":"401 Unauthorized"}`, User: "reviewer1"},
 			},
-			want: flows.HandleReviewerDenied,
+			want: rules.HandleReviewerDenied,
 		},
 		{
 			name: "401 and the list unreadable for the whole budget",
@@ -68,7 +68,7 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 				{Method: "GET", PathPattern: approvals, Status: 503},
 			},
 			unreadableFor: 3 * time.Hour,
-			want:          flows.HandleFailed,
+			want:          rules.HandleFailed,
 		},
 	}
 	for _, tt := range tests {
@@ -77,9 +77,9 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 			h := flowtest.New(t, nil)
 			op := h.Submit(t, flowtest.Change("payments-api"))
 			h.WorkUntilIdle(t)
-			h.Decide(t, op.ID, flows.DecisionApproved)
+			h.Decide(t, op.ID, rules.DecisionApproved)
 			h.WorkUntilIdle(t)
-			h.RequireStep(t, op.ID, flows.CreateMROpened)
+			h.RequireStep(t, op.ID, rules.CreateMROpened)
 			for _, f := range tt.faults {
 				h.GitLab.InjectFault(f)
 			}
@@ -87,7 +87,7 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 			h.WorkUntilIdle(t)
 			if tt.unreadableFor > 0 {
 				h.RunFor(t, tt.unreadableFor)
-				if tt.want != flows.HandleFailed && slices.Contains(h.Steps(t, op.ID), flows.HandleReviewerDenied) {
+				if tt.want != rules.HandleFailed && slices.Contains(h.Steps(t, op.ID), rules.HandleReviewerDenied) {
 					t.Fatalf("the change went to HANDLE_REVIEWER_DENIED while the approvals could not be read (steps %v)", h.Steps(t, op.ID))
 				}
 				h.GitLab.ClearFaults()
@@ -99,7 +99,7 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 			if !slices.Contains(got, tt.want) {
 				t.Fatalf("steps %v; want %s", got, tt.want)
 			}
-			if tt.want != flows.HandleReviewerDenied && slices.Contains(got, flows.HandleReviewerDenied) {
+			if tt.want != rules.HandleReviewerDenied && slices.Contains(got, rules.HandleReviewerDenied) {
 				t.Fatalf("steps %v went through HANDLE_REVIEWER_DENIED", got)
 			}
 			if tt.reviewer1Approvals > 0 {
@@ -113,7 +113,7 @@ func TestApprove401ReadsTheApprovalsWithinTheBudget(t *testing.T) {
 					t.Fatalf("reviewer1 made %d approve calls, want %d (none after its approval took effect)", n, tt.reviewer1Approvals)
 				}
 			}
-			if tt.want == flows.HandleFailed {
+			if tt.want == rules.HandleFailed {
 				if d := h.Op(t, op.ID).Detail; !strings.Contains(d, "approvals could not be read") {
 					t.Fatalf("detail %q; want it to say the approvals could not be read", d)
 				}

@@ -7,6 +7,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
@@ -37,7 +38,7 @@ func TestApproveAfterRateLimitDoesNotApproveTwice(t *testing.T) {
 			p.ApprovalFirst = true
 			op := h.ToMROpened(t, p)
 			h.DeliverWebhooks(t)
-			h.RunUntil(t, op.ID, flows.HandleMerged, 10*time.Minute)
+			h.RunUntil(t, op.ID, rules.HandleMerged, 10*time.Minute)
 			approves := 0
 			for _, c := range h.GitLab.Calls() {
 				if c.Method == http.MethodPost && c.User == "reviewer1" && matches("/api/v4/projects/*/merge_requests/*/approve", c.Path) {

@@ -7,6 +7,7 @@ import (
 	"changebot/budget"
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -39,19 +40,19 @@ func TestBudgetPriority(t *testing.T) {
 			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed", "running", "success"}})
 			a := h.Submit(t, flowtest.Change("payments-api"))
 			h.WorkUntilIdle(t)
-			h.Decide(t, a.ID, flows.DecisionApproved)
+			h.Decide(t, a.ID, rules.DecisionApproved)
 			h.WorkUntilIdle(t)
 			h.DeliverWebhooks(t)
 			h.WorkUntilIdle(t)
-			a = h.RequireStep(t, a.ID, flows.CreatePipelineFailed)
+			a = h.RequireStep(t, a.ID, rules.CreatePipelineFailed)
 
 			b := h.Submit(t, flowtest.Change("orders-api"))
 			h.WorkUntilIdle(t)
-			h.Decide(t, b.ID, flows.DecisionApproved)
+			h.Decide(t, b.ID, rules.DecisionApproved)
 			h.WorkUntilIdle(t)
 			h.DeliverWebhooks(t)
 			h.WorkUntilIdle(t)
-			b = h.RequireStep(t, b.ID, flows.CreateMROpened)
+			b = h.RequireStep(t, b.ID, rules.CreateMROpened)
 
 			// 1 call a minute flows back: nothing refills during the test.
 			h.SetBudget(budget.Limits{PerMinute: 1, Burst: 250, Reserve: 30})
@@ -66,21 +67,21 @@ func TestBudgetPriority(t *testing.T) {
 			if got := len(h.Events(t, b.ID)); got != events {
 				t.Fatalf("the poll wrote %d events, want none", got-events)
 			}
-			h.RequireStep(t, b.ID, flows.CreateMROpened)
-			if jobs := h.Jobs(t, flows.KindAwaitPipeline); len(jobs) != 1 {
+			h.RequireStep(t, b.ID, rules.CreateMROpened)
+			if jobs := h.Jobs(t, rules.KindAwaitPipeline); len(jobs) != 1 {
 				t.Fatalf("the waiting change has %d poll jobs, want 1", len(jobs))
 			}
 
 			pipelines := h.GitLab.CallCount("POST", "/api/v4/projects/*/merge_requests/*/pipelines")
-			if _, err := h.Engine.Retry(t.Context(), a, flows.ActionParams{Actor: "alice", Source: "test", Command: "retry"}); err != nil {
+			if _, err := h.Engine.Retry(t.Context(), a, rules.ActionParams{Actor: "alice", Source: "test", Command: "retry"}); err != nil {
 				t.Fatalf("/retry: %v", err)
 			}
 			h.WorkUntilIdle(t) // no time passes: the budget does not refill
 			if got := h.GitLab.CallCount("POST", "/api/v4/projects/*/merge_requests/*/pipelines") - pipelines; got != 1 {
 				t.Fatalf("/retry started %d new pipelines, want 1 (its calls may use the reserve)", got)
 			}
-			if got := h.Op(t, a.ID); flows.StepCode(got.Step) != flows.CreateMROpened {
-				t.Fatalf("after /retry change A is at %s, want %s", flows.StepCode(got.Step), flows.CreateMROpened)
+			if got := h.Op(t, a.ID); rules.StepCode(got.Step) != rules.CreateMROpened {
+				t.Fatalf("after /retry change A is at %s, want %s", rules.StepCode(got.Step), rules.CreateMROpened)
 			}
 		})
 	}
@@ -97,11 +98,11 @@ func TestOnePollPerInterval(t *testing.T) {
 	h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
 	op := h.Submit(t, flowtest.Change("payments-api"))
 	h.WorkUntilIdle(t)
-	h.Decide(t, op.ID, flows.DecisionApproved)
+	h.Decide(t, op.ID, rules.DecisionApproved)
 	h.WorkUntilIdle(t)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.CreateMROpened)
+	h.RequireStep(t, op.ID, rules.CreateMROpened)
 	p := flowtest.Poll
 	// Past the short polls: from here on one poll per long interval.
 	h.RunFor(t, time.Duration(p.ShortCount+1)*p.ShortInterval)
@@ -121,7 +122,7 @@ func TestOnePollPerInterval(t *testing.T) {
 	if got := mrGets(h) - before; got < rounds-1 || got > rounds {
 		t.Fatalf("%d merge request reads in %d poll intervals, want one per interval (%d or %d)", got, rounds, rounds-1, rounds)
 	}
-	h.RequireStep(t, op.ID, flows.CreateMROpened)
+	h.RequireStep(t, op.ID, rules.CreateMROpened)
 }
 
 // TestWebhookPostponesPoll (issue 12 point 4): while pipeline webhooks for
@@ -134,12 +135,12 @@ func TestWebhookPostponesPoll(t *testing.T) {
 	h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
 	op := h.Submit(t, flowtest.Change("payments-api"))
 	h.WorkUntilIdle(t)
-	h.Decide(t, op.ID, flows.DecisionApproved)
+	h.Decide(t, op.ID, rules.DecisionApproved)
 	h.WorkUntilIdle(t)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	op = h.RequireStep(t, op.ID, flows.CreateMROpened)
-	polls := h.Jobs(t, flows.KindAwaitPipeline)
+	op = h.RequireStep(t, op.ID, rules.CreateMROpened)
+	polls := h.Jobs(t, rules.KindAwaitPipeline)
 	if len(polls) != 1 {
 		t.Fatalf("the waiting change has %d poll jobs, want 1", len(polls))
 	}
@@ -166,5 +167,5 @@ func TestWebhookPostponesPoll(t *testing.T) {
 	if got := mrGets(h) - before; got != 1 {
 		t.Fatalf("one interval after the webhook the poll read the merge request %d times, want 1", got)
 	}
-	h.RequireStep(t, op.ID, flows.CreateMROpened)
+	h.RequireStep(t, op.ID, rules.CreateMROpened)
 }

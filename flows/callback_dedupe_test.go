@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -19,24 +19,24 @@ func TestCallbackDedupePerKind(t *testing.T) {
 	waiting := submit(t, s.setup, "approve-me")
 	merged := s.merged(t, "deploy-me", 7, s.push(t))
 	s.idle(t)
-	if res, err := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "42", OperationID: waiting.ID,
-		Decision: flows.DecisionApproved, Approver: "carol"}); err != nil || res != flows.ResultAccepted {
+	if res, err := s.engine.AcceptApproval(ctx, rules.ApprovalCallback{RequestID: "42", OperationID: waiting.ID,
+		Decision: rules.DecisionApproved, Approver: "carol"}); err != nil || res != rules.ResultAccepted {
 		t.Fatalf("approval callback 42: %s %v, want ACCEPTED", res, err)
 	}
-	res, err := s.engine.AcceptDeploy(ctx, flows.DeployCallback{RequestID: "42", ProjectID: s.project.ID, MRIID: 7, Status: "success"})
-	if err != nil || res != flows.ResultAccepted {
+	res, err := s.engine.AcceptDeploy(ctx, rules.DeployCallback{RequestID: "42", ProjectID: s.project.ID, MRIID: 7, Status: "success"})
+	if err != nil || res != rules.ResultAccepted {
 		t.Fatalf("deploy callback 42 after approval callback 42: %s %v, want ACCEPTED", res, err)
 	}
-	if st := s.step(t, merged); st != flows.CalledBack {
+	if st := s.step(t, merged); st != rules.CalledBack {
 		t.Fatalf("merged change at %s, want CALLED_BACK", st)
 	}
 	// Within one kind the id still deduplicates.
-	res, err = s.engine.AcceptDeploy(ctx, flows.DeployCallback{RequestID: "42", ProjectID: s.project.ID, MRIID: 7, Status: "success"})
-	if err != nil || res != flows.ResultDuplicate {
+	res, err = s.engine.AcceptDeploy(ctx, rules.DeployCallback{RequestID: "42", ProjectID: s.project.ID, MRIID: 7, Status: "success"})
+	if err != nil || res != rules.ResultDuplicate {
 		t.Fatalf("deploy callback 42 again: %s %v, want DUPLICATE", res, err)
 	}
-	res, err = s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "42", OperationID: waiting.ID, Decision: flows.DecisionApproved})
-	if err != nil || res != flows.ResultDuplicate {
+	res, err = s.engine.AcceptApproval(ctx, rules.ApprovalCallback{RequestID: "42", OperationID: waiting.ID, Decision: rules.DecisionApproved})
+	if err != nil || res != rules.ResultDuplicate {
 		t.Fatalf("approval callback 42 again: %s %v, want DUPLICATE", res, err)
 	}
 }

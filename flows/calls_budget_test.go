@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -71,12 +71,12 @@ func runHappyChange(t *testing.T, h *flowtest.Harness, subject string) (string, 
 	const phase = 5 * time.Second
 	op := h.Submit(t, flowtest.Change(subject))
 	h.RunFor(t, phase) // approval request
-	h.Decide(t, op.ID, flows.DecisionApproved)
+	h.Decide(t, op.ID, rules.DecisionApproved)
 	h.RunFor(t, phase) // branch, commit, MR, the note
 	deploy, rest := deployHooks(t, h.TakeWebhooks(t))
 	h.Deliver(t, rest...) // the MR pipeline
 	h.RunFor(t, phase)    // approve, merge
-	h.RequireStep(t, op.ID, flows.HandleMerged)
+	h.RequireStep(t, op.ID, rules.HandleMerged)
 	more, rest := deployHooks(t, h.TakeWebhooks(t))
 	h.Deliver(t, rest...)
 	h.RunFor(t, phase)
@@ -122,7 +122,7 @@ func TestGitLabCallsPerHappyPathChange(t *testing.T) {
 				}
 				h.Deliver(t, deploy...)
 				h.RunFor(t, 5*time.Second)
-				h.RequireStep(t, id, flows.CalledBack)
+				h.RequireStep(t, id, rules.CalledBack)
 			}
 			slices.Reverse(held) // newest first
 			for _, w := range held {
@@ -135,7 +135,7 @@ func TestGitLabCallsPerHappyPathChange(t *testing.T) {
 			}
 			h.RunFor(t, time.Minute) // the last note refreshes, the deploy polls
 			for _, id := range ids {
-				h.RequireStep(t, id, flows.CalledBack)
+				h.RequireStep(t, id, rules.CalledBack)
 			}
 			perChange := map[string]float64{}
 			for ep, n := range diffCalls(before, h.GitLab.CallsByEndpoint()) {

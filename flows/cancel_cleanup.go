@@ -8,6 +8,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -27,7 +28,7 @@ func (e *Engine) cleanUpIfCancelled(ctx context.Context, id string, projectID in
 	if err != nil {
 		return fmt.Errorf("reading the change after a lost move: %w", err)
 	}
-	if StepCode(cur.Step) != Closed {
+	if rules.StepCode(cur.Step) != rules.Closed {
 		return nil
 	}
 	done := map[string]any{"source_branch": source}
@@ -44,7 +45,7 @@ func (e *Engine) cleanUpIfCancelled(ctx context.Context, id string, projectID in
 		return fmt.Errorf("deleting branch %s of cancelled change %s: %w", source, id, err)
 	}
 	if _, err := e.st.AppendEvent(ctx, id, store.EventParams{Type: store.EventCleanup, Actor: ActorBot,
-		Source: "job:" + KindCreateMR, Payload: done}); err != nil {
+		Source: "job:" + rules.KindCreateMR, Payload: done}); err != nil {
 		return fmt.Errorf("recording the cleanup of cancelled change %s: %w", id, err)
 	}
 	e.opLog(cur).Info("cancelled during create: closed what the create job opened", "closed_mr_iid", mr.IID, "source_branch", source)
@@ -94,7 +95,7 @@ const cancelCleanupDelay = 2 * time.Minute
 // cancelCleanupJob is the job that closes, after cancelCleanupDelay, what
 // the create job of op (being cancelled now) opened unrecorded.
 func (e *Engine) cancelCleanupJob(op store.Operation) river.InsertManyParams {
-	return river.InsertManyParams{Args: CloseMRArgs{OperationID: op.ID, Step: int(Closed), Version: op.Version + 1},
+	return river.InsertManyParams{Args: CloseMRArgs{OperationID: op.ID, Step: int(rules.Closed), Version: op.Version + 1},
 		InsertOpts: &river.InsertOpts{ScheduledAt: e.now().Add(cancelCleanupDelay), UniqueOpts: *uniqueActive, MaxAttempts: MaxAttempts}}
 }
 
@@ -116,7 +117,7 @@ func (w *cancelCleanupWorker) Work(ctx context.Context, job *river.Job[CloseMRAr
 	if err != nil {
 		return fmt.Errorf("reading cancelled change %s: %w", job.Args.OperationID, err)
 	}
-	if StepCode(op.Step) != Closed || op.MRIID > 0 {
+	if rules.StepCode(op.Step) != rules.Closed || op.MRIID > 0 {
 		return nil
 	}
 	done, err := e.closeUnrecorded(ctx, op)
@@ -127,7 +128,7 @@ func (w *cancelCleanupWorker) Work(ctx context.Context, job *river.Job[CloseMRAr
 		return nil
 	}
 	if _, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventCleanup, Actor: ActorBot,
-		Source: "job:" + KindCloseMR, Payload: done}); err != nil {
+		Source: "job:" + rules.KindCloseMR, Payload: done}); err != nil {
 		return fmt.Errorf("recording the cleanup of cancelled change %s: %w", op.ID, err)
 	}
 	e.opLog(op).Info("closed what a cancelled change's create job opened", "cleanup", fmt.Sprint(done))

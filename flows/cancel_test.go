@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 )
@@ -43,7 +43,7 @@ func TestCancelDuringCreateClosesWhatItOpened(t *testing.T) {
 					return
 				}
 				once.Do(func() {
-					_, err := h.Engine.Act(context.Background(), op.ID, flows.ActionCancel, flows.ActionParams{Actor: "olivia", Source: "api"})
+					_, err := h.Engine.Act(context.Background(), op.ID, rules.ActionCancel, rules.ActionParams{Actor: "olivia", Source: "api"})
 					if err != nil {
 						t.Errorf("cancel during the create job: %v", err)
 					}
@@ -52,7 +52,7 @@ func TestCancelDuringCreateClosesWhatItOpened(t *testing.T) {
 			h.WorkUntilIdle(t)
 			h.GitLab.SetBeforeCall(nil)
 
-			h.RequireStep(t, op.ID, flows.Closed)
+			h.RequireStep(t, op.ID, rules.Closed)
 			if mr, ok := h.GitLab.MergeRequest(h.Project.ID, 1); ok && mr.State != "closed" {
 				t.Errorf("the cancelled change's merge request !1 is %s, want closed", mr.State)
 			}
@@ -76,16 +76,16 @@ func TestCancelAfterCreateFailedDeletesItsBranch(t *testing.T) {
 	h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: "/api/v4/projects/*/merge_requests", Status: 403})
 	h.WorkUntilIdle(t)
 	h.GitLab.ClearFaults()
-	h.RequireStep(t, op.ID, flows.CreateFailed)
+	h.RequireStep(t, op.ID, rules.CreateFailed)
 	branch := "changebot/" + op.ID
 	if !h.GitLab.HasBranch(h.Project.ID, branch) {
 		t.Fatalf("the create job left no branch %s to clean up", branch)
 	}
-	if _, err := h.Engine.Act(context.Background(), op.ID, flows.ActionCancel, flows.ActionParams{Actor: "olivia", Source: "api"}); err != nil {
+	if _, err := h.Engine.Act(context.Background(), op.ID, rules.ActionCancel, rules.ActionParams{Actor: "olivia", Source: "api"}); err != nil {
 		t.Fatal(err)
 	}
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.Closed)
+	h.RequireStep(t, op.ID, rules.Closed)
 	if h.GitLab.HasBranch(h.Project.ID, branch) {
 		t.Errorf("the cancelled change's branch %s is still there", branch)
 	}
@@ -121,12 +121,12 @@ func TestCancelCleanupAfterARace(t *testing.T) {
 			})
 		}
 	})
-	if _, err := h.Engine.Act(context.Background(), op.ID, flows.ActionCancel, flows.ActionParams{Actor: "olivia", Source: "api"}); err != nil {
+	if _, err := h.Engine.Act(context.Background(), op.ID, rules.ActionCancel, rules.ActionParams{Actor: "olivia", Source: "api"}); err != nil {
 		t.Fatal(err)
 	}
 	h.GitLab.SetBeforeCall(nil)
 	h.RunFor(t, 10*time.Minute)
-	h.RequireStep(t, op.ID, flows.Closed)
+	h.RequireStep(t, op.ID, rules.Closed)
 	mr, ok := h.GitLab.MergeRequest(h.Project.ID, 1)
 	if !ok {
 		t.Fatal("the racing merge request !1 does not exist: the test did not reproduce the race")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 	"changebot/templates"
@@ -36,7 +37,7 @@ func (e *Engine) mrDescription(op store.Operation) string {
 func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	proj, err := e.project(ctx, op.Project)
 	if err != nil {
-		return notFoundIs(err, wordsOf(op.Platform), CreateFailed, "project %q not found or not visible to the robot", op.Project)
+		return notFoundIs(err, rules.WordsOf(op.Platform), rules.CreateFailed, "project %q not found or not visible to the robot", op.Project)
 	}
 	target := op.TargetBranch
 	if target == "" {
@@ -55,7 +56,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		branch, err = e.gl.Branch(ctx, proj.ID, source)
 	}
 	if err != nil {
-		return notFoundIs(err, wordsOf(op.Platform), CreateFailed, "target branch %q not found", target)
+		return notFoundIs(err, rules.WordsOf(op.Platform), rules.CreateFailed, "target branch %q not found", target)
 	}
 	head := branch.CommitSHA
 	committed := false
@@ -66,7 +67,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		// defect 4). The branch is then left as it is.
 		commits, err := e.gl.BranchCommits(ctx, proj.ID, target, source)
 		if err != nil {
-			return notFoundIs(err, wordsOf(op.Platform), CreateFailed, "target branch %q not found", target)
+			return notFoundIs(err, rules.WordsOf(op.Platform), rules.CreateFailed, "target branch %q not found", target)
 		}
 		committed = slices.ContainsFunc(commits, func(c platform.Commit) bool { return strings.Contains(c.Message, commitMarker(op)) })
 	}
@@ -78,7 +79,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 		c, err := e.gl.CreateCommit(ctx, proj.ID, platform.CommitParams{Branch: source, Message: commitMessage(op), Actions: actions})
 		if err != nil {
 			if platform.IsRefused(err) {
-				return failTo(CreateFailed, "committing the files: %s", failureDetail(wordsOf(op.Platform), err))
+				return failTo(rules.CreateFailed, "committing the files: %s", failureDetail(rules.WordsOf(op.Platform), err))
 			}
 			return err
 		}
@@ -103,7 +104,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	}
 	if err != nil {
 		if platform.IsRefused(err) {
-			return failTo(CreateFailed, "opening the %s: %s", wordsOf(op.Platform).MR, failureDetail(wordsOf(op.Platform), err))
+			return failTo(rules.CreateFailed, "opening the %s: %s", rules.WordsOf(op.Platform).MR, failureDetail(rules.WordsOf(op.Platform), err))
 		}
 		return err
 	}
@@ -117,7 +118,7 @@ func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
 	if mr.SHA != "" {
 		head = mr.SHA
 	}
-	_, err = e.Transition(ctx, op, CreateMROpened, TransitionOpts{Source: "job:" + KindCreateMR,
+	_, err = e.Transition(ctx, op, rules.CreateMROpened, TransitionOpts{Source: "job:" + rules.KindCreateMR,
 		Payload: map[string]any{"mr_iid": mr.IID, "head_sha": head, "project_id": proj.ID},
 		Update: func(o *store.Operation) {
 			o.ProjectID, o.TargetBranch, o.SourceBranch = proj.ID, target, source
@@ -203,7 +204,7 @@ func commonDir(paths []string) string {
 // notFoundIs maps platform.ErrNotFound (and every other refusal, told in
 // w's words) to a recognised failure; transient errors pass through for a
 // retry.
-func notFoundIs(err error, w words, step StepCode, format string, args ...any) error {
+func notFoundIs(err error, w rules.Words, step rules.StepCode, format string, args ...any) error {
 	if errors.Is(err, platform.ErrNotFound) {
 		return failTo(step, format, args...)
 	}

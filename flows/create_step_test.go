@@ -8,6 +8,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
@@ -30,9 +31,9 @@ func TestCreateDecidesFileActionsFromOneTreeListing(t *testing.T) {
 	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{Files: existing}})
 	op := h.Submit(t, p)
 	h.WorkUntilIdle(t)
-	h.Decide(t, op.ID, flows.DecisionApproved)
+	h.Decide(t, op.ID, rules.DecisionApproved)
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.CreateMROpened) // the fake refuses "create" on an existing file
+	h.RequireStep(t, op.ID, rules.CreateMROpened) // the fake refuses "create" on an existing file
 	if n := h.GitLab.CallCount("GET", "/api/v4/projects/*/repository/files/*/raw"); n != 0 {
 		t.Errorf("%d raw-file reads; want none", n)
 	}
@@ -52,11 +53,11 @@ func TestTimedOutJobWritesItsDeclaredState(t *testing.T) {
 	tests := []struct {
 		name string
 		kind string
-		at   flows.StepCode
-		want flows.StepCode
+		at   rules.StepCode
+		want rules.StepCode
 	}{
-		{name: "create", kind: flows.KindCreateMR, at: flows.CreateStarted, want: flows.CreateFailed},
-		{name: "pipeline wait", kind: flows.KindAwaitPipeline, at: flows.CreateMROpened, want: flows.CreatePipelinePending},
+		{name: "create", kind: rules.KindCreateMR, at: rules.CreateStarted, want: rules.CreateFailed},
+		{name: "pipeline wait", kind: rules.KindAwaitPipeline, at: rules.CreateMROpened, want: rules.CreatePipelinePending},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,8 +65,8 @@ func TestTimedOutJobWritesItsDeclaredState(t *testing.T) {
 			h := flowtest.New(t, nil)
 			op := h.Submit(t, flowtest.Change("payments-api"))
 			h.WorkUntilIdle(t)
-			h.Decide(t, op.ID, flows.DecisionApproved)
-			if tt.at == flows.CreateMROpened {
+			h.Decide(t, op.ID, rules.DecisionApproved)
+			if tt.at == rules.CreateMROpened {
 				h.WorkUntilIdle(t)
 				h.TakeWebhooks(t)
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -132,7 +133,7 @@ func (e *Engine) requestOfBranch(ctx context.Context, projectID int64, branch st
 // request and then waits for its pipeline (CREATE_STARTED, before
 // CREATE_MR_OPENED).
 func opensRequest(op store.Operation) bool {
-	return beforePipelineWait(StepCode(op.Step)) && inCreatePhase(StepCode(op.Step))
+	return rules.BeforePipelineWait(rules.StepCode(op.Step)) && rules.InCreatePhase(rules.StepCode(op.Step))
 }
 
 // hookDecides reports whether a pipeline webhook of status would move a
@@ -140,7 +141,7 @@ func opensRequest(op store.Operation) bool {
 // waits for a person. A running pipeline's webhook is not worth waiting for.
 func hookDecides(platformName, status string) bool {
 	pipe := platform.Pipeline{Status: status}
-	return pipe.Finished() || waitsForPerson(wordsOf(platformName), status) != ""
+	return pipe.Finished() || waitsForPerson(rules.WordsOf(platformName), status) != ""
 }
 
 // earlyPipelineHook reports whether a pipeline webhook at sha, of a status
@@ -150,11 +151,11 @@ func hookDecides(platformName, status string) bool {
 // decided before; a new head's is the one the wait will be about). In the
 // create phase any sha: the head is recorded with the merge request.
 func earlyPipelineHook(op store.Operation, sha, status string) bool {
-	step := StepCode(op.Step)
-	if !beforePipelineWait(step) || !hookDecides(op.Platform, status) {
+	step := rules.StepCode(op.Step)
+	if !rules.BeforePipelineWait(step) || !hookDecides(op.Platform, status) {
 		return false
 	}
-	return inCreatePhase(step) || op.HeadSHA == "" || sha != op.HeadSHA
+	return rules.InCreatePhase(step) || op.HeadSHA == "" || sha != op.HeadSHA
 }
 
 func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
@@ -173,11 +174,11 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 		return "", err
 	}
 	pipe := platform.Pipeline{ID: p.ID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, WebURL: p.WebURL, Source: p.Source}
-	waiting := waitsForPerson(wordsOf(op.Platform), pipe.Status)
-	if !waitsForPipeline(StepCode(op.Step)) && EarlyWaitAllowed(ctx) && earlyPipelineHook(op, p.SHA, p.Status) {
+	waiting := waitsForPerson(rules.WordsOf(op.Platform), pipe.Status)
+	if !rules.WaitsForPipeline(rules.StepCode(op.Step)) && EarlyWaitAllowed(ctx) && earlyPipelineHook(op, p.SHA, p.Status) {
 		return "", ErrEarlyHook
 	}
-	if !waitsForPipeline(StepCode(op.Step)) || (!pipe.Finished() && (waiting == "" || op.Detail == waiting)) {
+	if !rules.WaitsForPipeline(rules.StepCode(op.Step)) || (!pipe.Finished() && (waiting == "" || op.Detail == waiting)) {
 		e.postponePoll(ctx, op)
 		return OutcomeNoChange, nil
 	}
@@ -220,7 +221,7 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 		// await_pipeline poll would. Still running: the other checks'
 		// webhooks will come, so the poll waits.
 		pipe = *hp
-		waiting = waitsForPerson(wordsOf(op.Platform), pipe.Status)
+		waiting = waitsForPerson(rules.WordsOf(op.Platform), pipe.Status)
 		if !pipe.Finished() && (waiting == "" || op.Detail == waiting) {
 			e.postponePoll(ctx, op)
 			return OutcomeNoChange, nil
@@ -336,7 +337,7 @@ func (e *Engine) mergeInFlight(ctx context.Context, projectID int64, branch stri
 		return false, fmt.Errorf("listing the changes being merged: %w", err)
 	}
 	return slices.ContainsFunc(ops, func(op store.Operation) bool {
-		return StepCode(op.Step) == HandleApproved && op.Platform == e.platform &&
+		return rules.StepCode(op.Step) == rules.HandleApproved && op.Platform == e.platform &&
 			op.ProjectID == projectID && op.TargetBranch == branch
 	}), nil
 }
@@ -391,11 +392,11 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 // often that job's merge, which the job records itself.
 func (e *Engine) applyStateHook(ctx context.Context, op store.Operation, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
-	step := StepCode(op.Step)
-	if !CanMove(step, HandleMerged) && !CanMove(step, ClosedByPerson) {
+	step := rules.StepCode(op.Step)
+	if !rules.CanMove(step, rules.HandleMerged) && !rules.CanMove(step, rules.ClosedByPerson) {
 		return OutcomeNoChange, nil
 	}
-	if step == HandleApproved && h.Action == "merge" && EarlyWaitAllowed(ctx) {
+	if step == rules.HandleApproved && h.Action == "merge" && EarlyWaitAllowed(ctx) {
 		// The change's own merge job is running: the merge hook is most
 		// likely its merge's, which the job records itself (the change is
 		// then HANDLE_MERGED and the hook a no-op). Apply it again shortly
@@ -405,11 +406,11 @@ func (e *Engine) applyStateHook(ctx context.Context, op store.Operation, ev plat
 	}
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err != nil {
-		return "", fmt.Errorf("reading %s to check a %q webhook: %w", wordsOf(op.Platform).MRRef(op.MRIID), h.Action, err)
+		return "", fmt.Errorf("reading %s to check a %q webhook: %w", rules.WordsOf(op.Platform).MRRef(op.MRIID), h.Action, err)
 	}
 	switch mr.State {
 	case platform.MRStateMerged:
-		if !CanMove(step, HandleMerged) {
+		if !rules.CanMove(step, rules.HandleMerged) {
 			return OutcomeNoChange, nil
 		}
 		if mr.MergedBy.Username == "" && h.Action == "merge" {
@@ -420,7 +421,7 @@ func (e *Engine) applyStateHook(ctx context.Context, op store.Operation, ev plat
 		}
 		return OutcomeApplied, nil
 	case platform.MRStateClosed:
-		if !CanMove(step, ClosedByPerson) {
+		if !rules.CanMove(step, rules.ClosedByPerson) {
 			return OutcomeNoChange, nil
 		}
 		who := mr.ClosedBy.Username
@@ -461,7 +462,7 @@ func stateMaySettle(action, state string) bool {
 // (changes.draft true -> false): a change waiting in HANDLE_DRAFT goes back
 // to merging at once; anywhere else nothing changes (issue 10 point 3).
 func (e *Engine) applyReadyHook(ctx context.Context, op store.Operation, source string) (string, error) {
-	if StepCode(op.Step) != HandleDraft {
+	if rules.StepCode(op.Step) != rules.HandleDraft {
 		return OutcomeNoChange, nil
 	}
 	if err := e.draftReady(ctx, op, source); err != nil {
@@ -479,11 +480,11 @@ func (e *Engine) applyReadyHook(ctx context.Context, op store.Operation, source 
 // point 4: polling stops while webhooks arrive). One statement; a failure
 // is logged (the poll runs on its own schedule).
 func (e *Engine) postponePoll(ctx context.Context, op store.Operation) {
-	if !waitsForPipeline(StepCode(op.Step)) {
+	if !rules.WaitsForPipeline(rules.StepCode(op.Step)) {
 		return
 	}
 	until := e.now().Add(e.pollFor(op).ShortInterval)
-	if _, err := e.st.PostponeStepJobs(ctx, e.st.DB(), op.ID, op.Step, []string{KindAwaitPipeline}, until); err != nil {
+	if _, err := e.st.PostponeStepJobs(ctx, e.st.DB(), op.ID, op.Step, []string{rules.KindAwaitPipeline}, until); err != nil {
 		e.opLog(op).Warn("postponing the poll after a webhook failed", "err", err)
 	}
 }

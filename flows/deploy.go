@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"changebot/flows/commitgate"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -24,7 +25,7 @@ const ActorReconciler = "reconciler"
 
 // validatedStep names the validated flip in the commit gate: the claim
 // (operation id, "CALLED_BACK") is taken in the flip's own transaction.
-var validatedStep = CalledBack.String()
+var validatedStep = rules.CalledBack.String()
 
 // markValidatedAttempts bounds the re-reads when the operation moves between
 // its two MERGED steps (HANDLE_MERGED <-> DEPLOY_PENDING) during a flip.
@@ -53,7 +54,7 @@ func (e *Engine) MarkValidated(ctx context.Context, opID, source, actor string, 
 		if op.Status != store.StatusMerged {
 			return false, nil
 		}
-		_, err = e.Transition(ctx, op, CalledBack, TransitionOpts{Actor: actor, Source: source, Payload: payload,
+		_, err = e.Transition(ctx, op, rules.CalledBack, TransitionOpts{Actor: actor, Source: source, Payload: payload,
 			IgnoreVersion: true,
 			Guard: func(ctx context.Context, tx store.Tx, cur store.Operation, _ store.Binding) error {
 				g := commitgate.NewGuardWithStore(commitgate.NewDBStore(e.st, tx), nil)
@@ -109,9 +110,9 @@ func (e *Engine) awaitDeploy(ctx context.Context, op store.Operation) error {
 	if d, ok := stepped(p, e.now(), op.StepStartedAt, p.DeployDeadline); ok {
 		return snoozeFor(d)
 	}
-	_, err = e.Transition(ctx, op, DeployPending, TransitionOpts{Source: "job:" + KindAwaitDeploy,
+	_, err = e.Transition(ctx, op, rules.DeployPending, TransitionOpts{Source: "job:" + rules.KindAwaitDeploy,
 		Update: func(o *store.Operation) {
-			o.Detail = fmt.Sprintf("no successful %s for %s after %s", wordsOf(op.Platform).Deploy, short(op.MergeCommitSHA), p.DeployDeadline)
+			o.Detail = fmt.Sprintf("no successful %s for %s after %s", rules.WordsOf(op.Platform).Deploy, short(op.MergeCommitSHA), p.DeployDeadline)
 		}})
 	return err
 }
@@ -245,15 +246,6 @@ const (
 	callbackKindApproval = "approval"
 )
 
-// DeployCallback is a deploy system's "this merge is applied".
-type DeployCallback struct {
-	RequestID      string
-	ProjectID      int64
-	MRIID          int64
-	MergeCommitSHA string
-	Status         string
-}
-
 // AcceptDeploy applies a deploy callback: status "success" (or "applied")
 // flips the MR's MERGED change to VALIDATED; status "failed" on a MERGED
 // change is recorded on it (recordFailedDeploy) and answered
@@ -263,19 +255,19 @@ type DeployCallback struct {
 // a confirmed deploy whatever the answer: it raises the watermark of the
 // change's project and target branch (DESIGN §3 step 8), recorded in the
 // same transaction as the request.
-func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, error) {
+func (e *Engine) AcceptDeploy(ctx context.Context, cb rules.DeployCallback) (string, error) {
 	if _, err := e.st.CallbackResult(ctx, e.st.DB(), callbackKindDeploy, cb.RequestID); err == nil {
-		return ResultDuplicate, nil
+		return rules.ResultDuplicate, nil
 	}
 	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), e.platform, cb.ProjectID, cb.MRIID)
-	result, confirmed := ResultIgnoredStale, false
+	result, confirmed := rules.ResultIgnoredStale, false
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		result = ResultIgnoredUnknown
+		result = rules.ResultIgnoredUnknown
 	case err != nil:
 		return "", err
 	case cb.MergeCommitSHA != "" && op.MergeCommitSHA != "" && cb.MergeCommitSHA != op.MergeCommitSHA:
-		result = ResultIgnoredStale
+		result = rules.ResultIgnoredStale
 	case cb.Status == "failed":
 		// A failed deploy is not final: a re-run, or a later deploy that
 		// contains the merge commit, still applies the change, and the bot
@@ -285,13 +277,13 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 			recorded, err := e.recordFailedDeploy(ctx, op.ID, cb)
 			switch {
 			case errors.Is(err, store.ErrDuplicate):
-				return ResultDuplicate, nil
+				return rules.ResultDuplicate, nil
 			case err != nil:
 				return "", err
 			case recorded:
 				// The request was recorded with the event, in its
 				// transaction.
-				return ResultFailedRecorded, nil
+				return rules.ResultFailedRecorded, nil
 			}
 			// No longer MERGED: stale, recorded below.
 		}
@@ -302,7 +294,7 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 			return "", err
 		}
 		if flipped {
-			result, confirmed = ResultAccepted, true
+			result, confirmed = rules.ResultAccepted, true
 		}
 	}
 	opID := ""
@@ -320,7 +312,7 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 			ProjectID: op.ProjectID, TargetBranch: op.TargetBranch, MRIID: op.MRIID})
 	})
 	if errors.Is(err, store.ErrDuplicate) {
-		return ResultDuplicate, nil
+		return rules.ResultDuplicate, nil
 	} else if err != nil {
 		return "", err
 	}
@@ -340,7 +332,7 @@ func (e *Engine) AcceptDeploy(ctx context.Context, cb DeployCallback) (string, e
 // no longer MERGED is left as it is (false, nil: nothing written, the
 // caller records the request as stale). A change still moving after the
 // attempts is an error, so the sender is answered 503 and sends again.
-func (e *Engine) recordFailedDeploy(ctx context.Context, opID string, cb DeployCallback) (bool, error) {
+func (e *Engine) recordFailedDeploy(ctx context.Context, opID string, cb rules.DeployCallback) (bool, error) {
 	for range markValidatedAttempts {
 		op, err := e.st.GetOperation(ctx, e.st.DB(), opID)
 		if err != nil {
@@ -349,7 +341,7 @@ func (e *Engine) recordFailedDeploy(ctx context.Context, opID string, cb DeployC
 		if op.Status != store.StatusMerged {
 			return false, nil
 		}
-		w := wordsOf(op.Platform)
+		w := rules.WordsOf(op.Platform)
 		detail := fmt.Sprintf("the deploy system reported the deploy of %s failed (deploy callback %s); "+
 			"the change stays merged and is applied by the next deploy that succeeds: re-run the deploy or fix it in a new change",
 			w.Ref(op.MRIID), cb.RequestID)
@@ -357,7 +349,7 @@ func (e *Engine) recordFailedDeploy(ctx context.Context, opID string, cb DeployC
 			OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
 			KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = detail },
 			Guard: func(ctx context.Context, tx store.Tx, _ store.Operation, _ store.Binding) error {
-				return e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, callbackKindDeploy, op.ID, ResultFailedRecorded)
+				return e.st.InsertCallbackRequest(ctx, tx, cb.RequestID, callbackKindDeploy, op.ID, rules.ResultFailedRecorded)
 			},
 			Event: store.EventParams{Type: store.EventDeployFailed, Actor: "deploy", Source: SourceCallback + ":" + cb.RequestID,
 				Payload: map[string]any{"deploy_status": cb.Status, "mr_iid": cb.MRIID, "detail": detail}},

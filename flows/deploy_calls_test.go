@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 )
@@ -83,7 +83,7 @@ func TestDeployDetectionCallsPerPipeline(t *testing.T) {
 			}
 			mergedAt := map[string]int{} // merge commit -> index of the change
 			for i, id := range ids {
-				mergedAt[h.RequireStep(t, id, flows.HandleMerged).MergeCommitSHA] = i
+				mergedAt[h.RequireStep(t, id, rules.HandleMerged).MergeCommitSHA] = i
 			}
 			statuses := map[string]int{}
 			for _, w := range pipes {
@@ -120,9 +120,9 @@ func TestDeployDetectionCallsPerPipeline(t *testing.T) {
 					newestDeployed = max(newestDeployed, mergedAt[ev.Pipeline.SHA])
 				}
 				for i, id := range ids {
-					want := flows.HandleMerged
+					want := rules.HandleMerged
 					if i <= newestDeployed {
-						want = flows.CalledBack
+						want = rules.CalledBack
 					}
 					h.RequireStep(t, id, want)
 				}

@@ -8,6 +8,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/store"
 )
 
@@ -19,7 +20,7 @@ func TestConcurrentFailedDeployCallbacksWriteOneEvent(t *testing.T) {
 	t.Parallel()
 	h := flowtest.New(t, nil)
 	op := h.ToMerged(t, flowtest.Change("svc"))
-	cb := flows.DeployCallback{RequestID: "d1", ProjectID: op.ProjectID, MRIID: op.MRIID, MergeCommitSHA: op.MergeCommitSHA, Status: "failed"}
+	cb := rules.DeployCallback{RequestID: "d1", ProjectID: op.ProjectID, MRIID: op.MRIID, MergeCommitSHA: op.MergeCommitSHA, Status: "failed"}
 	const senders = 6
 	results := make([]string, senders)
 	errs := make([]error, senders)
@@ -41,12 +42,12 @@ func TestConcurrentFailedDeployCallbacksWriteOneEvent(t *testing.T) {
 		case errs[i] != nil:
 			// A sender answered 503 sends again; it must then be a duplicate.
 			res, err := h.Engine.AcceptDeploy(context.Background(), cb)
-			if err != nil || res != flows.ResultDuplicate {
+			if err != nil || res != rules.ResultDuplicate {
 				t.Errorf("sender %d failed (%v), and sending again answered %q, %v; want DUPLICATE", i, errs[i], res, err)
 			}
-		case results[i] == flows.ResultFailedRecorded:
+		case results[i] == rules.ResultFailedRecorded:
 			recorded++
-		case results[i] != flows.ResultDuplicate:
+		case results[i] != rules.ResultDuplicate:
 			t.Errorf("sender %d answered %q, want FAILED_RECORDED or DUPLICATE", i, results[i])
 		}
 	}
@@ -62,7 +63,7 @@ func TestConcurrentFailedDeployCallbacksWriteOneEvent(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d deploy_failed events, want 1", n)
 	}
-	if res, err := h.Engine.AcceptDeploy(context.Background(), cb); err != nil || res != flows.ResultDuplicate {
+	if res, err := h.Engine.AcceptDeploy(context.Background(), cb); err != nil || res != rules.ResultDuplicate {
 		t.Errorf("the callback sent again: %q, %v; want DUPLICATE", res, err)
 	}
 }
@@ -86,7 +87,7 @@ func TestFailedDeployNotRecordedIsAnError(t *testing.T) {
 	t.Parallel()
 	h := flowtest.New(t, &flowtest.Opts{Configure: func(cfg *flows.EngineConfig) { cfg.Store = conflictingStore{cfg.Store} }})
 	op := h.ToMerged(t, flowtest.Change("svc"))
-	cb := flows.DeployCallback{RequestID: "d1", ProjectID: op.ProjectID, MRIID: op.MRIID, MergeCommitSHA: op.MergeCommitSHA, Status: "failed"}
+	cb := rules.DeployCallback{RequestID: "d1", ProjectID: op.ProjectID, MRIID: op.MRIID, MergeCommitSHA: op.MergeCommitSHA, Status: "failed"}
 	res, err := h.Engine.AcceptDeploy(context.Background(), cb)
 	if err == nil {
 		t.Fatalf("AcceptDeploy answered %q with nothing written, want an error", res)

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab"
 )
 
@@ -73,9 +73,9 @@ func toDraft(t *testing.T, h *flowtest.Harness) string {
 	wantDraftChange(t, h, false, true)
 	h.DeliverWebhooks(t) // the pipeline hooks and alice's edit
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.HandleDraft)
+	h.RequireStep(t, op.ID, rules.HandleDraft)
 	h.RunFor(t, 2*time.Hour) // a draft has no deadline
-	h.RequireStep(t, op.ID, flows.HandleDraft)
+	h.RequireStep(t, op.ID, rules.HandleDraft)
 	wantCalls(t, h, http.MethodPut, pathMerge, "", false, 1)
 	return op.ID
 }
@@ -94,7 +94,7 @@ func TestDraftRules(t *testing.T) {
 		wantDraftChange(t, h, true, false)
 	}
 	merged := func(t *testing.T, h *flowtest.Harness, id string) {
-		wantSteps(t, h, id, flows.HandleApproved, flows.HandleDraft, flows.HandleApproved, flows.HandleMerged)
+		wantSteps(t, h, id, rules.HandleApproved, rules.HandleDraft, rules.HandleApproved, rules.HandleMerged)
 		wantCalls(t, h, http.MethodPut, pathMerge, "", false, 2)
 		wantCalls(t, h, http.MethodPut, pathMerge, "", true, 1)
 		if op := h.Op(t, id); op.Rounds != 0 || op.MergeCommitSHA == "" {
@@ -102,7 +102,7 @@ func TestDraftRules(t *testing.T) {
 		}
 	}
 	runRules(t, []rule{
-		{name: "a draft waits in HANDLE_DRAFT saying so, merge tried once", want: flows.HandleDraft,
+		{name: "a draft waits in HANDLE_DRAFT saying so, merge tried once", want: rules.HandleDraft,
 			run: toDraft,
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				wantDetail(t, h, id, "mark it ready in GitLab")
@@ -110,7 +110,7 @@ func TestDraftRules(t *testing.T) {
 					t.Fatalf("rounds %d while a draft, want 0", op.Rounds)
 				}
 			}},
-		{name: "marked ready: the Merge Request Hook with changes.draft merges at once", want: flows.HandleMerged,
+		{name: "marked ready: the Merge Request Hook with changes.draft merges at once", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				id := toDraft(t, h)
 				ready(t, h, id)
@@ -119,7 +119,7 @@ func TestDraftRules(t *testing.T) {
 				return id
 			},
 			check: merged},
-		{name: "marked ready, hook lost: the next poll merges", want: flows.HandleMerged,
+		{name: "marked ready, hook lost: the next poll merges", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				id := toDraft(t, h)
 				ready(t, h, id)

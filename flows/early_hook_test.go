@@ -8,6 +8,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
@@ -29,15 +30,15 @@ func TestEarlyPipelineHook(t *testing.T) {
 		reach func(t *testing.T, h *flowtest.Harness) string
 		// pre is the step the change is in when the webhook is processed;
 		// wait the step whose wait the webhook answers.
-		pre, wait flows.StepCode
+		pre, wait rules.StepCode
 	}{
-		{name: "new head's pipeline before HANDLE_AWAIT_PIPELINE", pre: flows.HandleRebasing, wait: flows.HandleAwaitPipeline,
+		{name: "new head's pipeline before HANDLE_AWAIT_PIPELINE", pre: rules.HandleRebasing, wait: rules.HandleAwaitPipeline,
 			reach: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.GitLab.SetRebaseBehavior(h.Project.ID, op.MRIID, gitlabfake.RebaseBehavior{StuckForever: true})
 				h.GitLab.PushToTarget(h.Project.ID, "main")
 				h.DeliverWebhooks(t)
-				h.RunUntil(t, op.ID, flows.HandleRebasing, time.Hour)
+				h.RunUntil(t, op.ID, rules.HandleRebasing, time.Hour)
 				h.DeliverWebhooks(t)
 				h.WorkUntilIdle(t)
 				// The rebase is done and the new head's pipeline passes at
@@ -45,12 +46,12 @@ func TestEarlyPipelineHook(t *testing.T) {
 				h.GitLab.FinishRebase(h.Project.ID, op.MRIID)
 				return op.ID
 			}},
-		{name: "merge commit's pipeline before HANDLE_MERGED", pre: flows.HandleApproved, wait: flows.HandleMerged,
+		{name: "merge commit's pipeline before HANDLE_MERGED", pre: rules.HandleApproved, wait: rules.HandleMerged,
 			reach: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{DetailedMergeStatus: "checking"})
 				h.DeliverWebhooks(t)
-				h.RunUntil(t, op.ID, flows.HandleApproved, time.Hour)
+				h.RunUntil(t, op.ID, rules.HandleApproved, time.Hour)
 				h.DeliverWebhooks(t)
 				h.WorkUntilIdle(t)
 				// GitLab merges it (the merge job's call, whose commit has
@@ -88,7 +89,7 @@ func TestEarlyPipelineHook(t *testing.T) {
 			worked = append(worked, h.RunFor(t, time.Minute)...)
 			var left string
 			for _, ev := range h.Events(t, id) {
-				if flows.StepCode(ev.FromStep) == tc.wait {
+				if rules.StepCode(ev.FromStep) == tc.wait {
 					left = ev.Source
 				}
 			}

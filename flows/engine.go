@@ -1,11 +1,13 @@
-// Package flows owns the change flow: the step catalogue and the transition
-// table, the one function that moves an operation (Engine.Transition), the
-// steps as River job workers, the approval and deploy callbacks' rules, and
-// the application of pipeline and merge request webhooks (ApplyHook). It
-// declares the interfaces it needs from the store, GitLab and the approval
-// system. It must not import bot, webhooks, commands or routing (the
-// delivery router above it hands it its events: flows never calls up), and
-// it never talks HTTP itself.
+// Package flows is the change flow's engine: the one function that moves
+// an operation (Engine.Transition), the steps as River job workers, the
+// approval and deploy callbacks, the application of pipeline and merge
+// request webhooks (ApplyHook), the status comment, the reconciler and the
+// sweeper. It runs the rules of package flows/rules (the step table, the
+// transition table, the flow's vocabulary and its pure decisions) and does
+// their I/O; it declares the interfaces it needs from the store, the
+// platform and the approval system. It must not import bot, webhooks,
+// commands or routing (the delivery router above it hands it its events:
+// flows never calls up), and it never talks HTTP itself.
 package flows
 
 import (
@@ -20,6 +22,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"changebot/flows/commitgate"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/approval"
 	"changebot/settings"
@@ -203,7 +206,7 @@ type EngineConfig struct {
 	ApprovalPolicyFunc func(project string) ApprovalPolicy
 	// CommandsFunc lists the commands usable now on op, for the status
 	// comment; nil lists none.
-	CommandsFunc func(op store.Operation, step Step) []templates.CommandHelp
+	CommandsFunc func(op store.Operation, step rules.Step) []templates.CommandHelp
 	Logger       *slog.Logger
 	Metrics      *Metrics
 	NowFunc      func() time.Time
@@ -361,13 +364,13 @@ type TransitionOpts struct {
 // status-note refresh. Errors:
 // ErrIllegalTransition (nothing written), store.ErrStepMismatch /
 // ErrVersionConflict / ErrBindingNotOwned (someone else moved first).
-func (e *Engine) Transition(ctx context.Context, op store.Operation, to StepCode, o TransitionOpts) (store.Operation, error) {
-	from := StepCode(op.Step)
-	if err := CheckTransition(from, to); err != nil {
+func (e *Engine) Transition(ctx context.Context, op store.Operation, to rules.StepCode, o TransitionOpts) (store.Operation, error) {
+	from := rules.StepCode(op.Step)
+	if err := rules.CheckTransition(from, to); err != nil {
 		e.m.transitions.WithLabelValues(flowName(op), from.String(), to.String(), "illegal").Inc()
 		return op, fmt.Errorf("moving %s: %w", op.ID, err)
 	}
-	ts := MustStep(to)
+	ts := rules.MustStep(to)
 	if o.Actor == "" {
 		o.Actor = ActorBot
 	}
@@ -392,7 +395,7 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to StepCode
 					return err
 				}
 			}
-			_, err := e.st.RetireStepJobs(ctx, tx, op.ID, int(to), stepJobKinds)
+			_, err := e.st.RetireStepJobs(ctx, tx, op.ID, int(to), rules.StepJobKinds())
 			return err
 		}
 	}
@@ -448,9 +451,9 @@ const pollPriority = 4
 // to's row in the step table for op's flow order (a polling job first looks
 // after the short interval) and a status-note refresh; version is the
 // operation version the move writes (it makes each transition's job unique).
-func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay time.Duration) []river.InsertManyParams {
+func (e *Engine) followUps(op store.Operation, to rules.StepCode, version int64, delay time.Duration) []river.InsertManyParams {
 	var jobs []river.InsertManyParams
-	s, ok := Lookup(to)
+	s, ok := rules.Lookup(to)
 	if j := s.JobFor(op.ApprovalFirst); ok && j.Kind != "" {
 		opts := &river.InsertOpts{UniqueOpts: *uniqueActive, MaxAttempts: MaxAttempts}
 		if slices.Contains(backgroundKinds, j.Kind) {
@@ -468,7 +471,7 @@ func (e *Engine) followUps(op store.Operation, to StepCode, version int64, delay
 		args := stepJobArgs(j.Kind, OperationArgs{OperationID: op.ID, Step: int(to), Version: version})
 		jobs = append(jobs, river.InsertManyParams{Args: args, InsertOpts: opts})
 	}
-	if op.MRIID > 0 || to == CreateMROpened || to == CreateStarted {
+	if op.MRIID > 0 || to == rules.CreateMROpened || to == rules.CreateStarted {
 		jobs = append(jobs, e.refreshNoteJobs(op, version)...)
 	}
 	return jobs
@@ -513,8 +516,8 @@ func (e *Engine) refreshNoteJobs(op store.Operation, version int64) []river.Inse
 	backstop := args
 	backstop.Backstop = true
 	return []river.InsertManyParams{
-		{Args: args, InsertOpts: &river.InsertOpts{Queue: QueueNotes, ScheduledAt: due, UniqueOpts: unique}},
-		{Args: backstop, InsertOpts: &river.InsertOpts{Queue: QueueNotes, ScheduledAt: due.Add(noteBackstopAfter), UniqueOpts: unique}},
+		{Args: args, InsertOpts: &river.InsertOpts{Queue: rules.QueueNotes, ScheduledAt: due, UniqueOpts: unique}},
+		{Args: backstop, InsertOpts: &river.InsertOpts{Queue: rules.QueueNotes, ScheduledAt: due.Add(noteBackstopAfter), UniqueOpts: unique}},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/approval"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
@@ -66,7 +67,7 @@ func submit(t *testing.T, s setup, subject string) store.Operation {
 }
 
 // walk moves op along steps with the engine's one transition function.
-func walk(t *testing.T, s setup, op store.Operation, steps ...flows.StepCode) store.Operation {
+func walk(t *testing.T, s setup, op store.Operation, steps ...rules.StepCode) store.Operation {
 	t.Helper()
 	for _, to := range steps {
 		var err error
@@ -112,20 +113,20 @@ func TestIllegalTransitionLeavesEveryRowUnchanged(t *testing.T) {
 	s := newSetup(t)
 	tests := []struct {
 		name string
-		path []flows.StepCode
-		to   flows.StepCode
+		path []rules.StepCode
+		to   rules.StepCode
 	}{
-		{"VALIDATED -> MERGING", []flows.StepCode{flows.ApprovalSent, flows.CreateStarted, flows.CreateMROpened,
-			flows.CreateSucceeded, flows.HandleStarted, flows.HandleApproved, flows.HandleMerged, flows.CalledBack}, flows.HandleStarted},
-		{"CREATE_FAILED -> VALIDATED", []flows.StepCode{flows.ApprovalSent, flows.CreateStarted, flows.CreateFailed}, flows.CalledBack},
-		{"APPROVAL_SENT -> DEPLOY_PENDING", []flows.StepCode{flows.ApprovalSent}, flows.DeployPending},
+		{"VALIDATED -> MERGING", []rules.StepCode{rules.ApprovalSent, rules.CreateStarted, rules.CreateMROpened,
+			rules.CreateSucceeded, rules.HandleStarted, rules.HandleApproved, rules.HandleMerged, rules.CalledBack}, rules.HandleStarted},
+		{"CREATE_FAILED -> VALIDATED", []rules.StepCode{rules.ApprovalSent, rules.CreateStarted, rules.CreateFailed}, rules.CalledBack},
+		{"APPROVAL_SENT -> DEPLOY_PENDING", []rules.StepCode{rules.ApprovalSent}, rules.DeployPending},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			op := walk(t, s, submit(t, s, "svc"+string(rune('a'+i))), tt.path...)
 			before := snap(t, s, op)
 			_, err := s.engine.Transition(context.Background(), op, tt.to, flows.TransitionOpts{Source: "test"})
-			if !errors.Is(err, flows.ErrIllegalTransition) {
+			if !errors.Is(err, rules.ErrIllegalTransition) {
 				t.Fatalf("got %v, want ErrIllegalTransition", err)
 			}
 			if after := snap(t, s, op); !reflect.DeepEqual(before, after) {
@@ -147,7 +148,7 @@ func TestConcurrentTransitionsOneWins(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.engine.Transition(context.Background(), op, flows.ApprovalSent, flows.TransitionOpts{Source: "test"})
+			_, err := s.engine.Transition(context.Background(), op, rules.ApprovalSent, flows.TransitionOpts{Source: "test"})
 			switch {
 			case err == nil:
 				wins.Add(1)
@@ -171,21 +172,21 @@ func TestApprovalCallbackGuard(t *testing.T) {
 	ctx := context.Background()
 	// Accepted while APPROVAL_SENDING (the SENT write has not happened).
 	op := submit(t, s, "early")
-	res, err := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r1", OperationID: op.ID, Decision: "approved", Approver: "carol"})
-	if err != nil || res != flows.ResultAccepted {
+	res, err := s.engine.AcceptApproval(ctx, rules.ApprovalCallback{RequestID: "r1", OperationID: op.ID, Decision: "approved", Approver: "carol"})
+	if err != nil || res != rules.ResultAccepted {
 		t.Fatalf("early callback: %s %v", res, err)
 	}
 	got, _ := s.store.GetOperation(ctx, s.store.DB(), op.ID)
-	if flows.StepCode(got.Step) != flows.CreateStarted {
-		t.Fatalf("step after approval = %s", flows.StepCode(got.Step))
+	if rules.StepCode(got.Step) != rules.CreateStarted {
+		t.Fatalf("step after approval = %s", rules.StepCode(got.Step))
 	}
-	if res, _ := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r1", OperationID: op.ID, Decision: "approved"}); res != flows.ResultDuplicate {
+	if res, _ := s.engine.AcceptApproval(ctx, rules.ApprovalCallback{RequestID: "r1", OperationID: op.ID, Decision: "approved"}); res != rules.ResultDuplicate {
 		t.Fatalf("repeat: %s", res)
 	}
-	if res, _ := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r2", OperationID: op.ID, Decision: "rejected"}); res != flows.ResultIgnoredStale {
+	if res, _ := s.engine.AcceptApproval(ctx, rules.ApprovalCallback{RequestID: "r2", OperationID: op.ID, Decision: "rejected"}); res != rules.ResultIgnoredStale {
 		t.Fatalf("not awaiting: %s", res)
 	}
-	if res, _ := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r3", OperationID: "op_nope", Decision: "approved"}); res != flows.ResultIgnoredUnknown {
+	if res, _ := s.engine.AcceptApproval(ctx, rules.ApprovalCallback{RequestID: "r3", OperationID: "op_nope", Decision: "approved"}); res != rules.ResultIgnoredUnknown {
 		t.Fatalf("unknown: %s", res)
 	}
 	// Stale: the operation awaits a decision but no longer owns its
@@ -195,11 +196,11 @@ func TestApprovalCallbackGuard(t *testing.T) {
 	// check stands between the callback and a transition (with a rejected
 	// change the not-awaiting check would answer first: issue 21.15).
 	old := submit(t, s, "reapplied")
-	old = walk(t, s, old, flows.ApprovalSent, flows.ApprovalRejected)
+	old = walk(t, s, old, rules.ApprovalSent, rules.ApprovalRejected)
 	fresh := submit(t, s, "reapplied")
-	sent := flows.MustStep(flows.ApprovalSent)
+	sent := rules.MustStep(rules.ApprovalSent)
 	if _, err := s.sc.Pool.Exec(ctx, `UPDATE operations SET step = $1, status = $2 WHERE id = $3`,
-		int(flows.ApprovalSent), sent.Status, old.ID); err != nil {
+		int(rules.ApprovalSent), sent.Status, old.ID); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := s.store.GetBinding(ctx, s.store.DB(), "reapplied", "prod"); err != nil || b.OperationID != fresh.ID {
@@ -207,7 +208,7 @@ func TestApprovalCallbackGuard(t *testing.T) {
 	}
 	before := snap(t, s, old)
 	freshBefore := snap(t, s, fresh)
-	if res, err := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "r4", OperationID: old.ID, Decision: "approved", Approver: "carol"}); err != nil || res != flows.ResultIgnoredStale {
+	if res, err := s.engine.AcceptApproval(ctx, rules.ApprovalCallback{RequestID: "r4", OperationID: old.ID, Decision: "approved", Approver: "carol"}); err != nil || res != rules.ResultIgnoredStale {
 		t.Fatalf("re-applied binding: %s %v, want IGNORED_STALE", res, err)
 	}
 	if after := snap(t, s, old); !reflect.DeepEqual(before, after) {
@@ -226,7 +227,7 @@ func TestApprovalCallbackCannotSteerTheFlow(t *testing.T) {
 	s := newSetup(t)
 	ctx := context.Background()
 	op := submit(t, s, "steer")
-	op, err := s.engine.Transition(ctx, op, flows.ApprovalSent, flows.TransitionOpts{Source: "test",
+	op, err := s.engine.Transition(ctx, op, rules.ApprovalSent, flows.TransitionOpts{Source: "test",
 		Update: func(o *store.Operation) { o.TicketID = "T-1" }})
 	if err != nil {
 		t.Fatal(err)
@@ -234,27 +235,27 @@ func TestApprovalCallbackCannotSteerTheFlow(t *testing.T) {
 	before := snap(t, s, op)
 	tests := []struct {
 		name string
-		cb   flows.ApprovalCallback
+		cb   rules.ApprovalCallback
 	}{
-		{"another ticket", flows.ApprovalCallback{RequestID: "s1", OperationID: op.ID, TicketID: "NOT-MINE", Decision: "approved"}},
-		{"no ticket once one is recorded", flows.ApprovalCallback{RequestID: "s0", OperationID: op.ID, Decision: "approved"}},
-		{"an MR the operation does not have", flows.ApprovalCallback{RequestID: "s2", OperationID: op.ID, TicketID: "T-1", Decision: "approved", Ext: map[string]any{"mr_iid": float64(999)}}},
+		{"another ticket", rules.ApprovalCallback{RequestID: "s1", OperationID: op.ID, TicketID: "NOT-MINE", Decision: "approved"}},
+		{"no ticket once one is recorded", rules.ApprovalCallback{RequestID: "s0", OperationID: op.ID, Decision: "approved"}},
+		{"an MR the operation does not have", rules.ApprovalCallback{RequestID: "s2", OperationID: op.ID, TicketID: "T-1", Decision: "approved", Ext: map[string]any{"mr_iid": float64(999)}}},
 	}
 	for _, tt := range tests {
 		res, err := s.engine.AcceptApproval(ctx, tt.cb)
-		if err != nil || res != flows.ResultIgnoredStale {
+		if err != nil || res != rules.ResultIgnoredStale {
 			t.Fatalf("%s: %s %v, want IGNORED_STALE", tt.name, res, err)
 		}
 	}
 	if after := snap(t, s, op); !reflect.DeepEqual(before, after) {
 		t.Fatalf("a stale callback changed rows")
 	}
-	res, err := s.engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "s3", OperationID: op.ID, TicketID: "T-1", Decision: "approved"})
-	if err != nil || res != flows.ResultAccepted {
+	res, err := s.engine.AcceptApproval(ctx, rules.ApprovalCallback{RequestID: "s3", OperationID: op.ID, TicketID: "T-1", Decision: "approved"})
+	if err != nil || res != rules.ResultAccepted {
 		t.Fatalf("the matching callback: %s %v", res, err)
 	}
 	got, _ := s.store.GetOperation(ctx, s.store.DB(), op.ID)
-	if flows.StepCode(got.Step) != flows.CreateStarted {
-		t.Fatalf("approval-first change went to %s, want CREATE_STARTED", flows.StepCode(got.Step))
+	if rules.StepCode(got.Step) != rules.CreateStarted {
+		t.Fatalf("approval-first change went to %s, want CREATE_STARTED", rules.StepCode(got.Step))
 	}
 }

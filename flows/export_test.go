@@ -3,20 +3,21 @@ package flows
 import (
 	"context"
 
+	"changebot/flows/rules"
 	"changebot/store"
 )
 
 // RunJob runs one attempt (attempt of maxAttempts) of the step job of kind
 // for operation id at step, as River's worker would.
-func (e *Engine) RunJob(ctx context.Context, kind, id string, step StepCode, attempt, maxAttempts int) error {
-	runs := map[string]stepFunc{KindRequestApproval: e.requestApproval, KindCreateMR: e.createMR,
-		KindAwaitPipeline: e.awaitPipeline, KindHandle: e.handle, KindAwaitDeploy: e.awaitDeploy}
+func (e *Engine) RunJob(ctx context.Context, kind, id string, step rules.StepCode, attempt, maxAttempts int) error {
+	runs := map[string]stepFunc{rules.KindRequestApproval: e.requestApproval, rules.KindCreateMR: e.createMR,
+		rules.KindAwaitPipeline: e.awaitPipeline, rules.KindHandle: e.handle, rules.KindAwaitDeploy: e.awaitDeploy}
 	return e.runStep(ctx, kind, OperationArgs{OperationID: id, Step: int(step)}, attempt, maxAttempts, runs[kind])
 }
 
 // RunStepFunc runs run as one attempt (attempt of maxAttempts) of a step
 // job of kind for operation id at step, inside the runner's boundary.
-func (e *Engine) RunStepFunc(ctx context.Context, kind, id string, step StepCode, attempt, maxAttempts int,
+func (e *Engine) RunStepFunc(ctx context.Context, kind, id string, step rules.StepCode, attempt, maxAttempts int,
 	run func(context.Context, store.Operation) error) error {
 	return e.runStep(ctx, kind, OperationArgs{OperationID: id, Step: int(step)}, attempt, maxAttempts, run)
 }

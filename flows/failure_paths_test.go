@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/flows/rules"
 	"changebot/platform/gitlab"
 	"changebot/store"
 	"changebot/templates"
@@ -38,13 +39,13 @@ func TestEveryStepJobHasAReachableDeclaredFailure(t *testing.T) {
 	t.Parallel()
 	e := &Engine{now: time.Now, poll: DefaultPollConfig}
 	seen := map[string]bool{}
-	for _, st := range Catalogue() {
+	for _, st := range rules.Catalogue() {
 		for _, approvalFirst := range []bool{true, false} {
 			op := store.Operation{ID: "op_test", Step: int(st.Code), ApprovalFirst: approvalFirst, MRIID: 7}
 			for _, j := range e.followUps(op, st.Code, 2, 0) {
 				kind := jobKind(t, j.Args)
 				declared := declaredFailure(kind, op)
-				if kind == KindRefreshNote {
+				if kind == rules.KindRefreshNote {
 					continue
 				}
 				seen[kind] = true
@@ -52,14 +53,14 @@ func TestEveryStepJobHasAReachableDeclaredFailure(t *testing.T) {
 					if declared == 0 {
 						t.Fatalf("%s declares no failure step", kind)
 					}
-					if declared != st.Code && !CanMove(st.Code, declared) {
+					if declared != st.Code && !rules.CanMove(st.Code, declared) {
 						t.Fatalf("a %s job at %s cannot reach its declared failure %s", kind, st.Name, declared)
 					}
 				})
 			}
 		}
 	}
-	for kind := range DeclaredFailures() {
+	for kind := range rules.DeclaredFailures() {
 		if !seen[kind] {
 			t.Errorf("no step enqueues a %s job", kind)
 		}
@@ -68,21 +69,21 @@ func TestEveryStepJobHasAReachableDeclaredFailure(t *testing.T) {
 
 // failureDetails are sample details for the failure goldens, as the steps
 // write them.
-var failureDetails = map[StepCode]string{
-	CreateFailed:          "opening the merge request: GitLab answered 422 Source branch \"changebot/op_x\" does not exist on POST /projects/101/merge_requests",
-	CreatePipelineFailed:  "pipeline 5003 failed for 3f2a9c1e",
+var failureDetails = map[rules.StepCode]string{
+	rules.CreateFailed:         "opening the merge request: GitLab answered 422 Source branch \"changebot/op_x\" does not exist on POST /projects/101/merge_requests",
+	rules.CreatePipelineFailed: "pipeline 5003 failed for 3f2a9c1e",
 	// HandleFailed's is the adapter's own (answered503Detail).
-	HandleRebaseConflict:  "rebasing !1 onto main failed: Rebase failed. Please rebase locally",
-	HandleReviewerDenied:  "reviewer robot reviewer-2 may not approve !1: GitLab answered 401 (token revoked or expired, or the account is not eligible to approve)",
-	HandleNotMergeable:    "GitLab refuses to merge !1: a reviewer requested changes (requested_changes)",
-	HandlePipelinePending: "no pipeline result for 3f2a9c1e after 2h0m0s",
-	CreatePipelinePending: "no pipeline result for 3f2a9c1e after 2h0m0s",
-	ApprovalSendPending:   "requesting approval: POST https://approvals.example/requests: 503 Service Unavailable",
-	HandleRebasePending:   "rebase still running after 15m0s",
-	HandleMergePending:    "GitLab still reports checking for !1 after 15m0s",
-	DeployPending:         "no successful deploy pipeline for 9c0d1e2f after 6h0m0s",
-	ApprovalRejected:      "rejected by carol",
-	ApprovalWithdrawn:     "withdrawn by carol",
+	rules.HandleRebaseConflict:  "rebasing !1 onto main failed: Rebase failed. Please rebase locally",
+	rules.HandleReviewerDenied:  "reviewer robot reviewer-2 may not approve !1: GitLab answered 401 (token revoked or expired, or the account is not eligible to approve)",
+	rules.HandleNotMergeable:    "GitLab refuses to merge !1: a reviewer requested changes (requested_changes)",
+	rules.HandlePipelinePending: "no pipeline result for 3f2a9c1e after 2h0m0s",
+	rules.CreatePipelinePending: "no pipeline result for 3f2a9c1e after 2h0m0s",
+	rules.ApprovalSendPending:   "requesting approval: POST https://approvals.example/requests: 503 Service Unavailable",
+	rules.HandleRebasePending:   "rebase still running after 15m0s",
+	rules.HandleMergePending:    "GitLab still reports checking for !1 after 15m0s",
+	rules.DeployPending:         "no successful deploy pipeline for 9c0d1e2f after 6h0m0s",
+	rules.ApprovalRejected:      "rejected by carol",
+	rules.ApprovalWithdrawn:     "withdrawn by carol",
 }
 
 // TestFailureStatusGolden renders the status comment of every failure and
@@ -99,8 +100,8 @@ func TestFailureStatusGolden(t *testing.T) {
 	e := &Engine{now: time.Now, poll: DefaultPollConfig}
 	t0 := time.Date(2026, 3, 9, 14, 0, 0, 0, time.UTC)
 	covered := 0
-	for _, st := range Catalogue() {
-		failure := st.Retryable() || st.Phase == PhasePending || st.Status == store.StatusRejected
+	for _, st := range rules.Catalogue() {
+		failure := st.Retryable() || st.Phase == rules.PhasePending || st.Status == store.StatusRejected
 		if !failure {
 			continue
 		}
@@ -108,7 +109,7 @@ func TestFailureStatusGolden(t *testing.T) {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			detail, ok := failureDetails[st.Code]
-			if st.Code == HandleFailed {
+			if st.Code == rules.HandleFailed {
 				detail, ok = "approving as reviewer-2 failed 6 times: "+answered503Detail(t), true
 			}
 			if !ok {
@@ -120,8 +121,8 @@ func TestFailureStatusGolden(t *testing.T) {
 				MRWebURL: "https://gitlab.example/platform/config/-/merge_requests/1", TicketID: "CHG-1042"}
 			payload, _ := json.Marshal(map[string]any{"detail": detail})
 			events := []store.Event{
-				{Seq: 1, Type: store.EventSubmitted, ToStep: int(ApprovalSending), ToStatus: store.StatusApprovalSending, Actor: "alice", Source: "api", OccurredAt: t0},
-				{Seq: 2, Type: store.EventAttempt, ToStep: int(ApprovalSending), ToStatus: store.StatusApprovalSending, Actor: ActorBot, Source: "job:" + KindHandle, OccurredAt: t0.Add(time.Minute)},
+				{Seq: 1, Type: store.EventSubmitted, ToStep: int(rules.ApprovalSending), ToStatus: store.StatusApprovalSending, Actor: "alice", Source: "api", OccurredAt: t0},
+				{Seq: 2, Type: store.EventAttempt, ToStep: int(rules.ApprovalSending), ToStatus: store.StatusApprovalSending, Actor: ActorBot, Source: "job:" + rules.KindHandle, OccurredAt: t0.Add(time.Minute)},
 				{Seq: 3, Type: store.EventTransition, ToStep: int(st.Code), ToStatus: st.Status, Actor: ActorBot, Source: "job:test", Payload: payload, OccurredAt: t0.Add(5 * time.Minute)},
 			}
 			got, err := r.Status(e.StatusView(op, events))
@@ -154,12 +155,12 @@ func TestFailureStatusGolden(t *testing.T) {
 
 // githubFailureDetails are sample details of a GitHub change, as the steps
 // write them in GitHub's words (issue 15), for the GitHub failure goldens.
-var githubFailureDetails = map[StepCode]string{
-	CreatePipelineFailed: "checks (run 5003) failed for 3f2a9c1e",
-	HandleReviewerDenied: "reviewer robot reviewer-2 may not approve #1: GitHub answered 401 (token revoked or expired, or the account is not eligible to approve)",
-	HandleNotMergeable:   "GitHub still answers not_approved for #1 after 3 rounds: Repository rule violations found: commit message must match ^CHG-",
-	HandleMergePending:   "GitHub still reports checking for #1 after 15m0s",
-	DeployPending:        "no successful deploy run for 9c0d1e2f after 6h0m0s",
+var githubFailureDetails = map[rules.StepCode]string{
+	rules.CreatePipelineFailed: "checks (run 5003) failed for 3f2a9c1e",
+	rules.HandleReviewerDenied: "reviewer robot reviewer-2 may not approve #1: GitHub answered 401 (token revoked or expired, or the account is not eligible to approve)",
+	rules.HandleNotMergeable:   "GitHub still answers not_approved for #1 after 3 rounds: Repository rule violations found: commit message must match ^CHG-",
+	rules.HandleMergePending:   "GitHub still reports checking for #1 after 15m0s",
+	rules.DeployPending:        "no successful deploy run for 9c0d1e2f after 6h0m0s",
 }
 
 // TestGitHubFailureStatusGolden renders the status comment of a GitHub
@@ -177,7 +178,7 @@ func TestGitHubFailureStatusGolden(t *testing.T) {
 	e := &Engine{now: time.Now, poll: DefaultPollConfig}
 	t0 := time.Date(2026, 3, 9, 14, 0, 0, 0, time.UTC)
 	for code, detail := range githubFailureDetails {
-		st := MustStep(code)
+		st := rules.MustStep(code)
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			op := store.Operation{ID: "op_01JNZK6W4X7Q2V9M3H8T5R1C0D", Title: "Raise the rate limit of payments-api",
@@ -186,9 +187,9 @@ func TestGitHubFailureStatusGolden(t *testing.T) {
 				MRWebURL: "https://github.com/platform/config/pull/1", TicketID: "CHG-1042"}
 			payload, _ := json.Marshal(map[string]any{"detail": detail})
 			events := []store.Event{
-				{Seq: 1, Type: store.EventSubmitted, ToStep: int(ApprovalSending), ToStatus: store.StatusApprovalSending, Actor: "alice", Source: "api", OccurredAt: t0},
-				{Seq: 2, Type: store.EventTransition, ToStep: int(CreateMROpened), ToStatus: store.StatusMRCreating, Actor: ActorBot, Source: "job:" + KindCreateMR, OccurredAt: t0.Add(time.Minute)},
-				{Seq: 3, Type: store.EventTransition, ToStep: int(st.Code), ToStatus: st.Status, Actor: ActorBot, Source: "job:" + KindHandle, Payload: payload, OccurredAt: t0.Add(5 * time.Minute)},
+				{Seq: 1, Type: store.EventSubmitted, ToStep: int(rules.ApprovalSending), ToStatus: store.StatusApprovalSending, Actor: "alice", Source: "api", OccurredAt: t0},
+				{Seq: 2, Type: store.EventTransition, ToStep: int(rules.CreateMROpened), ToStatus: store.StatusMRCreating, Actor: ActorBot, Source: "job:" + rules.KindCreateMR, OccurredAt: t0.Add(time.Minute)},
+				{Seq: 3, Type: store.EventTransition, ToStep: int(st.Code), ToStatus: st.Status, Actor: ActorBot, Source: "job:" + rules.KindHandle, Payload: payload, OccurredAt: t0.Add(5 * time.Minute)},
 			}
 			got, err := r.Status(e.StatusView(op, events))
 			if err != nil {
@@ -239,5 +240,5 @@ func answered503Detail(t *testing.T) string {
 	if err == nil {
 		t.Fatal("the approve against a 503 succeeded")
 	}
-	return gitlabWords.failureDetail(err)
+	return failureDetail(rules.WordsOf(rules.PlatformGitLab), err)
 }

@@ -6,19 +6,10 @@ import (
 	"fmt"
 	"slices"
 
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
-
-// Approval providers (setting approval.provider, per project).
-const (
-	ProviderExternal = "external"
-	ProviderGitLab   = "gitlab"
-)
-
-// GitLabTicket is the ticket id of an operation whose approval is
-// collected in GitLab (in-GitLab approval mode).
-const GitLabTicket = "gitlab"
 
 // ApprovalPolicy is a project's approval mode (issue 3): the external
 // approval system, or approvals given in GitLab by configured approvers.
@@ -38,7 +29,7 @@ type ApprovalPolicy struct {
 }
 
 func (e *Engine) policy(project string) ApprovalPolicy {
-	p := ApprovalPolicy{Provider: ProviderExternal, Required: 1}
+	p := ApprovalPolicy{Provider: rules.ProviderExternal, Required: 1}
 	if e.cfg.ApprovalPolicyFunc != nil {
 		p = e.cfg.ApprovalPolicyFunc(project)
 	}
@@ -54,16 +45,16 @@ func (e *Engine) policy(project string) ApprovalPolicy {
 // was APPROVAL_SENDING) were recorded and are counted once SENT is written.
 func (e *Engine) requestGitLabApproval(ctx context.Context, op store.Operation) error {
 	required := e.policy(op.Project).Required
-	_, err := e.Transition(ctx, op, ApprovalSent, TransitionOpts{Source: "job:" + KindRequestApproval,
-		Payload: map[string]any{"provider": ProviderGitLab, "required": required},
-		Update:  func(o *store.Operation) { o.TicketID = GitLabTicket }})
+	_, err := e.Transition(ctx, op, rules.ApprovalSent, TransitionOpts{Source: "job:" + rules.KindRequestApproval,
+		Payload: map[string]any{"provider": rules.ProviderGitLab, "required": required},
+		Update:  func(o *store.Operation) { o.TicketID = rules.GitLabTicket }})
 	if isConflict(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return e.advanceIfApproved(ctx, op.ID, ActorBot, "job:"+KindRequestApproval)
+	return e.advanceIfApproved(ctx, op.ID, ActorBot, "job:"+rules.KindRequestApproval)
 }
 
 // advanceIfApproved counts operation id's GitLab approvals (the requester's
@@ -77,16 +68,16 @@ func (e *Engine) advanceIfApproved(ctx context.Context, id, actor, source string
 	if err != nil {
 		return err
 	}
-	if op.TicketID != GitLabTicket || StepCode(op.Step) != ApprovalSent {
+	if op.TicketID != rules.GitLabTicket || rules.StepCode(op.Step) != rules.ApprovalSent {
 		return nil
 	}
 	count, err := e.st.CountGitLabApprovals(ctx, e.st.DB(), op.ID)
 	if err != nil || count < e.policy(op.Project).Required {
 		return err
 	}
-	_, err = e.Transition(ctx, op, HandleStarted, TransitionOpts{Actor: actor, Source: source, IgnoreVersion: true,
-		Payload: map[string]any{"decision": "approved", "provider": ProviderGitLab, "approvals": count}})
-	if isConflict(err) || errors.Is(err, ErrIllegalTransition) {
+	_, err = e.Transition(ctx, op, rules.HandleStarted, TransitionOpts{Actor: actor, Source: source, IgnoreVersion: true,
+		Payload: map[string]any{"decision": "approved", "provider": rules.ProviderGitLab, "approvals": count}})
+	if isConflict(err) || errors.Is(err, rules.ErrIllegalTransition) {
 		return nil // another approval or the job moved it first
 	}
 	return err
@@ -107,7 +98,7 @@ func earlyApproval(op store.Operation) bool {
 // approvers (nobody approves their own change).
 func (e *Engine) IsApprover(ctx context.Context, op store.Operation, user platform.User) (bool, error) {
 	p := e.policy(op.Project)
-	if p.Provider != ProviderGitLab || user.Username == op.RequestedBy {
+	if p.Provider != rules.ProviderGitLab || user.Username == op.RequestedBy {
 		return false, nil
 	}
 	if robot, err := e.isRobot(ctx, user); err != nil || robot {
@@ -158,13 +149,6 @@ func (e *Engine) isRobot(ctx context.Context, u platform.User) (bool, error) {
 	return false, nil
 }
 
-// Decisions of the in-GitLab approval mode.
-const (
-	GitLabApprove   = "approve"
-	GitLabReject    = "reject"
-	GitLabUnapprove = "unapprove"
-)
-
 // DecideInGitLab records an approver's decision given in GitLab, from an MR
 // Hook (approved/approval, unapproved/unapproval) or an /approve, /reject
 // command. One approval per approver per change, however it arrived; the
@@ -174,10 +158,10 @@ const (
 // *NotApplicableError when the change does not wait for a GitLab decision,
 // user requested it, or user is not an approver.
 func (e *Engine) DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error {
-	awaiting := op.TicketID == GitLabTicket && awaitingApproval(StepCode(op.Step))
-	early := e.policy(op.Project).Provider == ProviderGitLab && earlyApproval(op) && decision != GitLabReject
+	awaiting := op.TicketID == rules.GitLabTicket && rules.AwaitingApproval(rules.StepCode(op.Step))
+	early := e.policy(op.Project).Provider == rules.ProviderGitLab && earlyApproval(op) && decision != rules.GitLabReject
 	if !awaiting && !early {
-		return notApplicable("this change does not wait for an approval in %s (it is %s)", wordsOf(op.Platform).Platform, op.Status)
+		return notApplicable("this change does not wait for an approval in %s (it is %s)", rules.WordsOf(op.Platform).Platform, op.Status)
 	}
 	if user.Username == op.RequestedBy {
 		return notApplicable("%s requested this change and cannot decide on it", user.Username)
@@ -191,18 +175,18 @@ func (e *Engine) DecideInGitLab(ctx context.Context, op store.Operation, user pl
 	}
 	db := e.st.DB()
 	switch decision {
-	case GitLabUnapprove:
+	case rules.GitLabUnapprove:
 		_, err := e.st.RemoveGitLabApproval(ctx, db, op.ID, user.Username)
 		return err
-	case GitLabReject:
-		_, err := e.Transition(ctx, op, ApprovalRejected, TransitionOpts{Actor: user.Username, Source: source,
-			IgnoreVersion: true, Payload: map[string]any{"decision": "rejected", "provider": ProviderGitLab},
+	case rules.GitLabReject:
+		_, err := e.Transition(ctx, op, rules.ApprovalRejected, TransitionOpts{Actor: user.Username, Source: source,
+			IgnoreVersion: true, Payload: map[string]any{"decision": "rejected", "provider": rules.ProviderGitLab},
 			Update: func(o *store.Operation) { o.Detail = "rejected by " + user.Username }})
 		if isConflict(err) {
 			return nil
 		}
 		return err
-	case GitLabApprove:
+	case rules.GitLabApprove:
 	default:
 		return fmt.Errorf("unknown decision %q", decision)
 	}
@@ -226,12 +210,12 @@ const EventApproval = "approval"
 
 // applyApprovalHook applies an MR Hook approval action to the MR's change.
 func (e *Engine) applyApprovalHook(ctx context.Context, op store.Operation, ev platform.HookEvent, source string) (string, error) {
-	decision := GitLabApprove
+	decision := rules.GitLabApprove
 	if ev.MergeRequest.Action == "unapproved" || ev.MergeRequest.Action == "unapproval" {
-		decision = GitLabUnapprove
+		decision = rules.GitLabUnapprove
 	}
 	err := e.DecideInGitLab(ctx, op, ev.User, decision, source)
-	if errors.Is(err, ErrNotApplicable) {
+	if errors.Is(err, rules.ErrNotApplicable) {
 		return OutcomeNoChange, nil
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -24,10 +25,10 @@ func gitlabApprovalHarness(t *testing.T) (*flowtest.Harness, func() store.Operat
 	var sending store.Operation
 	h = flowtest.New(t, &flowtest.Opts{Configure: func(cfg *flows.EngineConfig) {
 		cfg.ApprovalPolicyFunc = func(string) flows.ApprovalPolicy {
-			return flows.ApprovalPolicy{Provider: flows.ProviderGitLab, Approvers: []string{"carol", flowtest.Requester}, Required: 1}
+			return flows.ApprovalPolicy{Provider: rules.ProviderGitLab, Approvers: []string{"carol", flowtest.Requester}, Required: 1}
 		}
 		cfg.StepHookFunc = func(kind string) {
-			if kind != flows.KindRequestApproval {
+			if kind != rules.KindRequestApproval {
 				return
 			}
 			ops, err := h.Store.ListOperationsByStatus(context.Background(), h.Store.DB(), []string{store.StatusApprovalSending},
@@ -56,9 +57,9 @@ func toApprovalSent(t *testing.T, h *flowtest.Harness, sendingOp func() store.Op
 	op := h.ToMROpened(t, p)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.ApprovalSent)
+	h.RequireStep(t, op.ID, rules.ApprovalSent)
 	stale := sendingOp()
-	if flows.StepCode(stale.Step) != flows.ApprovalSending || stale.MRIID == 0 {
+	if rules.StepCode(stale.Step) != rules.ApprovalSending || stale.MRIID == 0 {
 		t.Fatalf("the change was not seen at APPROVAL_SENDING with its MR: %+v", stale)
 	}
 	return op, stale
@@ -72,10 +73,10 @@ func TestGitLabApprovalReadWhileSendingCounts(t *testing.T) {
 	h, sendingOp := gitlabApprovalHarness(t)
 	op, stale := toApprovalSent(t, h, sendingOp)
 	ctx := context.Background()
-	if err := h.Engine.DecideInGitLab(ctx, stale, platform.User{Username: "carol"}, flows.GitLabApprove, "test"); err != nil {
+	if err := h.Engine.DecideInGitLab(ctx, stale, platform.User{Username: "carol"}, rules.GitLabApprove, "test"); err != nil {
 		t.Fatalf("carol's approval: %v", err)
 	}
-	h.RequireStep(t, op.ID, flows.HandleStarted)
+	h.RequireStep(t, op.ID, rules.HandleStarted)
 }
 
 // TestGitLabApprovalRequesterNeverCounts (issue 9, defect 9): the
@@ -86,13 +87,13 @@ func TestGitLabApprovalRequesterNeverCounts(t *testing.T) {
 	h, sendingOp := gitlabApprovalHarness(t)
 	op, _ := toApprovalSent(t, h, sendingOp)
 	ctx := context.Background()
-	err := h.Engine.DecideInGitLab(ctx, h.Op(t, op.ID), platform.User{Username: flowtest.Requester}, flows.GitLabApprove, "test")
-	if !errors.Is(err, flows.ErrNotApplicable) || !strings.Contains(err.Error(), "requested") {
+	err := h.Engine.DecideInGitLab(ctx, h.Op(t, op.ID), platform.User{Username: flowtest.Requester}, rules.GitLabApprove, "test")
+	if !errors.Is(err, rules.ErrNotApplicable) || !strings.Contains(err.Error(), "requested") {
 		t.Fatalf("the requester's approval: %v, want not applicable, saying they requested the change", err)
 	}
-	h.RequireStep(t, op.ID, flows.ApprovalSent)
-	if err := h.Engine.DecideInGitLab(ctx, h.Op(t, op.ID), platform.User{Username: "carol"}, flows.GitLabApprove, "test"); err != nil {
+	h.RequireStep(t, op.ID, rules.ApprovalSent)
+	if err := h.Engine.DecideInGitLab(ctx, h.Op(t, op.ID), platform.User{Username: "carol"}, rules.GitLabApprove, "test"); err != nil {
 		t.Fatal(err)
 	}
-	h.RequireStep(t, op.ID, flows.HandleStarted)
+	h.RequireStep(t, op.ID, rules.HandleStarted)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"changebot/flows/commitgate"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -17,17 +18,17 @@ import (
 // approve as each reviewer robot, merge with the head sha, rebase when
 // GitLab asks for it. It always reads GitLab first; remote state wins.
 func (e *Engine) handle(ctx context.Context, op store.Operation) error {
-	switch StepCode(op.Step) {
-	case CreateSucceeded:
-		_, err := e.Transition(ctx, op, HandleStarted, TransitionOpts{Source: "job:" + KindHandle})
+	switch rules.StepCode(op.Step) {
+	case rules.CreateSucceeded:
+		_, err := e.Transition(ctx, op, rules.HandleStarted, TransitionOpts{Source: "job:" + rules.KindHandle})
 		return err
-	case HandleStarted:
+	case rules.HandleStarted:
 		return e.approve(ctx, op)
-	case HandleApproved:
+	case rules.HandleApproved:
 		return e.merge(ctx, op)
-	case HandleRebasing:
+	case rules.HandleRebasing:
 		return e.pollRebase(ctx, op)
-	case HandleDraft:
+	case rules.HandleDraft:
 		return e.pollDraft(ctx, op)
 	}
 	return nil
@@ -41,13 +42,13 @@ func (e *Engine) handle(ctx context.Context, op store.Operation) error {
 func (e *Engine) readOpenMR(ctx context.Context, op store.Operation, includeRebase bool) (platform.MergeRequest, bool, error) {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, includeRebase)
 	if err != nil {
-		return mr, true, notFoundIs(err, wordsOf(op.Platform), HandleFailed, "%s no longer exists", wordsOf(op.Platform).MRRef(op.MRIID))
+		return mr, true, notFoundIs(err, rules.WordsOf(op.Platform), rules.HandleFailed, "%s no longer exists", rules.WordsOf(op.Platform).MRRef(op.MRIID))
 	}
 	switch {
 	case mr.State == platform.MRStateMerged:
-		return mr, true, e.finishMerged(ctx, op, mr, "job:"+KindHandle)
+		return mr, true, e.finishMerged(ctx, op, mr, "job:"+rules.KindHandle)
 	case mr.State == platform.MRStateClosed:
-		return mr, true, e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+KindHandle)
+		return mr, true, e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+rules.KindHandle)
 	case mr.State == platform.MRStateLocked:
 		return mr, true, snoozeFor(e.pollFor(op).ShortInterval) // GitLab is merging it right now
 	case mr.SHA != "" && op.HeadSHA != "" && mr.SHA != op.HeadSHA && !mr.RebaseInProgress:
@@ -58,7 +59,7 @@ func (e *Engine) readOpenMR(ctx context.Context, op store.Operation, includeReba
 
 // headMoved sends the change back to wait for the pipeline of the new head.
 func (e *Engine) headMoved(ctx context.Context, op store.Operation, head string) error {
-	_, err := e.Transition(ctx, op, HandleAwaitPipeline, TransitionOpts{Source: "job:" + KindHandle,
+	_, err := e.Transition(ctx, op, rules.HandleAwaitPipeline, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"head_sha": head, "previous_head_sha": op.HeadSHA},
 		Update:  func(o *store.Operation) { o.HeadSHA = head }})
 	return err
@@ -72,7 +73,7 @@ func (e *Engine) shaMismatch(ctx context.Context, op store.Operation) error {
 	if done {
 		return err
 	}
-	return e.nextRound(ctx, op, HandleAwaitPipeline, "sha_mismatch", "")
+	return e.nextRound(ctx, op, rules.HandleAwaitPipeline, "sha_mismatch", "")
 }
 
 // nextRound starts another round of the handle phase at step to (approvals
@@ -80,19 +81,19 @@ func (e *Engine) shaMismatch(ctx context.Context, op store.Operation) error {
 // used: GitLab kept refusing for a reason that should have cleared.
 // refusal, when not "", is the platform's own words for its last refusal
 // (GitHub's 405 message): the round's event and the final detail carry it.
-func (e *Engine) nextRound(ctx context.Context, op store.Operation, to StepCode, reason, refusal string) error {
-	w := wordsOf(op.Platform)
+func (e *Engine) nextRound(ctx context.Context, op store.Operation, to rules.StepCode, reason, refusal string) error {
+	w := rules.WordsOf(op.Platform)
 	if op.Rounds >= e.pollFor(op).MaxRounds {
 		if refusal != "" {
-			return failTo(HandleNotMergeable, "%s still answers %s for %s after %d rounds: %s", w.Platform, reason, w.Ref(op.MRIID), op.Rounds, refusal)
+			return failTo(rules.HandleNotMergeable, "%s still answers %s for %s after %d rounds: %s", w.Platform, reason, w.Ref(op.MRIID), op.Rounds, refusal)
 		}
-		return failTo(HandleNotMergeable, "%s still answers %s for %s after %d rounds", w.Platform, reason, w.Ref(op.MRIID), op.Rounds)
+		return failTo(rules.HandleNotMergeable, "%s still answers %s for %s after %d rounds", w.Platform, reason, w.Ref(op.MRIID), op.Rounds)
 	}
 	payload := map[string]any{"reason": reason, "round": op.Rounds + 1}
 	if refusal != "" {
 		payload["refusal"] = refusal
 	}
-	_, err := e.Transition(ctx, op, to, TransitionOpts{Source: "job:" + KindHandle,
+	_, err := e.Transition(ctx, op, to, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: payload,
 		Update:  func(o *store.Operation) { o.Rounds++ }})
 	return err
@@ -150,11 +151,11 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 			// approvals read above is that read.
 			if status := attempts.refused(i, mr.SHA); status != 0 {
 				if readErr == nil {
-					return failTo(HandleReviewerDenied, "reviewer robot %s may not approve %s: %s answered %d (token revoked or expired, or the account is not eligible to approve)", reviewerName(i, u), wordsOf(op.Platform).Ref(op.MRIID), wordsOf(op.Platform).Platform, status)
+					return failTo(rules.HandleReviewerDenied, "reviewer robot %s may not approve %s: %s answered %d (token revoked or expired, or the account is not eligible to approve)", reviewerName(i, u), rules.WordsOf(op.Platform).Ref(op.MRIID), rules.WordsOf(op.Platform).Platform, status)
 				}
-				err = &approvalsUnreadable{w: wordsOf(op.Platform), status: status, err: readErr}
+				err = &approvalsUnreadable{w: rules.WordsOf(op.Platform), status: status, err: readErr}
 			} else if n := attempts.failures(i, mr.SHA); n > maxApproveRetries(p) {
-				return failTo(HandleFailed, "approving as %s failed %d times: %s", reviewerName(i, u), n, attempts.lastDetail(i, mr.SHA))
+				return failTo(rules.HandleFailed, "approving as %s failed %d times: %s", reviewerName(i, u), n, attempts.lastDetail(i, mr.SHA))
 			} else if d := attempts.notBefore(i, mr.SHA, backoff).Sub(e.now()); d > 0 {
 				wait = minWait(wait, d) // still backing off
 				continue
@@ -181,7 +182,7 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 				}
 				err = rerr
 			case rerr != nil:
-				err = &approvalsUnreadable{w: wordsOf(op.Platform), status: platform.StatusOf(err), err: rerr}
+				err = &approvalsUnreadable{w: rules.WordsOf(op.Platform), status: platform.StatusOf(err), err: rerr}
 			}
 		}
 		switch {
@@ -189,7 +190,7 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 		case errors.Is(err, platform.ErrHeadMoved):
 			return e.shaMismatch(ctx, op)
 		case errors.Is(err, platform.ErrForbidden):
-			return failTo(HandleReviewerDenied, "reviewer robot %s may not approve %s: %s answered %d (token revoked or expired, or the account is not eligible to approve)", name, wordsOf(op.Platform).Ref(op.MRIID), wordsOf(op.Platform).Platform, platform.StatusOf(err))
+			return failTo(rules.HandleReviewerDenied, "reviewer robot %s may not approve %s: %s answered %d (token revoked or expired, or the account is not eligible to approve)", name, rules.WordsOf(op.Platform).Ref(op.MRIID), rules.WordsOf(op.Platform).Platform, platform.StatusOf(err))
 		case errors.Is(err, platform.ErrRateLimited):
 			// GitLab's "later" spends no retry budget: wait out the
 			// account's rate limit (issue 10 point 4).
@@ -219,18 +220,18 @@ func (e *Engine) approve(ctx context.Context, op store.Operation) error {
 				case rerr != nil:
 					e.opLog(op).Warn("reading approvals failed, assuming none", "err", rerr)
 				}
-				return failTo(HandleFailed, "approving as %s failed %d times: %s", name, n, failureDetail(wordsOf(op.Platform), err))
+				return failTo(rules.HandleFailed, "approving as %s failed %d times: %s", name, n, failureDetail(rules.WordsOf(op.Platform), err))
 			}
 			d := max(backoff(n), platform.RetryAfterOf(err))
 			wait = minWait(wait, d)
 		default:
-			return failTo(HandleFailed, "approving as %s: %s", name, failureDetail(wordsOf(op.Platform), err))
+			return failTo(rules.HandleFailed, "approving as %s: %s", name, failureDetail(rules.WordsOf(op.Platform), err))
 		}
 	}
 	if wait > 0 {
 		return snoozeFor(wait)
 	}
-	_, err = e.Transition(ctx, op, HandleApproved, TransitionOpts{Source: "job:" + KindHandle,
+	_, err = e.Transition(ctx, op, rules.HandleApproved, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"head_sha": mr.SHA, "reviewers": e.gl.ReviewerCount()}})
 	return err
 }
@@ -315,7 +316,7 @@ func (a *approveAttempts) lastDetail(reviewer int, sha string) string {
 // them without approving again. Waiting and approving again would send
 // one more approve per wait, as many as the rate limit lasts.
 func (e *Engine) approveReadHeld(ctx context.Context, op store.Operation, i int, name, sha string, status int) error {
-	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + KindHandle,
+	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"action": "approve_refused", "reviewer": i, "username": name, "head_sha": sha, "status": status}})
 	if err != nil {
 		return fmt.Errorf("recording the refused approve of %s: %w", name, err)
@@ -377,9 +378,9 @@ func (a *approveAttempts) notBefore(reviewer int, sha string, backoff func(int) 
 }
 
 func (e *Engine) recordApproveFailure(ctx context.Context, op store.Operation, i int, name, sha string, n int, cause error) error {
-	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + KindHandle,
+	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"action": "approve", "reviewer": i, "username": name, "head_sha": sha, "attempt": n,
-			"status": platform.StatusOf(cause), "detail": failureDetail(wordsOf(op.Platform), cause)}})
+			"status": platform.StatusOf(cause), "detail": failureDetail(rules.WordsOf(op.Platform), cause)}})
 	return err
 }
 
@@ -402,7 +403,7 @@ func (e *Engine) readApprovals(ctx context.Context, op store.Operation) (map[int
 // (it deliberately does not unwrap: neither the refusal nor the read's
 // error decides on its own).
 type approvalsUnreadable struct {
-	w      words // the change's platform's
+	w      rules.Words // the change's platform's
 	status int
 	err    error
 }
@@ -445,12 +446,12 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	res, err := e.gl.Merge(ctx, op.ProjectID, op.MRIID, platform.MergeParams{SHA: mr.SHA, Squash: squash})
 	switch {
 	case err == nil && res.State == platform.MRStateMerged:
-		return e.finishMerged(ctx, op, res, "job:"+KindHandle)
+		return e.finishMerged(ctx, op, res, "job:"+rules.KindHandle)
 	case err == nil:
 		return e.mergeLeftOpen(ctx, op, res, lease)
 	case platform.IsRefused(err), errors.Is(err, platform.ErrRateLimited):
 		// GitLab refused, or never processed the call: nothing merged.
-		e.releaseMerge(ctx, op, lease, fmt.Sprintf("%s answered %d", wordsOf(op.Platform).Platform, platform.StatusOf(err)))
+		e.releaseMerge(ctx, op, lease, fmt.Sprintf("%s answered %d", rules.WordsOf(op.Platform).Platform, platform.StatusOf(err)))
 	default:
 		// 5xx, a timeout or a lost answer: the merge may have happened.
 		// GitLab's state decides; while it cannot be read the claim stays
@@ -458,9 +459,9 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 		if now, rerr := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false); rerr == nil {
 			switch now.State {
 			case platform.MRStateMerged:
-				return e.finishMerged(ctx, op, now, "job:"+KindHandle)
+				return e.finishMerged(ctx, op, now, "job:"+rules.KindHandle)
 			case platform.MRStateOpened:
-				e.releaseMerge(ctx, op, lease, "the merge call failed and the "+wordsOf(op.Platform).MR+" is still open")
+				e.releaseMerge(ctx, op, lease, "the merge call failed and the "+rules.WordsOf(op.Platform).MR+" is still open")
 			}
 		}
 		return err
@@ -471,7 +472,7 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 	case errors.Is(err, platform.ErrNotMergeable):
 		return e.followRefusal(ctx, op, mergeRefusal{HeadSHA: mr.SHA, Reason: refusedNotMergeable, Refusal: refusalOf(op, err)}, false)
 	case errors.Is(err, platform.ErrForbidden):
-		return failTo(HandleNotMergeable, "the robot may not merge %s into %s (%s answered %d)", wordsOf(op.Platform).Ref(op.MRIID), op.TargetBranch, wordsOf(op.Platform).Platform, platform.StatusOf(err))
+		return failTo(rules.HandleNotMergeable, "the robot may not merge %s into %s (%s answered %d)", rules.WordsOf(op.Platform).Ref(op.MRIID), op.TargetBranch, rules.WordsOf(op.Platform).Platform, platform.StatusOf(err))
 	default:
 		return err
 	}
@@ -535,7 +536,7 @@ func (e *Engine) followRefusal(ctx context.Context, op store.Operation, r mergeR
 		payload["refusal"] = r.Refusal
 	}
 	if _, aerr := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot,
-		Source: "job:" + KindHandle, Payload: payload}); aerr != nil {
+		Source: "job:" + rules.KindHandle, Payload: payload}); aerr != nil {
 		return errors.Join(err, fmt.Errorf("recording the merge refusal of !%d: %w", op.MRIID, aerr))
 	}
 	return err
@@ -613,7 +614,7 @@ func (e *Engine) claimMerge(ctx context.Context, op store.Operation, sha string)
 		payload["took_over_claimed_at"] = stale.ClaimedAt
 	}
 	if _, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventClaim, Actor: ActorBot,
-		Source: "job:" + KindHandle, Payload: payload}); err != nil {
+		Source: "job:" + rules.KindHandle, Payload: payload}); err != nil {
 		e.releaseMerge(ctx, op, lease, "")
 		return lease, err
 	}
@@ -636,7 +637,7 @@ func (e *Engine) releaseMerge(ctx context.Context, op store.Operation, lease com
 	if !released || reason == "" {
 		return
 	}
-	if _, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventClaim, Actor: ActorBot, Source: "job:" + KindHandle,
+	if _, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventClaim, Actor: ActorBot, Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"action": "merge_claim_released", "gate_step": lease.Ref.Step, "token": lease.Token, "reason": reason}}); err != nil {
 		e.opLog(op).Warn("recording the merge claim release failed", "err", err)
 	}
@@ -677,13 +678,13 @@ const maxSeededMerges = 10_000
 func (e *Engine) mergeLeftOpen(ctx context.Context, op store.Operation, res platform.MergeRequest, lease commitgate.Lease) error {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err == nil && mr.State == platform.MRStateMerged {
-		return e.finishMerged(ctx, op, mr, "job:"+KindHandle)
+		return e.finishMerged(ctx, op, mr, "job:"+rules.KindHandle)
 	}
 	if err == nil {
 		res = mr
-		e.releaseMerge(ctx, op, lease, wordsOf(op.Platform).Platform+" left the "+wordsOf(op.Platform).MR+" "+orUnknown(mr.State))
+		e.releaseMerge(ctx, op, lease, rules.WordsOf(op.Platform).Platform+" left the "+rules.WordsOf(op.Platform).MR+" "+orUnknown(mr.State))
 	}
-	return failTo(HandleNotMergeable, "%s accepted the merge of %s but it stayed %s: %s", wordsOf(op.Platform).Platform, wordsOf(op.Platform).Ref(op.MRIID), orUnknown(res.State), orUnknown(res.MergeError))
+	return failTo(rules.HandleNotMergeable, "%s accepted the merge of %s but it stayed %s: %s", rules.WordsOf(op.Platform).Platform, rules.WordsOf(op.Platform).Ref(op.MRIID), orUnknown(res.State), orUnknown(res.MergeError))
 }
 
 func orUnknown(s string) string {
@@ -732,12 +733,12 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation, refusal s
 	if mr.RebaseInProgress {
 		return e.toRebasing(ctx, op, false)
 	}
-	w := wordsOf(op.Platform)
+	w := rules.WordsOf(op.Platform)
 	status := mr.DetailedMergeStatus
 	switch status {
 	case "mergeable":
 		if mr.MergeError != "" {
-			return failTo(HandleNotMergeable, "%s refuses to merge %s: %s", w.Platform, w.Ref(op.MRIID), mr.MergeError)
+			return failTo(rules.HandleNotMergeable, "%s refuses to merge %s: %s", w.Platform, w.Ref(op.MRIID), mr.MergeError)
 		}
 		return e.backOffMerge(ctx, op, status)
 	case "checking", "preparing", "unchecked", "approvals_syncing", "":
@@ -745,13 +746,13 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation, refusal s
 	case "need_rebase":
 		return e.startRebase(ctx, op, mr)
 	case "not_approved":
-		return e.nextRound(ctx, op, HandleStarted, status, refusal)
+		return e.nextRound(ctx, op, rules.HandleStarted, status, refusal)
 	case "ci_still_running":
-		return e.nextRound(ctx, op, HandleAwaitPipeline, status, refusal)
+		return e.nextRound(ctx, op, rules.HandleAwaitPipeline, status, refusal)
 	case "ci_must_pass":
-		return failTo(HandleFailed, "the %s of %s did not pass", w.Pipeline, short(mr.SHA))
+		return failTo(rules.HandleFailed, "the %s of %s did not pass", w.Pipeline, short(mr.SHA))
 	case "conflict":
-		return failTo(HandleRebaseConflict, "%s has conflicts with %s", w.Ref(op.MRIID), op.TargetBranch)
+		return failTo(rules.HandleRebaseConflict, "%s has conflicts with %s", w.Ref(op.MRIID), op.TargetBranch)
 	case draftStatus:
 		return e.toDraft(ctx, op)
 	}
@@ -765,7 +766,7 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation, refusal s
 	case refusal != "":
 		reason += ": " + refusal
 	}
-	return failTo(HandleNotMergeable, "%s refuses to merge %s: %s", w.Platform, w.Ref(op.MRIID), reason)
+	return failTo(rules.HandleNotMergeable, "%s refuses to merge %s: %s", w.Platform, w.Ref(op.MRIID), reason)
 }
 
 // refusalOf is the reason a merge answered err (platform.ErrNotMergeable)
@@ -789,7 +790,7 @@ const draftStatus = "draft_status"
 
 // draftDetail is the detail of a change waiting in HANDLE_DRAFT, in w's
 // words.
-func draftDetail(w words) string {
+func draftDetail(w rules.Words) string {
 	return "the " + w.MR + " is a draft: mark it ready in " + w.Platform
 }
 
@@ -797,9 +798,9 @@ func draftDetail(w words) string {
 // draft (issue 10 point 3): it waits for a person to mark it ready,
 // without a deadline, spending no round and making no merge call meanwhile.
 func (e *Engine) toDraft(ctx context.Context, op store.Operation) error {
-	_, err := e.Transition(ctx, op, HandleDraft, TransitionOpts{Source: "job:" + KindHandle,
+	_, err := e.Transition(ctx, op, rules.HandleDraft, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"detailed_merge_status": draftStatus},
-		Update:  func(o *store.Operation) { o.Detail = draftDetail(wordsOf(op.Platform)) }})
+		Update:  func(o *store.Operation) { o.Detail = draftDetail(rules.WordsOf(op.Platform)) }})
 	return err
 }
 
@@ -815,12 +816,12 @@ func (e *Engine) pollDraft(ctx context.Context, op store.Operation) error {
 	if mr.DetailedMergeStatus == draftStatus {
 		return snoozeFor(e.pollFor(op).LongInterval)
 	}
-	return e.draftReady(ctx, op, "job:"+KindHandle)
+	return e.draftReady(ctx, op, "job:"+rules.KindHandle)
 }
 
 // draftReady moves a change waiting in HANDLE_DRAFT back to merging.
 func (e *Engine) draftReady(ctx context.Context, op store.Operation, source string) error {
-	_, err := e.Transition(ctx, op, HandleApproved, TransitionOpts{Source: source,
+	_, err := e.Transition(ctx, op, rules.HandleApproved, TransitionOpts{Source: source,
 		Payload: map[string]any{"reason": "marked ready"},
 		Update:  func(o *store.Operation) { o.Detail = "" }})
 	return err
@@ -834,10 +835,10 @@ func (e *Engine) backOffMerge(ctx context.Context, op store.Operation, status st
 	if d, ok := stepped(p, e.now(), op.StepStartedAt, p.RebaseDeadline); ok {
 		return snoozeFor(d)
 	}
-	_, err := e.Transition(ctx, op, HandleMergePending, TransitionOpts{Source: "job:" + KindHandle,
+	_, err := e.Transition(ctx, op, rules.HandleMergePending, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"detailed_merge_status": status},
 		Update: func(o *store.Operation) {
-			o.Detail = fmt.Sprintf("%s still reports %s for %s after %s", wordsOf(op.Platform).Platform, orUnknown(status), wordsOf(op.Platform).Ref(op.MRIID), p.RebaseDeadline)
+			o.Detail = fmt.Sprintf("%s still reports %s for %s after %s", rules.WordsOf(op.Platform).Platform, orUnknown(status), rules.WordsOf(op.Platform).Ref(op.MRIID), p.RebaseDeadline)
 		}})
 	return err
 }
@@ -855,7 +856,7 @@ func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platfor
 		return e.toRebasing(ctx, op, false)
 	}
 	if op.Rounds >= e.pollFor(op).MaxRounds {
-		return failTo(HandleFailed, "the target branch kept moving: gave up after %d rebase rounds", op.Rounds)
+		return failTo(rules.HandleFailed, "the target branch kept moving: gave up after %d rebase rounds", op.Rounds)
 	}
 	err := e.gl.Rebase(ctx, op.ProjectID, op.MRIID)
 	switch {
@@ -863,7 +864,7 @@ func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platfor
 		return e.shaMismatch(ctx, op)
 	case err == nil, errors.Is(err, platform.ErrConflict):
 	case platform.IsRefused(err):
-		return failTo(HandleFailed, "%s refuses to rebase %s: %s", wordsOf(op.Platform).Platform, wordsOf(op.Platform).Ref(op.MRIID), failureDetail(wordsOf(op.Platform), err))
+		return failTo(rules.HandleFailed, "%s refuses to rebase %s: %s", rules.WordsOf(op.Platform).Platform, rules.WordsOf(op.Platform).Ref(op.MRIID), failureDetail(rules.WordsOf(op.Platform), err))
 	default:
 		return err
 	}
@@ -873,7 +874,7 @@ func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platfor
 // toRebasing moves to HANDLE_REBASING, where pollRebase watches the
 // rebase; started counts a round.
 func (e *Engine) toRebasing(ctx context.Context, op store.Operation, started bool) error {
-	_, err := e.Transition(ctx, op, HandleRebasing, TransitionOpts{Source: "job:" + KindHandle,
+	_, err := e.Transition(ctx, op, rules.HandleRebasing, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"rebase_requested": started},
 		Update: func(o *store.Operation) {
 			if started {
@@ -891,25 +892,25 @@ func (e *Engine) toRebasing(ctx context.Context, op store.Operation, started boo
 func (e *Engine) pollRebase(ctx context.Context, op store.Operation) error {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, true)
 	if err != nil {
-		return notFoundIs(err, wordsOf(op.Platform), HandleFailed, "%s no longer exists", wordsOf(op.Platform).MRRef(op.MRIID))
+		return notFoundIs(err, rules.WordsOf(op.Platform), rules.HandleFailed, "%s no longer exists", rules.WordsOf(op.Platform).MRRef(op.MRIID))
 	}
 	switch {
 	case mr.State == platform.MRStateMerged:
-		return e.finishMerged(ctx, op, mr, "job:"+KindHandle)
+		return e.finishMerged(ctx, op, mr, "job:"+rules.KindHandle)
 	case mr.State == platform.MRStateClosed:
-		return e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+KindHandle)
+		return e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+rules.KindHandle)
 	case mr.RebaseInProgress:
 		p := e.pollFor(op)
 		if d, ok := stepped(p, e.now(), op.StepStartedAt, p.RebaseDeadline); ok {
 			return snoozeFor(d)
 		}
-		_, err := e.Transition(ctx, op, HandleRebasePending, TransitionOpts{Source: "job:" + KindHandle,
+		_, err := e.Transition(ctx, op, rules.HandleRebasePending, TransitionOpts{Source: "job:" + rules.KindHandle,
 			Update: func(o *store.Operation) { o.Detail = "rebase still running after " + p.RebaseDeadline.String() }})
 		return err
 	case strings.Contains(mr.MergeError, "Rebase failed") || mr.HasConflicts || mr.DetailedMergeStatus == "conflict":
-		return failTo(HandleRebaseConflict, "rebasing %s onto %s failed: %s", wordsOf(op.Platform).Ref(op.MRIID), op.TargetBranch, orUnknown(mr.MergeError))
+		return failTo(rules.HandleRebaseConflict, "rebasing %s onto %s failed: %s", rules.WordsOf(op.Platform).Ref(op.MRIID), op.TargetBranch, orUnknown(mr.MergeError))
 	}
-	_, err = e.Transition(ctx, op, HandleAwaitPipeline, TransitionOpts{Source: "job:" + KindHandle,
+	_, err = e.Transition(ctx, op, rules.HandleAwaitPipeline, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"head_sha": mr.SHA, "rebased": true},
 		Update:  func(o *store.Operation) { o.HeadSHA, o.Detail = mr.SHA, "" }})
 	return err
@@ -926,8 +927,8 @@ func (e *Engine) finishMerged(ctx context.Context, op store.Operation, mr platfo
 	if commit == "" {
 		commit = mr.SHA
 	}
-	if !CanMove(StepCode(op.Step), HandleMerged) {
-		return fmt.Errorf("%s is merged but %s cannot move to MERGED: %w", wordsOf(op.Platform).MRRef(op.MRIID), StepCode(op.Step), ErrIllegalTransition)
+	if !rules.CanMove(rules.StepCode(op.Step), rules.HandleMerged) {
+		return fmt.Errorf("%s is merged but %s cannot move to MERGED: %w", rules.WordsOf(op.Platform).MRRef(op.MRIID), rules.StepCode(op.Step), rules.ErrIllegalTransition)
 	}
 	// Who merged it is in the event's payload; a person who merged it is
 	// also the move's actor (the status comment's timeline) and named in
@@ -937,10 +938,10 @@ func (e *Engine) finishMerged(ctx context.Context, op store.Operation, mr platfo
 	if who := mr.MergedBy.Username; who != "" {
 		payload["merged_by"] = who
 		if !e.byRobot(ctx, who) {
-			detail, actor = fmt.Sprintf("%s merged %s in %s", who, wordsOf(op.Platform).Ref(op.MRIID), wordsOf(op.Platform).Platform), who
+			detail, actor = fmt.Sprintf("%s merged %s in %s", who, rules.WordsOf(op.Platform).Ref(op.MRIID), rules.WordsOf(op.Platform).Platform), who
 		}
 	}
-	_, err := e.Transition(ctx, op, HandleMerged, TransitionOpts{Source: source, Actor: actor,
+	_, err := e.Transition(ctx, op, rules.HandleMerged, TransitionOpts{Source: source, Actor: actor,
 		Payload: payload,
 		Update:  func(o *store.Operation) { o.MergeCommitSHA, o.Detail = commit, detail }})
 	return err
@@ -952,15 +953,15 @@ func (e *Engine) finishMerged(ctx context.Context, op store.Operation, mr platfo
 // A change that can no longer move there (finished, or already closed)
 // stays as it is, so replayed hooks and later polls change nothing.
 func (e *Engine) closedByPerson(ctx context.Context, op store.Operation, who, source string) error {
-	if !CanMove(StepCode(op.Step), ClosedByPerson) || (who != "" && e.byRobot(ctx, who)) {
+	if !rules.CanMove(rules.StepCode(op.Step), rules.ClosedByPerson) || (who != "" && e.byRobot(ctx, who)) {
 		return nil
 	}
-	w := wordsOf(op.Platform)
+	w := rules.WordsOf(op.Platform)
 	detail := fmt.Sprintf("%s was closed in %s", w.MRRef(op.MRIID), w.Platform)
 	if who != "" {
 		detail = fmt.Sprintf("%s closed %s in %s", who, w.MRRef(op.MRIID), w.Platform)
 	}
-	_, err := e.Transition(ctx, op, ClosedByPerson, TransitionOpts{Source: source, Actor: who,
+	_, err := e.Transition(ctx, op, rules.ClosedByPerson, TransitionOpts{Source: source, Actor: who,
 		Payload: map[string]any{"closed_by": who, "mr_iid": op.MRIID},
 		Update:  func(o *store.Operation) { o.Detail = detail }})
 	if isConflict(err) {

@@ -4,18 +4,8 @@ import (
 	"fmt"
 
 	"github.com/riverqueue/river"
-)
 
-// Job kinds (persisted in river_job.kind: never rename one).
-const (
-	KindRequestApproval = "request_approval"
-	KindCreateMR        = "create_merge_request"
-	KindAwaitPipeline   = "await_pipeline"
-	KindHandle          = "handle_merge_request"
-	KindAwaitDeploy     = "await_deploy"
-	KindProcessDelivery = "process_delivery"
-	KindRefreshNote     = "refresh_status_note"
-	KindCloseMR         = "close_merge_request"
+	"changebot/flows/rules"
 )
 
 // OperationArgs are the arguments of every job that advances one operation.
@@ -33,33 +23,33 @@ type OperationArgs struct {
 type RequestApprovalArgs OperationArgs
 
 // Kind implements river.JobArgs.
-func (RequestApprovalArgs) Kind() string { return KindRequestApproval }
+func (RequestApprovalArgs) Kind() string { return rules.KindRequestApproval }
 
 // CreateMRArgs creates branch, commit and merge request.
 type CreateMRArgs OperationArgs
 
 // Kind implements river.JobArgs.
-func (CreateMRArgs) Kind() string { return KindCreateMR }
+func (CreateMRArgs) Kind() string { return rules.KindCreateMR }
 
 // AwaitPipelineArgs waits for the MR pipeline of the current head (polling
 // fallback of the pipeline webhook). Polls counts the polls done so far.
 type AwaitPipelineArgs OperationArgs
 
 // Kind implements river.JobArgs.
-func (AwaitPipelineArgs) Kind() string { return KindAwaitPipeline }
+func (AwaitPipelineArgs) Kind() string { return rules.KindAwaitPipeline }
 
 // HandleArgs approves as the reviewer robots and merges.
 type HandleArgs OperationArgs
 
 // Kind implements river.JobArgs.
-func (HandleArgs) Kind() string { return KindHandle }
+func (HandleArgs) Kind() string { return rules.KindHandle }
 
 // AwaitDeployArgs waits for the deploy pipeline of the merge commit
 // (polling fallback of the target-branch pipeline webhook).
 type AwaitDeployArgs OperationArgs
 
 // Kind implements river.JobArgs.
-func (AwaitDeployArgs) Kind() string { return KindAwaitDeploy }
+func (AwaitDeployArgs) Kind() string { return rules.KindAwaitDeploy }
 
 // CloseMRArgs closes what the create job of a change cancelled in the
 // create phase opened without recording it (its merge request, its
@@ -67,33 +57,25 @@ func (AwaitDeployArgs) Kind() string { return KindAwaitDeploy }
 type CloseMRArgs OperationArgs
 
 // Kind implements river.JobArgs.
-func (CloseMRArgs) Kind() string { return KindCloseMR }
+func (CloseMRArgs) Kind() string { return rules.KindCloseMR }
 
 // stepJobArgs returns the arguments of a step job of kind (a kind of
 // stepJobKinds) for a.
 func stepJobArgs(kind string, a OperationArgs) river.JobArgs {
 	switch kind {
-	case KindRequestApproval:
+	case rules.KindRequestApproval:
 		return RequestApprovalArgs(a)
-	case KindCreateMR:
+	case rules.KindCreateMR:
 		return CreateMRArgs(a)
-	case KindAwaitPipeline:
+	case rules.KindAwaitPipeline:
 		return AwaitPipelineArgs(a)
-	case KindHandle:
+	case rules.KindHandle:
 		return HandleArgs(a)
-	case KindAwaitDeploy:
+	case rules.KindAwaitDeploy:
 		return AwaitDeployArgs(a)
 	}
 	panic(fmt.Sprintf("flows: %q is not a step job kind", kind))
 }
-
-// ProcessDeliveryArgs processes one stored webhook delivery.
-type ProcessDeliveryArgs struct {
-	DeliveryID int64 `json:"delivery_id"`
-}
-
-// Kind implements river.JobArgs.
-func (ProcessDeliveryArgs) Kind() string { return KindProcessDelivery }
 
 // RefreshNoteArgs re-renders an operation's status comment. Unique per
 // operation and coalescing window when note.delay is 2 s or more, else per
@@ -115,20 +97,4 @@ type RefreshNoteArgs struct {
 }
 
 // Kind implements river.JobArgs.
-func (RefreshNoteArgs) Kind() string { return KindRefreshNote }
-
-// ProcessDeliveryJob returns the insert parameters of the job that processes
-// delivery id (used by the webhook intake in its one transaction).
-func ProcessDeliveryJob(id int64) river.InsertManyParams {
-	return river.InsertManyParams{Args: ProcessDeliveryArgs{DeliveryID: id}, InsertOpts: &river.InsertOpts{Queue: QueueEvents}}
-}
-
-// Queues. Step jobs work in QueueDefault, webhook deliveries in
-// QueueEvents and status-note refreshes in QueueNotes, so that a burst of
-// one kind never queues the others behind it: a change's next step does not
-// wait for the status comments of other changes to be edited.
-const (
-	QueueDefault = river.QueueDefault
-	QueueEvents  = "events"
-	QueueNotes   = "notes"
-)
+func (RefreshNoteArgs) Kind() string { return rules.KindRefreshNote }

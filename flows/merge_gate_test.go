@@ -16,6 +16,7 @@ import (
 	"changebot/flows"
 	"changebot/flows/commitgate"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/approval"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -49,8 +50,8 @@ func workHandle(t *testing.T, e *flows.Engine, op store.Operation) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := &rivertype.JobRow{ID: 1, Kind: flows.KindHandle, EncodedArgs: args, Attempt: 1, MaxAttempts: flows.MaxAttempts}
-	return e.WorkFuncs()[flows.KindHandle](context.Background(), row)
+	row := &rivertype.JobRow{ID: 1, Kind: rules.KindHandle, EncodedArgs: args, Attempt: 1, MaxAttempts: flows.MaxAttempts}
+	return e.WorkFuncs()[rules.KindHandle](context.Background(), row)
 }
 
 // toMergeStep drives a change to HANDLE_APPROVED with its merge still to
@@ -63,7 +64,7 @@ func toMergeStep(t *testing.T, h *flowtest.Harness) (store.Operation, int) {
 	op := h.ToMROpened(t, flowtest.Change("svc"))
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	op = h.RequireStep(t, op.ID, flows.HandleApproved)
+	op = h.RequireStep(t, op.ID, rules.HandleApproved)
 	return op, len(h.GitLab.Calls())
 }
 
@@ -80,7 +81,7 @@ func TestMergeGateReleasedWhenMergeFails(t *testing.T) {
 		claims[0]["token"] != claims[1]["token"] {
 		t.Fatalf("claim events after a 503 on an open MR: %v; want claimed, then released by the same token", claims)
 	}
-	h.RunUntil(t, op.ID, flows.HandleMerged, time.Minute)
+	h.RunUntil(t, op.ID, rules.HandleMerged, time.Minute)
 	if claims := claimEvents(t, h, op.ID); len(claims) != 3 || claims[2]["action"] != "merge_claimed" {
 		t.Fatalf("claim events after the retry: %v; want a new claim", claims)
 	}
@@ -120,7 +121,7 @@ func mergeCalls(calls []gitlabfake.Call) []gitlabfake.Call {
 func requireNoFailure(t *testing.T, h *flowtest.Harness, id string) {
 	t.Helper()
 	for _, s := range h.Steps(t, id) {
-		if st, ok := flows.Lookup(s); ok && (st.Status == store.StatusHandleFailed || st.Status == store.StatusCreateFailed) {
+		if st, ok := rules.Lookup(s); ok && (st.Status == store.StatusHandleFailed || st.Status == store.StatusCreateFailed) {
 			t.Errorf("the change passed through %s", s)
 		}
 	}
@@ -178,7 +179,7 @@ func TestMergeGateTwoReplicasRace(t *testing.T) {
 	if len(merges) != 1 || merges[0].Status != http.StatusOK {
 		t.Fatalf("merge calls during the race: %+v; want exactly one, answered 200", merges)
 	}
-	h.RequireStep(t, op.ID, flows.HandleMerged)
+	h.RequireStep(t, op.ID, rules.HandleMerged)
 	claims := claimEvents(t, h, op.ID)[2:]
 	if len(claims) != 1 || claims[0]["action"] != "merge_claimed" || claims[0]["gate_step"] != "merge:"+op.HeadSHA {
 		t.Fatalf("claim events of the race: %v; want one merge_claimed of merge:%s", claims, op.HeadSHA)
@@ -222,7 +223,7 @@ func TestMergeGateClaimOfDeadReplica(t *testing.T) {
 	if err := workHandle(t, b, op); err != nil {
 		t.Fatalf("taking over the dead replica's claim: %v", err)
 	}
-	h.RequireStep(t, op.ID, flows.HandleMerged)
+	h.RequireStep(t, op.ID, rules.HandleMerged)
 	if n := len(mergeCalls(h.GitLab.Calls()[before:])); n != 1 {
 		t.Fatalf("%d merge calls after the take over; want 1", n)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -26,21 +27,21 @@ func TestMergeHookWaitsForTheMergeToSettle(t *testing.T) {
 		name, file string
 		locked     bool // GitLab shows the MR locked when the hook comes
 		merge      bool // a person's merge takes effect before the next read
-		want       flows.StepCode
+		want       rules.StepCode
 		// contradicted is the count of changebot_webhooks_contradicted_total
 		// by action at the end.
 		contradicted map[string]float64
 	}{
 		{name: "locked, then merged", file: "webhook-merge_request-merge.json", locked: true, merge: true,
-			want: flows.HandleMerged, contradicted: map[string]float64{}},
+			want: rules.HandleMerged, contradicted: map[string]float64{}},
 		{name: "opened (a lagging read), then merged", file: "webhook-merge_request-merge.json", merge: true,
-			want: flows.HandleMerged, contradicted: map[string]float64{}},
+			want: rules.HandleMerged, contradicted: map[string]float64{}},
 		{name: "locked throughout", file: "webhook-merge_request-merge.json", locked: true,
-			want: flows.ApprovalSent, contradicted: map[string]float64{"merge": 1}},
+			want: rules.ApprovalSent, contradicted: map[string]float64{"merge": 1}},
 		{name: "opened throughout", file: "webhook-merge_request-merge.json",
-			want: flows.ApprovalSent, contradicted: map[string]float64{"merge": 1}},
+			want: rules.ApprovalSent, contradicted: map[string]float64{"merge": 1}},
 		{name: "close hook on an opened MR: at once", file: "webhook-merge_request-close.json",
-			want: flows.ApprovalSent, contradicted: map[string]float64{"close": 1}},
+			want: rules.ApprovalSent, contradicted: map[string]float64{"close": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -50,7 +51,7 @@ func TestMergeHookWaitsForTheMergeToSettle(t *testing.T) {
 			op := h.ToMROpened(t, p)
 			h.DeliverWebhooks(t)
 			h.WorkUntilIdle(t)
-			h.RequireStep(t, op.ID, flows.ApprovalSent)
+			h.RequireStep(t, op.ID, rules.ApprovalSent)
 			if tc.locked {
 				h.GitLab.SetMRLocked(h.Project.ID, op.MRIID, true)
 				if mr := h.MR(t, op.ID); mr.State != platform.MRStateLocked {
@@ -60,12 +61,12 @@ func TestMergeHookWaitsForTheMergeToSettle(t *testing.T) {
 
 			h.Deliver(t, forgedMRHook(t, tc.file, h.Project.ID, op.MRIID))
 			h.WorkUntilIdle(t)
-			h.RequireStep(t, op.ID, flows.ApprovalSent)
+			h.RequireStep(t, op.ID, rules.ApprovalSent)
 			if tc.file == "webhook-merge_request-merge.json" {
 				if c := contradictedCount(t, h); len(c) != 0 {
 					t.Fatalf("the merge hook was counted contradicted at its first read (%v), want it read again", c)
 				}
-				if n := len(h.Jobs(t, flows.KindProcessDelivery)); n != 1 {
+				if n := len(h.Jobs(t, rules.KindProcessDelivery)); n != 1 {
 					t.Fatalf("%d delivery jobs wait, want the merge hook's, snoozed", n)
 				}
 			}
@@ -92,7 +93,7 @@ func TestMergeHookWaitsForTheMergeToSettle(t *testing.T) {
 				}
 				var from string
 				for _, ev := range h.Events(t, op.ID) {
-					if flows.StepCode(ev.ToStep) == flows.HandleMerged {
+					if rules.StepCode(ev.ToStep) == rules.HandleMerged {
 						from = ev.Source
 					}
 				}
@@ -103,7 +104,7 @@ func TestMergeHookWaitsForTheMergeToSettle(t *testing.T) {
 			} else if got.MergeCommitSHA != "" {
 				t.Errorf("merge commit %q recorded from a webhook GitLab contradicts", got.MergeCommitSHA)
 			}
-			if n := len(h.Jobs(t, flows.KindProcessDelivery)); n != 0 {
+			if n := len(h.Jobs(t, rules.KindProcessDelivery)); n != 0 {
 				t.Errorf("%d delivery jobs still wait, want none (the waits are bounded)", n)
 			}
 		})

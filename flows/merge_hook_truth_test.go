@@ -16,6 +16,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -89,12 +90,12 @@ func TestMergeHookIsCheckedWithThePlatform(t *testing.T) {
 			op := h.ToMROpened(t, p)
 			h.DeliverWebhooks(t)
 			h.WorkUntilIdle(t)
-			h.RequireStep(t, op.ID, flows.ApprovalSent)
+			h.RequireStep(t, op.ID, rules.ApprovalSent)
 
 			h.Deliver(t, forgedMRHook(t, "webhook-merge_request-merge.json", h.Project.ID, op.MRIID),
 				forgedMRHook(t, "webhook-merge_request-close.json", h.Project.ID, op.MRIID))
 			h.RunFor(t, 10*time.Second) // the merge hook is read again a few times before it is contradicted
-			got := h.RequireStep(t, op.ID, flows.ApprovalSent)
+			got := h.RequireStep(t, op.ID, rules.ApprovalSent)
 			if got.MergeCommitSHA != "" {
 				t.Errorf("merge commit %q recorded from a webhook GitLab contradicts", got.MergeCommitSHA)
 			}
@@ -122,7 +123,7 @@ func TestMergeHookIsCheckedWithThePlatform(t *testing.T) {
 			}
 			h.Deliver(t, hooks...)
 			h.WorkUntilIdle(t)
-			got = h.RequireStep(t, op.ID, flows.HandleMerged)
+			got = h.RequireStep(t, op.ID, rules.HandleMerged)
 			if got.MergeCommitSHA != merged.MergeCommitSHA || got.MergeCommitSHA == "" {
 				t.Errorf("merge commit %q, want GitLab's %q", got.MergeCommitSHA, merged.MergeCommitSHA)
 			}
@@ -149,21 +150,21 @@ func TestCancelLeavesAMergeGitLabNeverMade(t *testing.T) {
 	op := h.ToMROpened(t, p)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	op = h.RequireStep(t, op.ID, flows.ApprovalSent)
+	op = h.RequireStep(t, op.ID, rules.ApprovalSent)
 	const bogus = "43411b53d670203e887c4985c4e58e8e6b7c109e"
-	if _, err := h.Engine.Transition(ctx, op, flows.HandleMerged, flows.TransitionOpts{Source: "webhook:0",
+	if _, err := h.Engine.Transition(ctx, op, rules.HandleMerged, flows.TransitionOpts{Source: "webhook:0",
 		Update: func(o *store.Operation) { o.MergeCommitSHA = bogus }}); err != nil {
 		t.Fatal(err)
 	}
 	h.RunFor(t, flowtest.Poll.DeployDeadline+time.Hour)
-	h.RequireStep(t, op.ID, flows.DeployPending)
+	h.RequireStep(t, op.ID, rules.DeployPending)
 
-	got, err := h.Engine.Act(ctx, op.ID, flows.ActionCancel, flows.ActionParams{Actor: "olivia", Source: "api"})
+	got, err := h.Engine.Act(ctx, op.ID, rules.ActionCancel, rules.ActionParams{Actor: "olivia", Source: "api"})
 	if err != nil {
 		t.Fatalf("cancel of a change GitLab never merged: %v", err)
 	}
-	if flows.StepCode(got.Step) != flows.Closed || !strings.Contains(got.Detail, "never merged (opened)") {
-		t.Errorf("after cancel: %s %q, want CLOSED saying GitLab never merged it", flows.StepCode(got.Step), got.Detail)
+	if rules.StepCode(got.Step) != rules.Closed || !strings.Contains(got.Detail, "never merged (opened)") {
+		t.Errorf("after cancel: %s %q, want CLOSED saying GitLab never merged it", rules.StepCode(got.Step), got.Detail)
 	}
 	if mr := h.MR(t, op.ID); mr.State != platform.MRStateClosed {
 		t.Errorf("MR state %s, want closed", mr.State)
@@ -172,10 +173,10 @@ func TestCancelLeavesAMergeGitLabNeverMade(t *testing.T) {
 
 	// A change GitLab shows merged stays MERGED.
 	real := h.ToMerged(t, flowtest.Change("svc"))
-	if _, err := h.Engine.Act(ctx, real.ID, flows.ActionCancel, flows.ActionParams{Actor: "olivia", Source: "api"}); !errors.Is(err, flows.ErrNotApplicable) {
+	if _, err := h.Engine.Act(ctx, real.ID, rules.ActionCancel, rules.ActionParams{Actor: "olivia", Source: "api"}); !errors.Is(err, rules.ErrNotApplicable) {
 		t.Errorf("cancel of a merged change: %v, want ErrNotApplicable", err)
 	}
-	h.RequireStep(t, real.ID, flows.HandleMerged)
+	h.RequireStep(t, real.ID, rules.HandleMerged)
 }
 
 // TestOwnMergeHookCostsNoRead: the change's merge job is running
@@ -190,9 +191,9 @@ func TestOwnMergeHookCostsNoRead(t *testing.T) {
 	t.Parallel()
 	h := flowtest.New(t, nil)
 	ctx := context.Background()
-	handle := h.Engine.WorkFuncs()[flows.KindHandle]
+	handle := h.Engine.WorkFuncs()[rules.KindHandle]
 	var hold atomic.Bool
-	h.AddWorkFunc(flows.KindHandle, func(ctx context.Context, job *rivertype.JobRow) error {
+	h.AddWorkFunc(rules.KindHandle, func(ctx context.Context, job *rivertype.JobRow) error {
 		if hold.Load() {
 			return river.JobSnooze(time.Second)
 		}
@@ -203,7 +204,7 @@ func TestOwnMergeHookCostsNoRead(t *testing.T) {
 	op := h.ToMROpened(t, p)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.ApprovalSent)
+	h.RequireStep(t, op.ID, rules.ApprovalSent)
 	// The job's first merge call fails (503): the change stays
 	// HANDLE_APPROVED with its job to run again, which the test holds.
 	h.GitLab.InjectFault(gitlabfake.Fault{Method: "PUT", PathPattern: fmt.Sprintf("/api/v4/projects/%d/merge_requests/%d/merge", h.Project.ID, op.MRIID),
@@ -213,7 +214,7 @@ func TestOwnMergeHookCostsNoRead(t *testing.T) {
 	h.WorkUntilIdle(t)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.HandleApproved)
+	h.RequireStep(t, op.ID, rules.HandleApproved)
 	hold.Store(true)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
@@ -238,12 +239,12 @@ func TestOwnMergeHookCostsNoRead(t *testing.T) {
 	if n := reads() - before; n != 0 {
 		t.Fatalf("the merge hook read the merge request %d times while the change's merge job ran; want 0", n)
 	}
-	h.RequireStep(t, op.ID, flows.HandleApproved)
+	h.RequireStep(t, op.ID, rules.HandleApproved)
 
 	hold.Store(false)
 	h.RunFor(t, 10*time.Second)
 	got := h.Op(t, op.ID)
-	if s := flows.StepCode(got.Step); s != flows.HandleMerged && s != flows.CalledBack {
+	if s := rules.StepCode(got.Step); s != rules.HandleMerged && s != rules.CalledBack {
 		t.Fatalf("step %s after the merge job; want HANDLE_MERGED or later", s)
 	}
 	if got.MergeCommitSHA == "" {

@@ -1,6 +1,10 @@
 package flows
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"changebot/flows/rules"
+)
 
 // Metrics are the flow's Prometheus metrics (DESIGN §8), prefix changebot_.
 type Metrics struct {
@@ -70,8 +74,8 @@ var jobFailureKinds = []string{"recognised", "declared", "rate_limited", "transi
 // panicSites are the where values of changebot_panics_total: the job kinds
 // and "http" (the router's recovery, and the webhook and callback
 // handlers', which recover their own panics).
-var panicSites = append(append([]string{}, stepJobKinds...),
-	KindProcessDelivery, KindRefreshNote, KindCloseMR, KindReconcile, KindSweep, "http")
+var panicSites = append(append([]string{}, rules.StepJobKinds()...),
+	rules.KindProcessDelivery, rules.KindRefreshNote, rules.KindCloseMR, rules.KindReconcile, rules.KindSweep, "http")
 
 // initSeries starts at 0 every series an alert or a dashboard panel
 // watches, so that increase() sees the first occurrence too (a series
@@ -82,18 +86,18 @@ func (m *Metrics) initSeries() {
 	for _, a := range []string{"merge", "close"} {
 		m.contradicted.WithLabelValues(a)
 	}
-	for _, s := range Catalogue() {
+	for _, s := range rules.Catalogue() {
 		m.stateSeconds.WithLabelValues(s.Code.String())
 		if s.Terminal {
 			continue
 		}
-		for _, to := range moves(s) {
+		for _, to := range s.Moves() {
 			for _, flow := range []string{"approval_first", "mr_first"} {
 				m.transitions.WithLabelValues(flow, s.Code.String(), to.String(), "ok")
 			}
 		}
 	}
-	for _, kind := range stepJobKinds {
+	for _, kind := range rules.StepJobKinds() {
 		for _, k := range jobFailureKinds {
 			m.jobFailures.WithLabelValues(kind, k)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/store"
 )
 
@@ -57,7 +58,7 @@ func TestStatusNoteUpToDateRefreshWritesNothing(t *testing.T) {
 	}})
 	op := h.ToMROpened(t, flowtest.Change("svc"))
 	h.RunFor(t, flowtest.Poll.NoteDelay)
-	requireComment(t, h, op.ID, flows.CreateMROpened)
+	requireComment(t, h, op.ID, rules.CreateMROpened)
 
 	ctx := context.Background()
 	before, gitlabBefore := calls.n.Load(), len(h.GitLab.Calls())

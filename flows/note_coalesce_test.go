@@ -9,6 +9,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/templates"
 )
 
@@ -22,7 +23,7 @@ func TestStatusNoteRefreshesCoalesce(t *testing.T) {
 	h := flowtest.New(t, nil)
 	op := h.ToMROpened(t, flowtest.Change("svc")) // CREATE_STARTED and CREATE_MR_OPENED at one instant
 	refreshes := func() (plain, backstops []*rivertype.JobRow) {
-		for _, j := range h.Jobs(t, flows.KindRefreshNote) {
+		for _, j := range h.Jobs(t, rules.KindRefreshNote) {
 			var a flows.RefreshNoteArgs
 			if err := json.Unmarshal(j.EncodedArgs, &a); err != nil {
 				t.Fatal(err)
@@ -48,27 +49,27 @@ func TestStatusNoteRefreshesCoalesce(t *testing.T) {
 	}
 
 	h.RunFor(t, flowtest.Poll.NoteDelay)
-	requireComment(t, h, op.ID, flows.CreateMROpened)
+	requireComment(t, h, op.ID, rules.CreateMROpened)
 
 	// A transition in a later window (the pipeline passes) gets its own
 	// refresh, and the comment follows.
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
 	cur := h.Op(t, op.ID)
-	if cur.Step == int(flows.CreateMROpened) {
-		t.Fatalf("the change did not move on: %s", flows.StepCode(cur.Step))
+	if cur.Step == int(rules.CreateMROpened) {
+		t.Fatalf("the change did not move on: %s", rules.StepCode(cur.Step))
 	}
 	plain, _ = refreshes()
 	if len(plain) != 1 || !plain[0].ScheduledAt.After(first) {
 		t.Fatalf("after a transition in a later window: %d refreshes queued, want 1 due after %s", len(plain), first)
 	}
 	h.RunFor(t, flowtest.Poll.NoteDelay)
-	requireComment(t, h, op.ID, flows.StepCode(h.Op(t, op.ID).Step))
+	requireComment(t, h, op.ID, rules.StepCode(h.Op(t, op.ID).Step))
 }
 
 // requireComment fails unless the status comment of operation id shows
 // step.
-func requireComment(t *testing.T, h *flowtest.Harness, id string, step flows.StepCode) {
+func requireComment(t *testing.T, h *flowtest.Harness, id string, step rules.StepCode) {
 	t.Helper()
 	for _, n := range h.MR(t, id).Notes {
 		if _, ok := templates.ParseMarker(n.Body); ok {

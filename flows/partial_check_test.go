@@ -5,6 +5,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 )
@@ -30,33 +31,33 @@ func TestPartialCheckHook(t *testing.T) {
 		noMR    bool // the payload names no merge request (a GitHub commit status)
 		outcome string
 		reads   int
-		want    flows.StepCode
+		want    rules.StepCode
 		detail  string // expected detail prefix; "" = unchanged empty
 	}{
 		{name: "finished check, head passed", ci: "success",
 			hook:    platform.PipelineHook{Status: platform.PipelineSuccess, Partial: true, Name: "build"},
-			outcome: flows.OutcomeApplied, reads: 1, want: flows.CreateSucceeded},
+			outcome: flows.OutcomeApplied, reads: 1, want: rules.CreateSucceeded},
 		{name: "failed check, head failed", ci: "failed",
 			hook:    platform.PipelineHook{Status: "failed", Partial: true, Name: "build"},
-			outcome: flows.OutcomeApplied, reads: 1, want: flows.CreatePipelineFailed, detail: "pipeline "},
+			outcome: flows.OutcomeApplied, reads: 1, want: rules.CreatePipelineFailed, detail: "pipeline "},
 		{name: "finished check, other checks running", ci: "running",
 			hook:    platform.PipelineHook{Status: platform.PipelineSuccess, Partial: true, Name: "lint"},
-			outcome: flows.OutcomeNoChange, reads: 1, want: flows.CreateMROpened},
+			outcome: flows.OutcomeNoChange, reads: 1, want: rules.CreateMROpened},
 		{name: "head waits for a person", ci: "manual",
 			hook:    platform.PipelineHook{Status: "manual", Partial: true, Name: "deploy approval"},
-			outcome: flows.OutcomeApplied, reads: 1, want: flows.CreateMROpened, detail: "the pipeline waits for a manual job"},
+			outcome: flows.OutcomeApplied, reads: 1, want: rules.CreateMROpened, detail: "the pipeline waits for a manual job"},
 		{name: "status of the head, no pull request in the payload", ci: "success", noMR: true,
 			hook:    platform.PipelineHook{Status: platform.PipelineSuccess, Partial: true, Name: "ci/jenkins"},
-			outcome: flows.OutcomeApplied, reads: 1, want: flows.CreateSucceeded},
+			outcome: flows.OutcomeApplied, reads: 1, want: rules.CreateSucceeded},
 		{name: "check of an old sha", ci: "success", oldSHA: true,
 			hook:    platform.PipelineHook{Status: platform.PipelineSuccess, Partial: true, Name: "build"},
-			outcome: flows.OutcomeNoChange, reads: 0, want: flows.CreateMROpened},
+			outcome: flows.OutcomeNoChange, reads: 0, want: rules.CreateMROpened},
 		{name: "check still running", ci: "success",
 			hook:    platform.PipelineHook{Status: "running", Partial: true, Name: "build"},
-			outcome: flows.OutcomeNoChange, reads: 0, want: flows.CreateMROpened},
+			outcome: flows.OutcomeNoChange, reads: 0, want: rules.CreateMROpened},
 		{name: "gitlab hook of another pipeline id", ci: "success",
 			hook:    platform.PipelineHook{Status: platform.PipelineSuccess},
-			outcome: flows.OutcomeNoChange, reads: 1, want: flows.CreateMROpened},
+			outcome: flows.OutcomeNoChange, reads: 1, want: rules.CreateMROpened},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,7 +68,7 @@ func TestPartialCheckHook(t *testing.T) {
 			// The MR pipeline's own webhooks are lost: only the check's
 			// webhook below may end the wait.
 			h.TakeWebhooks(t)
-			op = h.RequireStep(t, op.ID, flows.CreateMROpened)
+			op = h.RequireStep(t, op.ID, rules.CreateMROpened)
 			hook := tc.hook
 			hook.MRIID, hook.SHA, hook.Ref, hook.Source = op.MRIID, op.HeadSHA, op.SourceBranch, "check_run"
 			if tc.oldSHA {

@@ -11,6 +11,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -100,7 +101,7 @@ var personPhases = []personPhase{
 			op := h.ToMROpened(t, p)
 			hooks := h.DeliverWebhooks(t)
 			h.WorkUntilIdle(t)
-			h.RequireStep(t, op.ID, flows.ApprovalSent)
+			h.RequireStep(t, op.ID, rules.ApprovalSent)
 			return op, hooks
 		}},
 	{name: "approval request pending, MR first", find: findByReconciler, lostOnly: true,
@@ -110,14 +111,14 @@ var personPhases = []personPhase{
 			op := h.ToMROpened(t, p)
 			h.Approvals.FailNext(1 << 20)
 			hooks := h.DeliverWebhooks(t)
-			h.RunUntil(t, op.ID, flows.ApprovalSendPending, 24*time.Hour)
+			h.RunUntil(t, op.ID, rules.ApprovalSendPending, 24*time.Hour)
 			return op, hooks
 		}},
 	{name: "pipeline pending (waits for a manual job)", find: findByReconciler, lostOnly: true,
 		reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
 			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"manual"}})
 			op := h.ToMROpened(t, flowtest.Change("svc"))
-			h.RunUntil(t, op.ID, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
+			h.RunUntil(t, op.ID, rules.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
 			return op, h.TakeWebhooks(t)
 		}},
 	{name: "pipeline failed", find: findByReconciler, lostOnly: true,
@@ -126,7 +127,7 @@ var personPhases = []personPhase{
 			op := h.ToMROpened(t, flowtest.Change("svc"))
 			hooks := h.DeliverWebhooks(t)
 			h.WorkUntilIdle(t)
-			h.RequireStep(t, op.ID, flows.CreatePipelineFailed)
+			h.RequireStep(t, op.ID, rules.CreatePipelineFailed)
 			return op, hooks
 		},
 		mergeable: func(t *testing.T, h *flowtest.Harness, op store.Operation) {
@@ -146,7 +147,7 @@ var personPhases = []personPhase{
 			op := h.ToMROpened(t, flowtest.Change("svc"))
 			h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{DetailedMergeStatus: "checking"})
 			h.DeliverWebhooks(t)
-			h.RunUntil(t, op.ID, flows.HandleMergePending, time.Hour)
+			h.RunUntil(t, op.ID, rules.HandleMergePending, time.Hour)
 			return op, h.TakeWebhooks(t)
 		},
 		mergeable: func(t *testing.T, h *flowtest.Harness, op store.Operation) {
@@ -159,7 +160,7 @@ var personPhases = []personPhase{
 			h.GitLab.SetRebaseBehavior(h.Project.ID, op.MRIID, gitlabfake.RebaseBehavior{StuckForever: true})
 			h.GitLab.PushToTarget(h.Project.ID, "main")
 			h.DeliverWebhooks(t)
-			h.RunUntil(t, op.ID, flows.HandleRebasePending, time.Hour)
+			h.RunUntil(t, op.ID, rules.HandleRebasePending, time.Hour)
 			return op, h.TakeWebhooks(t)
 		},
 		mergeable: func(t *testing.T, h *flowtest.Harness, op store.Operation) {
@@ -223,7 +224,7 @@ func TestPersonClosesMR(t *testing.T) {
 				h.Deliver(t, closeHooks...)
 			}
 			h.WorkUntilIdle(t)
-			h.RequireStep(t, op.ID, flows.ClosedByPerson)
+			h.RequireStep(t, op.ID, rules.ClosedByPerson)
 			wantDetail(t, h, op.ID, flowtest.Requester+" closed merge request")
 
 			h.Deliver(t, pipelineHooks...)
@@ -232,7 +233,7 @@ func TestPersonClosesMR(t *testing.T) {
 			h.WorkUntilIdle(t)
 			if op.ApprovalFirst {
 				// The approval system's decision is late too.
-			} else if res := h.Decide(t, op.ID, flows.DecisionApproved); res == flows.ResultAccepted {
+			} else if res := h.Decide(t, op.ID, rules.DecisionApproved); res == rules.ResultAccepted {
 				t.Fatalf("an approval after the close was %s", res)
 			}
 			h.WorkUntilIdle(t)
@@ -246,7 +247,7 @@ func TestPersonClosesMR(t *testing.T) {
 				}
 				h.WorkUntilIdle(t)
 			}
-			h.RequireStep(t, op.ID, flows.ClosedByPerson)
+			h.RequireStep(t, op.ID, rules.ClosedByPerson)
 			if w := robotWrites(h, from); len(w) > 0 {
 				t.Fatalf("robot writes after the close: %v", w)
 			}
@@ -314,28 +315,28 @@ func TestPersonMergesMR(t *testing.T) {
 			h.WorkUntilIdle(t)
 			// Merged before any late pipeline hook reads the MR (the
 			// delivered hooks may hold the deploy pipeline's too).
-			if s := flows.StepCode(h.Op(t, op.ID).Step); s != flows.HandleMerged && s != flows.CalledBack {
+			if s := rules.StepCode(h.Op(t, op.ID).Step); s != rules.HandleMerged && s != rules.CalledBack {
 				t.Fatalf("step %s once the merge was found, want HANDLE_MERGED or CALLED_BACK", s)
 			}
 			h.Deliver(t, pipelineHooks...)
 			h.WorkUntilIdle(t)
 			h.RunFor(t, time.Minute) // the status comment catches up
-			wantSteps(t, h, op.ID, flows.CreateMROpened, flows.HandleMerged)
+			wantSteps(t, h, op.ID, rules.CreateMROpened, rules.HandleMerged)
 			got := h.Op(t, op.ID)
-			if s := flows.StepCode(got.Step); s != flows.HandleMerged && s != flows.CalledBack {
+			if s := rules.StepCode(got.Step); s != rules.HandleMerged && s != rules.CalledBack {
 				t.Fatalf("step %s after the merge, want HANDLE_MERGED or (the deploy pipeline passed) CALLED_BACK", s)
 			}
 			want := h.MR(t, op.ID)
 			if commit := want.MergeCommitSHA; commit != "" && got.MergeCommitSHA != commit {
 				t.Fatalf("merge commit %q, want GitLab's %q", got.MergeCommitSHA, commit)
 			}
-			if flows.StepCode(got.Step) == flows.HandleMerged {
+			if rules.StepCode(got.Step) == rules.HandleMerged {
 				wantDetail(t, h, op.ID, flowtest.Requester+" merged")
 			}
 			found := false
 			for _, ev := range h.Events(t, op.ID) {
 				var payload map[string]any
-				if flows.StepCode(ev.ToStep) == flows.HandleMerged && ev.Actor == flowtest.Requester &&
+				if rules.StepCode(ev.ToStep) == rules.HandleMerged && ev.Actor == flowtest.Requester &&
 					json.Unmarshal(ev.Payload, &payload) == nil && payload["merged_by"] == flowtest.Requester {
 					found = true
 				}
@@ -396,7 +397,7 @@ func TestReconcilerWatchIsBounded(t *testing.T) {
 		op := h.ToMROpened(t, p)
 		h.DeliverWebhooks(t)
 		h.WorkUntilIdle(t)
-		ops = append(ops, h.RequireStep(t, op.ID, flows.ApprovalSent))
+		ops = append(ops, h.RequireStep(t, op.ID, rules.ApprovalSent))
 	}
 	last := ops[0]
 	for _, op := range ops {
@@ -420,7 +421,7 @@ func TestReconcilerWatchIsBounded(t *testing.T) {
 			t.Fatalf("pass %d read %d merge requests (report %d), want %d", i+1, got, rep.Watched, want)
 		}
 		if i == 1 {
-			h.RequireStep(t, last.ID, flows.ClosedByPerson)
+			h.RequireStep(t, last.ID, rules.ClosedByPerson)
 		}
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
@@ -22,15 +22,15 @@ import (
 // point 8).
 func TestPipelineWaitsForPersonRules(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
+	waits := []struct {
 		status, hint string
 	}{
 		{"manual", "the pipeline waits for a manual job: play it in GitLab"},
 		{"scheduled", "the pipeline waits for a delayed job's scheduled time"},
 		{"waiting_for_resource", "the pipeline waits for a resource another pipeline holds"},
 	}
-	var rules []rule
-	for _, c := range cases {
+	var cases []rule
+	for _, c := range waits {
 		start := func(t *testing.T, h *flowtest.Harness, lose bool) string {
 			t.Helper()
 			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{c.status}})
@@ -42,7 +42,7 @@ func TestPipelineWaitsForPersonRules(t *testing.T) {
 				h.DeliverWebhooks(t)
 			}
 			h.WorkUntilIdle(t)
-			h.RequireStep(t, op.ID, flows.CreateMROpened)
+			h.RequireStep(t, op.ID, rules.CreateMROpened)
 			wantDetail(t, h, op.ID, c.hint)
 			if mr := h.MR(t, op.ID); mr.HeadPipelineStatus != c.status {
 				t.Fatalf("head pipeline %s, want %s", mr.HeadPipelineStatus, c.status)
@@ -54,21 +54,21 @@ func TestPipelineWaitsForPersonRules(t *testing.T) {
 			wantBinding(t, h, id, store.StatusMRCreating)
 			wantCalls(t, h, http.MethodPost, pathApprove, "", false, 0)
 		}
-		rules = append(rules,
-			rule{name: c.status + ": webhook, waits saying so, pending at the deadline", want: flows.CreatePipelinePending,
+		cases = append(cases,
+			rule{name: c.status + ": webhook, waits saying so, pending at the deadline", want: rules.CreatePipelinePending,
 				run: func(t *testing.T, h *flowtest.Harness) string {
 					id := start(t, h, false)
-					return h.RunUntil(t, id, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+time.Minute).ID
+					return h.RunUntil(t, id, rules.CreatePipelinePending, flowtest.Poll.PipelineDeadline+time.Minute).ID
 				},
 				check: pending},
-			rule{name: c.status + ": webhook lost, the poll finds it", want: flows.CreatePipelinePending,
+			rule{name: c.status + ": webhook lost, the poll finds it", want: rules.CreatePipelinePending,
 				run: func(t *testing.T, h *flowtest.Harness) string {
 					id := start(t, h, true)
-					return h.RunUntil(t, id, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+time.Minute).ID
+					return h.RunUntil(t, id, rules.CreatePipelinePending, flowtest.Poll.PipelineDeadline+time.Minute).ID
 				},
 				check: pending})
 	}
-	rules = append(rules, rule{name: "manual: a person plays the job, the change goes on by itself", want: flows.HandleMerged,
+	cases = append(cases, rule{name: "manual: a person plays the job, the change goes on by itself", want: rules.HandleMerged,
 		run: func(t *testing.T, h *flowtest.Harness) string {
 			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"manual"}})
 			op := h.ToMROpened(t, flowtest.Change("svc"))
@@ -77,7 +77,7 @@ func TestPipelineWaitsForPersonRules(t *testing.T) {
 			h.WorkUntilIdle(t)
 			wantDetail(t, h, op.ID, "play it in GitLab")
 			h.RunFor(t, time.Hour)
-			h.RequireStep(t, op.ID, flows.CreateMROpened)
+			h.RequireStep(t, op.ID, rules.CreateMROpened)
 			playJob(t, h, "alice", job)
 			h.DeliverWebhooks(t)
 			h.WorkUntilIdle(t)
@@ -88,7 +88,7 @@ func TestPipelineWaitsForPersonRules(t *testing.T) {
 				t.Fatalf("detail %q after the pipeline passed, want it cleared", op.Detail)
 			}
 		}})
-	runRules(t, rules)
+	runRules(t, cases)
 }
 
 // manualJob returns the id of the job of the MR pipeline that waits in

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -37,18 +38,18 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 	}
 	switch mr.State {
 	case platform.MRStateMerged:
-		return e.finishMerged(ctx, op, mr, "job:"+KindAwaitPipeline)
+		return e.finishMerged(ctx, op, mr, "job:"+rules.KindAwaitPipeline)
 	case platform.MRStateClosed:
-		return e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+KindAwaitPipeline)
+		return e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+rules.KindAwaitPipeline)
 	}
 	if p := headPipeline(mr); p != nil && p.Finished() {
-		return e.pipelineFinished(ctx, op, mr.SHA, *p, "job:"+KindAwaitPipeline)
+		return e.pipelineFinished(ctx, op, mr.SHA, *p, "job:"+rules.KindAwaitPipeline)
 	}
 	waiting := ""
 	if hp := headPipeline(mr); hp != nil {
-		waiting = waitsForPerson(wordsOf(op.Platform), hp.Status)
+		waiting = waitsForPerson(rules.WordsOf(op.Platform), hp.Status)
 		if waiting != "" && op.Detail != waiting {
-			e.notePersonWait(ctx, op, *hp, waiting, "job:"+KindAwaitPipeline)
+			e.notePersonWait(ctx, op, *hp, waiting, "job:"+rules.KindAwaitPipeline)
 		}
 	}
 	p := e.pollFor(op)
@@ -56,11 +57,11 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 		return snoozeFor(d)
 	}
 	// Past the deadline the wait parks in its job's declared step.
-	detail := fmt.Sprintf("no %s result for %s after %s", wordsOf(op.Platform).Pipeline, short(mr.SHA), p.PipelineDeadline)
+	detail := fmt.Sprintf("no %s result for %s after %s", rules.WordsOf(op.Platform).Pipeline, short(mr.SHA), p.PipelineDeadline)
 	if waiting != "" {
 		detail += ": " + waiting
 	}
-	_, err = e.Transition(ctx, op, declaredFailure(KindAwaitPipeline, op), TransitionOpts{Source: "job:" + KindAwaitPipeline,
+	_, err = e.Transition(ctx, op, declaredFailure(rules.KindAwaitPipeline, op), TransitionOpts{Source: "job:" + rules.KindAwaitPipeline,
 		Payload: map[string]any{"deadline": p.PipelineDeadline.String()},
 		Update:  func(o *store.Operation) { o.Detail = detail }})
 	return err
@@ -76,8 +77,8 @@ func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
 //
 // On GitHub (w) the only such status is manual, a check or workflow run
 // waiting (a deployment that waits for a person's review).
-func waitsForPerson(w words, status string) string {
-	if w == githubWords {
+func waitsForPerson(w rules.Words, status string) string {
+	if w.OnGitHub() {
 		if status == "manual" || status == "blocked" {
 			return "the checks wait for a person: review the waiting deployment in GitHub"
 		}
@@ -127,8 +128,8 @@ func headPipeline(mr platform.MergeRequest) *platform.Pipeline {
 
 // pipelineFinished applies a finished pipeline of head to op.
 func (e *Engine) pipelineFinished(ctx context.Context, op store.Operation, head string, p platform.Pipeline, source string) error {
-	step := StepCode(op.Step)
-	if !waitsForPipeline(step) || p.ID < op.PipelineID {
+	step := rules.StepCode(op.Step)
+	if !rules.WaitsForPipeline(step) || p.ID < op.PipelineID {
 		// Not waiting, or a pipeline older than the one the change waits
 		// for (the new pipeline of a /resume after a close; GitLab's
 		// pipeline ids only grow): its result no longer counts.
@@ -138,18 +139,18 @@ func (e *Engine) pipelineFinished(ctx context.Context, op store.Operation, head 
 		o.HeadSHA, o.PipelineID, o.PipelineURL = head, p.ID, p.WebURL
 	}
 	payload := map[string]any{"pipeline_id": p.ID, "pipeline_status": p.Status, "head_sha": head}
-	var to StepCode
+	var to rules.StepCode
 	switch {
-	case p.Status == platform.PipelineSuccess && inCreatePhase(step):
-		to = CreateSucceeded
+	case p.Status == platform.PipelineSuccess && rules.InCreatePhase(step):
+		to = rules.CreateSucceeded
 	case p.Status == platform.PipelineSuccess:
-		to = HandleStarted
-	case inCreatePhase(step):
-		to = CreatePipelineFailed
+		to = rules.HandleStarted
+	case rules.InCreatePhase(step):
+		to = rules.CreatePipelineFailed
 	default:
-		to = HandleFailed
+		to = rules.HandleFailed
 	}
-	if to == CreatePipelineFailed || to == HandleFailed {
+	if to == rules.CreatePipelineFailed || to == rules.HandleFailed {
 		prev := update
 		update = func(o *store.Operation) {
 			prev(o)

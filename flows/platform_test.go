@@ -7,6 +7,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/store"
 )
 
@@ -40,14 +41,14 @@ func TestOnePlatformPerInstallation(t *testing.T) {
 		t.Fatalf("engine with no platform named serves %q, want gitlab", got)
 	}
 	ran := false
-	if err := lab.RunStepFunc(ctx, flows.KindRequestApproval, op.ID, flows.StepCode(op.Step), 1, 5,
+	if err := lab.RunStepFunc(ctx, rules.KindRequestApproval, op.ID, rules.StepCode(op.Step), 1, 5,
 		func(context.Context, store.Operation) error { ran = true; return nil }); err != nil {
 		t.Fatalf("the other platform's job: %v, want nil (dropped)", err)
 	}
 	if ran {
 		t.Fatal("a GitLab engine worked a step of a GitHub change")
 	}
-	if _, err := lab.Act(ctx, op.ID, flows.ActionCancel, flows.ActionParams{Actor: "ops", Source: "api"}); !errors.Is(err, flows.ErrOtherPlatform) {
+	if _, err := lab.Act(ctx, op.ID, rules.ActionCancel, rules.ActionParams{Actor: "ops", Source: "api"}); !errors.Is(err, flows.ErrOtherPlatform) {
 		t.Fatalf("cancel through the GitLab engine: %v, want ErrOtherPlatform", err)
 	}
 	if got := h.Op(t, op.ID); got.Step != op.Step || got.Version != op.Version {

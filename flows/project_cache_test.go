@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 )
 
 // TestCreateStepSharesTheSubmitsProjectRead (issue 12 point 3): the create
@@ -30,9 +30,9 @@ func TestCreateStepSharesTheSubmitsProjectRead(t *testing.T) {
 			op := h.Submit(t, flowtest.Change("svc"))
 			h.WorkUntilIdle(t)
 			h.Advance(tt.approval)
-			h.Decide(t, op.ID, flows.DecisionApproved)
+			h.Decide(t, op.ID, rules.DecisionApproved)
 			h.WorkUntilIdle(t)
-			h.RequireStep(t, op.ID, flows.CreateMROpened)
+			h.RequireStep(t, op.ID, rules.CreateMROpened)
 			if got := h.GitLab.CallsByEndpoint()[epProject]; got != tt.reads {
 				t.Fatalf("%d project reads, want %d", got, tt.reads)
 			}

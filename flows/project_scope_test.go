@@ -9,6 +9,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/store"
 )
 
@@ -40,9 +41,9 @@ func TestProjectSettingsFollowTheResolvedProject(t *testing.T) {
 					cfg.ApprovalPolicyFunc = func(project string) flows.ApprovalPolicy {
 						ask(project)
 						if project == flowtest.ProjectPath {
-							return flows.ApprovalPolicy{Provider: flows.ProviderGitLab, Approvers: []string{"carol"}, Required: 1}
+							return flows.ApprovalPolicy{Provider: rules.ProviderGitLab, Approvers: []string{"carol"}, Required: 1}
 						}
-						return flows.ApprovalPolicy{Provider: flows.ProviderExternal, Required: 1}
+						return flows.ApprovalPolicy{Provider: rules.ProviderExternal, Required: 1}
 					}
 					cfg.PollFunc = func(project string) flows.PollConfig {
 						ask(project)
@@ -70,9 +71,9 @@ func TestProjectSettingsFollowTheResolvedProject(t *testing.T) {
 				h.WorkUntilIdle(t)
 				h.DeliverWebhooks(t)
 				h.WorkUntilIdle(t)
-				got := h.RequireStep(t, op.ID, flows.ApprovalSent)
-				if got.TicketID != flows.GitLabTicket {
-					t.Errorf("ticket = %q, want %q: the global policy (external approval) was applied", got.TicketID, flows.GitLabTicket)
+				got := h.RequireStep(t, op.ID, rules.ApprovalSent)
+				if got.TicketID != rules.GitLabTicket {
+					t.Errorf("ticket = %q, want %q: the global policy (external approval) was applied", got.TicketID, rules.GitLabTicket)
 				}
 				if n := len(h.Approvals.Requests()); n != 0 {
 					t.Errorf("the external approval system got %d requests, want none", n)

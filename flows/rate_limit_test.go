@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
@@ -72,7 +72,7 @@ func TestRateLimitWindowDuringPipelineWait(t *testing.T) {
 					t.Errorf("during the window: %s", w)
 				}
 			}
-			h.RequireStep(t, op.ID, flows.CreateMROpened)
+			h.RequireStep(t, op.ID, rules.CreateMROpened)
 			if n := unprocessed(t, h); n == 0 {
 				t.Fatal("the webhooks were applied inside the window")
 			}
@@ -81,7 +81,7 @@ func TestRateLimitWindowDuringPipelineWait(t *testing.T) {
 			h.RunFor(t, 2*time.Minute)
 			h.DeliverWebhooks(t) // the deploy pipeline on main, if its poll has not seen it
 			h.WorkUntilIdle(t)
-			h.RequireStep(t, op.ID, flows.CalledBack)
+			h.RequireStep(t, op.ID, rules.CalledBack)
 			if b := h.Binding(t, op.ID); b.Status != store.StatusValidated {
 				t.Fatalf("binding %s, want VALIDATED", b.Status)
 			}
@@ -111,7 +111,7 @@ func TestRateLimitWindowDuringPipelineWait(t *testing.T) {
 				t.Errorf("first request after the window at +%s; want at its end, +60s", firstAfter.Sub(start))
 			}
 			for _, s := range h.Steps(t, op.ID) {
-				if st, ok := flows.Lookup(s); ok && st.Terminal && s != flows.CalledBack {
+				if st, ok := rules.Lookup(s); ok && st.Terminal && s != rules.CalledBack {
 					t.Errorf("the change passed through %s", s)
 				}
 			}

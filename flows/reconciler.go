@@ -12,19 +12,17 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/settings"
 	"changebot/store"
 )
 
-// KindReconcile is the periodic reconciler's job kind (persisted).
-const KindReconcile = "reconcile_merged"
-
 // ReconcileArgs runs one reconciler pass.
 type ReconcileArgs struct{}
 
 // Kind implements river.JobArgs.
-func (ReconcileArgs) Kind() string { return KindReconcile }
+func (ReconcileArgs) Kind() string { return rules.KindReconcile }
 
 // ReconcileStore is what the reconciler and the sweeper read from the store
 // (implemented by *postgres.Store): one query each.
@@ -185,7 +183,7 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 	// waking every poll due later than the short interval polled each
 	// quiet wait at every pass, twice per long interval).
 	rep.Woken, err = r.st.WakeStaleWaits(ctx, r.e.st.DB(), store.WakeParams{
-		Steps: stepInts(reconcileWaitSteps), Kinds: reconcileWaitKinds,
+		Steps: stepInts(rules.PollingSteps()), Kinds: rules.PollingKinds(),
 		QuietBefore: now.Add(-cfg.QuietAfter), WakeAfter: now.Add(cfg.QuietAfter), Limit: r.cfg.MaxWakes})
 	if err != nil {
 		return rep, err
@@ -209,13 +207,13 @@ func (r *Reconciler) Run(ctx context.Context) (ReconcileReport, error) {
 // the MR there; the close or merge hook tells at once, and when it is lost
 // the reconciler's MR watch does within one pass (issue 10 points 1, 2).
 // The polling steps (Step.Polls) find it on their own poll.
-var watchSteps = stepsWhere(func(s Step) bool { return s.Cancellable() && !s.Polls() })
+var watchSteps = rules.StepsWhere(func(s rules.Step) bool { return s.Cancellable() && !s.Polls() })
 
 // watchStatuses are the binding statuses of watchSteps.
 var watchStatuses = func() []string {
 	var out []string
 	for _, c := range watchSteps {
-		if st := MustStep(c).Status; !slices.Contains(out, st) {
+		if st := rules.MustStep(c).Status; !slices.Contains(out, st) {
 			out = append(out, st)
 		}
 	}
@@ -342,12 +340,12 @@ func (r *Reconciler) exact(ctx context.Context, op store.Operation, pipes []plat
 func (r *Reconciler) PeriodicJob() *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(r.cfg.Interval), func() (river.JobArgs, *river.InsertOpts) {
 		return ReconcileArgs{}, &river.InsertOpts{UniqueOpts: *uniqueActive, MaxAttempts: 1}
-	}, &river.PeriodicJobOpts{ID: KindReconcile})
+	}, &river.PeriodicJobOpts{ID: rules.KindReconcile})
 }
 
 // AddWorker registers the reconciler's worker.
 func (r *Reconciler) AddWorker(workers *river.Workers) {
-	river.AddWorker(workers, &periodicWorker[ReconcileArgs]{e: r.e, kind: KindReconcile, run: func(ctx context.Context) error {
+	river.AddWorker(workers, &periodicWorker[ReconcileArgs]{e: r.e, kind: rules.KindReconcile, run: func(ctx context.Context) error {
 		_, err := r.Run(ctx)
 		return err
 	}})
@@ -374,7 +372,7 @@ func (w *periodicWorker[T]) Work(ctx context.Context, _ *river.Job[T]) (err erro
 	return w.run(ctx)
 }
 
-func stepInts(steps []StepCode) []int {
+func stepInts(steps []rules.StepCode) []int {
 	out := make([]int, len(steps))
 	for i, s := range steps {
 		out[i] = int(s)

@@ -15,6 +15,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/approval"
 	"changebot/platform/gitlab"
@@ -98,9 +99,9 @@ func (s deploySetup) idle(t *testing.T) {
 // function, with merge commit sha and MR iid.
 func (s deploySetup) merged(t *testing.T, subject string, iid int64, sha string) store.Operation {
 	t.Helper()
-	op := walk(t, s.setup, submit(t, s.setup, subject), flows.ApprovalSent, flows.CreateStarted, flows.CreateMROpened,
-		flows.CreateSucceeded, flows.HandleStarted, flows.HandleApproved)
-	op, err := s.engine.Transition(context.Background(), op, flows.HandleMerged, flows.TransitionOpts{Source: "test",
+	op := walk(t, s.setup, submit(t, s.setup, subject), rules.ApprovalSent, rules.CreateStarted, rules.CreateMROpened,
+		rules.CreateSucceeded, rules.HandleStarted, rules.HandleApproved)
+	op, err := s.engine.Transition(context.Background(), op, rules.HandleMerged, flows.TransitionOpts{Source: "test",
 		Update: func(o *store.Operation) {
 			o.ProjectID, o.TargetBranch, o.MRIID, o.MergeCommitSHA = s.project.ID, "main", iid, sha
 		}})
@@ -142,13 +143,13 @@ func (s deploySetup) validatedTotal(t *testing.T) (total float64, bySource map[s
 	return total, bySource
 }
 
-func (s deploySetup) step(t *testing.T, op store.Operation) flows.StepCode {
+func (s deploySetup) step(t *testing.T, op store.Operation) rules.StepCode {
 	t.Helper()
 	got, err := s.store.GetOperation(context.Background(), s.store.DB(), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return flows.StepCode(got.Step)
+	return rules.StepCode(got.Step)
 }
 
 func (s deploySetup) count(t *testing.T, sql string, args ...any) int {
@@ -194,12 +195,12 @@ func TestValidatedRaceFlipsOnce(t *testing.T) {
 			defer wg.Done()
 			<-start
 			jitter()
-			res, err := s.engine.AcceptDeploy(ctx, flows.DeployCallback{RequestID: fmt.Sprintf("deploy-%d", i),
+			res, err := s.engine.AcceptDeploy(ctx, rules.DeployCallback{RequestID: fmt.Sprintf("deploy-%d", i),
 				ProjectID: s.project.ID, MRIID: op.MRIID, Status: "success"})
 			if err != nil {
 				errc <- fmt.Errorf("callback: %w", err)
 			}
-			if res == flows.ResultAccepted {
+			if res == rules.ResultAccepted {
 				flips.Add(1)
 			}
 		}()
@@ -225,7 +226,7 @@ func TestValidatedRaceFlipsOnce(t *testing.T) {
 	if got := s.count(t, `SELECT count(*) FROM operations WHERE status = 'VALIDATED'`); got != n {
 		t.Fatalf("%d changes VALIDATED, want %d", got, n)
 	}
-	if got := s.count(t, `SELECT count(*) FROM change_events WHERE to_step = $1 AND from_step <> to_step`, int(flows.CalledBack)); got != n {
+	if got := s.count(t, `SELECT count(*) FROM change_events WHERE to_step = $1 AND from_step <> to_step`, int(rules.CalledBack)); got != n {
 		t.Errorf("%d CALLED_BACK events, want %d", got, n)
 	}
 	if got := s.count(t, `SELECT count(*) FROM commit_claims WHERE step = 'CALLED_BACK'`); got != n {
@@ -272,7 +273,7 @@ func TestBranchPipelineAtLaterCommitValidates(t *testing.T) {
 	if err != nil || out != flows.OutcomeApplied {
 		t.Fatalf("ApplyHook = %q, %v", out, err)
 	}
-	if st := s.step(t, op); st != flows.CalledBack {
+	if st := s.step(t, op); st != rules.CalledBack {
 		t.Fatalf("step %s, want CALLED_BACK", st)
 	}
 	// A pipeline at a commit that does not contain the merge changes nothing.
@@ -281,7 +282,7 @@ func TestBranchPipelineAtLaterCommitValidates(t *testing.T) {
 	if out, err := s.engine.ApplyHook(ctx, 2, ev); err != nil || out != flows.OutcomeUnrelated {
 		t.Fatalf("ApplyHook of an older commit = %q, %v", out, err)
 	}
-	if st := s.step(t, s2); st != flows.HandleMerged {
+	if st := s.step(t, s2); st != rules.HandleMerged {
 		t.Fatalf("step %s, want HANDLE_MERGED", st)
 	}
 }
@@ -399,7 +400,7 @@ func TestReconcilerWindowAndWatermark(t *testing.T) {
 	s.age(t, old, 48*time.Hour)
 	s.age(t, inside, time.Hour)
 	s.age(t, above, time.Hour)
-	if res, err := s.engine.AcceptDeploy(ctx, flows.DeployCallback{RequestID: "d-5", ProjectID: s.project.ID, MRIID: 5, Status: "success"}); err != nil || res != flows.ResultAccepted {
+	if res, err := s.engine.AcceptDeploy(ctx, rules.DeployCallback{RequestID: "d-5", ProjectID: s.project.ID, MRIID: 5, Status: "success"}); err != nil || res != rules.ResultAccepted {
 		t.Fatalf("callback: %s %v", res, err)
 	}
 	before := map[string]store.Operation{}
@@ -413,17 +414,17 @@ func TestReconcilerWindowAndWatermark(t *testing.T) {
 	if rep.Flipped["watermark"] != 1 || rep.Candidates != 2 {
 		t.Fatalf("report %+v, want 2 candidates (inside, above) and 1 watermark flip", rep)
 	}
-	if st := s.step(t, inside); st != flows.CalledBack {
+	if st := s.step(t, inside); st != rules.CalledBack {
 		t.Fatalf("inside: %s", st)
 	}
 	for _, op := range []store.Operation{young, old, above} {
 		after, _ := s.store.GetOperation(ctx, s.store.DB(), op.ID)
 		if after.Step != before[op.ID].Step || after.Version != before[op.ID].Version {
-			t.Errorf("%s changed: %s v%d -> %s v%d", op.SubjectID, flows.StepCode(before[op.ID].Step), before[op.ID].Version,
-				flows.StepCode(after.Step), after.Version)
+			t.Errorf("%s changed: %s v%d -> %s v%d", op.SubjectID, rules.StepCode(before[op.ID].Step), before[op.ID].Version,
+				rules.StepCode(after.Step), after.Version)
 		}
 	}
-	if st := s.step(t, called); st != flows.CalledBack {
+	if st := s.step(t, called); st != rules.CalledBack {
 		t.Fatalf("called: %s", st)
 	}
 }
@@ -436,12 +437,12 @@ func TestSweeperRequeuesStuckStep(t *testing.T) {
 	t.Parallel()
 	s := newDeploySetup(t)
 	ctx := context.Background()
-	stuck := walk(t, s.setup, submit(t, s.setup, "stuck"), flows.ApprovalSent, flows.CreateStarted, flows.CreateMROpened,
-		flows.CreateSucceeded, flows.HandleStarted)
-	live := walk(t, s.setup, submit(t, s.setup, "live"), flows.ApprovalSent, flows.CreateStarted, flows.CreateMROpened,
-		flows.CreateSucceeded, flows.HandleStarted)
-	moved := walk(t, s.setup, submit(t, s.setup, "moved"), flows.ApprovalSent, flows.CreateStarted)
-	waiting := walk(t, s.setup, submit(t, s.setup, "waiting"), flows.ApprovalSent) // no job by design
+	stuck := walk(t, s.setup, submit(t, s.setup, "stuck"), rules.ApprovalSent, rules.CreateStarted, rules.CreateMROpened,
+		rules.CreateSucceeded, rules.HandleStarted)
+	live := walk(t, s.setup, submit(t, s.setup, "live"), rules.ApprovalSent, rules.CreateStarted, rules.CreateMROpened,
+		rules.CreateSucceeded, rules.HandleStarted)
+	moved := walk(t, s.setup, submit(t, s.setup, "moved"), rules.ApprovalSent, rules.CreateStarted)
+	waiting := walk(t, s.setup, submit(t, s.setup, "waiting"), rules.ApprovalSent) // no job by design
 	for _, op := range []store.Operation{stuck, moved} {
 		if _, err := s.sc.Pool.Exec(ctx, `DELETE FROM river_job WHERE args->>'operation_id' = $1`, op.ID); err != nil {
 			t.Fatal(err)
@@ -453,7 +454,7 @@ func TestSweeperRequeuesStuckStep(t *testing.T) {
 	cs := &countingStore{Store: s.store, before: func(ops []store.Operation) {
 		for _, op := range ops {
 			if op.ID == moved.ID { // a person cancels it after the sweeper read it
-				if _, err := s.engine.Transition(ctx, op, flows.Closed, flows.TransitionOpts{Source: "test"}); err != nil {
+				if _, err := s.engine.Transition(ctx, op, rules.Closed, flows.TransitionOpts{Source: "test"}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -467,18 +468,18 @@ func TestSweeperRequeuesStuckStep(t *testing.T) {
 		t.Fatalf("report %+v after %d queries; want 2 stuck, 1 requeued, 1 superseded, 1 query", rep, cs.queries.Load())
 	}
 	if n := s.count(t, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'operation_id' = $2 AND state IN ('available', 'scheduled')`,
-		flows.KindHandle, stuck.ID); n != 1 {
+		rules.KindHandle, stuck.ID); n != 1 {
 		t.Fatalf("%d handle jobs for the stuck operation, want 1", n)
 	}
 	events, _ := s.store.ListEvents(ctx, s.store.DB(), stuck.ID)
 	last := events[len(events)-1]
-	if last.Actor != flows.ActorSweeper || last.ToStep != int(flows.HandleStarted) {
+	if last.Actor != flows.ActorSweeper || last.ToStep != int(rules.HandleStarted) {
 		t.Fatalf("last event %+v, want a sweeper event at HANDLE_STARTED", last)
 	}
 	if _, err := store.VerifyChain(events); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.step(t, moved); st != flows.Closed {
+	if st := s.step(t, moved); st != rules.Closed {
 		t.Fatalf("the sweeper wrote over a newer state: %s", st)
 	}
 	for _, op := range []store.Operation{live, waiting} {
@@ -501,21 +502,21 @@ func TestStaleWriterLoses(t *testing.T) {
 	s := newDeploySetup(t)
 	ctx := context.Background()
 	slow, fast := s.engine, s.later
-	op := walk(t, s.setup, submit(t, s.setup, "fence"), flows.ApprovalSent, flows.CreateStarted, flows.CreateMROpened,
-		flows.CreateSucceeded, flows.HandleStarted, flows.HandleApproved)
+	op := walk(t, s.setup, submit(t, s.setup, "fence"), rules.ApprovalSent, rules.CreateStarted, rules.CreateMROpened,
+		rules.CreateSucceeded, rules.HandleStarted, rules.HandleApproved)
 
 	// 1. Stale read: fast takes the change back to HANDLE_STARTED and on to
 	// HANDLE_APPROVED again (same step, newer version); slow, still holding
 	// its old copy, tries to record the merge.
-	cur, err := fast.Transition(ctx, op, flows.HandleStarted, flows.TransitionOpts{Source: "fast"})
+	cur, err := fast.Transition(ctx, op, rules.HandleStarted, flows.TransitionOpts{Source: "fast"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cur, err = fast.Transition(ctx, cur, flows.HandleApproved, flows.TransitionOpts{Source: "fast"}); err != nil {
+	if cur, err = fast.Transition(ctx, cur, rules.HandleApproved, flows.TransitionOpts{Source: "fast"}); err != nil {
 		t.Fatal(err)
 	}
 	before := snap(t, s.setup, op)
-	_, err = slow.Transition(ctx, op, flows.HandleMerged, flows.TransitionOpts{Source: "slow",
+	_, err = slow.Transition(ctx, op, rules.HandleMerged, flows.TransitionOpts{Source: "slow",
 		Update: func(o *store.Operation) { o.MergeCommitSHA = "stale" }})
 	if !errors.Is(err, store.ErrVersionConflict) {
 		t.Fatalf("stale writer: %v, want ErrVersionConflict", err)
@@ -529,7 +530,7 @@ func TestStaleWriterLoses(t *testing.T) {
 	inGuard, release := make(chan int, 1), make(chan struct{}) // inGuard: the lock holder's backend pid
 	slowDone := make(chan error, 1)
 	go func() {
-		_, err := slow.Transition(ctx, cur, flows.HandleMerged, flows.TransitionOpts{Source: "slow",
+		_, err := slow.Transition(ctx, cur, rules.HandleMerged, flows.TransitionOpts{Source: "slow",
 			Update: func(o *store.Operation) { o.MergeCommitSHA = "slow-merge" },
 			Guard: func(ctx context.Context, tx store.Tx, _ store.Operation, _ store.Binding) error {
 				ptx, _ := postgres.PgxTx(tx)
@@ -546,7 +547,7 @@ func TestStaleWriterLoses(t *testing.T) {
 	holder := <-inGuard
 	fastDone := make(chan error, 1)
 	go func() {
-		_, err := fast.Transition(ctx, cur, flows.Closed, flows.TransitionOpts{Source: "fast"})
+		_, err := fast.Transition(ctx, cur, rules.Closed, flows.TransitionOpts{Source: "fast"})
 		fastDone <- err
 	}()
 	pgtest.WaitBlockedBy(t, s.sc.Pool, holder, fastDone)
@@ -558,7 +559,7 @@ func TestStaleWriterLoses(t *testing.T) {
 		t.Fatalf("waiting writer: %v, want ErrStepMismatch", err)
 	}
 	got, _ := s.store.GetOperation(ctx, s.store.DB(), op.ID)
-	if flows.StepCode(got.Step) != flows.HandleMerged || got.MergeCommitSHA != "slow-merge" {
-		t.Fatalf("final state %s %q", flows.StepCode(got.Step), got.MergeCommitSHA)
+	if rules.StepCode(got.Step) != rules.HandleMerged || got.MergeCommitSHA != "slow-merge" {
+		t.Fatalf("final state %s %q", rules.StepCode(got.Step), got.MergeCommitSHA)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -37,42 +37,42 @@ func TestRefusedCallReadHeldBack(t *testing.T) {
 	approveRetries := flowtest.Poll
 	approveRetries.ApproveMaxRetries = 2
 	runRules(t, []rule{
-		{name: "merge refused (requested changes), the read after it held: HANDLE_NOT_MERGEABLE after one merge call", want: flows.HandleNotMergeable,
+		{name: "merge refused (requested changes), the read after it held: HANDLE_NOT_MERGEABLE after one merge call", want: rules.HandleNotMergeable,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{DetailedMergeStatus: "requested_changes"})
 				holdAfter(t, h, http.MethodPut, pathMerge, 1)
 				h.DeliverWebhooks(t)
-				return h.RunUntil(t, op.ID, flows.HandleNotMergeable, time.Hour).ID
+				return h.RunUntil(t, op.ID, rules.HandleNotMergeable, time.Hour).ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				wantDetail(t, h, id, "requested changes")
 				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 1)
 			}},
-		{name: "merge refused (409 head moved), the read after it held: the pipeline wait again, not a second merge at once", want: flows.HandleMerged,
+		{name: "merge refused (409 head moved), the read after it held: the pipeline wait again, not a second merge at once", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPut, PathPattern: pathMerge, Status: http.StatusConflict,
 					Body: "SHA does not match HEAD of source branch", Times: 1})
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				holdAfter(t, h, http.MethodPut, pathMerge, 1)
 				h.DeliverWebhooks(t)
-				return h.RunUntil(t, op.ID, flows.HandleMerged, time.Hour).ID
+				return h.RunUntil(t, op.ID, rules.HandleMerged, time.Hour).ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
-				wantSteps(t, h, id, flows.HandleApproved, flows.HandleAwaitPipeline, flows.HandleStarted, flows.HandleApproved, flows.HandleMerged)
+				wantSteps(t, h, id, rules.HandleApproved, rules.HandleAwaitPipeline, rules.HandleStarted, rules.HandleApproved, rules.HandleMerged)
 				if op := h.Op(t, id); op.Rounds != 1 {
 					t.Fatalf("rounds %d, want 1", op.Rounds)
 				}
 				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 2)
 			}},
-		{name: "approve answered 401, the approvals read after it held: HANDLE_REVIEWER_DENIED after one approve", want: flows.HandleReviewerDenied,
+		{name: "approve answered 401, the approvals read after it held: HANDLE_REVIEWER_DENIED after one approve", want: rules.HandleReviewerDenied,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathApprove, Status: http.StatusUnauthorized,
 					User: "reviewer2"})
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				holdAfter(t, h, http.MethodPost, pathApprove, 2) // reviewer1's, then reviewer2's
 				h.DeliverWebhooks(t)
-				return h.RunUntil(t, op.ID, flows.HandleReviewerDenied, time.Hour).ID
+				return h.RunUntil(t, op.ID, rules.HandleReviewerDenied, time.Hour).ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				wantDetail(t, h, id, "reviewer2")
@@ -80,7 +80,7 @@ func TestRefusedCallReadHeldBack(t *testing.T) {
 				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer2", false, 1)
 				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 0)
 			}},
-		{name: "last approve failure took effect, the approvals read after it held: merged, no further approve", want: flows.HandleMerged,
+		{name: "last approve failure took effect, the approvals read after it held: merged, no further approve", want: rules.HandleMerged,
 			opts: &flowtest.Opts{Poll: approveRetries},
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathApprove, Status: http.StatusServiceUnavailable,
@@ -90,7 +90,7 @@ func TestRefusedCallReadHeldBack(t *testing.T) {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				holdAfter(t, h, http.MethodPost, pathApprove, 4) // reviewer1's, then reviewer2's third
 				h.DeliverWebhooks(t)
-				return h.RunUntil(t, op.ID, flows.HandleMerged, time.Hour).ID
+				return h.RunUntil(t, op.ID, rules.HandleMerged, time.Hour).ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer2", false, 3)

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"changebot/flows/rules"
 	"changebot/store"
 )
 
 // ReplayState is an operation's state rebuilt from its events alone.
 // Its JSON is the state of a snapshot (store.StateSnapshot).
 type ReplayState struct {
-	Step   StepCode `json:"step"`
-	Status string   `json:"status"`
+	Step   rules.StepCode `json:"step"`
+	Status string         `json:"status"`
 	// Seq is the last event applied; 0 when no event happened by then.
 	Seq int64 `json:"seq"`
 	// At is the time of event Seq.
@@ -39,7 +40,7 @@ func replayFrom(st ReplayState, events []store.Event, at time.Time, each func(Re
 		if !at.IsZero() && ev.OccurredAt.After(at) {
 			break
 		}
-		st = ReplayState{Step: StepCode(ev.ToStep), Status: ev.ToStatus, Seq: ev.Seq, At: ev.OccurredAt}
+		st = ReplayState{Step: rules.StepCode(ev.ToStep), Status: ev.ToStatus, Seq: ev.Seq, At: ev.OccurredAt}
 		if each != nil {
 			each(st)
 		}
@@ -106,7 +107,7 @@ func Verify(h store.History) error {
 	}
 	st := Replay(h.Events(), time.Time{})
 	if op := h.Operation; int(st.Step) != op.Step || st.Status != op.Status {
-		return fmt.Errorf("replay gives %s/%s, stored is %s/%s", st.Step, st.Status, StepCode(op.Step), op.Status)
+		return fmt.Errorf("replay gives %s/%s, stored is %s/%s", st.Step, st.Status, rules.StepCode(op.Step), op.Status)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/store"
 	"changebot/store/postgres"
 	"changebot/store/postgres/pgtest"
@@ -179,12 +180,12 @@ func TestReplayFromSnapshotEqualsReplayFromStart(t *testing.T) {
 	}
 	ctx := context.Background()
 	op := store.Operation{ID: "op_long", SubjectID: "svc", TargetKey: "prod", Project: "g/r", Title: "t",
-		RequestedBy: "alice", Step: int(flows.ApprovalSending), Status: store.StatusApprovalSending}
+		RequestedBy: "alice", Step: int(rules.ApprovalSending), Status: store.StatusApprovalSending}
 	if _, _, err := s.CreateOperation(ctx, store.CreateParams{Operation: op, Event: store.EventParams{Type: store.EventSubmitted}}); err != nil {
 		t.Fatal(err)
 	}
 	// Moves and refusals, a minute apart: the state changes along the way.
-	steps := []flows.StepCode{flows.ApprovalSent, flows.CreateStarted, flows.CreateSucceeded}
+	steps := []rules.StepCode{rules.ApprovalSent, rules.CreateStarted, rules.CreateSucceeded}
 	for i := 2; i <= 120; i++ {
 		now = now.Add(time.Minute)
 		if i%40 == 0 {
@@ -194,7 +195,7 @@ func TestReplayFromSnapshotEqualsReplayFromStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, _, err := s.ApplyTransition(ctx, store.TransitionParams{OperationID: op.ID, ExpectStep: cur.Step,
-				ExpectVersion: cur.Version, ToStep: int(to), ToStatus: flows.MustStep(to).Status,
+				ExpectVersion: cur.Version, ToStep: int(to), ToStatus: rules.MustStep(to).Status,
 				Event: store.EventParams{Type: store.EventTransition}}); err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +211,7 @@ func TestReplayFromSnapshotEqualsReplayFromStart(t *testing.T) {
 	}
 	// The first replay (now) stores the snapshots and reads every event.
 	got, read, err := flows.ReplaySnapshots(ctx, s, op.ID, time.Time{}, 50)
-	if err != nil || got != flows.Replay(all, time.Time{}) || read != 120 || got.Step != flows.CreateSucceeded {
+	if err != nil || got != flows.Replay(all, time.Time{}) || read != 120 || got.Step != rules.CreateSucceeded {
 		t.Fatalf("first replay: %+v, %d events read, %v; from the start: %+v", got, read, err, flows.Replay(all, time.Time{}))
 	}
 	var snaps int

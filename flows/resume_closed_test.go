@@ -11,6 +11,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -18,7 +19,7 @@ import (
 
 // operator is who comments /resume in these cases (the command layer
 // checks the role; flows acts for whoever it is given).
-var operator = flows.ActionParams{Actor: "olivia", Source: "command:1", Command: string(flows.ActionResume)}
+var operator = rules.ActionParams{Actor: "olivia", Source: "command:1", Command: string(rules.ActionResume)}
 
 // reopenMR reopens the change's MR as person in GitLab (PUT
 // .../merge_requests/:iid?state_event=reopen).
@@ -53,19 +54,19 @@ func closeByPerson(t *testing.T, h *flowtest.Harness, id string) {
 	}
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, id, flows.ClosedByPerson)
+	h.RequireStep(t, id, rules.ClosedByPerson)
 }
 
 // resume is an operator's /resume; it returns the engine's error.
 func resume(h *flowtest.Harness, id string) error {
-	_, err := h.Engine.Act(context.Background(), id, flows.ActionResume, operator)
+	_, err := h.Engine.Act(context.Background(), id, rules.ActionResume, operator)
 	return err
 }
 
 // wantRefused asserts err is a refusal whose reason contains part.
 func wantRefused(t *testing.T, err error, part string) {
 	t.Helper()
-	if !errors.Is(err, flows.ErrNotApplicable) || !strings.Contains(err.Error(), part) {
+	if !errors.Is(err, rules.ErrNotApplicable) || !strings.Contains(err.Error(), part) {
 		t.Fatalf("/resume answered %v, want a refusal saying %q", err, part)
 	}
 }
@@ -90,7 +91,7 @@ func closedAfterApprovals(t *testing.T, h *flowtest.Harness) store.Operation {
 	op := h.ToMROpened(t, flowtest.Change("svc"))
 	h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{DetailedMergeStatus: "checking"})
 	h.DeliverWebhooks(t)
-	h.RunUntil(t, op.ID, flows.HandleMergePending, time.Hour)
+	h.RunUntil(t, op.ID, rules.HandleMergePending, time.Hour)
 	if n := len(h.MR(t, op.ID).Approvals); n != 2 {
 		t.Fatalf("%d approvals before the close, want the 2 reviewer robots'", n)
 	}
@@ -114,11 +115,11 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 	}
 	gitlabApprovals := &flowtest.Opts{Configure: func(cfg *flows.EngineConfig) {
 		cfg.ApprovalPolicyFunc = func(string) flows.ApprovalPolicy {
-			return flows.ApprovalPolicy{Provider: flows.ProviderGitLab, Approvers: []string{"carol", "dave"}, Required: 2}
+			return flows.ApprovalPolicy{Provider: rules.ProviderGitLab, Approvers: []string{"carol", "dave"}, Required: 2}
 		}
 	}}
 	runRules(t, []rule{
-		{name: "still closed: refused naming the MR, nothing moves, nothing written", want: flows.ClosedByPerson,
+		{name: "still closed: refused naming the MR, nothing moves, nothing written", want: rules.ClosedByPerson,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := inPipelineWait(t, h)
 				from := len(h.GitLab.Calls())
@@ -133,7 +134,7 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				wantBinding(t, h, op.ID, store.StatusClosed)
 				return op.ID
 			}},
-		{name: "a reopen alone moves nothing, also with its hook, polls and reconciler passes", want: flows.ClosedByPerson,
+		{name: "a reopen alone moves nothing, also with its hook, polls and reconciler passes", want: rules.ClosedByPerson,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := inPipelineWait(t, h)
 				from := len(h.GitLab.Calls())
@@ -151,7 +152,7 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				wantBinding(t, h, op.ID, store.StatusClosed)
 				return op.ID
 			}},
-		{name: "reopened: a new pipeline passes on the head, the robots approve it, VALIDATED", want: flows.CalledBack,
+		{name: "reopened: a new pipeline passes on the head, the robots approve it, VALIDATED", want: rules.CalledBack,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := inPipelineWait(t, h)
 				reopenMR(t, h, op.ID, flowtest.Requester)
@@ -160,13 +161,13 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				if err := resume(h, op.ID); err != nil {
 					t.Fatalf("/resume: %v", err)
 				}
-				h.RequireStep(t, op.ID, flows.CreateMROpened)
+				h.RequireStep(t, op.ID, rules.CreateMROpened)
 				wantBinding(t, h, op.ID, store.StatusMRCreating)
 				if n := callsSince(h, from, http.MethodPost, pathPipeline, flowtest.Robot); n != 1 {
 					t.Fatalf("%d pipelines created by /resume, want 1", n)
 				}
 				h.DeliverWebhooks(t)
-				got := h.RunUntil(t, op.ID, flows.CalledBack, time.Hour)
+				got := h.RunUntil(t, op.ID, rules.CalledBack, time.Hour)
 				head := h.MR(t, op.ID).SHA
 				if got.HeadSHA != head {
 					t.Fatalf("head %s, want the MR's %s", got.HeadSHA, head)
@@ -179,10 +180,10 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				return op.ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
-				wantSteps(t, h, id, flows.ClosedByPerson, flows.CreateMROpened, flows.CreateSucceeded, flows.HandleStarted,
-					flows.HandleApproved, flows.HandleMerged, flows.CalledBack)
+				wantSteps(t, h, id, rules.ClosedByPerson, rules.CreateMROpened, rules.CreateSucceeded, rules.HandleStarted,
+					rules.HandleApproved, rules.HandleMerged, rules.CalledBack)
 			}},
-		{name: "the pipeline result from before the close does not count: waits for the new pipeline", want: flows.CreateMROpened,
+		{name: "the pipeline result from before the close does not count: waits for the new pipeline", want: rules.CreateMROpened,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				// The first pipeline passes (its hooks held back), the
 				// one /resume starts keeps running.
@@ -200,7 +201,7 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				return op.ID
 			}},
 		{name: "stale approvals of an older head do not count: the robots approve the new head, and without that no merge",
-			want: flows.HandleReviewerDenied,
+			want: rules.HandleReviewerDenied,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := closedAfterApprovals(t, h)
 				reopenMR(t, h, op.ID, flowtest.Requester)
@@ -214,7 +215,7 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 					t.Fatalf("/resume: %v", err)
 				}
 				h.DeliverWebhooks(t)
-				h.RunUntil(t, op.ID, flows.HandleReviewerDenied, time.Hour)
+				h.RunUntil(t, op.ID, rules.HandleReviewerDenied, time.Hour)
 				if n := callsSince(h, from, http.MethodPut, pathMerge, ""); n != 0 {
 					t.Fatalf("%d merges with approvals of an older head", n)
 				}
@@ -233,7 +234,7 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				}
 				return op.ID
 			}},
-		{name: "in-GitLab approvals given before the close do not count after /resume", want: flows.ApprovalSent, opts: gitlabApprovals,
+		{name: "in-GitLab approvals given before the close do not count after /resume", want: rules.ApprovalSent, opts: gitlabApprovals,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.AddUser("carol", "carol-token")
 				h.GitLab.AddUser("dave", "dave-token")
@@ -242,8 +243,8 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				op := h.ToMROpened(t, p)
 				h.DeliverWebhooks(t)
 				h.WorkUntilIdle(t)
-				h.RequireStep(t, op.ID, flows.ApprovalSent)
-				if err := h.Engine.DecideInGitLab(context.Background(), h.Op(t, op.ID), platform.User{Username: "carol"}, flows.GitLabApprove, "test"); err != nil {
+				h.RequireStep(t, op.ID, rules.ApprovalSent)
+				if err := h.Engine.DecideInGitLab(context.Background(), h.Op(t, op.ID), platform.User{Username: "carol"}, rules.GitLabApprove, "test"); err != nil {
 					t.Fatal(err)
 				}
 				closeByPerson(t, h, op.ID)
@@ -253,22 +254,22 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 					t.Fatalf("/resume: %v", err)
 				}
 				h.DeliverWebhooks(t)
-				h.RunUntil(t, op.ID, flows.ApprovalSent, time.Hour)
-				if err := h.Engine.DecideInGitLab(context.Background(), h.Op(t, op.ID), platform.User{Username: "dave"}, flows.GitLabApprove, "test"); err != nil {
+				h.RunUntil(t, op.ID, rules.ApprovalSent, time.Hour)
+				if err := h.Engine.DecideInGitLab(context.Background(), h.Op(t, op.ID), platform.User{Username: "dave"}, rules.GitLabApprove, "test"); err != nil {
 					t.Fatal(err)
 				}
 				h.WorkUntilIdle(t)
 				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 0)
 				return op.ID
 			}},
-		{name: "MR first, external approval: a new ticket for the head; the old ticket's decision does not count", want: flows.HandleMerged,
+		{name: "MR first, external approval: a new ticket for the head; the old ticket's decision does not count", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				p := flowtest.Change("svc")
 				p.ApprovalFirst = false
 				op := h.ToMROpened(t, p)
 				h.DeliverWebhooks(t)
 				h.WorkUntilIdle(t)
-				old := h.RequireStep(t, op.ID, flows.ApprovalSent).TicketID
+				old := h.RequireStep(t, op.ID, rules.ApprovalSent).TicketID
 				closeByPerson(t, h, op.ID)
 				reopenMR(t, h, op.ID, flowtest.Requester)
 				h.DeliverWebhooks(t)
@@ -276,7 +277,7 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 					t.Fatalf("/resume: %v", err)
 				}
 				h.DeliverWebhooks(t)
-				got := h.RunUntil(t, op.ID, flows.ApprovalSent, time.Hour)
+				got := h.RunUntil(t, op.ID, rules.ApprovalSent, time.Hour)
 				if got.TicketID == old {
 					t.Fatalf("ticket %s after /resume, want a new one", got.TicketID)
 				}
@@ -285,19 +286,19 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				if last.Ext["supersedes_ticket_id"] != old || last.Ext["head_sha"] != h.MR(t, op.ID).SHA {
 					t.Fatalf("the new request's ext %v does not name the old ticket %s and the head", last.Ext, old)
 				}
-				res, err := h.Engine.AcceptApproval(context.Background(), flows.ApprovalCallback{RequestID: "late-" + old,
-					OperationID: op.ID, TicketID: old, Decision: flows.DecisionApproved, Approver: "carol"})
-				if err != nil || res != flows.ResultIgnoredStale {
+				res, err := h.Engine.AcceptApproval(context.Background(), rules.ApprovalCallback{RequestID: "late-" + old,
+					OperationID: op.ID, TicketID: old, Decision: rules.DecisionApproved, Approver: "carol"})
+				if err != nil || res != rules.ResultIgnoredStale {
 					t.Fatalf("a decision on the old ticket answered %s, %v; want IGNORED_STALE", res, err)
 				}
-				h.RequireStep(t, op.ID, flows.ApprovalSent)
-				if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+				h.RequireStep(t, op.ID, rules.ApprovalSent)
+				if res := h.Decide(t, op.ID, rules.DecisionApproved); res != rules.ResultAccepted {
 					t.Fatalf("the new ticket's decision: %s", res)
 				}
 				h.WorkUntilIdle(t)
 				return op.ID
 			}},
-		{name: "a newer change took the binding: refused naming it", want: flows.ClosedByPerson,
+		{name: "a newer change took the binding: refused naming it", want: rules.ClosedByPerson,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := inPipelineWait(t, h)
 				newer := h.Submit(t, flowtest.Change("svc"))
@@ -308,7 +309,7 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				}
 				return op.ID
 			}},
-		{name: "reopened and merged by a person: the merge hook records the merge, naming who", want: flows.HandleMerged,
+		{name: "reopened and merged by a person: the merge hook records the merge, naming who", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := inPipelineWait(t, h)
 				reopenMR(t, h, op.ID, flowtest.Requester)
@@ -322,7 +323,7 @@ func TestResumeAfterPersonClosed(t *testing.T) {
 				wantBinding(t, h, op.ID, store.StatusMerged)
 				return op.ID
 			}},
-		{name: "merged in GitLab after a reopen: /resume records the merge", want: flows.HandleMerged,
+		{name: "merged in GitLab after a reopen: /resume records the merge", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := inPipelineWait(t, h)
 				reopenMR(t, h, op.ID, flowtest.Requester)

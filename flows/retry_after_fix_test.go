@@ -3,8 +3,8 @@ package flows_test
 import (
 	"testing"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 )
 
@@ -30,11 +30,11 @@ func TestRetryKeepsADevelopersFix(t *testing.T) {
 			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: tt.outcomes})
 			op := h.Submit(t, flowtest.Change("payments-api"))
 			h.WorkUntilIdle(t)
-			h.Decide(t, op.ID, flows.DecisionApproved)
+			h.Decide(t, op.ID, rules.DecisionApproved)
 			h.WorkUntilIdle(t)
 			h.DeliverWebhooks(t)
 			h.WorkUntilIdle(t)
-			op = h.RequireStep(t, op.ID, flows.CreatePipelineFailed)
+			op = h.RequireStep(t, op.ID, rules.CreatePipelineFailed)
 
 			fix := h.GitLab.Push(h.Project.ID, op.SourceBranch, "alice", "Fix the replicas",
 				map[string]string{"services/payments-api.yaml": "replicas: 3\n"})
@@ -43,10 +43,10 @@ func TestRetryKeepsADevelopersFix(t *testing.T) {
 			}
 			h.DeliverWebhooks(t) // the push and its pipeline
 			h.WorkUntilIdle(t)
-			op = h.RequireStep(t, op.ID, flows.CreatePipelineFailed)
+			op = h.RequireStep(t, op.ID, rules.CreatePipelineFailed)
 			pipelinesBefore := h.GitLab.CallCount("POST", "/api/v4/projects/*/merge_requests/*/pipelines")
 
-			if _, err := h.Engine.Retry(t.Context(), op, flows.ActionParams{Actor: "alice", Source: "test", Command: "retry"}); err != nil {
+			if _, err := h.Engine.Retry(t.Context(), op, rules.ActionParams{Actor: "alice", Source: "test", Command: "retry"}); err != nil {
 				t.Fatalf("/retry: %v", err)
 			}
 			h.WorkUntilIdle(t)

@@ -11,6 +11,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -28,13 +29,13 @@ type rule struct {
 	name  string
 	opts  *flowtest.Opts
 	run   func(t *testing.T, h *flowtest.Harness) string
-	want  flows.StepCode
+	want  rules.StepCode
 	check func(t *testing.T, h *flowtest.Harness, id string)
 }
 
-func runRules(t *testing.T, rules []rule) {
+func runRules(t *testing.T, cases []rule) {
 	t.Helper()
-	for _, r := range rules {
+	for _, r := range cases {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			h := flowtest.New(t, r.opts)
@@ -117,7 +118,7 @@ func wantBinding(t *testing.T, h *flowtest.Harness, id, status string) {
 	}
 }
 
-func wantSteps(t *testing.T, h *flowtest.Harness, id string, want ...flows.StepCode) {
+func wantSteps(t *testing.T, h *flowtest.Harness, id string, want ...rules.StepCode) {
 	t.Helper()
 	got := h.Steps(t, id)
 	i := 0
@@ -137,7 +138,7 @@ func stepJobs(t *testing.T, h *flowtest.Harness) []string {
 	t.Helper()
 	var out []string
 	for _, j := range h.Jobs(t) {
-		if j.Kind != flows.KindRefreshNote {
+		if j.Kind != rules.KindRefreshNote {
 			out = append(out, j.Kind)
 		}
 	}
@@ -170,8 +171,8 @@ func decidedDuringRequest() (*flowtest.Opts, func(t *testing.T, h *flowtest.Harn
 			if err != nil {
 				return ticket, err
 			}
-			result, err = harness.Engine.AcceptApproval(ctx, flows.ApprovalCallback{RequestID: "early", OperationID: r.OperationID,
-				TicketID: ticket.ID, Decision: flows.DecisionApproved, Approver: "carol"})
+			result, err = harness.Engine.AcceptApproval(ctx, rules.ApprovalCallback{RequestID: "early", OperationID: r.OperationID,
+				TicketID: ticket.ID, Decision: rules.DecisionApproved, Approver: "carol"})
 			return ticket, err
 		})
 	}}
@@ -179,7 +180,7 @@ func decidedDuringRequest() (*flowtest.Opts, func(t *testing.T, h *flowtest.Harn
 		harness = h
 		op := h.Submit(t, flowtest.Change("early"))
 		h.WorkUntilIdle(t)
-		if result != flows.ResultAccepted {
+		if result != rules.ResultAccepted {
 			t.Fatalf("the early decision was answered %q, want ACCEPTED", result)
 		}
 		return op.ID
@@ -190,11 +191,11 @@ func TestCallbackRules(t *testing.T) {
 	t.Parallel()
 	earlyOpts, earlyRun := decidedDuringRequest()
 	runRules(t, []rule{
-		{name: "rejected ends REJECTED and frees the binding", want: flows.ApprovalRejected,
+		{name: "rejected ends REJECTED and frees the binding", want: rules.ApprovalRejected,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.Submit(t, flowtest.Change("svc"))
 				h.WorkUntilIdle(t)
-				if res := h.Decide(t, op.ID, flows.DecisionRejected); res != flows.ResultAccepted {
+				if res := h.Decide(t, op.ID, rules.DecisionRejected); res != rules.ResultAccepted {
 					t.Fatalf("rejection: %s", res)
 				}
 				h.WorkUntilIdle(t)
@@ -208,19 +209,19 @@ func TestCallbackRules(t *testing.T) {
 				}
 				h.Submit(t, flowtest.Change("svc")) // the binding takes a new change
 			}},
-		{name: "withdrawn ends REJECTED", want: flows.ApprovalWithdrawn,
+		{name: "withdrawn ends REJECTED", want: rules.ApprovalWithdrawn,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.Submit(t, flowtest.Change("svc"))
 				h.WorkUntilIdle(t)
-				h.Decide(t, op.ID, flows.DecisionWithdrawn)
+				h.Decide(t, op.ID, rules.DecisionWithdrawn)
 				return op.ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) { wantBinding(t, h, id, store.StatusRejected) }},
-		{name: "a repeated request id is DUPLICATE and changes nothing", want: flows.CreateMROpened,
+		{name: "a repeated request id is DUPLICATE and changes nothing", want: rules.CreateMROpened,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				before := len(h.Events(t, op.ID))
-				if res := h.Decide(t, op.ID, flows.DecisionRejected); res != flows.ResultDuplicate {
+				if res := h.Decide(t, op.ID, rules.DecisionRejected); res != rules.ResultDuplicate {
 					t.Fatalf("repeated request id: %s, want DUPLICATE", res)
 				}
 				if after := len(h.Events(t, op.ID)); after != before {
@@ -229,19 +230,19 @@ func TestCallbackRules(t *testing.T) {
 				return op.ID
 			}},
 		{name: "a decision arriving before APPROVAL_SENT is written is kept", opts: earlyOpts, run: earlyRun,
-			want: flows.CreateMROpened,
+			want: rules.CreateMROpened,
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				if op := h.Op(t, id); op.TicketID != "T-1" {
 					t.Fatalf("ticket %q, want T-1", op.TicketID)
 				}
-				wantSteps(t, h, id, flows.ApprovalSending, flows.CreateStarted, flows.CreateMROpened)
+				wantSteps(t, h, id, rules.ApprovalSending, rules.CreateStarted, rules.CreateMROpened)
 			}},
-		{name: "MR first: approval carries the MR and goes on to handle it", want: flows.HandleMerged,
+		{name: "MR first: approval carries the MR and goes on to handle it", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				return h.ToMerged(t, mrFirst("svc")).ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
-				wantSteps(t, h, id, flows.CreateSucceeded, flows.ApprovalSending, flows.ApprovalSent, flows.HandleStarted)
+				wantSteps(t, h, id, rules.CreateSucceeded, rules.ApprovalSending, rules.ApprovalSent, rules.HandleStarted)
 			}},
 	})
 }
@@ -254,13 +255,13 @@ func TestCreateRules(t *testing.T) {
 				AfterEffect: true, Times: 1})
 			op := h.Submit(t, flowtest.Change("svc"))
 			h.WorkUntilIdle(t)
-			h.Decide(t, op.ID, flows.DecisionApproved)
+			h.Decide(t, op.ID, rules.DecisionApproved)
 			w := h.WorkUntilIdle(t)
-			if i := slices.IndexFunc(w, func(w flowtest.Worked) bool { return w.Kind == flows.KindCreateMR }); i < 0 || w[i].Err == nil {
+			if i := slices.IndexFunc(w, func(w flowtest.Worked) bool { return w.Kind == rules.KindCreateMR }); i < 0 || w[i].Err == nil {
 				t.Fatalf("the create job did not fail on the lost answer: %v", w)
 			}
-			h.RequireStep(t, op.ID, flows.CreateStarted)
-			return h.RunUntil(t, op.ID, flows.CreateMROpened, time.Minute).ID
+			h.RequireStep(t, op.ID, rules.CreateStarted)
+			return h.RunUntil(t, op.ID, rules.CreateMROpened, time.Minute).ID
 		}
 	}
 	onlyOne := func(t *testing.T, h *flowtest.Harness, _ string) {
@@ -274,25 +275,25 @@ func TestCreateRules(t *testing.T) {
 		wantCalls(t, h, http.MethodPost, pathMRs, flowtest.Robot, false, 1)
 	}
 	runRules(t, []rule{
-		{name: "branch created but the answer lost: the retry uses it", want: flows.CreateMROpened,
+		{name: "branch created but the answer lost: the retry uses it", want: rules.CreateMROpened,
 			run: lostAnswer(http.MethodPost, pathBranches), check: onlyOne},
-		{name: "commit made but the answer lost: the retry finds it at the tip", want: flows.CreateMROpened,
+		{name: "commit made but the answer lost: the retry finds it at the tip", want: rules.CreateMROpened,
 			run: lostAnswer(http.MethodPost, pathCommits), check: onlyOne},
-		{name: "MR opened but the answer lost: the retry finds the open MR", want: flows.CreateMROpened,
+		{name: "MR opened but the answer lost: the retry finds the open MR", want: rules.CreateMROpened,
 			run: lostAnswer(http.MethodPost, pathMRs), check: onlyOne},
-		{name: "retry after a failed pipeline with no push: same commit, a new pipeline", want: flows.HandleMerged,
+		{name: "retry after a failed pipeline with no push: same commit, a new pipeline", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed", "success"}})
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.DeliverWebhooks(t)
 				h.WorkUntilIdle(t)
-				op = h.RequireStep(t, op.ID, flows.CreatePipelineFailed)
+				op = h.RequireStep(t, op.ID, rules.CreatePipelineFailed)
 				wantDetail(t, h, op.ID, "failed")
-				if _, err := h.Engine.Retry(context.Background(), op, flows.ActionParams{Actor: "alice", Source: "test", Command: "retry"}); err != nil {
+				if _, err := h.Engine.Retry(context.Background(), op, rules.ActionParams{Actor: "alice", Source: "test", Command: "retry"}); err != nil {
 					t.Fatal(err)
 				}
 				h.WorkUntilIdle(t)
-				h.RequireStep(t, op.ID, flows.CreateMROpened)
+				h.RequireStep(t, op.ID, rules.CreateMROpened)
 				h.DeliverWebhooks(t)
 				h.WorkUntilIdle(t)
 				return op.ID
@@ -300,7 +301,7 @@ func TestCreateRules(t *testing.T) {
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				wantCalls(t, h, http.MethodPost, pathCommits, flowtest.Robot, true, 1)
 				wantCalls(t, h, http.MethodPost, pathPipeline, flowtest.Robot, true, 1)
-				wantSteps(t, h, id, flows.CreatePipelineFailed, flows.CreateStarted, flows.CreateMROpened, flows.CreateSucceeded)
+				wantSteps(t, h, id, rules.CreatePipelineFailed, rules.CreateStarted, rules.CreateMROpened, rules.CreateSucceeded)
 			}},
 	})
 }
@@ -312,11 +313,11 @@ func TestPipelineWaitRules(t *testing.T) {
 		return h.ToMROpened(t, flowtest.Change("svc"))
 	}
 	runRules(t, []rule{
-		{name: "a failed pipeline's webhook: CREATE_PIPELINE_FAILED", want: flows.CreatePipelineFailed,
+		{name: "a failed pipeline's webhook: CREATE_PIPELINE_FAILED", want: rules.CreatePipelineFailed,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := failing(t, h)
 				h.DeliverWebhooks(t)
-				if w := h.WorkUntilIdle(t); slices.Contains(flowtest.Kinds(w), flows.KindAwaitPipeline) {
+				if w := h.WorkUntilIdle(t); slices.Contains(flowtest.Kinds(w), rules.KindAwaitPipeline) {
 					t.Fatalf("the poll ran although the webhook decided: %v", w)
 				}
 				return op.ID
@@ -325,7 +326,7 @@ func TestPipelineWaitRules(t *testing.T) {
 				wantDetail(t, h, id, "failed")
 				wantBinding(t, h, id, store.StatusCreateFailed)
 			}},
-		{name: "webhooks lost: the poll sees the failed pipeline", want: flows.CreatePipelineFailed,
+		{name: "webhooks lost: the poll sees the failed pipeline", want: rules.CreatePipelineFailed,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := failing(t, h)
 				h.TakeWebhooks(t)
@@ -336,13 +337,13 @@ func TestPipelineWaitRules(t *testing.T) {
 				h.WorkUntilIdle(t)
 				return op.ID
 			}},
-		{name: "no result by the deadline: CREATE_PIPELINE_PENDING; /resume waits again", want: flows.CreateMROpened,
+		{name: "no result by the deadline: CREATE_PIPELINE_PENDING; /resume waits again", want: rules.CreateMROpened,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.TakeWebhooks(t)
 				start := h.Now()
-				op = h.RunUntil(t, op.ID, flows.CreatePipelinePending, 3*time.Hour)
+				op = h.RunUntil(t, op.ID, rules.CreatePipelinePending, 3*time.Hour)
 				if waited := h.Now().Sub(start); waited != flowtest.Poll.PipelineDeadline {
 					t.Fatalf("parked after %s, want the deadline %s", waited, flowtest.Poll.PipelineDeadline)
 				}
@@ -351,13 +352,13 @@ func TestPipelineWaitRules(t *testing.T) {
 				if polls := calls(h, http.MethodGet, pathMR, flowtest.Robot, true); polls < 60 || polls > 75 {
 					t.Fatalf("%d MR reads while waiting 2 h, want about 67", polls)
 				}
-				if _, err := h.Engine.Resume(context.Background(), op, flows.ActionParams{Actor: "olivia", Source: "test", Command: "resume"}); err != nil {
+				if _, err := h.Engine.Resume(context.Background(), op, rules.ActionParams{Actor: "olivia", Source: "test", Command: "resume"}); err != nil {
 					t.Fatal(err)
 				}
 				h.RunFor(t, time.Hour) // a fresh deadline: still waiting
 				return op.ID
 			}},
-		{name: "a webhook delivered twice is processed once", want: flows.HandleMerged,
+		{name: "a webhook delivered twice is processed once", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				hooks := h.TakeWebhooks(t)
@@ -372,7 +373,7 @@ func TestPipelineWaitRules(t *testing.T) {
 				wantCalls(t, h, http.MethodPost, pathApprove, "", false, 2)
 				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 1)
 			}},
-		{name: "a late webhook of an older head's pipeline changes nothing", want: flows.HandleMerged,
+		{name: "a late webhook of an older head's pipeline changes nothing", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed", "success"}})
 				op := h.ToMROpened(t, flowtest.Change("svc"))
@@ -384,13 +385,13 @@ func TestPipelineWaitRules(t *testing.T) {
 				}
 				h.Deliver(t, old...)
 				h.WorkUntilIdle(t)
-				h.RequireStep(t, op.ID, flows.CreateMROpened)
+				h.RequireStep(t, op.ID, rules.CreateMROpened)
 				h.DeliverWebhooks(t) // the new head's pipeline passed
 				h.WorkUntilIdle(t)
 				return op.ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
-				if slices.Contains(h.Steps(t, id), flows.CreatePipelineFailed) {
+				if slices.Contains(h.Steps(t, id), rules.CreatePipelineFailed) {
 					t.Fatalf("the old head's failed pipeline failed the change: %v", h.Steps(t, id))
 				}
 				if op, mr := h.Op(t, id), h.MR(t, id); op.HeadSHA != mr.SHA {
@@ -411,7 +412,7 @@ func TestHandleRules(t *testing.T) {
 		return op
 	}
 	runRules(t, []rule{
-		{name: "each reviewer approves once, with the head sha; the merge carries it", want: flows.HandleMerged,
+		{name: "each reviewer approves once, with the head sha; the merge carries it", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string { return h.ToMerged(t, flowtest.Change("svc")).ID },
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer1", false, 1)
@@ -423,14 +424,14 @@ func TestHandleRules(t *testing.T) {
 					}
 				}
 			}},
-		{name: "merged by a person before the handle phase: finish as merged, never approve", want: flows.CalledBack,
+		{name: "merged by a person before the handle phase: finish as merged, never approve", want: rules.CalledBack,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				if _, err := h.ClientAs(t, flowtest.Requester).Merge(context.Background(), h.Project.ID, op.MRIID, platform.MergeParams{SHA: op.HeadSHA}); err != nil {
 					t.Fatal(err)
 				}
 				h.DeliverWebhooks(t) // the pipeline, the merge and the deploy
-				return h.RunUntil(t, op.ID, flows.CalledBack, time.Minute).ID
+				return h.RunUntil(t, op.ID, rules.CalledBack, time.Minute).ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				wantCalls(t, h, http.MethodPost, pathApprove, "", false, 0)
@@ -439,14 +440,14 @@ func TestHandleRules(t *testing.T) {
 					t.Fatalf("merge commit %q, GitLab's %q", op.MergeCommitSHA, mr.MergeCommitSHA)
 				}
 			}},
-		{name: "a reviewer's 503 is retried for that reviewer alone", want: flows.HandleMerged,
+		{name: "a reviewer's 503 is retried for that reviewer alone", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathApprove, Status: http.StatusServiceUnavailable,
 					User: "reviewer2", Times: 1})
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.DeliverWebhooks(t)
 				h.WorkUntilIdle(t)
-				h.RequireStep(t, op.ID, flows.HandleStarted)
+				h.RequireStep(t, op.ID, rules.HandleStarted)
 				h.Advance(flowtest.Poll.ShortInterval) // the reviewer's own backoff
 				h.WorkUntilIdle(t)
 				return op.ID
@@ -455,7 +456,7 @@ func TestHandleRules(t *testing.T) {
 				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer1", false, 1)
 				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer2", false, 2)
 			}},
-		{name: "401 on approve that took effect (already approved): go on", want: flows.HandleMerged,
+		{name: "401 on approve that took effect (already approved): go on", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathApprove, Status: http.StatusUnauthorized,
 					User: "reviewer1", Times: 1, AfterEffect: true})
@@ -464,7 +465,7 @@ func TestHandleRules(t *testing.T) {
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer1", false, 1)
 			}},
-		{name: "401 on approve for a reviewer that has not approved: HANDLE_REVIEWER_DENIED", want: flows.HandleReviewerDenied,
+		{name: "401 on approve for a reviewer that has not approved: HANDLE_REVIEWER_DENIED", want: rules.HandleReviewerDenied,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathApprove, Status: http.StatusUnauthorized,
 					User: "reviewer2"})
@@ -478,14 +479,14 @@ func TestHandleRules(t *testing.T) {
 				wantCalls(t, h, http.MethodPost, pathApprove, "reviewer2", false, 1) // never retried
 				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 0)
 			}},
-		{name: "merge answered 409 (head moved): the pipeline wait again, one round, no second approval", want: flows.HandleMerged,
+		{name: "merge answered 409 (head moved): the pipeline wait again, one round, no second approval", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPut, PathPattern: pathMerge, Status: http.StatusConflict,
 					Body: "SHA does not match HEAD of source branch", Times: 1})
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.DeliverWebhooks(t)
 				h.WorkUntilIdle(t)
-				h.RequireStep(t, op.ID, flows.HandleAwaitPipeline)
+				h.RequireStep(t, op.ID, rules.HandleAwaitPipeline)
 				h.Advance(flowtest.Poll.ShortInterval)
 				h.WorkUntilIdle(t)
 				return op.ID
@@ -497,49 +498,49 @@ func TestHandleRules(t *testing.T) {
 				wantCalls(t, h, http.MethodPost, pathApprove, "", false, 2)
 				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 2)
 			}},
-		{name: "need_rebase: rebase, wait for the new head's pipeline, merge", want: flows.HandleMerged, opts: ff,
+		{name: "need_rebase: rebase, wait for the new head's pipeline, merge", want: rules.HandleMerged, opts: ff,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := behind(t, h)
 				h.TakeWebhooks(t)
-				return h.RunUntil(t, op.ID, flows.HandleMerged, 10*time.Minute).ID
+				return h.RunUntil(t, op.ID, rules.HandleMerged, 10*time.Minute).ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
-				wantSteps(t, h, id, flows.HandleApproved, flows.HandleRebasing, flows.HandleAwaitPipeline, flows.HandleStarted,
-					flows.HandleApproved, flows.HandleMerged)
+				wantSteps(t, h, id, rules.HandleApproved, rules.HandleRebasing, rules.HandleAwaitPipeline, rules.HandleStarted,
+					rules.HandleApproved, rules.HandleMerged)
 				wantCalls(t, h, http.MethodPut, "/api/v4/projects/*/merge_requests/*/rebase", flowtest.Robot, false, 1)
 				if op, mr := h.Op(t, id), h.MR(t, id); op.Rounds != 1 || op.MergeCommitSHA != mr.SHA {
 					t.Fatalf("rounds %d, merge commit %s, want 1 round and the rebased head %s (fast-forward)", op.Rounds, op.MergeCommitSHA, mr.SHA)
 				}
 			}},
-		{name: "rebase rounds are bounded: HANDLE_FAILED once merge.max_rounds are used", want: flows.HandleFailed,
+		{name: "rebase rounds are bounded: HANDLE_FAILED once merge.max_rounds are used", want: rules.HandleFailed,
 			opts: &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}, Poll: withMaxRounds(1)},
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := behind(t, h)
 				h.TakeWebhooks(t)
-				h.RunUntil(t, op.ID, flows.HandleAwaitPipeline, 10*time.Minute) // rebased once
+				h.RunUntil(t, op.ID, rules.HandleAwaitPipeline, 10*time.Minute) // rebased once
 				h.GitLab.PushToTarget(h.Project.ID, "main")                     // main moves again
-				h.RunUntil(t, op.ID, flows.HandleFailed, 10*time.Minute)
+				h.RunUntil(t, op.ID, rules.HandleFailed, 10*time.Minute)
 				return op.ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) { wantDetail(t, h, id, "rebase rounds") }},
-		{name: "rebase conflict: HANDLE_REBASE_CONFLICT", want: flows.HandleRebaseConflict, opts: ff,
+		{name: "rebase conflict: HANDLE_REBASE_CONFLICT", want: rules.HandleRebaseConflict, opts: ff,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := behind(t, h)
 				h.GitLab.SetRebaseBehavior(h.Project.ID, op.MRIID, gitlabfake.RebaseBehavior{Conflict: true})
 				h.TakeWebhooks(t)
-				h.RunUntil(t, op.ID, flows.HandleRebaseConflict, 10*time.Minute)
+				h.RunUntil(t, op.ID, rules.HandleRebaseConflict, 10*time.Minute)
 				return op.ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				wantBinding(t, h, id, store.StatusHandleFailed)
 				wantCalls(t, h, http.MethodPut, pathMerge, "", false, 0)
 			}},
-		{name: "GitLab keeps checking: back off, HANDLE_MERGE_PENDING at the rebase deadline", want: flows.HandleMergePending,
+		{name: "GitLab keeps checking: back off, HANDLE_MERGE_PENDING at the rebase deadline", want: rules.HandleMergePending,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{DetailedMergeStatus: "checking"})
 				h.DeliverWebhooks(t)
-				h.RunUntil(t, op.ID, flows.HandleMergePending, time.Hour)
+				h.RunUntil(t, op.ID, rules.HandleMergePending, time.Hour)
 				return op.ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
@@ -548,7 +549,7 @@ func TestHandleRules(t *testing.T) {
 					t.Errorf("merge calls = %d, want the merge tried again after backing off", n)
 				}
 			}},
-		{name: "a draft: HANDLE_DRAFT with the reason, merge tried once", want: flows.HandleDraft,
+		{name: "a draft: HANDLE_DRAFT with the reason, merge tried once", want: rules.HandleDraft,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{Draft: true})
@@ -573,7 +574,7 @@ func TestAppliedRules(t *testing.T) {
 	t.Parallel()
 	deploy := func(t *testing.T, h *flowtest.Harness, op store.Operation, id, sha string) string {
 		t.Helper()
-		res, err := h.Engine.AcceptDeploy(context.Background(), flows.DeployCallback{RequestID: id, ProjectID: op.ProjectID,
+		res, err := h.Engine.AcceptDeploy(context.Background(), rules.DeployCallback{RequestID: id, ProjectID: op.ProjectID,
 			MRIID: op.MRIID, MergeCommitSHA: sha, Status: "success"})
 		if err != nil {
 			t.Fatal(err)
@@ -581,13 +582,13 @@ func TestAppliedRules(t *testing.T) {
 		return res
 	}
 	runRules(t, []rule{
-		{name: "deploy pipeline webhook flips MERGED once, counted once", want: flows.CalledBack,
+		{name: "deploy pipeline webhook flips MERGED once, counted once", want: rules.CalledBack,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMerged(t, flowtest.Change("svc"))
 				hooks := h.DeliverWebhooks(t) // the deploy pipeline on main
 				h.WorkUntilIdle(t)
-				h.RequireStep(t, op.ID, flows.CalledBack)
-				if got := deploy(t, h, op, "d1", op.MergeCommitSHA); got != flows.ResultIgnoredStale {
+				h.RequireStep(t, op.ID, rules.CalledBack)
+				if got := deploy(t, h, op, "d1", op.MergeCommitSHA); got != rules.ResultIgnoredStale {
 					t.Fatalf("deploy callback after the flip: %s, want IGNORED_STALE", got)
 				}
 				h.Advance(flowtest.Poll.ShortInterval) // the deploy poll finds the change flipped
@@ -603,12 +604,12 @@ func TestAppliedRules(t *testing.T) {
 					t.Fatalf("changebot_validated_total %v, want webhook 1", got)
 				}
 			}},
-		{name: "deploy callback flips MERGED once; a repeat is DUPLICATE, a later one IGNORED_STALE", want: flows.CalledBack,
+		{name: "deploy callback flips MERGED once; a repeat is DUPLICATE, a later one IGNORED_STALE", want: rules.CalledBack,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMerged(t, flowtest.Change("svc"))
 				h.TakeWebhooks(t)
 				for _, c := range []struct{ id, want string }{
-					{"d1", flows.ResultAccepted}, {"d1", flows.ResultDuplicate}, {"d2", flows.ResultIgnoredStale},
+					{"d1", rules.ResultAccepted}, {"d1", rules.ResultDuplicate}, {"d2", rules.ResultIgnoredStale},
 				} {
 					if got := deploy(t, h, op, c.id, op.MergeCommitSHA); got != c.want {
 						t.Fatalf("deploy callback %s: %s, want %s", c.id, got, c.want)
@@ -620,7 +621,7 @@ func TestAppliedRules(t *testing.T) {
 				wantBinding(t, h, id, store.StatusValidated)
 				n := 0
 				for _, e := range h.Events(t, id) {
-					if flows.StepCode(e.ToStep) == flows.CalledBack {
+					if rules.StepCode(e.ToStep) == rules.CalledBack {
 						n++
 					}
 				}
@@ -628,32 +629,32 @@ func TestAppliedRules(t *testing.T) {
 					t.Fatalf("%d events into CALLED_BACK, want 1", n)
 				}
 			}},
-		{name: "deploy callback before the merge: IGNORED_STALE, nothing moves", want: flows.CreateMROpened,
+		{name: "deploy callback before the merge: IGNORED_STALE, nothing moves", want: rules.CreateMROpened,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
-				if got := deploy(t, h, op, "d1", ""); got != flows.ResultIgnoredStale {
+				if got := deploy(t, h, op, "d1", ""); got != rules.ResultIgnoredStale {
 					t.Fatalf("early deploy callback: %s", got)
 				}
 				return op.ID
 			}},
-		{name: "deploy callback for another merge commit: IGNORED_STALE", want: flows.HandleMerged,
+		{name: "deploy callback for another merge commit: IGNORED_STALE", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMerged(t, flowtest.Change("svc"))
-				if got := deploy(t, h, op, "d1", strings.Repeat("0", 40)); got != flows.ResultIgnoredStale {
+				if got := deploy(t, h, op, "d1", strings.Repeat("0", 40)); got != rules.ResultIgnoredStale {
 					t.Fatalf("deploy callback for another commit: %s", got)
 				}
 				return op.ID
 			}},
-		{name: "deploy callback failed: recorded on the MERGED change, a later success applies it", want: flows.CalledBack,
+		{name: "deploy callback failed: recorded on the MERGED change, a later success applies it", want: rules.CalledBack,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMerged(t, flowtest.Change("svc"))
 				h.TakeWebhooks(t)
-				res, err := h.Engine.AcceptDeploy(context.Background(), flows.DeployCallback{RequestID: "d1", ProjectID: op.ProjectID,
+				res, err := h.Engine.AcceptDeploy(context.Background(), rules.DeployCallback{RequestID: "d1", ProjectID: op.ProjectID,
 					MRIID: op.MRIID, MergeCommitSHA: op.MergeCommitSHA, Status: "failed"})
-				if err != nil || res != flows.ResultFailedRecorded {
-					t.Fatalf("failed deploy callback: %q, %v; want %s", res, err, flows.ResultFailedRecorded)
+				if err != nil || res != rules.ResultFailedRecorded {
+					t.Fatalf("failed deploy callback: %q, %v; want %s", res, err, rules.ResultFailedRecorded)
 				}
-				h.RequireStep(t, op.ID, flows.HandleMerged)
+				h.RequireStep(t, op.ID, rules.HandleMerged)
 				wantBinding(t, h, op.ID, store.StatusMerged)
 				wantDetail(t, h, op.ID, "reported the deploy of !")
 				wantDetail(t, h, op.ID, "failed (deploy callback d1)")
@@ -669,7 +670,7 @@ func TestAppliedRules(t *testing.T) {
 				if e := v.Timeline[len(v.Timeline)-1]; e.Source != "deploy callback" || e.StepName != "HANDLE_MERGED" {
 					t.Fatalf("the status comment's last timeline entry %+v, want the failed deploy from the deploy callback", e)
 				}
-				if got := deploy(t, h, op, "d2", op.MergeCommitSHA); got != flows.ResultAccepted {
+				if got := deploy(t, h, op, "d2", op.MergeCommitSHA); got != rules.ResultAccepted {
 					t.Fatalf("deploy callback success after a failure: %s, want ACCEPTED", got)
 				}
 				return op.ID
@@ -677,16 +678,16 @@ func TestAppliedRules(t *testing.T) {
 			check: func(t *testing.T, h *flowtest.Harness, id string) {
 				wantBinding(t, h, id, store.StatusValidated)
 			}},
-		{name: "deploy callback failed for a validated change: IGNORED_STALE, nothing recorded", want: flows.CalledBack,
+		{name: "deploy callback failed for a validated change: IGNORED_STALE, nothing recorded", want: rules.CalledBack,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMerged(t, flowtest.Change("svc"))
 				h.TakeWebhooks(t)
-				if got := deploy(t, h, op, "d1", op.MergeCommitSHA); got != flows.ResultAccepted {
+				if got := deploy(t, h, op, "d1", op.MergeCommitSHA); got != rules.ResultAccepted {
 					t.Fatalf("deploy callback: %s", got)
 				}
-				res, err := h.Engine.AcceptDeploy(context.Background(), flows.DeployCallback{RequestID: "d2", ProjectID: op.ProjectID,
+				res, err := h.Engine.AcceptDeploy(context.Background(), rules.DeployCallback{RequestID: "d2", ProjectID: op.ProjectID,
 					MRIID: op.MRIID, Status: "failed"})
-				if err != nil || res != flows.ResultIgnoredStale {
+				if err != nil || res != rules.ResultIgnoredStale {
 					t.Fatalf("failed deploy callback after the flip: %q, %v; want IGNORED_STALE", res, err)
 				}
 				for _, e := range h.Events(t, op.ID) {
@@ -696,7 +697,7 @@ func TestAppliedRules(t *testing.T) {
 				}
 				return op.ID
 			}},
-		{name: "a deploy pipeline on the target before the merge flips nothing", want: flows.CreateMROpened,
+		{name: "a deploy pipeline on the target before the merge flips nothing", want: rules.CreateMROpened,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				h.TakeWebhooks(t)
@@ -705,16 +706,16 @@ func TestAppliedRules(t *testing.T) {
 				h.WorkUntilIdle(t)
 				return op.ID
 			}},
-		{name: "failed deploy pipeline: keep waiting, DEPLOY_PENDING at the deadline", want: flows.DeployPending,
+		{name: "failed deploy pipeline: keep waiting, DEPLOY_PENDING at the deadline", want: rules.DeployPending,
 			opts: &flowtest.Opts{Poll: withDeployDeadline(30 * time.Minute)},
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{Deploy: []string{"failed"}})
 				op := h.ToMerged(t, flowtest.Change("svc"))
 				h.DeliverWebhooks(t)
 				h.WorkUntilIdle(t)
-				h.RequireStep(t, op.ID, flows.HandleMerged)
+				h.RequireStep(t, op.ID, rules.HandleMerged)
 				start := h.Now()
-				h.RunUntil(t, op.ID, flows.DeployPending, time.Hour)
+				h.RunUntil(t, op.ID, rules.DeployPending, time.Hour)
 				if waited := h.Now().Sub(start); waited != 30*time.Minute {
 					t.Fatalf("parked after %s, want the deploy deadline 30m", waited)
 				}
@@ -744,7 +745,7 @@ func TestReconcilerRules(t *testing.T) {
 		return rep
 	}
 	runRules(t, []rule{
-		{name: "MERGED with every deploy signal lost: flipped once older than min_age", want: flows.CalledBack,
+		{name: "MERGED with every deploy signal lost: flipped once older than min_age", want: rules.CalledBack,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMerged(t, flowtest.Change("svc"))
 				h.TakeWebhooks(t)
@@ -758,7 +759,7 @@ func TestReconcilerRules(t *testing.T) {
 				return op.ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, id string) { wantBinding(t, h, id, store.StatusValidated) }},
-		{name: "a quiet pipeline wait's poll is woken", want: flows.HandleMerged,
+		{name: "a quiet pipeline wait's poll is woken", want: rules.HandleMerged,
 			opts: &flowtest.Opts{Poll: withLongPolls()},
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"running", "success"}})
@@ -793,7 +794,7 @@ func TestCancelRules(t *testing.T) {
 	t.Parallel()
 	cancel := func(t *testing.T, h *flowtest.Harness, id string) error {
 		t.Helper()
-		_, err := h.Engine.Cancel(context.Background(), h.Op(t, id), flows.ActionParams{Actor: "alice", Source: "test", Command: "cancel"})
+		_, err := h.Engine.Cancel(context.Background(), h.Op(t, id), rules.ActionParams{Actor: "alice", Source: "test", Command: "cancel"})
 		return err
 	}
 	mustCancel := func(t *testing.T, h *flowtest.Harness, id string) {
@@ -815,7 +816,7 @@ func TestCancelRules(t *testing.T) {
 		}
 	}
 	runRules(t, []rule{
-		{name: "open MR: closed in GitLab, CLOSED, the binding takes a new change", want: flows.Closed,
+		{name: "open MR: closed in GitLab, CLOSED, the binding takes a new change", want: rules.Closed,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				mustCancel(t, h, op.ID)
@@ -828,10 +829,10 @@ func TestCancelRules(t *testing.T) {
 				closeCalls(t, h, 1)
 				wantBinding(t, h, id, store.StatusClosed)
 				h.WorkUntilIdle(t) // the pipeline wait's job finds the change moved on
-				h.RequireStep(t, id, flows.Closed)
+				h.RequireStep(t, id, rules.Closed)
 				h.Submit(t, flowtest.Change("svc"))
 			}},
-		{name: "before any MR: CLOSED without a GitLab call", want: flows.Closed,
+		{name: "before any MR: CLOSED without a GitLab call", want: rules.Closed,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.Submit(t, flowtest.Change("svc"))
 				h.WorkUntilIdle(t)
@@ -842,7 +843,7 @@ func TestCancelRules(t *testing.T) {
 				}
 				return op.ID
 			}},
-		{name: "MR already closed in GitLab: no second close", want: flows.Closed,
+		{name: "MR already closed in GitLab: no second close", want: rules.Closed,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				if _, err := h.ClientAs(t, flowtest.Requester).CloseMergeRequest(context.Background(), h.Project.ID, op.MRIID); err != nil {
@@ -852,34 +853,34 @@ func TestCancelRules(t *testing.T) {
 				return op.ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, _ string) { closeCalls(t, h, 0) }},
-		{name: "MR merged meanwhile: finished as merged, the cancel refused", want: flows.HandleMerged,
+		{name: "MR merged meanwhile: finished as merged, the cancel refused", want: rules.HandleMerged,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.ToMROpened(t, flowtest.Change("svc"))
 				if _, err := h.ClientAs(t, flowtest.Requester).Merge(context.Background(), h.Project.ID, op.MRIID, platform.MergeParams{SHA: op.HeadSHA}); err != nil {
 					t.Fatal(err)
 				}
 				h.TakeWebhooks(t) // the cancel reads GitLab itself
-				if err := cancel(t, h, op.ID); !errors.Is(err, flows.ErrNotApplicable) {
+				if err := cancel(t, h, op.ID); !errors.Is(err, rules.ErrNotApplicable) {
 					t.Fatalf("cancel of a merged change: %v, want ErrNotApplicable", err)
 				}
 				return op.ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, _ string) { closeCalls(t, h, 0) }},
-		{name: "a finished change cannot be cancelled", want: flows.ApprovalRejected,
+		{name: "a finished change cannot be cancelled", want: rules.ApprovalRejected,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.Submit(t, flowtest.Change("svc"))
 				h.WorkUntilIdle(t)
-				h.Decide(t, op.ID, flows.DecisionRejected)
-				if err := cancel(t, h, op.ID); !errors.Is(err, flows.ErrNotApplicable) {
+				h.Decide(t, op.ID, rules.DecisionRejected)
+				if err := cancel(t, h, op.ID); !errors.Is(err, rules.ErrNotApplicable) {
 					t.Fatalf("cancel of a rejected change: %v, want ErrNotApplicable", err)
 				}
 				return op.ID
 			}},
-		{name: "a cancelled change's queued create job does nothing", want: flows.Closed,
+		{name: "a cancelled change's queued create job does nothing", want: rules.Closed,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := h.Submit(t, flowtest.Change("svc"))
 				h.WorkUntilIdle(t)
-				h.Decide(t, op.ID, flows.DecisionApproved)
+				h.Decide(t, op.ID, rules.DecisionApproved)
 				mustCancel(t, h, op.ID)
 				h.WorkUntilIdle(t)
 				return op.ID

@@ -13,20 +13,21 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
 
 // stepFailure is a failure a step recognised: move to Step with Detail.
 type stepFailure struct {
-	Step   StepCode
+	Step   rules.StepCode
 	Detail string
 }
 
 func (f *stepFailure) Error() string { return fmt.Sprintf("%s: %s", f.Step, f.Detail) }
 
 // failTo returns a recognised failure.
-func failTo(step StepCode, format string, args ...any) error {
+func failTo(step rules.StepCode, format string, args ...any) error {
 	return &stepFailure{Step: step, Detail: fmt.Sprintf(format, args...)}
 }
 
@@ -41,8 +42,8 @@ func snoozeFor(d time.Duration) error { return &snooze{d: d} }
 // declaredFailure is the step a job of kind writes at op's step for an
 // unexpected error, a panic or exhausted retries (FailureOf in op's flow
 // order); 0 when the step's job in op's flow order is not of kind.
-func declaredFailure(kind string, op store.Operation) StepCode {
-	return FailureOf(kind, StepCode(op.Step), op.ApprovalFirst)
+func declaredFailure(kind string, op store.Operation) rules.StepCode {
+	return rules.FailureOf(kind, rules.StepCode(op.Step), op.ApprovalFirst)
 }
 
 // stepFunc does one step of an operation. It returns nil when done, a
@@ -61,16 +62,16 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 	if err != nil {
 		return err
 	}
-	log := e.opLog(op).With(attrJobKind, kind, attrStep, StepCode(op.Step).String())
+	log := e.opLog(op).With(attrJobKind, kind, attrStep, rules.StepCode(op.Step).String())
 	if err := e.ownPlatform(op); err != nil {
 		log.Warn("job refused", "err", err)
 		return nil
 	}
 	if op.Step != a.Step {
-		log.Debug("stale job: operation moved on", "job_step", StepCode(a.Step).String())
+		log.Debug("stale job: operation moved on", "job_step", rules.StepCode(a.Step).String())
 		return nil
 	}
-	if slices.Contains(stepJobKinds, kind) && declaredFailure(kind, op) == 0 {
+	if slices.Contains(rules.StepJobKinds(), kind) && declaredFailure(kind, op) == 0 {
 		// A step job, but not the one the step table names for this step
 		// (a parked step, or a job enqueued by an older version): nothing
 		// to do.
@@ -105,7 +106,7 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 	case errors.As(err, &sf):
 		e.m.jobFailures.WithLabelValues(kind, "recognised").Inc()
 		return e.fail(ctx, op, kind, sf.Step, sf.Detail)
-	case errors.Is(err, ErrIllegalTransition):
+	case errors.Is(err, rules.ErrIllegalTransition):
 		// A move the step table refuses is a programming error, never
 		// GitLab being down: retrying repeats it. Write the declared
 		// failure so a person sees it (issue 9 defect 8).
@@ -134,7 +135,7 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		e.m.jobFailures.WithLabelValues(kind, "rate_limited").Inc()
 		log.Info("gitlab rate limit: waiting", "wait", d)
 		e.noteDetail(ctx, op, kind, map[string]any{"rate_limited": true, "wait": d.String()},
-			fmt.Sprintf("%s rate limit: waiting until %s (%s)", wordsOf(op.Platform).Platform, e.now().Add(d).UTC().Format(time.RFC3339), failureDetail(wordsOf(op.Platform), err)))
+			fmt.Sprintf("%s rate limit: waiting until %s (%s)", rules.WordsOf(op.Platform).Platform, e.now().Add(d).UTC().Format(time.RFC3339), failureDetail(rules.WordsOf(op.Platform), err)))
 		return river.JobSnooze(d)
 	case platform.IsTransient(err) && attempt < maxAttempts:
 		// 429, 5xx and network errors are never fatal on their own: River
@@ -151,7 +152,7 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 	default:
 		e.m.jobFailures.WithLabelValues(kind, "declared").Inc()
 		log.Error("step failed", "err", err, "attempt", attempt)
-		detail := failureDetail(wordsOf(op.Platform), err)
+		detail := failureDetail(rules.WordsOf(op.Platform), err)
 		if platform.IsTransient(err) {
 			detail = fmt.Sprintf("gave up after %d attempts: %s", attempt, detail)
 		}
@@ -179,26 +180,26 @@ func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // recognised step is not a legal move from here (a programming error), the
 // kind's declared failure step is written instead, so that the change never
 // stays "in progress" with no job (DESIGN §2).
-func (e *Engine) fail(ctx context.Context, at store.Operation, kind string, step StepCode, detail string) error {
+func (e *Engine) fail(ctx context.Context, at store.Operation, kind string, step rules.StepCode, detail string) error {
 	ctx, cancel := recordContext(ctx)
 	defer cancel()
 	op, err := e.st.GetOperation(ctx, e.st.DB(), at.ID)
 	if err != nil {
 		return err
 	}
-	from := StepCode(op.Step)
+	from := rules.StepCode(op.Step)
 	if op.Step != at.Step || from == step {
 		return nil // moved on, or already there (a parked step's job failed again)
 	}
-	if step == 0 || !CanMove(from, step) {
+	if step == 0 || !rules.CanMove(from, step) {
 		declared := declaredFailure(kind, op)
 		e.opLog(op).Error("recognised failure is not a legal move; writing the declared failure",
 			attrJobKind, kind, "to", step.String(), "declared", declared.String(), "detail", detail)
 		if declared == from {
 			return nil
 		}
-		if declared == 0 || !CanMove(from, declared) {
-			return fmt.Errorf("recording failure of %s job at %s: %s -> %s: %w", kind, from, from, declared, ErrIllegalTransition)
+		if declared == 0 || !rules.CanMove(from, declared) {
+			return fmt.Errorf("recording failure of %s job at %s: %s -> %s: %w", kind, from, from, declared, rules.ErrIllegalTransition)
 		}
 		step = declared
 	}
@@ -216,7 +217,7 @@ func (e *Engine) fail(ctx context.Context, at store.Operation, kind string, step
 // platform.PriorityBackground and yield while it runs low (issue 12 point
 // 4). Every other job (create, handle: approvals and merges, the status
 // note) is work a person waits on.
-var backgroundKinds = []string{KindAwaitPipeline, KindAwaitDeploy}
+var backgroundKinds = []string{rules.KindAwaitPipeline, rules.KindAwaitDeploy}
 
 // stepWorker adapts a stepFunc to a River worker.
 type stepWorker[T river.JobArgs] struct {
@@ -280,15 +281,15 @@ func addWorker[T river.JobArgs](s workerSink, w river.Worker[T]) {
 
 // registerWorkers is the one list of the flow's job workers.
 func (e *Engine) registerWorkers(s workerSink) {
-	addWorker(s, &stepWorker[RequestApprovalArgs]{e: e, kind: KindRequestApproval,
+	addWorker(s, &stepWorker[RequestApprovalArgs]{e: e, kind: rules.KindRequestApproval,
 		args: func(a RequestApprovalArgs) OperationArgs { return OperationArgs(a) }, run: e.requestApproval})
-	addWorker(s, &stepWorker[CreateMRArgs]{e: e, kind: KindCreateMR,
+	addWorker(s, &stepWorker[CreateMRArgs]{e: e, kind: rules.KindCreateMR,
 		args: func(a CreateMRArgs) OperationArgs { return OperationArgs(a) }, run: e.createMR})
-	addWorker(s, &stepWorker[AwaitPipelineArgs]{e: e, kind: KindAwaitPipeline,
+	addWorker(s, &stepWorker[AwaitPipelineArgs]{e: e, kind: rules.KindAwaitPipeline,
 		args: func(a AwaitPipelineArgs) OperationArgs { return OperationArgs(a) }, run: e.awaitPipeline})
-	addWorker(s, &stepWorker[HandleArgs]{e: e, kind: KindHandle,
+	addWorker(s, &stepWorker[HandleArgs]{e: e, kind: rules.KindHandle,
 		args: func(a HandleArgs) OperationArgs { return OperationArgs(a) }, run: e.handle})
-	addWorker(s, &stepWorker[AwaitDeployArgs]{e: e, kind: KindAwaitDeploy,
+	addWorker(s, &stepWorker[AwaitDeployArgs]{e: e, kind: rules.KindAwaitDeploy,
 		args: func(a AwaitDeployArgs) OperationArgs { return OperationArgs(a) }, run: e.awaitDeploy})
 	addWorker(s, &noteWorker{e: e})
 	addWorker(s, &cancelCleanupWorker{e: e})
@@ -323,7 +324,7 @@ func (p RetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 // retried (detail and an attempt event, with compare-and-set on the
 // version): without it a GitLab outage would look like "keep waiting".
 func (e *Engine) noteRetry(ctx context.Context, op store.Operation, kind string, attempt, maxAttempts int, err error) {
-	detail := fmt.Sprintf("retrying (attempt %d of %d): %s", attempt, maxAttempts, failureDetail(wordsOf(op.Platform), err))
+	detail := fmt.Sprintf("retrying (attempt %d of %d): %s", attempt, maxAttempts, failureDetail(rules.WordsOf(op.Platform), err))
 	e.noteDetail(ctx, op, kind, map[string]any{"attempt": attempt}, detail)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/settings"
 )
@@ -50,7 +51,7 @@ func TestPollSettingsApplyWithoutRestart(t *testing.T) {
 		live.set(func(p *flows.PollConfig) { p.DeployDeadline = 30 * time.Minute })
 		h.TakeWebhooks(t)
 		h.RunFor(t, 45*time.Minute)
-		h.RequireStep(t, op.ID, flows.DeployPending)
+		h.RequireStep(t, op.ID, rules.DeployPending)
 	})
 	t.Run("note.delay", func(t *testing.T) {
 		t.Parallel()
@@ -58,13 +59,13 @@ func TestPollSettingsApplyWithoutRestart(t *testing.T) {
 		op := h.ToMROpened(t, flowtest.Change("svc"))
 		h.RunFor(t, flowtest.Poll.NoteDelay)
 		before := map[int64]bool{} // refreshes (backstops) asked before the setting changed
-		for _, j := range h.Jobs(t, flows.KindRefreshNote) {
+		for _, j := range h.Jobs(t, rules.KindRefreshNote) {
 			before[j.ID] = true
 		}
 		live.set(func(p *flows.PollConfig) { p.NoteDelay = time.Minute })
 		h.DeliverWebhooks(t) // the pipeline passes: the change moves on
 		h.WorkUntilIdle(t)
-		jobs := h.Jobs(t, flows.KindRefreshNote)
+		jobs := h.Jobs(t, rules.KindRefreshNote)
 		if len(jobs) == 0 {
 			t.Fatal("no status note refresh after the change moved")
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 	"changebot/templates"
@@ -23,7 +24,7 @@ import (
 // and the deploy pipeline are read from the events' payloads; timeline
 // sources are put in words (describeSource).
 func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.StatusView {
-	st := MustStep(StepCode(op.Step))
+	st := rules.MustStep(rules.StepCode(op.Step))
 	v := templates.StatusView{
 		OperationID: op.ID, Title: op.Title, SubjectID: op.SubjectID, TargetKey: op.TargetKey,
 		RequestedBy: op.RequestedBy, Status: op.Status, StepCode: op.Step, StepName: st.Name,
@@ -31,7 +32,7 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 		Failed:      op.Status == store.StatusCreateFailed || op.Status == store.StatusHandleFailed || op.Status == store.StatusRejected,
 		MR:          templates.MRView{IID: op.MRIID, WebURL: op.MRWebURL},
 		PipelineURL: op.PipelineURL, TicketID: op.TicketID, HistoryURL: e.changeURL(op.ID), PageURL: e.pageURL(op.ID),
-		ApprovalInGitLab: op.TicketID == GitLabTicket,
+		ApprovalInGitLab: op.TicketID == rules.GitLabTicket,
 		Platform:         store.PlatformOr(op.Platform),
 	}
 	var gitlabApprovers []string
@@ -48,11 +49,11 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 		case pl["decision"] != nil:
 			v.Decision, _ = pl["decision"].(string)
 			v.DecidedBy = []string{personOf(ev.Actor)}
-			if pl["provider"] == ProviderGitLab && v.Decision == DecisionApproved && len(gitlabApprovers) > 0 {
+			if pl["provider"] == rules.ProviderGitLab && v.Decision == rules.DecisionApproved && len(gitlabApprovers) > 0 {
 				v.DecidedBy = gitlabApprovers
 			}
 		}
-		if ev.ToStep == int(CalledBack) && ev.FromStep != int(CalledBack) {
+		if ev.ToStep == int(rules.CalledBack) && ev.FromStep != int(rules.CalledBack) {
 			if id, ok := pl["pipeline_id"].(float64); ok {
 				deployPipeline = int64(id)
 			}
@@ -62,7 +63,7 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 			continue
 		}
 		v.Timeline = append(v.Timeline, templates.TimelineEntry{At: ev.OccurredAt,
-			StepName: StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: personOf(ev.Actor), Source: describeSource(wordsOf(op.Platform), ev, pl)})
+			StepName: rules.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: personOf(ev.Actor), Source: describeSource(rules.WordsOf(op.Platform), ev, pl)})
 	}
 	v.DeployURL = deployURL(op, deployPipeline)
 	if e.cfg.CommandsFunc != nil {
@@ -94,14 +95,14 @@ func personOf(actor string) string {
 
 // jobWords names in w's words the work of each job kind, for event sources
 // "job:<kind>".
-func jobWords(w words) map[string]string {
+func jobWords(w rules.Words) map[string]string {
 	return map[string]string{
-		KindRequestApproval: "approval request",
-		KindCreateMR:        w.MR + " creation",
-		KindAwaitPipeline:   w.PipelineCheck,
-		KindHandle:          w.MR + " handling",
-		KindAwaitDeploy:     "deploy check",
-		KindCloseMR:         w.MR + " cleanup",
+		rules.KindRequestApproval: "approval request",
+		rules.KindCreateMR:        w.MR + " creation",
+		rules.KindAwaitPipeline:   w.PipelineCheck,
+		rules.KindHandle:          w.MR + " handling",
+		rules.KindAwaitDeploy:     "deploy check",
+		rules.KindCloseMR:         w.MR + " cleanup",
 	}
 }
 
@@ -109,7 +110,7 @@ func jobWords(w words) map[string]string {
 // the status comment's timeline: "pipeline webhook", "comment by @dev-a",
 // "approval system callback", "sweeper", never the stored "webhook:9" or
 // "job:handle_merge_request" (store.EventParams documents the stored forms).
-func describeSource(w words, ev store.Event, pl map[string]any) string {
+func describeSource(w rules.Words, ev store.Event, pl map[string]any) string {
 	kind, _, _ := strings.Cut(ev.Source, ":")
 	switch kind {
 	case "api":
@@ -198,7 +199,7 @@ func (e *Engine) pageURL(opID string) string {
 // status comment's timeline does; the web pages show it beside the stored
 // source.
 func DescribeSource(ev store.Event, platform string) string {
-	return describeSource(wordsOf(platform), ev, payloadOf(ev))
+	return describeSource(rules.WordsOf(platform), ev, payloadOf(ev))
 }
 
 type noteWorker struct {
@@ -210,7 +211,7 @@ type noteWorker struct {
 func (w *noteWorker) Work(ctx context.Context, job *river.Job[RefreshNoteArgs]) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.e.m.panics.WithLabelValues(KindRefreshNote).Inc()
+			w.e.m.panics.WithLabelValues(rules.KindRefreshNote).Inc()
 			w.e.log.Error("status note refresh panicked", attrOperationID, job.Args.OperationID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("refreshing status note: panic: %v", r)
 		}
@@ -434,7 +435,7 @@ func (e *Engine) ApprovalProvider(project string) string { return e.policy(proje
 // gave it (its answer's optional ticket_url, recorded on APPROVAL_SENT), or
 // "" when it gave none or op has no ticket.
 func (e *Engine) TicketURL(ctx context.Context, op store.Operation) (string, error) {
-	if op.TicketID == "" || op.TicketID == GitLabTicket {
+	if op.TicketID == "" || op.TicketID == rules.GitLabTicket {
 		return "", nil
 	}
 	events, err := e.st.ListEvents(ctx, e.st.DB(), op.ID)

@@ -8,6 +8,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/templates"
 )
 
@@ -32,7 +33,7 @@ func TestStatusNoteCurrentAfterReplicaDiedMidRefresh(t *testing.T) {
 	// after note.delay), they stay running, its claim was taken with the
 	// engine's lease; nothing will ever release either.
 	tag, err := h.Schema.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now()
-		WHERE kind = $1 AND state IN ('scheduled', 'available') AND NOT (args ? 'backstop')`, flows.KindRefreshNote)
+		WHERE kind = $1 AND state IN ('scheduled', 'available') AND NOT (args ? 'backstop')`, rules.KindRefreshNote)
 	if err != nil || tag.RowsAffected() == 0 {
 		t.Fatalf("leaving the note job running: %v (%d rows)", err, tag.RowsAffected())
 	}
@@ -52,7 +53,7 @@ func TestStatusNoteCurrentAfterReplicaDiedMidRefresh(t *testing.T) {
 				body = n.Body
 			}
 		}
-		step := flows.StepCode(cur.Step).String()
+		step := rules.StepCode(cur.Step).String()
 		if !strings.Contains(body, "<sub>"+cur.Status+" · step "+step) {
 			t.Fatalf("%s: %s after %s the comment does not show %s/%s:\n%s", when, noteBudget, when, cur.Status, step, body)
 		}
@@ -64,7 +65,7 @@ func TestStatusNoteCurrentAfterReplicaDiedMidRefresh(t *testing.T) {
 	requireCurrent("the MR opened") // the transition whose refresh died
 	h.DeliverWebhooks(t)            // the MR pipeline passes: approve, merge
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.HandleMerged)
+	h.RequireStep(t, op.ID, rules.HandleMerged)
 	requireCurrent("the merge")
 	h.DeliverWebhooks(t) // the deploy pipeline passes
 	h.WorkUntilIdle(t)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 )
 
 // TestStatusNoteRefreshHoldsNothingAcrossGitLab (issue 9, defect 15): a
@@ -94,7 +94,7 @@ func TestStatusNoteRefreshJobWaitsForTheClaim(t *testing.T) {
 	worked = append(worked, h.WorkUntilIdle(t)...)
 	var snoozed int
 	for _, w := range worked {
-		if w.Kind == flows.KindRefreshNote && w.Event == river.EventKindJobSnoozed {
+		if w.Kind == rules.KindRefreshNote && w.Event == river.EventKindJobSnoozed {
 			snoozed++
 		}
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/templates"
 )
@@ -21,7 +21,7 @@ func TestStatusViewReadsLikeProse(t *testing.T) {
 	h := flowtest.New(t, nil)
 	op := h.Submit(t, flowtest.Change("svc"))
 	h.WorkUntilIdle(t)
-	sent := h.RequireStep(t, op.ID, flows.ApprovalSent)
+	sent := h.RequireStep(t, op.ID, rules.ApprovalSent)
 	view := func() templates.StatusView {
 		o := h.Op(t, op.ID)
 		return h.Engine.StatusView(o, h.Events(t, op.ID))
@@ -33,22 +33,22 @@ func TestStatusViewReadsLikeProse(t *testing.T) {
 	if u, err := h.Engine.TicketURL(context.Background(), sent); err != nil || u != waiting.ApprovalURL {
 		t.Errorf("TicketURL = %q, %v; want %q (what /approve points to)", u, err, waiting.ApprovalURL)
 	}
-	if p := h.Engine.ApprovalProvider(sent.Project); p != flows.ProviderExternal {
+	if p := h.Engine.ApprovalProvider(sent.Project); p != rules.ProviderExternal {
 		t.Errorf("ApprovalProvider = %q, want external", p)
 	}
 	if waiting.Decision != "" || waiting.DecidedBy != nil || waiting.DeployURL != "" {
 		t.Errorf("waiting: decision %q by %v, deploy %q; want none yet", waiting.Decision, waiting.DecidedBy, waiting.DeployURL)
 	}
 
-	if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+	if res := h.Decide(t, op.ID, rules.DecisionApproved); res != rules.ResultAccepted {
 		t.Fatalf("approving: %s", res)
 	}
 	h.WorkUntilIdle(t)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	merged := h.RequireStep(t, op.ID, flows.HandleMerged)
+	merged := h.RequireStep(t, op.ID, rules.HandleMerged)
 	mv := view()
-	if mv.Decision != flows.DecisionApproved || !slices.Equal(mv.DecidedBy, []string{"carol"}) {
+	if mv.Decision != rules.DecisionApproved || !slices.Equal(mv.DecidedBy, []string{"carol"}) {
 		t.Errorf("merged: decision %q by %v, want approved by carol", mv.Decision, mv.DecidedBy)
 	}
 	project, _, _ := strings.Cut(merged.MRWebURL, "/-/merge_requests/")
@@ -58,7 +58,7 @@ func TestStatusViewReadsLikeProse(t *testing.T) {
 
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.CalledBack)
+	h.RequireStep(t, op.ID, rules.CalledBack)
 	vv := view()
 	if !strings.HasPrefix(vv.DeployURL, project+"/-/pipelines/") {
 		t.Errorf("validated: deploy link %q, want the confirming pipeline under %s/-/pipelines/", vv.DeployURL, project)
@@ -105,12 +105,12 @@ func TestStatusViewNamesGitLabApprovers(t *testing.T) {
 		t.Errorf("waiting in GitLab: in GitLab %v, ticket page %q, decision %q; want in GitLab, none, none",
 			waiting.ApprovalInGitLab, waiting.ApprovalURL, waiting.Decision)
 	}
-	if err := h.Engine.DecideInGitLab(context.Background(), h.Op(t, op.ID), platform.User{Username: "carol"}, flows.GitLabApprove, "command:5"); err != nil {
+	if err := h.Engine.DecideInGitLab(context.Background(), h.Op(t, op.ID), platform.User{Username: "carol"}, rules.GitLabApprove, "command:5"); err != nil {
 		t.Fatalf("carol's approval: %v", err)
 	}
-	h.RequireStep(t, op.ID, flows.HandleStarted)
+	h.RequireStep(t, op.ID, rules.HandleStarted)
 	v := h.Engine.StatusView(h.Op(t, op.ID), h.Events(t, op.ID))
-	if v.Decision != flows.DecisionApproved || !slices.Equal(v.DecidedBy, []string{"carol"}) {
+	if v.Decision != rules.DecisionApproved || !slices.Equal(v.DecidedBy, []string{"carol"}) {
 		t.Errorf("approved in GitLab: decision %q by %v, want approved by carol", v.Decision, v.DecidedBy)
 	}
 	last := v.Timeline[len(v.Timeline)-1]

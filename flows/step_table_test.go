@@ -10,6 +10,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -19,7 +20,7 @@ import (
 // /resume, a merge made by a person, and the runner's handling of a move
 // the table does not allow (issue 9 defects 7 and 8).
 
-var resumeBy = flows.ActionParams{Actor: "maria", Source: "test", Command: "resume"}
+var resumeBy = rules.ActionParams{Actor: "maria", Source: "test", Command: "resume"}
 
 // toCreateStarted submits a change (approval first), approves it and
 // returns it at CREATE_STARTED with its create job queued, not yet worked.
@@ -27,17 +28,17 @@ func toCreateStarted(t *testing.T, h *flowtest.Harness) store.Operation {
 	t.Helper()
 	op := h.Submit(t, flowtest.Change("payments-api"))
 	h.WorkUntilIdle(t)
-	if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+	if res := h.Decide(t, op.ID, rules.DecisionApproved); res != rules.ResultAccepted {
 		t.Fatalf("approving: %s", res)
 	}
-	return h.RequireStep(t, op.ID, flows.CreateStarted)
+	return h.RequireStep(t, op.ID, rules.CreateStarted)
 }
 
 // loseCreateJob deletes the create job, as when a job is discarded.
 func loseCreateJob(t *testing.T, h *flowtest.Harness, _ store.Operation) {
 	t.Helper()
 	h.RequirePostgres(t, "deletes river_job rows through the PostgreSQL pool (h.Schema.Pool)")
-	if _, err := h.Schema.Pool.Exec(context.Background(), `DELETE FROM river_job WHERE kind = $1`, flows.KindCreateMR); err != nil {
+	if _, err := h.Schema.Pool.Exec(context.Background(), `DELETE FROM river_job WHERE kind = $1`, rules.KindCreateMR); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -61,7 +62,7 @@ func TestResumeKeepsOneJobPerStep(t *testing.T) {
 			// check's, shared when under a minute old).
 			h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathBranches, Status: 503, Times: 1})
 			w := h.WorkUntilIdle(t)
-			if len(w) != 1 || w[0].Err == nil || len(h.Jobs(t, flows.KindCreateMR)) != 1 {
+			if len(w) != 1 || w[0].Err == nil || len(h.Jobs(t, rules.KindCreateMR)) != 1 {
 				t.Fatalf("the create job did not fail transiently: %v", w)
 			}
 		}, 1, false},
@@ -92,7 +93,7 @@ func TestResumeKeepsOneJobPerStep(t *testing.T) {
 					t.Fatalf("resume: %v", err)
 				}
 			}
-			if jobs := h.Jobs(t, flows.KindCreateMR); len(jobs) != 1 {
+			if jobs := h.Jobs(t, rules.KindCreateMR); len(jobs) != 1 {
 				var args []string
 				for _, j := range jobs {
 					args = append(args, string(j.EncodedArgs))
@@ -100,7 +101,7 @@ func TestResumeKeepsOneJobPerStep(t *testing.T) {
 				t.Fatalf("%d live create jobs after /resume, want 1: %s", len(jobs), strings.Join(args, " "))
 			}
 			h.WorkUntilIdle(t) // no clock advance: the resumed job is due now
-			h.RequireStep(t, op.ID, flows.CreateMROpened)
+			h.RequireStep(t, op.ID, rules.CreateMROpened)
 			if n := calls(h, http.MethodPost, pathCommits, "", true); n != 1 {
 				t.Errorf("%d commits, want 1", n)
 			}
@@ -138,24 +139,24 @@ func TestMergedByAPersonFinishesAsMerged(t *testing.T) {
 		mrFirst bool
 		// at drives the change to the step where the person merges.
 		at    func(t *testing.T, h *flowtest.Harness, id string)
-		step  flows.StepCode
+		step  rules.StepCode
 		found func(t *testing.T, h *flowtest.Harness, id string) // how the bot learns of the merge
 	}{
-		{"poll at CREATE_MR_OPENED", running, false, nil, flows.CreateMROpened, byPoll},
-		{"webhook at CREATE_MR_OPENED", running, false, nil, flows.CreateMROpened, byWebhook},
-		{"/cancel at CREATE_MR_OPENED", running, false, nil, flows.CreateMROpened, byCancel},
+		{"poll at CREATE_MR_OPENED", running, false, nil, rules.CreateMROpened, byPoll},
+		{"webhook at CREATE_MR_OPENED", running, false, nil, rules.CreateMROpened, byWebhook},
+		{"/cancel at CREATE_MR_OPENED", running, false, nil, rules.CreateMROpened, byCancel},
 		{"webhook at CREATE_PIPELINE_PENDING", running, false, func(t *testing.T, h *flowtest.Harness, id string) {
-			h.RunUntil(t, id, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
-		}, flows.CreatePipelinePending, byWebhook},
+			h.RunUntil(t, id, rules.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
+		}, rules.CreatePipelinePending, byWebhook},
 		{"/cancel at CREATE_PIPELINE_PENDING", running, false, func(t *testing.T, h *flowtest.Harness, id string) {
-			h.RunUntil(t, id, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
-		}, flows.CreatePipelinePending, byCancel},
+			h.RunUntil(t, id, rules.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
+		}, rules.CreatePipelinePending, byCancel},
 		{"webhook at CREATE_PIPELINE_FAILED", gitlabfake.PipelineScript{MR: []string{"failed"}}, false, deliverAll,
-			flows.CreatePipelineFailed, byWebhook},
+			rules.CreatePipelineFailed, byWebhook},
 		{"/cancel at CREATE_PIPELINE_FAILED", gitlabfake.PipelineScript{MR: []string{"failed"}}, false, deliverAll,
-			flows.CreatePipelineFailed, byCancel},
-		{"webhook at APPROVAL_SENT, MR first", gitlabfake.PipelineScript{}, true, deliverAll, flows.ApprovalSent, byWebhook},
-		{"/cancel at APPROVAL_SENT, MR first", gitlabfake.PipelineScript{}, true, deliverAll, flows.ApprovalSent, byCancel},
+			rules.CreatePipelineFailed, byCancel},
+		{"webhook at APPROVAL_SENT, MR first", gitlabfake.PipelineScript{}, true, deliverAll, rules.ApprovalSent, byWebhook},
+		{"/cancel at APPROVAL_SENT, MR first", gitlabfake.PipelineScript{}, true, deliverAll, rules.ApprovalSent, byCancel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,14 +174,14 @@ func TestMergedByAPersonFinishesAsMerged(t *testing.T) {
 			h.RequireStep(t, op.ID, tt.step)
 			mr := mergeAsPerson(t, h, op.ID)
 			tt.found(t, h, op.ID)
-			got := h.RequireStep(t, op.ID, flows.HandleMerged)
+			got := h.RequireStep(t, op.ID, rules.HandleMerged)
 			if got.MergeCommitSHA == "" || got.MergeCommitSHA != mr.MergeCommitSHA {
 				t.Errorf("merge commit %q recorded, GitLab has %q", got.MergeCommitSHA, mr.MergeCommitSHA)
 			}
 			// It waits for the deploy (the merge started the deploy pipeline;
 			// its webhooks are dropped, so the deploy poll finds it).
 			h.TakeWebhooks(t)
-			h.RunUntil(t, op.ID, flows.CalledBack, flowtest.Poll.LongInterval)
+			h.RunUntil(t, op.ID, rules.CalledBack, flowtest.Poll.LongInterval)
 		})
 	}
 }
@@ -221,8 +222,8 @@ func byWebhook(t *testing.T, h *flowtest.Harness, _ string) {
 func byCancel(t *testing.T, h *flowtest.Harness, id string) {
 	t.Helper()
 	h.TakeWebhooks(t)
-	_, err := h.Engine.Cancel(context.Background(), h.Op(t, id), flows.ActionParams{Actor: "maria", Source: "test", Command: "cancel"})
-	if !errors.Is(err, flows.ErrNotApplicable) {
+	_, err := h.Engine.Cancel(context.Background(), h.Op(t, id), rules.ActionParams{Actor: "maria", Source: "test", Command: "cancel"})
+	if !errors.Is(err, rules.ErrNotApplicable) {
 		t.Fatalf("cancel of a merged change: %v, want ErrNotApplicable", err)
 	}
 }
@@ -235,15 +236,15 @@ func TestIllegalTransitionIsNotRetried(t *testing.T) {
 	t.Parallel()
 	h := flowtest.New(t, nil)
 	op := h.Submit(t, flowtest.Change("payments-api"))
-	err := h.Engine.RunStepFunc(context.Background(), flows.KindRequestApproval, op.ID, flows.ApprovalSending, 1, flows.MaxAttempts,
+	err := h.Engine.RunStepFunc(context.Background(), rules.KindRequestApproval, op.ID, rules.ApprovalSending, 1, flows.MaxAttempts,
 		func(ctx context.Context, op store.Operation) error {
-			_, err := h.Engine.Transition(ctx, op, flows.CalledBack, flows.TransitionOpts{Source: "test"})
+			_, err := h.Engine.Transition(ctx, op, rules.CalledBack, flows.TransitionOpts{Source: "test"})
 			return err
 		})
 	if err != nil {
 		t.Fatalf("the runner returned %v: River would retry it", err)
 	}
-	got := h.RequireStep(t, op.ID, flows.ApprovalSendPending)
+	got := h.RequireStep(t, op.ID, rules.ApprovalSendPending)
 	if !strings.Contains(got.Detail, "illegal transition APPROVAL_SENDING") {
 		t.Errorf("detail %q does not name the refused move", got.Detail)
 	}
@@ -261,8 +262,8 @@ func TestReenteredStepKeepsOneJob(t *testing.T) {
 	h.GitLab.SetMergeBlock(h.Project.ID, h.MR(t, op.ID).IID, gitlabfake.MergeBlock{DetailedMergeStatus: "ci_still_running"})
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t) // pipeline passed; approve; GitLab says ci_still_running: back to the pipeline wait
-	h.RequireStep(t, op.ID, flows.HandleAwaitPipeline)
-	if jobs := liveStepJobs(t, h, flows.KindAwaitPipeline, flows.HandleAwaitPipeline); len(jobs) != 1 {
+	h.RequireStep(t, op.ID, rules.HandleAwaitPipeline)
+	if jobs := liveStepJobs(t, h, rules.KindAwaitPipeline, rules.HandleAwaitPipeline); len(jobs) != 1 {
 		t.Fatalf("%d pipeline waits queued, want 1: %s", len(jobs), strings.Join(jobs, " "))
 	}
 	// A new pipeline of the head passes; its webhook (not the snoozed poll)
@@ -274,19 +275,19 @@ func TestReenteredStepKeepsOneJob(t *testing.T) {
 	h.Settle(t)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	if got := h.Op(t, op.ID); got.Step != int(flows.HandleAwaitPipeline) || got.Rounds != 2 {
-		t.Fatalf("at %s after %d rounds, want HANDLE_AWAIT_PIPELINE after 2", flows.StepCode(got.Step), got.Rounds)
+	if got := h.Op(t, op.ID); got.Step != int(rules.HandleAwaitPipeline) || got.Rounds != 2 {
+		t.Fatalf("at %s after %d rounds, want HANDLE_AWAIT_PIPELINE after 2", rules.StepCode(got.Step), got.Rounds)
 	}
-	if jobs := liveStepJobs(t, h, flows.KindAwaitPipeline, flows.HandleAwaitPipeline); len(jobs) != 1 {
+	if jobs := liveStepJobs(t, h, rules.KindAwaitPipeline, rules.HandleAwaitPipeline); len(jobs) != 1 {
 		t.Fatalf("%d pipeline waits queued for the step, want 1: %s", len(jobs), strings.Join(jobs, " "))
 	}
 	h.GitLab.SetMergeBlock(h.Project.ID, cur.MRIID, gitlabfake.MergeBlock{})
 	h.TakeWebhooks(t)
-	h.RunUntil(t, op.ID, flows.HandleMerged, flowtest.Poll.LongInterval)
+	h.RunUntil(t, op.ID, rules.HandleMerged, flowtest.Poll.LongInterval)
 }
 
 // liveStepJobs returns the arguments of the live jobs of kind for step.
-func liveStepJobs(t *testing.T, h *flowtest.Harness, kind string, step flows.StepCode) []string {
+func liveStepJobs(t *testing.T, h *flowtest.Harness, kind string, step rules.StepCode) []string {
 	t.Helper()
 	var out []string
 	for _, j := range h.Jobs(t, kind) {
@@ -310,9 +311,9 @@ func TestJobNotNamedByTheStepDoesNothing(t *testing.T) {
 	h := flowtest.New(t, nil)
 	h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
 	op := h.ToMROpened(t, flowtest.Change("payments-api"))
-	op = h.RunUntil(t, op.ID, flows.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
+	op = h.RunUntil(t, op.ID, rules.CreatePipelinePending, flowtest.Poll.PipelineDeadline+flowtest.Poll.LongInterval)
 	before := len(h.GitLab.Calls())
-	if err := h.Engine.RunJob(context.Background(), flows.KindAwaitPipeline, op.ID, flows.CreatePipelinePending, 1, flows.MaxAttempts); err != nil {
+	if err := h.Engine.RunJob(context.Background(), rules.KindAwaitPipeline, op.ID, rules.CreatePipelinePending, 1, flows.MaxAttempts); err != nil {
 		t.Fatalf("the stale job returned %v", err)
 	}
 	if got := h.Op(t, op.ID); got.Version != op.Version {

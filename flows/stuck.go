@@ -3,6 +3,7 @@ package flows
 import (
 	"time"
 
+	"changebot/flows/rules"
 	"changebot/store"
 )
 
@@ -25,25 +26,25 @@ type StuckLimits struct {
 // person or the approval system (APPROVAL_SENT, HANDLE_DRAFT), are never
 // stuck.
 func StuckBounds(now time.Time, l StuckLimits) []store.StuckBound {
-	sweepable := map[StepCode]bool{}
-	for _, c := range SweepableSteps() {
+	sweepable := map[rules.StepCode]bool{}
+	for _, c := range rules.SweepableSteps() {
 		sweepable[c] = true
 	}
 	var out []store.StuckBound
-	for _, s := range Catalogue() {
+	for _, s := range rules.Catalogue() {
 		var limit time.Duration
 		switch {
 		case s.Terminal:
 			continue
-		case s.Phase == PhasePending:
+		case s.Phase == rules.PhasePending:
 			limit = 0
-		case s.Wait == WaitPipeline:
+		case s.Wait == rules.WaitPipeline:
 			limit = l.PipelineDeadline
-		case s.Wait == WaitRebase || s.Wait == WaitMergeCheck:
+		case s.Wait == rules.WaitRebase || s.Wait == rules.WaitMergeCheck:
 			limit = l.RebaseDeadline
-		case s.Wait == WaitDeploy:
+		case s.Wait == rules.WaitDeploy:
 			limit = l.DeployDeadline
-		case s.Wait == WaitReady || !sweepable[s.Code]:
+		case s.Wait == rules.WaitReady || !sweepable[s.Code]:
 			continue
 		default:
 			limit = l.SweeperAfter

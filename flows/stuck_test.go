@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"changebot/flows"
+	"changebot/flows/rules"
 )
 
 // TestStuckBounds: each step's stuck threshold comes from the step table:
@@ -15,27 +16,27 @@ func TestStuckBounds(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	l := flows.StuckLimits{PipelineDeadline: 2 * time.Hour, RebaseDeadline: 15 * time.Minute,
 		DeployDeadline: 6 * time.Hour, SweeperAfter: 10 * time.Minute}
-	got := map[flows.StepCode]time.Duration{}
+	got := map[rules.StepCode]time.Duration{}
 	for _, b := range flows.StuckBounds(now, l) {
-		got[flows.StepCode(b.Step)] = now.Sub(b.StartedBefore)
+		got[rules.StepCode(b.Step)] = now.Sub(b.StartedBefore)
 	}
 	for _, c := range []struct {
-		step flows.StepCode
+		step rules.StepCode
 		want time.Duration // -1: never stuck
 	}{
-		{flows.CreateStarted, 10 * time.Minute},
-		{flows.CreateMROpened, 2 * time.Hour},
-		{flows.HandleAwaitPipeline, 2 * time.Hour},
-		{flows.HandleRebasing, 15 * time.Minute},
-		{flows.HandleMerged, 6 * time.Hour},
-		{flows.ApprovalSending, 10 * time.Minute},
-		{flows.CreatePipelinePending, 0},
-		{flows.HandleMergePending, 0},
-		{flows.ApprovalSent, -1},
-		{flows.HandleDraft, -1},
-		{flows.CreateFailed, -1},
-		{flows.CalledBack, -1},
-		{flows.Closed, -1},
+		{rules.CreateStarted, 10 * time.Minute},
+		{rules.CreateMROpened, 2 * time.Hour},
+		{rules.HandleAwaitPipeline, 2 * time.Hour},
+		{rules.HandleRebasing, 15 * time.Minute},
+		{rules.HandleMerged, 6 * time.Hour},
+		{rules.ApprovalSending, 10 * time.Minute},
+		{rules.CreatePipelinePending, 0},
+		{rules.HandleMergePending, 0},
+		{rules.ApprovalSent, -1},
+		{rules.HandleDraft, -1},
+		{rules.CreateFailed, -1},
+		{rules.CalledBack, -1},
+		{rules.Closed, -1},
 	} {
 		d, ok := got[c.step]
 		switch {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"changebot/flows/rules"
 	"changebot/internal/textcheck"
 	"changebot/store"
 )
@@ -328,19 +329,19 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	if p.ApprovalFirstFunc != nil {
 		p.ApprovalFirst = p.ApprovalFirstFunc(p.Project)
 	}
-	if e.policy(p.Project).Provider == ProviderGitLab {
+	if e.policy(p.Project).Provider == rules.ProviderGitLab {
 		// In-GitLab approval implies the MR exists before approval.
 		p.ApprovalFirst = false
 	}
-	first := ApprovalSending
+	first := rules.ApprovalSending
 	if !p.ApprovalFirst {
-		first = CreateStarted
+		first = rules.CreateStarted
 	}
 	op := store.Operation{
 		ID: NewOperationID(), Platform: e.platform, SubjectID: p.SubjectID, TargetKey: p.TargetKey, Project: p.Project, ProjectID: proj.ID,
 		TargetBranch: p.TargetBranch, Title: p.Title, Description: p.Description, Files: p.Files,
 		RequestedBy: p.RequestedBy, ApprovalFirst: p.ApprovalFirst, Step: int(first),
-		Status: MustStep(first).Status, IdempotencyKey: p.IdempotencyKey,
+		Status: rules.MustStep(first).Status, IdempotencyKey: p.IdempotencyKey,
 	}
 	op, created, err := e.st.CreateOperation(ctx, store.CreateParams{
 		Operation: op,

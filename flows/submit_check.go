@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -41,7 +42,7 @@ type GitLabUnavailableError struct {
 func (e *GitLabUnavailableError) Error() string {
 	name := e.Platform
 	if name == "" {
-		name = gitlabWords.Platform
+		name = rules.WordsOf(rules.PlatformGitLab).Platform
 	}
 	return fmt.Sprintf("checking the change against %s: %v", name, e.Err)
 }
@@ -59,7 +60,7 @@ func (e *GitLabUnavailableError) Unwrap() []error { return []error{ErrGitLabUnav
 // *GitLabCheckError naming every problem. It returns the project as the
 // platform answered for p.Project (its canonical path and id).
 func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) (platform.Project, error) {
-	w := wordsOf(e.platform)
+	w := rules.WordsOf(e.platform)
 	unavailable := func(err error) error {
 		return &GitLabUnavailableError{Platform: w.Platform, RetryAfter: platform.RetryAfterOf(err), Err: err}
 	}

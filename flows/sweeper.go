@@ -7,18 +7,16 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"changebot/flows/rules"
 	"changebot/settings"
 	"changebot/store"
 )
-
-// KindSweep is the stuck-step sweeper's job kind (persisted).
-const KindSweep = "sweep_stuck_steps"
 
 // SweepArgs runs one sweeper pass.
 type SweepArgs struct{}
 
 // Kind implements river.JobArgs.
-func (SweepArgs) Kind() string { return KindSweep }
+func (SweepArgs) Kind() string { return rules.KindSweep }
 
 // SweepConfig configures the stuck-step sweeper (DESIGN §2 "a sweeper finds
 // operations whose step is in progress but that have no live job"). Zero
@@ -53,7 +51,7 @@ type Sweeper struct {
 	e     *Engine
 	st    ReconcileStore
 	cfg   SweepConfig
-	steps []StepCode
+	steps []rules.StepCode
 }
 
 // NewSweeper returns a sweeper over e and st.
@@ -64,7 +62,7 @@ func NewSweeper(e *Engine, st ReconcileStore, cfg SweepConfig) *Sweeper {
 	if cfg.MaxRows <= 0 {
 		cfg.MaxRows = d.MaxRows
 	}
-	return &Sweeper{e: e, st: st, cfg: cfg, steps: SweepableSteps()}
+	return &Sweeper{e: e, st: st, cfg: cfg, steps: rules.SweepableSteps()}
 }
 
 // SweepReport is what one pass did.
@@ -85,7 +83,7 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 	if s.cfg.AfterFunc != nil {
 		after = cmpOrDur(s.cfg.AfterFunc(), after)
 	}
-	ops, err := s.st.ListStuckOperations(ctx, s.e.st.DB(), store.StuckParams{Steps: stepInts(s.steps), Kinds: stepJobKinds,
+	ops, err := s.st.ListStuckOperations(ctx, s.e.st.DB(), store.StuckParams{Steps: stepInts(s.steps), Kinds: rules.StepJobKinds(),
 		QuietBefore: s.e.now().UTC().Add(-after), Limit: s.cfg.MaxRows})
 	if err != nil {
 		return rep, err
@@ -114,7 +112,7 @@ func (s *Sweeper) Run(ctx context.Context) (SweepReport, error) {
 // appends the event and enqueues the step's job, only if op is still at the
 // step and version the sweeper read.
 func (s *Sweeper) requeue(ctx context.Context, op store.Operation) error {
-	step := StepCode(op.Step)
+	step := rules.StepCode(op.Step)
 	_, _, err := s.e.st.ApplyTransition(ctx, store.TransitionParams{
 		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
 		KeepStepClock: true,
@@ -132,12 +130,12 @@ func (s *Sweeper) requeue(ctx context.Context, op store.Operation) error {
 func (s *Sweeper) PeriodicJob() *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(s.cfg.Interval), func() (river.JobArgs, *river.InsertOpts) {
 		return SweepArgs{}, &river.InsertOpts{UniqueOpts: *uniqueActive, MaxAttempts: 1}
-	}, &river.PeriodicJobOpts{ID: KindSweep})
+	}, &river.PeriodicJobOpts{ID: rules.KindSweep})
 }
 
 // AddWorker registers the sweeper's worker.
 func (s *Sweeper) AddWorker(workers *river.Workers) {
-	river.AddWorker(workers, &periodicWorker[SweepArgs]{e: s.e, kind: KindSweep, run: func(ctx context.Context) error {
+	river.AddWorker(workers, &periodicWorker[SweepArgs]{e: s.e, kind: rules.KindSweep, run: func(ctx context.Context) error {
 		_, err := s.Run(ctx)
 		return err
 	}})

@@ -12,6 +12,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -78,9 +79,9 @@ func TestUpdateBranchHeadMovedWaitsForTheNewHead(t *testing.T) {
 			first := op.HeadSHA
 			h.GitLab.PushToTarget(h.Project.ID, "main") // the pull request is behind: update-branch
 			h.DeliverWebhooks(t)
-			got := h.RunUntil(t, op.ID, flows.HandleMerged, time.Hour)
+			got := h.RunUntil(t, op.ID, rules.HandleMerged, time.Hour)
 			steps := h.Steps(t, op.ID)
-			if slices.Contains(steps, flows.HandleFailed) {
+			if slices.Contains(steps, rules.HandleFailed) {
 				t.Fatalf("steps %v: the moved head failed the change", steps)
 			}
 			if n := m.calls.Load(); n != 2 {
@@ -88,8 +89,8 @@ func TestUpdateBranchHeadMovedWaitsForTheNewHead(t *testing.T) {
 			}
 			// After the refused call the change waits for a pipeline again,
 			// then approves before it merges.
-			i := slices.Index(steps, flows.HandleApproved)
-			if rest := steps[i+1:]; i < 0 || !slices.Contains(rest, flows.HandleAwaitPipeline) || !slices.Contains(rest, flows.HandleStarted) {
+			i := slices.Index(steps, rules.HandleApproved)
+			if rest := steps[i+1:]; i < 0 || !slices.Contains(rest, rules.HandleAwaitPipeline) || !slices.Contains(rest, rules.HandleStarted) {
 				t.Errorf("steps %v: no pipeline wait and approval round after the refused update-branch", steps)
 			}
 			if !tc.push {
@@ -112,7 +113,7 @@ func TestUpdateBranchHeadMovedWaitsForTheNewHead(t *testing.T) {
 			}
 			awaited := false
 			for _, e := range h.Events(t, op.ID) {
-				if flows.StepCode(e.ToStep) == flows.HandleAwaitPipeline && strings.Contains(string(e.Payload), pushed) {
+				if rules.StepCode(e.ToStep) == rules.HandleAwaitPipeline && strings.Contains(string(e.Payload), pushed) {
 					awaited = true
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
@@ -43,7 +44,7 @@ func TestDeployWatermarkPerBranch(t *testing.T) {
 				s.mergedInto(t, "release-change", "release", 5, s.push(t))
 				return deployCallback(t, s, "d-rel", 5, "success")
 			},
-			wantAnswer: flows.ResultAccepted,
+			wantAnswer: rules.ResultAccepted,
 		},
 		{
 			name: "a deploy already validated by its pipeline counts",
@@ -54,7 +55,7 @@ func TestDeployWatermarkPerBranch(t *testing.T) {
 				}
 				return deployCallback(t, s, "d-late", 5, "success")
 			},
-			wantAnswer:    flows.ResultIgnoredStale,
+			wantAnswer:    rules.ResultIgnoredStale,
 			wantWatermark: true,
 		},
 		{
@@ -63,7 +64,7 @@ func TestDeployWatermarkPerBranch(t *testing.T) {
 				s.mergedInto(t, "later-change", "main", 5, s.push(t))
 				return deployCallback(t, s, "d-main", 5, "applied")
 			},
-			wantAnswer:    flows.ResultAccepted,
+			wantAnswer:    rules.ResultAccepted,
 			wantWatermark: true,
 		},
 		{
@@ -72,7 +73,7 @@ func TestDeployWatermarkPerBranch(t *testing.T) {
 				s.mergedInto(t, "later-change", "main", 5, s.push(t))
 				return deployCallback(t, s, "d-failed", 5, "failed")
 			},
-			wantAnswer: flows.ResultFailedRecorded, // written on the later change, which stays MERGED
+			wantAnswer: rules.ResultFailedRecorded, // written on the later change, which stays MERGED
 		},
 	}
 	for _, tt := range tests {
@@ -90,9 +91,9 @@ func TestDeployWatermarkPerBranch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, wantFlips := flows.HandleMerged, 0
+			want, wantFlips := rules.HandleMerged, 0
 			if tt.wantWatermark {
-				want, wantFlips = flows.CalledBack, 1
+				want, wantFlips = rules.CalledBack, 1
 			}
 			if got := s.step(t, lost); got != want || rep.Flipped["watermark"] != wantFlips {
 				t.Fatalf("MR !3 into main at %s after %+v, want %s and %d watermark flips", got, rep, want, wantFlips)
@@ -103,7 +104,7 @@ func TestDeployWatermarkPerBranch(t *testing.T) {
 
 func deployCallback(t *testing.T, s deploySetup, requestID string, iid int64, status string) string {
 	t.Helper()
-	res, err := s.engine.AcceptDeploy(context.Background(), flows.DeployCallback{RequestID: requestID, ProjectID: s.project.ID, MRIID: iid, Status: status})
+	res, err := s.engine.AcceptDeploy(context.Background(), rules.DeployCallback{RequestID: requestID, ProjectID: s.project.ID, MRIID: iid, Status: status})
 	if err != nil {
 		t.Fatalf("deploy callback %s: %v", requestID, err)
 	}

@@ -4,75 +4,14 @@ import (
 	"errors"
 	"fmt"
 
+	"changebot/flows/rules"
 	"changebot/platform"
-	"changebot/store"
 )
-
-// words is one platform's vocabulary for the texts people read (details,
-// hints, refusals), chosen from the change's platform (store.Operation's
-// Platform; issue 15): GitLab speaks of "merge request !7" and its
-// "pipeline", GitHub of "pull request #7" and its "checks". The status
-// comment's template has the same words (templates.StatusView.Platform).
-type words struct {
-	// Platform is the platform's name: "GitLab" or "GitHub".
-	Platform string
-	// MR is the request's noun: "merge request" or "pull request".
-	MR string
-	// Pipeline is the head's CI noun: "pipeline" or "checks".
-	Pipeline string
-	// NewRun is asking CI to run the head again: "a new pipeline" or "a
-	// re-run of the checks".
-	NewRun string
-	// Deploy is what confirms a merge applied, the target branch's CI:
-	// "deploy pipeline" or "deploy run" (a workflow run or check).
-	Deploy string
-	// PipelineCheck is the await_pipeline job's work in the timeline:
-	// "pipeline check" or "checks poll".
-	PipelineCheck string
-	// PipelineHook is a CI webhook in the timeline: "pipeline webhook" or
-	// "checks webhook".
-	PipelineHook string
-	// mark prefixes a request's number: "!" or "#".
-	mark string
-}
-
-var (
-	gitlabWords = words{Platform: "GitLab", MR: "merge request", Pipeline: "pipeline", NewRun: "a new pipeline", Deploy: "deploy pipeline",
-		PipelineCheck: "pipeline check", PipelineHook: "pipeline webhook", mark: "!"}
-	githubWords = words{Platform: "GitHub", MR: "pull request", Pipeline: "checks", NewRun: "a re-run of the checks", Deploy: "deploy run",
-		PipelineCheck: "checks poll", PipelineHook: "checks webhook", mark: "#"}
-)
-
-// wordsOf returns the vocabulary of platform (store.PlatformGitLab, also
-// "", or store.PlatformGitHub).
-func wordsOf(platform string) words {
-	if platform == store.PlatformGitHub {
-		return githubWords
-	}
-	return gitlabWords
-}
-
-// Ref is the request's short reference as the platform writes it: "!7" or
-// "#7".
-func (w words) Ref(iid int64) string { return fmt.Sprintf("%s%d", w.mark, iid) }
-
-// MRRef is the request named in full: "merge request !7" or "pull request
-// #7".
-func (w words) MRRef(iid int64) string { return w.MR + " " + w.Ref(iid) }
-
-// PipelineRef names one run of the head's CI by its id: "pipeline 12", or
-// "checks (run 12)" on GitHub (the adapter's synthesized pipeline id).
-func (w words) PipelineRef(id int64) string {
-	if w == githubWords {
-		return fmt.Sprintf("checks (run %d)", id)
-	}
-	return fmt.Sprintf("pipeline %d", id)
-}
 
 // failureDetail turns an error into text for people: the platform's status
 // and message when there is one ("GitHub answered 405 Pull Request is not
 // mergeable on PUT /repos/o/r/pulls/7/merge"), else the error's text.
-func failureDetail(w words, err error) string {
+func failureDetail(w rules.Words, err error) string {
 	var pe *platform.Error
 	if errors.As(err, &pe) {
 		return fmt.Sprintf("%s answered %s on %s %s", w.Platform, pe.Answer(), pe.Method, pe.Path)

@@ -9,6 +9,7 @@ import (
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
@@ -39,7 +40,7 @@ func TestFailureTextsSpeakThePlatform(t *testing.T) {
 		fault *gitlabfake.Fault
 		// refusal is the message of GitHub's 405 to the merge.
 		refusal string
-		want    flows.StepCode
+		want    rules.StepCode
 		// gitlab is the GitLab change's detail (%[1]d: the iid); github
 		// are texts the GitHub change's detail must hold (%[1]d: the iid).
 		gitlab string
@@ -48,7 +49,7 @@ func TestFailureTextsSpeakThePlatform(t *testing.T) {
 		{
 			name:   "reviewer denied",
 			fault:  &gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/merge_requests/*/approve", Status: 401, Body: `{"message":"401 Unauthorized"}`, User: "reviewer1"},
-			want:   flows.HandleReviewerDenied,
+			want:   rules.HandleReviewerDenied,
 			gitlab: "reviewer robot reviewer1 may not approve !%[1]d: GitLab answered 401 (token revoked or expired, or the account is not eligible to approve)",
 			github: []string{"may not approve #%[1]d: GitHub answered 401"},
 		},
@@ -56,7 +57,7 @@ func TestFailureTextsSpeakThePlatform(t *testing.T) {
 			name:    "a reviewer requested changes",
 			block:   gitlabfake.MergeBlock{DetailedMergeStatus: "requested_changes"},
 			refusal: "Pull Request is not mergeable",
-			want:    flows.HandleNotMergeable,
+			want:    rules.HandleNotMergeable,
 			gitlab:  "GitLab refuses to merge !%[1]d: a reviewer requested changes (requested_changes)",
 			github:  []string{"GitHub refuses to merge #%[1]d: a reviewer requested changes (requested_changes): Pull Request is not mergeable"},
 		},
@@ -67,7 +68,7 @@ func TestFailureTextsSpeakThePlatform(t *testing.T) {
 			name:    "blocked by a rule only the merge answer names",
 			block:   gitlabfake.MergeBlock{DetailedMergeStatus: "not_approved"},
 			refusal: githubRule,
-			want:    flows.HandleNotMergeable,
+			want:    rules.HandleNotMergeable,
 			gitlab:  "GitLab still answers not_approved for !%[1]d after 1 rounds",
 			github:  []string{"GitHub still answers not_approved for #%[1]d after 1 rounds: " + githubRule},
 		},
@@ -75,7 +76,7 @@ func TestFailureTextsSpeakThePlatform(t *testing.T) {
 			name:    "conflict",
 			block:   gitlabfake.MergeBlock{DetailedMergeStatus: "conflict"},
 			refusal: "Pull Request is not mergeable",
-			want:    flows.HandleRebaseConflict,
+			want:    rules.HandleRebaseConflict,
 			gitlab:  "!%[1]d has conflicts with main",
 			github:  []string{"#%[1]d has conflicts with main"},
 		},
@@ -83,7 +84,7 @@ func TestFailureTextsSpeakThePlatform(t *testing.T) {
 			name:    "draft",
 			block:   gitlabfake.MergeBlock{Draft: true},
 			refusal: "Pull Request is not mergeable",
-			want:    flows.HandleDraft,
+			want:    rules.HandleDraft,
 			gitlab:  "the merge request is a draft: mark it ready in GitLab",
 			github:  []string{"the pull request is a draft: mark it ready in GitHub"},
 		},
@@ -108,7 +109,7 @@ func TestFailureTextsSpeakThePlatform(t *testing.T) {
 				}
 				h.DeliverWebhooks(t) // the pipeline passed: the handle phase starts
 				got := h.RunUntil(t, op.ID, tt.want, time.Hour)
-				st := flows.MustStep(tt.want)
+				st := rules.MustStep(tt.want)
 				hint := h.Engine.StatusView(got, h.Events(t, op.ID)).Hint
 				if platformName == store.PlatformGitLab {
 					if want := withIID(tt.gitlab, op.MRIID); got.Detail != want {
@@ -150,7 +151,7 @@ func withIID(format string, iid int64) string {
 func TestHintsOnGitHub(t *testing.T) {
 	t.Parallel()
 	changed := 0
-	for _, st := range flows.Catalogue() {
+	for _, st := range rules.Catalogue() {
 		if got := st.HintOn(store.PlatformGitLab); got != st.Hint {
 			t.Errorf("%s: GitLab hint %q, want %q", st.Name, got, st.Hint)
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"changebot/commands"
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 	"changebot/templates"
@@ -17,8 +17,8 @@ import (
 // *flows.Engine).
 type Engine interface {
 	FindByMR(ctx context.Context, projectID, iid int64) (store.Operation, error)
-	Act(ctx context.Context, id string, a flows.Action, p flows.ActionParams) (store.Operation, error)
-	Refuse(ctx context.Context, op store.Operation, p flows.ActionParams, reason string) error
+	Act(ctx context.Context, id string, a rules.Action, p rules.ActionParams) (store.Operation, error)
+	Refuse(ctx context.Context, op store.Operation, p rules.ActionParams, reason string) error
 	RefreshNow(ctx context.Context, op store.Operation) error
 	Reply(ctx context.Context, projectID, iid int64, body string) error
 	IsApprover(ctx context.Context, op store.Operation, user platform.User) (bool, error)
@@ -51,15 +51,15 @@ func NewCommandFlow(e Engine, st OperationReader) *CommandFlow { return &Command
 func ChangeOf(op store.Operation) commands.Change {
 	return commands.Change{
 		OperationID: op.ID, RequestedBy: op.RequestedBy, TargetBranch: op.TargetBranch, Status: op.Status,
-		Step: flows.MustStep(flows.StepCode(op.Step)), MRIID: op.MRIID,
-		AwaitsGitLabApproval: op.TicketID == flows.GitLabTicket && op.Status == store.StatusApprovalSent,
+		Step: rules.MustStep(rules.StepCode(op.Step)), MRIID: op.MRIID,
+		AwaitsGitLabApproval: op.TicketID == rules.GitLabTicket && op.Status == store.StatusApprovalSent,
 		Platform:             store.PlatformOr(op.Platform),
 	}
 }
 
 // StatusCommands lists the commands the status comment shows for op; it is
 // flows.EngineConfig.CommandsFunc.
-func StatusCommands(op store.Operation, _ flows.Step) []templates.CommandHelp {
+func StatusCommands(op store.Operation, _ rules.Step) []templates.CommandHelp {
 	return commands.CommandsFor(ChangeOf(op))
 }
 
@@ -83,7 +83,7 @@ func (f *CommandFlow) FindByMR(ctx context.Context, projectID, iid int64) (comma
 		return commands.Change{}, false, err
 	}
 	c := ChangeOf(op)
-	if op.TicketID != flows.GitLabTicket && f.e.ApprovalProvider(op.Project) != flows.ProviderGitLab {
+	if op.TicketID != rules.GitLabTicket && f.e.ApprovalProvider(op.Project) != rules.ProviderGitLab {
 		c.ApprovalSystem, c.TicketID = true, op.TicketID
 		if c.TicketURL, err = f.e.TicketURL(ctx, op); err != nil {
 			return commands.Change{}, false, err
@@ -93,13 +93,13 @@ func (f *CommandFlow) FindByMR(ctx context.Context, projectID, iid int64) (comma
 }
 
 // Act implements commands.Flow.
-func (f *CommandFlow) Act(ctx context.Context, id string, a flows.Action, p flows.ActionParams) error {
+func (f *CommandFlow) Act(ctx context.Context, id string, a rules.Action, p rules.ActionParams) error {
 	_, err := f.e.Act(ctx, id, a, p)
 	return err
 }
 
 // Refuse implements commands.Flow.
-func (f *CommandFlow) Refuse(ctx context.Context, id string, p flows.ActionParams, reason string) error {
+func (f *CommandFlow) Refuse(ctx context.Context, id string, p rules.ActionParams, reason string) error {
 	op, err := f.get(ctx, id)
 	if err != nil {
 		return err

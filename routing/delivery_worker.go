@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -92,7 +93,7 @@ func (r *Router) AddWorker(workers *river.Workers) { river.AddWorker(workers, r.
 
 // Worker returns the delivery job's worker (AddWorker registers it; the
 // in-process flow harness works it without a River client).
-func (r *Router) Worker() river.Worker[flows.ProcessDeliveryArgs] { return &deliveryWorker{r: r} }
+func (r *Router) Worker() river.Worker[rules.ProcessDeliveryArgs] { return &deliveryWorker{r: r} }
 
 // Log attribute keys (STYLE 9).
 const (
@@ -105,7 +106,7 @@ const (
 const outcomeUndecodable = "undecodable"
 
 type deliveryWorker struct {
-	river.WorkerDefaults[flows.ProcessDeliveryArgs]
+	river.WorkerDefaults[rules.ProcessDeliveryArgs]
 	r *Router
 }
 
@@ -113,14 +114,14 @@ type deliveryWorker struct {
 // it and record its outcome. A delivery that is gone is done; one that does
 // not decode is recorded as undecodable; an error of the flow or the
 // commands makes River retry the job.
-func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[flows.ProcessDeliveryArgs]) (err error) {
+func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[rules.ProcessDeliveryArgs]) (err error) {
 	r := w.r
 	id := job.Args.DeliveryID
-	log := r.log.With(attrDeliveryID, id, attrJobKind, flows.KindProcessDelivery)
+	log := r.log.With(attrDeliveryID, id, attrJobKind, rules.KindProcessDelivery)
 	defer func() {
 		if v := recover(); v != nil {
 			if r.cfg.Panics != nil {
-				r.cfg.Panics.WithLabelValues(flows.KindProcessDelivery).Inc()
+				r.cfg.Panics.WithLabelValues(rules.KindProcessDelivery).Inc()
 			}
 			log.Error("processing delivery panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			err = fmt.Errorf("processing delivery %d: panic: %v", id, v)

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -68,7 +69,7 @@ func TestEarlyHookSnoozes(t *testing.T) {
 				t.Fatal(err)
 			}
 			row := &rivertype.JobRow{ID: 1, Metadata: []byte(fmt.Sprintf(`{"snoozes": %d}`, tc.snoozes))}
-			err = r.Worker().Work(context.Background(), &river.Job[flows.ProcessDeliveryArgs]{JobRow: row, Args: flows.ProcessDeliveryArgs{DeliveryID: 7}})
+			err = r.Worker().Work(context.Background(), &river.Job[rules.ProcessDeliveryArgs]{JobRow: row, Args: rules.ProcessDeliveryArgs{DeliveryID: 7}})
 			var sn *rivertype.JobSnoozeError
 			switch {
 			case tc.want > 0 && (!errors.As(err, &sn) || sn.Duration != tc.want):

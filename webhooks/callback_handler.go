@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/internal/jsonbody"
 	"changebot/internal/textcheck"
 )
@@ -46,15 +46,15 @@ const maxRequestIDLen = 200
 // /callbacks/approval {request_id, operation_id, ticket_id, decision,
 // approver, ext}. It is flows' type, so that flows' engine is an
 // ApprovalAcceptor as it is.
-type ApprovalCallback = flows.ApprovalCallback
+type ApprovalCallback = rules.ApprovalCallback
 
 // DeployCallback is a deploy system's "this merge is applied", POST
 // /callbacks/deploy {request_id, project_id, mr_iid, merge_commit_sha,
 // status}. It is flows' type, so that flows' engine is a DeployAcceptor.
-type DeployCallback = flows.DeployCallback
+type DeployCallback = rules.DeployCallback
 
 // ApprovalAcceptor applies an approval decision (flows' engine). It
-// deduplicates on RequestID and answers flows.ResultAccepted,
+// deduplicates on RequestID and answers rules.ResultAccepted,
 // ResultDuplicate, ResultIgnoredStale or ResultIgnoredUnknown; an error
 // means nothing was recorded and the sender should try again.
 type ApprovalAcceptor interface {
@@ -68,7 +68,7 @@ type DeployAcceptor interface {
 }
 
 // Decisions an approval callback may carry.
-var decisions = []string{flows.DecisionApproved, flows.DecisionRejected, flows.DecisionWithdrawn}
+var decisions = []string{rules.DecisionApproved, rules.DecisionRejected, rules.DecisionWithdrawn}
 
 // Deploy statuses a deploy callback may carry: success and applied mean
 // the merge is live; failed is written on a merged change (its detail and
@@ -82,7 +82,7 @@ const (
 var deployStatuses = []string{DeployStatusSuccess, DeployStatusApplied, DeployStatusFailed}
 
 // acceptorResults are the results counted under their own label value.
-var acceptorResults = []string{flows.ResultAccepted, flows.ResultDuplicate, flows.ResultIgnoredStale, flows.ResultIgnoredUnknown, flows.ResultFailedRecorded}
+var acceptorResults = []string{rules.ResultAccepted, rules.ResultDuplicate, rules.ResultIgnoredStale, rules.ResultIgnoredUnknown, rules.ResultFailedRecorded}
 
 // CallbackConfig configures NewApprovalCallbackHandler and
 // NewDeployCallbackHandler.
@@ -459,7 +459,7 @@ func checkApprover(ps []Problem, decision, approver string) []Problem {
 	switch {
 	case len(approver) > maxApproverLen:
 		return append(ps, Problem{"approver", fmt.Sprintf("longer than %d bytes", maxApproverLen)})
-	case strings.TrimSpace(approver) == "" && (decision == flows.DecisionApproved || decision == flows.DecisionRejected):
+	case strings.TrimSpace(approver) == "" && (decision == rules.DecisionApproved || decision == rules.DecisionRejected):
 		return append(ps, Problem{"approver", "required when decision is " + decision})
 	}
 	return ps

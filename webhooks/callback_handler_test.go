@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 )
 
 const callbackSecret = "callback-secret-0123456789"
@@ -133,21 +133,21 @@ func TestApprovalCallback(t *testing.T) {
 		wantLabel  string
 	}{
 		{
-			name: "good signature", body: good, result: flows.ResultAccepted,
-			wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: flows.ResultAccepted,
+			name: "good signature", body: good, result: rules.ResultAccepted,
+			wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: rules.ResultAccepted,
 			wantCall: &ApprovalCallback{RequestID: "req-1", OperationID: "op_01J", TicketID: "T-7", Decision: "approved", Approver: "alice", Ext: map[string]any{"mr_iid": 7.0}},
 		},
-		{name: "duplicate passed through", body: good, result: flows.ResultDuplicate, wantStatus: 200, wantBody: `{"result":"DUPLICATE"}`, wantLabel: flows.ResultDuplicate},
-		{name: "stale passed through", body: good, result: flows.ResultIgnoredStale, wantStatus: 200, wantBody: `{"result":"IGNORED_STALE"}`, wantLabel: flows.ResultIgnoredStale},
-		{name: "unknown passed through", body: good, result: flows.ResultIgnoredUnknown, wantStatus: 200, wantBody: `{"result":"IGNORED_UNKNOWN"}`, wantLabel: flows.ResultIgnoredUnknown},
-		{name: "failed recorded passed through", body: good, result: flows.ResultFailedRecorded, wantStatus: 200, wantBody: `{"result":"FAILED_RECORDED"}`, wantLabel: flows.ResultFailedRecorded},
+		{name: "duplicate passed through", body: good, result: rules.ResultDuplicate, wantStatus: 200, wantBody: `{"result":"DUPLICATE"}`, wantLabel: rules.ResultDuplicate},
+		{name: "stale passed through", body: good, result: rules.ResultIgnoredStale, wantStatus: 200, wantBody: `{"result":"IGNORED_STALE"}`, wantLabel: rules.ResultIgnoredStale},
+		{name: "unknown passed through", body: good, result: rules.ResultIgnoredUnknown, wantStatus: 200, wantBody: `{"result":"IGNORED_UNKNOWN"}`, wantLabel: rules.ResultIgnoredUnknown},
+		{name: "failed recorded passed through", body: good, result: rules.ResultFailedRecorded, wantStatus: 200, wantBody: `{"result":"FAILED_RECORDED"}`, wantLabel: rules.ResultFailedRecorded},
 		{name: "unexpected result passed through, counted as other", body: good, result: "SOMETHING_NEW", wantStatus: 200, wantBody: `{"result":"SOMETHING_NEW"}`, wantLabel: ResultOther},
 		{name: "bad signature", body: good, signature: sign("other-secret", good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{name: "missing signature", body: good, signature: "-", wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{name: "signature without prefix", body: good, signature: strings.TrimPrefix(sign(callbackSecret, good), "sha256="), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{
 			name: "signature in uppercase hex", body: good, signature: "sha256=" + strings.ToUpper(strings.TrimPrefix(sign(callbackSecret, good), "sha256=")),
-			result: flows.ResultAccepted, wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: flows.ResultAccepted,
+			result: rules.ResultAccepted, wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: rules.ResultAccepted,
 		},
 		{name: "signature not hex", body: good, signature: "sha256=zz", wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
 		{name: "tampered body", body: tampered, signature: sign(callbackSecret, good), wantStatus: 401, wantBody: `{"error":"invalid signature"}`, wantLabel: ResultUnauthorized},
@@ -180,8 +180,8 @@ func TestApprovalCallback(t *testing.T) {
 			wantBody: `{"error":"invalid approval callback","fields":[{"field":"approver","message":"contains a control character (U+000A)"}]}`,
 		},
 		{
-			name: "withdrawn needs no approver", body: []byte(`{"request_id":"r","operation_id":"op","decision":"withdrawn"}`), result: flows.ResultAccepted,
-			wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: flows.ResultAccepted,
+			name: "withdrawn needs no approver", body: []byte(`{"request_id":"r","operation_id":"op","decision":"withdrawn"}`), result: rules.ResultAccepted,
+			wantStatus: 200, wantBody: `{"result":"ACCEPTED"}`, wantLabel: rules.ResultAccepted,
 			wantCall: &ApprovalCallback{RequestID: "r", OperationID: "op", Decision: "withdrawn"},
 		},
 		{name: "wrong JSON type", body: []byte(`{"request_id":"r","operation_id":"op","decision":5}`), wantStatus: 400, wantLabel: ResultMalformed, wantBody: `{"error":"malformed payload: field decision must be a string, not a number"}`},
@@ -271,7 +271,7 @@ func TestDeployCallback(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			acc := &fakeAcceptor{result: flows.ResultAccepted}
+			acc := &fakeAcceptor{result: rules.ResultAccepted}
 			e := setupCallbacks(t, acc)
 			body := []byte(tt.body)
 			w := callback(e.deploy, http.MethodPost, sign(callbackSecret, body), body)
@@ -387,7 +387,7 @@ func TestOnBadSignatureOnlyForAWellFormedSignature(t *testing.T) {
 			t.Parallel()
 			calls := 0
 			log, _ := newLogger(t)
-			h, err := NewApprovalCallbackHandler(CallbackConfig{Secret: callbackSecret, Approvals: &fakeAcceptor{result: flows.ResultAccepted},
+			h, err := NewApprovalCallbackHandler(CallbackConfig{Secret: callbackSecret, Approvals: &fakeAcceptor{result: rules.ResultAccepted},
 				Logger: log, Metrics: NewMetrics(prometheus.NewRegistry()), OnBadSignature: func() { calls++ }})
 			if err != nil {
 				t.Fatal(err)
@@ -434,7 +434,7 @@ func TestCallbackTimestamp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			acc := &fakeAcceptor{result: flows.ResultAccepted}
+			acc := &fakeAcceptor{result: rules.ResultAccepted}
 			h, err := NewApprovalCallbackHandler(CallbackConfig{Secret: callbackSecret, Approvals: acc, NowFunc: func() time.Time { return now }})
 			if err != nil {
 				t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"changebot/flows"
 	"changebot/store"
 )
 
@@ -54,7 +53,7 @@ type DispatcherConfig struct {
 }
 
 // Dispatcher turns stored deliveries without their jobs into
-// flows.ProcessDeliveryJob jobs through River's API (issue 12): the intake
+// ProcessDeliveryJob jobs through River's API (issue 12): the intake
 // stores a batch with one durable statement and wakes it (Wake), so a
 // delivery's job follows one dispatch transaction later, off the request
 // path; it also passes every Interval, for deliveries a replica stored but
@@ -132,7 +131,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 func (d *Dispatcher) Pass(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, err := d.cfg.Store.DispatchDeliveries(ctx, d.cfg.MaxBatch, flows.ProcessDeliveryJob)
+		n, err := d.cfg.Store.DispatchDeliveries(ctx, d.cfg.MaxBatch, ProcessDeliveryJob)
 		total += n
 		if err != nil {
 			return total, err

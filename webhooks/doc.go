@@ -20,5 +20,8 @@
 //
 // It must not call GitLab, start goroutines, sleep, or decide anything about
 // a change: what a delivery means is decided later by the job that processes
-// it (flows). It never logs or answers with a token, a signature or a body.
+// it (flows). It speaks the flow's vocabulary (flows/rules: callback
+// results, decisions, the delivery job's kind) and never imports the engine
+// (changebot/flows). It never logs or answers with a token, a signature or
+// a body.
 package webhooks

@@ -86,7 +86,7 @@ type GitHubConfig struct {
 // (GitHubConfig.NoteHasCommand) are ignored too, counted in
 // changebot_webhook_ignored_total by reason. Every other delivery is
 // stored, deduplicated on "github:"+X-GitHub-Delivery (a redelivery keeps
-// the GUID), with its flows.ProcessDeliveryJob in one transaction through
+// the GUID), with its ProcessDeliveryJob in one transaction through
 // the same store path as GitLab's: 200 {"result":"accepted",
 // "delivery_id":N}, or 200 {"result":"duplicate"}. A store failure answers
 // 503 (GitHub shows the failed delivery for a manual redelivery), a panic

@@ -93,7 +93,7 @@ type GitLabConfig struct {
 // command (GitLabConfig.NoteHasCommand; issue 12). Every other delivery is
 // stored, deduplicated on "idem:"+Idempotency-Key (GitLab 17.4+, stable
 // across resends) or else "sha256:"+hex(sha256(event+"\n"+body)), with its
-// flows.ProcessDeliveryJob in one transaction (with GitLabConfig.Dispatcher,
+// ProcessDeliveryJob in one transaction (with GitLabConfig.Dispatcher,
 // the delivery alone, by one autocommit statement, and the dispatcher
 // enqueues the job after): 200
 // {"result":"accepted","delivery_id":N}, or 200 {"result":"duplicate"}.

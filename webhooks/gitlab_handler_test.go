@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -436,11 +436,11 @@ func TestGitLabStoredDelivery(t *testing.T) {
 			if !reflect.DeepEqual(calls[0], want) {
 				t.Errorf("stored %+v\nwant %+v", calls[0], want)
 			}
-			wantJob := flows.ProcessDeliveryJob(1)
+			wantJob := ProcessDeliveryJob(1)
 			if !reflect.DeepEqual(jobs[0], wantJob) {
 				t.Errorf("job %+v, want %+v", jobs[0], wantJob)
 			}
-			if args, ok := jobs[0].Args.(flows.ProcessDeliveryArgs); !ok || args.Kind() != flows.KindProcessDelivery || args.DeliveryID != 1 {
+			if args, ok := jobs[0].Args.(rules.ProcessDeliveryArgs); !ok || args.Kind() != rules.KindProcessDelivery || args.DeliveryID != 1 {
 				t.Errorf("job args %#v", jobs[0].Args)
 			}
 		})

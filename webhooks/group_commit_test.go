@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab"
 	"changebot/store"
 	"changebot/store/postgres"
@@ -339,7 +339,7 @@ func TestIntakeIgnoredNoteStoresNothing(t *testing.T) {
 			if w.Code != http.StatusOK || !bytes.Contains(w.Body.Bytes(), []byte(`"accepted"`)) {
 				t.Fatalf("command note: %d %s, want accepted", w.Code, w.Body)
 			}
-			if n := db.count(t, `SELECT count(*) FROM river_job WHERE kind = '`+flows.KindProcessDelivery+`'`); n != 1 {
+			if n := db.count(t, `SELECT count(*) FROM river_job WHERE kind = '`+rules.KindProcessDelivery+`'`); n != 1 {
 				t.Errorf("%d process_delivery jobs after the command note, want 1", n)
 			}
 		})

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"changebot/flows"
 	"changebot/internal/groupcommit"
 	"changebot/store"
 )
@@ -81,7 +80,7 @@ func newDeliveryCommitter(st DeliveryStore, dispatcher *Dispatcher, m *Metrics, 
 func (c *deliveryCommitter) insert(ctx context.Context, ds []store.Delivery) ([]store.DeliveryInsert, error) {
 	c.m.batch.Observe(float64(len(ds)))
 	if c.dispatcher == nil {
-		return c.store.InsertDeliveries(ctx, ds, flows.ProcessDeliveryJob)
+		return c.store.InsertDeliveries(ctx, ds, ProcessDeliveryJob)
 	}
 	out, err := c.outbox.StoreDeliveries(ctx, ds)
 	if err != nil {

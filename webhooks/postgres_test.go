@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab"
 	"changebot/store/postgres"
 	"changebot/store/postgres/pgtest"
@@ -111,12 +111,12 @@ func TestIntakePostgres(t *testing.T) {
 	err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job j
 		WHERE j.kind = $1 AND (j.queue <> $2 OR NOT EXISTS (
 			SELECT 1 FROM webhook_deliveries d WHERE d.id = (j.args->>'delivery_id')::bigint))`,
-		flows.KindProcessDelivery, flows.QueueEvents).Scan(&orphans)
+		rules.KindProcessDelivery, rules.QueueEvents).Scan(&orphans)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if orphans != 0 {
-		t.Errorf("%d process_delivery jobs without their delivery or off the %s queue", orphans, flows.QueueEvents)
+		t.Errorf("%d process_delivery jobs without their delivery or off the %s queue", orphans, rules.QueueEvents)
 	}
 	var stored struct {
 		event     string

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
@@ -21,13 +22,13 @@ func (h *Harness) ToMROpened(t testing.TB, p flows.SubmitParams) store.Operation
 	op := h.Submit(t, p)
 	h.WorkUntilIdle(t)
 	if p.ApprovalFirst {
-		h.RequireStep(t, op.ID, flows.ApprovalSent)
-		if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+		h.RequireStep(t, op.ID, rules.ApprovalSent)
+		if res := h.Decide(t, op.ID, rules.DecisionApproved); res != rules.ResultAccepted {
 			t.Fatalf("approving %s: %s", op.ID, res)
 		}
 		h.WorkUntilIdle(t)
 	}
-	return h.RequireStep(t, op.ID, flows.CreateMROpened)
+	return h.RequireStep(t, op.ID, rules.CreateMROpened)
 }
 
 // ToMerged submits p and drives it to HANDLE_MERGED through delivered
@@ -39,23 +40,23 @@ func (h *Harness) ToMerged(t testing.TB, p flows.SubmitParams) store.Operation {
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
 	if !p.ApprovalFirst {
-		h.RequireStep(t, op.ID, flows.ApprovalSent)
-		if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+		h.RequireStep(t, op.ID, rules.ApprovalSent)
+		if res := h.Decide(t, op.ID, rules.DecisionApproved); res != rules.ResultAccepted {
 			t.Fatalf("approving %s: %s", op.ID, res)
 		}
 		h.WorkUntilIdle(t)
 	}
-	return h.RequireStep(t, op.ID, flows.HandleMerged)
+	return h.RequireStep(t, op.ID, rules.HandleMerged)
 }
 
 // RunUntil advances the clock job by job (as RunFor) until operation id is
 // at step, and fails the test if it is not there within limit of harness
 // time. It returns the operation.
-func (h *Harness) RunUntil(t testing.TB, id string, step flows.StepCode, limit time.Duration) store.Operation {
+func (h *Harness) RunUntil(t testing.TB, id string, step rules.StepCode, limit time.Duration) store.Operation {
 	t.Helper()
 	end := h.Now().Add(limit)
 	h.WorkUntilIdle(t)
-	for flows.StepCode(h.Op(t, id).Step) != step {
+	for rules.StepCode(h.Op(t, id).Step) != step {
 		next, ok := h.NextDue(t)
 		if !ok || h.Now().Add(next).After(end) {
 			break

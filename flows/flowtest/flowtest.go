@@ -50,6 +50,7 @@ import (
 
 	"changebot/budget"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/platform/approval"
 	"changebot/platform/approval/approvalfake"
@@ -263,7 +264,7 @@ func New(t testing.TB, opts *Opts) *Harness {
 	if err != nil {
 		t.Fatalf("building the delivery router: %v", err)
 	}
-	h.funcs[flows.KindProcessDelivery] = flows.WorkFuncOf(router.Worker())
+	h.funcs[rules.KindProcessDelivery] = flows.WorkFuncOf(router.Worker())
 
 	rcfg := &river.Config{Schema: h.Schema.Name, Logger: log, Test: river.TestConfig{Time: h.Clock},
 		RetryPolicy: retryPolicy{clock: h.Clock}}
@@ -444,24 +445,24 @@ func (h *Harness) Events(t testing.TB, id string) []store.Event {
 
 // Steps returns the steps operation id went through, from its events: the
 // first step, then the target of every transition that changed the step.
-func (h *Harness) Steps(t testing.TB, id string) []flows.StepCode {
+func (h *Harness) Steps(t testing.TB, id string) []rules.StepCode {
 	t.Helper()
-	var steps []flows.StepCode
+	var steps []rules.StepCode
 	for _, e := range h.Events(t, id) {
-		if e.ToStep == 0 || (len(steps) > 0 && steps[len(steps)-1] == flows.StepCode(e.ToStep)) {
+		if e.ToStep == 0 || (len(steps) > 0 && steps[len(steps)-1] == rules.StepCode(e.ToStep)) {
 			continue
 		}
-		steps = append(steps, flows.StepCode(e.ToStep))
+		steps = append(steps, rules.StepCode(e.ToStep))
 	}
 	return steps
 }
 
 // RequireStep fails the test unless operation id is at step want; it
 // returns the operation.
-func (h *Harness) RequireStep(t testing.TB, id string, want flows.StepCode) store.Operation {
+func (h *Harness) RequireStep(t testing.TB, id string, want rules.StepCode) store.Operation {
 	t.Helper()
 	op := h.Op(t, id)
-	if got := flows.StepCode(op.Step); got != want {
+	if got := rules.StepCode(op.Step); got != want {
 		t.Fatalf("operation %s is at %s (status %s, detail %q), want %s; steps so far %v",
 			id, got, op.Status, op.Detail, want, h.Steps(t, id))
 	}
@@ -476,7 +477,7 @@ func (h *Harness) RequireStep(t testing.TB, id string, want flows.StepCode) stor
 // Engine.AcceptApproval directly for another one.
 func (h *Harness) Decide(t testing.TB, id, decision string) string {
 	t.Helper()
-	cb := flows.ApprovalCallback{RequestID: "req-" + id, OperationID: id, Decision: decision, Approver: "carol"}
+	cb := rules.ApprovalCallback{RequestID: "req-" + id, OperationID: id, Decision: decision, Approver: "carol"}
 	for _, r := range slices.Backward(h.Approvals.Requests()) {
 		if r.OperationID == id {
 			cb.RequestID, cb.TicketID, cb.Ext = "req-"+r.TicketID, r.TicketID, r.Ext

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"changebot/flows"
 	"changebot/flows/flowtest"
+	"changebot/flows/rules"
 )
 
 // TestHappyPathApprovalFirst drives a change to VALIDATED in the default
@@ -14,35 +14,35 @@ func TestHappyPathApprovalFirst(t *testing.T) {
 	t.Parallel()
 	h := flowtest.New(t, nil)
 	op := h.Submit(t, flowtest.Change("payments-api"))
-	h.RequireStep(t, op.ID, flows.ApprovalSending)
+	h.RequireStep(t, op.ID, rules.ApprovalSending)
 
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.ApprovalSent)
-	if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+	h.RequireStep(t, op.ID, rules.ApprovalSent)
+	if res := h.Decide(t, op.ID, rules.DecisionApproved); res != rules.ResultAccepted {
 		t.Fatalf("approval callback: %s", res)
 	}
-	h.RequireStep(t, op.ID, flows.CreateStarted)
+	h.RequireStep(t, op.ID, rules.CreateStarted)
 
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.CreateMROpened)
+	h.RequireStep(t, op.ID, rules.CreateMROpened)
 	hooks := h.DeliverWebhooks(t)
 	if len(hooks) == 0 {
 		t.Fatal("the fake GitLab sent no webhook after the MR was opened")
 	}
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.HandleMerged)
+	h.RequireStep(t, op.ID, rules.HandleMerged)
 	if mr := h.MR(t, op.ID); mr.State != "merged" {
 		t.Fatalf("MR state %s, want merged", mr.State)
 	}
 
 	h.DeliverWebhooks(t) // the deploy pipeline on main
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.CalledBack)
+	h.RequireStep(t, op.ID, rules.CalledBack)
 	if b := h.Binding(t, op.ID); b.Status != "VALIDATED" || b.OperationID != op.ID {
 		t.Fatalf("binding %+v, want VALIDATED owned by %s", b, op.ID)
 	}
-	want := []flows.StepCode{flows.ApprovalSending, flows.ApprovalSent, flows.CreateStarted, flows.CreateMROpened,
-		flows.CreateSucceeded, flows.HandleStarted, flows.HandleApproved, flows.HandleMerged, flows.CalledBack}
+	want := []rules.StepCode{rules.ApprovalSending, rules.ApprovalSent, rules.CreateStarted, rules.CreateMROpened,
+		rules.CreateSucceeded, rules.HandleStarted, rules.HandleApproved, rules.HandleMerged, rules.CalledBack}
 	if got := h.Steps(t, op.ID); !slices.Equal(got, want) {
 		t.Fatalf("steps %v, want %v", got, want)
 	}
@@ -59,25 +59,25 @@ func TestHappyPathMRFirst(t *testing.T) {
 	p := flowtest.Change("orders-api")
 	p.ApprovalFirst = false
 	op := h.Submit(t, p)
-	h.RequireStep(t, op.ID, flows.CreateStarted)
+	h.RequireStep(t, op.ID, rules.CreateStarted)
 
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.CreateMROpened)
+	h.RequireStep(t, op.ID, rules.CreateMROpened)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.ApprovalSent)
+	h.RequireStep(t, op.ID, rules.ApprovalSent)
 	reqs := h.Approvals.Requests()
 	if len(reqs) != 1 || reqs[0].Ext["mr_iid"] == nil {
 		t.Fatalf("approval requests %+v, want one carrying the MR iid", reqs)
 	}
-	if res := h.Decide(t, op.ID, flows.DecisionApproved); res != flows.ResultAccepted {
+	if res := h.Decide(t, op.ID, rules.DecisionApproved); res != rules.ResultAccepted {
 		t.Fatalf("approval callback: %s", res)
 	}
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.HandleMerged)
+	h.RequireStep(t, op.ID, rules.HandleMerged)
 	h.DeliverWebhooks(t)
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.CalledBack)
+	h.RequireStep(t, op.ID, rules.CalledBack)
 }
 
 // TestPollingWithoutWebhooks: with every webhook lost, the waits' polls
@@ -87,10 +87,10 @@ func TestPollingWithoutWebhooks(t *testing.T) {
 	h := flowtest.New(t, nil)
 	op := h.Submit(t, flowtest.Change("ledger"))
 	h.WorkUntilIdle(t)
-	h.Decide(t, op.ID, flows.DecisionApproved)
+	h.Decide(t, op.ID, rules.DecisionApproved)
 	h.WorkUntilIdle(t)
 	h.TakeWebhooks(t) // lost
-	h.RequireStep(t, op.ID, flows.CreateMROpened)
+	h.RequireStep(t, op.ID, rules.CreateMROpened)
 	if w := h.WorkUntilIdle(t); len(w) != 0 {
 		t.Fatalf("jobs ran before the poll was due: %v", w)
 	}
@@ -98,9 +98,9 @@ func TestPollingWithoutWebhooks(t *testing.T) {
 	h.Advance(flowtest.Poll.ShortInterval)
 	h.WorkUntilIdle(t)
 	h.TakeWebhooks(t)
-	h.RequireStep(t, op.ID, flows.HandleMerged)
+	h.RequireStep(t, op.ID, rules.HandleMerged)
 
 	h.Advance(flowtest.Poll.ShortInterval)
 	h.WorkUntilIdle(t)
-	h.RequireStep(t, op.ID, flows.CalledBack)
+	h.RequireStep(t, op.ID, rules.CalledBack)
 }

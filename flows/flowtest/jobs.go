@@ -16,6 +16,7 @@ import (
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
+	"changebot/webhooks"
 )
 
 // MaxJobsPerRun bounds WorkUntilIdle: more jobs than this in one call means
@@ -244,7 +245,7 @@ func (h *Harness) Deliver(t testing.TB, hooks ...gitlabfake.SentWebhook) []bool 
 		}
 		_, inserted, err := h.Store.InsertDelivery(context.Background(), store.Delivery{
 			DedupeKey: "idem:" + w.IdempotencyKey, Event: w.Event, ProjectID: ev.ProjectID, Body: w.Body,
-		}, flows.ProcessDeliveryJob)
+		}, webhooks.ProcessDeliveryJob)
 		if err != nil {
 			t.Fatalf("storing %s: %v", w.Event, err)
 		}

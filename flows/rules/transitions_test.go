@@ -1,64 +1,61 @@
-package flows
+package rules
 
 import (
 	"errors"
 	"fmt"
 	"slices"
 	"testing"
-	"time"
-
-	"changebot/store"
 )
 
 // designEdges is DESIGN §2's state diagram, written out independently of
 // the code: every binding status move the flows may make.
 var designEdges = map[[2]string]bool{
 	// approval first
-	{store.StatusApprovalSending, store.StatusApprovalSent}: true,
-	{store.StatusApprovalSent, store.StatusMRCreating}:      true,
-	{store.StatusMRCreating, store.StatusMRCreated}:         true,
-	{store.StatusMRCreated, store.StatusMerging}:            true,
-	{store.StatusMerging, store.StatusMerged}:               true,
-	{store.StatusMerged, store.StatusValidated}:             true,
+	{StatusApprovalSending, StatusApprovalSent}: true,
+	{StatusApprovalSent, StatusMRCreating}:      true,
+	{StatusMRCreating, StatusMRCreated}:         true,
+	{StatusMRCreated, StatusMerging}:            true,
+	{StatusMerging, StatusMerged}:               true,
+	{StatusMerged, StatusValidated}:             true,
 	// MR first
-	{store.StatusMRCreated, store.StatusApprovalSending}: true,
-	{store.StatusApprovalSent, store.StatusMerging}:      true,
+	{StatusMRCreated, StatusApprovalSending}: true,
+	{StatusApprovalSent, StatusMerging}:      true,
 	// a decision that arrives before the SENT write (awaiting = {SENDING, SENT})
-	{store.StatusApprovalSending, store.StatusMRCreating}: true,
-	{store.StatusApprovalSending, store.StatusMerging}:    true,
-	{store.StatusApprovalSending, store.StatusRejected}:   true,
+	{StatusApprovalSending, StatusMRCreating}: true,
+	{StatusApprovalSending, StatusMerging}:    true,
+	{StatusApprovalSending, StatusRejected}:   true,
 	// failures and retries
-	{store.StatusApprovalSent, store.StatusRejected}:   true,
-	{store.StatusMRCreating, store.StatusCreateFailed}: true,
-	{store.StatusMerging, store.StatusHandleFailed}:    true,
-	{store.StatusCreateFailed, store.StatusMRCreating}: true,
-	{store.StatusHandleFailed, store.StatusMerging}:    true,
-	{store.StatusHandleFailed, store.StatusMerged}:     true, // merged by hand after a failure, found on /retry
-	{store.StatusMRCreated, store.StatusHandleFailed}:  true, // the handle job failed before its first move (every exit path ends in a state)
+	{StatusApprovalSent, StatusRejected}:   true,
+	{StatusMRCreating, StatusCreateFailed}: true,
+	{StatusMerging, StatusHandleFailed}:    true,
+	{StatusCreateFailed, StatusMRCreating}: true,
+	{StatusHandleFailed, StatusMerging}:    true,
+	{StatusHandleFailed, StatusMerged}:     true, // merged by hand after a failure, found on /retry
+	{StatusMRCreated, StatusHandleFailed}:  true, // the handle job failed before its first move (every exit path ends in a state)
 	// cancel: any non-terminal except MERGED (see transitions.go; MERGED below)
-	{store.StatusApprovalSending, store.StatusClosed}: true,
-	{store.StatusApprovalSent, store.StatusClosed}:    true,
-	{store.StatusMRCreating, store.StatusClosed}:      true,
-	{store.StatusMRCreated, store.StatusClosed}:       true,
-	{store.StatusMerging, store.StatusClosed}:         true,
-	{store.StatusCreateFailed, store.StatusClosed}:    true,
-	{store.StatusHandleFailed, store.StatusClosed}:    true,
+	{StatusApprovalSending, StatusClosed}: true,
+	{StatusApprovalSent, StatusClosed}:    true,
+	{StatusMRCreating, StatusClosed}:      true,
+	{StatusMRCreated, StatusClosed}:       true,
+	{StatusMerging, StatusClosed}:         true,
+	{StatusCreateFailed, StatusClosed}:    true,
+	{StatusHandleFailed, StatusClosed}:    true,
 	// merged by a person in GitLab: every status that may be cancelled may
 	// also turn out merged (issue 9 defect 8; MERGING and HANDLE_FAILED above)
-	{store.StatusApprovalSending, store.StatusMerged}: true,
-	{store.StatusApprovalSent, store.StatusMerged}:    true,
-	{store.StatusMRCreating, store.StatusMerged}:      true,
-	{store.StatusMRCreated, store.StatusMerged}:       true,
-	{store.StatusCreateFailed, store.StatusMerged}:    true,
+	{StatusApprovalSending, StatusMerged}: true,
+	{StatusApprovalSent, StatusMerged}:    true,
+	{StatusMRCreating, StatusMerged}:      true,
+	{StatusMRCreated, StatusMerged}:       true,
+	{StatusCreateFailed, StatusMerged}:    true,
 	// a change a person's close stopped (MR_CLOSED): an operator's /resume
 	// once the MR is reopened goes back to the pipeline wait, retaking the
 	// binding unless a newer change took it; a merge found is recorded
 	// (issue 10 point 1)
-	{store.StatusClosed, store.StatusMRCreating}: true,
-	{store.StatusClosed, store.StatusMerged}:     true,
+	{StatusClosed, StatusMRCreating}: true,
+	{StatusClosed, StatusMerged}:     true,
 	// a change recorded merged that GitLab says was never merged (a merge
 	// webhook believed without asking): /cancel, having read the MR
-	{store.StatusMerged, store.StatusClosed}: true,
+	{StatusMerged, StatusClosed}: true,
 }
 
 // TestTransitionTableEveryPair walks every (from, to) pair of the catalogue:
@@ -143,7 +140,7 @@ func TestCatalogueCodesInPhaseRanges(t *testing.T) {
 		PhaseCallback: {10300, 10399}, PhaseApproval: {10400, 10499}, PhasePending: {10500, 10599},
 	}
 	statuses := map[string]bool{}
-	for _, s := range store.AllStatuses {
+	for _, s := range Statuses() {
 		statuses[s] = true
 	}
 	for _, s := range Catalogue() {
@@ -162,7 +159,7 @@ func TestCatalogueCodesInPhaseRanges(t *testing.T) {
 		}
 		// A step whose binding is free is final, except the one a person's
 		// close stopped: /resume continues it (MR_CLOSED).
-		if s.Terminal != (s.Status == store.StatusValidated || store.IsReappliable(s.Status) && !s.Resumable()) {
+		if s.Terminal != (s.Status == StatusValidated || Reappliable(s.Status) && !s.Resumable()) {
 			t.Errorf("%s: terminal=%v disagrees with its status %s", s.Name, s.Terminal, s.Status)
 		}
 		for _, j := range []StepJob{s.Job, s.MRFirstJob} {
@@ -179,7 +176,7 @@ func TestCatalogueCodesInPhaseRanges(t *testing.T) {
 		if s.Resume == s.Code && s.Job.Kind == "" {
 			t.Errorf("%s resumes by enqueueing its job again, but has none", s.Name)
 		}
-		if s.Retryable() != (s.Status == store.StatusCreateFailed || s.Status == store.StatusHandleFailed) {
+		if s.Retryable() != (s.Status == StatusCreateFailed || s.Status == StatusHandleFailed) {
 			t.Errorf("%s: /retry %s does not match its failed status %s", s.Name, s.Retry, s.Status)
 		}
 	}
@@ -203,12 +200,12 @@ func TestDerivedStepSets(t *testing.T) {
 		name      string
 		got, want []StepCode
 	}{
-		{"awaiting an approval decision", filter(awaitingApproval), []StepCode{ApprovalSending, ApprovalSent, ApprovalSendPending}},
-		{"waiting for the MR pipeline", filter(waitsForPipeline), []StepCode{CreateMROpened, HandleAwaitPipeline, HandlePipelinePending, CreatePipelinePending}},
-		{"in the create phase", filter(inCreatePhase), []StepCode{CreateStarted, CreateMROpened, CreatePipelinePending}},
+		{"awaiting an approval decision", filter(AwaitingApproval), []StepCode{ApprovalSending, ApprovalSent, ApprovalSendPending}},
+		{"waiting for the MR pipeline", filter(WaitsForPipeline), []StepCode{CreateMROpened, HandleAwaitPipeline, HandlePipelinePending, CreatePipelinePending}},
+		{"in the create phase", filter(InCreatePhase), []StepCode{CreateStarted, CreateMROpened, CreatePipelinePending}},
 		{"swept", SweepableSteps(), []StepCode{CreateStarted, CreateSucceeded, CreateMROpened, HandleStarted, HandleApproved,
 			HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft, ApprovalSending}},
-		{"woken by the reconciler", reconcileWaitSteps, []StepCode{CreateMROpened, HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft}},
+		{"woken by the reconciler", PollingSteps(), []StepCode{CreateMROpened, HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,38 +215,35 @@ func TestDerivedStepSets(t *testing.T) {
 			}
 		})
 	}
-	if want := []string{KindAwaitPipeline, KindAwaitDeploy, KindHandle}; !slices.Equal(reconcileWaitKinds, want) {
-		t.Errorf("reconciler wakes %v, want %v", reconcileWaitKinds, want)
+	if want := []string{KindAwaitPipeline, KindAwaitDeploy, KindHandle}; !slices.Equal(PollingKinds(), want) {
+		t.Errorf("reconciler wakes %v, want %v", PollingKinds(), want)
 	}
-	if want := []string{KindCreateMR, KindHandle, KindRequestApproval, KindAwaitPipeline, KindAwaitDeploy}; !slices.Equal(stepJobKinds, want) {
-		t.Errorf("step job kinds %v, want %v", stepJobKinds, want)
+	if want := []string{KindCreateMR, KindHandle, KindRequestApproval, KindAwaitPipeline, KindAwaitDeploy}; !slices.Equal(StepJobKinds(), want) {
+		t.Errorf("step job kinds %v, want %v", StepJobKinds(), want)
 	}
 }
 
-// TestResumableStepsHaveSomethingToResume: every step the step table calls
-// resumable lands, on /resume, at a step whose job followUps enqueues in
-// both flow orders (itself when Resume is the step, else the waiting step it
-// goes back to); otherwise /resume would answer yes and do nothing.
-func TestResumableStepsHaveSomethingToResume(t *testing.T) {
+// TestResumableStepsLandOnAJob: every step the step table calls resumable
+// lands, on /resume, at a step with a job in both flow orders (itself when
+// Resume is the step, else the waiting step it goes back to) by a legal
+// move; otherwise /resume would answer yes and do nothing. (flows'
+// TestResumeEnqueuesTheStepJob checks that the engine enqueues it.)
+func TestResumableStepsLandOnAJob(t *testing.T) {
 	t.Parallel()
-	e := &Engine{poll: DefaultPollConfig, now: time.Now}
 	for _, s := range Catalogue() {
 		if !s.Resumable() {
 			continue
 		}
-		if s.Resume != s.Code && !CanMove(s.Code, s.Resume) {
-			t.Errorf("%s resumes to %s, an illegal move", s.Name, s.Resume)
-		}
-		for _, first := range []bool{true, false} {
-			hasStepJob := false
-			for _, j := range e.followUps(store.Operation{ID: "op_x", ApprovalFirst: first}, s.Resume, 2, 0) {
-				if _, note := j.Args.(RefreshNoteArgs); !note {
-					hasStepJob = true
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			if s.Resume != s.Code && !CanMove(s.Code, s.Resume) {
+				t.Errorf("%s resumes to %s, an illegal move", s.Name, s.Resume)
+			}
+			for _, first := range []bool{true, false} {
+				if MustStep(s.Resume).JobFor(first).Kind == "" {
+					t.Errorf("%s resumes to %s, which has no job (approval first %v)", s.Name, s.Resume, first)
 				}
 			}
-			if !hasStepJob {
-				t.Errorf("%s is resumable but /resume would enqueue no step job (approval first %v)", s.Name, first)
-			}
-		}
+		})
 	}
 }
