@@ -224,6 +224,24 @@ func TestShapesMatchFixtures(t *testing.T) {
 		{"merge 409", "api-pulls-merge-409.json", nil},
 		{"update-branch", "api-pulls-update-branch-202.json", nil},
 	}
+	// values are the paths, by test name, whose type or enum value may
+	// differ from the fixture's, each with its reason: the fixture records
+	// another situation than the scenario's.
+	firstRead := "the first read after a change answers mergeable null and unknown, as GitHub does; the docs example is a later read"
+	values := map[string]map[string]string{
+		"pull create": {"mergeable_state": firstRead},
+		"pull": {
+			"state":           "the scenario's pull request is merged by then (closed); the docs example is open",
+			"mergeable_state": "a merged pull request has no mergeability (unknown); the docs example is open and clean",
+		},
+		"check runs":    {"conclusion": "the docs example's check run concluded neutral; the scenario's build succeeded"},
+		"workflow runs": {"status": "the docs example's run is queued; the scenario's has completed"},
+		"review":        {"state": "the scenario approves; the docs example requests changes"},
+		"check_run completed": {
+			"conclusion":                   "the captured check run was skipped; the scenario's succeeded",
+			"check_run.check_suite.status": "the capture's embedded suite still said queued; the fake's suite of one job has completed with it",
+		},
+	}
 	hookFixture := func(t *testing.T) []byte {
 		var ping struct {
 			Hook json.RawMessage `json:"hook"`
@@ -236,15 +254,15 @@ func TestShapesMatchFixtures(t *testing.T) {
 	for _, name := range []string{"hook create", "hook edit"} {
 		t.Run(name, func(t *testing.T) {
 			// The repository webhook object of the ping (GitHub's REST shape).
-			if miss := fixture.MissingPaths(fixture.Paths(t, hookFixture(t)), fixture.Paths(t, out[name]), nil, fixture.Anywhere); len(miss) > 0 {
-				t.Errorf("%s answer lacks %v of webhook-ping-repo.json's hook", name, miss)
+			if diff := fixture.Diff(t, hookFixture(t), out[name], fixture.Check{Match: fixture.Anywhere}); len(diff) > 0 {
+				t.Errorf("%s answer differs from webhook-ping-repo.json's hook:\n  %s", name, strings.Join(diff, "\n  "))
 			}
 		})
 	}
 	for _, tt := range rest {
 		t.Run(tt.name, func(t *testing.T) {
-			if miss := fixture.MissingPaths(fixture.Paths(t, fixture.GitHub(t, tt.fixture)), fixture.Paths(t, out[tt.name]), tt.exceptions, fixture.Anywhere); len(miss) > 0 {
-				t.Errorf("%s answer lacks %d key paths of %s: %v", tt.name, len(miss), tt.fixture, miss)
+			if diff := fixture.Diff(t, fixture.GitHub(t, tt.fixture), out[tt.name], fixture.Check{Exceptions: tt.exceptions, Values: values[tt.name], Match: fixture.Anywhere}); len(diff) > 0 {
+				t.Errorf("%s answer differs from %s:\n  %s", tt.name, tt.fixture, strings.Join(diff, "\n  "))
 			}
 		})
 	}
@@ -260,15 +278,15 @@ func TestShapesMatchFixtures(t *testing.T) {
 		{"issue_comment", "created", "webhook-issue_comment-created-pr.json", fixture.Merge(notModelled, hookEnvelope), ""},
 		{"check_run", "completed", "webhook-check_run-completed.json", fixture.Merge(notModelled, hookEnvelope), ""},
 		{"check_suite", "completed", "webhook-check_suite-completed.json", fixture.Merge(notModelled, hookEnvelope), ""},
-		{"status", "", "webhook-status-success.json", fixture.Merge(notModelled, hookEnvelope), ""},
+		{"status", "", "webhook-status-success.json", fixture.Merge(notModelled, hookEnvelope), `"state":"success"`},
 		{"workflow_run", "completed", "webhook-workflow_run-completed.json", fixture.Merge(notModelled, hookEnvelope), ""},
 		{"push", "", "webhook-push-default-branch.json", fixture.Merge(notModelled, hookEnvelope), `"ref":"refs/heads/main"`},
 	}
 	for _, tt := range hooks {
 		t.Run(tt.event+" "+tt.action, func(t *testing.T) {
 			got := rv.first(t, tt.event, tt.action, tt.contains)
-			if miss := fixture.MissingPaths(fixture.Paths(t, fixture.GitHub(t, tt.fixture)), fixture.Paths(t, got), tt.exceptions, fixture.Anywhere); len(miss) > 0 {
-				t.Errorf("%s %s webhook lacks %d key paths of %s: %v", tt.event, tt.action, len(miss), tt.fixture, miss)
+			if diff := fixture.Diff(t, fixture.GitHub(t, tt.fixture), got, fixture.Check{Exceptions: tt.exceptions, Values: values[tt.event+" "+tt.action], Match: fixture.Anywhere}); len(diff) > 0 {
+				t.Errorf("%s %s webhook differs from %s:\n  %s", tt.event, tt.action, tt.fixture, strings.Join(diff, "\n  "))
 			}
 		})
 	}

@@ -412,7 +412,9 @@ func (s *Server) createRef(rc *reqCtx) {
 		return
 	}
 	s.moveRef(r, b, sha, rc.caller)
-	rc.json(http.StatusCreated, s.refJSON(r, b, sha))
+	ref := s.refJSON(r, b, sha)
+	rc.w.Header().Set("Location", ref["url"].(string)) // as GitHub's 201 (api-real-git-create-ref.exchange.json)
+	rc.json(http.StatusCreated, ref)
 }
 
 // isAncestor reports whether a is b or an ancestor of b.

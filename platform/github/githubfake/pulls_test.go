@@ -3,6 +3,7 @@ package githubfake
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"changebot/internal/fixture"
@@ -89,9 +90,11 @@ func TestPullBaseChange(t *testing.T) {
 		t.Errorf("edited webhook: changes.base %+v, pull_request.base.ref %q; want from main at %s, now release", hook.Changes.Base, hook.PullRequest.Base.Ref, mainSHA)
 	}
 	title := rv.first(t, "pull_request", "edited", `"title":{"from":"t"}`)
-	if miss := fixture.MissingPaths(fixture.Paths(t, fixture.GitHub(t, "webhook-pull_request-edited.json")), fixture.Paths(t, title),
-		fixture.Merge(notModelled, hookEnvelope), fixture.Anywhere); len(miss) > 0 {
-		t.Errorf("title edited webhook lacks %v of webhook-pull_request-edited.json", miss)
+	if diff := fixture.Diff(t, fixture.GitHub(t, "webhook-pull_request-edited.json"), title,
+		fixture.Check{Exceptions: fixture.Merge(notModelled, hookEnvelope), Match: fixture.Anywhere, Values: fixture.Exceptions{
+			"pull_request.mergeable_state": "the fake's webhooks carry mergeable null and unknown after a change; the capture's edit came when GitHub had computed clean",
+		}}); len(diff) > 0 {
+		t.Errorf("title edited webhook differs from webhook-pull_request-edited.json:\n  %s", strings.Join(diff, "\n  "))
 	}
 
 	e.must(200, "PATCH", api+"/pulls/1", robotToken, map[string]any{"state": "closed"})

@@ -469,8 +469,8 @@ func (rc *reqCtx) withinLimit() bool {
 	return false
 }
 
-// rateHeaders are the x-ratelimit-* headers GitHub sends on every answer
-// (fixture api-real-git-create-ref.exchange.json).
+// rateHeaders are the x-ratelimit-* headers GitHub sends on every answer,
+// with its request id and media type (fixtures api-real-*.exchange.json).
 func (s *Server) rateHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("X-Ratelimit-Limit", "5000")
@@ -479,6 +479,7 @@ func (s *Server) rateHeaders(w http.ResponseWriter) {
 	h.Set("X-Ratelimit-Reset", strconv.FormatInt(s.now().Add(time.Hour).Unix(), 10))
 	h.Set("X-Ratelimit-Resource", "core")
 	h.Set("X-Github-Request-Id", fmt.Sprintf("FAKE:%d", len(s.calls)+1))
+	h.Set("X-Github-Media-Type", "github.v3; format=json")
 }
 
 func (rc *reqCtx) writeFault(f *Fault) {

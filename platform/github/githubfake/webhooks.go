@@ -391,10 +391,12 @@ func (s *Server) emitPush(r *repo, branch, before, after string, by *user) {
 		before = "0000000000000000000000000000000000000000"
 	}
 	p := s.envelope(r, by, "")
-	// The push payload's repository has a few fields of its own (fixture
-	// webhook-push-default-branch.json).
+	// The push payload's repository has a few fields of its own, and its
+	// created_at and pushed_at are Unix seconds, not the REST API's
+	// timestamps (fixture webhook-push-default-branch.json).
 	repo := p["repository"].(map[string]any)
 	repo["main_branch"], repo["stargazers"] = r.DefaultBranch, 0
+	repo["created_at"], repo["pushed_at"] = r.created.Unix(), s.now().Unix()
 	owner := repo["owner"].(map[string]any)
 	owner["name"], owner["email"] = r.Owner, nil
 	p["ref"] = "refs/heads/" + branch

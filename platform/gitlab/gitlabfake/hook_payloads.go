@@ -10,6 +10,14 @@ type hookExtra struct {
 	// oldrev is set only when the head changed (push, rebase).
 	oldrev  string
 	changes map[string]any
+	// computing, when set, is the merge_status and detailed_merge_status
+	// the hook carries instead of the computed ones: GitLab checks
+	// mergeability asynchronously, so a hook sent at open says "checking"
+	// (fixture webhook-merge_request-open-gitlabcom.json, a real gitlab.com
+	// delivery) and one after a push "unchecked" (the push marks the MR
+	// unchecked, webhook-merge_request-update-push.json). GET MR answers
+	// the computed status at once (Server's deliberate differences).
+	computing string
 }
 
 // emitMRHook queues a Merge Request Hook (fixtures
@@ -19,6 +27,9 @@ func (s *Server) emitMRHook(mr *mergeRequest, u *user, action string, x hookExtr
 	attrs["action"] = action
 	if x.oldrev != "" {
 		attrs["oldrev"] = x.oldrev
+	}
+	if x.computing != "" && mr.state == stateOpened {
+		attrs["merge_status"], attrs["detailed_merge_status"] = x.computing, x.computing
 	}
 	changes := x.changes
 	if changes == nil {

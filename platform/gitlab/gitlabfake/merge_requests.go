@@ -165,6 +165,13 @@ func (s *Server) needsRebase(mr *mergeRequest) bool {
 	return ok && !p.repo.isAncestor(target, mr.sha)
 }
 
+// The merge_status (and detailed_merge_status) of a merge request GitLab
+// has not finished checking (doc/api/merge_requests.md "Merge status").
+const (
+	mergeChecking  = "checking"
+	mergeUnchecked = "unchecked"
+)
+
 // mergeStatus is the deprecated merge_status.
 func (s *Server) mergeStatus(mr *mergeRequest) string {
 	if mr.hasConflicts {
@@ -222,9 +229,10 @@ func (s *Server) createMR(rc *reqCtx) {
 	p.mrs[mr.iid] = mr
 	s.mrByID[mr.id] = mr
 	s.startMRPipeline(mr, rc.user)
-	// As a real open on gitlab.com (fixture webhook-merge_request-open-gitlabcom.json).
-	s.emitMRHook(mr, rc.user, "open", hookExtra{changes: map[string]any{
-		"merge_status": change("preparing", s.mergeStatus(mr)),
+	// As a real open on gitlab.com (fixture webhook-merge_request-open-gitlabcom.json):
+	// mergeability is still being checked.
+	s.emitMRHook(mr, rc.user, "open", hookExtra{computing: mergeChecking, changes: map[string]any{
+		"merge_status": change("preparing", mergeChecking),
 		"prepared_at":  change(nil, hookTime(now)),
 		"updated_at":   change(hookTime(now), hookTime(now)),
 	}})
@@ -244,7 +252,7 @@ func (s *Server) setMRHead(p *project, mr *mergeRequest, sha string, by *user) {
 	}
 	s.addSystemNote(mr, by, "added 1 commit")
 	s.startMRPipeline(mr, by)
-	s.emitMRHook(mr, by, "update", hookExtra{oldrev: old, changes: map[string]any{
+	s.emitMRHook(mr, by, "update", hookExtra{oldrev: old, computing: mergeUnchecked, changes: map[string]any{
 		"updated_at": change(hookTime(prevUpdated), hookTime(mr.updated)),
 	}})
 }

@@ -47,7 +47,9 @@ type Options struct {
 //   - the Merge Request Hook action for every approval is "approved" (GitLab
 //     Free); the Premium "approval" action is never sent;
 //   - detailed_merge_status is computed synchronously (never "checking" or
-//     "preparing" unless a test scripts it with SetMergeBlock), in the order
+//     "preparing" unless a test scripts it with SetMergeBlock; only the
+//     Merge Request Hooks of an open and of a push say "checking" and
+//     "unchecked", as GitLab's do), in the order
 //     not_open, conflict, need_rebase, ci_still_running / ci_must_pass,
 //     not_approved, mergeable;
 //   - pipelines have one scripted outcome each and report one fake job;
