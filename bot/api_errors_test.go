@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
 	"changebot/demo"
 	"changebot/webhooks"
 )
@@ -31,7 +32,7 @@ func TestAPIErrorsHaveOneShape(t *testing.T) {
 			} `json:"schemas"`
 		} `json:"components"`
 	}
-	if err := json.Unmarshal(OpenAPIDocument(), &doc); err != nil {
+	if err := json.Unmarshal(api.OpenAPIDocument(), &doc); err != nil {
 		t.Fatal(err)
 	}
 	allowed := doc.Components.Schemas["Error"].Properties

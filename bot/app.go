@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 
+	"changebot/api"
 	"changebot/commands"
 	"changebot/config"
 	"changebot/database"
@@ -87,7 +88,7 @@ type App struct {
 	draining atomic.Bool
 	// refusals counts the approval callbacks refused for a bad signature,
 	// for the hint of changes waiting in APPROVAL_SENT.
-	refusals *callbackRefusals
+	refusals *api.CallbackRefusals
 }
 
 // NewApp opens the database cfg.DatabaseURL names and builds every
@@ -103,7 +104,7 @@ func NewApp(ctx context.Context, cfg config.Config, opts *AppOpts) (*App, error)
 	if a.now == nil {
 		a.now = time.Now
 	}
-	a.refusals = &callbackRefusals{now: a.now}
+	a.refusals = api.NewCallbackRefusals(a.now)
 	if a.log == nil {
 		a.log = slog.Default()
 	}

@@ -51,7 +51,7 @@ func TestRefusedApprovalCallbackShowsInTheHint(t *testing.T) {
 			t.Errorf("hint %q does not say %q", view.Hint, want)
 		}
 	}
-	var page changeListPage
+	var page api.ChangeListPage
 	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes?status=APPROVAL_SENT", "Bearer "+demo.APIToken, "", http.StatusOK, &page)
 	if len(page.Changes) != 1 || !strings.Contains(page.Changes[0].Hint, "refused for a bad signature") {
 		t.Errorf("the list's hint does not say the callback was refused: %+v", page.Changes)
@@ -95,11 +95,11 @@ func TestOnlyABadSignatureCountsAsARefusedCallback(t *testing.T) {
 	}
 	post("")
 	post("sha256=not-hex")
-	if h := app.refusals.approvalHint(store.StatusApprovalSent, "Waiting."); h != "Waiting." {
+	if h := app.refusals.ApprovalHint(store.StatusApprovalSent, "Waiting."); h != "Waiting." {
 		t.Errorf("after unsigned and malformed POSTs the hint is %q, want it unchanged", h)
 	}
 	post(webhooks.Sign("not-"+demo.CallbackSecret, time.Now().Unix(), []byte(body)))
-	if h := app.refusals.approvalHint(store.StatusApprovalSent, "Waiting."); !strings.Contains(h, "1 approval callback was refused for a bad signature") {
+	if h := app.refusals.ApprovalHint(store.StatusApprovalSent, "Waiting."); !strings.Contains(h, "1 approval callback was refused for a bad signature") {
 		t.Errorf("after a POST signed with another key the hint is %q, want it to count 1 refusal", h)
 	}
 }

@@ -269,7 +269,7 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 	}
 
 	// An MR nobody submitted through changebot.
-	api := func(method, path, body string) {
+	callAPI := func(method, path, body string) {
 		req, _ := http.NewRequest(method, env.GitLab.URL()+"/api/v4/projects/"+itoa(env.Project.ID)+path, strings.NewReader(body))
 		req.Header.Set("PRIVATE-TOKEN", "demo-dave-token")
 		req.Header.Set("Content-Type", "application/json")
@@ -279,9 +279,9 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	api(http.MethodPost, "/repository/branches", `{"branch":"feature","ref":"main"}`)
-	api(http.MethodPost, "/repository/commits", `{"branch":"feature","commit_message":"x","actions":[{"action":"create","file_path":"x.txt","content":"x"}]}`)
-	api(http.MethodPost, "/merge_requests", `{"source_branch":"feature","target_branch":"main","title":"by hand"}`)
+	callAPI(http.MethodPost, "/repository/branches", `{"branch":"feature","ref":"main"}`)
+	callAPI(http.MethodPost, "/repository/commits", `{"branch":"feature","commit_message":"x","actions":[{"action":"create","file_path":"x.txt","content":"x"}]}`)
+	callAPI(http.MethodPost, "/merge_requests", `{"source_branch":"feature","target_branch":"main","title":"by hand"}`)
 	other := iid + 1
 	// Bare slash words there are for another bot (or nobody): no reply
 	// (issue 21.10). Their deliveries are processed (ignored) before the

@@ -15,6 +15,7 @@ import (
 	"changebot/config"
 	"changebot/demo"
 	"changebot/flows"
+	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 	"changebot/store/postgres/pgtest"
@@ -251,7 +252,7 @@ func testEndToEndReachesValidated(t *testing.T, engine string) {
 	}
 }
 
-func flowsStepName(code int) string { return stepName(code) }
+func flowsStepName(code int) string { return rules.StepCode(code).String() }
 
 // TestReplayedDeliveryStoredOnceMovesNothing resends a pipeline webhook of a
 // finished change five times with the same Idempotency-Key (stored once,

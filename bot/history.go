@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"changebot/api"
 	"changebot/config"
 	"changebot/database"
 	"changebot/flows"
@@ -107,13 +108,13 @@ func printEventsJSON(ctx context.Context, st store.Store, id string, stored bool
 	if err != nil {
 		return err
 	}
-	form := formCurrent
+	form := api.FormCurrent
 	if stored {
-		form = formStored
+		form = api.FormStored
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	return enc.Encode(newEventsView(h, form))
+	return enc.Encode(api.NewEventsView(h, form))
 }
 
 // printReplay prints id's state at `at` (RFC 3339; empty: now), replayed

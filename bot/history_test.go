@@ -53,30 +53,30 @@ func TestHistoryReplayVerifyCommands(t *testing.T) {
 	// The events API (any token) and history -json give the same events:
 	// upcast by default, as stored (hash chain intact) with form=stored.
 	for _, form := range []string{"", "stored"} {
-		var api eventsView
+		var fromAPI api.EventsView
 		u := env.BaseURL + "/api/v1/changes/" + opID + "/events"
 		if form != "" {
 			u += "?form=" + form
 		}
-		httpJSON(t, "GET", u, "Bearer "+demo.APIToken, "", http.StatusOK, &api)
+		httpJSON(t, "GET", u, "Bearer "+demo.APIToken, "", http.StatusOK, &fromAPI)
 		args := []string{"history", opID, "-json"}
 		if form == "stored" {
 			args = append(args, "-stored")
 		}
 		out, code := run(args...)
-		var cli eventsView
+		var cli api.EventsView
 		if err := json.Unmarshal([]byte(out), &cli); code != 0 || err != nil {
 			t.Fatalf("history -json: %d %v %s", code, err, out)
 		}
-		if !reflect.DeepEqual(compactPayloads(t, api), compactPayloads(t, cli)) || len(api.Events) != len(view.Events) {
-			t.Fatalf("form %q: the API and history -json differ:\n%s\n%s", form, mustJSON(api), out)
+		if !reflect.DeepEqual(compactPayloads(t, fromAPI), compactPayloads(t, cli)) || len(fromAPI.Events) != len(view.Events) {
+			t.Fatalf("form %q: the API and history -json differ:\n%s\n%s", form, mustJSON(fromAPI), out)
 		}
 		if form == "stored" {
-			if seq, err := store.VerifyChain(api.Events); api.Form != "stored" || err != nil {
+			if seq, err := store.VerifyChain(fromAPI.Events); fromAPI.Form != "stored" || err != nil {
 				t.Fatalf("stored events from the API do not verify at %d: %v", seq, err)
 			}
-		} else if api.Form != "current" || api.Events[0].SchemaVersion != store.EventSchemaVersion {
-			t.Fatalf("default form %q, first event version %d", api.Form, api.Events[0].SchemaVersion)
+		} else if fromAPI.Form != "current" || fromAPI.Events[0].SchemaVersion != store.EventSchemaVersion {
+			t.Fatalf("default form %q, first event version %d", fromAPI.Form, fromAPI.Events[0].SchemaVersion)
 		}
 	}
 	var bad map[string]string
@@ -95,7 +95,7 @@ func TestHistoryReplayVerifyCommands(t *testing.T) {
 
 // compactPayloads returns v with every payload compacted (history -json
 // indents them).
-func compactPayloads(t *testing.T, v eventsView) eventsView {
+func compactPayloads(t *testing.T, v api.EventsView) api.EventsView {
 	t.Helper()
 	out := v
 	out.Events = append([]store.Event(nil), v.Events...)

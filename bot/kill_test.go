@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(Main(os.Args[len(os.Args)-2:], os.Stdout, os.Stderr))
 	}
 	clearAmbientConfig()
-	v, err := newOpenAPIRoundTripper(openAPIDocument, http.DefaultTransport)
+	v, err := newOpenAPIRoundTripper(api.OpenAPIDocument(), http.DefaultTransport)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	http.DefaultTransport, openAPIValidator = v, v
 	code := m.Run()
 	if bad := v.Violations(); len(bad) > 0 {
-		fmt.Fprintf(os.Stderr, "%d requests or answers do not match bot/openapi.json:\n%s\n", len(bad), strings.Join(bad, "\n"))
+		fmt.Fprintf(os.Stderr, "%d requests or answers do not match api/openapi.json:\n%s\n", len(bad), strings.Join(bad, "\n"))
 		code = 1
 	}
 	os.Exit(code)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
 	"changebot/demo"
 	"changebot/flows/rules"
 	"changebot/platform/gitlab/gitlabfake"
@@ -23,10 +24,10 @@ import (
 )
 
 // changeListPageOf is GET /api/v1/changes?query, which must answer 200.
-func changeListPageOf(t *testing.T, env *demo.Env, query url.Values) changeListPage {
+func changeListPageOf(t *testing.T, env *demo.Env, query url.Values) api.ChangeListPage {
 	t.Helper()
 	code, _, body := apiCall(t, env, http.MethodGet, "/api/v1/changes?"+query.Encode(), demo.APIToken, nil)
-	var p changeListPage
+	var p api.ChangeListPage
 	if code != http.StatusOK || json.Unmarshal(body, &p) != nil {
 		t.Fatalf("GET /api/v1/changes?%s = %d %s", query.Encode(), code, body)
 	}
@@ -235,19 +236,19 @@ func TestListChangesAPI(t *testing.T) {
 		code := Main(append([]string{"list", "-config", cfgFile}, args...), &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
-	api := changeListPageOf(t, env, url.Values{"project": {projects[2]}, "limit": {"3"}})
+	fromAPI := changeListPageOf(t, env, url.Values{"project": {projects[2]}, "limit": {"3"}})
 	code, out, errOut := cli("-project", projects[2], "-limit", "3", "-json")
-	var got changeListPage
-	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || !reflect.DeepEqual(got, api) {
-		t.Errorf("changebot list -json = %d %s %s, want the API's page %+v", code, out, errOut, api)
+	var got api.ChangeListPage
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || !reflect.DeepEqual(got, fromAPI) {
+		t.Errorf("changebot list -json = %d %s %s, want the API's page %+v", code, out, errOut, fromAPI)
 	}
 	code, out, _ = cli("-stuck")
 	if code != 0 || !strings.Contains(out, x) || !strings.Contains(out, "CREATE_PIPELINE_PENDING") || strings.Count(out, "\n") != 2 {
 		t.Errorf("changebot list -stuck = %d\n%s\nwant a header and the row of %s", code, out, x)
 	}
 	code, out, _ = cli("-project", projects[2], "-limit", "3")
-	if code != 0 || !strings.HasPrefix(out, "operation id") || !strings.Contains(out, api.Changes[0].OperationID) ||
-		!strings.Contains(out, "more: add -cursor "+api.NextCursor) {
+	if code != 0 || !strings.HasPrefix(out, "operation id") || !strings.Contains(out, fromAPI.Changes[0].OperationID) ||
+		!strings.Contains(out, "more: add -cursor "+fromAPI.NextCursor) {
 		t.Errorf("changebot list table = %d\n%s", code, out)
 	}
 	if code, _, errOut = cli("-status", "NOPE"); code != 2 || !strings.Contains(errOut, "-status: unknown status NOPE; one of") {

@@ -13,8 +13,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"changebot/api"
 	"changebot/config"
 	"changebot/database"
+	"changebot/flows/rules"
 	"changebot/settings"
 )
 
@@ -32,13 +34,13 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	fs.SetOutput(io.Discard)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
 	filters := map[string]*string{}
-	for _, p := range listParams {
+	for _, p := range api.ListFilters {
 		if p != "stuck" && p != "limit" {
 			filters[p] = fs.String(p, "", "filter "+p+" (as in GET /api/v1/changes)")
 		}
 	}
 	stuck := fs.Bool("stuck", false, "only stuck changes")
-	limit := fs.Int("limit", DefaultListLimit, "page size (at most 500)")
+	limit := fs.Int("limit", api.DefaultListLimit, "page size (at most 500)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer instead of a table")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -61,8 +63,8 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	}
 	// The filters are checked before the database is opened: a bad one is
 	// a usage error naming its flag (not the API's query parameter).
-	if _, err := parseListQuery(q, time.Now(), func(string) time.Duration { return time.Hour }); err != nil {
-		if fe := (*FilterError)(nil); errors.As(err, &fe) {
+	if _, err := api.ParseListQuery(q, time.Now(), func(string) time.Duration { return time.Hour }); err != nil {
+		if fe := (*api.FilterError)(nil); errors.As(err, &fe) {
 			return usagef("%s\n%s", fe.FlagError(), listUsage)
 		}
 		return err
@@ -88,14 +90,14 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}
-	ops, next, err := listChangesIn(ctx, st, q, time.Now(), func(key string) time.Duration { return cache.Get(key, "").Duration() })
+	ops, next, err := api.ListChanges(ctx, st, q, time.Now(), func(key string) time.Duration { return cache.Get(key, "").Duration() })
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		page := changeListPage{Changes: []changeListItem{}, NextCursor: next}
+		page := api.ChangeListPage{Changes: []api.ChangeListItem{}, NextCursor: next}
 		for _, op := range ops {
-			page.Changes = append(page.Changes, newChangeListItem(op, cfg.ExternalURL))
+			page.Changes = append(page.Changes, api.NewChangeListItem(op, cfg.ExternalURL))
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -109,7 +111,7 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 			mr = "!" + strconv.FormatInt(op.MRIID, 10)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Project, op.SubjectID, op.TargetKey, op.Status,
-			stepName(op.Step), op.UpdatedAt.UTC().Format("2006-01-02 15:04:05"), mr)
+			rules.StepCode(op.Step).String(), op.UpdatedAt.UTC().Format("2006-01-02 15:04:05"), mr)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

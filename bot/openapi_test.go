@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"changebot/api"
+
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
 // TestOpenAPIDocumentServed (issue 13 point 4): the bot serves its OpenAPI
 // 3.1 document at GET /api/v1/openapi.json without a token, byte for byte the
-// embedded bot/openapi.json, and that exchange itself is validated.
+// embedded api/openapi.json, and that exchange itself is validated.
 func TestOpenAPIDocumentServed(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 0)
@@ -26,7 +28,7 @@ func TestOpenAPIDocumentServed(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" || !bytes.Equal(body, openAPIDocument) {
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" || !bytes.Equal(body, api.OpenAPIDocument()) {
 		t.Fatalf("GET /api/v1/openapi.json = %d %q, %d bytes; want 200 application/json, the embedded document", resp.StatusCode, resp.Header.Get("Content-Type"), len(body))
 	}
 	spec, err := openapi3.NewLoader().LoadFromData(body)
@@ -85,7 +87,7 @@ func TestOpenAPIRoundTripperCatchesDrift(t *testing.T) {
 				_, _ = io.WriteString(w, tc.answer)
 			}))
 			defer srv.Close()
-			rt, err := newOpenAPIRoundTripper(openAPIDocument, &http.Transport{})
+			rt, err := newOpenAPIRoundTripper(api.OpenAPIDocument(), &http.Transport{})
 			if err != nil {
 				t.Fatal(err)
 			}

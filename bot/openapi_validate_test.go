@@ -17,7 +17,7 @@ import (
 )
 
 // openAPIRoundTripper validates every request a test sends to the bot, and
-// every answer, against the OpenAPI document (bot/openapi.json) with
+// every answer, against the OpenAPI document (api/openapi.json) with
 // kin-openapi, so that the document cannot drift from the handlers. It is
 // http.DefaultTransport in this package's tests (TestMain): the tests' own
 // clients, the stand-in approval system's callbacks and the fake GitLab's

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"changebot/api"
 	"changebot/config"
 	"changebot/database"
 	"changebot/flows"
@@ -98,25 +99,6 @@ func pollFromSettings(c *settings.Cache, project string) flows.PollConfig {
 		MaxRounds:         get(settings.MergeMaxRounds).Int(),
 		ApproveMaxRetries: retries,
 	}
-}
-
-// settingView is a setting as the API and the CLI show it.
-type settingView struct {
-	Key       string          `json:"key"`
-	Scope     string          `json:"scope"`
-	Value     json.RawMessage `json:"value"`
-	UpdatedBy string          `json:"updated_by"`
-	UpdatedAt *time.Time      `json:"updated_at"`
-	Source    string          `json:"source"`
-}
-
-func newSettingView(v settings.Value) settingView {
-	sv := settingView{Key: v.Key, Scope: v.Scope, Value: v.JSON(), UpdatedBy: v.UpdatedBy, Source: v.Source}
-	if !v.UpdatedAt.IsZero() {
-		t := v.UpdatedAt.UTC()
-		sv.UpdatedAt = &t
-	}
-	return sv
 }
 
 const settingsUsage = `Usage:
@@ -217,11 +199,11 @@ func printSettings(w io.Writer, asJSON, single bool, vals []settings.Value) erro
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if single {
-			return enc.Encode(newSettingView(vals[0]))
+			return enc.Encode(api.NewSettingView(vals[0]))
 		}
-		views := make([]settingView, 0, len(vals))
+		views := make([]api.SettingView, 0, len(vals))
 		for _, v := range vals {
-			views = append(views, newSettingView(v))
+			views = append(views, api.NewSettingView(v))
 		}
 		return enc.Encode(views)
 	}

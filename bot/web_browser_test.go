@@ -3,8 +3,6 @@ package bot
 import (
 	"context"
 	"flag"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -195,9 +193,9 @@ func TestWebPagesInBrowser(t *testing.T) {
 	}
 	screenshot(t, bctx, dir, "change.png")
 	cookies := browserCookies(t, bctx, env.BaseURL)
-	if len(cookies) != 1 || cookies[0].Name != webSessionCookie || !cookies[0].HTTPOnly ||
+	if len(cookies) != 1 || cookies[0].Name != api.SessionCookie || !cookies[0].HTTPOnly ||
 		cookies[0].SameSite != network.CookieSameSiteStrict || strings.Contains(cookies[0].Value, demo.ViewerToken) {
-		t.Errorf("session cookie %+v, want one HttpOnly SameSite=Strict %s without the token", cookies, webSessionCookie)
+		t.Errorf("session cookie %+v, want one HttpOnly SameSite=Strict %s without the token", cookies, api.SessionCookie)
 	}
 
 	// The list shows the change; its filters (a form, GET) narrow it.
@@ -314,77 +312,4 @@ func browserCookies(t *testing.T, ctx context.Context, base string) []*network.C
 		}
 		return res.Cookies, nil
 	})
-}
-
-// TestWebLoginRefusesForeignOrigin: the login form is the only POST of
-// the pages, and it is refused unless its Origin names this server, so
-// another site cannot log a browser in with its own token (login CSRF).
-// A page opened without a session reloads itself once (the strict cookie
-// is not sent on an arrival from another site), then asks to log in, and
-// the login leads back only to a page of this server. A viewer token reads
-// but cannot submit.
-func TestWebLoginRefusesForeignOrigin(t *testing.T) {
-	t.Parallel()
-	env := newTestEnv(t, true, 200*time.Millisecond)
-	// The demo's configuration has the viewer token (demo.ViewerToken).
-	startBot(t, env)
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	login := func(origin, token string) *http.Response {
-		req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/ui/login",
-			strings.NewReader(url.Values{"token": {token}, "next": {"/ui/changes"}}.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		if origin != "" {
-			req.Header.Set("Origin", origin)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
-	}
-	for _, tc := range []struct {
-		name, origin, token string
-		want                int
-	}{
-		{"no Origin", "", demo.ViewerToken, http.StatusForbidden},
-		{"foreign Origin", "https://evil.example", demo.ViewerToken, http.StatusForbidden},
-		{"own Origin, wrong token", env.BaseURL, "nope", http.StatusUnauthorized},
-		{"own Origin, viewer token", env.BaseURL, demo.ViewerToken, http.StatusSeeOther},
-	} {
-		resp := login(tc.origin, tc.token)
-		if resp.StatusCode != tc.want {
-			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.want)
-		}
-		if got := len(resp.Cookies()) > 0; got != (tc.want == http.StatusSeeOther) {
-			t.Errorf("%s: cookies %v", tc.name, resp.Cookies())
-		}
-	}
-	get := func(path string) (*http.Response, string) {
-		resp, err := client.Get(env.BaseURL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
-	}
-	resp, body := get("/ui/changes/op_x?status=MERGED")
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `content="0;url=/ui/changes/op_x?same_site=1&amp;status=MERGED"`) {
-		t.Errorf("first arrival without a session: %d %s", resp.StatusCode, body)
-	}
-	resp, _ = get("/ui/changes/op_x?same_site=1&status=MERGED")
-	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/ui/login?next="+url.QueryEscape("/ui/changes/op_x?status=MERGED") {
-		t.Errorf("reload without a session: %d to %q", resp.StatusCode, loc)
-	}
-	for next, want := range map[string]string{"/ui/stuck": "/ui/stuck", "https://evil.example/": "/ui/changes",
-		"//evil.example/ui/": "/ui/changes", "/api/v1/changes": "/ui/changes", "/ui/\\evil": "/ui/changes"} {
-		if got := safeNext(next); got != want {
-			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
-		}
-	}
-	code, _ := submitCall(t, env, "/api/v1/changes", "Bearer", demo.ViewerToken, "", []byte(validChange("viewer")))
-	if code != http.StatusForbidden {
-		t.Errorf("a viewer token submitted a change: %d, want 403", code)
-	}
 }

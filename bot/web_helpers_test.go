@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"changebot/api"
 	"changebot/demo"
 )
 
@@ -17,7 +18,7 @@ func viewerPage(t *testing.T, env *demo.Env, path string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.AddCookie(&http.Cookie{Name: webSessionCookie, Value: sessionValue(demo.ViewerToken)})
+	req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: api.SessionValue(demo.ViewerToken)})
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

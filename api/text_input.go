@@ -1,4 +1,4 @@
-package bot
+package api
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 // maxIdempotencyKey is the longest Idempotency-Key accepted, in bytes.
 const maxIdempotencyKey = 255
 
-// textInput refuses, with a 400 naming the part, a request whose text
+// TextInput refuses, with a 400 naming the part, a request whose text
 // cannot be stored as PostgreSQL text: a path, query value or
 // Idempotency-Key with a NUL byte or invalid UTF-8 (or a key over
 // maxIdempotencyKey bytes), and, when checkBody is set, a JSON body that is
@@ -21,7 +21,7 @@ const maxIdempotencyKey = 255
 // "try again", which a client retries for ever. The body is read up to
 // limit+1 bytes and handed on unchanged, so the handler's own size limit
 // still answers 413.
-func textInput(limit int64, checkBody bool, next http.Handler) http.Handler {
+func TextInput(limit int64, checkBody bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if problem := textProblem(r); problem != "" {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": problem})

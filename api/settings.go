@@ -1,25 +1,16 @@
-package bot
+package api
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gorilla/mux"
 
 	"changebot/settings"
 )
-
-// tokenRoleKey is the request context key of the matched API token's role.
-type tokenRoleKey struct{}
-
-// tokenRole returns the role of the request's API token ("" when auth did
-// not run).
-func tokenRole(r *http.Request) string {
-	role, _ := r.Context().Value(tokenRoleKey{}).(string)
-	return role
-}
 
 // settingRequest is the body of PUT /api/v1/settings/{key}.
 type settingRequest struct {
@@ -29,22 +20,22 @@ type settingRequest struct {
 
 // listSettings answers GET /api/v1/settings[?project=P]: every setting's
 // effective value for the project (or the global ones).
-func (a *App) listSettings(w http.ResponseWriter, r *http.Request) {
-	views := []settingView{}
-	for _, v := range a.settings.List(r.URL.Query().Get("project")) {
-		views = append(views, newSettingView(v))
+func (h *Handler) listSettings(w http.ResponseWriter, r *http.Request) {
+	views := []SettingView{}
+	for _, v := range h.cfg.Settings.List(r.URL.Query().Get("project")) {
+		views = append(views, NewSettingView(v))
 	}
 	writeJSON(w, http.StatusOK, views)
 }
 
 // getSetting answers GET /api/v1/settings/{key}[?project=P].
-func (a *App) getSetting(w http.ResponseWriter, r *http.Request) {
-	v, err := a.settings.Lookup(mux.Vars(r)["key"], r.URL.Query().Get("project"))
+func (h *Handler) getSetting(w http.ResponseWriter, r *http.Request) {
+	v, err := h.cfg.Settings.Lookup(mux.Vars(r)["key"], r.URL.Query().Get("project"))
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, newSettingView(v))
+	writeJSON(w, http.StatusOK, NewSettingView(v))
 }
 
 // putSetting answers PUT /api/v1/settings/{key} with body {"value": ...,
@@ -54,7 +45,7 @@ func (a *App) getSetting(w http.ResponseWriter, r *http.Request) {
 // (wrong type, negative count, a duration under its minimum, project scope
 // for a global-only key, a rule between two settings broken) answers 400
 // naming the key(s) and the problem, and changes nothing.
-func (a *App) putSetting(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) putSetting(w http.ResponseWriter, r *http.Request) {
 	key := mux.Vars(r)["key"]
 	if _, ok := settings.Lookup(key); !ok {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": (&settings.UnknownKeyError{Key: key}).Error()})
@@ -69,17 +60,38 @@ func (a *App) putSetting(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	project := string(req.Project)
-	err := a.settings.Set(r.Context(), key, project, req.Value, "api:"+tokenRole(r))
+	err := h.cfg.Settings.Set(r.Context(), key, project, req.Value, "api:"+tokenRole(r))
 	switch {
 	case errors.Is(err, settings.ErrInvalidValue), errors.Is(err, settings.ErrUnknownKey), errors.Is(err, settings.ErrGlobalOnly),
 		errors.Is(err, settings.ErrConflict), errors.Is(err, settings.ErrProjectScope):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	case err != nil:
-		a.log.Error("saving setting", "key", key, "err", err)
+		h.log.Error("saving setting", "key", key, "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the setting, try again"})
 		return
 	}
-	a.log.Info("setting changed", "key", key, "scope", settings.Scope(project), "actor", "api:"+tokenRole(r))
-	writeJSON(w, http.StatusOK, newSettingView(a.settings.Get(key, project)))
+	h.log.Info("setting changed", "key", key, "scope", settings.Scope(project), "actor", "api:"+tokenRole(r))
+	writeJSON(w, http.StatusOK, NewSettingView(h.cfg.Settings.Get(key, project)))
+}
+
+// SettingView is a setting as the API and the CLI show it (openapi.json
+// Setting).
+type SettingView struct {
+	Key       string          `json:"key"`
+	Scope     string          `json:"scope"`
+	Value     json.RawMessage `json:"value"`
+	UpdatedBy string          `json:"updated_by"`
+	UpdatedAt *time.Time      `json:"updated_at"`
+	Source    string          `json:"source"`
+}
+
+// NewSettingView is v as the API shows it, its time in UTC.
+func NewSettingView(v settings.Value) SettingView {
+	sv := SettingView{Key: v.Key, Scope: v.Scope, Value: v.JSON(), UpdatedBy: v.UpdatedBy, Source: v.Source}
+	if !v.UpdatedAt.IsZero() {
+		t := v.UpdatedAt.UTC()
+		sv.UpdatedAt = &t
+	}
+	return sv
 }

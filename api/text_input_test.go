@@ -1,4 +1,4 @@
-package bot
+package api
 
 import (
 	"io"
@@ -37,7 +37,7 @@ func TestTextInputRefusesUnstorableText(t *testing.T) {
 			t.Parallel()
 			var got string
 			called := false
-			h := textInput(1<<10, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := TextInput(1<<10, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				called = true
 				b, _ := io.ReadAll(r.Body)
 				got = string(b)

@@ -1,4 +1,4 @@
-package bot
+package api
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ import (
 // The web pages (issue 13 point 2): server-rendered HTML under /ui, read
 // only, working without JavaScript. A person logs in once with any API
 // token (viewer, submitter or operator) on /ui/login; the answer sets the
-// session cookie webSessionCookie, which holds a hash of the token (never
+// session cookie SessionCookie, which holds a hash of the token (never
 // the token) and is HttpOnly, SameSite=Strict and, over https, Secure. No
 // page ever renders a token or secret. The login form is the only POST,
 // and it is refused unless its Origin header names this server.
@@ -37,8 +37,9 @@ var webFS embed.FS
 var webTemplates = template.Must(template.New("web").ParseFS(webFS, "web/*.html"))
 
 const (
-	// webSessionCookie is the name of the web pages' session cookie.
-	webSessionCookie = "changebot_session"
+	// SessionCookie is the name of the web pages' session cookie, whose
+	// value is SessionValue of the token logged in with.
+	SessionCookie = "changebot_session"
 	// webSessionTTL is how long a login lasts.
 	webSessionTTL = 12 * time.Hour
 	// webSameSiteParam marks the second try of a page after a
@@ -46,25 +47,25 @@ const (
 	webSameSiteParam = "same_site"
 )
 
-// sessionValue is the cookie value of a login with token: the hex SHA-256
+// SessionValue is the cookie value of a login with token: the hex SHA-256
 // of a fixed label and the token, so that the browser never stores the
 // token itself; removing the token from CHANGEBOT_API_TOKENS ends the
 // sessions made with it.
-func sessionValue(token string) string {
+func SessionValue(token string) string {
 	sum := sha256.Sum256([]byte("changebot web session\x00" + token))
 	return hex.EncodeToString(sum[:])
 }
 
 // webRole returns the role of the request's session cookie, "" when it
 // has none or it matches no configured token.
-func (a *App) webRole(r *http.Request) string {
-	c, err := r.Cookie(webSessionCookie)
+func (h *Handler) webRole(r *http.Request) string {
+	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
 		return ""
 	}
 	role := ""
-	for _, t := range a.cfg.APITokens {
-		if subtle.ConstantTimeCompare([]byte(c.Value), []byte(sessionValue(t.Token))) == 1 {
+	for _, t := range h.cfg.Tokens {
+		if subtle.ConstantTimeCompare([]byte(c.Value), []byte(SessionValue(t.Token))) == 1 {
 			role = t.Role
 		}
 	}
@@ -76,10 +77,10 @@ func (a *App) webRole(r *http.Request) string {
 // SameSite=Strict cookie is not sent on the arrival from another site (a
 // link in the GitLab status comment), but is on that same-site reload.
 // When the reload has no session either it redirects to the login page.
-func (a *App) webAuth(next http.HandlerFunc) http.Handler {
+func (h *Handler) webAuth(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		webHeaders(w)
-		if a.webRole(r) != "" {
+		if h.webRole(r) != "" {
 			next(w, r)
 			return
 		}
@@ -118,15 +119,15 @@ func webHeaders(w http.ResponseWriter) {
 }
 
 // webRoutes adds the pages to r.
-func (a *App) webRoutes(r *mux.Router) {
+func (h *Handler) webRoutes(r *mux.Router) {
 	r.Handle("/ui", http.RedirectHandler("/ui/changes", http.StatusSeeOther))
 	r.Handle("/ui/", http.RedirectHandler("/ui/changes", http.StatusSeeOther))
-	r.HandleFunc("/ui/login", a.webLoginForm).Methods(http.MethodGet)
-	r.HandleFunc("/ui/login", a.webLogin).Methods(http.MethodPost)
-	r.HandleFunc("/ui/logout", a.webLogout).Methods(http.MethodGet)
-	r.Handle("/ui/changes", a.webAuth(a.webList)).Methods(http.MethodGet)
-	r.Handle("/ui/stuck", a.webAuth(a.webStuck)).Methods(http.MethodGet)
-	r.Handle("/ui/changes/{id}", a.webAuth(a.webChange)).Methods(http.MethodGet)
+	r.HandleFunc("/ui/login", h.webLoginForm).Methods(http.MethodGet)
+	r.HandleFunc("/ui/login", h.webLogin).Methods(http.MethodPost)
+	r.HandleFunc("/ui/logout", h.webLogout).Methods(http.MethodGet)
+	r.Handle("/ui/changes", h.webAuth(h.webList)).Methods(http.MethodGet)
+	r.Handle("/ui/stuck", h.webAuth(h.webStuck)).Methods(http.MethodGet)
+	r.Handle("/ui/changes/{id}", h.webAuth(h.webChange)).Methods(http.MethodGet)
 }
 
 // webPage is the data every page template gets.
@@ -135,10 +136,10 @@ type webPage struct {
 	Nav   bool
 }
 
-func (a *App) render(w http.ResponseWriter, status int, name string, data any) {
+func (h *Handler) render(w http.ResponseWriter, status int, name string, data any) {
 	var buf bytes.Buffer
 	if err := webTemplates.ExecuteTemplate(&buf, name, data); err != nil {
-		a.log.Error("rendering a web page", "page", name, "err", err)
+		h.log.Error("rendering a web page", "page", name, "err", err)
 		http.Error(w, "could not render the page", http.StatusInternalServerError)
 		return
 	}
@@ -161,16 +162,16 @@ func safeNext(next string) string {
 	return next
 }
 
-func (a *App) webLoginForm(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) webLoginForm(w http.ResponseWriter, r *http.Request) {
 	webHeaders(w)
-	a.render(w, http.StatusOK, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: safeNext(r.URL.Query().Get("next"))})
+	h.render(w, http.StatusOK, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: safeNext(r.URL.Query().Get("next"))})
 }
 
 // sameOrigin reports whether the POST's Origin header names this server:
 // the host the request was sent to, or the configured external URL. A
 // missing Origin is refused (every current browser sends it on a form
 // POST), which makes the login CSRF-safe.
-func (a *App) sameOrigin(r *http.Request) bool {
+func (h *Handler) sameOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
 	if o == "" || o == "null" {
 		return false
@@ -182,39 +183,39 @@ func (a *App) sameOrigin(r *http.Request) bool {
 	if strings.EqualFold(u.Host, r.Host) {
 		return true
 	}
-	ext, err := url.Parse(a.cfg.ExternalURL)
+	ext, err := url.Parse(h.cfg.ExternalURL)
 	return err == nil && ext.Host != "" && strings.EqualFold(u.Host, ext.Host) && u.Scheme == ext.Scheme
 }
 
-func (a *App) webLogin(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) webLogin(w http.ResponseWriter, r *http.Request) {
 	webHeaders(w)
-	if !a.sameOrigin(r) {
-		a.render(w, http.StatusForbidden, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: "/ui/changes",
+	if !h.sameOrigin(r) {
+		h.render(w, http.StatusForbidden, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: "/ui/changes",
 			Error: "The login form must be sent from this server's own page (Origin header missing or foreign)."})
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
-		a.render(w, http.StatusBadRequest, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: "/ui/changes",
+		h.render(w, http.StatusBadRequest, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: "/ui/changes",
 			Error: "The login form could not be read."})
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	matched := false
-	for _, t := range a.cfg.APITokens {
+	for _, t := range h.cfg.Tokens {
 		if subtle.ConstantTimeCompare([]byte(token), []byte(t.Token)) == 1 && token != "" {
 			matched = true
 		}
 	}
 	if !matched {
-		a.log.Warn("web login refused: unknown token", "remote", r.RemoteAddr)
-		a.render(w, http.StatusUnauthorized, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: next,
+		h.log.Warn("web login refused: unknown token", "remote", r.RemoteAddr)
+		h.render(w, http.StatusUnauthorized, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: next,
 			Error: "That token is not valid."})
 		return
 	}
-	http.SetCookie(w, a.sessionCookie(r, sessionValue(token), int(webSessionTTL/time.Second)))
-	a.log.Info("web login", "token", tokenID(token))
+	http.SetCookie(w, h.sessionCookie(r, SessionValue(token), int(webSessionTTL/time.Second)))
+	h.log.Info("web login", "token", tokenID(token))
 	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // safeNext keeps only paths under /ui/
 }
 
@@ -222,16 +223,16 @@ func (a *App) webLogin(w http.ResponseWriter, r *http.Request) {
 // deletes it): HttpOnly, SameSite=Strict, Secure when served over https
 // (TLS here or an https external URL); plain http stays possible for a
 // local run.
-func (a *App) sessionCookie(r *http.Request, value string, maxAge int) *http.Cookie {
-	return &http.Cookie{Name: webSessionCookie, Value: value, Path: "/ui", MaxAge: maxAge, HttpOnly: true, //nolint:gosec // Secure is set over https
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || strings.HasPrefix(a.cfg.ExternalURL, "https://")}
+func (h *Handler) sessionCookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: SessionCookie, Value: value, Path: "/ui", MaxAge: maxAge, HttpOnly: true, //nolint:gosec // Secure is set over https
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || strings.HasPrefix(h.cfg.ExternalURL, "https://")}
 }
 
 // webLogout clears the session cookie (a GET: logging someone out is no
 // harm worth a form).
-func (a *App) webLogout(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) webLogout(w http.ResponseWriter, r *http.Request) {
 	webHeaders(w)
-	http.SetCookie(w, a.sessionCookie(r, "", -1))
+	http.SetCookie(w, h.sessionCookie(r, "", -1))
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
 
@@ -277,23 +278,23 @@ type eventRow struct {
 	Later bool
 }
 
-func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
-	op, events, err := a.engine.Get(r.Context(), id)
+	op, events, err := h.cfg.Engine.Get(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		a.render(w, http.StatusNotFound, "change.html", changePage{webPage: webPage{Title: "No such change", Nav: true}, Missing: id})
+		h.render(w, http.StatusNotFound, "change.html", changePage{webPage: webPage{Title: "No such change", Nav: true}, Missing: id})
 		return
 	}
 	if err != nil {
-		a.log.Error("reading a change for its page", "operation_id", id, "err", err)
+		h.log.Error("reading a change for its page", "operation_id", id, "err", err)
 		http.Error(w, "could not read the change, try again", http.StatusServiceUnavailable)
 		return
 	}
-	v := a.engine.StatusView(op, events)
+	v := h.cfg.Engine.StatusView(op, events)
 	if op.MRIID == 0 {
-		v.Hint = apiHint(rules.MustStep(rules.StepCode(op.Step)), op.Platform, a.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
+		v.Hint = apiHint(rules.MustStep(rules.StepCode(op.Step)), op.Platform, h.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
-	v.Hint = a.refusals.approvalHint(op.Status, v.Hint)
+	v.Hint = h.cfg.Refusals.ApprovalHint(op.Status, v.Hint)
 	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project}
 	page := changePage{webPage: webPage{Title: "Change " + op.ID, Nav: true}}
 	status := http.StatusOK
@@ -321,7 +322,7 @@ func (a *App) webChange(w http.ResponseWriter, r *http.Request) {
 			Later: page.Replay != nil && ev.Seq > page.Replay.Seq})
 	}
 	page.Change = d
-	a.render(w, status, "change.html", page)
+	h.render(w, status, "change.html", page)
 }
 
 // stateWords is the change's state in one sentence, as the status
@@ -396,15 +397,15 @@ type webListRow struct {
 	StepName, Updated string
 }
 
-func (a *App) webList(w http.ResponseWriter, r *http.Request) {
-	a.renderList(w, r, "Changes", "/ui/changes", false)
+func (h *Handler) webList(w http.ResponseWriter, r *http.Request) {
+	h.renderList(w, r, "Changes", "/ui/changes", false)
 }
 
-func (a *App) webStuck(w http.ResponseWriter, r *http.Request) {
-	a.renderList(w, r, "Stuck changes", "/ui/stuck", true)
+func (h *Handler) webStuck(w http.ResponseWriter, r *http.Request) {
+	h.renderList(w, r, "Stuck changes", "/ui/stuck", true)
 }
 
-func (a *App) renderList(w http.ResponseWriter, r *http.Request, title, action string, stuck bool) {
+func (h *Handler) renderList(w http.ResponseWriter, r *http.Request, title, action string, stuck bool) {
 	q := r.URL.Query()
 	p := webListPage{webPage: webPage{Title: title, Nav: true}, Action: action}
 	for _, f := range webFilters {
@@ -421,15 +422,15 @@ func (a *App) renderList(w http.ResponseWriter, r *http.Request, title, action s
 	if stuck {
 		q.Set("stuck", "true")
 	}
-	ops, next, err := a.listChanges(r.Context(), q)
+	ops, next, err := h.listChanges(r.Context(), q)
 	var bad *listFilterError
 	switch {
 	case errors.As(err, &bad):
 		p.Error = bad.Error()
-		a.render(w, http.StatusBadRequest, "list.html", p)
+		h.render(w, http.StatusBadRequest, "list.html", p)
 		return
 	case err != nil:
-		a.log.Error("listing changes for the web page", "err", err)
+		h.log.Error("listing changes for the web page", "err", err)
 		http.Error(w, "could not list the changes, try again", http.StatusServiceUnavailable)
 		return
 	}
@@ -443,5 +444,5 @@ func (a *App) renderList(w http.ResponseWriter, r *http.Request, title, action s
 		nq.Set("cursor", next)
 		p.Next = action + "?" + nq.Encode()
 	}
-	a.render(w, http.StatusOK, "list.html", p)
+	h.render(w, http.StatusOK, "list.html", p)
 }

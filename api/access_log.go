@@ -1,4 +1,4 @@
-package bot
+package api
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func noteOperation(ctx context.Context, id string) {
 // operation in the access line.
 const callbackPeekBytes = 64 << 10
 
-// accessLog writes one info line per HTTP request once it is answered:
+// AccessLog writes one info line per HTTP request once it is answered:
 // method, route (the route template, so ids do not make every line
 // unique; "unmatched" for a 404), status, duration in milliseconds, and
 // the GitLab delivery's uuid (X-Gitlab-Event-UUID, else Idempotency-Key) or
@@ -41,7 +41,7 @@ const callbackPeekBytes = 64 << 10
 // the operation_id of a callback's body) when there is one. /healthz,
 // /readyz and /metrics are logged at debug: probes and scrapes would
 // drown the rest.
-func accessLog(log *slog.Logger, router *mux.Router, next http.Handler) http.Handler {
+func AccessLog(log *slog.Logger, router *mux.Router, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		route := "unmatched"

@@ -1,4 +1,4 @@
-package bot
+package api
 
 import (
 	_ "embed"
@@ -7,7 +7,7 @@ import (
 )
 
 // openAPIDocument is the OpenAPI 3.1 document of the HTTP interface
-// (bot/openapi.json): every route under /api/v1, the webhook and callback
+// (api/openapi.json): every route under /api/v1, the webhook and callback
 // intake and the health endpoints, with their requests, answers and the JSON
 // error shape. The end-to-end tests validate every request and answer they
 // exchange with the bot against it, so it cannot drift from the handlers.

@@ -1,4 +1,4 @@
-package bot
+package api
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"changebot/store"
 )
 
-// callbackRefusals counts the approval callbacks this process refused for
+// CallbackRefusals counts the approval callbacks this process refused for
 // a bad signature: a POST /callbacks/approval whose X-Changebot-Signature
 // was well formed but did not verify (callback_secret is not the key the
 // approval system signs with), counted by the handler's
@@ -16,20 +16,30 @@ import (
 // scanner, a stray request) is refused too but not counted: it says
 // nothing about callback_secret. A change whose callback was
 // refused waits in APPROVAL_SENT for ever, and its hint says only that it
-// waits for an approver; approvalHint adds what this process saw. It is
+// waits for an approver; ApprovalHint adds what this process saw to the hints of the API and the pages. It is
 // per process (a replica knows of the callbacks it received, and the count
 // restarts with it): storing it would need a table for what the WARN log
 // and changebot_callbacks_total{kind="approval",result="unauthorized"}
 // already record, and doctor points at those.
-type callbackRefusals struct {
+type CallbackRefusals struct {
 	mu          sync.Mutex
 	n           int
 	first, last time.Time
 	now         func() time.Time
 }
 
-// refused counts one refused callback, now.
-func (c *callbackRefusals) refused() {
+// NewCallbackRefusals returns a count of none, timed with now (nil:
+// time.Now).
+func NewCallbackRefusals(now func() time.Time) *CallbackRefusals {
+	if now == nil {
+		now = time.Now
+	}
+	return &CallbackRefusals{now: now}
+}
+
+// Refused counts one refused callback, now
+// (webhooks.CallbackConfig.OnBadSignature).
+func (c *CallbackRefusals) Refused() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.now()
@@ -40,11 +50,11 @@ func (c *callbackRefusals) refused() {
 	c.last = t
 }
 
-// approvalHint returns hint, followed, for a change in APPROVAL_SENT
+// ApprovalHint returns hint, followed, for a change in APPROVAL_SENT
 // (status) when this process refused callbacks, by how many since when and
 // what to check.
-func (c *callbackRefusals) approvalHint(status, hint string) string {
-	if status != store.StatusApprovalSent {
+func (c *CallbackRefusals) ApprovalHint(status, hint string) string {
+	if c == nil || status != store.StatusApprovalSent {
 		return hint
 	}
 	c.mu.Lock()

@@ -1,4 +1,4 @@
-package bot
+package api
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"changebot/api"
 	"changebot/flows"
 	"changebot/flows/rules"
 	"changebot/settings"
@@ -27,8 +26,8 @@ const (
 	MaxListLimit = 500
 )
 
-// listParams are the query parameters GET /api/v1/changes knows.
-var listParams = []string{"status", "step", "project", "subject_id", "target_key", "requested_by",
+// ListFilters are the query parameters GET /api/v1/changes knows.
+var ListFilters = []string{"status", "step", "project", "subject_id", "target_key", "requested_by",
 	"updated_after", "updated_before", "stuck", "limit", "cursor"}
 
 // FilterError is a bad query parameter of the list API: Param names it,
@@ -59,16 +58,16 @@ type ListQuery struct {
 	Limit  int
 }
 
-// parseListQuery reads the list API's filters from q (each may repeat or
+// ParseListQuery reads the list API's filters from q (each may repeat or
 // list values separated by commas where it takes several: status, step);
 // an empty value does not filter. stuck=true takes each step's threshold
 // at now from the step table and the global settings get reads
 // (flows.StuckBounds). Unknown parameters and bad values are a
 // *FilterError.
-func parseListQuery(q url.Values, now time.Time, get func(key string) time.Duration) (ListQuery, error) {
+func ParseListQuery(q url.Values, now time.Time, get func(key string) time.Duration) (ListQuery, error) {
 	for k := range q {
-		if !slices.Contains(listParams, k) {
-			return ListQuery{}, &FilterError{Param: k, Reason: "unknown; the filters are " + strings.Join(listParams, ", ")}
+		if !slices.Contains(ListFilters, k) {
+			return ListQuery{}, &FilterError{Param: k, Reason: "unknown; the filters are " + strings.Join(ListFilters, ", ")}
 		}
 	}
 	lq := ListQuery{Limit: DefaultListLimit}
@@ -179,85 +178,81 @@ func decodeCursor(c string) (string, bool) {
 	return id, ok && id != ""
 }
 
-// changeListItem is one change of GET /api/v1/changes.
-type changeListItem struct {
-	OperationID  string       `json:"operation_id"`
-	SubjectID    string       `json:"subject_id"`
-	TargetKey    string       `json:"target_key"`
-	Project      string       `json:"project"`
-	Status       string       `json:"status"`
-	Step         api.StepView `json:"step"`
-	Hint         string       `json:"hint"`
-	Terminal     bool         `json:"terminal"`
-	MergeRequest *api.MRView  `json:"merge_request"`
-	RequestedBy  string       `json:"requested_by"`
-	CreatedAt    time.Time    `json:"created_at"`
-	UpdatedAt    time.Time    `json:"updated_at"`
+// ChangeListItem is one change of GET /api/v1/changes.
+type ChangeListItem struct {
+	OperationID  string    `json:"operation_id"`
+	SubjectID    string    `json:"subject_id"`
+	TargetKey    string    `json:"target_key"`
+	Project      string    `json:"project"`
+	Status       string    `json:"status"`
+	Step         StepView  `json:"step"`
+	Hint         string    `json:"hint"`
+	Terminal     bool      `json:"terminal"`
+	MergeRequest *MRView   `json:"merge_request"`
+	RequestedBy  string    `json:"requested_by"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }
 
-// changeListPage is the body of GET /api/v1/changes.
-type changeListPage struct {
-	Changes    []changeListItem `json:"changes"`
+// ChangeListPage is the body of GET /api/v1/changes.
+type ChangeListPage struct {
+	Changes    []ChangeListItem `json:"changes"`
 	NextCursor string           `json:"next_cursor,omitempty"`
 }
 
 // serveChangeList serves GET /api/v1/changes: a page of changes, newest first,
-// filtered by the query (parseListQuery), with next_cursor unless it is
+// filtered by the query (ParseListQuery), with next_cursor unless it is
 // the last page.
-func (a *App) serveChangeList(w http.ResponseWriter, r *http.Request) {
-	ops, next, err := a.listChanges(r.Context(), r.URL.Query())
+func (h *Handler) serveChangeList(w http.ResponseWriter, r *http.Request) {
+	ops, next, err := h.listChanges(r.Context(), r.URL.Query())
 	var bad *listFilterError
 	switch {
 	case errors.As(err, &bad):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": bad.Error()})
 		return
 	case err != nil:
-		a.log.Error("listing changes", "error", err)
+		h.log.Error("listing changes", "error", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not list the changes"})
 		return
 	}
-	page := changeListPage{Changes: []changeListItem{}, NextCursor: next}
+	page := ChangeListPage{Changes: []ChangeListItem{}, NextCursor: next}
 	for _, op := range ops {
-		it := newChangeListItem(op, a.cfg.ExternalURL)
-		it.Hint = a.refusals.approvalHint(it.Status, it.Hint)
+		it := NewChangeListItem(op, h.cfg.ExternalURL)
+		it.Hint = h.cfg.Refusals.ApprovalHint(it.Status, it.Hint)
 		page.Changes = append(page.Changes, it)
 	}
 	writeJSON(w, http.StatusOK, page)
 }
 
-// newChangeListItem is op as the list API shows it; externalURL is the
+// NewChangeListItem is op as the list API shows it; externalURL is the
 // bot's, for the hint of a change without a merge request (apiHint).
-func newChangeListItem(op store.Operation, externalURL string) changeListItem {
+func NewChangeListItem(op store.Operation, externalURL string) ChangeListItem {
 	st := rules.MustStep(rules.StepCode(op.Step))
-	it := changeListItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
-		Status: op.Status, Step: api.StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal,
+	it := ChangeListItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
+		Status: op.Status, Step: StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal,
 		RequestedBy: op.RequestedBy, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 	if op.MRIID > 0 {
-		it.MergeRequest = &api.MRView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
+		it.MergeRequest = &MRView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
 	} else {
 		it.Hint = apiHint(st, op.Platform, externalURL+"/api/v1/changes/"+op.ID)
 	}
 	return it
 }
 
-// listChanges reads one page of changes for the query parameters of GET
-// /api/v1/changes (parseListQuery), newest first, and the cursor of the
-// next page ("" on the last). A bad filter is a *listFilterError (the API
-// and the web pages answer 400).
-func (a *App) listChanges(ctx context.Context, q url.Values) ([]store.Operation, string, error) {
-	return listChangesIn(ctx, a.store, q, a.now(), func(key string) time.Duration { return a.settings.Get(key, "").Duration() })
+// listChanges is ListChanges over the handler's store, at its clock, with
+// the global settings.
+func (h *Handler) listChanges(ctx context.Context, q url.Values) ([]store.Operation, string, error) {
+	return ListChanges(ctx, h.cfg.Store, q, h.now(), func(key string) time.Duration { return h.cfg.Settings.Get(key, "").Duration() })
 }
 
-// changeLister is what listing changes needs of the store.
-type changeLister interface {
-	DB() store.DBTX
-	ListChanges(ctx context.Context, db store.DBTX, p store.ListParams) ([]store.Operation, error)
-}
-
-// listChangesIn is listChanges over st, at now, with the settings get
-// reads (the API and changebot list).
-func listChangesIn(ctx context.Context, st changeLister, q url.Values, now time.Time, get func(key string) time.Duration) ([]store.Operation, string, error) {
-	lq, err := parseListQuery(q, now, get)
+// ListChanges is one page of changes of st for the query parameters of GET
+// /api/v1/changes (ParseListQuery), newest first, at now, with the
+// settings get reads (stuck=true's deadlines), and the cursor of the next
+// page ("" on the last): what the API, the web pages and changebot list
+// show. A bad filter is an error whose message names it (the API answers
+// it 400).
+func ListChanges(ctx context.Context, st ChangeLister, q url.Values, now time.Time, get func(key string) time.Duration) ([]store.Operation, string, error) {
+	lq, err := ParseListQuery(q, now, get)
 	if err != nil {
 		return nil, "", &listFilterError{msg: err.Error()}
 	}
@@ -271,3 +266,8 @@ func listChangesIn(ctx context.Context, st changeLister, q url.Values, now time.
 	}
 	return ops, "", nil
 }
+
+// listFilterError is a filter of the list the server refuses (400).
+type listFilterError struct{ msg string }
+
+func (e *listFilterError) Error() string { return e.msg }

@@ -1,0 +1,190 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/flows/rules"
+	"changebot/store"
+)
+
+// page GETs path of s as a web session of token ("" for none) and returns
+// the status and the body.
+func (s *apiSetup) page(t *testing.T, token, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: SessionValue(token)})
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestWebPagesRender: with a session, the list, the stuck view and a
+// change's page render what the fakes hold (filters, the state in words,
+// the timeline, the hint of a change without a merge request), with the
+// headers every page carries; an unknown change is a 404 page saying so,
+// a bad filter a 400 page naming it.
+func TestWebPagesRender(t *testing.T) {
+	t.Parallel()
+	s := setup(t, "")
+	merging := s.changes.add(store.Operation{SubjectID: "payments-api", TargetKey: "prod/eu", Project: "platform/config", Title: "Raise replicas",
+		Status: store.StatusMerging, Step: int(rules.HandleStarted), MRIID: 4, MRWebURL: "https://gitlab.example/p/-/merge_requests/4"}, "")
+	failed := s.changes.add(store.Operation{SubjectID: "billing", TargetKey: "prod/us", Project: "platform/other",
+		Status: store.StatusCreateFailed, Step: int(rules.CreateFailed)}, "")
+	old := s.changes.add(store.Operation{SubjectID: "slow", TargetKey: "prod/ap", Project: "platform/config", Status: store.StatusMRCreating,
+		Step: int(rules.CreateMROpened), StepStartedAt: s.changes.now.Add(-72 * time.Hour), CreatedAt: s.changes.now.Add(-72 * time.Hour),
+		UpdatedAt: s.changes.now.Add(-72 * time.Hour)}, "")
+	tests := []struct {
+		name, path string
+		code       int
+		want, not  []string
+	}{
+		{"the list", "/ui/changes", 200, []string{`href="/ui/changes/` + merging + `"`, `href="/ui/changes/` + failed + `"`, "HANDLE_STARTED", "!4"}, nil},
+		{"the list filtered", "/ui/changes?project=platform/other&status=", 200, []string{failed}, []string{merging}},
+		{"the stuck view", "/ui/stuck", 200, []string{old}, []string{merging, failed}},
+		{"a bad filter", "/ui/changes?status=DONE", 400, []string{`id="error"`, "query parameter status"}, nil},
+		{"a change with its MR", "/ui/changes/" + merging, 200, []string{"Merging merge request !4.", "Raise replicas", `<a href="https://gitlab.example/p/-/merge_requests/4">!4</a>`,
+			`<table id="timeline">`, "Timeline (1 events"}, nil},
+		{"a change without MR", "/ui/changes/" + failed, 200, []string{"Failed while opening the merge request.", externalURL + "/api/v1/changes/" + failed + "/retry", "none yet"}, nil},
+		{"replayed at a time", "/ui/changes/" + merging + "?at=" + url.QueryEscape(s.changes.now.Add(time.Minute).Format(time.RFC3339)), 200,
+			[]string{`id="replayed"`, "the change was <strong>MERGING</strong> at step HANDLE_STARTED"}, []string{`class="later"`}},
+		{"replayed before it existed", "/ui/changes/" + merging + "?at=2020-01-01T00:00:00Z", 200, []string{"did not exist yet", `<tr class="later">`}, nil},
+		{"replayed at no time", "/ui/changes/" + merging + "?at=yesterday", 400, []string{"at: not an RFC 3339 time"}, nil},
+		{"an unknown change", "/ui/changes/op_none", 404, []string{`id="missing"`, "<code>op_none</code>"}, []string{`id="timeline"`}},
+		{"the login page", "/ui/login?next=/ui/stuck", 200, []string{`name="token"`, `value="/ui/stuck"`}, nil},
+	}
+	for _, tc := range tests {
+		code, body := s.page(t, viewerToken, tc.path)
+		if code != tc.code {
+			t.Errorf("%s: status %d, want %d\n%s", tc.name, code, tc.code, body)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: the page lacks %q\n%s", tc.name, w, body)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(body, w) {
+				t.Errorf("%s: the page shows %q", tc.name, w)
+			}
+		}
+		for _, secret := range []string{viewerToken, submitterToken, operatorToken} {
+			if strings.Contains(body, secret) {
+				t.Errorf("%s: the page shows a token", tc.name)
+			}
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/ui/changes", nil)
+	req.AddCookie(&http.Cookie{Name: SessionCookie, Value: SessionValue(viewerToken)})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for k, want := range map[string]string{"Cache-Control": "no-store", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
+		"Content-Type": "text/html; charset=utf-8"} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("header %s: %q, want %q", k, got, want)
+		}
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
+	// A session of a token no longer configured is no session.
+	if code, body := s.page(t, "tok-removed", "/ui/changes"); code != 200 || !strings.Contains(body, "same_site=1") {
+		t.Errorf("a stale session: %d %s, want the reload page", code, body)
+	}
+	if n := fmt.Sprint(len(s.changes.acts)); n != "0" {
+		t.Errorf("the pages acted on changes: %s actions", n)
+	}
+}
+
+// TestWebLoginRefusesForeignOrigin: the login form is the only POST of
+// the pages, and it is refused unless its Origin names this server, so
+// another site cannot log a browser in with its own token (login CSRF).
+// A page opened without a session reloads itself once (the strict cookie
+// is not sent on an arrival from another site), then asks to log in, and
+// the login leads back only to a page of this server. A viewer token reads
+// but cannot submit.
+func TestWebLoginRefusesForeignOrigin(t *testing.T) {
+	t.Parallel()
+	s := setup(t, "")
+	base := s.srv.URL
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	login := func(origin, token string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, base+"/ui/login",
+			strings.NewReader(url.Values{"token": {token}, "next": {"/ui/changes"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, tc := range []struct {
+		name, origin, token string
+		want                int
+	}{
+		{"no Origin", "", viewerToken, http.StatusForbidden},
+		{"foreign Origin", "https://evil.example", viewerToken, http.StatusForbidden},
+		{"own Origin, wrong token", base, "nope", http.StatusUnauthorized},
+		{"own Origin, viewer token", base, viewerToken, http.StatusSeeOther},
+	} {
+		resp := login(tc.origin, tc.token)
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
+		if got := len(resp.Cookies()) > 0; got != (tc.want == http.StatusSeeOther) {
+			t.Errorf("%s: cookies %v", tc.name, resp.Cookies())
+		}
+	}
+	get := func(path string) (*http.Response, string) {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := get("/ui/changes/op_x?status=MERGED")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `content="0;url=/ui/changes/op_x?same_site=1&amp;status=MERGED"`) {
+		t.Errorf("first arrival without a session: %d %s", resp.StatusCode, body)
+	}
+	resp, _ = get("/ui/changes/op_x?same_site=1&status=MERGED")
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/ui/login?next="+url.QueryEscape("/ui/changes/op_x?status=MERGED") {
+		t.Errorf("reload without a session: %d to %q", resp.StatusCode, loc)
+	}
+	for next, want := range map[string]string{"/ui/stuck": "/ui/stuck", "https://evil.example/": "/ui/changes",
+		"//evil.example/ui/": "/ui/changes", "/api/v1/changes": "/ui/changes", "/ui/\\evil": "/ui/changes"} {
+		if got := safeNext(next); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
+		}
+	}
+	if code, _ := s.call(t, http.MethodPost, "/api/v1/changes", viewerToken, validChange("viewer")); code != http.StatusForbidden {
+		t.Errorf("a viewer token submitted a change: %d, want 403", code)
+	}
+}
