@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -132,8 +133,8 @@ func TestListPages(t *testing.T) {
 func TestListFilterErrorsInFlagWords(t *testing.T) {
 	t.Parallel()
 	_, err := ParseListQuery(url.Values{"status": {"DONE"}}, time.Now(), func(string) time.Duration { return time.Hour })
-	fe, ok := err.(*FilterError)
-	if !ok {
+	var fe *FilterError
+	if !errors.As(err, &fe) {
 		t.Fatalf("error %v (%T), want a *FilterError", err, err)
 	}
 	if !strings.HasPrefix(fe.Error(), "query parameter status: ") || !strings.HasPrefix(fe.FlagError(), "-status: unknown status DONE; one of ") {
