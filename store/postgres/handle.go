@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 
 	"changebot/store"
 
@@ -15,7 +14,7 @@ import (
 const engine = "postgres"
 
 // querier is what the PostgreSQL implementation runs statements on:
-// *pgxpool.Pool and pgx.Tx satisfy it.
+// *pgxpool.Pool and pgx.Tx satisfy it (and so does dbsqlc.DBTX).
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -37,37 +36,6 @@ func (txHandle) Engine() string { return engine }
 
 // Transaction implements Tx.
 func (txHandle) Transaction() {}
-
-// q unwraps db into what statements run on; a handle that this
-// implementation did not make yields a querier whose every statement fails.
-func q(db store.DBTX) querier {
-	switch h := db.(type) {
-	case poolHandle:
-		return h.pool
-	case txHandle:
-		return h.tx
-	case nil:
-		return badQuerier{fmt.Errorf("no database handle given to the %s store", engine)}
-	default:
-		return badQuerier{fmt.Errorf("a %s database handle given to the %s store", h.Engine(), engine)}
-	}
-}
-
-// badQuerier fails every statement with err.
-type badQuerier struct{ err error }
-
-func (b badQuerier) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	return pgconn.CommandTag{}, b.err
-}
-
-func (b badQuerier) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, b.err }
-
-func (b badQuerier) QueryRow(context.Context, string, ...any) pgx.Row { return errRow(b) }
-
-// errRow is a row whose Scan fails with the querier's error.
-type errRow badQuerier
-
-func (r errRow) Scan(...any) error { return r.err }
 
 // TxOf returns tx, a transaction begun on this store's pool outside InTx
 // (tests, the wiring), as a store transaction, so it can be handed to store

@@ -2,10 +2,9 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"strings"
 	"time"
 
 	"changebot/store"
@@ -15,37 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// opColumns and scanOperation serve the hand-written query of operations
-// over River's jobs (ListStuckOperations); the others are generated
-// (internal/dbsqlc).
-const opColumns = `id, platform, subject_id, target_key, project, project_id, target_branch, source_branch,
-	title, description, files, requested_by, approval_first, step, status, version, ticket_id,
-	mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail,
-	coalesce(idempotency_key, ''), step_started_at, created_at, updated_at`
-
-func scanOperation(row pgx.Row) (store.Operation, error) {
-	var op store.Operation
-	var files []byte
-	err := row.Scan(&op.ID, &op.Platform, &op.SubjectID, &op.TargetKey, &op.Project, &op.ProjectID, &op.TargetBranch,
-		&op.SourceBranch, &op.Title, &op.Description, &files, &op.RequestedBy, &op.ApprovalFirst,
-		&op.Step, &op.Status, &op.Version, &op.TicketID, &op.MRIID, &op.MRWebURL, &op.HeadSHA,
-		&op.PipelineID, &op.PipelineURL, &op.MergeCommitSHA, &op.Rounds, &op.Detail,
-		&op.IdempotencyKey, &op.StepStartedAt, &op.CreatedAt, &op.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Operation{}, store.ErrNotFound
-	}
-	if err != nil {
-		return store.Operation{}, err
-	}
-	if err := json.Unmarshal(files, &op.Files); err != nil {
-		return store.Operation{}, fmt.Errorf("decoding files of %s: %w", op.ID, err)
-	}
-	op.StepStartedAt = op.StepStartedAt.UTC()
-	op.CreatedAt = op.CreatedAt.UTC()
-	op.UpdatedAt = op.UpdatedAt.UTC()
-	return op, nil
-}
-
 // fromRow converts a generated operations row to the store's type.
 func fromRow(r dbsqlc.Operations) (store.Operation, error) {
 	op := store.Operation{ID: r.ID, Platform: r.Platform, SubjectID: r.SubjectID, TargetKey: r.TargetKey, Project: r.Project,
@@ -53,25 +21,21 @@ func fromRow(r dbsqlc.Operations) (store.Operation, error) {
 		Description: r.Description, RequestedBy: r.RequestedBy, ApprovalFirst: r.ApprovalFirst, Step: r.Step,
 		Status: r.Status, Version: r.Version, TicketID: r.TicketID, MRIID: r.MrIid, MRWebURL: r.MrWebUrl,
 		HeadSHA: r.HeadSha, PipelineID: r.PipelineID, PipelineURL: r.PipelineUrl, MergeCommitSHA: r.MergeCommitSha,
-		Rounds: r.Rounds, Detail: r.Detail, StepStartedAt: r.StepStartedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
-		UpdatedAt: r.UpdatedAt.UTC()}
-	if r.IdempotencyKey != nil {
-		op.IdempotencyKey = *r.IdempotencyKey
+		Rounds: r.Rounds, Detail: r.Detail, IdempotencyKey: store.TextOf(r.IdempotencyKey),
+		StepStartedAt: r.StepStartedAt.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+	files, err := store.DecodeFiles(op.ID, r.Files)
+	if err != nil {
+		return store.Operation{}, err
 	}
-	if err := json.Unmarshal(r.Files, &op.Files); err != nil {
-		return store.Operation{}, fmt.Errorf("decoding files of %s: %w", op.ID, err)
-	}
+	op.Files = files
 	return op, nil
 }
 
 // oneOperation converts the result of a generated :one query of operations;
 // no row is store.ErrNotFound.
 func oneOperation(r dbsqlc.Operations, err error) (store.Operation, error) {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Operation{}, store.ErrNotFound
-	}
 	if err != nil {
-		return store.Operation{}, err
+		return store.Operation{}, noRows(err)
 	}
 	return fromRow(r)
 }
@@ -93,235 +57,64 @@ func manyOperations(rows []dbsqlc.Operations, err error) ([]store.Operation, err
 	return out, nil
 }
 
-func collectOperations(rows pgx.Rows, err error) ([]store.Operation, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.Operation
-	for rows.Next() {
-		op, err := scanOperation(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, op)
-	}
-	return out, rows.Err()
+// OperationGet implements store.OperationQueries.
+func (x executor) OperationGet(ctx context.Context, id string) (store.Operation, error) {
+	return oneOperation(queries.OperationGet(ctx, x.q, id))
 }
 
-// GetOperation reads one operation; ErrNotFound when there is none.
-func (s *Store) GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error) {
-	op, err := oneOperation(queries.OperationGet(ctx, q(db), id))
-	if err != nil {
-		return store.Operation{}, fmt.Errorf("reading operation %s: %w", id, err)
-	}
-	return op, nil
+// OperationGetForUpdate implements store.OperationQueries: SELECT … FOR
+// UPDATE.
+func (x executor) OperationGetForUpdate(ctx context.Context, id string) (store.Operation, error) {
+	return oneOperation(queries.OperationGetForUpdate(ctx, x.q, id))
 }
 
-// OperationExists reports whether an operation row with id exists (the
-// create step's insert-or-advance question, DESIGN §3 step 4).
-func (s *Store) OperationExists(ctx context.Context, db store.DBTX, id string) (bool, error) {
-	ok, err := queries.OperationExists(ctx, q(db), id)
-	if err != nil {
-		return false, fmt.Errorf("checking operation %s: %w", id, err)
-	}
-	return ok, nil
+// OperationStepStatusForUpdate implements store.OperationQueries: SELECT …
+// FOR UPDATE.
+func (x executor) OperationStepStatusForUpdate(ctx context.Context, id string) (int, string, error) {
+	r, err := queries.OperationStepStatusForUpdate(ctx, x.q, id)
+	return r.Step, r.Status, noRows(err)
 }
 
-// FindOperationByIdempotencyKey returns the operation submitted with
-// idempotency key key; ErrNotFound when none was.
-func (s *Store) FindOperationByIdempotencyKey(ctx context.Context, db store.DBTX, key string) (store.Operation, error) {
-	op, err := oneOperation(queries.OperationGetByIdempotencyKey(ctx, q(db), &key))
-	if err != nil {
-		return store.Operation{}, fmt.Errorf("finding the operation of an idempotency key: %w", err)
-	}
-	return op, nil
+// OperationExists implements store.OperationQueries.
+func (x executor) OperationExists(ctx context.Context, id string) (bool, error) {
+	return queries.OperationExists(ctx, x.q, id)
 }
 
-// FindOperationByMR returns the newest operation that opened merge request
-// iid in project projectID; ErrNotFound when none did.
-func (s *Store) FindOperationByMR(ctx context.Context, db store.DBTX, platform string, projectID, iid int64) (store.Operation, error) {
-	op, err := oneOperation(queries.OperationNewestOfMR(ctx, q(db), &dbsqlc.OperationNewestOfMRParams{Platform: store.PlatformOr(platform), ProjectID: projectID, MrIid: iid}))
-	if err != nil {
-		return store.Operation{}, fmt.Errorf("finding operation of %s !%d in project %d: %w", store.PlatformOr(platform), iid, projectID, err)
-	}
-	return op, nil
+// OperationGetByIdempotencyKey implements store.OperationQueries.
+func (x executor) OperationGetByIdempotencyKey(ctx context.Context, key string) (store.Operation, error) {
+	return oneOperation(queries.OperationGetByIdempotencyKey(ctx, x.q, &key))
 }
 
-// ListOperationsByStatus returns up to limit operations in one of statuses
-// whose updated_at lies in [from, to), oldest first. One query.
-func (s *Store) ListOperationsByStatus(ctx context.Context, db store.DBTX, statuses []string, from, to time.Time, limit int) ([]store.Operation, error) {
-	ops, err := manyOperations(queries.OperationListByStatus(ctx, q(db), &dbsqlc.OperationListByStatusParams{
-		Statuses: statuses, UpdatedFrom: from, UpdatedTo: to, Max: int32(min(limit, math.MaxInt32))}))
-	if err != nil {
-		return nil, fmt.Errorf("listing operations by status: %w", err)
-	}
-	return ops, nil
+// OperationNewestOfMR implements store.OperationQueries.
+func (x executor) OperationNewestOfMR(ctx context.Context, platform string, projectID, iid int64) (store.Operation, error) {
+	return oneOperation(queries.OperationNewestOfMR(ctx, x.q, &dbsqlc.OperationNewestOfMRParams{Platform: platform,
+		ProjectID: projectID, MrIid: iid}))
 }
 
-// ListMergedByProject returns MERGED operations of projectID whose merge
-// commit is set, oldest first. One query.
-func (s *Store) ListMergedByProject(ctx context.Context, db store.DBTX, platform string, projectID int64, limit int) ([]store.Operation, error) {
-	ops, err := manyOperations(queries.OperationListMergedByProject(ctx, q(db), &dbsqlc.OperationListMergedByProjectParams{
-		Platform: store.PlatformOr(platform), ProjectID: projectID, Status: store.StatusMerged, Max: int32(min(limit, math.MaxInt32))}))
-	if err != nil {
-		return nil, fmt.Errorf("listing merged operations of project %d: %w", projectID, err)
-	}
-	return ops, nil
+// OperationListByStatus implements store.OperationQueries.
+func (x executor) OperationListByStatus(ctx context.Context, statuses []string, from, to time.Time, n int) ([]store.Operation, error) {
+	return manyOperations(queries.OperationListByStatus(ctx, x.q, &dbsqlc.OperationListByStatusParams{
+		Statuses: statuses, UpdatedFrom: from, UpdatedTo: to, Max: limit(n)}))
 }
 
-// CountActive counts operations that hold their binding: every status but
-// the reappliable ones (see Reappliable). Used for admission control. One
-// query over the active statuses' index ranges (CountByStatusWithAge), so
-// its cost does not grow with the number of finished changes.
-func (s *Store) CountActive(ctx context.Context, db store.DBTX) (int, error) {
-	counts, err := s.CountByStatusWithAge(ctx, db, store.ActiveStatuses())
-	if err != nil {
-		return 0, fmt.Errorf("counting active operations: %w", err)
-	}
-	n := 0
-	for _, c := range counts {
-		n += c.Count
-	}
-	return n, nil
+// OperationListMergedByProject implements store.OperationQueries.
+func (x executor) OperationListMergedByProject(ctx context.Context, platform string, projectID int64, status string, n int) ([]store.Operation, error) {
+	return manyOperations(queries.OperationListMergedByProject(ctx, x.q, &dbsqlc.OperationListMergedByProjectParams{
+		Platform: platform, ProjectID: projectID, Status: status, Max: limit(n)}))
 }
 
-// CreateOperation inserts the operation, takes its binding, appends the
-// first event and enqueues jobs, in one transaction. The binding is taken by
-// inserting its row, or, when a row exists, by resetting it in place with the
-// new operation id if its status is reappliable (IsReappliable: the old
-// operation's late transitions then find no owner, ErrBindingNotOwned).
-// Concurrent first changes for a binding that has no row yet are decided by
-// the row's primary key: the insert of one waits for the other's
-// transaction, then finds its row. With an IdempotencyKey already used it
-// returns the existing operation and created=false. An *ActiveChangeError
-// (errors.Is ErrActiveChange) when the binding's operation holds it; then
-// nothing is written.
-func (s *Store) CreateOperation(ctx context.Context, p store.CreateParams) (op store.Operation, created bool, err error) {
-	op = p.Operation
-	now := s.Now()
-	op.Version, op.CreatedAt, op.UpdatedAt, op.StepStartedAt = 1, now, now, now
-	files, err := marshalFiles(op.Files)
-	if err != nil {
-		return store.Operation{}, false, fmt.Errorf("encoding files: %w", err)
-	}
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		if op.IdempotencyKey != "" {
-			existing, err := oneOperation(queries.OperationGetByIdempotencyKey(ctx, tx, &op.IdempotencyKey))
-			if err == nil {
-				op, created = existing, false
-				return nil
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-		}
-		var idem *string
-		if op.IdempotencyKey != "" {
-			idem = &op.IdempotencyKey
-		}
-		err := queries.OperationInsert(ctx, tx, &dbsqlc.OperationInsertParams{ID: op.ID, Platform: store.PlatformOr(op.Platform), SubjectID: op.SubjectID,
-			TargetKey: op.TargetKey, Project: op.Project, ProjectID: op.ProjectID, TargetBranch: op.TargetBranch,
-			SourceBranch: op.SourceBranch, Title: op.Title, Description: op.Description, Files: files,
-			RequestedBy: op.RequestedBy, ApprovalFirst: op.ApprovalFirst, Step: op.Step, Status: op.Status,
-			IdempotencyKey: idem, Now: now})
-		if err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "23505" && op.IdempotencyKey != "" {
-				return store.ErrDuplicate
-			}
-			return fmt.Errorf("inserting operation: %w", err)
-		}
-		if err := s.takeBinding(ctx, tx, op, now); err != nil {
-			return err
-		}
-		if _, err := s.appendEventSteps(ctx, tx, op.ID, p.Event, 0, op.Step, "", op.Status); err != nil {
-			return err
-		}
-		created = true
-		return s.enqueue(ctx, tx, p.Jobs)
-	})
-	if errors.Is(err, store.ErrDuplicate) {
-		// A concurrent request with the same idempotency key won the insert.
-		existing, gerr := oneOperation(queries.OperationGetByIdempotencyKey(ctx, s.pool, &op.IdempotencyKey))
-		if gerr != nil {
-			return store.Operation{}, false, fmt.Errorf("reading operation of idempotency key: %w", gerr)
-		}
-		return existing, false, nil
-	}
-	if err != nil {
-		return store.Operation{}, false, fmt.Errorf("creating operation for %s/%s: %w", op.SubjectID, op.TargetKey, err)
-	}
-	return op, created, nil
+// OperationListIDs implements store.OperationQueries.
+func (x executor) OperationListIDs(ctx context.Context, after string, n int) ([]string, error) {
+	return queries.OperationListIDs(ctx, x.q, &dbsqlc.OperationListIDsParams{After: after, Max: limit(n)})
 }
 
-// takeBinding makes op (already inserted in tx) the owner of its binding.
-// The insert takes a binding that has no row; on a conflict it waits for a
-// concurrent inserter's transaction, so the row locked next is the
-// committed one. SELECT ... FOR UPDATE alone locks nothing when no row
-// exists yet (issue 9, defect 2).
-func (s *Store) takeBinding(ctx context.Context, tx pgx.Tx, op store.Operation, now time.Time) error {
-	n, err := queries.BindingInsertIfAbsent(ctx, tx, &dbsqlc.BindingInsertIfAbsentParams{SubjectID: op.SubjectID,
-		TargetKey: op.TargetKey, OperationID: op.ID, Status: op.Status, UpdatedAt: now})
-	if err != nil {
-		return fmt.Errorf("taking binding: %w", err)
-	}
-	if n == 1 {
-		return nil
-	}
-	b, err := queries.BindingGetForUpdate(ctx, tx, &dbsqlc.BindingGetForUpdateParams{SubjectID: op.SubjectID, TargetKey: op.TargetKey})
-	if err != nil {
-		// The row existed at the insert and bindings are never deleted.
-		return fmt.Errorf("locking binding: %w", err)
-	}
-	if !store.IsReappliable(b.Status) {
-		return &store.ActiveChangeError{OperationID: b.OperationID, Status: b.Status}
-	}
-	err = queries.BindingReset(ctx, tx, &dbsqlc.BindingResetParams{SubjectID: op.SubjectID, TargetKey: op.TargetKey,
-		OperationID: op.ID, Status: op.Status, UpdatedAt: now})
-	if err != nil {
-		return fmt.Errorf("resetting binding: %w", err)
-	}
-	return nil
-}
-
-// GetBinding reads a binding; ErrNotFound when there is none.
-func (s *Store) GetBinding(ctx context.Context, db store.DBTX, subjectID, targetKey string) (store.Binding, error) {
-	r, err := queries.BindingGet(ctx, q(db), &dbsqlc.BindingGetParams{SubjectID: subjectID, TargetKey: targetKey})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Binding{}, fmt.Errorf("reading binding %s/%s: %w", subjectID, targetKey, store.ErrNotFound)
-	}
-	if err != nil {
-		return store.Binding{}, fmt.Errorf("reading binding %s/%s: %w", subjectID, targetKey, err)
-	}
-	return fromBinding(r), nil
-}
-
-// fromBinding converts a generated bindings row to the store's type.
-func fromBinding(r dbsqlc.Bindings) store.Binding {
-	return store.Binding{SubjectID: r.SubjectID, TargetKey: r.TargetKey, OperationID: r.OperationID,
-		Status: r.Status, Version: r.Version, UpdatedAt: r.UpdatedAt.UTC()}
-}
-
-// ListOperationIDs returns up to limit operation ids greater than after, in
-// order (for paging through every operation).
-func (s *Store) ListOperationIDs(ctx context.Context, db store.DBTX, after string, limit int) ([]string, error) {
-	ids, err := queries.OperationListIDs(ctx, q(db), &dbsqlc.OperationListIDsParams{After: after, Max: int32(min(limit, math.MaxInt32))})
-	if err != nil {
-		return nil, fmt.Errorf("listing operation ids: %w", err)
-	}
-	return ids, nil
-}
-
-// ListChanges returns up to p.Limit operations matching p's filters,
-// newest first by id, with ids before p.Before (a keyset page: the caller
-// passes the last id back to go on). One generated query whose filters
-// apply only when set.
-func (s *Store) ListChanges(ctx context.Context, db store.DBTX, p store.ListParams) ([]store.Operation, error) {
+// OperationList implements store.OperationQueries with one generated query
+// whose filters apply only when set.
+func (x executor) OperationList(ctx context.Context, p store.ListParams) ([]store.Operation, error) {
 	// pgx sends a nil slice as NULL, which no filter reads as "unset".
 	args := &dbsqlc.OperationListParams{Statuses: orEmpty(p.Statuses), Steps: orEmpty(p.Steps), Project: p.Project,
 		SubjectID: p.SubjectID, TargetKey: p.TargetKey, RequestedBy: p.RequestedBy, StuckOnly: p.StuckOnly,
-		StuckSteps: []int{}, StuckStartedBefore: []time.Time{}, BeforeID: p.Before, Max: int32(min(p.Limit, math.MaxInt32))}
+		StuckSteps: []int{}, StuckStartedBefore: []time.Time{}, BeforeID: p.Before, Max: limit(p.Limit)}
 	if !p.UpdatedAfter.IsZero() {
 		args.UpdatedAfter = &p.UpdatedAfter
 	}
@@ -332,11 +125,7 @@ func (s *Store) ListChanges(ctx context.Context, db store.DBTX, p store.ListPara
 		args.StuckSteps = append(args.StuckSteps, b.Step)
 		args.StuckStartedBefore = append(args.StuckStartedBefore, b.StartedBefore)
 	}
-	ops, err := manyOperations(queries.OperationList(ctx, q(db), args))
-	if err != nil {
-		return nil, fmt.Errorf("listing changes: %w", err)
-	}
-	return ops, nil
+	return manyOperations(queries.OperationList(ctx, x.q, args))
 }
 
 func orEmpty[T any](v []T) []T {
@@ -344,4 +133,187 @@ func orEmpty[T any](v []T) []T {
 		return []T{}
 	}
 	return v
+}
+
+// OperationListWatched implements store.OperationQueries.
+func (x executor) OperationListWatched(ctx context.Context, p store.WatchParams) ([]store.Operation, error) {
+	return manyOperations(queries.OperationListWatched(ctx, x.q, &dbsqlc.OperationListWatchedParams{
+		Statuses: p.Statuses, Steps: p.Steps, After: p.After, Max: limit(p.Limit)}))
+}
+
+// stuckColumns are the columns of operations (alias o) that scanOperation
+// reads, for the hand-written query over River's jobs
+// (OperationListStuck); the other queries are generated.
+const stuckColumns = `o.id, o.platform, o.subject_id, o.target_key, o.project, o.project_id, o.target_branch,
+	o.source_branch, o.title, o.description, o.files, o.requested_by, o.approval_first, o.step, o.status,
+	o.version, o.ticket_id, o.mr_iid, o.mr_web_url, o.head_sha, o.pipeline_id, o.pipeline_url,
+	o.merge_commit_sha, o.rounds, o.detail, coalesce(o.idempotency_key, ''), o.step_started_at,
+	o.created_at, o.updated_at`
+
+// scanOperation reads one row of stuckColumns.
+func scanOperation(row pgx.CollectableRow) (store.Operation, error) {
+	var op store.Operation
+	var files []byte
+	err := row.Scan(&op.ID, &op.Platform, &op.SubjectID, &op.TargetKey, &op.Project, &op.ProjectID, &op.TargetBranch,
+		&op.SourceBranch, &op.Title, &op.Description, &files, &op.RequestedBy, &op.ApprovalFirst,
+		&op.Step, &op.Status, &op.Version, &op.TicketID, &op.MRIID, &op.MRWebURL, &op.HeadSHA,
+		&op.PipelineID, &op.PipelineURL, &op.MergeCommitSHA, &op.Rounds, &op.Detail,
+		&op.IdempotencyKey, &op.StepStartedAt, &op.CreatedAt, &op.UpdatedAt)
+	if err != nil {
+		return store.Operation{}, err
+	}
+	if op.Files, err = store.DecodeFiles(op.ID, files); err != nil {
+		return store.Operation{}, err
+	}
+	op.StepStartedAt, op.CreatedAt, op.UpdatedAt = op.StepStartedAt.UTC(), op.CreatedAt.UTC(), op.UpdatedAt.UTC()
+	return op, nil
+}
+
+// OperationListStuck implements store.OperationQueries.
+func (x executor) OperationListStuck(ctx context.Context, p store.StuckParams) ([]store.Operation, error) {
+	// Hand-written: it reads River's river_job table (not in our migrations,
+	// so sqlc does not know it) through its JSON args.
+	rows, err := x.q.Query(ctx, `SELECT `+stuckColumns+` FROM operations o
+		WHERE o.step = ANY($1) AND o.updated_at < $3 AND NOT EXISTS (
+			SELECT 1 FROM river_job j
+			WHERE j.args->>'operation_id' = o.id AND (j.args->>'step')::int = o.step
+			  AND j.kind = ANY($2)
+			  AND j.state IN ('available', 'pending', 'scheduled', 'running', 'retryable'))
+		ORDER BY o.updated_at LIMIT $4`, p.Steps, p.Kinds, p.QuietBefore, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := pgx.CollectRows(rows, scanOperation)
+	if len(ops) == 0 {
+		ops = nil
+	}
+	return ops, err
+}
+
+// OperationCountByStatus implements store.OperationQueries.
+func (x executor) OperationCountByStatus(ctx context.Context, statuses []string) ([]store.StatusAge, error) {
+	// Hand-written: the statement is built at run time, one UNION ALL
+	// branch per status, which sqlc cannot express. One UNION ALL branch
+	// per status: the planner sees each status's own value and reads it as
+	// an index range (a join over unnest would be planned for an average
+	// status, often a scan of the whole table).
+	parts := make([]string, len(statuses))
+	args := make([]any, len(statuses))
+	for i, st := range statuses {
+		parts[i] = fmt.Sprintf(`(SELECT $%d::text, count(*), min(updated_at) FROM operations WHERE status = $%[1]d)`, i+1)
+		args[i] = st
+	}
+	rows, err := x.q.Query(ctx, strings.Join(parts, " UNION ALL "), args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.StatusAge, error) {
+		var a store.StatusAge
+		var oldest *time.Time
+		if err := row.Scan(&a.Status, &a.Count, &oldest); err != nil {
+			return store.StatusAge{}, err
+		}
+		if oldest != nil {
+			a.OldestUpdatedAt = oldest.UTC()
+		}
+		return a, nil
+	})
+}
+
+// OperationInsert implements store.OperationQueries; a unique violation
+// (23505) is store.ErrUniqueViolation.
+func (x executor) OperationInsert(ctx context.Context, op store.Operation) error {
+	files, err := store.EncodeFiles(op.Files)
+	if err != nil {
+		return err
+	}
+	err = queries.OperationInsert(ctx, x.q, &dbsqlc.OperationInsertParams{ID: op.ID, Platform: op.Platform,
+		SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project, ProjectID: op.ProjectID,
+		TargetBranch: op.TargetBranch, SourceBranch: op.SourceBranch, Title: op.Title, Description: op.Description,
+		Files: files, RequestedBy: op.RequestedBy, ApprovalFirst: op.ApprovalFirst, Step: op.Step, Status: op.Status,
+		IdempotencyKey: store.NullText(op.IdempotencyKey), Now: op.CreatedAt})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("%w: %w", store.ErrUniqueViolation, err)
+	}
+	return err
+}
+
+// OperationUpdate implements store.OperationQueries.
+func (x executor) OperationUpdate(ctx context.Context, op store.Operation) error {
+	files, err := store.EncodeFiles(op.Files)
+	if err != nil {
+		return err
+	}
+	return queries.OperationUpdate(ctx, x.q, &dbsqlc.OperationUpdateParams{ID: op.ID, ProjectID: op.ProjectID,
+		TargetBranch: op.TargetBranch, SourceBranch: op.SourceBranch, Files: files, Step: op.Step, Status: op.Status,
+		Version: op.Version, TicketID: op.TicketID, MrIid: op.MRIID, MrWebUrl: op.MRWebURL,
+		HeadSha: op.HeadSHA, PipelineID: op.PipelineID, PipelineUrl: op.PipelineURL, MergeCommitSha: op.MergeCommitSHA,
+		Rounds: op.Rounds, Detail: op.Detail, StepStartedAt: op.StepStartedAt, UpdatedAt: op.UpdatedAt})
+}
+
+// ReconcileCandidates implements store.OperationQueries.
+func (x executor) ReconcileCandidates(ctx context.Context, status string, p store.ReconcileParams) ([]store.ReconcileCandidate, error) {
+	rows, err := queries.ReconcileCandidates(ctx, x.q, &dbsqlc.ReconcileCandidatesParams{Status: status,
+		UpdatedAfter: p.After, UpdatedBefore: p.Before, Max: limit(p.Limit)})
+	if err != nil {
+		return nil, err
+	}
+	var out []store.ReconcileCandidate
+	for _, r := range rows {
+		op, err := fromRow(r.Operations)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.ReconcileCandidate{Operation: op, Watermarked: r.Watermarked})
+	}
+	return out, nil
+}
+
+// DeployConfirmationRecord implements store.OperationQueries.
+func (x executor) DeployConfirmationRecord(ctx context.Context, c store.DeployConfirmation, at time.Time) error {
+	return queries.DeployConfirmationRecord(ctx, x.q, &dbsqlc.DeployConfirmationRecordParams{ProjectID: c.ProjectID,
+		TargetBranch: c.TargetBranch, MrIid: c.MRIID, ConfirmedAt: at})
+}
+
+// fromBinding converts a generated bindings row to the store's type.
+func fromBinding(r dbsqlc.Bindings, err error) (store.Binding, error) {
+	if err != nil {
+		return store.Binding{}, noRows(err)
+	}
+	return store.Binding{SubjectID: r.SubjectID, TargetKey: r.TargetKey, OperationID: r.OperationID,
+		Status: r.Status, Version: r.Version, UpdatedAt: r.UpdatedAt.UTC()}, nil
+}
+
+// BindingGet implements store.OperationQueries.
+func (x executor) BindingGet(ctx context.Context, subjectID, targetKey string) (store.Binding, error) {
+	return fromBinding(queries.BindingGet(ctx, x.q, &dbsqlc.BindingGetParams{SubjectID: subjectID, TargetKey: targetKey}))
+}
+
+// BindingGetForUpdate implements store.OperationQueries: SELECT … FOR
+// UPDATE.
+func (x executor) BindingGetForUpdate(ctx context.Context, subjectID, targetKey string) (store.Binding, error) {
+	return fromBinding(queries.BindingGetForUpdate(ctx, x.q, &dbsqlc.BindingGetForUpdateParams{SubjectID: subjectID,
+		TargetKey: targetKey}))
+}
+
+// BindingInsertIfAbsent implements store.OperationQueries: INSERT … ON
+// CONFLICT DO NOTHING, which waits for a concurrent inserter's
+// transaction.
+func (x executor) BindingInsertIfAbsent(ctx context.Context, b store.Binding) (bool, error) {
+	n, err := queries.BindingInsertIfAbsent(ctx, x.q, &dbsqlc.BindingInsertIfAbsentParams{SubjectID: b.SubjectID,
+		TargetKey: b.TargetKey, OperationID: b.OperationID, Status: b.Status, UpdatedAt: b.UpdatedAt})
+	return n == 1, err
+}
+
+// BindingReset implements store.OperationQueries.
+func (x executor) BindingReset(ctx context.Context, b store.Binding) error {
+	return queries.BindingReset(ctx, x.q, &dbsqlc.BindingResetParams{SubjectID: b.SubjectID, TargetKey: b.TargetKey,
+		OperationID: b.OperationID, Status: b.Status, UpdatedAt: b.UpdatedAt})
+}
+
+// BindingSetStatus implements store.OperationQueries.
+func (x executor) BindingSetStatus(ctx context.Context, subjectID, targetKey, status string, at time.Time) error {
+	return queries.BindingSetStatus(ctx, x.q, &dbsqlc.BindingSetStatusParams{SubjectID: subjectID,
+		TargetKey: targetKey, Status: status, UpdatedAt: at})
 }

@@ -17,17 +17,20 @@ import (
 // SettingsNotice as JSON.
 const SettingsChannel = "changebot_settings"
 
-// ListSettings returns every stored setting, ordered by key and scope. The
-// table holds a few rows per key: one query, no paging.
-func (s *Store) ListSettings(ctx context.Context, db store.DBTX) ([]store.Setting, error) {
-	return listSettings(ctx, q(db))
+// SettingsLock implements store.SettingQueries: one transaction-level
+// advisory lock for every settings write.
+func (x executor) SettingsLock(ctx context.Context) error {
+	// Hand-written: the advisory lock is a PostgreSQL session function, not
+	// a query of our tables.
+	_, err := x.q.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('changebot_settings', 0))`)
+	return err
 }
 
-// listSettings is ListSettings on db (a pool or a transaction).
-func listSettings(ctx context.Context, db dbsqlc.DBTX) ([]store.Setting, error) {
-	rows, err := queries.SettingList(ctx, db)
+// SettingList implements store.SettingQueries.
+func (x executor) SettingList(ctx context.Context) ([]store.Setting, error) {
+	rows, err := queries.SettingList(ctx, x.q)
 	if err != nil {
-		return nil, fmt.Errorf("listing settings: %w", err)
+		return nil, err
 	}
 	out := make([]store.Setting, 0, len(rows))
 	for _, r := range rows {
@@ -36,82 +39,37 @@ func listSettings(ctx context.Context, db dbsqlc.DBTX) ([]store.Setting, error) 
 	return out, nil
 }
 
-// SaveSetting writes (or, with a nil Value, removes) one setting and, in the
-// same transaction, appends its audit row and notifies SettingsChannel. Every
-// settings write holds one transaction-level advisory lock, so the audit's
-// old value is exact under concurrent writers and p.Check sees the stored
-// settings as no other write can change them before this one commits
-// (settings writes are an operator's, a few a day: one lock for all costs
-// nothing). It returns the row as written (for a
-// removal: Key, Scope, UpdatedBy and UpdatedAt only).
-func (s *Store) SaveSetting(ctx context.Context, p store.SaveSettingParams) (store.Setting, error) {
-	if p.Key == "" || p.Scope == "" || p.UpdatedBy == "" {
-		return store.Setting{}, errors.New("saving setting: key, scope and updated_by are required")
+// SettingValue implements store.SettingQueries.
+func (x executor) SettingValue(ctx context.Context, key, scope string) (json.RawMessage, error) {
+	v, err := queries.SettingValue(ctx, x.q, &dbsqlc.SettingValueParams{Key: key, Scope: scope})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
 	}
-	now := s.Now()
-	saved := store.Setting{Key: p.Key, Scope: p.Scope, UpdatedBy: p.UpdatedBy, UpdatedAt: now}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		// Hand-written: the advisory lock and the NOTIFY below are
-		// PostgreSQL session functions, not queries of our tables.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('changebot_settings', 0))`); err != nil {
-			return err
-		}
-		if p.Check != nil {
-			stored, err := listSettings(ctx, tx)
-			if err != nil {
-				return err
-			}
-			if err := p.Check(stored); err != nil {
-				return err
-			}
-		}
-		old, err := queries.SettingValue(ctx, tx, &dbsqlc.SettingValueParams{Key: p.Key, Scope: p.Scope})
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if p.Value == nil {
-			if err := queries.SettingDelete(ctx, tx, &dbsqlc.SettingDeleteParams{Key: p.Key, Scope: p.Scope}); err != nil {
-				return err
-			}
-		} else {
-			v, err := queries.SettingUpsert(ctx, tx, &dbsqlc.SettingUpsertParams{Key: p.Key, Scope: p.Scope,
-				Value: []byte(p.Value), UpdatedBy: p.UpdatedBy, UpdatedAt: now})
-			if err != nil {
-				return err
-			}
-			saved.Value = v
-		}
-		var newValue []byte
-		if p.Value != nil {
-			newValue = saved.Value
-		}
-		if err := queries.SettingAuditInsert(ctx, tx, &dbsqlc.SettingAuditInsertParams{Key: p.Key, Scope: p.Scope,
-			OldValue: nullJSON(old), NewValue: nullJSON(newValue), UpdatedBy: p.UpdatedBy, UpdatedAt: now}); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, json_build_object('schema', current_schema(), 'key', $2::text, 'scope', $3::text)::text)`,
-			SettingsChannel, p.Key, p.Scope)
-		return err
-	})
-	if err != nil {
-		return store.Setting{}, fmt.Errorf("saving setting %s (%s): %w", p.Key, p.Scope, err)
-	}
-	return saved, nil
+	return v, err
 }
 
-// nullJSON maps an empty value to SQL NULL (a nil slice).
-func nullJSON(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
+// SettingUpsert implements store.SettingQueries.
+func (x executor) SettingUpsert(ctx context.Context, st store.Setting) (json.RawMessage, error) {
+	return queries.SettingUpsert(ctx, x.q, &dbsqlc.SettingUpsertParams{Key: st.Key, Scope: st.Scope,
+		Value: []byte(st.Value), UpdatedBy: st.UpdatedBy, UpdatedAt: st.UpdatedAt})
 }
 
-// ListSettingAudit returns the audit rows of key in scope, oldest first.
-func (s *Store) ListSettingAudit(ctx context.Context, db store.DBTX, key, scope string) ([]store.SettingAudit, error) {
-	rows, err := queries.SettingAuditList(ctx, q(db), &dbsqlc.SettingAuditListParams{Key: key, Scope: scope})
+// SettingDelete implements store.SettingQueries.
+func (x executor) SettingDelete(ctx context.Context, key, scope string) error {
+	return queries.SettingDelete(ctx, x.q, &dbsqlc.SettingDeleteParams{Key: key, Scope: scope})
+}
+
+// SettingAuditInsert implements store.SettingQueries.
+func (x executor) SettingAuditInsert(ctx context.Context, a store.SettingAudit) error {
+	return queries.SettingAuditInsert(ctx, x.q, &dbsqlc.SettingAuditInsertParams{Key: a.Key, Scope: a.Scope,
+		OldValue: a.OldValue, NewValue: a.NewValue, UpdatedBy: a.UpdatedBy, UpdatedAt: a.UpdatedAt})
+}
+
+// SettingAuditList implements store.SettingQueries.
+func (x executor) SettingAuditList(ctx context.Context, key, scope string) ([]store.SettingAudit, error) {
+	rows, err := queries.SettingAuditList(ctx, x.q, &dbsqlc.SettingAuditListParams{Key: key, Scope: scope})
 	if err != nil {
-		return nil, fmt.Errorf("listing audit of setting %s: %w", key, err)
+		return nil, err
 	}
 	out := make([]store.SettingAudit, 0, len(rows))
 	for _, r := range rows {
@@ -121,6 +79,15 @@ func (s *Store) ListSettingAudit(ctx context.Context, db store.DBTX, key, scope 
 	return out, nil
 }
 
+// SettingsNotify implements store.SettingQueries: NOTIFY on SettingsChannel
+// with a SettingsNotice naming the writer's schema, delivered at commit.
+func (x executor) SettingsNotify(ctx context.Context, key, scope string) error {
+	// Hand-written: NOTIFY is a PostgreSQL session function.
+	_, err := x.q.Exec(ctx, `SELECT pg_notify($1, json_build_object('schema', current_schema(), 'key', $2::text, 'scope', $3::text)::text)`,
+		SettingsChannel, key, scope)
+	return err
+}
+
 // pgSettingsListener is a dedicated connection listening on SettingsChannel
 // (PostgreSQL LISTEN/NOTIFY).
 type pgSettingsListener struct {
@@ -128,10 +95,11 @@ type pgSettingsListener struct {
 	schema string
 }
 
-// ListenSettings takes a connection out of the pool for good and listens on
-// SettingsChannel with it (LISTEN). Close it when done.
-func (s *Store) ListenSettings(ctx context.Context) (store.SettingsListener, error) {
-	c, err := s.pool.Acquire(ctx)
+// ListenSettings implements store.Driver: it takes a connection out of the
+// pool for good and listens on SettingsChannel with it (LISTEN). Close it
+// when done.
+func (d *driver) ListenSettings(ctx context.Context) (store.SettingsListener, error) {
+	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("acquiring settings listener connection: %w", err)
 	}

@@ -2,80 +2,64 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"time"
 
 	"changebot/store"
-
-	"github.com/jackc/pgx/v5"
 )
 
-// ResumeStep continues an operation at its current step with at most one
-// job per (operation, step) (issue 9 defect 7): in one transaction holding
-// the operation's row lock it checks the step, records p.Event, and either
-// makes the step's live job (available, pending, scheduled, running or
-// retryable) due now, when it waits for a snooze or a retry, or, when there
-// is none, enqueues p.Jobs. Concurrent calls are serialised by the row
-// lock, so they never enqueue two jobs. It reports whether it enqueued.
-// Errors: ErrNotFound, ErrStepMismatch (wrapped).
-func (s *Store) ResumeStep(ctx context.Context, p store.ResumeStepParams) (bool, error) {
-	queued := false
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		cur, err := queries.OperationStepStatusForUpdate(ctx, tx, p.OperationID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return store.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		step, status := cur.Step, cur.Status
-		if step != p.Step {
-			return fmt.Errorf("%w: at %d, expected %d", store.ErrStepMismatch, step, p.Step)
-		}
-		// Hand-written: it reads River's river_job table (not in our migrations,
-		// so sqlc does not know it) through its JSON args (a jsonb containment lookup).
-		var live int
-		err = tx.QueryRow(ctx, `WITH live AS (
-				SELECT id, state FROM river_job
-				WHERE args @> jsonb_build_object('operation_id', $1::text, 'step', $2::int) AND kind = ANY($3)
-				  AND state IN ('available', 'pending', 'scheduled', 'running', 'retryable')),
-			woken AS (
-				UPDATE river_job SET scheduled_at = $4
-				WHERE id IN (SELECT id FROM live WHERE state IN ('available', 'scheduled', 'retryable')) AND scheduled_at > $4)
-			SELECT count(*) FROM live`, p.OperationID, p.Step, p.Kinds, s.Now()).Scan(&live)
-		if err != nil {
-			return fmt.Errorf("finding the live job of step %d: %w", p.Step, err)
-		}
-		if _, err := s.appendEventSteps(ctx, tx, p.OperationID, p.Event, step, step, status, status); err != nil {
-			return err
-		}
-		if live > 0 {
-			return nil
-		}
-		queued = true
-		return s.enqueue(ctx, tx, p.Jobs)
-	})
-	if err != nil {
-		return false, fmt.Errorf("resuming %s at step %d: %w", p.OperationID, p.Step, err)
-	}
-	return queued, nil
+// The statements of this file are hand-written: they read or write River's
+// river_job and river_leader tables (not in our migrations, so sqlc does
+// not know them), finding a step's jobs through their JSON args with a
+// jsonb containment lookup or ->>.
+
+// JobWakeLiveOfStep implements store.JobQueries in one statement: the
+// live jobs are counted and those that wait made due in one CTE.
+func (x executor) JobWakeLiveOfStep(ctx context.Context, operationID string, step int, kinds []string, now time.Time) (int, error) {
+	var live int
+	err := x.q.QueryRow(ctx, `WITH live AS (
+			SELECT id, state FROM river_job
+			WHERE args @> jsonb_build_object('operation_id', $1::text, 'step', $2::int) AND kind = ANY($3)
+			  AND state IN ('available', 'pending', 'scheduled', 'running', 'retryable')),
+		woken AS (
+			UPDATE river_job SET scheduled_at = $4
+			WHERE id IN (SELECT id FROM live WHERE state IN ('available', 'scheduled', 'retryable')) AND scheduled_at > $4)
+		SELECT count(*) FROM live`, operationID, step, kinds, now).Scan(&live)
+	return live, err
 }
 
-// RetireStepJobs deletes the queued jobs (available, pending, scheduled or
-// retryable) of kinds whose args name operationID and step: jobs left from
-// an earlier visit of the step. A move into step calls it in its own
-// transaction before it enqueues the step's new job, so that the step has
-// one job, not one per visit (issue 9 defect 7). A running job is left
-// alone: it finds the operation moved under it and its write refused. It
-// returns how many jobs it deleted.
-func (s *Store) RetireStepJobs(ctx context.Context, db store.DBTX, operationID string, step int, kinds []string) (int, error) {
-	// Hand-written: it reads River's river_job table (not in our migrations,
-	// so sqlc does not know it) through its JSON args (a jsonb containment lookup).
-	tag, err := q(db).Exec(ctx, `DELETE FROM river_job
+// JobRetireOfStep implements store.JobQueries.
+func (x executor) JobRetireOfStep(ctx context.Context, operationID string, step int, kinds []string) (int64, error) {
+	tag, err := x.q.Exec(ctx, `DELETE FROM river_job
 		WHERE args @> jsonb_build_object('operation_id', $1::text, 'step', $2::int) AND kind = ANY($3)
 		  AND state IN ('available', 'pending', 'scheduled', 'retryable')`, operationID, step, kinds)
-	if err != nil {
-		return 0, fmt.Errorf("retiring the earlier jobs of %s at step %d: %w", operationID, step, err)
-	}
-	return int(tag.RowsAffected()), nil
+	return tag.RowsAffected(), err
+}
+
+// JobPostponeOfStep implements store.JobQueries.
+func (x executor) JobPostponeOfStep(ctx context.Context, operationID string, step int, kinds []string, until time.Time) (int64, error) {
+	tag, err := x.q.Exec(ctx, `UPDATE river_job SET scheduled_at = $4
+		WHERE state = 'scheduled' AND kind = ANY($3) AND args->>'operation_id' = $1
+		  AND (args->>'step')::int = $2 AND scheduled_at < $4`, operationID, step, kinds, until)
+	return tag.RowsAffected(), err
+}
+
+// JobWakeStaleWaits implements store.JobQueries; jobs locked by another
+// transaction are skipped (FOR UPDATE SKIP LOCKED).
+func (x executor) JobWakeStaleWaits(ctx context.Context, p store.WakeParams, now time.Time) (int64, error) {
+	tag, err := x.q.Exec(ctx, `UPDATE river_job SET scheduled_at = $6 WHERE id IN (
+			SELECT j.id FROM river_job j JOIN operations o ON o.id = j.args->>'operation_id'
+			WHERE j.state = 'scheduled' AND j.kind = ANY($2) AND j.scheduled_at > $4
+			  AND (j.args->>'step')::int = o.step AND o.step = ANY($1) AND o.updated_at < $3
+			ORDER BY o.updated_at LIMIT $5 FOR UPDATE OF j SKIP LOCKED)`,
+		p.Steps, p.Kinds, p.QuietBefore, p.WakeAfter, p.Limit, now)
+	return tag.RowsAffected(), err
+}
+
+// JobLeaderIs implements store.JobQueries (river_leader in the search_path
+// or the schema of the pool).
+func (x executor) JobLeaderIs(ctx context.Context, clientID string) (bool, error) {
+	var ok bool
+	err := x.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_leader WHERE leader_id = $1 AND expires_at > now())`,
+		clientID).Scan(&ok)
+	return ok, err
 }
