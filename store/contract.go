@@ -8,11 +8,12 @@ import (
 )
 
 // Store is the contract every implementation of changebot's state keeps
-// (store/postgres today; storetest.Run checks it). Methods that take a DBTX
-// run on the handle given (DB, or a Tx of InTx); the others open what they
-// need themselves. Jobs given to a write are enqueued in the same
-// transaction as the write: both commit, or neither. Each method's doc is
-// the one of the PostgreSQL implementation, which the contract suite pins.
+// (DriverStore, over the driver of store/postgres or store/sqlite;
+// storetest.Run checks it). Methods that take a DBTX run on the handle
+// given (DB, or a Tx of InTx); the others open what they need themselves.
+// Jobs given to a write are enqueued in the same transaction as the write:
+// both commit, or neither. Each method's doc is DriverStore's, which the
+// contract suite pins.
 type Store interface {
 	Handles
 	Operations

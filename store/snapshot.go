@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -331,39 +330,4 @@ func CheckCopiedJobs(src []*rivertype.JobRow, res []*rivertype.JobInsertResult) 
 		}
 	}
 	return nil
-}
-
-// ListCopyJobs lists, in tx through River's API, the jobs a copy carries
-// (CopyJobStates) in id order.
-func ListCopyJobs[TTx any](ctx context.Context, c *river.Client[TTx], tx TTx) ([]*rivertype.JobRow, error) {
-	var out []*rivertype.JobRow
-	p := river.NewJobListParams().States(CopyJobStates...).OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(1000)
-	for {
-		res, err := c.JobListTx(ctx, tx, p)
-		if err != nil {
-			return nil, fmt.Errorf("listing unfinished jobs: %w", err)
-		}
-		out = append(out, res.Jobs...)
-		if len(res.Jobs) < 1000 {
-			return out, nil
-		}
-		p = p.After(river.JobListCursorFromJob(res.Jobs[len(res.Jobs)-1]))
-	}
-}
-
-// InsertCopyJobs inserts jobs in tx through River's InsertMany
-// (CopyJobParams) and checks them (CheckCopiedJobs).
-func InsertCopyJobs[TTx any](ctx context.Context, c *river.Client[TTx], tx TTx, jobs []*rivertype.JobRow) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	params := make([]river.InsertManyParams, len(jobs))
-	for i, j := range jobs {
-		params[i] = CopyJobParams(j)
-	}
-	res, err := c.InsertManyTx(ctx, tx, params)
-	if err != nil {
-		return fmt.Errorf("inserting %d jobs: %w", len(jobs), err)
-	}
-	return CheckCopiedJobs(jobs, res)
 }

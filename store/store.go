@@ -4,11 +4,19 @@
 // errors callers decide on, and the interfaces an implementation keeps
 // (Store and its parts, contract.go). Transactions are opaque (DBTX, Tx):
 // no database driver's type appears in a signature, so an engine can stand
-// behind the contract without its callers knowing (store/postgres is the
-// PostgreSQL one; storetest is the suite every implementation passes). It
-// must not know the flow: which transitions are legal is decided in flows,
-// which calls ApplyTransition, the only writer of operations and bindings
-// after creation. SQL lives in the implementations and nowhere else.
+// behind the contract without its callers knowing.
+//
+// The contract's rules are written once, here (issue 20 point 3, as River
+// keeps its drivers to queries): DriverStore implements Store over a
+// Driver, which runs the queries of one engine (driver.go) and decides
+// nothing. The engines, store/postgres and store/sqlite, are drivers; what
+// really differs between them (SQL dialect, locks, RETURNING forms, time
+// encoding) stays behind the Driver's small methods. storetest is the
+// suite DriverStore passes on each. The package must not know the flow:
+// which transitions are legal is decided in flows, which calls
+// ApplyTransition, the only writer of operations and bindings after
+// creation. SQL lives in the drivers and nowhere else, and no database
+// driver is imported here.
 package store
 
 import (

@@ -3,11 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
 	"changebot/store"
-	"changebot/store/sqlite/internal/dbsqlc"
+	"changebot/store/sqlite/internal/dbtime"
 )
 
 // engine is the name this implementation gives its handles.
@@ -19,8 +18,12 @@ type dbHandle struct{ db *sql.DB }
 // Engine implements store.DBTX.
 func (dbHandle) Engine() string { return engine }
 
-// txHandle is a transaction handed out by InTx.
-type txHandle struct{ tx *sql.Tx }
+// txHandle is a transaction handed out by InTx; after (nil for TxOf)
+// collects what runs once it committed.
+type txHandle struct {
+	tx    *sql.Tx
+	after *[]func()
+}
 
 // Engine implements store.DBTX.
 func (txHandle) Engine() string { return engine }
@@ -30,7 +33,7 @@ func (txHandle) Transaction() {}
 
 // TxOf returns tx, begun on this store's database outside InTx (the
 // wiring, tests), as a store transaction.
-func TxOf(tx *sql.Tx) store.Tx { return txHandle{tx} }
+func TxOf(tx *sql.Tx) store.Tx { return txHandle{tx: tx} }
 
 // SQLTx returns the *sql.Tx behind tx, and false when tx is not a
 // transaction of this implementation.
@@ -48,63 +51,30 @@ type execer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// conn runs statements on a handle, converting arguments to their stored
-// form (times as text, see ts); err, when set, fails every statement (a
-// handle of another implementation).
-type conn struct {
-	ex  execer
-	err error
+// exec runs a hand-written statement, its arguments in their stored form
+// (conv).
+func (x executor) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return x.ex.ExecContext(ctx, query, conv(args)...)
 }
 
-// q unwraps db.
-func q(db store.DBTX) conn {
-	switch h := db.(type) {
-	case dbHandle:
-		return conn{ex: h.db}
-	case txHandle:
-		return conn{ex: h.tx}
-	case nil:
-		return conn{err: fmt.Errorf("no database handle given to the %s store", engine)}
-	default:
-		return conn{err: fmt.Errorf("a %s database handle given to the %s store", h.Engine(), engine)}
-	}
+// query runs a hand-written query, its arguments in their stored form
+// (conv).
+func (x executor) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return x.ex.QueryContext(ctx, query, conv(args)...)
 }
 
-// gen returns what the generated queries (internal/dbsqlc) run on, or the
-// handle's error. They take times as dbtime.Time, so no conversion is due.
-func (c conn) gen() (dbsqlc.DBTX, error) {
-	if c.err != nil {
-		return nil, c.err
-	}
-	return c.ex, nil
+// queryRow runs a hand-written query of one row, its arguments in their
+// stored form (conv).
+func (x executor) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return x.ex.QueryRowContext(ctx, query, conv(args)...)
 }
 
-func (c conn) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if c.err != nil {
-		return nil, c.err
+// affected is the number of rows a statement changed.
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
 	}
-	return c.ex.ExecContext(ctx, query, conv(args)...)
-}
-
-func (c conn) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if c.err != nil {
-		return nil, c.err
-	}
-	return c.ex.QueryContext(ctx, query, conv(args)...)
-}
-
-// row is what QueryRow returns: a *sql.Row or an error.
-type row interface{ Scan(dest ...any) error }
-
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }
-
-func (c conn) QueryRow(ctx context.Context, query string, args ...any) row {
-	if c.err != nil {
-		return errRow{c.err}
-	}
-	return c.ex.QueryRowContext(ctx, query, conv(args)...)
+	return res.RowsAffected()
 }
 
 // tsFormat is how times are stored: UTC, microseconds, fixed width.
@@ -133,50 +103,17 @@ func conv(args []any) []any {
 	return out
 }
 
-// tm scans a stored time (text) into *t; NULL leaves the zero time.
+// tm scans a stored time (text, as dbtime.Time reads it) into *t; NULL
+// leaves the zero time.
 type tm struct{ t *time.Time }
 
 // Scan implements sql.Scanner.
 func (d tm) Scan(src any) error {
-	switch v := src.(type) {
-	case nil:
-		*d.t = time.Time{}
-		return nil
-	case time.Time:
-		*d.t = v.UTC()
-		return nil
-	case string:
-		return d.parse(v)
-	case []byte:
-		return d.parse(string(v))
-	}
-	return fmt.Errorf("scanning a time from %T", src)
-}
-
-func (d tm) parse(s string) error {
-	for _, f := range []string{tsFormat, "2006-01-02 15:04:05.000", "2006-01-02 15:04:05", time.RFC3339Nano} {
-		if t, err := time.Parse(f, s); err == nil {
-			*d.t = t.UTC()
-			return nil
-		}
-	}
-	return fmt.Errorf("scanning a time from %q", s)
-}
-
-// ntm scans a nullable stored time into *t (nil for NULL).
-type ntm struct{ t **time.Time }
-
-// Scan implements sql.Scanner.
-func (d ntm) Scan(src any) error {
-	if src == nil {
-		*d.t = nil
-		return nil
-	}
-	var t time.Time
-	if err := (tm{&t}).Scan(src); err != nil {
+	var t dbtime.Time
+	if err := t.Scan(src); err != nil {
 		return err
 	}
-	*d.t = &t
+	*d.t = t.Time
 	return nil
 }
 

@@ -2,16 +2,15 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"changebot/store"
 	"changebot/store/sqlite/internal/dbtime"
 )
 
-// ListChanges implements store.Operations: the same page as the PostgreSQL
-// store, newest first by id, with ids before p.Before.
-func (s *Store) ListChanges(ctx context.Context, db store.DBTX, p store.ListParams) ([]store.Operation, error) {
+// OperationList implements store.OperationQueries: the same page as the
+// PostgreSQL driver's, newest first by id, with ids before p.Before.
+func (x executor) OperationList(ctx context.Context, p store.ListParams) ([]store.Operation, error) {
 	// Hand-written: the filters are optional and the stuck thresholds are
 	// pairs, which sqlc's SQLite engine cannot express (sqlc.slice must not
 	// be empty and has no arrays to index), so the WHERE is built from the
@@ -58,9 +57,5 @@ func (s *Store) ListChanges(ctx context.Context, db store.DBTX, p store.ListPara
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	ops, err := collectOperations(q(db).Query(ctx, query+` ORDER BY id DESC LIMIT ?`, append(args, p.Limit)...))
-	if err != nil {
-		return nil, fmt.Errorf("listing changes: %w", err)
-	}
-	return ops, nil
+	return collectOperations(x.query(ctx, query+` ORDER BY id DESC LIMIT ?`, append(args, p.Limit)...))
 }

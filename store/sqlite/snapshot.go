@@ -3,178 +3,84 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strings"
 	"time"
 
 	"changebot/store"
 )
 
-// Export reads the installation (store.CopyTables and the unfinished jobs)
-// in one transaction, which holds the write lock (BEGIN IMMEDIATE): no
-// writer moves anything while it reads. A table whose columns are not the
-// ones store.CopyTables lists is refused (*store.SchemaMismatchError), and
-// so is a table the copy does not know (*store.UnknownTableError). The
-// statements are built from store.CopyTables (one per table, generic over
-// its columns), so they are not sqlc's.
-func (s *Store) Export(ctx context.Context) (*store.Snapshot, error) {
-	snap := &store.Snapshot{Rows: map[string][][]any{}}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := checkTables(ctx, tx); err != nil {
-			return err
-		}
-		for _, t := range store.CopyTables {
-			rows, err := exportTable(ctx, tx, t)
-			if err != nil {
-				return err
-			}
-			snap.Rows[t.Name] = rows
-		}
-		var err error
-		snap.Jobs, err = store.ListCopyJobs(ctx, s.jobs, tx)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("exporting from SQLite: %w", err)
-	}
-	return snap, nil
-}
+// The statements of an installation copy are built from store.CopyTables
+// (one per table, generic over its columns), so they are not sqlc's. Names
+// come from store.CopyTables, never from input.
 
-// checkTables refuses a database holding a table the copy does not know
-// (store.CheckTables).
-func checkTables(ctx context.Context, tx *sql.Tx) error {
-	rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'`)
+// strings reads the one text column of every row of a query.
+func (x executor) strings(ctx context.Context, query string, args ...any) ([]string, error) {
+	rows, err := x.ex.QueryContext(ctx, query, args...)
 	if err != nil {
-		return fmt.Errorf("listing the tables: %w", err)
-	}
-	defer rows.Close()
-	var have []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return fmt.Errorf("listing the tables: %w", err)
-		}
-		have = append(have, n)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("listing the tables: %w", err)
-	}
-	return store.CheckTables(have)
-}
-
-func exportTable(ctx context.Context, tx *sql.Tx, t store.Table) ([][]any, error) {
-	cr, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, t.Name)
-	if err != nil {
-		return nil, fmt.Errorf("reading the columns of %s: %w", t.Name, err)
-	}
-	var have []string
-	for cr.Next() {
-		var n string
-		if err := cr.Scan(&n); err != nil {
-			cr.Close()
-			return nil, fmt.Errorf("reading the columns of %s: %w", t.Name, err)
-		}
-		have = append(have, n)
-	}
-	cr.Close()
-	if err := cr.Err(); err != nil {
-		return nil, fmt.Errorf("reading the columns of %s: %w", t.Name, err)
-	}
-	if err := store.CheckColumns(t, have); err != nil {
 		return nil, err
 	}
-	// Names come from store.CopyTables, never from input.
-	rows, err := tx.QueryContext(ctx, `SELECT `+t.ColumnNames()+` FROM `+t.Name+` ORDER BY `+strings.Join(t.Key, ", ")) //nolint:gosec // names from store.CopyTables
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// CopyTableNames implements store.CopyQueries.
+func (x executor) CopyTableNames(ctx context.Context) ([]string, error) {
+	return x.strings(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'`)
+}
+
+// CopyTableColumns implements store.CopyQueries.
+func (x executor) CopyTableColumns(ctx context.Context, table string) ([]string, error) {
+	return x.strings(ctx, `SELECT name FROM pragma_table_info(?)`, table)
+}
+
+// CopyTableRead implements store.CopyQueries: times are scanned from their
+// text (tm), every other kind into its store.CopyScanTarget.
+func (x executor) CopyTableRead(ctx context.Context, t store.Table) ([][]any, error) {
+	rows, err := x.ex.QueryContext(ctx, `SELECT `+t.ColumnNames()+` FROM `+t.Name+` ORDER BY `+strings.Join(t.Key, ", ")) //nolint:gosec // names from store.CopyTables
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", t.Name, err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out [][]any
 	for rows.Next() {
+		targets := make([]any, len(t.Columns))
 		dest := make([]any, len(t.Columns))
-		vals := make([]any, len(t.Columns))
 		for i, c := range t.Columns {
-			dest[i], vals[i] = scanDest(c.Kind)
+			targets[i] = store.CopyScanTarget(c.Kind)
+			switch v := targets[i].(type) {
+			case *time.Time:
+				dest[i] = tm{v}
+			case **time.Time:
+				dest[i] = ntm{v}
+			default:
+				dest[i] = v
+			}
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("reading a row of %s: %w", t.Name, err)
+			return nil, err
 		}
-		row := make([]any, len(dest))
+		row := make([]any, len(targets))
 		for i, c := range t.Columns {
-			row[i] = scannedValue(c.Kind, vals[i])
+			row[i] = store.CopyValue(c.Kind, targets[i])
 		}
 		out = append(out, row)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", t.Name, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
-// scanDest returns where a column of kind k scans to (the scanner) and the
-// variable that holds the value.
-func scanDest(k store.ColumnKind) (any, any) {
-	switch k {
-	case store.KindText:
-		v := new(string)
-		return v, v
-	case store.KindNullText:
-		v := new(sql.NullString)
-		return v, v
-	case store.KindInt:
-		v := new(int64)
-		return v, v
-	case store.KindBool:
-		v := new(bool)
-		return v, v
-	case store.KindFloat:
-		v := new(float64)
-		return v, v
-	case store.KindTime:
-		v := new(time.Time)
-		return tm{v}, v
-	case store.KindNullTime:
-		v := new(*time.Time)
-		return ntm{v}, v
-	default: // JSON, NullJSON, Bytes
-		v := new([]byte)
-		return v, v
-	}
-}
-
-// scannedValue is the Snapshot value (store.ColumnKind) held by v.
-func scannedValue(k store.ColumnKind, v any) any {
-	switch d := v.(type) {
-	case *string:
-		return *d
-	case *sql.NullString:
-		if !d.Valid {
-			return nil
-		}
-		return d.String
-	case *int64:
-		return *d
-	case *bool:
-		return *d
-	case *float64:
-		return *d
-	case *time.Time:
-		return d.UTC()
-	case **time.Time:
-		if *d == nil {
-			return nil
-		}
-		return (*d).UTC()
-	case *[]byte:
-		if *d == nil && k == store.KindNullJSON {
-			return nil
-		}
-		if *d == nil {
-			return []byte{}
-		}
-		return *d
-	}
-	panic(fmt.Sprintf("sqlite: no snapshot value for %T", v))
+// CopyTableCount implements store.CopyQueries.
+func (x executor) CopyTableCount(ctx context.Context, table string) (int, error) {
+	var n int
+	err := x.ex.QueryRowContext(ctx, `SELECT count(*) FROM `+table).Scan(&n) //nolint:gosec // names from store.CopyTables
+	return n, err
 }
 
 // storedValue is the value SQLite stores for v of kind k: times as text
@@ -192,70 +98,52 @@ func storedValue(k store.ColumnKind, v any) any {
 	return v
 }
 
-// Import writes snap into this database in one transaction (it holds the
-// write lock throughout): nothing is written unless all is. The database
-// must be migrated and empty: a table of store.CopyTables,
-// store.IgnoredTables or River's jobs holding a row refuses it
-// (*store.NotEmptyError). Jobs go through River's InsertMany
-// (store.InsertCopyJobs). Delivery and audit ids are kept (AUTOINCREMENT
-// moves past them); the commit claim token counter is moved past the
-// copied tokens.
-func (s *Store) Import(ctx context.Context, snap *store.Snapshot) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		names := []string{store.JobsTable}
-		names = append(names, store.IgnoredTables...)
-		for _, t := range store.CopyTables {
-			names = append(names, t.Name)
-		}
-		full := map[string]int{}
-		for _, n := range names {
-			var c int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM `+n).Scan(&c); err != nil {
-				return fmt.Errorf("counting the rows of %s: %w", n, err)
-			}
-			if c > 0 {
-				full[n] = c
-			}
-		}
-		if len(full) > 0 {
-			return &store.NotEmptyError{Rows: full}
-		}
-		var maxToken int64
-		for _, t := range store.CopyTables {
-			rows := snap.Rows[t.Name]
-			if len(rows) == 0 {
-				continue
-			}
-			ph := strings.TrimSuffix(strings.Repeat("?,", len(t.Columns)), ",")
-			stmt, err := tx.PrepareContext(ctx, `INSERT INTO `+t.Name+` (`+t.ColumnNames()+`) VALUES (`+ph+`)`) //nolint:gosec // names from store.CopyTables
-			if err != nil {
-				return fmt.Errorf("preparing the rows of %s: %w", t.Name, err)
-			}
-			for _, row := range rows {
-				args := make([]any, len(row))
-				for i, c := range t.Columns {
-					args[i] = storedValue(c.Kind, row[i])
-					if t.Name == "commit_claims" && c.Name == "token" {
-						maxToken = max(maxToken, row[i].(int64))
-					}
-				}
-				if _, err := stmt.ExecContext(ctx, args...); err != nil {
-					stmt.Close()
-					return fmt.Errorf("writing a row of %s: %w", t.Name, err)
-				}
-			}
-			stmt.Close()
-		}
-		if maxToken > 0 {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO commit_claim_tokens (token)
-				SELECT ? WHERE ? > (SELECT coalesce(max(token), 0) FROM commit_claim_tokens)`, maxToken, maxToken); err != nil {
-				return fmt.Errorf("moving the commit claim tokens past the copied ones: %w", err)
-			}
-		}
-		return store.InsertCopyJobs(ctx, s.jobs, tx, snap.Jobs)
-	})
+// CopyTableWrite implements store.CopyQueries with one prepared INSERT
+// run per row; ids are kept (AUTOINCREMENT moves past them).
+func (x executor) CopyTableWrite(ctx context.Context, t store.Table, rows [][]any) error {
+	ph := strings.TrimSuffix(strings.Repeat("?,", len(t.Columns)), ",")
+	stmt, err := x.ex.PrepareContext(ctx, `INSERT INTO `+t.Name+` (`+t.ColumnNames()+`) VALUES (`+ph+`)`) //nolint:gosec // names from store.CopyTables
 	if err != nil {
-		return fmt.Errorf("importing into SQLite: %w", err)
+		return err
+	}
+	defer stmt.Close()
+	for _, row := range rows {
+		args := make([]any, len(row))
+		for i, c := range t.Columns {
+			args[i] = storedValue(c.Kind, row[i])
+		}
+		if _, err := stmt.ExecContext(ctx, args...); err != nil {
+			return err
+		}
 	}
 	return nil
 }
+
+// CopyCountersReset implements store.CopyQueries: the commit claim token
+// counter (an AUTOINCREMENT table) moves past the highest copied token.
+// Delivery and audit ids need nothing: AUTOINCREMENT moved past them.
+func (x executor) CopyCountersReset(ctx context.Context) error {
+	_, err := x.ex.ExecContext(ctx, `INSERT INTO commit_claim_tokens (token)
+		SELECT m FROM (SELECT coalesce(max(token), 0) AS m FROM commit_claims)
+		WHERE m > (SELECT coalesce(max(token), 0) FROM commit_claim_tokens)`)
+	return err
+}
+
+// ntm scans a nullable stored time into *t (nil for NULL).
+type ntm struct{ t **time.Time }
+
+// Scan implements sql.Scanner.
+func (d ntm) Scan(src any) error {
+	if src == nil {
+		*d.t = nil
+		return nil
+	}
+	var t time.Time
+	if err := (tm{&t}).Scan(src); err != nil {
+		return err
+	}
+	*d.t = &t
+	return nil
+}
+
+var _ sql.Scanner = ntm{}

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivertype"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -63,96 +63,164 @@ type StoreOpts struct {
 	NowFunc func() time.Time
 }
 
-// Store is the SQLite implementation of store.Store.
+// Store is the SQLite store: the contract's rules (store.DriverStore,
+// every method of store.Store) over this package's driver.
 type Store struct {
-	db     *sql.DB
-	jobs   *river.Client[*sql.Tx] // insert-only client, enqueues in our transactions
-	logger *slog.Logger
-	now    func() time.Time
-	hub    *settingsHub
+	*store.DriverStore
+	db *sql.DB
 }
 
 var _ store.Store = (*Store)(nil)
 
-// New returns a store over db (see OpenDB). It builds an insert-only River
-// client so that every write can enqueue its follow-up jobs in the same
-// transaction.
+// New returns a store over db (see OpenDB). Its driver holds an
+// insert-only River client, so that every write can enqueue its follow-up
+// jobs in the same transaction.
 func New(db *sql.DB, opts *StoreOpts) (*Store, error) {
 	if opts == nil {
 		opts = &StoreOpts{}
 	}
-	s := &Store{db: db, logger: opts.Logger, now: opts.NowFunc, hub: hubOf(db)}
-	if s.logger == nil {
-		s.logger = slog.New(slog.DiscardHandler)
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	jobs, err := river.NewClient(riversqlite.New(db), &river.Config{Logger: s.logger})
+	jobs, err := river.NewClient(riversqlite.New(db), &river.Config{Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("building job inserter: %w", err)
 	}
-	s.jobs = jobs
-	return s, nil
+	d := &driver{db: db, jobs: jobs, hub: hubOf(db)}
+	rules := store.NewDriverStore(d, &store.DriverStoreOpts{NowFunc: opts.NowFunc})
+	d.now = rules.Now
+	return &Store{DriverStore: rules, db: db}, nil
 }
 
 // SQLDB returns the underlying database.
 func (s *Store) SQLDB() *sql.DB { return s.db }
 
-// DB implements store.Handles.
-func (s *Store) DB() store.DBTX { return dbHandle{s.db} }
+// WriteConcurrency is 1: SQLite has one writer at a time (a second write
+// transaction waits for the lock), so the webhook intake commits its
+// batches one after the other (webhooks' group commit asks it).
+func (s *Store) WriteConcurrency() int { return 1 }
 
-// Now returns the store clock's time in UTC, truncated to the microseconds
-// the store keeps, so values read back compare equal.
-func (s *Store) Now() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
-
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
-
-// InTx runs fn in one transaction (BEGIN IMMEDIATE: it holds the write
-// lock until it ends), committing when fn returns nil and rolling back when
-// it returns an error (which InTx returns as is).
-func (s *Store) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error { return fn(txHandle{tx}) })
+// driver is the SQLite store.Driver: one database file, its transactions
+// (each BEGIN IMMEDIATE, see OpenDB) and the River client that inserts jobs
+// in them.
+type driver struct {
+	db   *sql.DB
+	jobs *river.Client[*sql.Tx] // insert-only client, enqueues in our transactions
+	hub  *settingsHub
+	// now is the store's clock: SQLite has no clock of its own at the
+	// store's precision, so it stands for the database's
+	// (CommitClaimInsert).
+	now func() time.Time
 }
 
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+// Engine implements store.Driver.
+func (*driver) Engine() string { return engine }
+
+// Name implements store.Driver.
+func (*driver) Name() string { return "SQLite" }
+
+// DB implements store.Driver.
+func (d *driver) DB() store.DBTX { return dbHandle{d.db} }
+
+// Ping implements store.Driver.
+func (d *driver) Ping(ctx context.Context) error { return d.db.PingContext(ctx) }
+
+// InTx implements store.Driver: BEGIN IMMEDIATE (OpenDB), so the
+// transaction holds the write lock until it ends. What the transaction
+// queued for after its commit (SettingsNotify) runs once it committed.
+func (d *driver) InTx(ctx context.Context, fn func(tx store.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning a transaction: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	var after []func()
+	if err := fn(txHandle{tx: tx, after: &after}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing: %w", err)
 	}
+	for _, f := range after {
+		f()
+	}
 	return nil
 }
 
-// enqueue inserts jobs in tx. Empty jobs is a no-op.
-func (s *Store) enqueue(ctx context.Context, tx *sql.Tx, jobs []river.InsertManyParams) error {
-	if len(jobs) == 0 {
-		return nil
+// ReadTx implements store.Driver as InTx: the write lock keeps every
+// writer out while it reads.
+func (d *driver) ReadTx(ctx context.Context, fn func(tx store.Tx) error) error {
+	return d.InTx(ctx, fn)
+}
+
+// Executor implements store.Driver.
+func (d *driver) Executor(db store.DBTX) (store.Executor, error) {
+	switch h := db.(type) {
+	case dbHandle:
+		return executor{ex: h.db, d: d}, nil
+	case txHandle:
+		return executor{ex: h.tx, tx: h.tx, after: h.after, d: d}, nil
+	case nil:
+		return nil, fmt.Errorf("no database handle given to the %s store", engine)
+	default:
+		return nil, fmt.Errorf("a %s database handle given to the %s store", h.Engine(), engine)
 	}
-	if _, err := s.jobs.InsertManyTx(ctx, tx, jobs); err != nil {
-		return fmt.Errorf("enqueueing %d jobs: %w", len(jobs), err)
+}
+
+// executor is the SQLite store.Executor of one handle.
+type executor struct {
+	ex execer  // the database or the transaction
+	tx *sql.Tx // the transaction; nil on the database
+	// after collects what runs once the transaction committed; nil on the
+	// database and on a transaction of TxOf: it runs at once.
+	after *[]func()
+	d     *driver
+}
+
+var _ store.Executor = executor{}
+
+// afterCommit runs f once the executor's transaction committed (at once
+// without one to wait for).
+func (x executor) afterCommit(f func()) {
+	if x.after == nil {
+		f()
+		return
 	}
-	return nil
+	*x.after = append(*x.after, f)
+}
+
+// JobInsertMany implements store.JobQueries.
+func (x executor) JobInsertMany(ctx context.Context, jobs []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
+	if x.tx == nil {
+		return nil, errNoTx
+	}
+	return x.d.jobs.InsertManyTx(ctx, x.tx, jobs)
+}
+
+// JobList implements store.JobQueries.
+func (x executor) JobList(ctx context.Context, p *river.JobListParams) (*river.JobListResult, error) {
+	if x.tx == nil {
+		return nil, errNoTx
+	}
+	return x.d.jobs.JobListTx(ctx, x.tx, p)
+}
+
+// errNoTx refuses River's calls outside a transaction.
+var errNoTx = errors.New("jobs are inserted and listed in a transaction only")
+
+// noRows is err, or store.ErrNotFound for database/sql's "no rows".
+func noRows(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
 }
 
 // isUnique reports whether err is a violated unique constraint.
 func isUnique(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
-}
-
-func marshalFiles(files []store.File) ([]byte, error) {
-	if files == nil {
-		files = []store.File{}
-	}
-	return json.Marshal(files)
 }
 
 // settingsHub delivers settings announcements to the listeners of one
@@ -187,13 +255,14 @@ type listener struct {
 	c   chan store.SettingsNotice
 }
 
-// ListenSettings returns a listener of the settings changes saved through
-// any store on this database in this process. Close it when done.
-func (s *Store) ListenSettings(ctx context.Context) (store.SettingsListener, error) {
-	l := &listener{hub: s.hub, c: make(chan store.SettingsNotice, 1)}
-	s.hub.mu.Lock()
-	s.hub.listeners[l] = struct{}{}
-	s.hub.mu.Unlock()
+// ListenSettings implements store.Driver: a listener of the settings
+// changes saved through any store on this database in this process. Close
+// it when done.
+func (d *driver) ListenSettings(ctx context.Context) (store.SettingsListener, error) {
+	l := &listener{hub: d.hub, c: make(chan store.SettingsNotice, 1)}
+	d.hub.mu.Lock()
+	d.hub.listeners[l] = struct{}{}
+	d.hub.mu.Unlock()
 	return l, nil
 }
 
