@@ -3,11 +3,7 @@ package postgres
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
-	"io/fs"
-	"strconv"
-	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -16,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"changebot/store"
 )
 
 //go:embed migrations/*.sql
@@ -48,28 +46,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOpts) error {
 		return err
 	}
 	defer closeFn()
-	if opts.To > 0 {
-		if err := m.Migrate(opts.To); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-			return fmt.Errorf("migrating to version %d: %w", opts.To, err)
-		}
-		return nil
-	}
-	if opts.Down {
-		if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-			return fmt.Errorf("reverting migrations: %w", err)
-		}
-		if _, err := rm.Migrate(ctx, rivermigrate.DirectionDown, &rivermigrate.MigrateOpts{TargetVersion: -1}); err != nil {
-			return fmt.Errorf("reverting job queue migrations: %w", err)
-		}
-		return nil
-	}
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return fmt.Errorf("applying migrations: %w", err)
-	}
-	if _, err := rm.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("applying job queue migrations: %w", err)
-	}
-	return nil
+	return store.RunMigrations(ctx, m, rm, store.MigrateParams{Down: opts.Down, To: opts.To})
 }
 
 // MigrationStatus reports the applied version of changebot's migrations,
@@ -81,33 +58,12 @@ func MigrationStatus(pool *pgxpool.Pool, schema string) (version uint, current b
 		return 0, false, err
 	}
 	defer closeFn()
-	v, dirty, err := m.Version()
-	if errors.Is(err, migrate.ErrNilVersion) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("reading migration version: %w", err)
-	}
-	return v, !dirty && v == LatestMigration, nil
+	return store.MigrationState(m, LatestMigration)
 }
 
-// LatestMigration is the number of the newest embedded migration, read
-// from the file names in store/migrations (NNNN_name.up.sql), so adding a
-// migration needs no other edit.
-var LatestMigration = func() uint {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		panic(fmt.Sprintf("store: reading embedded migrations: %v", err))
-	}
-	var latest uint
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		if n, err := strconv.ParseUint(num, 10, 32); ok && err == nil && uint(n) > latest {
-			latest = uint(n)
-		}
-	}
-	return latest
-}()
+// LatestMigration is the number of the newest embedded migration
+// (store/postgres/migrations, store.LatestMigration).
+var LatestMigration = store.LatestMigration(migrationFiles, "migrations")
 
 // newMigrator returns a migrator and the function that releases its
 // connection (the pool cannot close while the migration driver holds one).

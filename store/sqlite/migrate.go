@@ -4,17 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
-	"io/fs"
-	"strconv"
-	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
 	migratesqlite "github.com/golang-migrate/migrate/v4/database/sqlite"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"changebot/store"
 )
 
 //go:embed migrations/*.sql
@@ -41,22 +39,7 @@ func Migrate(ctx context.Context, db *sql.DB, opts *MigrateOpts) error {
 	if err != nil {
 		return err
 	}
-	if opts.Down {
-		if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-			return fmt.Errorf("reverting migrations: %w", err)
-		}
-		if _, err := rm.Migrate(ctx, rivermigrate.DirectionDown, &rivermigrate.MigrateOpts{TargetVersion: -1}); err != nil {
-			return fmt.Errorf("reverting job queue migrations: %w", err)
-		}
-		return nil
-	}
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return fmt.Errorf("applying migrations: %w", err)
-	}
-	if _, err := rm.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("applying job queue migrations: %w", err)
-	}
-	return nil
+	return store.RunMigrations(ctx, m, rm, store.MigrateParams{Down: opts.Down})
 }
 
 // MigrationStatus reports the applied version of changebot's migrations,
@@ -67,31 +50,12 @@ func MigrationStatus(db *sql.DB) (version uint, current bool, err error) {
 	if err != nil {
 		return 0, false, err
 	}
-	v, dirty, err := m.Version()
-	if errors.Is(err, migrate.ErrNilVersion) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("reading migration version: %w", err)
-	}
-	return v, !dirty && v == LatestMigration, nil
+	return store.MigrationState(m, LatestMigration)
 }
 
-// LatestMigration is the number of the newest embedded migration.
-var LatestMigration = func() uint {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		panic(fmt.Sprintf("store/sqlite: reading embedded migrations: %v", err))
-	}
-	var latest uint
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		if n, err := strconv.ParseUint(num, 10, 32); ok && err == nil && uint(n) > latest {
-			latest = uint(n)
-		}
-	}
-	return latest
-}()
+// LatestMigration is the number of the newest embedded migration
+// (store/sqlite/migrations, store.LatestMigration).
+var LatestMigration = store.LatestMigration(migrationFiles, "migrations")
 
 // newMigrator returns a migrator over db. It is not closed: closing the
 // golang-migrate driver would close db, which belongs to the caller.
