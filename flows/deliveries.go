@@ -345,11 +345,13 @@ func (e *Engine) mergeInFlight(ctx context.Context, projectID int64, branch stri
 // applyMergeRequestHook handles MR events: a merge done outside the bot (or
 // whose answer we lost) finishes the change as merged, naming who merged
 // it; a close by a person ends it in MR_CLOSED; both only once the platform
-// confirms it (applyStateHook).
+// confirms it (applyStateHook). A new target branch stops the change in
+// HANDLE_RETARGETED once the platform confirms it (applyRetargetHook).
 func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
 	switch {
 	case h.Action == "merge", h.Action == "close", h.Action == "approved", h.Action == "approval", h.Action == "unapproved", h.Action == "unapproval":
+	case h.Action == "update" && h.TargetChanged:
 	case h.Action == "update" && h.DraftChanged && !h.Draft:
 	default:
 		return OutcomeNoChange, nil
@@ -365,6 +367,9 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 	case "merge", "close":
 		return e.applyStateHook(ctx, op, ev, source)
 	case "update":
+		if h.TargetChanged {
+			return e.applyRetargetHook(ctx, op, ev, source)
+		}
 		return e.applyReadyHook(ctx, op, source)
 	}
 	return e.applyApprovalHook(ctx, op, ev, source)
@@ -456,6 +461,32 @@ func (e *Engine) applyStateHook(ctx context.Context, op store.Operation, ev plat
 // opened MR is not retried: the MR was reopened since, or the hook is false.
 func stateMaySettle(action, state string) bool {
 	return state == platform.MRStateLocked || (action == "merge" && state == platform.MRStateOpened)
+}
+
+// applyRetargetHook applies a Merge Request Hook that changed the MR's
+// target branch (GitLab's changes.target_branch, GitHub's edited with
+// changes.base; platform.MergeRequestHook.TargetChanged). A change in a
+// step that may still approve, rebase or merge is stopped in
+// HANDLE_RETARGETED when the platform, read once, shows the MR open and
+// targeting another branch than the change's: the hook may be stale (the MR
+// retargeted back since) or forged, so it is not believed on its own. A
+// hook that retargets the MR back moves nothing: /retry does.
+func (e *Engine) applyRetargetHook(ctx context.Context, op store.Operation, ev platform.HookEvent, source string) (string, error) {
+	h := ev.MergeRequest
+	if !rules.CanMove(rules.StepCode(op.Step), rules.HandleRetargeted) || !retargeted(op, h.TargetBranch) {
+		return OutcomeNoChange, nil
+	}
+	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
+	if err != nil {
+		return "", fmt.Errorf("reading %s to check a new target branch: %w", rules.WordsOf(op.Platform).MRRef(op.MRIID), err)
+	}
+	if mr.State != platform.MRStateOpened || !retargeted(op, mr.TargetBranch) {
+		return OutcomeNoChange, nil
+	}
+	if err := e.stopRetargeted(ctx, op, mr.TargetBranch, source); err != nil {
+		return "", err
+	}
+	return OutcomeApplied, nil
 }
 
 // applyReadyHook applies a Merge Request Hook that marked the MR ready

@@ -76,6 +76,7 @@ var failureDetails = map[rules.StepCode]string{
 	rules.HandleRebaseConflict:  "rebasing !1 onto main failed: Rebase failed. Please rebase locally",
 	rules.HandleReviewerDenied:  "reviewer robot reviewer-2 may not approve !1: GitLab answered 401 (token revoked or expired, or the account is not eligible to approve)",
 	rules.HandleNotMergeable:    "GitLab refuses to merge !1: a reviewer requested changes (requested_changes)",
+	rules.HandleRetargeted:      "!1 now targets production; retarget it to main and comment /retry, or /cancel",
 	rules.HandlePipelinePending: "no pipeline result for 3f2a9c1e after 2h0m0s",
 	rules.CreatePipelinePending: "no pipeline result for 3f2a9c1e after 2h0m0s",
 	rules.ApprovalSendPending:   "requesting approval: POST https://approvals.example/requests: 503 Service Unavailable",
@@ -160,6 +161,7 @@ var githubFailureDetails = map[rules.StepCode]string{
 	rules.HandleReviewerDenied: "reviewer robot reviewer-2 may not approve #1: GitHub answered 401 (token revoked or expired, or the account is not eligible to approve)",
 	rules.HandleNotMergeable:   "GitHub still answers not_approved for #1 after 3 rounds: Repository rule violations found: commit message must match ^CHG-",
 	rules.HandleMergePending:   "GitHub still reports checking for #1 after 15m0s",
+	rules.HandleRetargeted:     "#1 now targets production; retarget it to main and comment /retry, or /cancel",
 	rules.DeployPending:        "no successful deploy run for 9c0d1e2f after 6h0m0s",
 }
 

@@ -36,9 +36,11 @@ func (e *Engine) handle(ctx context.Context, op store.Operation) error {
 
 // readOpenMR reads the MR and settles the cases where there is nothing to
 // do: already merged (finish as merged, never approve again), closed
-// (failure), being merged (locked: look again shortly), head moved (back to
-// waiting for the new head's pipeline). done reports that the caller must
-// stop and return err.
+// (failure), being merged (locked: look again shortly), retargeted by a
+// person (HANDLE_RETARGETED: the approvals and the binding were given for
+// the submitted target), head moved (back to waiting for the new head's
+// pipeline). Every approve, merge and rebase reads the MR here first. done
+// reports that the caller must stop and return err.
 func (e *Engine) readOpenMR(ctx context.Context, op store.Operation, includeRebase bool) (platform.MergeRequest, bool, error) {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, includeRebase)
 	if err != nil {
@@ -51,10 +53,48 @@ func (e *Engine) readOpenMR(ctx context.Context, op store.Operation, includeReba
 		return mr, true, e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+rules.KindHandle)
 	case mr.State == platform.MRStateLocked:
 		return mr, true, snoozeFor(e.pollFor(op).ShortInterval) // GitLab is merging it right now
+	case retargeted(op, mr.TargetBranch):
+		return mr, true, e.stopRetargeted(ctx, op, mr.TargetBranch, "job:"+rules.KindHandle)
 	case mr.SHA != "" && op.HeadSHA != "" && mr.SHA != op.HeadSHA && !mr.RebaseInProgress:
 		return mr, true, e.headMoved(ctx, op, mr.SHA)
 	}
 	return mr, false, nil
+}
+
+// retargeted reports whether the platform shows the change's merge request
+// targeting another branch (target, platform.MergeRequest.TargetBranch:
+// GitLab's target_branch, GitHub's base.ref) than the one it was submitted
+// for (store.Operation.TargetBranch). An unknown branch on either side ("")
+// is no evidence.
+func retargeted(op store.Operation, target string) bool {
+	return target != "" && op.TargetBranch != "" && target != op.TargetBranch
+}
+
+// retargetedDetail is the detail of a change stopped in HANDLE_RETARGETED,
+// in the words of its platform: "!1 now targets production; retarget it to
+// main and comment /retry, or /cancel".
+func retargetedDetail(op store.Operation, target string) string {
+	return fmt.Sprintf("%s now targets %s; retarget it to %s and comment /retry, or /cancel",
+		rules.WordsOf(op.Platform).Ref(op.MRIID), target, op.TargetBranch)
+}
+
+// stopRetargeted stops a change whose merge request a person retargeted
+// onto target (issue 21 point 1) in HANDLE_RETARGETED, with no write to the
+// platform. A change that cannot move there (it is no longer in the handle
+// phase, or another writer moved it first) stays as it is: a replayed hook
+// or a late job changes nothing.
+func (e *Engine) stopRetargeted(ctx context.Context, op store.Operation, target, source string) error {
+	if !rules.CanMove(rules.StepCode(op.Step), rules.HandleRetargeted) {
+		return nil
+	}
+	e.opLog(op).Info("merge request retargeted by a person: stopping", "target_branch", target, "submitted_target_branch", op.TargetBranch)
+	_, err := e.Transition(ctx, op, rules.HandleRetargeted, TransitionOpts{Source: source,
+		Payload: map[string]any{"target_branch": target, "submitted_target_branch": op.TargetBranch},
+		Update:  func(o *store.Operation) { o.Detail = retargetedDetail(op, target) }})
+	if isConflict(err) {
+		return nil
+	}
+	return err
 }
 
 // headMoved sends the change back to wait for the pipeline of the new head.

@@ -124,6 +124,13 @@ type MergeRequestHook struct {
 	// changes.draft {"previous", "current"} is present on an "update"
 	// (GitLab 16.3+, gitlab-org/gitlab!126899).
 	DraftChanged bool
+	// TargetChanged reports that this hook changed the branch the merge
+	// request merges into (TargetBranch is the new one): on GitLab an
+	// "update" whose changes.target_branch {"previous", "current"} differ
+	// (doc/user/project/integrations/webhook_events.md, Merge request
+	// events); on GitHub pull_request "edited" with changes.base
+	// (docs.github.com "Webhook events and payloads", pull_request edited).
+	TargetChanged bool
 }
 
 // PipelineHook is a Pipeline Hook (fixture webhook-pipeline-mr-success.json).

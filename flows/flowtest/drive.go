@@ -1,7 +1,11 @@
 package flowtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -103,4 +107,43 @@ func (s settledTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return settledBase.RoundTrip(req)
+}
+
+// Retarget has username (a Developer, such as Requester) change the target
+// branch of operation id's merge request to branch, creating branch from
+// the default branch first when it does not exist, as a person does in
+// GitLab: PUT /projects/:id/merge_requests/:iid with target_branch
+// (doc/api/merge_requests.md "Update MR"). GitLab answers 200 and sends the
+// Merge Request Hook "update" with changes.target_branch, which is left
+// pending (see Webhooks).
+func (h *Harness) Retarget(t testing.TB, id, branch, username string) {
+	t.Helper()
+	op := h.Op(t, id)
+	ctx := context.Background()
+	if !h.GitLab.HasBranch(op.ProjectID, branch) {
+		if _, err := h.ClientAs(t, username).CreateBranch(ctx, op.ProjectID, branch, "main"); err != nil {
+			t.Fatalf("creating branch %s: %v", branch, err)
+		}
+	}
+	body, err := json.Marshal(map[string]string{"target_branch": branch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut,
+		fmt.Sprintf("%s/api/v4/projects/%d/merge_requests/%d", h.GitLab.URL(), op.ProjectID, op.MRIID), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("PRIVATE-TOKEN", username+"-token")
+	req.Header.Set("Content-Type", "application/json")
+	res, err := (&http.Client{Timeout: 30 * time.Second, Transport: settledTransport{fake: h.GitLab}}).Do(req)
+	if err != nil {
+		t.Fatalf("retargeting !%d onto %s: %v", op.MRIID, branch, err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("retargeting !%d onto %s: GitLab answered %d %s", op.MRIID, branch, res.StatusCode, b)
+	}
+	h.Settle(t)
 }

@@ -29,6 +29,7 @@ const (
 	HandleNotMergeable    StepCode = 10108
 	HandleAwaitPipeline   StepCode = 10109
 	HandleDraft           StepCode = 10110
+	HandleRetargeted      StepCode = 10111
 	Closed                StepCode = 10201
 	ClosedByPerson        StepCode = 10202
 	CalledBack            StepCode = 10301
@@ -223,11 +224,11 @@ var catalogue = []Step{
 		hintIn: func(w Words) string { return "Creating the " + w.MR + " failed. " + hintFixAndRetry }},
 	{Code: HandleStarted, Name: "HANDLE_STARTED", Phase: PhaseHandle, Status: StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleStarted,
-		Next: next(HandleApproved, HandleReviewerDenied, HandleNotMergeable, HandleRebasing, HandleAwaitPipeline),
+		Next: next(HandleApproved, HandleReviewerDenied, HandleNotMergeable, HandleRebasing, HandleAwaitPipeline, HandleRetargeted),
 		Hint: hintKeepWaiting},
 	{Code: HandleApproved, Name: "HANDLE_APPROVED", Phase: PhaseHandle, Status: StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleApproved,
-		Next: next(HandleStarted, HandleNotMergeable, HandleRebaseConflict, HandleRebasing, HandleAwaitPipeline, HandleMergePending, HandleDraft),
+		Next: next(HandleStarted, HandleNotMergeable, HandleRebaseConflict, HandleRebasing, HandleAwaitPipeline, HandleMergePending, HandleDraft, HandleRetargeted),
 		Hint: "Keep waiting: reviewers approved, merging."},
 	{Code: HandleMerged, Name: "HANDLE_MERGED", Phase: PhaseHandle, Status: StatusMerged,
 		Job: job(KindAwaitDeploy, DeployPending), Wait: WaitDeploy, Next: next(CalledBack),
@@ -240,7 +241,7 @@ var catalogue = []Step{
 		Hint:  "The rebase has conflicts: resolve them on the source branch and comment /retry, or contact the maintainers."},
 	{Code: HandleRebasing, Name: "HANDLE_REBASING", Phase: PhaseHandle, Status: StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleRebasing, Wait: WaitRebase,
-		Next: next(HandleAwaitPipeline, HandleRebaseConflict, HandleRebasePending),
+		Next: next(HandleAwaitPipeline, HandleRebaseConflict, HandleRebasePending, HandleRetargeted),
 		Hint: "Keep waiting: rebasing onto the target branch."},
 	{Code: HandleReviewerDenied, Name: "HANDLE_REVIEWER_DENIED", Phase: PhaseHandle, Status: StatusHandleFailed,
 		Retry: HandleStarted,
@@ -250,7 +251,7 @@ var catalogue = []Step{
 		hintIn: func(w Words) string { return w.Platform + " refuses the merge (see the reason). " + hintFixAndRetry }},
 	{Code: HandleAwaitPipeline, Name: "HANDLE_AWAIT_PIPELINE", Phase: PhaseHandle, Status: StatusMerging,
 		Job: job(KindAwaitPipeline, HandlePipelinePending), Resume: HandleAwaitPipeline, Wait: WaitPipeline,
-		Next: next(HandleStarted, HandleFailed),
+		Next: next(HandleStarted, HandleFailed, HandleRetargeted),
 		hintIn: func(w Words) string {
 			if w.OnGitHub() {
 				return "Keep waiting: the checks of the new head are running."
@@ -261,9 +262,30 @@ var catalogue = []Step{
 	// a person marks the draft merge request ready (issue 10 point 3).
 	{Code: HandleDraft, Name: "HANDLE_DRAFT", Phase: PhaseHandle, Status: StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleDraft, Wait: WaitReady,
-		Next: next(HandleApproved, HandleAwaitPipeline),
+		Next: next(HandleApproved, HandleAwaitPipeline, HandleRetargeted),
 		hintIn: func(w Words) string {
 			return "The " + w.MR + " is a draft: mark it ready in " + w.Platform + "; changebot then merges by itself."
+		}},
+	// HANDLE_RETARGETED: a person changed the merge request's target branch
+	// mid-flow (issue 21 point 1). The approvals (the approval system's and
+	// the reviewer robots') and the binding were given for the submitted
+	// target (store.Operation.TargetBranch), so nothing is approved, rebased
+	// or merged into another branch: the change stops here, with no write
+	// to the platform, until a person retargets it back and comments /retry
+	// (Retry: the pipeline wait of the head, whose result the new target
+	// may have changed, then approvals and the merge, each checking the
+	// target again) or cancels it. GitLab: PUT
+	// /projects/:id/merge_requests/:iid target_branch, the Merge Request
+	// Hook's changes.target_branch (doc/api/merge_requests.md "Update MR",
+	// doc/user/project/integrations/webhook_events.md); GitHub: PATCH
+	// /repos/{owner}/{repo}/pulls/{n} base, the pull_request "edited" event
+	// with changes.base (docs.github.com "Update a pull request", "Webhook
+	// events and payloads").
+	{Code: HandleRetargeted, Name: "HANDLE_RETARGETED", Phase: PhaseHandle, Status: StatusHandleFailed,
+		Retry: HandleAwaitPipeline,
+		hintIn: func(w Words) string {
+			return "A person changed the " + w.MR + "'s target branch in " + w.Platform + ", so changebot stopped: no approve, rebase or merge follows. " +
+				"Retarget it to the change's target branch and comment /retry, or /cancel."
 		}},
 	{Code: Closed, Name: "CLOSED", Phase: PhaseClose, Status: StatusClosed, Terminal: true,
 		Hint: hintReapply},

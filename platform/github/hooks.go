@@ -101,7 +101,8 @@ func SignatureHeader(secret string, body []byte) string {
 //     → open, reopened → reopen, closed with merged true → merge (GitHub
 //     has no merged action), closed → close, every other action → update
 //     (synchronize carries OldRev = before; ready_for_review and
-//     converted_to_draft set DraftChanged). State is opened, closed or
+//     converted_to_draft set DraftChanged; edited with changes.base sets
+//     TargetChanged). State is opened, closed or
 //     merged; DetailedMergeStatus comes from mergeable_state
 //     (MergeStatusOf).
 //   - pull_request_review: submitted with state approved → HookMergeRequest
@@ -224,6 +225,7 @@ func decodePullRequest(body []byte) (platform.HookEvent, error) {
 			h.OldRev = e.GetBefore()
 		}
 		h.DraftChanged = a == "ready_for_review" || a == "converted_to_draft"
+		h.TargetChanged = a == "edited" && e.GetChanges().GetBase() != nil
 	}
 	ev := envelope(platform.HookMergeRequest, e.GetRepo(), e.GetSender())
 	ev.MergeRequest = h

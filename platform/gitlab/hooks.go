@@ -209,6 +209,7 @@ func decodeMergeRequestHook(eventHeader, objectKind string, body []byte) (platfo
 			AuthorID:            oa.AuthorID,
 			Draft:               oa.Draft,
 			DraftChanged:        e.Changes.Draft.Previous != e.Changes.Draft.Current,
+			TargetChanged:       e.Changes.TargetBranch.Previous != e.Changes.TargetBranch.Current,
 		},
 	}, nil
 }
