@@ -10,47 +10,58 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"changebot/flows"
 	"changebot/flows/rules"
-	"changebot/settings"
-	"changebot/store"
 	"changebot/templates"
 )
 
-// Engine is what the API asks the flow engine (*flows.Engine): submit a
-// change, read one, act on one, and render the status a page shows.
+// Engine is what the API asks the flow engine: check and submit a change,
+// read one, act on one, and what a change's page shows. Its errors are
+// api's (ErrNotFound, ErrOverloaded, *ValidationError, *CheckError,
+// *UnavailableError, *IdempotencyConflictError, *BindingHeldError,
+// *rules.NotApplicableError) or a failure to answer at all.
 type Engine interface {
-	// Platform is the installation's platform (store.PlatformGitLab or
-	// store.PlatformGitHub).
+	// Platform is the installation's platform (rules.PlatformGitLab or
+	// rules.PlatformGitHub).
 	Platform() string
-	Submit(ctx context.Context, p flows.SubmitParams) (op store.Operation, created bool, err error)
-	Act(ctx context.Context, id string, a rules.Action, p rules.ActionParams) (store.Operation, error)
-	Get(ctx context.Context, id string) (store.Operation, []store.Event, error)
-	StatusView(op store.Operation, events []store.Event) templates.StatusView
+	// Check lists every problem of s the engine finds without the platform
+	// (fields, paths, names); nil when there is none.
+	Check(s Submission) []FieldError
+	// Submit creates the change (created true) or, for an Idempotency-Key
+	// used before with the same body, answers the change it created.
+	Submit(ctx context.Context, s Submission) (c Change, created bool, err error)
+	Act(ctx context.Context, id string, a rules.Action, p rules.ActionParams) (Change, error)
+	// Get is the change and its events, upcast, in sequence order.
+	Get(ctx context.Context, id string) (Change, []Event, error)
+	// Page is Get with the status view of the change's page (the status
+	// comment's), each event's SourceWords set.
+	Page(ctx context.Context, id string) (Change, []Event, templates.StatusView, error)
+	// Replay rebuilds the state events give at the moment at.
+	Replay(events []Event, at time.Time) Replayed
 }
 
-// ChangeLister reads pages of changes (the store: *postgres.Store,
-// *sqlite.Store); ListChanges needs nothing more, so changebot list uses
+// ChangeLister reads pages of changes, newest first; changebot list uses
 // it too.
 type ChangeLister interface {
-	DB() store.DBTX
-	ListChanges(ctx context.Context, db store.DBTX, p store.ListParams) ([]store.Operation, error)
+	ListChanges(ctx context.Context, p ListParams) ([]Change, error)
 }
 
-// Store is what the API reads from the store itself: pages of changes and
-// one change's history in one snapshot.
+// Store is what the API reads of the changes besides the engine: pages of
+// them, and one change's history in one snapshot. A change that does not
+// exist is ErrNotFound.
 type Store interface {
 	ChangeLister
-	ReadHistory(ctx context.Context, id string) (store.History, error)
+	ReadHistory(ctx context.Context, id string) (History, error)
 }
 
-// Settings is the runtime settings cache (*settings.Cache): the values in
-// effect, and the one audited write.
+// Settings are the runtime settings: the values in effect, and the one
+// audited write. An unknown key, and a value the settings refuse, are a
+// *RefusedError.
 type Settings interface {
-	Get(key, project string) settings.Value
-	List(project string) []settings.Value
-	Lookup(key, project string) (settings.Value, error)
-	Set(ctx context.Context, key, project string, rawJSON json.RawMessage, updatedBy string) error
+	List(project string) []SettingView
+	Lookup(key, project string) (SettingView, error)
+	// Set stores (null: removes) the value of key for project ("":
+	// global) as updatedBy and returns the scope written.
+	Set(ctx context.Context, key, project string, rawJSON json.RawMessage, updatedBy string) (scope string, err error)
 }
 
 // Config wires a Handler.

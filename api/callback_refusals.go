@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"changebot/store"
+	"changebot/flows/rules"
 )
 
 // CallbackRefusals counts the approval callbacks this process refused for
@@ -54,7 +54,7 @@ func (c *CallbackRefusals) Refused() {
 // (status) when this process refused callbacks, by how many since when and
 // what to check.
 func (c *CallbackRefusals) ApprovalHint(status, hint string) string {
-	if c == nil || status != store.StatusApprovalSent {
+	if c == nil || status != rules.StatusApprovalSent {
 		return hint
 	}
 	c.mu.Lock()

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,10 +11,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"changebot/flows"
 	"changebot/flows/rules"
-	"changebot/settings"
-	"changebot/store"
 )
 
 // changeRequest is the body of POST /api/v1/changes. Its strings keep
@@ -67,18 +63,18 @@ func (t *jsonText) UnmarshalJSON(b []byte) error {
 // with every \u surrogate escape paired (a NUL is checked per field later).
 func validJSONString(b []byte) bool { return jsonEscapesProblem(b, true) == "" }
 
-// params turns the request into flows.SubmitParams, and lists the fields
+// submission turns the request into a Submission, and lists the fields
 // that did not arrive as valid UTF-8, and the files without content that
 // are not deleted.
-func (req changeRequest) params() (flows.SubmitParams, []flows.FieldError) {
-	var bad []flows.FieldError
+func (req changeRequest) submission() (Submission, []FieldError) {
+	var bad []FieldError
 	str := func(field string, t jsonText) string {
 		if t.invalid {
-			bad = append(bad, flows.FieldError{Field: field, Message: "is not valid UTF-8"})
+			bad = append(bad, FieldError{Field: field, Message: "is not valid UTF-8"})
 		}
 		return t.s
 	}
-	p := flows.SubmitParams{
+	p := Submission{
 		SubjectID: str("subject_id", req.SubjectID), TargetKey: str("target_key", req.TargetKey),
 		Project: string(req.Project), TargetBranch: str("target_branch", req.TargetBranch),
 		Title: str("title", req.Title), Description: str("description", req.Description),
@@ -86,12 +82,12 @@ func (req changeRequest) params() (flows.SubmitParams, []flows.FieldError) {
 	}
 	for i, f := range req.Files {
 		content := fmt.Sprintf("files[%d].content", i)
-		p.Files = append(p.Files, store.File{Path: str(fmt.Sprintf("files[%d].path", i), f.Path),
+		p.Files = append(p.Files, File{Path: str(fmt.Sprintf("files[%d].path", i), f.Path),
 			Content: str(content, f.Content), Action: str(fmt.Sprintf("files[%d].action", i), f.Action)})
 		// A file without content would be written empty: only a delete
 		// goes without it ("" is an empty file's content).
 		if !f.Content.set && f.Action.s != "delete" {
-			bad = append(bad, flows.FieldError{Field: content, Message: `is required unless action is "delete" ("" for an empty file)`})
+			bad = append(bad, FieldError{Field: content, Message: `is required unless action is "delete" ("" for an empty file)`})
 		}
 	}
 	return p, bad
@@ -102,16 +98,13 @@ func (h *Handler) submitChange(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, h.cfg.MaxBodyBytes, &req) {
 		return
 	}
-	params, badText := req.params()
-	params.Platform = h.cfg.Engine.Platform()
+	params, badText := req.submission()
 	if len(badText) > 0 {
 		// Every problem at once: the invalid text, then the rest.
 		fields := badText
-		if ve, ok := flows.IsValidation(params.Validate()); ok {
-			for _, f := range ve.Fields {
-				if !slices.ContainsFunc(fields, func(b flows.FieldError) bool { return b.Field == f.Field }) {
-					fields = append(fields, f)
-				}
+		for _, f := range h.cfg.Engine.Check(params) {
+			if !slices.ContainsFunc(fields, func(b FieldError) bool { return b.Field == f.Field }) {
+				fields = append(fields, f)
 			}
 		}
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid change", "fields": fields})
@@ -119,28 +112,25 @@ func (h *Handler) submitChange(w http.ResponseWriter, r *http.Request) {
 	}
 	params.IdempotencyKey = r.Header.Get("Idempotency-Key")
 	params.SubmittedBy = requestTokenID(r)
-	// Read for the project's path as the platform answers it (the engine
-	// resolves the submitter's spelling first), not for what was typed.
-	params.ApprovalFirstFunc = func(project string) bool { return h.cfg.Settings.Get(settings.FlowApprovalFirst, project).Bool() }
-	params.MaxActive = h.cfg.Settings.Get(settings.AdmissionMaxActive, "").Int()
 	op, created, err := h.cfg.Engine.Submit(r.Context(), params)
-	if errors.Is(err, flows.ErrOverloaded) {
+	if errors.Is(err, ErrOverloaded) {
 		w.Header().Set("Retry-After", strconv.Itoa(admissionRetryAfter))
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "too many active changes (admission.max_active); nothing was created, retry later",
 			"retry_after_seconds": admissionRetryAfter})
 		return
 	}
-	if ve, ok := flows.IsValidation(err); ok {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid change", "fields": ve.Fields})
 		return
 	}
-	var check *flows.GitLabCheckError
+	var check *CheckError
 	if errors.As(err, &check) {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": "the change does not fit the project in " + platformName(h.cfg.Engine.Platform()) + "; nothing was created",
 			"fields": check.Fields})
 		return
 	}
-	var down *flows.GitLabUnavailableError
+	var down *UnavailableError
 	if errors.As(err, &down) {
 		wait := max(int(down.RetryAfter.Round(time.Second)/time.Second), 1)
 		if down.RetryAfter <= 0 {
@@ -152,16 +142,16 @@ func (h *Handler) submitChange(w http.ResponseWriter, r *http.Request) {
 			"retry_after_seconds": wait})
 		return
 	}
-	var idem *flows.IdempotencyConflictError
+	var idem *IdempotencyConflictError
 	if errors.As(err, &idem) {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": idem.Error(),
 			"operation_id": idem.OperationID, "differing_fields": idem.Fields})
 		return
 	}
-	var active *store.ActiveChangeError
-	if errors.As(err, &active) {
-		writeJSON(w, http.StatusConflict, map[string]any{"error": active.Reason(),
-			"operation_id": active.OperationID, "status": active.Status, "failed": active.Failed()})
+	var held *BindingHeldError
+	if errors.As(err, &held) {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": held.Reason,
+			"operation_id": held.OperationID, "status": held.Status, "failed": held.Failed})
 		return
 	}
 	if err != nil {
@@ -222,8 +212,8 @@ func (h *Handler) changeAction(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})
 			return
 		}
-		owner, err := h.submittedBy(r.Context(), id)
-		if errors.Is(err, store.ErrNotFound) {
+		c, _, err := h.cfg.Engine.Get(r.Context(), id)
+		if errors.Is(err, ErrNotFound) {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
 			return
 		}
@@ -231,13 +221,13 @@ func (h *Handler) changeAction(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not read the change"})
 			return
 		}
-		if owner == "" || owner != requestTokenID(r) {
+		if c.SubmittedBy == "" || c.SubmittedBy != requestTokenID(r) {
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "a submitter token may cancel only the changes it submitted; this needs an operator token"})
 			return
 		}
 	}
 	_, err := h.cfg.Engine.Act(r.Context(), id, action, rules.ActionParams{Actor: "api:" + role, Source: "api"})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
 		return
 	}
@@ -254,31 +244,10 @@ func (h *Handler) changeAction(w http.ResponseWriter, r *http.Request) {
 	h.getChange(w, r)
 }
 
-// submittedBy returns the id of the API token that submitted change id
-// (the submitted event's submitted_by), "" when it was not recorded.
-func (h *Handler) submittedBy(ctx context.Context, id string) (string, error) {
-	_, events, err := h.cfg.Engine.Get(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	for _, ev := range events {
-		if ev.Type == store.EventSubmitted {
-			var p struct {
-				SubmittedBy string `json:"submitted_by"`
-			}
-			if err := json.Unmarshal(ev.Payload, &p); err != nil {
-				return "", fmt.Errorf("decoding the submitted event of %s: %w", id, err)
-			}
-			return p.SubmittedBy, nil
-		}
-	}
-	return "", nil
-}
-
 func (h *Handler) getChange(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	op, events, err := h.cfg.Engine.Get(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
 		return
 	}
@@ -297,7 +266,7 @@ func (h *Handler) getChange(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Hint = h.cfg.Refusals.ApprovalHint(op.Status, v.Hint)
 	if v.Events == nil {
-		v.Events = []store.Event{}
+		v.Events = []Event{}
 	}
 	writeJSON(w, http.StatusOK, v)
 }
@@ -306,10 +275,10 @@ func (h *Handler) getChange(w http.ResponseWriter, r *http.Request) {
 // changebot history -json.
 type EventsView struct {
 	OperationID string `json:"operation_id"`
-	// Form is "current" (events upcast to store.EventSchemaVersion, to
-	// read and replay) or "stored" (as stored, to check the hash chain).
-	Form   string        `json:"form"`
-	Events []store.Event `json:"events"`
+	// Form is "current" (events upcast to their current schema version,
+	// to read and replay) or "stored" (as stored, to check the hash chain).
+	Form   string  `json:"form"`
+	Events []Event `json:"events"`
 }
 
 // Event forms of GET /api/v1/changes/{id}/events?form=.
@@ -319,20 +288,20 @@ const (
 )
 
 // NewEventsView returns h's events in form (FormCurrent or FormStored).
-func NewEventsView(h store.History, form string) EventsView {
-	v := EventsView{OperationID: h.Operation.ID, Form: form, Events: h.Stored}
+func NewEventsView(h History, form string) EventsView {
+	v := EventsView{OperationID: h.Change.ID, Form: form, Events: h.Stored}
 	if form == FormCurrent {
-		v.Events = h.Events()
+		v.Events = h.Current
 	}
 	if v.Events == nil {
-		v.Events = []store.Event{}
+		v.Events = []Event{}
 	}
 	return v
 }
 
 // getEvents serves GET /api/v1/changes/{id}/events[?form=current|stored]
 // (any token): the change's events in sequence order, read with the
-// operation in one snapshot (store.ReadHistory); "stored" gives them as
+// operation in one snapshot (Store.ReadHistory); "stored" gives them as
 // stored, whose hash chain a client can check (store.ComputeHash).
 func (h *Handler) getEvents(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
@@ -345,7 +314,7 @@ func (h *Handler) getEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hist, err := h.cfg.Store.ReadHistory(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
 		return
 	}
@@ -363,7 +332,7 @@ func (h *Handler) getEvents(w http.ResponseWriter, r *http.Request) {
 // pull request on GitHub (platform, the change's).
 func apiHint(st rules.Step, platform, url string) string {
 	mr := "merge request"
-	if platform == store.PlatformGitHub {
+	if platform == rules.PlatformGitHub {
 		mr = "pull request"
 	}
 	switch {
@@ -380,9 +349,9 @@ func apiHint(st rules.Step, platform, url string) string {
 }
 
 // platformName is the platform's name as people write it: "GitHub" for
-// store.PlatformGitHub, else "GitLab".
+// rules.PlatformGitHub, else "GitLab".
 func platformName(platform string) string {
-	if platform == store.PlatformGitHub {
+	if platform == rules.PlatformGitHub {
 		return "GitHub"
 	}
 	return "GitLab"

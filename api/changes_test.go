@@ -4,14 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"changebot/flows"
 	"changebot/flows/rules"
-	"changebot/store"
 )
 
 // validChange is a submission the API accepts; subject makes its binding
@@ -21,49 +21,71 @@ func validChange(subject string) string {
 		`"title":"t","requested_by":"alice","files":[{"path":"a.yaml","content":"a: 1\n"}]}`
 }
 
-// TestSubmitRefusesBadInputNamingTheField: bad input is answered 400 (413
-// when too large) naming the field in the API's words, never Go's, and
-// reaches nothing: the engine records no submission.
+// TestSubmitRefusesBadInputNamingTheField: a body the API cannot read as
+// a submission is answered 400 (413 when too large) naming the field in
+// the API's words, never Go's, and reaches nothing: the engine records no
+// submission. What the engine's checks refuse is a 400 naming its fields,
+// listed after and once with the API's own (invalid UTF-8).
 func TestSubmitRefusesBadInputNamingTheField(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("x", 256)
 	tests := []struct {
-		name string
-		body string
-		code int
-		want []string // substrings of the answer
+		name     string
+		body     string
+		problems map[string]string // the engine's
+		code     int
+		want     []string // substrings of the answer, in order
 	}{
-		{"NUL escape in subject_id", strings.Replace(validChange("nul"), `"nul"`, `"a\u0000b"`, 1), 400, []string{`"field":"subject_id"`, "NUL"}},
-		{"invalid UTF-8 in title", strings.Replace(validChange("utf"), `"title":"t"`, "\"title\":\"t\xff\xfe\"", 1), 400, []string{"UTF-8"}},
-		{"lone surrogate escape in description", strings.Replace(validChange("sur"), `"title":"t"`, `"title":"t","description":"\ud800"`, 1), 400,
-			[]string{`"field":"description"`, "UTF-8"}},
-		{"invalid UTF-8 in project", strings.Replace(validChange("utfp"), `"project":"`, "\"project\":\"\xff", 1), 400, []string{"UTF-8"}},
-		{"subject_id too long", validChange(long), 400, []string{`"field":"subject_id"`, "255"}},
-		{"requested_by with a space", strings.Replace(validChange("rbs"), `"alice"`, `"alice smith"`, 1), 400, []string{`"field":"requested_by"`, "GitLab username"}},
-		{"subject_id of the wrong type", strings.Replace(validChange("x"), `"x"`, `42`, 1), 400, []string{"subject_id", "string"}},
-		{"file path of the wrong type", strings.Replace(validChange("fp"), `"path":"a.yaml"`, `"path":7`, 1), 400,
-			[]string{"field files[0].path must be a string, not a number"}},
-		{"file without content or action", strings.Replace(validChange("fc"), `{"path":"a.yaml","content":"a: 1\n"}`, `{"path":"a.yaml"}`, 1), 400,
-			[]string{`"field":"files[0].content"`, "required"}},
-		{"unknown field", strings.Replace(validChange("uf"), `"title":"t"`, `"title":"t","titel":"u"`, 1), 400, []string{`unknown field \"titel\"`}},
-		{"subject_id twice", strings.Replace(validChange("g4"), `"subject_id":"g4"`, `"subject_id":"g4","subject_id":"g5"`, 1), 400, []string{"duplicate key subject_id"}},
-		{"a stray brace after the body", validChange("sb") + " }", 400, []string{"data after the JSON value"}},
-		{"body not an object", `["x"]`, 400, []string{"the body must be an object, not an array"}},
-		{"project neither path nor id", strings.Replace(validChange("pj"), `"project":"platform/config"`, `"project":{}`, 1), 400,
-			[]string{"project must be a path or a numeric id"}},
-		{"body over the limit", `{"subject_id":"` + strings.Repeat("x", 1<<20) + `"}`, 413, []string{"body larger than 1048576 bytes"}},
+		{name: "invalid UTF-8 in title", body: strings.Replace(validChange("utf"), `"title":"t"`, "\"title\":\"t\xff\xfe\"", 1), code: 400,
+			want: []string{`{"field":"title","message":"is not valid UTF-8"}`}},
+		{name: "lone surrogate escape in description", body: strings.Replace(validChange("sur"), `"title":"t"`, `"title":"t","description":"\ud800"`, 1), code: 400,
+			want: []string{`"field":"description"`, "UTF-8"}},
+		{name: "invalid UTF-8 in a file's content", body: strings.Replace(validChange("utfc"), `a: 1\n`, "a: \xc3\x28", 1), code: 400,
+			want: []string{`"field":"files[0].content"`, "UTF-8"}},
+		{name: "invalid UTF-8 in project", body: strings.Replace(validChange("utfp"), `"project":"`, "\"project\":\"\xff", 1), code: 400,
+			want: []string{"project is not valid UTF-8"}},
+		{name: "the engine's problems after the API's, each field once", body: strings.Replace(validChange("both"), `"title":"t"`, "\"title\":\"t\xff\"", 1),
+			problems: map[string]string{"title": "contains a control character", "subject_id": "is longer than 255 bytes"}, code: 400,
+			want: []string{`{"field":"title","message":"is not valid UTF-8"}`, `{"field":"subject_id","message":"is longer than 255 bytes"}`}},
+		{name: "the engine's problems alone", body: validChange("eng"), problems: map[string]string{"requested_by": "is not a GitLab username"}, code: 400,
+			want: []string{`"error":"invalid change"`, `{"field":"requested_by","message":"is not a GitLab username"}`}},
+		{name: "subject_id of the wrong type", body: strings.Replace(validChange("x"), `"x"`, `42`, 1), code: 400, want: []string{"subject_id", "string"}},
+		{name: "file path of the wrong type", body: strings.Replace(validChange("fp"), `"path":"a.yaml"`, `"path":7`, 1), code: 400,
+			want: []string{"field files[0].path must be a string, not a number"}},
+		{name: "file without content or action", body: strings.Replace(validChange("fc"), `{"path":"a.yaml","content":"a: 1\n"}`, `{"path":"a.yaml"}`, 1), code: 400,
+			want: []string{`"field":"files[0].content"`, "required"}},
+		{name: "update with null content", body: strings.Replace(validChange("fn"), `"content":"a: 1\n"`, `"content":null,"action":"update"`, 1), code: 400,
+			want: []string{`"field":"files[0].content"`, "required"}},
+		{name: "unknown field", body: strings.Replace(validChange("uf"), `"title":"t"`, `"title":"t","titel":"u"`, 1), code: 400, want: []string{`unknown field \"titel\"`}},
+		{name: "subject_id twice", body: strings.Replace(validChange("g4"), `"subject_id":"g4"`, `"subject_id":"g4","subject_id":"g5"`, 1), code: 400,
+			want: []string{"duplicate key subject_id"}},
+		{name: "a stray brace after the body", body: validChange("sb") + " }", code: 400, want: []string{"data after the JSON value"}},
+		{name: "body not an object", body: `["x"]`, code: 400, want: []string{"the body must be an object, not an array"}},
+		{name: "project neither path nor id", body: strings.Replace(validChange("pj"), `"project":"platform/config"`, `"project":{}`, 1), code: 400,
+			want: []string{"project must be a path or a numeric id"}},
+		{name: "a NUL escape", body: strings.Replace(validChange("nul"), `"nul"`, `"a\u0000b"`, 1), problems: map[string]string{"subject_id": "contains a NUL"}, code: 400,
+			want: []string{`"field":"subject_id"`, "NUL"}},
+		{name: "body over the limit", body: `{"subject_id":"` + strings.Repeat("x", 1<<20) + `"}`, code: 413, want: []string{"body larger than 1048576 bytes"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := setup(t, "")
+			maps.Copy(s.changes.problems, tc.problems)
 			code, body := s.call(t, http.MethodPost, "/api/v1/changes", submitterToken, tc.body)
 			if code != tc.code {
 				t.Fatalf("status %d %s, want %d", code, body, tc.code)
 			}
+			at := 0
 			for _, w := range tc.want {
-				if !strings.Contains(body, w) {
-					t.Errorf("body %s does not contain %q", body, w)
+				i := strings.Index(body[at:], w)
+				if i < 0 {
+					t.Fatalf("body %s does not contain %q (after what came before)", body, w)
+				}
+				at += i + len(w)
+			}
+			for field := range tc.problems {
+				if n := strings.Count(body, `"field":"`+field+`"`); n != 1 {
+					t.Errorf("body %s names %s %d times, want once", body, field, n)
 				}
 			}
 			for _, leak := range []string{"Go struct", "Go value", "changeRequest", "fileRequest", "jsonText", "try again"} {
@@ -104,19 +126,19 @@ func TestSubmitAnswers(t *testing.T) {
 		{name: "the same key again", token: submitterToken, first: true, key: "k1", wantCode: 200},
 		{name: "the binding is held", token: submitterToken, first: true, key: "k2", wantCode: 409,
 			wantBody: []string{"the binding has a change in progress", `"status":"APPROVAL_SENDING"`, `"failed":false`}},
-		{name: "overloaded", token: submitterToken, submitErr: flows.ErrOverloaded, wantCode: 503, retryAfter: "30",
+		{name: "overloaded", token: submitterToken, submitErr: ErrOverloaded, wantCode: 503, retryAfter: "30",
 			wantBody: []string{"admission.max_active", `"retry_after_seconds":30`}},
-		{name: "the platform's checks refuse", token: submitterToken, submitErr: &flows.GitLabCheckError{Fields: []flows.FieldError{{Field: "target_branch", Message: "does not exist"}}},
+		{name: "the platform's checks refuse", token: submitterToken, submitErr: &CheckError{Fields: []FieldError{{Field: "target_branch", Message: "does not exist"}}},
 			wantCode: 422, wantBody: []string{"does not fit the project in GitLab", `"field":"target_branch"`}},
-		{name: "GitHub's checks refuse", platform: store.PlatformGitHub, token: submitterToken,
-			submitErr: &flows.GitLabCheckError{Fields: []flows.FieldError{{Field: "project", Message: "not found"}}}, wantCode: 422,
+		{name: "GitHub's checks refuse", platform: rules.PlatformGitHub, token: submitterToken,
+			submitErr: &CheckError{Fields: []FieldError{{Field: "project", Message: "not found"}}}, wantCode: 422,
 			wantBody: []string{"does not fit the project in GitHub"}},
-		{name: "the platform is down", token: submitterToken, submitErr: &flows.GitLabUnavailableError{RetryAfter: 5 * time.Second, Err: errors.New("502")},
+		{name: "the platform is down", token: submitterToken, submitErr: &UnavailableError{RetryAfter: 5 * time.Second, Err: errors.New("502")},
 			wantCode: 503, retryAfter: "5", wantBody: []string{"GitLab could not answer the checks", `"retry_after_seconds":5`}},
-		{name: "the platform is down without a wait", token: submitterToken, submitErr: &flows.GitLabUnavailableError{Err: errors.New("timeout")},
+		{name: "the platform is down without a wait", token: submitterToken, submitErr: &UnavailableError{Err: errors.New("timeout")},
 			wantCode: 503, retryAfter: "30"},
 		{name: "a key reused with another body", token: submitterToken,
-			submitErr: &flows.IdempotencyConflictError{Key: "k", OperationID: "op_1", Fields: []string{"title"}}, wantCode: 422,
+			submitErr: &IdempotencyConflictError{OperationID: "op_1", Fields: []string{"title"}, Message: "Idempotency-Key k was used for op_1 with another title"}, wantCode: 422,
 			wantBody: []string{`"operation_id":"op_1"`, `"differing_fields":["title"]`}},
 		{name: "the store fails", token: submitterToken, submitErr: errors.New("connection reset"), wantCode: 503,
 			wantBody: []string{"could not store the change, try again"}},
@@ -157,29 +179,26 @@ func TestSubmitAnswers(t *testing.T) {
 	}
 }
 
-// TestSubmitPassesWhoAndHow: the submission reaches the engine with the
-// platform, the Idempotency-Key, the submitting token's id (never the
-// token) and the settings' admission limit.
+// TestSubmitPassesWhoAndHow: the submission reaches the engine as sent,
+// with the Idempotency-Key and the submitting token's id (never the
+// token).
 func TestSubmitPassesWhoAndHow(t *testing.T) {
 	t.Parallel()
-	s := setup(t, store.PlatformGitHub)
-	if err := s.settings.Set(t.Context(), "admission.max_active", "", json.RawMessage(`7`), "test"); err != nil {
-		t.Fatal(err)
-	}
-	code, body, _ := s.callWith(t, http.MethodPost, "/api/v1/changes", submitterToken, validChange("svc"), map[string]string{"Idempotency-Key": "key-1"})
+	s := setup(t, rules.PlatformGitHub)
+	body := `{"subject_id":"svc","target_key":"prod","project":42,"target_branch":"main","title":"t","description":"d",` +
+		`"requested_by":"alice","files":[{"path":"a.yaml","content":""},{"path":"b.yaml","action":"delete"}]}`
+	code, answer, _ := s.callWith(t, http.MethodPost, "/api/v1/changes", submitterToken, body, map[string]string{"Idempotency-Key": "key-1"})
 	if code != 202 {
-		t.Fatalf("submit: %d %s", code, body)
+		t.Fatalf("submit: %d %s", code, answer)
 	}
-	if len(s.changes.submitted) != 1 {
-		t.Fatalf("%d submissions reached the engine, want 1", len(s.changes.submitted))
+	want := Submission{SubjectID: "svc", TargetKey: "prod", Project: "42", TargetBranch: "main", Title: "t", Description: "d",
+		RequestedBy: "alice", Files: []File{{Path: "a.yaml"}, {Path: "b.yaml", Action: "delete"}}, IdempotencyKey: "key-1",
+		SubmittedBy: tokenID(submitterToken)}
+	if len(s.changes.submitted) != 1 || !reflect.DeepEqual(s.changes.submitted[0], want) {
+		t.Fatalf("the engine got %+v, want %+v", s.changes.submitted, want)
 	}
-	p := s.changes.submitted[0]
-	if p.Platform != store.PlatformGitHub || p.IdempotencyKey != "key-1" || p.SubmittedBy != tokenID(submitterToken) ||
-		strings.Contains(p.SubmittedBy, submitterToken) || p.MaxActive != 7 || p.SubjectID != "svc" || len(p.Files) != 1 {
-		t.Errorf("the engine got %+v", p)
-	}
-	if p.ApprovalFirstFunc == nil || !p.ApprovalFirstFunc("platform/config") {
-		t.Error("ApprovalFirstFunc does not read flow.approval_first (default true)")
+	if strings.Contains(want.SubmittedBy, submitterToken) || !strings.HasPrefix(want.SubmittedBy, "api:") {
+		t.Errorf("SubmittedBy %q names the token", want.SubmittedBy)
 	}
 }
 
@@ -191,10 +210,10 @@ func TestSubmitPassesWhoAndHow(t *testing.T) {
 func TestGetChange(t *testing.T) {
 	t.Parallel()
 	s := setup(t, "")
-	failed := s.changes.add(store.Operation{SubjectID: "a", TargetKey: "prod", Status: store.StatusCreateFailed, Step: int(rules.CreateFailed)}, "")
-	withMR := s.changes.add(store.Operation{SubjectID: "b", TargetKey: "prod", Status: store.StatusMerging, Step: int(rules.HandleStarted),
-		ProjectID: 7, MRIID: 12, MRWebURL: "https://gitlab.example/p/-/merge_requests/12"}, "")
-	waiting := s.changes.add(store.Operation{SubjectID: "c", TargetKey: "prod", Status: store.StatusApprovalSent, Step: int(rules.ApprovalSent), MRIID: 3}, "")
+	failed := s.changes.add(Change{SubjectID: "a", TargetKey: "prod", Status: rules.StatusCreateFailed, Step: int(rules.CreateFailed)})
+	withMR := s.changes.add(Change{SubjectID: "b", TargetKey: "prod", Status: rules.StatusMerging, Step: int(rules.HandleStarted),
+		ProjectID: 7, MRIID: 12, MRWebURL: "https://gitlab.example/p/-/merge_requests/12"})
+	waiting := s.changes.add(Change{SubjectID: "c", TargetKey: "prod", Status: rules.StatusApprovalSent, Step: int(rules.ApprovalSent), MRIID: 3})
 	s.refusals.Refused()
 	tests := []struct {
 		name, path string
@@ -256,18 +275,18 @@ func TestChangeActionsNeedTheirRole(t *testing.T) {
 		want   string
 		acted  bool
 	}{
-		{"retry by an operator", store.StatusCreateFailed, rules.CreateFailed, submitterToken, "retry", operatorToken, 200, `"status":"MR_CREATING"`, true},
-		{"retry by its submitter", store.StatusCreateFailed, rules.CreateFailed, submitterToken, "retry", submitterToken, 403, "this needs an operator token", false},
-		{"resume by a viewer", store.StatusCreateFailed, rules.CreateFailed, submitterToken, "resume", viewerToken, 403, "this needs an operator token", false},
-		{"resume of a failed change", store.StatusCreateFailed, rules.CreateFailed, submitterToken, "resume", operatorToken, 409, "cannot resume", true},
-		{"resume of a parked change", store.StatusApprovalSending, rules.ApprovalSendPending, submitterToken, "resume", operatorToken, 200, `"operation_id"`, true},
-		{"cancel by its submitter", store.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", submitterToken, 200, `"status":"CLOSED"`, true},
-		{"cancel by another submitter", store.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", otherToken, 403, "only the changes it submitted", false},
-		{"cancel of a change no token submitted", store.StatusApprovalSent, rules.ApprovalSent, "", "cancel", submitterToken, 403, "only the changes it submitted", false},
-		{"cancel by a viewer", store.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", viewerToken, 403, "only the changes it submitted", false},
-		{"cancel by an operator", store.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", operatorToken, 200, `"status":"CLOSED"`, true},
-		{"cancel of a closed change", store.StatusClosed, rules.Closed, submitterToken, "cancel", operatorToken, 409, "cannot cancel", true},
-		{"no token", store.StatusCreateFailed, rules.CreateFailed, submitterToken, "retry", "", 401, "bearer token", false},
+		{"retry by an operator", rules.StatusCreateFailed, rules.CreateFailed, submitterToken, "retry", operatorToken, 200, `"status":"MR_CREATING"`, true},
+		{"retry by its submitter", rules.StatusCreateFailed, rules.CreateFailed, submitterToken, "retry", submitterToken, 403, "this needs an operator token", false},
+		{"resume by a viewer", rules.StatusCreateFailed, rules.CreateFailed, submitterToken, "resume", viewerToken, 403, "this needs an operator token", false},
+		{"resume of a failed change", rules.StatusCreateFailed, rules.CreateFailed, submitterToken, "resume", operatorToken, 409, "cannot resume", true},
+		{"resume of a parked change", rules.StatusApprovalSending, rules.ApprovalSendPending, submitterToken, "resume", operatorToken, 200, `"operation_id"`, true},
+		{"cancel by its submitter", rules.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", submitterToken, 200, `"status":"CLOSED"`, true},
+		{"cancel by another submitter", rules.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", otherToken, 403, "only the changes it submitted", false},
+		{"cancel of a change no token submitted", rules.StatusApprovalSent, rules.ApprovalSent, "", "cancel", submitterToken, 403, "only the changes it submitted", false},
+		{"cancel by a viewer", rules.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", viewerToken, 403, "only the changes it submitted", false},
+		{"cancel by an operator", rules.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", operatorToken, 200, `"status":"CLOSED"`, true},
+		{"cancel of a closed change", rules.StatusClosed, rules.Closed, submitterToken, "cancel", operatorToken, 409, "cannot cancel", true},
+		{"no token", rules.StatusCreateFailed, rules.CreateFailed, submitterToken, "retry", "", 401, "bearer token", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -277,7 +296,7 @@ func TestChangeActionsNeedTheirRole(t *testing.T) {
 			if tc.owner != "" {
 				owner = tokenID(tc.owner)
 			}
-			id := s.changes.add(store.Operation{SubjectID: "svc", TargetKey: "prod", Status: tc.status, Step: int(tc.step)}, owner)
+			id := s.changes.add(Change{SubjectID: "svc", TargetKey: "prod", Status: tc.status, Step: int(tc.step), SubmittedBy: owner})
 			code, body := s.call(t, http.MethodPost, "/api/v1/changes/"+id+"/"+tc.action, tc.token, "")
 			if code != tc.code || !strings.Contains(body, tc.want) {
 				t.Fatalf("status %d %s, want %d with %q", code, body, tc.code, tc.want)
@@ -377,8 +396,8 @@ func TestAuthSchemes(t *testing.T) {
 func opsFixture(s *apiSetup, n int, p, st string, step rules.StepCode) []string {
 	var ids []string
 	for i := range n {
-		ids = append(ids, s.changes.add(store.Operation{SubjectID: fmt.Sprintf("%s-%d", p, i), TargetKey: "prod", Project: p,
-			Status: st, Step: int(step), RequestedBy: "alice"}, ""))
+		ids = append(ids, s.changes.add(Change{SubjectID: fmt.Sprintf("%s-%d", p, i), TargetKey: "prod", Project: p,
+			Status: st, Step: int(step), RequestedBy: "alice"}))
 	}
 	return ids
 }

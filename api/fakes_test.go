@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,40 +15,34 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"changebot/flows"
 	"changebot/flows/rules"
-	"changebot/settings"
-	"changebot/store"
 	"changebot/templates"
 )
 
-// fakeDB is the handle the fakes give out: they ignore it.
-type fakeDB struct{}
-
-func (fakeDB) Engine() string { return "fake" }
-
 // fakeChanges holds changes and their events in memory and plays the
-// flow engine (Engine) and the store's reads (Store) over them: Submit
-// validates as the engine does (SubmitParams.Validate), answers the same
-// Idempotency-Key with the change it created, refuses a binding another
-// change holds, and records what it accepted; Act retries, resumes and
-// cancels as the step table allows and records each call; ListChanges
-// filters and pages as the store does. Err, when set, is what every call
-// answers (an unreachable database or platform).
+// flow engine (Engine) and the store's reads (Store) over them: Check and
+// Submit refuse the fields problems names (the engine's own checks),
+// Submit answers the same Idempotency-Key with the change it created,
+// refuses a binding another change holds and records what it accepted;
+// Act retries, resumes and cancels as the step table allows and records
+// each call; ListChanges filters and pages as the store does. err, when
+// set, is what every call answers (an unreachable database).
 type fakeChanges struct {
 	mu       sync.Mutex
 	platform string
 	now      time.Time
-	ops      map[string]store.Operation
-	events   map[string][]store.Event
+	ops      map[string]Change
+	events   map[string][]Event
 	byKey    map[string]string
 	nextID   int
-	// submitErr is what Submit answers after validation (the platform's
+	// problems are the fields the engine's checks refuse, and why.
+	problems map[string]string
+	// submitErr is what Submit answers after the checks (the platform's
 	// checks refusing or unreachable, admission control).
 	submitErr error
 	err       error
 	// submitted are the accepted submissions; acts the actions asked.
-	submitted []flows.SubmitParams
+	submitted []Submission
 	acts      []fakeAct
 }
 
@@ -62,204 +55,270 @@ type fakeAct struct {
 
 func newFakeChanges(platform string) *fakeChanges {
 	return &fakeChanges{platform: platform, now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC),
-		ops: map[string]store.Operation{}, events: map[string][]store.Event{}, byKey: map[string]string{}}
+		ops: map[string]Change{}, events: map[string][]Event{}, byKey: map[string]string{}, problems: map[string]string{}}
 }
 
-// add stores op (its id given, or the next one) with a submitted event
-// naming submittedBy, and returns its id.
-func (f *fakeChanges) add(op store.Operation, submittedBy string) string {
+// add stores c (its id given, or the next one) with a submitted event and
+// returns its id.
+func (f *fakeChanges) add(c Change) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.addLocked(op, submittedBy)
+	return f.addLocked(c)
 }
 
-func (f *fakeChanges) addLocked(op store.Operation, submittedBy string) string {
-	if op.ID == "" {
+func (f *fakeChanges) addLocked(c Change) string {
+	if c.ID == "" {
 		f.nextID++
-		op.ID = fmt.Sprintf("op_01FAKE%019d", f.nextID)
+		c.ID = fmt.Sprintf("op_01FAKE%019d", f.nextID)
 	}
-	if op.Platform == "" {
-		op.Platform = f.platform
+	if c.Platform == "" {
+		c.Platform = f.platform
 	}
-	if op.CreatedAt.IsZero() {
-		op.CreatedAt, op.UpdatedAt, op.StepStartedAt = f.now, f.now, f.now
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt, c.UpdatedAt, c.StepStartedAt = f.now, f.now, f.now
 	}
-	f.ops[op.ID] = op
-	payload, _ := json.Marshal(map[string]string{"submitted_by": submittedBy})
-	f.events[op.ID] = append(f.events[op.ID], store.Event{OperationID: op.ID, Seq: 1, Type: store.EventSubmitted,
-		ToStep: op.Step, ToStatus: op.Status, Actor: "api", Source: "api", Payload: payload, OccurredAt: op.CreatedAt,
-		SchemaVersion: store.EventSchemaVersion})
-	return op.ID
+	f.ops[c.ID] = c
+	payload, _ := json.Marshal(map[string]string{"submitted_by": c.SubmittedBy})
+	f.events[c.ID] = append(f.events[c.ID], Event{OperationID: c.ID, Seq: 1, Type: "submitted", ToStep: c.Step, ToStatus: c.Status,
+		Actor: "api", Source: "api", Payload: payload, OccurredAt: c.CreatedAt, SchemaVersion: 2, SourceWords: "the REST API"})
+	return c.ID
 }
 
 func (f *fakeChanges) Platform() string { return f.platform }
 
-func (f *fakeChanges) Submit(_ context.Context, p flows.SubmitParams) (store.Operation, bool, error) {
-	if err := p.Validate(); err != nil {
-		return store.Operation{}, false, err
+func (f *fakeChanges) Check(Submission) []FieldError {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []FieldError
+	for field, msg := range f.problems {
+		out = append(out, FieldError{Field: field, Message: msg})
+	}
+	slices.SortFunc(out, func(a, b FieldError) int { return strings.Compare(a.Field, b.Field) })
+	return out
+}
+
+func (f *fakeChanges) Submit(_ context.Context, s Submission) (Change, bool, error) {
+	if fields := f.Check(s); len(fields) > 0 {
+		return Change{}, false, &ValidationError{Fields: fields}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return store.Operation{}, false, f.err
+		return Change{}, false, f.err
 	}
 	if f.submitErr != nil {
-		return store.Operation{}, false, f.submitErr
+		return Change{}, false, f.submitErr
 	}
-	if id, ok := f.byKey[p.IdempotencyKey]; ok && p.IdempotencyKey != "" {
+	if id, ok := f.byKey[s.IdempotencyKey]; ok && s.IdempotencyKey != "" {
 		return f.ops[id], false, nil
 	}
-	for _, op := range f.ops {
-		if op.SubjectID == p.SubjectID && op.TargetKey == p.TargetKey && !store.IsReappliable(op.Status) {
-			return store.Operation{}, false, &store.ActiveChangeError{OperationID: op.ID, Status: op.Status}
+	for _, c := range f.ops {
+		if c.SubjectID == s.SubjectID && c.TargetKey == s.TargetKey && !rules.Reappliable(c.Status) {
+			return Change{}, false, &BindingHeldError{OperationID: c.ID, Status: c.Status, Failed: rules.Failed(c.Status),
+				Reason: fmt.Sprintf("the binding has a change in progress: %s (%s)", c.ID, c.Status)}
 		}
 	}
-	f.submitted = append(f.submitted, p)
-	op := store.Operation{SubjectID: p.SubjectID, TargetKey: p.TargetKey, Project: p.Project, Title: p.Title,
-		RequestedBy: p.RequestedBy, Status: store.StatusApprovalSending, Step: int(rules.ApprovalSending)}
-	id := f.addLocked(op, p.SubmittedBy)
-	if p.IdempotencyKey != "" {
-		f.byKey[p.IdempotencyKey] = id
+	f.submitted = append(f.submitted, s)
+	id := f.addLocked(Change{SubjectID: s.SubjectID, TargetKey: s.TargetKey, Project: s.Project, Title: s.Title,
+		RequestedBy: s.RequestedBy, Status: rules.StatusApprovalSending, Step: int(rules.ApprovalSending), SubmittedBy: s.SubmittedBy})
+	if s.IdempotencyKey != "" {
+		f.byKey[s.IdempotencyKey] = id
 	}
 	return f.ops[id], true, nil
 }
 
-func (f *fakeChanges) Act(_ context.Context, id string, a rules.Action, p rules.ActionParams) (store.Operation, error) {
+func (f *fakeChanges) Act(_ context.Context, id string, a rules.Action, p rules.ActionParams) (Change, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return store.Operation{}, f.err
+		return Change{}, f.err
 	}
-	op, ok := f.ops[id]
+	c, ok := f.ops[id]
 	if !ok {
-		return store.Operation{}, store.ErrNotFound
+		return Change{}, ErrNotFound
 	}
 	f.acts = append(f.acts, fakeAct{ID: id, Action: a, Params: p})
-	st := rules.MustStep(rules.StepCode(op.Step))
+	st := rules.MustStep(rules.StepCode(c.Step))
 	switch {
 	case a == rules.ActionRetry && st.Retryable():
-		op.Step, op.Status = int(st.Retry), string(rules.MustStep(st.Retry).Status)
+		c.Step, c.Status = int(st.Retry), rules.MustStep(st.Retry).Status
 	case a == rules.ActionResume && st.Resumable():
-		op.Step = int(st.Resume)
+		c.Step = int(st.Resume)
 	case a == rules.ActionCancel && !st.Terminal:
-		op.Step, op.Status = int(rules.Closed), store.StatusClosed
+		c.Step, c.Status = int(rules.Closed), rules.StatusClosed
 	default:
-		return store.Operation{}, &rules.NotApplicableError{Reason: fmt.Sprintf("cannot %s a change at %s", a, st.Name)}
+		return Change{}, &rules.NotApplicableError{Reason: fmt.Sprintf("cannot %s a change at %s", a, st.Name)}
 	}
-	f.ops[id] = op
-	return op, nil
+	f.ops[id] = c
+	return c, nil
 }
 
-func (f *fakeChanges) Get(_ context.Context, id string) (store.Operation, []store.Event, error) {
+func (f *fakeChanges) Get(_ context.Context, id string) (Change, []Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return store.Operation{}, nil, f.err
+		return Change{}, nil, f.err
 	}
-	op, ok := f.ops[id]
+	c, ok := f.ops[id]
 	if !ok {
-		return store.Operation{}, nil, store.ErrNotFound
+		return Change{}, nil, ErrNotFound
 	}
-	return op, slices.Clone(f.events[id]), nil
+	return c, slices.Clone(f.events[id]), nil
 }
 
-// StatusView is the part of flows.Engine.StatusView the pages show: the
-// step, its hint and the merge request.
-func (f *fakeChanges) StatusView(op store.Operation, events []store.Event) templates.StatusView {
-	st := rules.MustStep(rules.StepCode(op.Step))
-	v := templates.StatusView{OperationID: op.ID, Title: op.Title, SubjectID: op.SubjectID, TargetKey: op.TargetKey,
-		RequestedBy: op.RequestedBy, Status: op.Status, StepCode: op.Step, StepName: st.Name, Hint: st.HintOn(op.Platform),
-		Terminal: st.Terminal, MR: templates.MRView{IID: op.MRIID, WebURL: op.MRWebURL}, Platform: store.PlatformOr(op.Platform)}
+// Page is Get with the part of the status view the pages show: the step,
+// its hint, the merge request and the timeline.
+func (f *fakeChanges) Page(ctx context.Context, id string) (Change, []Event, templates.StatusView, error) {
+	c, events, err := f.Get(ctx, id)
+	if err != nil {
+		return Change{}, nil, templates.StatusView{}, err
+	}
+	st := rules.MustStep(rules.StepCode(c.Step))
+	v := templates.StatusView{OperationID: c.ID, Title: c.Title, SubjectID: c.SubjectID, TargetKey: c.TargetKey,
+		RequestedBy: c.RequestedBy, Status: c.Status, StepCode: c.Step, StepName: st.Name, Hint: st.HintOn(c.Platform),
+		Terminal: st.Terminal, MR: templates.MRView{IID: c.MRIID, WebURL: c.MRWebURL}, Platform: c.Platform}
 	for _, ev := range events {
 		v.Seq = ev.Seq
 		v.Timeline = append(v.Timeline, templates.TimelineEntry{At: ev.OccurredAt, StepName: rules.StepCode(ev.ToStep).String(),
 			Status: ev.ToStatus, Actor: ev.Actor})
 	}
-	return v
+	return c, events, v, nil
 }
 
-func (f *fakeChanges) DB() store.DBTX { return fakeDB{} }
+// Replay is the last event at or before at.
+func (f *fakeChanges) Replay(events []Event, at time.Time) Replayed {
+	var r Replayed
+	for _, ev := range events {
+		if !ev.OccurredAt.After(at) {
+			r = Replayed{Seq: ev.Seq, Step: ev.ToStep, Status: ev.ToStatus}
+		}
+	}
+	return r
+}
 
 // ListChanges filters as the store does (every ListParams field), newest
-// (highest id) first, at most p.Limit.
-func (f *fakeChanges) ListChanges(_ context.Context, _ store.DBTX, p store.ListParams) ([]store.Operation, error) {
+// (highest id) first, at most p.Limit; stuck means 24 hours in the step.
+func (f *fakeChanges) ListChanges(_ context.Context, p ListParams) ([]Change, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
 	}
-	var out []store.Operation
-	for _, op := range f.ops {
-		stuck := slices.ContainsFunc(p.Stuck, func(b store.StuckBound) bool { return b.Step == op.Step && op.StepStartedAt.Before(b.StartedBefore) })
+	var out []Change
+	for _, c := range f.ops {
 		switch {
-		case len(p.Statuses) > 0 && !slices.Contains(p.Statuses, op.Status),
-			len(p.Steps) > 0 && !slices.Contains(p.Steps, op.Step),
-			p.Project != "" && op.Project != p.Project,
-			p.SubjectID != "" && op.SubjectID != p.SubjectID,
-			p.TargetKey != "" && op.TargetKey != p.TargetKey,
-			p.RequestedBy != "" && op.RequestedBy != p.RequestedBy,
-			!p.UpdatedAfter.IsZero() && !op.UpdatedAt.After(p.UpdatedAfter),
-			!p.UpdatedBefore.IsZero() && !op.UpdatedAt.Before(p.UpdatedBefore),
-			p.StuckOnly && !stuck,
-			p.Before != "" && op.ID >= p.Before:
+		case len(p.Statuses) > 0 && !slices.Contains(p.Statuses, c.Status),
+			len(p.Steps) > 0 && !slices.Contains(p.Steps, c.Step),
+			p.Project != "" && c.Project != p.Project,
+			p.SubjectID != "" && c.SubjectID != p.SubjectID,
+			p.TargetKey != "" && c.TargetKey != p.TargetKey,
+			p.RequestedBy != "" && c.RequestedBy != p.RequestedBy,
+			!p.UpdatedAfter.IsZero() && !c.UpdatedAt.After(p.UpdatedAfter),
+			!p.UpdatedBefore.IsZero() && !c.UpdatedAt.Before(p.UpdatedBefore),
+			!p.StuckAt.IsZero() && !c.StepStartedAt.Before(p.StuckAt.Add(-24*time.Hour)),
+			p.Before != "" && c.ID >= p.Before:
 			continue
 		}
-		out = append(out, op)
+		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b store.Operation) int { return strings.Compare(b.ID, a.ID) })
+	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(b.ID, a.ID) })
 	if p.Limit > 0 && len(out) > p.Limit {
 		out = out[:p.Limit]
 	}
 	return out, nil
 }
 
-func (f *fakeChanges) ReadHistory(_ context.Context, id string) (store.History, error) {
+func (f *fakeChanges) ReadHistory(_ context.Context, id string) (History, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return store.History{}, f.err
+		return History{}, f.err
 	}
-	op, ok := f.ops[id]
+	c, ok := f.ops[id]
 	if !ok {
-		return store.History{}, store.ErrNotFound
+		return History{}, ErrNotFound
 	}
-	return store.History{Operation: op, Stored: slices.Clone(f.events[id])}, nil
+	return History{Change: c, Stored: slices.Clone(f.events[id]), Current: slices.Clone(f.events[id])}, nil
 }
 
-// fakeSettingsStore keeps stored settings in memory for a real
-// settings.Cache: SaveSetting runs the write's Check on the rows as stored,
-// as both engines do under their settings lock, and stores or removes.
-type fakeSettingsStore struct {
-	mu   sync.Mutex
-	rows []store.Setting
+// fakeSettings holds settings in memory: the registry's keys with their
+// defaults, stored values per scope. Lookup and Set refuse an unknown key,
+// and Set a value whose JSON type is not the default's, as the settings
+// do (*RefusedError); it records every write.
+type fakeSettings struct {
+	mu       sync.Mutex
+	defaults map[string]json.RawMessage
+	stored   map[[2]string]SettingView
+	writes   []SettingView
 }
 
-func (s *fakeSettingsStore) DB() store.DBTX { return fakeDB{} }
+func newFakeSettings() *fakeSettings {
+	return &fakeSettings{stored: map[[2]string]SettingView{}, defaults: map[string]json.RawMessage{
+		"flow.approval_first": json.RawMessage(`true`), "pipeline.deadline": json.RawMessage(`"2h"`),
+		"admission.max_active": json.RawMessage(`0`)}}
+}
 
-func (s *fakeSettingsStore) ListSettings(context.Context, store.DBTX) ([]store.Setting, error) {
+func scopeOf(project string) string {
+	if project == "" {
+		return "global"
+	}
+	return "project:" + strings.ToLower(project)
+}
+
+func (s *fakeSettings) lookupLocked(key, project string) (SettingView, error) {
+	def, ok := s.defaults[key]
+	if !ok {
+		return SettingView{}, &RefusedError{Err: fmt.Errorf("unknown setting %q", key)}
+	}
+	if v, ok := s.stored[[2]string{key, scopeOf(project)}]; ok {
+		return v, nil
+	}
+	if v, ok := s.stored[[2]string{key, "global"}]; ok {
+		return v, nil
+	}
+	return SettingView{Key: key, Scope: "global", Value: def, Source: "default"}, nil
+}
+
+func (s *fakeSettings) List(project string) []SettingView {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.rows), nil
+	var out []SettingView
+	for key := range s.defaults {
+		v, _ := s.lookupLocked(key, project)
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b SettingView) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }
 
-func (s *fakeSettingsStore) SaveSetting(_ context.Context, p store.SaveSettingParams) (store.Setting, error) {
+func (s *fakeSettings) Lookup(key, project string) (SettingView, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p.Check != nil {
-		if err := p.Check(slices.Clone(s.rows)); err != nil {
-			return store.Setting{}, fmt.Errorf("checking setting %s: %w", p.Key, err)
-		}
-	}
-	s.rows = slices.DeleteFunc(s.rows, func(r store.Setting) bool { return r.Key == p.Key && r.Scope == p.Scope })
-	row := store.Setting{Key: p.Key, Scope: p.Scope, Value: p.Value, UpdatedBy: p.UpdatedBy, UpdatedAt: time.Now()}
-	if p.Value != nil {
-		s.rows = append(s.rows, row)
-	}
-	return row, nil
+	return s.lookupLocked(key, project)
 }
 
-func (s *fakeSettingsStore) ListenSettings(context.Context) (store.SettingsListener, error) {
-	return nil, errors.New("the fake settings store sends no notifications")
+func (s *fakeSettings) Set(_ context.Context, key, project string, raw json.RawMessage, updatedBy string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	def, ok := s.defaults[key]
+	if !ok {
+		return "", &RefusedError{Err: fmt.Errorf("unknown setting %q", key)}
+	}
+	scope := scopeOf(project)
+	if string(raw) == "null" {
+		delete(s.stored, [2]string{key, scope})
+		return scope, nil
+	}
+	var want, got any
+	_ = json.Unmarshal(def, &want)
+	if err := json.Unmarshal(raw, &got); err != nil || fmt.Sprintf("%T", got) != fmt.Sprintf("%T", want) {
+		return "", &RefusedError{Err: fmt.Errorf("invalid value for %s: want a %T", key, want)}
+	}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	v := SettingView{Key: key, Scope: scope, Value: raw, UpdatedBy: updatedBy, UpdatedAt: &at, Source: "stored"}
+	s.stored[[2]string{key, scope}] = v
+	s.writes = append(s.writes, v)
+	return scope, nil
 }
 
 // Tokens of the tests' API, one per role, and a second submitter.
@@ -274,8 +333,7 @@ const (
 // apiSetup is one Handler over fakes, served on an httptest server.
 type apiSetup struct {
 	changes  *fakeChanges
-	settings *settings.Cache
-	stored   *fakeSettingsStore
+	settings *fakeSettings
 	refusals *CallbackRefusals
 	srv      *httptest.Server
 }
@@ -287,17 +345,9 @@ type apiSetup struct {
 func setup(t *testing.T, platform string) *apiSetup {
 	t.Helper()
 	if platform == "" {
-		platform = store.PlatformGitLab
+		platform = rules.PlatformGitLab
 	}
-	s := &apiSetup{changes: newFakeChanges(platform), stored: &fakeSettingsStore{}}
-	var err error
-	s.settings, err = settings.NewCache(settings.CacheConfig{Store: s.stored})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.settings.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := &apiSetup{changes: newFakeChanges(platform), settings: newFakeSettings()}
 	s.refusals = NewCallbackRefusals(func() time.Time { return s.changes.now })
 	h, err := New(Config{Engine: s.changes, Store: s.changes, Settings: s.settings, Refusals: s.refusals,
 		Tokens: []Token{{Role: RoleSubmitter, Token: submitterToken}, {Role: RoleSubmitter, Token: otherToken},

@@ -12,10 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"changebot/flows"
 	"changebot/flows/rules"
-	"changebot/settings"
-	"changebot/store"
 )
 
 // List API limits (issue 13 point 1).
@@ -50,21 +47,20 @@ func (e *FilterError) FlagError() string {
 	return "-" + e.Param + ": " + e.Reason
 }
 
-// ListQuery is a parsed list request: the store's parameters (Limit is one
+// ListQuery is a parsed list request: the filters (Params.Limit is one
 // more than the page, to learn whether a next page exists) and the page
 // size.
 type ListQuery struct {
-	Params store.ListParams
+	Params ListParams
 	Limit  int
 }
 
 // ParseListQuery reads the list API's filters from q (each may repeat or
 // list values separated by commas where it takes several: status, step);
-// an empty value does not filter. stuck=true takes each step's threshold
-// at now from the step table and the global settings get reads
-// (flows.StuckBounds). Unknown parameters and bad values are a
+// an empty value does not filter. stuck=true keeps the changes stuck at
+// now (ListParams.StuckAt). Unknown parameters and bad values are a
 // *FilterError.
-func ParseListQuery(q url.Values, now time.Time, get func(key string) time.Duration) (ListQuery, error) {
+func ParseListQuery(q url.Values, now time.Time) (ListQuery, error) {
 	for k := range q {
 		if !slices.Contains(ListFilters, k) {
 			return ListQuery{}, &FilterError{Param: k, Reason: "unknown; the filters are " + strings.Join(ListFilters, ", ")}
@@ -73,9 +69,9 @@ func ParseListQuery(q url.Values, now time.Time, get func(key string) time.Durat
 	lq := ListQuery{Limit: DefaultListLimit}
 	p := &lq.Params
 	for _, v := range splitValues(q["status"]) {
-		if !slices.Contains(store.AllStatuses, v) {
-			return ListQuery{}, &FilterError{Param: "status", Reason: fmt.Sprintf("%q is not a status (%s)", v, strings.Join(store.AllStatuses, ", ")),
-				Flag: fmt.Sprintf("unknown status %s; one of %s", v, strings.Join(store.AllStatuses, ", "))}
+		if statuses := rules.Statuses(); !slices.Contains(statuses, v) {
+			return ListQuery{}, &FilterError{Param: "status", Reason: fmt.Sprintf("%q is not a status (%s)", v, strings.Join(statuses, ", ")),
+				Flag: fmt.Sprintf("unknown status %s; one of %s", v, strings.Join(statuses, ", "))}
 		}
 		p.Statuses = append(p.Statuses, v)
 	}
@@ -102,9 +98,7 @@ func ParseListQuery(q url.Values, now time.Time, get func(key string) time.Durat
 			return ListQuery{}, &FilterError{Param: "stuck", Reason: fmt.Sprintf("%q is not true or false", v)}
 		}
 		if stuck {
-			p.StuckOnly, p.Stuck = true, flows.StuckBounds(now.UTC(), flows.StuckLimits{
-				PipelineDeadline: get(settings.PipelineDeadline), RebaseDeadline: get(settings.RebaseDeadline),
-				DeployDeadline: get(settings.DeployDeadline), SweeperAfter: get(settings.SweeperAfter)})
+			p.StuckAt = now.UTC()
 		}
 	}
 	if v := q.Get("limit"); v != "" {
@@ -226,7 +220,7 @@ func (h *Handler) serveChangeList(w http.ResponseWriter, r *http.Request) {
 
 // NewChangeListItem is op as the list API shows it; externalURL is the
 // bot's, for the hint of a change without a merge request (apiHint).
-func NewChangeListItem(op store.Operation, externalURL string) ChangeListItem {
+func NewChangeListItem(op Change, externalURL string) ChangeListItem {
 	st := rules.MustStep(rules.StepCode(op.Step))
 	it := ChangeListItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
 		Status: op.Status, Step: StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal,
@@ -239,24 +233,22 @@ func NewChangeListItem(op store.Operation, externalURL string) ChangeListItem {
 	return it
 }
 
-// listChanges is ListChanges over the handler's store, at its clock, with
-// the global settings.
-func (h *Handler) listChanges(ctx context.Context, q url.Values) ([]store.Operation, string, error) {
-	return ListChanges(ctx, h.cfg.Store, q, h.now(), func(key string) time.Duration { return h.cfg.Settings.Get(key, "").Duration() })
+// listChanges is ListChanges over the handler's store, at its clock.
+func (h *Handler) listChanges(ctx context.Context, q url.Values) ([]Change, string, error) {
+	return ListChanges(ctx, h.cfg.Store, q, h.now())
 }
 
 // ListChanges is one page of changes of st for the query parameters of GET
-// /api/v1/changes (ParseListQuery), newest first, at now, with the
-// settings get reads (stuck=true's deadlines), and the cursor of the next
-// page ("" on the last): what the API, the web pages and changebot list
-// show. A bad filter is an error whose message names it (the API answers
-// it 400).
-func ListChanges(ctx context.Context, st ChangeLister, q url.Values, now time.Time, get func(key string) time.Duration) ([]store.Operation, string, error) {
-	lq, err := ParseListQuery(q, now, get)
+// /api/v1/changes (ParseListQuery), newest first, stuck=true at now, and
+// the cursor of the next page ("" on the last): what the API, the web
+// pages and changebot list show. A bad filter is an error whose message
+// names it (the API answers it 400).
+func ListChanges(ctx context.Context, st ChangeLister, q url.Values, now time.Time) ([]Change, string, error) {
+	lq, err := ParseListQuery(q, now)
 	if err != nil {
 		return nil, "", &listFilterError{msg: err.Error()}
 	}
-	ops, err := st.ListChanges(ctx, st.DB(), lq.Params)
+	ops, err := st.ListChanges(ctx, lq.Params)
 	if err != nil {
 		return nil, "", err
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"changebot/flows/rules"
-	"changebot/store"
 )
 
 // TestListFilters: GET /api/v1/changes hands each filter to the store
@@ -22,13 +21,13 @@ import (
 func TestListFilters(t *testing.T) {
 	t.Parallel()
 	s := setup(t, "")
-	sent := opsFixture(s, 3, "grp/a", store.StatusApprovalSent, rules.ApprovalSent)
-	merging := opsFixture(s, 2, "grp/b", store.StatusMerging, rules.HandleStarted)
-	failed := opsFixture(s, 1, "grp/b", store.StatusCreateFailed, rules.CreateFailed)
+	sent := opsFixture(s, 3, "grp/a", rules.StatusApprovalSent, rules.ApprovalSent)
+	merging := opsFixture(s, 2, "grp/b", rules.StatusMerging, rules.HandleStarted)
+	failed := opsFixture(s, 1, "grp/b", rules.StatusCreateFailed, rules.CreateFailed)
 	// One change waits in its pipeline since long before the API's clock.
-	old := s.changes.add(store.Operation{SubjectID: "old", TargetKey: "prod", Project: "grp/c", Status: store.StatusMRCreating,
+	old := s.changes.add(Change{SubjectID: "old", TargetKey: "prod", Project: "grp/c", Status: rules.StatusMRCreating,
 		Step: int(rules.CreateMROpened), StepStartedAt: s.changes.now.Add(-72 * time.Hour), CreatedAt: s.changes.now.Add(-72 * time.Hour),
-		UpdatedAt: s.changes.now.Add(-72 * time.Hour)}, "")
+		UpdatedAt: s.changes.now.Add(-72 * time.Hour)})
 	rev := func(ids ...[]string) []string {
 		var all []string
 		for _, l := range ids {
@@ -102,7 +101,7 @@ func TestListFilters(t *testing.T) {
 func TestListPages(t *testing.T) {
 	t.Parallel()
 	s := setup(t, "")
-	ids := opsFixture(s, 5, "grp/a", store.StatusCreateFailed, rules.CreateFailed)
+	ids := opsFixture(s, 5, "grp/a", rules.StatusCreateFailed, rules.CreateFailed)
 	slices.Reverse(ids)
 	var got []string
 	q := url.Values{"limit": {"2"}}
@@ -132,7 +131,7 @@ func TestListPages(t *testing.T) {
 // its flags' words, the API in its parameters'.
 func TestListFilterErrorsInFlagWords(t *testing.T) {
 	t.Parallel()
-	_, err := ParseListQuery(url.Values{"status": {"DONE"}}, time.Now(), func(string) time.Duration { return time.Hour })
+	_, err := ParseListQuery(url.Values{"status": {"DONE"}}, time.Now())
 	var fe *FilterError
 	if !errors.As(err, &fe) {
 		t.Fatalf("error %v (%T), want a *FilterError", err, err)

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
-
-	"changebot/settings"
 )
 
 // settingRequest is the body of PUT /api/v1/settings/{key}.
@@ -22,9 +20,7 @@ type settingRequest struct {
 // effective value for the project (or the global ones).
 func (h *Handler) listSettings(w http.ResponseWriter, r *http.Request) {
 	views := []SettingView{}
-	for _, v := range h.cfg.Settings.List(r.URL.Query().Get("project")) {
-		views = append(views, NewSettingView(v))
-	}
+	views = append(views, h.cfg.Settings.List(r.URL.Query().Get("project"))...)
 	writeJSON(w, http.StatusOK, views)
 }
 
@@ -35,20 +31,21 @@ func (h *Handler) getSetting(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, NewSettingView(v))
+	writeJSON(w, http.StatusOK, v)
 }
 
 // putSetting answers PUT /api/v1/settings/{key} with body {"value": ...,
 // "project": optional}: it validates, stores and audits the value (actor
 // "api:<token role>"); every replica sees it within seconds. A null value
-// removes the stored value of that scope. A value settings.Cache.Set refuses
-// (wrong type, negative count, a duration under its minimum, project scope
-// for a global-only key, a rule between two settings broken) answers 400
-// naming the key(s) and the problem, and changes nothing.
+// removes the stored value of that scope. A value the settings refuse
+// (*RefusedError: an unknown key, wrong type, negative count, a duration
+// under its minimum, project scope for a global-only key, a rule between
+// two settings broken) answers 400 naming the key(s) and the problem, and
+// changes nothing. An unknown key is refused before the body is read.
 func (h *Handler) putSetting(w http.ResponseWriter, r *http.Request) {
 	key := mux.Vars(r)["key"]
-	if _, ok := settings.Lookup(key); !ok {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": (&settings.UnknownKeyError{Key: key}).Error()})
+	if _, err := h.cfg.Settings.Lookup(key, ""); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
 	var req settingRequest
@@ -60,10 +57,10 @@ func (h *Handler) putSetting(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	project := string(req.Project)
-	err := h.cfg.Settings.Set(r.Context(), key, project, req.Value, "api:"+tokenRole(r))
+	scope, err := h.cfg.Settings.Set(r.Context(), key, project, req.Value, "api:"+tokenRole(r))
+	var refused *RefusedError
 	switch {
-	case errors.Is(err, settings.ErrInvalidValue), errors.Is(err, settings.ErrUnknownKey), errors.Is(err, settings.ErrGlobalOnly),
-		errors.Is(err, settings.ErrConflict), errors.Is(err, settings.ErrProjectScope):
+	case errors.As(err, &refused):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	case err != nil:
@@ -71,8 +68,13 @@ func (h *Handler) putSetting(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the setting, try again"})
 		return
 	}
-	h.log.Info("setting changed", "key", key, "scope", settings.Scope(project), "actor", "api:"+tokenRole(r))
-	writeJSON(w, http.StatusOK, NewSettingView(h.cfg.Settings.Get(key, project)))
+	h.log.Info("setting changed", "key", key, "scope", scope, "actor", "api:"+tokenRole(r))
+	v, err := h.cfg.Settings.Lookup(key, project)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // SettingView is a setting as the API and the CLI show it (openapi.json
@@ -84,14 +86,4 @@ type SettingView struct {
 	UpdatedBy string          `json:"updated_by"`
 	UpdatedAt *time.Time      `json:"updated_at"`
 	Source    string          `json:"source"`
-}
-
-// NewSettingView is v as the API shows it, its time in UTC.
-func NewSettingView(v settings.Value) SettingView {
-	sv := SettingView{Key: v.Key, Scope: v.Scope, Value: v.JSON(), UpdatedBy: v.UpdatedBy, Source: v.Source}
-	if !v.UpdatedAt.IsZero() {
-		t := v.UpdatedAt.UTC()
-		sv.UpdatedAt = &t
-	}
-	return sv
 }

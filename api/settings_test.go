@@ -2,19 +2,35 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"changebot/settings"
+	"github.com/gorilla/mux"
+
+	"changebot/flows/rules"
 )
 
+// failingSettings answers every write with err.
+type failingSettings struct {
+	*fakeSettings
+	err error
+}
+
+func (f failingSettings) Set(context.Context, string, string, json.RawMessage, string) (string, error) {
+	return "", f.err
+}
+
 // TestSettingsAPI: any token reads the settings in effect, globally or for
-// a project; only an operator writes one, and a value settings refuses
-// (unknown key, wrong type, under its minimum, project scope of a
-// global-only key, a rule between two settings broken) is a 400 naming the
-// key and stores nothing; an accepted write is stored as api:operator and
-// answered with the value now in effect; null removes it.
+// a project; only an operator writes one, with a body {"value": …,
+// "project": …} read strictly; what the settings refuse is a 400 with
+// their words, an unknown key before the body is read; an accepted write
+// is made as api:<role> and answered with the value now in effect; null
+// goes to the settings as it is.
 func TestSettingsAPI(t *testing.T) {
 	t.Parallel()
 	s := setup(t, "")
@@ -24,44 +40,34 @@ func TestSettingsAPI(t *testing.T) {
 		want                            []string
 	}{
 		{"get needs a token", http.MethodGet, "/api/v1/settings/flow.approval_first", "", "", 401, []string{"bearer token"}},
-		{"get a default as a viewer", http.MethodGet, "/api/v1/settings/flow.approval_first", viewerToken, "", 200,
+		{"get as a viewer", http.MethodGet, "/api/v1/settings/flow.approval_first", viewerToken, "", 200,
 			[]string{`"key":"flow.approval_first"`, `"value":true`, `"source":"default"`, `"scope":"global"`, `"updated_at":null`}},
-		{"get an unknown key", http.MethodGet, "/api/v1/settings/flow.aproval_first", viewerToken, "", 400,
-			[]string{`unknown setting \"flow.aproval_first\"`, "flow.approval_first"}},
+		{"get an unknown key", http.MethodGet, "/api/v1/settings/flow.aproval_first", viewerToken, "", 400, []string{`unknown setting \"flow.aproval_first\"`}},
 		{"put needs an operator", http.MethodPut, "/api/v1/settings/flow.approval_first", submitterToken, `{"value":false}`, 403, []string{"operator"}},
 		{"put as a viewer", http.MethodPut, "/api/v1/settings/flow.approval_first", viewerToken, `{"value":false}`, 403, []string{"operator"}},
-		{"put an unknown key", http.MethodPut, "/api/v1/settings/no.such", operatorToken, `{"value":false}`, 400, []string{"unknown setting"}},
-		{"put an invalid duration", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"soon"}`, 400,
-			[]string{"invalid value for pipeline.deadline", "positive duration"}},
-		{"put the wrong type", http.MethodPut, "/api/v1/settings/admission.max_active", operatorToken, `{"value":"100"}`, 400,
-			[]string{"invalid value for admission.max_active", "whole number"}},
-		{"put without value", http.MethodPut, "/api/v1/settings/flow.approval_first", operatorToken, `{"project":"grp/app"}`, 400,
-			[]string{`\"value\" is required`}},
+		{"put an unknown key, the body unread", http.MethodPut, "/api/v1/settings/no.such", operatorToken, `{"value": tru`, 400, []string{`unknown setting \"no.such\"`}},
+		{"put a value the settings refuse", http.MethodPut, "/api/v1/settings/admission.max_active", operatorToken, `{"value":"100"}`, 400,
+			[]string{"invalid value for admission.max_active"}},
+		{"put without value", http.MethodPut, "/api/v1/settings/flow.approval_first", operatorToken, `{"project":"grp/app"}`, 400, []string{`\"value\" is required`}},
 		{"put malformed", http.MethodPut, "/api/v1/settings/flow.approval_first", operatorToken, `{"value": tru`, 400, []string{"malformed JSON"}},
 		{"put an unknown field", http.MethodPut, "/api/v1/settings/flow.approval_first", operatorToken, `{"value":true,"scope":"global"}`, 400,
 			[]string{`unknown field \"scope\"`}},
-		{"put a bare value", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `"30m"`, 400,
-			[]string{"the body must be an object, not a string"}},
-		{"put a key twice", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"30m","value":"45m"}`, 400,
-			[]string{"duplicate key value"}},
-		{"put a NUL", http.MethodPut, "/api/v1/settings/approval.approvers", operatorToken, `{"value":"a\u0000"}`, 400, []string{"NUL"}},
-		{"put a negative count", http.MethodPut, "/api/v1/settings/poll.short_count", operatorToken, `{"value":-1}`, 400,
-			[]string{"invalid value for poll.short_count", "at least 0", "got -1"}},
-		{"put the reserve above the burst", http.MethodPut, "/api/v1/settings/gitlab.budget_reserve", operatorToken, `{"value":300}`, 400,
-			[]string{"gitlab.budget_reserve (300) must be below gitlab.budget_burst (250) in scope global", "nothing stored"}},
-		{"put a global-only key for a project", http.MethodPut, "/api/v1/settings/admission.max_active", operatorToken, `{"value":5,"project":"grp/app"}`, 400,
-			[]string{"admission.max_active is global only", "project:grp/app"}},
+		{"put a bare value", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `"30m"`, 400, []string{"the body must be an object, not a string"}},
+		{"put a key twice", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"30m","value":"45m"}`, 400, []string{"duplicate key value"}},
+		{"put a NUL", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"a\u0000"}`, 400, []string{"NUL"}},
+		{"put a project that is neither path nor id", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"30m","project":{}}`, 400,
+			[]string{"project must be a path or a numeric id"}},
 		{"put global", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"90m"}`, 200,
 			[]string{`"value":"90m"`, `"source":"stored"`, `"scope":"global"`, `"updated_by":"api:operator"`}},
-		{"put for a project in another case", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"3h","project":"Grp/Other"}`, 200,
-			[]string{`"value":"3h"`, `"scope":"project:grp/other"`}},
-		{"get the project's value", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=grp/other", viewerToken, "", 200,
-			[]string{`"value":"3h"`, `"scope":"project:grp/other"`, `"source":"stored"`}},
-		{"another project falls back to global", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=grp/third", viewerToken, "", 200,
+		{"put for a project by id", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"3h","project":42}`, 200,
+			[]string{`"value":"3h"`, `"scope":"project:42"`}},
+		{"get the project's value", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=42", viewerToken, "", 200,
+			[]string{`"value":"3h"`, `"scope":"project:42"`}},
+		{"another project reads the global value", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=43", viewerToken, "", 200,
 			[]string{`"value":"90m"`, `"scope":"global"`}},
-		{"list for a project", http.MethodGet, "/api/v1/settings?project=GRP/OTHER", viewerToken, "", 200,
-			[]string{`"key":"admission.max_active"`, `"value":"3h"`}},
-		{"null removes the project's value", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":null,"project":"grp/other"}`, 200,
+		{"list for a project", http.MethodGet, "/api/v1/settings?project=42", viewerToken, "", 200,
+			[]string{`[{"key":"admission.max_active"`, `"key":"pipeline.deadline","scope":"project:42","value":"3h"`}},
+		{"null removes the project's value", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":null,"project":42}`, 200,
 			[]string{`"value":"90m"`, `"scope":"global"`}},
 	}
 	for _, tc := range tests { // in order: later cases read what earlier ones wrote
@@ -81,11 +87,36 @@ func TestSettingsAPI(t *testing.T) {
 			}
 		}
 	}
-	rows, err := s.stored.ListSettings(context.Background(), nil)
+	if len(s.settings.writes) != 2 || s.settings.writes[0].UpdatedBy != "api:operator" || s.settings.writes[1].Scope != "project:42" {
+		t.Errorf("writes %+v, want the two accepted ones, as api:operator", s.settings.writes)
+	}
+}
+
+// TestSettingsWriteFailure: a write the settings could not make (the
+// database unreachable) is a 503 saying to try again, not the settings'
+// error.
+func TestSettingsWriteFailure(t *testing.T) {
+	t.Parallel()
+	f := newFakeChanges(rules.PlatformGitLab)
+	h, err := New(Config{Engine: f, Store: f, Settings: failingSettings{newFakeSettings(), errors.New("connection refused")},
+		Tokens: []Token{{Role: RoleOperator, Token: operatorToken}}, MaxBodyBytes: 1 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1 || rows[0].Key != settings.PipelineDeadline || rows[0].Scope != "global" || rows[0].UpdatedBy != "api:operator" {
-		t.Errorf("stored %+v, want only the accepted global write (the project's removed, the refused never stored)", rows)
+	r := mux.NewRouter()
+	h.Mount(r)
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/api/v1/settings/pipeline.deadline", strings.NewReader(`{"value":"1h"}`))
+	req.Header.Set("Authorization", "Bearer "+operatorToken)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "could not store the setting, try again") ||
+		strings.Contains(string(b), "connection refused") {
+		t.Errorf("answer %d %s, want 503 saying to try again", resp.StatusCode, b)
 	}
 }

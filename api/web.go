@@ -17,9 +17,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"changebot/flows"
 	"changebot/flows/rules"
-	"changebot/store"
 	"changebot/templates"
 )
 
@@ -252,7 +250,7 @@ type changePage struct {
 }
 
 // replayView is a change's state rebuilt from its events at a moment
-// (flows.Replay): the step and status it was in, and the last event then.
+// (Engine.Replay): the step and status it was in, and the last event then.
 type replayView struct {
 	At       string
 	Seq      int64
@@ -280,8 +278,8 @@ type eventRow struct {
 
 func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
-	op, events, err := h.cfg.Engine.Get(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+	op, events, v, err := h.cfg.Engine.Page(r.Context(), id)
+	if errors.Is(err, ErrNotFound) {
 		h.render(w, http.StatusNotFound, "change.html", changePage{webPage: webPage{Title: "No such change", Nav: true}, Missing: id})
 		return
 	}
@@ -290,7 +288,6 @@ func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "could not read the change, try again", http.StatusServiceUnavailable)
 		return
 	}
-	v := h.cfg.Engine.StatusView(op, events)
 	if op.MRIID == 0 {
 		v.Hint = apiHint(rules.MustStep(rules.StepCode(op.Step)), op.Platform, h.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
@@ -305,9 +302,9 @@ func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 			page.Error = "at: not an RFC 3339 time (for example 2026-12-01T10:36:51Z)"
 			status = http.StatusBadRequest
 		} else {
-			rs := flows.Replay(events, when)
+			rs := h.cfg.Engine.Replay(events, when)
 			page.Replay = &replayView{At: when.UTC().Format(time.RFC3339), Seq: rs.Seq,
-				StepName: rs.Step.String(), StepCode: int(rs.Step), Status: rs.Status}
+				StepName: rules.StepCode(rs.Step).String(), StepCode: rs.Step, Status: rs.Status}
 		}
 	}
 	for _, ev := range events {
@@ -318,7 +315,7 @@ func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Events = append(d.Events, eventRow{Seq: ev.Seq, At: ev.OccurredAt.UTC().Format("2006-01-02 15:04:05Z"), Type: ev.Type,
 			StepName: rules.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: ev.Actor,
-			Source: flows.DescribeSource(ev, op.Platform), RawSource: ev.Source, Payload: pretty.String(),
+			Source: ev.SourceWords, RawSource: ev.Source, Payload: pretty.String(),
 			Later: page.Replay != nil && ev.Seq > page.Replay.Seq})
 	}
 	page.Change = d
@@ -338,39 +335,39 @@ func stateWords(v templates.StatusView) string {
 		ticket = v.TicketID
 	}
 	switch v.Status {
-	case store.StatusApprovalSending:
+	case rules.StatusApprovalSending:
 		if v.ApprovalInGitLab {
 			return "Asking for approval in GitLab."
 		}
 		return "Asking the approval system for approval."
-	case store.StatusApprovalSent:
+	case rules.StatusApprovalSent:
 		if v.ApprovalInGitLab {
 			return "Waiting for approval on " + mr + " by the project's approvers in GitLab."
 		}
 		return "Waiting for approval in " + ticket + " by the approval system."
-	case store.StatusMRCreating:
+	case rules.StatusMRCreating:
 		if v.MR.IID > 0 {
 			return "Merge request !" + fmt.Sprint(v.MR.IID) + " is open; waiting for its pipeline."
 		}
 		return "Opening the merge request."
-	case store.StatusMRCreated:
+	case rules.StatusMRCreated:
 		return "Merge request !" + fmt.Sprint(v.MR.IID) + " is open and its pipeline passed."
-	case store.StatusMerging:
+	case rules.StatusMerging:
 		return "Merging " + mr + "."
-	case store.StatusMerged:
+	case rules.StatusMerged:
 		return "Merged; waiting for the deploy pipeline to apply it."
-	case store.StatusValidated:
+	case rules.StatusValidated:
 		return "Applied: merged and confirmed by the deploy pipeline."
-	case store.StatusCreateFailed:
+	case rules.StatusCreateFailed:
 		return "Failed while opening " + mr + "."
-	case store.StatusHandleFailed:
+	case rules.StatusHandleFailed:
 		return "Failed while merging " + mr + "."
-	case store.StatusRejected:
+	case rules.StatusRejected:
 		if v.Decision == "withdrawn" {
 			return "Withdrawn."
 		}
 		return "Rejected."
-	case store.StatusClosed:
+	case rules.StatusClosed:
 		return "Closed without being applied."
 	}
 	return v.Status + "."
@@ -393,7 +390,7 @@ type webListPage struct {
 type webFilterField struct{ Name, Value string }
 
 type webListRow struct {
-	store.Operation
+	Change
 	StepName, Updated string
 }
 
@@ -435,7 +432,7 @@ func (h *Handler) renderList(w http.ResponseWriter, r *http.Request, title, acti
 		return
 	}
 	for _, op := range ops {
-		p.Rows = append(p.Rows, webListRow{Operation: op, StepName: rules.StepCode(op.Step).String(),
+		p.Rows = append(p.Rows, webListRow{Change: op, StepName: rules.StepCode(op.Step).String(),
 			Updated: op.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z")})
 	}
 	if next != "" {

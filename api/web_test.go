@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"changebot/flows/rules"
-	"changebot/store"
 )
 
 // page GETs path of s as a web session of token ("" for none) and returns
@@ -45,13 +44,13 @@ func (s *apiSetup) page(t *testing.T, token, path string) (int, string) {
 func TestWebPagesRender(t *testing.T) {
 	t.Parallel()
 	s := setup(t, "")
-	merging := s.changes.add(store.Operation{SubjectID: "payments-api", TargetKey: "prod/eu", Project: "platform/config", Title: "Raise replicas",
-		Status: store.StatusMerging, Step: int(rules.HandleStarted), MRIID: 4, MRWebURL: "https://gitlab.example/p/-/merge_requests/4"}, "")
-	failed := s.changes.add(store.Operation{SubjectID: "billing", TargetKey: "prod/us", Project: "platform/other",
-		Status: store.StatusCreateFailed, Step: int(rules.CreateFailed)}, "")
-	old := s.changes.add(store.Operation{SubjectID: "slow", TargetKey: "prod/ap", Project: "platform/config", Status: store.StatusMRCreating,
+	merging := s.changes.add(Change{SubjectID: "payments-api", TargetKey: "prod/eu", Project: "platform/config", Title: "Raise replicas",
+		Status: rules.StatusMerging, Step: int(rules.HandleStarted), MRIID: 4, MRWebURL: "https://gitlab.example/p/-/merge_requests/4"})
+	failed := s.changes.add(Change{SubjectID: "billing", TargetKey: "prod/us", Project: "platform/other",
+		Status: rules.StatusCreateFailed, Step: int(rules.CreateFailed)})
+	old := s.changes.add(Change{SubjectID: "slow", TargetKey: "prod/ap", Project: "platform/config", Status: rules.StatusMRCreating,
 		Step: int(rules.CreateMROpened), StepStartedAt: s.changes.now.Add(-72 * time.Hour), CreatedAt: s.changes.now.Add(-72 * time.Hour),
-		UpdatedAt: s.changes.now.Add(-72 * time.Hour)}, "")
+		UpdatedAt: s.changes.now.Add(-72 * time.Hour)})
 	tests := []struct {
 		name, path string
 		code       int

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"changebot/api"
+	"changebot/api/backend"
 	"changebot/config"
 	"changebot/database"
 	"changebot/flows"
@@ -114,7 +115,7 @@ func printEventsJSON(ctx context.Context, st store.Store, id string, stored bool
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	return enc.Encode(api.NewEventsView(h, form))
+	return enc.Encode(api.NewEventsView(backend.HistoryOf(h), form))
 }
 
 // printReplay prints id's state at `at` (RFC 3339; empty: now), replayed

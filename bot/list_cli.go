@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"changebot/api"
+	"changebot/api/backend"
 	"changebot/config"
 	"changebot/database"
 	"changebot/flows/rules"
@@ -63,7 +64,7 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	}
 	// The filters are checked before the database is opened: a bad one is
 	// a usage error naming its flag (not the API's query parameter).
-	if _, err := api.ParseListQuery(q, time.Now(), func(string) time.Duration { return time.Hour }); err != nil {
+	if _, err := api.ParseListQuery(q, time.Now()); err != nil {
 		if fe := (*api.FilterError)(nil); errors.As(err, &fe) {
 			return usagef("%s\n%s", fe.FlagError(), listUsage)
 		}
@@ -90,7 +91,7 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}
-	ops, next, err := api.ListChanges(ctx, st, q, time.Now(), func(key string) time.Duration { return cache.Get(key, "").Duration() })
+	ops, next, err := api.ListChanges(ctx, backend.Store{Store: st, Settings: cache}, q, time.Now())
 	if err != nil {
 		return err
 	}

@@ -330,7 +330,7 @@ func waitStatus(t *testing.T, env *demo.Env, opID, status string, timeout time.D
 
 // headOf returns the head sha the change merged (the HANDLE_MERGED
 // transition's payload, else the last head recorded).
-func headOf(events []store.Event) string {
+func headOf(events []api.Event) string {
 	head := ""
 	for _, ev := range events {
 		var p struct {
@@ -348,7 +348,7 @@ func headOf(events []store.Event) string {
 
 // mergeClaims returns the payloads of the commit gate's merge_claimed
 // events in events.
-func mergeClaims(t *testing.T, events []store.Event) []map[string]any {
+func mergeClaims(t *testing.T, events []api.Event) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, ev := range events {
@@ -369,7 +369,7 @@ func mergeClaims(t *testing.T, events []store.Event) []map[string]any {
 // requireNoFailureE2E fails when the change passed through a failure or
 // pending step, when the status comment shows one, or when the robot wrote
 // any other comment on MR !iid.
-func requireNoFailureE2E(t *testing.T, env *demo.Env, iid int64, events []store.Event) {
+func requireNoFailureE2E(t *testing.T, env *demo.Env, iid int64, events []api.Event) {
 	t.Helper()
 	for _, ev := range events {
 		if s, ok := rules.Lookup(rules.StepCode(ev.ToStep)); ok && (s.Retryable() || s.Phase == rules.PhasePending) {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"changebot/api"
+	"changebot/api/backend"
 	"changebot/commands"
 	"changebot/config"
 	"changebot/flows"
@@ -73,7 +74,8 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	handler, err := api.New(api.Config{Engine: a.engine, Store: a.store, Settings: a.settings, Refusals: a.refusals,
+	handler, err := api.New(api.Config{Engine: backend.Engine{Flows: a.engine, Settings: a.settings},
+		Store: backend.Store{Store: a.store, Settings: a.settings}, Settings: backend.Settings{Cache: a.settings}, Refusals: a.refusals,
 		Tokens: a.cfg.APITokens, ExternalURL: a.cfg.ExternalURL, MaxBodyBytes: a.cfg.MaxBodyBytes, Logger: a.log, NowFunc: a.now})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"changebot/api"
+	"changebot/api/backend"
 	"changebot/config"
 	"changebot/database"
 	"changebot/flows"
@@ -199,11 +200,11 @@ func printSettings(w io.Writer, asJSON, single bool, vals []settings.Value) erro
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if single {
-			return enc.Encode(api.NewSettingView(vals[0]))
+			return enc.Encode(backend.SettingOf(vals[0]))
 		}
 		views := make([]api.SettingView, 0, len(vals))
 		for _, v := range vals {
-			views = append(views, api.NewSettingView(v))
+			views = append(views, backend.SettingOf(v))
 		}
 		return enc.Encode(views)
 	}

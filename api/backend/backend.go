@@ -1,0 +1,319 @@
+// Package backend implements api's interfaces over the flow engine, the
+// store and the settings cache, translating their types and errors into
+// api's: bot mounts api with it, and changebot list, history and settings
+// print the API's JSON through it, so that both say the same. It holds no
+// HTTP and no rules of its own: what a change is and may do is flows',
+// what the API answers is api's.
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"changebot/api"
+	"changebot/flows"
+	"changebot/flows/rules"
+	"changebot/settings"
+	"changebot/store"
+	"changebot/templates"
+)
+
+// FlowEngine is what the backend asks the flow engine (*flows.Engine).
+type FlowEngine interface {
+	Platform() string
+	Submit(ctx context.Context, p flows.SubmitParams) (store.Operation, bool, error)
+	Act(ctx context.Context, id string, a rules.Action, p rules.ActionParams) (store.Operation, error)
+	Get(ctx context.Context, id string) (store.Operation, []store.Event, error)
+	StatusView(op store.Operation, events []store.Event) templates.StatusView
+}
+
+// SettingsReader reads a setting in effect (*settings.Cache).
+type SettingsReader interface {
+	Get(key, project string) settings.Value
+}
+
+// Engine is api.Engine over the flow engine; a submission reads
+// flow.approval_first and admission.max_active from Settings.
+type Engine struct {
+	Flows    FlowEngine
+	Settings SettingsReader
+}
+
+var _ api.Engine = Engine{}
+
+// Platform implements api.Engine.
+func (e Engine) Platform() string { return e.Flows.Platform() }
+
+// params is s as the engine takes it, on the engine's platform.
+func (e Engine) params(s api.Submission) flows.SubmitParams {
+	p := flows.SubmitParams{SubjectID: s.SubjectID, TargetKey: s.TargetKey, Project: s.Project, TargetBranch: s.TargetBranch,
+		Title: s.Title, Description: s.Description, RequestedBy: s.RequestedBy, IdempotencyKey: s.IdempotencyKey,
+		SubmittedBy: s.SubmittedBy, Platform: e.Flows.Platform()}
+	for _, f := range s.Files {
+		p.Files = append(p.Files, store.File{Path: f.Path, Content: f.Content, Action: f.Action})
+	}
+	return p
+}
+
+// Check implements api.Engine with flows.SubmitParams.Validate.
+func (e Engine) Check(s api.Submission) []api.FieldError {
+	if ve, ok := flows.IsValidation(e.params(s).Validate()); ok {
+		return fieldsOf(ve.Fields)
+	}
+	return nil
+}
+
+// Submit implements api.Engine.
+func (e Engine) Submit(ctx context.Context, s api.Submission) (api.Change, bool, error) {
+	p := e.params(s)
+	// Read for the project's path as the platform answers it (the engine
+	// resolves the submitter's spelling first), not for what was typed.
+	p.ApprovalFirstFunc = func(project string) bool { return e.Settings.Get(settings.FlowApprovalFirst, project).Bool() }
+	p.MaxActive = e.Settings.Get(settings.AdmissionMaxActive, "").Int()
+	op, created, err := e.Flows.Submit(ctx, p)
+	if err != nil {
+		return api.Change{}, false, Error(err)
+	}
+	c := ChangeOf(op)
+	c.SubmittedBy = s.SubmittedBy
+	return c, created, nil
+}
+
+// Act implements api.Engine.
+func (e Engine) Act(ctx context.Context, id string, a rules.Action, p rules.ActionParams) (api.Change, error) {
+	op, err := e.Flows.Act(ctx, id, a, p)
+	if err != nil {
+		return api.Change{}, Error(err)
+	}
+	return ChangeOf(op), nil
+}
+
+// Get implements api.Engine.
+func (e Engine) Get(ctx context.Context, id string) (api.Change, []api.Event, error) {
+	op, events, err := e.Flows.Get(ctx, id)
+	if err != nil {
+		return api.Change{}, nil, Error(err)
+	}
+	c := ChangeOf(op)
+	c.SubmittedBy = submittedBy(events)
+	return c, EventsOf(events, ""), nil
+}
+
+// Page implements api.Engine.
+func (e Engine) Page(ctx context.Context, id string) (api.Change, []api.Event, templates.StatusView, error) {
+	op, events, err := e.Flows.Get(ctx, id)
+	if err != nil {
+		return api.Change{}, nil, templates.StatusView{}, Error(err)
+	}
+	c := ChangeOf(op)
+	c.SubmittedBy = submittedBy(events)
+	return c, EventsOf(events, store.PlatformOr(op.Platform)), e.Flows.StatusView(op, events), nil
+}
+
+// Replay implements api.Engine with flows.Replay.
+func (e Engine) Replay(events []api.Event, at time.Time) api.Replayed {
+	rs := flows.Replay(storeEvents(events), at)
+	return api.Replayed{Seq: rs.Seq, Step: int(rs.Step), Status: rs.Status}
+}
+
+// submittedBy is the id of the API token that submitted the change whose
+// events these are (its submitted event's submitted_by), "" when none did
+// (or its payload, which the engine writes, is not an object: then only
+// an operator may cancel it).
+func submittedBy(events []store.Event) string {
+	for _, ev := range events {
+		if ev.Type == store.EventSubmitted {
+			var p struct {
+				SubmittedBy string `json:"submitted_by"`
+			}
+			_ = json.Unmarshal(ev.Payload, &p)
+			return p.SubmittedBy
+		}
+	}
+	return ""
+}
+
+// ChangeReader is what Store reads (the store).
+type ChangeReader interface {
+	DB() store.DBTX
+	ListChanges(ctx context.Context, db store.DBTX, p store.ListParams) ([]store.Operation, error)
+	ReadHistory(ctx context.Context, id string) (store.History, error)
+}
+
+// Store is api.Store over the store; stuck=true reads the step deadlines
+// from Settings (global values).
+type Store struct {
+	Store    ChangeReader
+	Settings SettingsReader
+}
+
+var _ api.Store = Store{}
+
+// ListChanges implements api.Store; p.StuckAt becomes each step's
+// threshold at that moment (flows.StuckBounds).
+func (s Store) ListChanges(ctx context.Context, p api.ListParams) ([]api.Change, error) {
+	sp := store.ListParams{Statuses: p.Statuses, Steps: p.Steps, Project: p.Project, SubjectID: p.SubjectID, TargetKey: p.TargetKey,
+		RequestedBy: p.RequestedBy, UpdatedAfter: p.UpdatedAfter, UpdatedBefore: p.UpdatedBefore, Before: p.Before, Limit: p.Limit}
+	if !p.StuckAt.IsZero() {
+		get := func(key string) time.Duration { return s.Settings.Get(key, "").Duration() }
+		sp.StuckOnly, sp.Stuck = true, flows.StuckBounds(p.StuckAt, flows.StuckLimits{
+			PipelineDeadline: get(settings.PipelineDeadline), RebaseDeadline: get(settings.RebaseDeadline),
+			DeployDeadline: get(settings.DeployDeadline), SweeperAfter: get(settings.SweeperAfter)})
+	}
+	ops, err := s.Store.ListChanges(ctx, s.Store.DB(), sp)
+	if err != nil {
+		return nil, Error(err)
+	}
+	out := make([]api.Change, 0, len(ops))
+	for _, op := range ops {
+		out = append(out, ChangeOf(op))
+	}
+	return out, nil
+}
+
+// ReadHistory implements api.Store.
+func (s Store) ReadHistory(ctx context.Context, id string) (api.History, error) {
+	h, err := s.Store.ReadHistory(ctx, id)
+	if err != nil {
+		return api.History{}, Error(err)
+	}
+	return HistoryOf(h), nil
+}
+
+// Settings is api.Settings over the settings cache.
+type Settings struct {
+	Cache *settings.Cache
+}
+
+var _ api.Settings = Settings{}
+
+// List implements api.Settings.
+func (s Settings) List(project string) []api.SettingView {
+	var out []api.SettingView
+	for _, v := range s.Cache.List(project) {
+		out = append(out, SettingOf(v))
+	}
+	return out
+}
+
+// Lookup implements api.Settings.
+func (s Settings) Lookup(key, project string) (api.SettingView, error) {
+	v, err := s.Cache.Lookup(key, project)
+	if err != nil {
+		return api.SettingView{}, &api.RefusedError{Err: err}
+	}
+	return SettingOf(v), nil
+}
+
+// Set implements api.Settings.
+func (s Settings) Set(ctx context.Context, key, project string, rawJSON json.RawMessage, updatedBy string) (string, error) {
+	err := s.Cache.Set(ctx, key, project, rawJSON, updatedBy)
+	switch {
+	case errors.Is(err, settings.ErrInvalidValue), errors.Is(err, settings.ErrUnknownKey), errors.Is(err, settings.ErrGlobalOnly),
+		errors.Is(err, settings.ErrConflict), errors.Is(err, settings.ErrProjectScope):
+		return "", &api.RefusedError{Err: err}
+	case err != nil:
+		return "", err
+	}
+	return settings.Scope(project), nil
+}
+
+// SettingOf is v as the API shows it, its time in UTC.
+func SettingOf(v settings.Value) api.SettingView {
+	sv := api.SettingView{Key: v.Key, Scope: v.Scope, Value: v.JSON(), UpdatedBy: v.UpdatedBy, Source: v.Source}
+	if !v.UpdatedAt.IsZero() {
+		t := v.UpdatedAt.UTC()
+		sv.UpdatedAt = &t
+	}
+	return sv
+}
+
+// ChangeOf is op as api reads it (SubmittedBy is not an operation's: it
+// stays empty).
+func ChangeOf(op store.Operation) api.Change {
+	return api.Change{ID: op.ID, Platform: op.Platform, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
+		Title: op.Title, RequestedBy: op.RequestedBy, Status: op.Status, Step: op.Step, Detail: op.Detail,
+		ProjectID: op.ProjectID, MRIID: op.MRIID, MRWebURL: op.MRWebURL, ApprovalFirst: op.ApprovalFirst,
+		StepStartedAt: op.StepStartedAt, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+}
+
+// EventsOf is events as api answers them; with platform set, each one's
+// SourceWords is its source in that platform's words
+// (flows.DescribeSource).
+func EventsOf(events []store.Event, platform string) []api.Event {
+	if events == nil {
+		return nil
+	}
+	out := make([]api.Event, len(events))
+	for i, ev := range events {
+		out[i] = api.Event{OperationID: ev.OperationID, Seq: ev.Seq, Type: ev.Type, FromStep: ev.FromStep, ToStep: ev.ToStep,
+			FromStatus: ev.FromStatus, ToStatus: ev.ToStatus, Actor: ev.Actor, Source: ev.Source, Payload: ev.Payload,
+			SchemaVersion: ev.SchemaVersion, OccurredAt: ev.OccurredAt, PrevHash: ev.PrevHash, Hash: ev.Hash}
+		if platform != "" {
+			out[i].SourceWords = flows.DescribeSource(ev, platform)
+		}
+	}
+	return out
+}
+
+// storeEvents is EventsOf's inverse.
+func storeEvents(events []api.Event) []store.Event {
+	out := make([]store.Event, len(events))
+	for i, ev := range events {
+		out[i] = store.Event{OperationID: ev.OperationID, Seq: ev.Seq, Type: ev.Type, FromStep: ev.FromStep, ToStep: ev.ToStep,
+			FromStatus: ev.FromStatus, ToStatus: ev.ToStatus, Actor: ev.Actor, Source: ev.Source, Payload: ev.Payload,
+			SchemaVersion: ev.SchemaVersion, OccurredAt: ev.OccurredAt, PrevHash: ev.PrevHash, Hash: ev.Hash}
+	}
+	return out
+}
+
+// HistoryOf is h as api reads it: its events as stored and upcast.
+func HistoryOf(h store.History) api.History {
+	return api.History{Change: ChangeOf(h.Operation), Stored: EventsOf(h.Stored, ""), Current: EventsOf(h.Events(), "")}
+}
+
+// fieldsOf is fs as api names them.
+func fieldsOf(fs []flows.FieldError) []api.FieldError {
+	out := make([]api.FieldError, len(fs))
+	for i, f := range fs {
+		out[i] = api.FieldError{Field: f.Field, Message: f.Message}
+	}
+	return out
+}
+
+// Error translates what the engine and the store answer into api's
+// errors (see api.Engine), in the order the API tells them apart; any
+// other error is returned as it is. The original stays in the chain.
+func Error(err error) error {
+	var (
+		check *flows.GitLabCheckError
+		down  *flows.GitLabUnavailableError
+		idem  *flows.IdempotencyConflictError
+		held  *store.ActiveChangeError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+	case errors.Is(err, flows.ErrOverloaded):
+		return fmt.Errorf("%w: %w", api.ErrOverloaded, err)
+	}
+	if ve, ok := flows.IsValidation(err); ok {
+		return &api.ValidationError{Fields: fieldsOf(ve.Fields)}
+	}
+	switch {
+	case errors.As(err, &check):
+		return &api.CheckError{Fields: fieldsOf(check.Fields)}
+	case errors.As(err, &down):
+		return &api.UnavailableError{RetryAfter: down.RetryAfter, Err: err}
+	case errors.As(err, &idem):
+		return &api.IdempotencyConflictError{OperationID: idem.OperationID, Fields: idem.Fields, Message: idem.Error()}
+	case errors.As(err, &held):
+		return &api.BindingHeldError{OperationID: held.OperationID, Status: held.Status, Failed: held.Failed(), Reason: held.Reason()}
+	}
+	return err
+}

@@ -1,0 +1,188 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Change is a change as the API reads it: the operation and the binding
+// status it holds (the store's operation, translated by the backend).
+type Change struct {
+	ID string
+	// Platform is rules.PlatformGitLab ("" too) or rules.PlatformGitHub.
+	Platform                      string
+	SubjectID, TargetKey, Project string
+	Title, RequestedBy            string
+	Status                        string
+	Step                          int
+	Detail                        string
+	ProjectID, MRIID              int64
+	MRWebURL                      string
+	ApprovalFirst                 bool
+	StepStartedAt                 time.Time
+	CreatedAt, UpdatedAt          time.Time
+	// SubmittedBy is the id of the API token that submitted the change
+	// (tokenID; its submitted event's submitted_by), "" when none did.
+	SubmittedBy string
+}
+
+// Event is one event of a change's history, as the API answers it
+// (openapi.json Event; the store's event, field for field).
+type Event struct {
+	OperationID   string          `json:"operation_id"`
+	Seq           int64           `json:"seq"`
+	Type          string          `json:"type"`
+	FromStep      int             `json:"from_step"`
+	ToStep        int             `json:"to_step"`
+	FromStatus    string          `json:"from_status"`
+	ToStatus      string          `json:"to_status"`
+	Actor         string          `json:"actor"`
+	Source        string          `json:"source"`
+	Payload       json.RawMessage `json:"payload"`
+	SchemaVersion int             `json:"schema_version"`
+	OccurredAt    time.Time       `json:"occurred_at"`
+	PrevHash      string          `json:"prev_hash"`
+	Hash          string          `json:"hash"`
+	// SourceWords is Source in words for the pages' timeline ("the
+	// approval system's callback"); not answered.
+	SourceWords string `json:"-"`
+}
+
+// History is a change and its events read in one snapshot: Stored as
+// stored (the form their hash chain covers), Current upcast to the events'
+// current schema version.
+type History struct {
+	Change          Change
+	Stored, Current []Event
+}
+
+// File is one file of a submission.
+type File struct {
+	Path, Content, Action string
+}
+
+// Submission is a change as submitted through POST /api/v1/changes, with
+// who sent it.
+type Submission struct {
+	SubjectID, TargetKey, Project, TargetBranch string
+	Title, Description, RequestedBy             string
+	Files                                       []File
+	// IdempotencyKey is the request's Idempotency-Key ("" for none).
+	IdempotencyKey string
+	// SubmittedBy is the submitting token's id (tokenID), never the token.
+	SubmittedBy string
+}
+
+// FieldError is one field problem of a submission (openapi.json
+// FieldError).
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ListParams are the filters of one page of changes (ParseListQuery);
+// zero values do not filter.
+type ListParams struct {
+	Statuses                    []string
+	Steps                       []int
+	Project, SubjectID          string
+	TargetKey, RequestedBy      string
+	UpdatedAfter, UpdatedBefore time.Time
+	// StuckAt, when set, keeps only the changes stuck at that moment: in a
+	// step past its deadline (the step table's, from the settings).
+	StuckAt time.Time
+	// Before is the keyset cursor: only changes whose id sorts before it.
+	Before string
+	// Limit bounds the changes.
+	Limit int
+}
+
+// Replayed is a change's state rebuilt from its events at a moment: the
+// last event then (Seq 0: none, the change did not exist yet), and the
+// step and status it left.
+type Replayed struct {
+	Seq    int64
+	Step   int
+	Status string
+}
+
+// ErrNotFound is what the Engine and the Store answer for a change that
+// does not exist.
+var ErrNotFound = errors.New("no such change")
+
+// ErrOverloaded is Engine.Submit's refusal by admission control (the
+// setting admission.max_active): nothing was created, retry later.
+var ErrOverloaded = errors.New("too many active changes")
+
+// ValidationError lists every field problem of a submission (400).
+type ValidationError struct{ Fields []FieldError }
+
+// Error implements error.
+func (e *ValidationError) Error() string {
+	msg := "invalid change"
+	for i, f := range e.Fields {
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		msg += sep + f.Field + " " + f.Message
+	}
+	return msg
+}
+
+// CheckError is a submission the platform's checks refuse: the project,
+// the branch or a file does not fit (422); nothing was created.
+type CheckError struct{ Fields []FieldError }
+
+// Error implements error.
+func (e *CheckError) Error() string { return (&ValidationError{Fields: e.Fields}).Error() }
+
+// UnavailableError is a submission whose checks the platform could not
+// answer (503); RetryAfter is the platform's wait, zero when it named none.
+type UnavailableError struct {
+	RetryAfter time.Duration
+	Err        error
+}
+
+// Error implements error.
+func (e *UnavailableError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the platform's error.
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// IdempotencyConflictError is an Idempotency-Key reused with another body
+// (422): OperationID is the change the key was first used for, Fields the
+// fields that differ, Message says so.
+type IdempotencyConflictError struct {
+	OperationID string
+	Fields      []string
+	Message     string
+}
+
+// Error implements error.
+func (e *IdempotencyConflictError) Error() string { return e.Message }
+
+// BindingHeldError is a submission for a binding another change holds
+// (409): that change, its status, whether it failed (then it must be
+// retried or cancelled first), and the reason in words.
+type BindingHeldError struct {
+	OperationID, Status string
+	Failed              bool
+	Reason              string
+}
+
+// Error implements error.
+func (e *BindingHeldError) Error() string { return "binding held: " + e.Reason }
+
+// RefusedError is a settings write the settings refuse (400: an unknown
+// key, a value of the wrong type or under its minimum, a global-only key
+// for a project, a rule between two settings broken); nothing was stored.
+// Its message is the settings' own.
+type RefusedError struct{ Err error }
+
+// Error implements error.
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the settings' error.
+func (e *RefusedError) Unwrap() error { return e.Err }
