@@ -55,7 +55,7 @@ func TestErrorTranslatesWhatTheAPITellsApart(t *testing.T) {
 			var n *rules.NotApplicableError
 			return errors.As(e, &n) && n.Reason == "nothing to retry"
 		}},
-		{"anything else", other, func(e error) bool { return e == other }},
+		{"anything else", other, func(e error) bool { return errors.Is(e, other) && e.Error() == other.Error() }},
 	}
 	for _, tc := range tests {
 		if got := Error(tc.err); !tc.want(got) {
