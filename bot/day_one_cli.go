@@ -2,7 +2,6 @@ package bot
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -95,7 +94,7 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if len(projects)+len(groups) == 0 {
-		return errors.New("name at least one -project or -group")
+		return usageError{msg: "name at least one -project or -group", usage: commandUsage(fs)}
 	}
 	cfg, err := config.Load(*path, nil, nil)
 	if err != nil {

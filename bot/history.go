@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -73,6 +74,11 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 	if len(ignored) > 0 {
 		return usageError{msg: strings.Join(ignored, "; "), usage: commandUsage(fs)}
 	}
+	if *at != "" {
+		if _, perr := time.Parse(time.RFC3339, *at); perr != nil {
+			return usageError{msg: fmt.Sprintf("-at %q: want an RFC 3339 time such as 2026-12-01T14:00:00Z", *at), usage: commandUsage(fs)}
+		}
+	}
 	st, pool, err := openStore(ctx, *path)
 	if err != nil {
 		return err
@@ -91,7 +97,7 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 		return err
 	}
 	if len(events) == 0 {
-		return fmt.Errorf("no events for %s", id)
+		return unknownChange(id)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "seq\ttime (UTC)\ttype\tstep\tstatus\tactor\tsource\tpayload")
@@ -134,7 +140,7 @@ func printReplay(ctx context.Context, st store.Store, path, id, at string, stdou
 		return err
 	}
 	if s.Seq == 0 && read == 0 {
-		return fmt.Errorf("no events for %s", id)
+		return unknownChange(id)
 	}
 	if s.Seq == 0 {
 		fmt.Fprintf(stdout, "%s did not exist yet at %s\n", id, at)
@@ -191,6 +197,9 @@ func verifyHistories(ctx context.Context, st store.Store, ids []string, stdout i
 	checked, broken := 0, 0
 	check := func(id string) error {
 		h, err := st.ReadHistory(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return unknownChange(id)
+		}
 		if err != nil {
 			return err
 		}
@@ -230,6 +239,12 @@ func verifyHistories(ctx context.Context, st store.Store, ids []string, stdout i
 		return fmt.Errorf("%d operations have a broken history", broken)
 	}
 	return nil
+}
+
+// unknownChange is the error of history, replay and verify for an
+// operation id the database does not hold: the three name it alike.
+func unknownChange(id string) error {
+	return fmt.Errorf("no change %s in this database (changebot list shows the changes)", id)
 }
 
 // reorderFlags moves flags before positional arguments so that
