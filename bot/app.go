@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"changebot/api"
+	"changebot/budget"
 	"changebot/commands"
 	"changebot/config"
 	"changebot/database"
@@ -82,6 +83,9 @@ type App struct {
 	schema     string
 	settings   *settings.Cache
 	gauge      *flows.ActiveGauge
+	// clock is the database's clock as this replica measures it: the call
+	// budget and the account waits run on it (issue 21 point 6).
+	clock *budget.Clock
 	// now is the list API's clock (AppOpts.Now).
 	now func() time.Time
 	// draining is set once Run got its stop signal: /readyz answers 503.
@@ -145,6 +149,14 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	}
 	poll := pollFromSettings(a.settings, "")
 	rescueAfter := a.settings.Get(settings.JobsRescueAfter, "").Duration() // read at start only
+	if a.clock, err = budget.NewClock(budget.ClockConfig{ReadFunc: a.db.Now, Logger: a.log}); err != nil {
+		return err
+	}
+	if err := a.clock.Sync(ctx); err != nil {
+		// Serve starts without the database, as the settings cache does:
+		// the local clock until Run's next read.
+		a.log.Warn("reading the database's clock at start failed; the local clock until the next read", "err", err)
+	}
 	gm := newGitLabMetrics(a.registry)
 	a.gitlab, err = a.newPlatformClient(gm.observe)
 	if err != nil {
@@ -286,6 +298,10 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		a.gauge.Run(gaugeCtx, flows.ActiveGaugeInterval, func(err error) { a.log.Warn("refreshing the active changes gauge", "err", err) })
 	}()
 	defer func() { stopGauge(); <-gaugeDone }()
+	clockCtx, stopClock := context.WithCancel(runCtx)
+	clockDone := make(chan struct{})
+	go func() { defer close(clockDone); a.clock.Run(clockCtx, budget.ClockSyncInterval) }()
+	defer func() { stopClock(); <-clockDone }()
 	dispatchCtx, stopDispatch := context.WithCancel(runCtx)
 	dispatchDone := make(chan struct{})
 	go func() { defer close(dispatchDone); a.dispatcher.Run(dispatchCtx) }()

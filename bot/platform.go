@@ -37,10 +37,13 @@ var (
 // installation; the reviewer tokens are the platform's. observe counts
 // every call (changebot_gitlab_calls_total, for either platform).
 func (a *App) newPlatformClient(observe func(endpoint string, status int, d time.Duration)) (platformClient, error) {
+	// The budget and the account waits are shared through the database, so
+	// they run on its clock (issue 21 point 6), as do the adapter's waits.
+	now := a.sharedClock()
 	if a.cfg.Platform != config.PlatformGitHub {
 		// The call budget of each GitLab account, shared by every replica
 		// (issue 12 point 4); its limits are read at every take.
-		calls, err := budget.New(budget.Config{Store: a.store, Registerer: a.registry,
+		calls, err := budget.New(budget.Config{Store: a.store, Registerer: a.registry, NowFunc: now,
 			LimitsFunc: func() budget.Limits {
 				return budget.LimitsOf(func(key string) settings.Value { return a.settings.Get(key, "") })
 			}})
@@ -48,7 +51,7 @@ func (a *App) newPlatformClient(observe func(endpoint string, status int, d time
 			return nil, err
 		}
 		c, err := gitlab.New(gitlab.Config{BaseURL: a.cfg.GitLabURL, Token: a.cfg.GitLabToken,
-			ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: observe,
+			ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: observe, NowFunc: now,
 			// A 429's wait, shared by every replica (issue 10 point 4),
 			// through the budget: a 429 drops its leased calls at once.
 			AccountWaits: calls, Budget: calls,
@@ -64,7 +67,9 @@ func (a *App) newPlatformClient(observe func(endpoint string, status int, d time
 	}
 	// A rate limit's wait, shared by every replica as GitLab's 429 is.
 	// Read at most once a second (budget.WaitCacheTTL), recorded at once.
-	c, err := github.New(ops.GitHubConfig(a.cfg, a.log, observe, budget.NewWaits(a.store, nil)))
+	gc := ops.GitHubConfig(a.cfg, a.log, observe, budget.NewWaits(a.store, now))
+	gc.WaitsNowFunc = now
+	c, err := github.New(gc)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the GitHub client: %w", err)
 	}
@@ -85,4 +90,15 @@ func (a *App) githubHook(wm *webhooks.Metrics) (http.Handler, error) {
 	return webhooks.NewGitHubHandler(webhooks.GitHubConfig{Secrets: a.cfg.WebhookSecrets, Verify: github.VerifySignature,
 		Decode: github.DecodeHook, MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Dispatcher: a.intakeDispatcher(), Logger: a.log, Metrics: wm,
 		NoteHasCommand: commands.MayHoldCommand})
+}
+
+// sharedClock is the clock of what replicas share through the database (the
+// call budget, the account waits): the database's, measured at start and
+// every budget.ClockSyncInterval (App.clock), or the local clock for an
+// App built without one (tests).
+func (a *App) sharedClock() func() time.Time {
+	if a.clock == nil {
+		return time.Now
+	}
+	return a.clock.Now
 }

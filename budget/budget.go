@@ -54,7 +54,11 @@ type Config struct {
 	// means DefaultLimits.
 	LimitsFunc func() Limits
 	// NowFunc is the clock the bucket refills by and waits are measured
-	// on; nil means time.Now.
+	// on; nil means time.Now. The bucket and the waits are shared by every
+	// replica, so it must be one clock for all of them: serve passes the
+	// database's (Clock.Now). On each replica's own clock a replica 5
+	// minutes ahead refilled the bucket up to its future and starved the
+	// others (issue 21 point 6).
 	NowFunc func() time.Time
 	// CacheClockFunc is the clock this replica's leases (LeaseTTL) and
 	// cached account waits (WaitCacheTTL) expire on; nil means time.Now.

@@ -137,7 +137,7 @@ func (c *Client) blocked(ctx context.Context, endpoint string, rec *record) erro
 	return &platform.Error{
 		Method: rec.method, Path: path, Kind: platform.ErrRateLimited,
 		Message:    "not sent: GitHub asked this account to wait until " + rec.blockedUntil.UTC().Format(time.RFC3339),
-		RetryAfter: max(rec.blockedUntil.Sub(c.now()), minHeldWait),
+		RetryAfter: max(rec.blockedUntil.Sub(c.waitsNow()), minHeldWait),
 	}
 }
 

@@ -120,6 +120,14 @@ type Config struct {
 	// NowFunc is the clock for x-ratelimit-reset waits and installation
 	// token expiry; nil means time.Now.
 	NowFunc func() time.Time
+	// WaitsNowFunc is the clock the account waits (AccountWaits) are
+	// measured on: a rate limit's wait is recorded as this clock's now plus
+	// the wait GitHub named, and a request is held while this clock is
+	// before the recorded moment. Every replica must use the same one, or
+	// a replica whose clock runs ahead records a wait the others keep too
+	// long (and one behind a wait they ignore): serve passes the
+	// database's (budget.Clock, issue 21 point 6). nil means NowFunc.
+	WaitsNowFunc func() time.Time
 	// SleepFunc waits between mergeable re-reads and in-client retries; nil
 	// means a timer that ends early with ctx. Tests inject one.
 	SleepFunc func(ctx context.Context, d time.Duration) error
@@ -155,6 +163,7 @@ type Client struct {
 	logger   *slog.Logger
 	observe  func(endpoint string, status int, d time.Duration)
 	now      func() time.Time
+	waitsNow func() time.Time // Config.WaitsNowFunc
 	sleep    func(ctx context.Context, d time.Duration) error
 	rp       retryPolicy
 
@@ -234,6 +243,7 @@ func New(cfg Config) (*Client, error) {
 		logger:         cfg.Logger,
 		observe:        cfg.ObserveFunc,
 		now:            cfg.NowFunc,
+		waitsNow:       cfg.WaitsNowFunc,
 		sleep:          cfg.SleepFunc,
 		mergeableReads: cfg.MergeableReads,
 		mergeableWait:  cfg.MergeableWait,
@@ -250,6 +260,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.waitsNow == nil {
+		c.waitsNow = c.now
 	}
 	if c.sleep == nil {
 		c.sleep = platform.SleepCtx
@@ -307,7 +320,7 @@ func New(cfg Config) (*Client, error) {
 func (c *Client) build(base *url.URL, hc *http.Client, token tokenFunc, account string, refused func(string)) (*gh.Client, error) {
 	h := *hc
 	h.Transport = &transport{base: h.Transport, token: token, refused: refused, rp: c.rp, logger: c.logger,
-		gate: accountGate{waits: c.waits, account: account, now: c.now}}
+		gate: accountGate{waits: c.waits, account: account, now: c.waitsNow}}
 	u := base.String()
 	cl, err := gh.NewClient(gh.WithHTTPClient(&h), gh.WithUserAgent(userAgent), gh.WithURLs(&u, &u), gh.WithDisableRateLimitCheck())
 	if err != nil {

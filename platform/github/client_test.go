@@ -532,6 +532,60 @@ func TestAccountWaitsShared(t *testing.T) {
 	}
 }
 
+// TestAccountWaitsOnTheSharedClock: two replicas of one token whose own
+// clocks (NowFunc) differ by 5 minutes measure the account's wait on the
+// shared clock (WaitsNowFunc, the database's in serve): the 30 s GitHub
+// named for one holds the other for those 30 s, whichever is ahead, and no
+// longer (issue 21 point 6). On NowFunc the replica behind would be held
+// 5 min 30 s by the ahead one's wait, and the ahead one not at all by the
+// other's.
+func TestAccountWaitsOnTheSharedClock(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		aheadRecords bool
+	}{
+		{name: "the replica ahead meets the rate limit", aheadRecords: true},
+		{name: "the replica behind meets the rate limit", aheadRecords: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := newClock() // the shared clock
+			srv := githubfake.New(githubfake.Options{NowFunc: clk.Now})
+			t.Cleanup(srv.Close)
+			srv.AddUser("changebot", robotToken)
+			repo := srv.AddRepo(githubfake.RepoSpec{FullName: "acme/config"})
+			waits := &memWaits{m: map[string]time.Time{}}
+			replica := func(own func() time.Time) *github.Client {
+				c, err := github.New(github.Config{BaseURL: srv.URL(), Token: robotToken, NowFunc: own, WaitsNowFunc: clk.Now,
+					AccountWaits: waits, RetryMax: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}
+			ahead := replica(func() time.Time { return clk.Now().Add(5 * time.Minute) })
+			behind := replica(clk.Now)
+			first, second := behind, ahead
+			if tc.aheadRecords {
+				first, second = ahead, behind
+			}
+			srv.InjectFault(githubfake.SecondaryRateLimit("GET", "/repositories/*", 1, "30"))
+			if _, err := first.Branch(t.Context(), repo.ID, "main"); !errors.Is(err, platform.ErrRateLimited) {
+				t.Fatalf("first replica: err = %v; want a rate limit", err)
+			}
+			_, err := second.Branch(t.Context(), repo.ID, "main")
+			if !errors.Is(err, platform.ErrRateLimited) || platform.RetryAfterOf(err) != 30*time.Second || !strings.Contains(err.Error(), "not sent") {
+				t.Fatalf("second replica during the wait: err = %v (retry after %s); want held back with 30 s left", err, platform.RetryAfterOf(err))
+			}
+			clk.Add(31 * time.Second)
+			if _, err := second.Branch(t.Context(), repo.ID, "main"); err != nil {
+				t.Errorf("second replica 31 s later: %v; want sent", err)
+			}
+		})
+	}
+}
+
 // TestPipelinesOfBranch: without a sha, the newest commits of the branch
 // are read newest first until one succeeded; commits without checks have
 // no pipeline.

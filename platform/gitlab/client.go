@@ -88,7 +88,10 @@ type Config struct {
 	// this package does not import Prometheus.
 	ObserveFunc func(endpoint string, status int, d time.Duration)
 	// NowFunc is the clock used to turn RateLimit-Reset (a Unix time) into a
-	// wait; nil means time.Now.
+	// wait, and the one the account waits (AccountWaits) are recorded and
+	// compared on: every replica must use the same one, the Budget's
+	// (serve passes the database's, budget.Clock, issue 21 point 6); nil
+	// means time.Now.
 	NowFunc func() time.Time
 	// SleepFunc waits while a call a person waits on waits for the call
 	// budget in the client (PersonBudgetWait); nil means a timer that ends
