@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"changebot/api"
 	"changebot/budget"
@@ -28,6 +29,7 @@ import (
 	"changebot/demo"
 	"changebot/flows"
 	"changebot/flows/rules"
+	"changebot/internal/guard"
 	"changebot/platform/approval"
 	"changebot/retention"
 	"changebot/routing"
@@ -186,7 +188,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		RateLimitFunc: func() int { return a.settings.Get(settings.CommandsRateLimit, "").Int() },
 	})
 	router, err := routing.NewRouter(routing.RouterConfig{Store: a.store, Decode: hookDecoder(a.cfg.Platform),
-		Flow: a.engine, Notes: executor, Panics: fm.PanicCounter(), Logger: a.log})
+		Flow: a.engine, Notes: executor, Logger: a.log})
 	if err != nil {
 		return err
 	}
@@ -198,11 +200,13 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	reconciler.AddWorker(workers)
 	sweeper := flows.NewSweeper(a.engine, a.store, sweepCfg)
 	sweeper.AddWorker(workers)
-	pruner := retention.New(retention.Config{Store: a.store, Logger: a.log, Panics: fm.PanicCounter(),
+	pruner := retention.New(retention.Config{Store: a.store, Logger: a.log,
 		MaxAgeFunc: func() time.Duration { return a.settings.Get(settings.RetentionIntake, "").Duration() }})
 	pruner.AddWorker(workers)
 	a.jobs, err = a.db.NewJobClient(&river.Config{
 		ID: opts.ClientID, Logger: quietRiverLogger(a.log), Workers: workers,
+		// The job guard, outermost: a panic of any job is its error.
+		Middleware: []rivertype.Middleware{guard.NewJobs(guard.Config{Panics: fm.PanicCounter(), Logger: a.log})},
 		Queues: map[string]river.QueueConfig{
 			rules.QueueDefault: {MaxWorkers: a.cfg.Workers},
 			rules.QueueEvents:  {MaxWorkers: a.cfg.Workers},

@@ -23,6 +23,7 @@ import (
 
 	"changebot/flows/commitgate"
 	"changebot/flows/rules"
+	"changebot/internal/guard"
 	"changebot/platform"
 	"changebot/platform/approval"
 	"changebot/settings"
@@ -243,6 +244,8 @@ type Engine struct {
 	// reads shares recent project reads between the submit check and the
 	// create steps (projectReadTTL).
 	reads projectReads
+	// jobs is the job panic guard the step runner runs each step under.
+	jobs *guard.Jobs
 }
 
 // NewEngine validates cfg and returns an engine.
@@ -289,6 +292,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if e.cfg.JobTimeout <= 0 {
 		e.cfg.JobTimeout = DefaultJobTimeout
 	}
+	e.jobs = guard.NewJobs(guard.Config{Panics: e.m.panics, Logger: e.log})
 	e.gate = commitgate.NewGuardWithStore(commitgate.NewDBStore(e.st, e.st.DB()).WithClock(e.now), nil)
 	return e, nil
 }

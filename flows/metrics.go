@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"changebot/flows/rules"
+	"changebot/internal/guard"
 )
 
 // Metrics are the flow's Prometheus metrics (DESIGN §8), prefix changebot_.
@@ -71,11 +72,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // Label values of changebot_job_failures_total's kind.
 var jobFailureKinds = []string{"recognised", "declared", "rate_limited", "transient", "budget_yield"}
 
-// panicSites are the where values of changebot_panics_total: the job kinds
-// and "http" (the router's recovery, and the webhook and callback
-// handlers', which recover their own panics).
+// panicSites are the where values of changebot_panics_total
+// (internal/guard counts there): the job kinds and guard.WhereHTTP (the
+// HTTP guard around the router, every handler's).
 var panicSites = append(append([]string{}, rules.StepJobKinds()...),
-	rules.KindProcessDelivery, rules.KindRefreshNote, rules.KindCloseMR, rules.KindReconcile, rules.KindSweep, "http")
+	rules.KindProcessDelivery, rules.KindRefreshNote, rules.KindCloseMR, rules.KindReconcile, rules.KindSweep, guard.WhereHTTP)
 
 // initSeries starts at 0 every series an alert or a dashboard panel
 // watches, so that increase() sees the first occurrence too (a series
@@ -112,5 +113,6 @@ func (m *Metrics) initSeries() {
 // compare it with the database).
 func (m *Metrics) ValidatedCounter() *prometheus.CounterVec { return m.validated }
 
-// PanicCounter exposes the panic counter for the HTTP layer.
+// PanicCounter exposes the panic counter for the job and HTTP guards
+// (internal/guard.Config.Panics).
 func (m *Metrics) PanicCounter() *prometheus.CounterVec { return m.panics }

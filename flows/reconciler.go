@@ -3,9 +3,7 @@ package flows
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -345,32 +343,22 @@ func (r *Reconciler) PeriodicJob() *river.PeriodicJob {
 
 // AddWorker registers the reconciler's worker.
 func (r *Reconciler) AddWorker(workers *river.Workers) {
-	river.AddWorker(workers, &periodicWorker[ReconcileArgs]{e: r.e, kind: rules.KindReconcile, run: func(ctx context.Context) error {
+	river.AddWorker(workers, &periodicWorker[ReconcileArgs]{run: func(ctx context.Context) error {
 		_, err := r.Run(ctx)
 		return err
 	}})
 }
 
-// periodicWorker runs a periodic pass with the job boundary's panic
-// recovery (STYLE 13). A failed pass is not retried: the next one redoes it.
+// periodicWorker runs a periodic pass; its panic is the job guard's
+// (internal/guard.Jobs, STYLE 13). A failed pass is not retried: the next
+// one redoes it.
 type periodicWorker[T river.JobArgs] struct {
 	river.WorkerDefaults[T]
-	e    *Engine
-	kind string
-	run  func(ctx context.Context) error
+	run func(ctx context.Context) error
 }
 
 // Work implements river.Worker.
-func (w *periodicWorker[T]) Work(ctx context.Context, _ *river.Job[T]) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			w.e.m.panics.WithLabelValues(w.kind).Inc()
-			w.e.log.Error("periodic job panicked", attrJobKind, w.kind, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			err = fmt.Errorf("%s: panic: %v", w.kind, v)
-		}
-	}()
-	return w.run(ctx)
-}
+func (w *periodicWorker[T]) Work(ctx context.Context, _ *river.Job[T]) error { return w.run(ctx) }
 
 func stepInts(steps []rules.StepCode) []int {
 	out := make([]int, len(steps))

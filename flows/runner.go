@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"changebot/flows/rules"
+	"changebot/internal/guard"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -51,9 +51,10 @@ func declaredFailure(kind string, op store.Operation) rules.StepCode {
 type stepFunc func(ctx context.Context, op store.Operation) error
 
 // runStep is the boundary of every step job: it loads the operation, drops
-// stale jobs, recovers panics and turns every exit into a state or a River
+// stale jobs, runs the step under the job guard (a panic of the step writes
+// the kind's declared failure) and turns every exit into a state or a River
 // instruction (STYLE 12, 13).
-func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, attempt, maxAttempts int, run stepFunc) (err error) {
+func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, attempt, maxAttempts int, run stepFunc) error {
 	op, err := e.st.GetOperation(ctx, e.st.DB(), a.OperationID)
 	if errors.Is(err, store.ErrNotFound) {
 		e.log.Warn("job for unknown operation", attrOperationID, a.OperationID, attrJobKind, kind)
@@ -78,21 +79,21 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		log.Warn("stale job: the step has no job of this kind")
 		return nil
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			e.m.panics.WithLabelValues(kind).Inc()
-			log.Error("step panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = e.fail(ctx, op, kind, declaredFailure(kind, op), fmt.Sprintf("internal error (panic): %v", r))
-		}
-	}()
-	if e.cfg.StepHookFunc != nil {
-		e.cfg.StepHookFunc(kind)
-	}
 	background := slices.Contains(backgroundKinds, kind)
 	if background {
 		ctx = platform.WithPriority(ctx, platform.PriorityBackground)
 	}
-	err = run(ctx, op)
+	err = e.jobs.Run(ctx, e.opLog(op).With(attrStep, rules.StepCode(op.Step).String()), kind, func(ctx context.Context) error {
+		if e.cfg.StepHookFunc != nil {
+			e.cfg.StepHookFunc(kind)
+		}
+		return run(ctx, op)
+	})
+	var pe *guard.PanicError
+	if errors.As(err, &pe) {
+		// Counted and logged by the guard; the change ends in a state.
+		return e.fail(ctx, op, kind, declaredFailure(kind, op), fmt.Sprintf("internal error (panic): %v", pe.Value))
+	}
 	var sn *snooze
 	var sf *stepFailure
 	switch {

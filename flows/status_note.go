@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -207,16 +206,10 @@ type noteWorker struct {
 	e *Engine
 }
 
-// Work implements river.Worker.
-func (w *noteWorker) Work(ctx context.Context, job *river.Job[RefreshNoteArgs]) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			w.e.m.panics.WithLabelValues(rules.KindRefreshNote).Inc()
-			w.e.log.Error("status note refresh panicked", attrOperationID, job.Args.OperationID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = fmt.Errorf("refreshing status note: panic: %v", r)
-		}
-	}()
-	err = w.e.RefreshNote(ctx, job.Args.OperationID)
+// Work implements river.Worker; its panic is the job guard's
+// (internal/guard.Jobs).
+func (w *noteWorker) Work(ctx context.Context, job *river.Job[RefreshNoteArgs]) error {
+	err := w.e.RefreshNote(ctx, job.Args.OperationID)
 	if errors.Is(err, ErrNoteBusy) {
 		// The refresh in flight may have read the history before our
 		// events: check again after it has recorded.

@@ -135,7 +135,7 @@ func (s *Sweeper) PeriodicJob() *river.PeriodicJob {
 
 // AddWorker registers the sweeper's worker.
 func (s *Sweeper) AddWorker(workers *river.Workers) {
-	river.AddWorker(workers, &periodicWorker[SweepArgs]{e: s.e, kind: rules.KindSweep, run: func(ctx context.Context) error {
+	river.AddWorker(workers, &periodicWorker[SweepArgs]{run: func(ctx context.Context) error {
 		_, err := s.Run(ctx)
 		return err
 	}})

@@ -8,12 +8,9 @@ package retention
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -71,9 +68,6 @@ type Config struct {
 	// goes at the next pass.
 	MaxBatches int
 	Logger     *slog.Logger
-	// Panics counts a recovered panic as where="prune_intake"
-	// (changebot_panics_total); nil counts nothing.
-	Panics *prometheus.CounterVec
 }
 
 // Pruner deletes old intake rows.
@@ -171,18 +165,10 @@ type worker struct {
 	p *Pruner
 }
 
-// Work implements river.Worker: one pass; a panic is an error of this
-// attempt, logged with its stack.
-func (w *worker) Work(ctx context.Context, _ *river.Job[Args]) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			if w.p.cfg.Panics != nil {
-				w.p.cfg.Panics.WithLabelValues(Kind).Inc()
-			}
-			w.p.cfg.Logger.Error("periodic job panicked", "job_kind", Kind, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			err = fmt.Errorf("%s: panic: %v", Kind, v)
-		}
-	}()
-	_, err = w.p.Run(ctx)
+// Work implements river.Worker: one pass. A panic is the job guard's
+// (internal/guard.Jobs): an error of this attempt, counted as
+// where="prune_intake" and logged with its stack.
+func (w *worker) Work(ctx context.Context, _ *river.Job[Args]) error {
+	_, err := w.p.Run(ctx)
 	return err
 }

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -43,16 +41,14 @@ type DeliveryStore interface {
 	MarkDeliveryProcessed(ctx context.Context, db store.DBTX, id int64, outcome string) error
 }
 
-// RouterConfig wires a Router. Every field but Logger and Panics is
-// required.
+// RouterConfig wires a Router. Every field but Logger is required. A
+// panic of the job is the job guard's (internal/guard.Jobs, River worker
+// middleware).
 type RouterConfig struct {
 	Store  DeliveryStore
 	Decode HookDecoder
 	Flow   FlowHooks
 	Notes  NoteHandler
-	// Panics counts recovered panics by where (label "where"); nil counts
-	// nothing.
-	Panics *prometheus.CounterVec
 	Logger *slog.Logger
 }
 
@@ -114,19 +110,10 @@ type deliveryWorker struct {
 // it and record its outcome. A delivery that is gone is done; one that does
 // not decode is recorded as undecodable; an error of the flow or the
 // commands makes River retry the job.
-func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[rules.ProcessDeliveryArgs]) (err error) {
+func (w *deliveryWorker) Work(ctx context.Context, job *river.Job[rules.ProcessDeliveryArgs]) error {
 	r := w.r
 	id := job.Args.DeliveryID
 	log := r.log.With(attrDeliveryID, id, attrJobKind, rules.KindProcessDelivery)
-	defer func() {
-		if v := recover(); v != nil {
-			if r.cfg.Panics != nil {
-				r.cfg.Panics.WithLabelValues(rules.KindProcessDelivery).Inc()
-			}
-			log.Error("processing delivery panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			err = fmt.Errorf("processing delivery %d: panic: %v", id, v)
-		}
-	}()
 	st := r.cfg.Store
 	d, err := st.GetDelivery(ctx, st.DB(), id)
 	if errors.Is(err, store.ErrNotFound) {

@@ -51,6 +51,7 @@ import (
 	"changebot/budget"
 	"changebot/flows"
 	"changebot/flows/rules"
+	"changebot/internal/guard"
 	"changebot/platform"
 	"changebot/platform/approval"
 	"changebot/platform/approval/approvalfake"
@@ -266,8 +267,14 @@ func New(t testing.TB, opts *Opts) *Harness {
 	}
 	h.funcs[rules.KindProcessDelivery] = flows.WorkFuncOf(router.Worker())
 
+	// The job guard as bot installs it: a panic of any job is its error.
+	var panics *prometheus.CounterVec
+	if cfg.Metrics != nil {
+		panics = cfg.Metrics.PanicCounter()
+	}
 	rcfg := &river.Config{Schema: h.Schema.Name, Logger: log, Test: river.TestConfig{Time: h.Clock},
-		RetryPolicy: retryPolicy{clock: h.Clock}}
+		RetryPolicy: retryPolicy{clock: h.Clock},
+		Middleware:  []rivertype.Middleware{guard.NewJobs(guard.Config{Panics: panics, Logger: log})}}
 	work := river.Worker[anyJob](&dispatcher{funcs: h.funcs})
 	if h.DB == EngineSQLite {
 		driver := riversqlite.New(h.SQLDB)
