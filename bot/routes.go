@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -17,6 +16,7 @@ import (
 	"changebot/commands"
 	"changebot/config"
 	"changebot/flows"
+	"changebot/internal/guard"
 	"changebot/platform/gitlab"
 	"changebot/webhooks"
 )
@@ -42,9 +42,6 @@ func (a *App) intakeDispatcher() *webhooks.Dispatcher {
 
 func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	wm := webhooks.NewMetrics(a.registry)
-	// The intake and callback handlers recover their own panics: counted
-	// with the router's, so that changebot_panics_total has them all.
-	wm.AlsoCountPanics(fm.PanicCounter().WithLabelValues(panicSiteHTTP))
 	var hook http.Handler
 	var err error
 	if a.cfg.Platform == config.PlatformGitHub {
@@ -91,27 +88,10 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	r.HandleFunc("/readyz", a.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-	return api.AccessLog(a.log, r, recoverPanics(fm.PanicCounter(), a, api.TextInput(a.cfg.MaxBodyBytes, false, r))), nil
-}
-
-// panicSiteHTTP is the where label of changebot_panics_total for a panic
-// of an HTTP handler: the router's recovery and the webhook and callback
-// handlers' own (webhooks.Metrics.AlsoCountPanics).
-const panicSiteHTTP = "http"
-
-// recoverPanics turns a handler panic into a 500 and a counted, logged
-// error (STYLE 13).
-func recoverPanics(c *prometheus.CounterVec, a *App, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				c.WithLabelValues(panicSiteHTTP).Inc()
-				a.log.Error("handler panicked", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error"})
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
+	// The HTTP guard around every handler (STYLE 13): a panic answers 500,
+	// counts changebot_panics_total{where="http"} and is logged.
+	guarded := guard.HTTP(guard.Config{Panics: fm.PanicCounter(), Logger: a.log}, api.TextInput(a.cfg.MaxBodyBytes, false, r))
+	return api.AccessLog(a.log, r, guarded), nil
 }
 
 // writeJSON answers status with v as JSON, in the API's shape.

@@ -312,7 +312,7 @@ var errMalformedCallback = errors.New("malformed payload")
 func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log := h.log
 	count := func(result string) { h.m.callbacks.WithLabelValues(h.kind, result).Inc() }
-	defer recoverPanic(w, log, h.m, h.kind, func() { count(ResultError) })
+	onPanic(r, h.m, h.kind, func() { count(ResultError) })
 
 	if r.Method != http.MethodPost {
 		count(ResultMalformed)

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"changebot/flows/rules"
+	"changebot/internal/guard"
 )
 
 const callbackSecret = "callback-secret-0123456789"
@@ -100,7 +101,7 @@ func callbackAt(h http.Handler, method, timestamp, signature string, body []byte
 		r.Header.Set(HeaderSignature, signature)
 	}
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	guarded(h).ServeHTTP(w, r)
 	return w
 }
 
@@ -297,23 +298,27 @@ func TestDeployCallback(t *testing.T) {
 	}
 }
 
-// panicAcceptor panics, to check the handler recovers.
+// panicAcceptor panics, to check the handler's panic is answered and counted.
 type panicAcceptor struct{}
 
 func (panicAcceptor) AcceptApproval(context.Context, ApprovalCallback) (string, error) {
 	panic("acceptor bug")
 }
 
+// TestCallbackPanicRecovered: behind the HTTP guard a callback handler's
+// panic answers 500 and counts in changebot_webhook_panics_total{handler},
+// the callback's error result and the guard's changebot_panics_total
+// {where="http"}.
 func TestCallbackPanicRecovered(t *testing.T) {
 	t.Parallel()
 	m := NewMetrics(prometheus.NewRegistry())
-	all := prometheus.NewCounter(prometheus.CounterOpts{Name: "all_panics"})
-	m.AlsoCountPanics(all)
+	all := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "changebot_panics_total"}, []string{"where"})
 	log, _ := newLogger(t)
-	h, err := NewApprovalCallbackHandler(CallbackConfig{Secret: callbackSecret, Approvals: panicAcceptor{}, Logger: log, Metrics: m})
+	cb, err := NewApprovalCallbackHandler(CallbackConfig{Secret: callbackSecret, Approvals: panicAcceptor{}, Logger: log, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := guard.HTTP(guard.Config{Panics: all, Logger: log}, cb)
 	body := []byte(`{"request_id":"r","operation_id":"op","decision":"approved","approver":"carol"}`)
 	w := callback(h, http.MethodPost, sign(callbackSecret, body), body)
 	if w.Code != 500 || strings.TrimSpace(w.Body.String()) != `{"error":"internal error"}` {
@@ -322,8 +327,8 @@ func TestCallbackPanicRecovered(t *testing.T) {
 	if got := testutil.ToFloat64(m.panics.WithLabelValues(KindApproval)); got != 1 {
 		t.Errorf("panics{handler=approval} = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(all); got != 1 {
-		t.Errorf("AlsoCountPanics counter = %v, want 1", got)
+	if got := testutil.ToFloat64(all.WithLabelValues(guard.WhereHTTP)); got != 1 {
+		t.Errorf("panics{where=http} = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.callbacks.WithLabelValues(KindApproval, ResultError)); got != 1 {
 		t.Errorf("callbacks{kind=approval,result=error} = %v, want 1", got)

@@ -90,7 +90,7 @@ type GitHubConfig struct {
 // the same store path as GitLab's: 200 {"result":"accepted",
 // "delivery_id":N}, or 200 {"result":"duplicate"}. A store failure answers
 // 503 (GitHub shows the failed delivery for a manual redelivery), a panic
-// 500. Every answer is counted in changebot_webhook_deliveries_total with
+// 500 behind the HTTP guard (internal/guard.HTTP). Every answer is counted in changebot_webhook_deliveries_total with
 // the X-GitHub-Event value as event ("other" for events outside
 // GitHubEvents and "ping").
 //

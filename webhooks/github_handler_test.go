@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"changebot/internal/fixture"
+	"changebot/internal/guard"
 	"changebot/platform"
 	"changebot/platform/github"
 	"changebot/store"
@@ -62,7 +63,7 @@ func (c capture) send(h http.Handler) *httptest.ResponseRecorder {
 		}
 	}
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	guarded(h).ServeHTTP(w, r)
 	return w
 }
 
@@ -188,8 +189,6 @@ func TestGitHubIntake(t *testing.T) {
 			st := newFakeStore()
 			m := NewMetrics(prometheus.NewRegistry())
 			h := newGitHubHandler(t, st, m)
-			allPanics := prometheus.NewCounter(prometheus.CounterOpts{Name: "all_panics"})
-			m.AlsoCountPanics(allPanics)
 			for i, c := range tc.send {
 				w := c.send(h)
 				got := strings.TrimSpace(fmt.Sprintf("%d %s", w.Code, w.Body))
@@ -222,7 +221,7 @@ func TestGitHubIntake(t *testing.T) {
 					t.Errorf("ignored{reason=%s} = %v, want %v", reason, got, want)
 				}
 			}
-			if got := testutil.ToFloat64(m.panics.WithLabelValues(handlerGitHub)) + testutil.ToFloat64(allPanics); got != 0 {
+			if got := testutil.ToFloat64(m.panics.WithLabelValues(handlerGitHub)); got != 0 {
 				t.Errorf("%v panics counted, want none", got)
 			}
 			for outcome, n := range tc.wantCounts {
@@ -234,52 +233,85 @@ func TestGitHubIntake(t *testing.T) {
 	}
 }
 
-// TestIntakePanicCounted: a panic while handling a delivery answers 500
-// and counts in changebot_webhook_panics_total{handler} and in the
-// counter of Metrics.AlsoCountPanics (bot's changebot_panics_total
-// {where="http"}), on both platforms' intake.
+// TestIntakePanicCounted: behind the HTTP guard, a panic while handling a
+// delivery answers 500 and counts in changebot_webhook_panics_total
+// {handler}, in the deliveries' error outcome and in the guard's
+// changebot_panics_total{where="http"}, on both platforms' intake;
+// http.ErrAbortHandler reaches net/http and counts nowhere.
 func TestIntakePanicCounted(t *testing.T) {
 	t.Parallel()
-	panicking := func(string, []byte) (platform.HookEvent, error) { panic("decoder bug") }
 	opened := readCapture(t, "webhook-pull_request-opened")
-	for _, handler := range []string{handlerGitHub, handlerGitLab} {
-		t.Run(handler, func(t *testing.T) {
-			t.Parallel()
-			m := NewMetrics(prometheus.NewRegistry())
-			all := prometheus.NewCounter(prometheus.CounterOpts{Name: "all_panics"})
-			m.AlsoCountPanics(all)
-			log, _ := newLogger(t)
-			var w *httptest.ResponseRecorder
-			if handler == handlerGitHub {
-				h, err := NewGitHubHandler(GitHubConfig{Secrets: []string{cogniSecret}, Verify: github.VerifySignature,
-					Decode: panicking, Store: newFakeStore(), Logger: log, Metrics: m})
-				if err != nil {
-					t.Fatal(err)
-				}
-				w = opened.send(h)
-			} else {
-				h, err := NewGitLabHandler(GitLabConfig{Secrets: []string{"s"}, Decode: panicking, Store: newFakeStore(), Logger: log, Metrics: m})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = h.Close(context.Background()) })
-				r := httptest.NewRequest(http.MethodPost, "/webhooks/gitlab", strings.NewReader(`{"object_kind":"merge_request"}`))
-				r.Header.Set("X-Gitlab-Token", "s")
-				r.Header.Set("X-Gitlab-Event", "Merge Request Hook")
-				w = httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-			}
-			if w.Code != http.StatusInternalServerError {
-				t.Errorf("answer %d %s, want 500", w.Code, w.Body)
-			}
-			if got := testutil.ToFloat64(m.panics.WithLabelValues(handler)); got != 1 {
-				t.Errorf("webhook panics{handler=%s} = %v, want 1", handler, got)
-			}
-			if got := testutil.ToFloat64(all); got != 1 {
-				t.Errorf("AlsoCountPanics counter = %v, want 1", got)
-			}
-		})
+	tests := []struct {
+		name      string
+		value     any // what the decoder panics with
+		wantCode  int
+		wantCount float64
+	}{
+		{name: "bug", value: "decoder bug", wantCode: http.StatusInternalServerError, wantCount: 1},
+		{name: "abort", value: http.ErrAbortHandler, wantCode: http.StatusOK},
 	}
+	for _, tc := range tests {
+		for _, handler := range []string{handlerGitHub, handlerGitLab} {
+			t.Run(tc.name+"/"+handler, func(t *testing.T) {
+				t.Parallel()
+				panicking := func(string, []byte) (platform.HookEvent, error) { panic(tc.value) }
+				m := NewMetrics(prometheus.NewRegistry())
+				all := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "changebot_panics_total"}, []string{"where"})
+				log, _ := newLogger(t)
+				var h http.Handler
+				var r *http.Request
+				event := "pull_request"
+				if handler == handlerGitHub {
+					gh, err := NewGitHubHandler(GitHubConfig{Secrets: []string{cogniSecret}, Verify: github.VerifySignature,
+						Decode: panicking, Store: newFakeStore(), Logger: log, Metrics: m})
+					if err != nil {
+						t.Fatal(err)
+					}
+					h = gh
+					r = httptest.NewRequest(http.MethodPost, "/webhooks/github", bytes.NewReader(opened.body))
+					r.Header.Set("X-GitHub-Event", opened.event)
+					r.Header.Set("X-GitHub-Delivery", opened.delivery)
+					r.Header.Set("X-Hub-Signature-256", opened.signature)
+				} else {
+					gl, err := NewGitLabHandler(GitLabConfig{Secrets: []string{"s"}, Decode: panicking, Store: newFakeStore(), Logger: log, Metrics: m})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = gl.Close(context.Background()) })
+					h = gl
+					event = "Merge Request Hook"
+					r = httptest.NewRequest(http.MethodPost, "/webhooks/gitlab", strings.NewReader(`{"object_kind":"merge_request"}`))
+					r.Header.Set("X-Gitlab-Token", "s")
+					r.Header.Set("X-Gitlab-Event", event)
+				}
+				w := httptest.NewRecorder()
+				raised := serveRaising(guard.HTTP(guard.Config{Panics: all, Logger: log}, h), w, r)
+				if tc.wantCount == 0 && raised != tc.value {
+					t.Errorf("re-raised %v, want %v", raised, tc.value)
+				}
+				if w.Code != tc.wantCode {
+					t.Errorf("answer %d %s, want %d", w.Code, w.Body, tc.wantCode)
+				}
+				if got := testutil.ToFloat64(m.panics.WithLabelValues(handler)); got != tc.wantCount {
+					t.Errorf("webhook panics{handler=%s} = %v, want %v", handler, got, tc.wantCount)
+				}
+				if got := testutil.ToFloat64(m.deliveries.WithLabelValues(event, OutcomeError)); got != tc.wantCount {
+					t.Errorf("deliveries{event=%s,outcome=error} = %v, want %v", event, got, tc.wantCount)
+				}
+				if got := testutil.ToFloat64(all.WithLabelValues(guard.WhereHTTP)); got != tc.wantCount {
+					t.Errorf("panics{where=http} = %v, want %v", got, tc.wantCount)
+				}
+			})
+		}
+	}
+}
+
+// serveRaising serves r as net/http's server would, returning the value
+// of a panic that reached it.
+func serveRaising(h http.Handler, w http.ResponseWriter, r *http.Request) (raised any) {
+	defer func() { raised = recover() }()
+	h.ServeHTTP(w, r)
+	return nil
 }
 
 // TestGitHubIntakeRealStores: on PostgreSQL and SQLite, every used event

@@ -104,7 +104,8 @@ type GitLabConfig struct {
 // each of its deliveries is stored again on its own, so one delivery the
 // database refuses fails only its own request. A store failure answers 503:
 // GitLab shows the failure (and may temporarily disable the hook), which is
-// better than claiming a delivery that was not stored. A panic answers 500.
+// better than claiming a delivery that was not stored. A panic answers 500
+// behind the HTTP guard (internal/guard.HTTP).
 // Every answer is counted in changebot_webhook_deliveries_total.
 //
 // Close stops the group commit; the HTTP server must have stopped first.

@@ -162,12 +162,13 @@ func (in *intake) Close(ctx context.Context) error { return in.committer.Close(c
 // wrapping platform.ErrMalformedHook, with its text, 500 for any other
 // decoder error);
 // rules.ignoreReason (200 ignored); then stores the delivery (503 when that
-// fails, 200 duplicate or accepted). A panic answers 500.
+// fails, 200 duplicate or accepted). A panic is the HTTP guard's (500,
+// onPanic).
 func (in *intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	event := r.Header.Get(in.rules.eventHeader)
 	q := &hookRequest{w: w, r: r, event: event, m: in.m, label: in.rules.label(event)}
 	q.log = in.log.With(attrEvent, q.label)
-	defer recoverPanic(w, q.log, in.m, in.rules.handler, func() { q.count(OutcomeError) })
+	onPanic(r, in.m, in.rules.handler, func() { q.count(OutcomeError) })
 
 	if r.Method != http.MethodPost {
 		q.count(OutcomeMalformed)

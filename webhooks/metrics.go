@@ -106,18 +106,7 @@ type Metrics struct {
 	batch      prometheus.Histogram
 	callbacks  *prometheus.CounterVec
 	panics     *prometheus.CounterVec
-	// allPanics, when set (AlsoCountPanics), counts every recovered panic
-	// too.
-	allPanics prometheus.Counter
 }
-
-// AlsoCountPanics makes every panic the handlers recover count in c too,
-// besides changebot_webhook_panics_total{handler}: bot passes
-// changebot_panics_total{where="http"}, the counter of every other HTTP
-// handler's panics, since a webhook or callback handler recovers its own
-// panics before the router's recovery would see them. Call it before
-// serving.
-func (m *Metrics) AlsoCountPanics(c prometheus.Counter) { m.allPanics = c }
 
 // NewMetrics creates the intake metrics and registers them on reg (nil:
 // not registered, as for handlers built without Metrics):
@@ -132,8 +121,10 @@ func (m *Metrics) AlsoCountPanics(c prometheus.Counter) { m.allPanics = c }
 //     counted there as ignored, by Ignored* reason;
 //   - changebot_callbacks_total{kind,result}: callbacks by KindApproval or
 //     KindDeploy and the acceptor's result or a Result* constant;
-//   - changebot_webhook_panics_total{handler}: panics recovered in a
-//     handler (gitlab, github, approval, deploy).
+//   - changebot_webhook_panics_total{handler}: panics of a handler
+//     (gitlab, github, approval, deploy) that the HTTP guard around the
+//     router recovered (internal/guard.HTTP, which also counts them in
+//     changebot_panics_total{where="http"}).
 //
 // Registering on a registry that already holds them reuses the registered
 // collectors, so NewMetrics may be called more than once per registry.

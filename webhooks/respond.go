@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"time"
+
+	"changebot/internal/guard"
 )
 
 // Log attribute keys (STYLE 9).
@@ -73,25 +73,17 @@ func writeJSON(w http.ResponseWriter, status int, a answer) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// recoverPanic answers 500, counts (changebot_webhook_panics_total, and
-// the counter of Metrics.AlsoCountPanics) and logs a panic of a handler
-// (STYLE 13); count also increments the handler's own outcome counter. It must be
-// deferred directly. http.ErrAbortHandler is re-raised, as net/http expects.
-func recoverPanic(w http.ResponseWriter, log *slog.Logger, m *Metrics, handler string, count func()) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	if v == http.ErrAbortHandler { //nolint:errorlint // sentinel compared as net/http does
-		panic(v)
-	}
-	m.panics.WithLabelValues(handler).Inc()
-	if m.allPanics != nil {
-		m.allPanics.Inc()
-	}
-	count()
-	log.Error("intake handler panicked", "handler", handler, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-	writeJSON(w, http.StatusInternalServerError, answer{Error: "internal error"})
+// onPanic makes a panic of the handler serving r count in
+// changebot_webhook_panics_total{handler} and, with count, in the handler's
+// own outcome counter. The panic is the HTTP guard's (internal/guard.HTTP,
+// around the router, STYLE 13): it answers 500, counts
+// changebot_panics_total{where="http"}, logs, and re-raises
+// http.ErrAbortHandler, which counts nothing here either.
+func onPanic(r *http.Request, m *Metrics, handler string, count func()) {
+	guard.OnPanic(r.Context(), func() {
+		m.panics.WithLabelValues(handler).Inc()
+		count()
+	})
 }
 
 // limitBody bounds r's body to limit bytes (STYLE 19: before anything is

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"changebot/internal/fixture"
+	"changebot/internal/guard"
 	"changebot/platform/gitlab"
 	"changebot/store"
 )
@@ -169,6 +170,10 @@ func (e *env) send(d delivery) *httptest.ResponseRecorder {
 	return serve(e.h, d)
 }
 
+// guarded serves h behind the HTTP guard, as bot's router does: a
+// handler's panic is the guard's (it answers 500; onPanic counts).
+func guarded(h http.Handler) http.Handler { return guard.HTTP(guard.Config{}, h) }
+
 func serve(h http.Handler, d delivery) *httptest.ResponseRecorder {
 	method := d.method
 	if method == "" {
@@ -190,7 +195,7 @@ func serve(h http.Handler, d delivery) *httptest.ResponseRecorder {
 		r.Header.Set("Idempotency-Key", d.idemKey)
 	}
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	guarded(h).ServeHTTP(w, r)
 	return w
 }
 
