@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"changebot/internal/guard"
 )
 
 // ErrClosed is returned by Do after Close began: the item was not queued.
@@ -224,15 +226,16 @@ func (b *Batcher[T, R]) flush(batch []*call[T, R]) {
 	}
 }
 
-// safeFlush turns a panic of the flush into its error, so that no caller
-// waits forever and the next batch still runs.
+// safeFlush turns a panic of the flush into its error (guard.Call), so
+// that no caller waits forever and the next batch still runs: a flush may
+// run in the Batcher's own goroutine, under no HTTP or job guard.
 func (b *Batcher[T, R]) safeFlush(ctx context.Context, items []T) (out []R, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			out, err = nil, fmt.Errorf("flush panicked: %v", v)
-		}
-	}()
-	return b.cfg.Flush(ctx, items)
+	err = guard.Call(func() error {
+		var ferr error
+		out, ferr = b.cfg.Flush(ctx, items)
+		return ferr
+	})
+	return out, err // a panic's *guard.PanicError ("panic: ...") is the whole flush's error
 }
 
 // Close refuses new items (Do answers ErrClosed) and waits until every

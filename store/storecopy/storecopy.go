@@ -178,17 +178,30 @@ func Chains(snap *store.Snapshot) (map[string][]store.Event, error) {
 	return out, nil
 }
 
-func eventOf(r []any, idx map[string]int) (ev store.Event, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = errors.New("an event row of the snapshot has a value of the wrong type")
-		}
-	}()
-	s := func(n string) string { return r[idx[n]].(string) }
-	n := func(n string) int64 { return r[idx[n]].(int64) }
-	return store.Event{OperationID: s("operation_id"), Seq: n("seq"), Type: s("type"),
+func eventOf(r []any, idx map[string]int) (store.Event, error) {
+	ok := true
+	s := func(n string) string { v, good := valueAt[string](r, idx[n]); ok = ok && good; return v }
+	n := func(n string) int64 { v, good := valueAt[int64](r, idx[n]); ok = ok && good; return v }
+	payload, okPayload := valueAt[[]byte](r, idx["payload"])
+	at, okAt := valueAt[time.Time](r, idx["occurred_at"])
+	ev := store.Event{OperationID: s("operation_id"), Seq: n("seq"), Type: s("type"),
 		FromStep: int(n("from_step")), ToStep: int(n("to_step")), FromStatus: s("from_status"), ToStatus: s("to_status"),
-		Actor: s("actor"), Source: s("source"), Payload: json.RawMessage(r[idx["payload"]].([]byte)),
-		SchemaVersion: int(n("schema_version")), OccurredAt: r[idx["occurred_at"]].(time.Time),
-		PrevHash: s("prev_hash"), Hash: s("hash")}, nil
+		Actor: s("actor"), Source: s("source"), Payload: json.RawMessage(payload),
+		SchemaVersion: int(n("schema_version")), OccurredAt: at,
+		PrevHash: s("prev_hash"), Hash: s("hash")}
+	if !ok || !okPayload || !okAt {
+		return store.Event{}, errors.New("an event row of the snapshot has a value of the wrong type")
+	}
+	return ev, nil
+}
+
+// valueAt returns r[i] as a V; false when r has no column i or it holds
+// another type.
+func valueAt[V any](r []any, i int) (V, bool) {
+	var zero V
+	if i < 0 || i >= len(r) {
+		return zero, false
+	}
+	v, ok := r[i].(V)
+	return v, ok
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"changebot/internal/guard"
 )
 
 // maxBody bounds request bodies (GitLab limits notes to 1,000,000 chars and
@@ -164,16 +166,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.calls = append(s.calls, c)
 	}()
-	// Runs before the recording above: a panic is answered and recorded as 500.
-	defer func() {
-		if p := recover(); p != nil {
-			s.log.Error("gitlabfake handler panicked", "method", r.Method, "path", r.URL.Path, "panic", p)
-			if rc.status == 0 {
-				rc.fail(http.StatusInternalServerError, "500 Internal Server Error")
-			}
+	// Before the recording above: a panic is answered and recorded as 500.
+	if err := guard.Call(func() error { s.serveLocked(rc, r, path); return nil }); err != nil {
+		s.log.Error("gitlabfake handler panicked", "method", r.Method, "path", r.URL.Path, "panic", err)
+		if rc.status == 0 {
+			rc.fail(http.StatusInternalServerError, "500 Internal Server Error")
 		}
-	}()
+	}
+}
 
+// serveLocked answers the request of rc (at escaped path) holding s.mu:
+// the request limits, rate limits and faults, then the route.
+func (s *Server) serveLocked(rc *reqCtx, r *http.Request, path string) {
 	if !rc.countRequest(s, rc.user, s.now()) {
 		return
 	}
