@@ -162,10 +162,17 @@ type killableBot struct {
 // its output is logged when the test failed.
 func startKillableBot(t *testing.T, env *demo.Env, engine string, platformEnv ...string) *killableBot {
 	t.Helper()
+	return startKillableBotWith(t, env, engine, killSettings, platformEnv...)
+}
+
+// startKillableBotWith is startKillableBot with the configuration file's
+// text given (settings in place of killSettings).
+func startKillableBotWith(t *testing.T, env *demo.Env, engine, settings string, platformEnv ...string) *killableBot {
+	t.Helper()
 	addr := env.Listener.Addr().String()
 	_ = env.Listener.Close()
 	cfgFile := filepath.Join(t.TempDir(), "changebot.yaml")
-	if err := os.WriteFile(cfgFile, []byte(killSettings), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, []byte(settings), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	serveEnv := append([]string{cfgFile, "CHANGEBOT_LISTEN=" + addr}, platformEnv...)
