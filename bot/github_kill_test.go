@@ -61,8 +61,8 @@ func testGitHubSIGKILLThenRestart(t *testing.T, engine string) {
 	if n := env.GitHub.CallCount("PUT", "/repos/*/*/pulls/*/merge"); n != 1 {
 		t.Errorf("merge calls = %d, want 1", n)
 	}
-	// The same bound as GitLab's test on each engine.
-	waitStatusCurrent(t, engine, func() []string {
+	// The same bound as GitLab's test.
+	waitStatusCurrent(t, func() []string {
 		var bodies []string
 		for _, c := range env.GitHub.Comments(env.Repo.ID, view.MergeRequest.IID) {
 			bodies = append(bodies, c.Body)
