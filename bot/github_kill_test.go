@@ -1,10 +1,13 @@
 package bot
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"changebot/demo"
+	"changebot/flows/rules"
 )
 
 // TestGitHubSIGKILLWhileWaitingForChecksThenRestart is
@@ -69,4 +72,72 @@ func testGitHubSIGKILLThenRestart(t *testing.T, engine string) {
 		}
 		return bodies
 	})
+}
+
+// TestGitHubRestartWhileUpdatingTheBranch (issue 21 point 7): the pull
+// request is behind its base under strict required checks, so the change
+// asks GitHub's update-branch (202, asynchronous, no progress flag) and
+// waits in HANDLE_REBASING. The bot is killed there and restarted at once,
+// before GitHub has moved the head. The restarted bot knows from the
+// database that the update it asked for has not landed: it neither asks
+// for a second update nor approves or merges the old head; it waits for
+// the new head, whose checks it waits for, and merges that once.
+func TestGitHubRestartWhileUpdatingTheBranch(t *testing.T) {
+	t.Parallel()
+	for _, engine := range testEngines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			testGitHubRestartWhileUpdatingTheBranch(t, engine)
+		})
+	}
+}
+
+func testGitHubRestartWhileUpdatingTheBranch(t *testing.T, engine string) {
+	env := newGitHubTestEnv(t, true, 300*time.Millisecond)
+	p := startKillableBot(t, env, engine, "CHANGEBOT_PLATFORM=github",
+		"CHANGEBOT_GITHUB_URL="+env.GitHub.URL(), "CHANGEBOT_GITHUB_TOKEN="+demo.RobotToken)
+	env.GitHub.SetStrict(env.Repo.ID, true)
+	// Long enough for a kill and a restart, and for the restarted bot's
+	// first poll of the update, to fall inside the update: that poll waits
+	// for River's scheduler, which runs on the leader only, until the dead
+	// process's leadership has expired (about 18 s here).
+	const updateTakes = 40 * time.Second
+	env.GitHub.SetUpdateBranchDelay(updateTakes)
+	opID, err := demo.SubmitChange(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStep(t, env, opID, "CREATE_MR_OPENED", patience*30*time.Second)
+	v, err := demo.GetChange(context.Background(), env, opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := env.GitHub.PullRequest(env.Repo.ID, v.MergeRequest.IID)
+	env.GitHub.PushToBranch(env.Repo.ID, "main", demo.Developer) // the base moves: the pull request is behind
+	waitStep(t, env, opID, "HANDLE_REBASING", patience*30*time.Second)
+	updates := func() int { return env.GitHub.CallCount("PUT", "/repos/*/*/pulls/*/update-branch") }
+	if pr, _ := env.GitHub.PullRequest(env.Repo.ID, v.MergeRequest.IID); pr.HeadSHA != before.HeadSHA || updates() != 1 {
+		t.Fatalf("head %s (was %s), %d update-branch calls before the kill: the update landed too early for the test to test the restart", pr.HeadSHA, before.HeadSHA, updates())
+	}
+	// Killed between two polls of the update (every 300 ms), so that the
+	// restarted bot polls at once rather than after River rescues a job
+	// the dead process held.
+	time.Sleep(time.Second)
+	p.kill()
+	view := p.restartUntilValidated(env, opID)
+	for _, e := range view.Events {
+		if e.FromStep == int(rules.HandleRebasing) && e.ToStep == int(rules.HandleAwaitPipeline) && strings.Contains(string(e.Payload), before.HeadSHA) {
+			t.Errorf("event %d left HANDLE_REBASING for the old head %s before the update landed: %s", e.Seq, before.HeadSHA, e.Payload)
+		}
+	}
+	pr, _ := env.GitHub.PullRequest(env.Repo.ID, view.MergeRequest.IID)
+	if !pr.Merged || pr.HeadSHA == before.HeadSHA {
+		t.Fatalf("pull request %+v: want merged at the updated head, not %s", pr, before.HeadSHA)
+	}
+	if n := updates(); n != 1 {
+		t.Errorf("update-branch calls = %d, want 1: the restarted bot asked again for an update already under way", n)
+	}
+	if n := env.GitHub.CallCount("PUT", "/repos/*/*/pulls/*/merge"); n != 1 {
+		t.Errorf("merge calls = %d, want 1", n)
+	}
 }

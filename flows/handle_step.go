@@ -473,7 +473,7 @@ func (e *Engine) merge(ctx context.Context, op store.Operation) error {
 		return e.followRefusal(ctx, op, r, true)
 	}
 	if mr.RebaseInProgress {
-		return e.toRebasing(ctx, op, false)
+		return e.toRebasing(ctx, op, mr.SHA, false)
 	}
 	if mr.DetailedMergeStatus == "need_rebase" {
 		return e.startRebase(ctx, op, mr)
@@ -771,7 +771,7 @@ func (e *Engine) notMergeable(ctx context.Context, op store.Operation, refusal s
 		return err
 	}
 	if mr.RebaseInProgress {
-		return e.toRebasing(ctx, op, false)
+		return e.toRebasing(ctx, op, mr.SHA, false)
 	}
 	w := rules.WordsOf(op.Platform)
 	status := mr.DetailedMergeStatus
@@ -893,7 +893,7 @@ func (e *Engine) backOffMerge(ctx context.Context, op store.Operation, status st
 // change waits for the new head's checks and approvals.
 func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platform.MergeRequest) error {
 	if mr.RebaseInProgress {
-		return e.toRebasing(ctx, op, false)
+		return e.toRebasing(ctx, op, mr.SHA, false)
 	}
 	if op.Rounds >= e.pollFor(op).MaxRounds {
 		return failTo(rules.HandleFailed, "the target branch kept moving: gave up after %d rebase rounds", op.Rounds)
@@ -908,20 +908,49 @@ func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platfor
 	default:
 		return err
 	}
-	return e.toRebasing(ctx, op, true)
+	return e.toRebasing(ctx, op, mr.SHA, true)
 }
 
 // toRebasing moves to HANDLE_REBASING, where pollRebase watches the
-// rebase; started counts a round.
-func (e *Engine) toRebasing(ctx context.Context, op store.Operation, started bool) error {
+// rebase; started counts a round. head is the MR's head sha the rebase
+// was requested on (or seen running on): it is the change's HeadSHA in
+// that step, in the database every replica shares, so that pollRebase
+// knows the rebase has not landed while the head is still head (issue 21
+// point 7: GitHub's update-branch has no progress flag, and a memory of
+// one process's request is lost to a restart and unseen by the others).
+func (e *Engine) toRebasing(ctx context.Context, op store.Operation, head string, started bool) error {
 	_, err := e.Transition(ctx, op, rules.HandleRebasing, TransitionOpts{Source: "job:" + rules.KindHandle,
-		Payload: map[string]any{"rebase_requested": started},
+		Payload: map[string]any{"rebase_requested": started, "head_sha": head},
 		Update: func(o *store.Operation) {
+			if head != "" {
+				o.HeadSHA = head
+			}
 			if started {
 				o.Rounds++
 			}
 		}, Delay: e.pollFor(op).ShortInterval})
 	return err
+}
+
+// rebaseRunning reports whether the rebase a change in HANDLE_REBASING
+// waits for is still running: the platform says so (GitLab's
+// rebase_in_progress), or the MR's head is still the one the rebase was
+// requested on (op.HeadSHA, recorded by toRebasing) while the platform
+// still asks for an up-to-date head (need_rebase: GitLab's, or GitHub's
+// mergeable_state "behind") or has not computed it yet (checking). A
+// conflict or a GitLab merge_error is never a running rebase.
+func rebaseRunning(op store.Operation, mr platform.MergeRequest) bool {
+	if mr.RebaseInProgress {
+		return true
+	}
+	if op.HeadSHA == "" || mr.SHA != op.HeadSHA || mr.HasConflicts || mr.MergeError != "" {
+		return false
+	}
+	switch mr.DetailedMergeStatus {
+	case "need_rebase", "checking", "unchecked", "preparing", "":
+		return true
+	}
+	return false
 }
 
 // pollRebase waits for a running rebase on stepped intervals (MR read with
@@ -939,7 +968,9 @@ func (e *Engine) pollRebase(ctx context.Context, op store.Operation) error {
 		return e.finishMerged(ctx, op, mr, "job:"+rules.KindHandle)
 	case mr.State == platform.MRStateClosed:
 		return e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+rules.KindHandle)
-	case mr.RebaseInProgress:
+	case !mr.RebaseInProgress && (strings.Contains(mr.MergeError, "Rebase failed") || mr.HasConflicts || mr.DetailedMergeStatus == "conflict"):
+		return failTo(rules.HandleRebaseConflict, "rebasing %s onto %s failed: %s", rules.WordsOf(op.Platform).Ref(op.MRIID), op.TargetBranch, orUnknown(mr.MergeError))
+	case rebaseRunning(op, mr):
 		p := e.pollFor(op)
 		if d, ok := stepped(p, e.now(), op.StepStartedAt, p.RebaseDeadline); ok {
 			return snoozeFor(d)
@@ -947,8 +978,6 @@ func (e *Engine) pollRebase(ctx context.Context, op store.Operation) error {
 		_, err := e.Transition(ctx, op, rules.HandleRebasePending, TransitionOpts{Source: "job:" + rules.KindHandle,
 			Update: func(o *store.Operation) { o.Detail = "rebase still running after " + p.RebaseDeadline.String() }})
 		return err
-	case strings.Contains(mr.MergeError, "Rebase failed") || mr.HasConflicts || mr.DetailedMergeStatus == "conflict":
-		return failTo(rules.HandleRebaseConflict, "rebasing %s onto %s failed: %s", rules.WordsOf(op.Platform).Ref(op.MRIID), op.TargetBranch, orUnknown(mr.MergeError))
 	}
 	_, err = e.Transition(ctx, op, rules.HandleAwaitPipeline, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"head_sha": mr.SHA, "rebased": true},

@@ -176,7 +176,6 @@ type Client struct {
 	repos    map[int64]repoRef
 	logins   map[int64]string // user id → login, for the permission reads
 	required map[string]requiredEntry
-	updates  map[string]updateEntry
 
 	accounts *platform.Accounts
 }
@@ -192,13 +191,6 @@ func (r repoRef) String() string { return r.owner + "/" + r.name }
 type requiredEntry struct {
 	contexts []string
 	at       time.Time
-}
-
-// updateEntry remembers an update-branch this client requested (Rebase):
-// the head it was requested on and when.
-type updateEntry struct {
-	head string
-	at   time.Time
 }
 
 // New validates cfg, reporting every problem at once, and builds one
@@ -252,7 +244,6 @@ func New(cfg Config) (*Client, error) {
 		repos:          map[int64]repoRef{},
 		logins:         map[int64]string{},
 		required:       map[string]requiredEntry{},
-		updates:        map[string]updateEntry{},
 		accounts:       platform.NewAccounts(len(cfg.ReviewerTokens)),
 	}
 	if c.logger == nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	gh "github.com/google/go-github/v93/github"
 
@@ -17,11 +16,6 @@ const pageSize = 100
 
 // maxPages bounds every paged scan (reviews, comments): 100 pages of 100.
 const maxPages = 100
-
-// updateWindow is how long after Rebase a pull request whose head has not
-// moved yet reports RebaseInProgress (GitHub's update-branch is
-// asynchronous and has no progress flag).
-const updateWindow = 2 * time.Minute
 
 // FindOpenMergeRequest returns the open pull request from sourceBranch of
 // the same repository (GET /repos/{o}/{r}/pulls?state=open&head=<owner>:
@@ -85,9 +79,11 @@ func (c *Client) CreateMergeRequest(ctx context.Context, projectID int64, p plat
 // mergeable). An open pull request also gets HeadPipeline, synthesized
 // from the head sha's check runs and commit statuses and the base
 // branch's required contexts (headPipeline: two or three more reads).
-// With includeRebase, RebaseInProgress is true while an update-branch this
-// client requested less than two minutes ago has not moved the head yet
-// and GitHub reports no conflict. A missing pull request matches
+// RebaseInProgress is always false: GitHub's update-branch has no progress
+// flag, and whether one is still running is the flow's to know (the head
+// it was requested on, stored with the change: flows' rebaseRunning), so
+// that every replica and a restart see it (issue 21 point 7);
+// includeRebase changes nothing here. A missing pull request matches
 // platform.ErrNotFound.
 func (c *Client) MergeRequest(ctx context.Context, projectID, iid int64, includeRebase bool) (platform.MergeRequest, error) {
 	r, err := c.repo(ctx, projectID)
@@ -116,34 +112,13 @@ func (c *Client) MergeRequest(ctx context.Context, projectID, iid int64, include
 			return platform.MergeRequest{}, fmt.Errorf("reading the checks of pull request #%d of %s: %w", iid, r, err)
 		}
 	}
-	mr := toMergeRequest(pr, projectID, head)
-	if includeRebase && mr.State == platform.MRStateOpened {
-		mr.RebaseInProgress = c.updating(r, iid, mr.SHA) && pr.GetMergeableState() != "dirty"
-	}
-	return mr, nil
+	return toMergeRequest(pr, projectID, head), nil
 }
 
 func (c *Client) readPull(ctx context.Context, r repoRef, iid int64) (*gh.PullRequest, error) {
 	return call(ctx, c, epPullGet, func(ctx context.Context) (*gh.PullRequest, *gh.Response, error) {
 		return c.robot.PullRequests.Get(ctx, r.owner, r.name, int(iid))
 	})
-}
-
-// updating reports whether an update-branch of pull request iid was
-// requested on head less than updateWindow ago; a moved head ends it.
-func (c *Client) updating(r repoRef, iid int64, head string) bool {
-	key := fmt.Sprintf("%s#%d", r, iid)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	u, ok := c.updates[key]
-	if !ok {
-		return false
-	}
-	if u.head != head || c.now().Sub(u.at) > updateWindow {
-		delete(c.updates, key)
-		return false
-	}
-	return true
 }
 
 // CloseMergeRequest closes pull request #iid (PATCH /repos/{o}/{r}/pulls/{n}
@@ -364,8 +339,8 @@ func (c *Client) Merge(ctx context.Context, projectID, iid int64, p platform.Mer
 // (202 "Updating pull request branch.", fixtures
 // api-pulls-update-branch-request.json, api-pulls-update-branch-202.json).
 // GitHub merges the base into the head branch asynchronously (not a
-// rebase: the head gets a merge commit); poll MergeRequest with
-// includeRebase. A head that moved in between answers 422, which matches
+// rebase: the head gets a merge commit); poll MergeRequest until the head
+// moves (nothing else says the update is done). A head that moved in between answers 422, which matches
 // platform.ErrHeadMoved; a conflict between base and head 422 "merge
 // conflict between base and head", which matches platform.ErrConflict (the
 // pull request then shows mergeable_state dirty: HasConflicts).
@@ -385,9 +360,6 @@ func (c *Client) Rebase(ctx context.Context, projectID, iid int64) error {
 	if err != nil {
 		return fmt.Errorf("updating pull request #%d of %s: %w", iid, r, err)
 	}
-	c.mu.Lock()
-	c.updates[fmt.Sprintf("%s#%d", r, iid)] = updateEntry{head: head, at: c.now()}
-	c.mu.Unlock()
 	return nil
 }
 

@@ -179,6 +179,17 @@ func (s *Server) SetPermission(repoID int64, login, permission string) {
 	r.spec.Collaborators[login] = permission
 }
 
+// SetStrict turns branch protection's "Require branches to be up to date
+// before merging" (strict required status checks) of repository repoID's
+// default branch on or off, as an administrator editing the protection
+// would: a pull request whose head lacks the base's tip then shows
+// mergeable_state "behind" and its merge answers 405.
+func (s *Server) SetStrict(repoID int64, strict bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repos[repoID].spec.Strict = strict
+}
+
 // BranchSHA returns the tip of branch, "" when it does not exist.
 func (s *Server) BranchSHA(repoID int64, branch string) string {
 	s.mu.Lock()

@@ -401,6 +401,18 @@ func (s *Server) SetLatency(d time.Duration) {
 	s.latency = d
 }
 
+// SetUpdateBranchDelay sets how long an update-branch accepted from now
+// on takes before it moves the head (Options.UpdateBranchDelay); zero
+// means 20 ms.
+func (s *Server) SetUpdateBranchDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d == 0 {
+		d = 20 * time.Millisecond
+	}
+	s.opts.UpdateBranchDelay = d
+}
+
 // SetBeforeCall makes every REST call run f(method, escaped path) first,
 // outside the server's lock; nil removes it.
 func (s *Server) SetBeforeCall(f func(method, path string)) {
