@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -46,10 +47,12 @@ type ChangeLister interface {
 }
 
 // Store is what the API reads of the changes besides the engine: pages of
-// them, and one change's history in one snapshot. A change that does not
-// exist is ErrNotFound.
+// them, and one change's history in one snapshot (a change that does not
+// exist is ErrNotFound); and where logged-out web sessions are kept
+// (Sessions).
 type Store interface {
 	ChangeLister
+	Sessions
 	ReadHistory(ctx context.Context, id string) (History, error)
 }
 
@@ -83,8 +86,13 @@ type Config struct {
 	MaxBodyBytes int64
 	// Logger receives the handlers' records; nil discards them.
 	Logger *slog.Logger
-	// NowFunc is the clock of stuck=true (tests move it past a deadline);
-	// nil means time.Now.
+	// SessionTTL is how long a web session lasts after its login
+	// (CHANGEBOT_WEB_SESSION_TTL), from MinSessionTTL to MaxSessionTTL;
+	// zero means DefaultSessionTTL.
+	SessionTTL time.Duration
+	// NowFunc is the clock of stuck=true and of the web sessions' issue
+	// times and expiry (tests move it past a deadline); nil means
+	// time.Now.
 	NowFunc func() time.Time
 }
 
@@ -102,6 +110,11 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("api: Engine, Store and Settings are required")
 	case cfg.MaxBodyBytes < 1:
 		return nil, errors.New("api: MaxBodyBytes must be positive")
+	case cfg.SessionTTL != 0 && (cfg.SessionTTL < MinSessionTTL || cfg.SessionTTL > MaxSessionTTL):
+		return nil, fmt.Errorf("api: SessionTTL must be from %s to %s, got %s", MinSessionTTL, MaxSessionTTL, cfg.SessionTTL)
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = DefaultSessionTTL
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger, now: cfg.NowFunc}
 	if h.log == nil {

@@ -226,7 +226,9 @@ func (h *Handler) changeAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	_, err := h.cfg.Engine.Act(r.Context(), id, action, rules.ActionParams{Actor: "api:" + role, Source: "api"})
+	// The actor is the token that acted (TokenID, as submitted_by names the
+	// submitter), not only its role: two operators' tokens stay apart.
+	_, err := h.cfg.Engine.Act(r.Context(), id, action, rules.ActionParams{Actor: requestTokenID(r), Source: "api"})
 	if errors.Is(err, ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
 		return

@@ -44,6 +44,9 @@ type fakeChanges struct {
 	// submitted are the accepted submissions; acts the actions asked.
 	submitted []Submission
 	acts      []fakeAct
+	// revoked are the nonces of the logged-out web sessions, to the id of
+	// their token.
+	revoked map[string]string
 }
 
 // fakeAct is one Act call.
@@ -85,6 +88,29 @@ func (f *fakeChanges) addLocked(c Change) string {
 }
 
 func (f *fakeChanges) Platform() string { return f.platform }
+
+func (f *fakeChanges) RevokeSession(_ context.Context, nonce, tokenID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	if f.revoked == nil {
+		f.revoked = map[string]string{}
+	}
+	f.revoked[nonce] = tokenID
+	return nil
+}
+
+func (f *fakeChanges) SessionRevoked(_ context.Context, nonce string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return false, f.err
+	}
+	_, ok := f.revoked[nonce]
+	return ok, nil
+}
 
 func (f *fakeChanges) Check(Submission) []FieldError {
 	f.mu.Lock()
@@ -330,8 +356,30 @@ const (
 	externalURL    = "https://changebot.example"
 )
 
+// fakeClock is the Handler's clock in tests; Add moves it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// Now returns the clock's time.
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Add moves the clock by d.
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 // apiSetup is one Handler over fakes, served on an httptest server.
 type apiSetup struct {
+	// clock is the Handler's clock; it starts at the fakes' time.
+	clock    *fakeClock
 	changes  *fakeChanges
 	settings *fakeSettings
 	refusals *CallbackRefusals
@@ -348,11 +396,12 @@ func setup(t *testing.T, platform string) *apiSetup {
 		platform = rules.PlatformGitLab
 	}
 	s := &apiSetup{changes: newFakeChanges(platform), settings: newFakeSettings()}
+	s.clock = &fakeClock{now: s.changes.now}
 	s.refusals = NewCallbackRefusals(func() time.Time { return s.changes.now })
 	h, err := New(Config{Engine: s.changes, Store: s.changes, Settings: s.settings, Refusals: s.refusals,
 		Tokens: []Token{{Role: RoleSubmitter, Token: submitterToken}, {Role: RoleSubmitter, Token: otherToken},
 			{Role: RoleOperator, Token: operatorToken}, {Role: RoleViewer, Token: viewerToken}},
-		ExternalURL: externalURL, MaxBodyBytes: 1 << 20, NowFunc: func() time.Time { return s.changes.now }})
+		ExternalURL: externalURL, MaxBodyBytes: 1 << 20, NowFunc: s.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

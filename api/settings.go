@@ -35,8 +35,8 @@ func (h *Handler) getSetting(w http.ResponseWriter, r *http.Request) {
 }
 
 // putSetting answers PUT /api/v1/settings/{key} with body {"value": ...,
-// "project": optional}: it validates, stores and audits the value (actor
-// "api:<token role>"); every replica sees it within seconds. A null value
+// "project": optional}: it validates, stores and audits the value (actor:
+// the token's TokenID); every replica sees it within seconds. A null value
 // removes the stored value of that scope. A value the settings refuse
 // (*RefusedError: an unknown key, wrong type, negative count, a duration
 // under its minimum, project scope for a global-only key, a rule between
@@ -57,7 +57,8 @@ func (h *Handler) putSetting(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	project := string(req.Project)
-	scope, err := h.cfg.Settings.Set(r.Context(), key, project, req.Value, "api:"+tokenRole(r))
+	actor := requestTokenID(r)
+	scope, err := h.cfg.Settings.Set(r.Context(), key, project, req.Value, actor)
 	var refused *RefusedError
 	switch {
 	case errors.As(err, &refused):
@@ -68,7 +69,7 @@ func (h *Handler) putSetting(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the setting, try again"})
 		return
 	}
-	h.log.Info("setting changed", "key", key, "scope", scope, "actor", "api:"+tokenRole(r))
+	h.log.Info("setting changed", "key", key, "scope", scope, "actor", actor, "role", tokenRole(r))
 	v, err := h.cfg.Settings.Lookup(key, project)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})

@@ -58,7 +58,7 @@ func TestSettingsAPI(t *testing.T) {
 		{"put a project that is neither path nor id", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"30m","project":{}}`, 400,
 			[]string{"project must be a path or a numeric id"}},
 		{"put global", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"90m"}`, 200,
-			[]string{`"value":"90m"`, `"source":"stored"`, `"scope":"global"`, `"updated_by":"api:operator"`}},
+			[]string{`"value":"90m"`, `"source":"stored"`, `"scope":"global"`, `"updated_by":"` + TokenID(operatorToken) + `"`}},
 		{"put for a project by id", http.MethodPut, "/api/v1/settings/pipeline.deadline", operatorToken, `{"value":"3h","project":42}`, 200,
 			[]string{`"value":"3h"`, `"scope":"project:42"`}},
 		{"get the project's value", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=42", viewerToken, "", 200,
@@ -87,8 +87,8 @@ func TestSettingsAPI(t *testing.T) {
 			}
 		}
 	}
-	if len(s.settings.writes) != 2 || s.settings.writes[0].UpdatedBy != "api:operator" || s.settings.writes[1].Scope != "project:42" {
-		t.Errorf("writes %+v, want the two accepted ones, as api:operator", s.settings.writes)
+	if len(s.settings.writes) != 2 || s.settings.writes[0].UpdatedBy != TokenID(operatorToken) || s.settings.writes[1].Scope != "project:42" {
+		t.Errorf("writes %+v, want the two accepted ones, as the operator token's id", s.settings.writes)
 	}
 }
 

@@ -62,7 +62,7 @@ func (h *Handler) auth(role string, next http.Handler) http.Handler {
 		matched, id := "", ""
 		for _, t := range h.cfg.Tokens {
 			if subtle.ConstantTimeCompare([]byte(got), []byte(t.Token)) == 1 && ok {
-				matched, id = t.Role, tokenID(t.Token)
+				matched, id = t.Role, TokenID(t.Token)
 			}
 		}
 		switch {
@@ -83,12 +83,17 @@ func (h *Handler) auth(role string, next http.Handler) http.Handler {
 // (tokenID).
 type tokenIDKey struct{}
 
-// tokenID names an API token without revealing it: "api:" and the first 16
+// TokenID names an API token without revealing it: "api:" and the first 16
 // hex digits of its SHA-256. It is recorded as submitted_by on the changes
-// the token submits, so that a submitter token may cancel its own changes.
-func tokenID(token string) string {
+// the token submits (so that a submitter token may cancel its own changes),
+// as the actor of the actions it takes and as updated_by of the settings it
+// writes.
+func TokenID(token string) string { return "api:" + tokenHex(token) }
+
+// tokenHex is TokenID without its "api:" prefix.
+func tokenHex(token string) string {
 	sum := sha256.Sum256([]byte(token))
-	return "api:" + hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(sum[:8])
 }
 
 // requestTokenID returns the id of the request's API token ("" when auth

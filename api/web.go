@@ -2,10 +2,9 @@ package api
 
 import (
 	"bytes"
-	"crypto/sha256"
+	"context"
 	"crypto/subtle"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,10 +23,12 @@ import (
 // The web pages (issue 13 point 2): server-rendered HTML under /ui, read
 // only, working without JavaScript. A person logs in once with any API
 // token (viewer, submitter or operator) on /ui/login; the answer sets the
-// session cookie SessionCookie, which holds a hash of the token (never
-// the token) and is HttpOnly, SameSite=Strict and, over https, Secure. No
-// page ever renders a token or secret. The login form is the only POST,
-// and it is refused unless its Origin header names this server.
+// session cookie SessionCookie, which holds a session id of its own
+// (session.go: signed, issued at login, refused after Config.SessionTTL or
+// once logged out; never the token nor a fixed hash of it) and is
+// HttpOnly, SameSite=Strict and, over https, Secure. No page ever renders
+// a token or secret. The login form is the only POST, and it is refused
+// unless its Origin header names this server.
 
 //go:embed web/*.html
 var webFS embed.FS
@@ -36,38 +37,33 @@ var webTemplates = template.Must(template.New("web").ParseFS(webFS, "web/*.html"
 
 const (
 	// SessionCookie is the name of the web pages' session cookie, whose
-	// value is SessionValue of the token logged in with.
+	// value is the session id a login issued (see session.go).
 	SessionCookie = "changebot_session"
-	// webSessionTTL is how long a login lasts.
-	webSessionTTL = 12 * time.Hour
 	// webSameSiteParam marks the second try of a page after a
 	// cross-site arrival (see webAuth).
 	webSameSiteParam = "same_site"
 )
 
-// SessionValue is the cookie value of a login with token: the hex SHA-256
-// of a fixed label and the token, so that the browser never stores the
-// token itself; removing the token from CHANGEBOT_API_TOKENS ends the
-// sessions made with it.
-func SessionValue(token string) string {
-	sum := sha256.Sum256([]byte("changebot web session\x00" + token))
-	return hex.EncodeToString(sum[:])
-}
-
-// webRole returns the role of the request's session cookie, "" when it
-// has none or it matches no configured token.
-func (h *Handler) webRole(r *http.Request) string {
+// webSession returns the verified, not logged-out session of the
+// request's cookie; errNoSession (wrapped) when it has none, or the
+// store's error when the revocations could not be read.
+func (h *Handler) webSession(r *http.Request) (session, error) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
-		return ""
+		return session{}, fmt.Errorf("%w: no cookie", errNoSession)
 	}
-	role := ""
-	for _, t := range h.cfg.Tokens {
-		if subtle.ConstantTimeCompare([]byte(c.Value), []byte(SessionValue(t.Token))) == 1 {
-			role = t.Role
-		}
+	s, err := parseSession(c.Value, h.cfg.Tokens, h.now(), h.cfg.SessionTTL)
+	if err != nil {
+		return session{}, err
 	}
-	return role
+	revoked, err := h.revoked(r.Context(), s)
+	if err != nil {
+		return session{}, err
+	}
+	if revoked {
+		return session{}, fmt.Errorf("%w: logged out", errNoSession)
+	}
+	return s, nil
 }
 
 // webAuth lets a request with a valid session through. Without one it
@@ -78,8 +74,15 @@ func (h *Handler) webRole(r *http.Request) string {
 func (h *Handler) webAuth(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		webHeaders(w)
-		if h.webRole(r) != "" {
-			next(w, r)
+		s, err := h.webSession(r)
+		if err == nil {
+			ctx := context.WithValue(r.Context(), tokenRoleKey{}, s.token.Role)
+			next(w, r.WithContext(context.WithValue(ctx, tokenIDKey{}, TokenID(s.token.Token))))
+			return
+		}
+		if !errors.Is(err, errNoSession) {
+			h.log.Error("checking a web session", "err", err)
+			http.Error(w, "could not check the session, try again", http.StatusServiceUnavailable)
 			return
 		}
 		q := r.URL.Query()
@@ -200,20 +203,26 @@ func (h *Handler) webLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostForm.Get("next"))
 	token := strings.TrimSpace(r.PostForm.Get("token"))
-	matched := false
+	var matched Token
 	for _, t := range h.cfg.Tokens {
 		if subtle.ConstantTimeCompare([]byte(token), []byte(t.Token)) == 1 && token != "" {
-			matched = true
+			matched = t
 		}
 	}
-	if !matched {
+	if matched.Token == "" {
 		h.log.Warn("web login refused: unknown token", "remote", r.RemoteAddr)
 		h.render(w, http.StatusUnauthorized, "login.html", loginPage{webPage: webPage{Title: "Log in"}, Next: next,
 			Error: "That token is not valid."})
 		return
 	}
-	http.SetCookie(w, h.sessionCookie(r, SessionValue(token), int(webSessionTTL/time.Second)))
-	h.log.Info("web login", "token", tokenID(token))
+	id, err := newSession(matched, h.now())
+	if err != nil {
+		h.log.Error("issuing a web session", "token", TokenID(matched.Token), "err", err)
+		http.Error(w, "could not start the session, try again", http.StatusServiceUnavailable)
+		return
+	}
+	http.SetCookie(w, h.sessionCookie(r, id, int(h.cfg.SessionTTL/time.Second)))
+	h.log.Info("web login", "token", TokenID(matched.Token))
 	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // safeNext keeps only paths under /ui/
 }
 
@@ -226,10 +235,28 @@ func (h *Handler) sessionCookie(r *http.Request, value string, maxAge int) *http
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || strings.HasPrefix(h.cfg.ExternalURL, "https://")}
 }
 
-// webLogout clears the session cookie (a GET: logging someone out is no
-// harm worth a form).
+// webLogout ends the request's session on the server (every replica
+// refuses its id from then on, see revoke) and clears the cookie (a GET:
+// logging someone out is no harm worth a form, and the SameSite=Strict
+// cookie is not sent from another site). When the revocation cannot be
+// stored it answers 503 and keeps the cookie, so that the person can try
+// again rather than believe the session ended.
 func (h *Handler) webLogout(w http.ResponseWriter, r *http.Request) {
 	webHeaders(w)
+	s, err := h.webSession(r)
+	switch {
+	case err == nil:
+		if err := h.revoke(r.Context(), s); err != nil {
+			h.log.Error("logging out of a web session", "err", err)
+			http.Error(w, "could not end the session, try again", http.StatusServiceUnavailable)
+			return
+		}
+		h.log.Info("web logout", "token", TokenID(s.token.Token))
+	case !errors.Is(err, errNoSession):
+		h.log.Error("checking a web session to log out", "err", err)
+		http.Error(w, "could not end the session, try again", http.StatusServiceUnavailable)
+		return
+	}
 	http.SetCookie(w, h.sessionCookie(r, "", -1))
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }

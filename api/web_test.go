@@ -12,16 +12,42 @@ import (
 	"changebot/flows/rules"
 )
 
-// page GETs path of s as a web session of token ("" for none) and returns
-// the status and the body.
-func (s *apiSetup) page(t *testing.T, token, path string) (int, string) {
+// login logs in on /ui/login with token, as the login form does, and
+// returns the session cookie's value the answer sets.
+func (s *apiSetup) login(t *testing.T, token string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.srv.URL+"/ui/login",
+		strings.NewReader(url.Values{"token": {token}, "next": {"/ui/changes"}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", s.srv.URL)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == SessionCookie && c.Value != "" {
+			return c.Value
+		}
+	}
+	t.Fatalf("login: %d without a session cookie", resp.StatusCode)
+	return ""
+}
+
+// page GETs path of s with the session cookie value cookie ("" for none)
+// and returns the status and the body.
+func (s *apiSetup) page(t *testing.T, cookie, path string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if token != "" {
-		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: SessionValue(token)})
+	if cookie != "" {
+		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: cookie})
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)
@@ -70,8 +96,9 @@ func TestWebPagesRender(t *testing.T) {
 		{"an unknown change", "/ui/changes/op_none", 404, []string{`id="missing"`, "<code>op_none</code>"}, []string{`id="timeline"`}},
 		{"the login page", "/ui/login?next=/ui/stuck", 200, []string{`name="token"`, `value="/ui/stuck"`}, nil},
 	}
+	viewer := s.login(t, viewerToken)
 	for _, tc := range tests {
-		code, body := s.page(t, viewerToken, tc.path)
+		code, body := s.page(t, viewer, tc.path)
 		if code != tc.code {
 			t.Errorf("%s: status %d, want %d\n%s", tc.name, code, tc.code, body)
 			continue
@@ -93,7 +120,7 @@ func TestWebPagesRender(t *testing.T) {
 		}
 	}
 	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/ui/changes", nil)
-	req.AddCookie(&http.Cookie{Name: SessionCookie, Value: SessionValue(viewerToken)})
+	req.AddCookie(&http.Cookie{Name: SessionCookie, Value: viewer})
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +136,11 @@ func TestWebPagesRender(t *testing.T) {
 		t.Errorf("Content-Security-Policy %q", csp)
 	}
 	// A session of a token no longer configured is no session.
-	if code, body := s.page(t, "tok-removed", "/ui/changes"); code != 200 || !strings.Contains(body, "same_site=1") {
+	removed, err := newSession(Token{Role: RoleViewer, Token: "tok-removed"}, s.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := s.page(t, removed, "/ui/changes"); code != 200 || !strings.Contains(body, "same_site=1") {
 		t.Errorf("a stale session: %d %s, want the reload page", code, body)
 	}
 	if n := fmt.Sprint(len(s.changes.acts)); n != "0" {

@@ -73,7 +73,8 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	}
 	handler, err := api.New(api.Config{Engine: backend.Engine{Flows: a.engine, Settings: a.settings},
 		Store: backend.Store{Store: a.store, Settings: a.settings}, Settings: backend.Settings{Cache: a.settings}, Refusals: a.refusals,
-		Tokens: a.cfg.APITokens, ExternalURL: a.cfg.ExternalURL, MaxBodyBytes: a.cfg.MaxBodyBytes, Logger: a.log, NowFunc: a.now})
+		Tokens: a.cfg.APITokens, ExternalURL: a.cfg.ExternalURL, MaxBodyBytes: a.cfg.MaxBodyBytes, SessionTTL: a.cfg.WebSessionTTL,
+		Logger: a.log, NowFunc: a.now})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/api"
 	"changebot/demo"
 	"changebot/flows"
 	"changebot/settings"
@@ -133,7 +134,7 @@ func TestSettingsAPI(t *testing.T) {
 		{"put global-only key for a project id", http.MethodPut, "/api/v1/settings/sweeper.after", demo.OperatorToken,
 			map[string]any{"value": "20m", "project": 42}, 400, []string{"sweeper.after is global only", "project:42"}},
 		{"put global", http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
-			map[string]any{"value": "90m"}, 200, []string{`"value":"90m"`, `"source":"stored"`, `"scope":"global"`, `"updated_by":"api:operator"`}},
+			map[string]any{"value": "90m"}, 200, []string{`"value":"90m"`, `"source":"stored"`, `"scope":"global"`, `"updated_by":"` + api.TokenID(demo.OperatorToken) + `"`}},
 		{"put project by id", http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
 			map[string]any{"value": "3h", "project": 42}, 400, []string{"pipeline.deadline cannot be set for project:42", "path"}},
 		{"put project by path in another case", http.MethodPut, "/api/v1/settings/pipeline.deadline", demo.OperatorToken,
@@ -176,7 +177,7 @@ func TestSettingsAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(audit) != 1 || audit[0].UpdatedBy != "api:operator" || string(audit[0].NewValue) != `"3h"` || audit[0].OldValue != nil {
+	if len(audit) != 1 || audit[0].UpdatedBy != api.TokenID(demo.OperatorToken) || string(audit[0].NewValue) != `"3h"` || audit[0].OldValue != nil {
 		t.Errorf("audit %+v", audit)
 	}
 }

@@ -3,6 +3,8 @@ package bot
 import (
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 
 	"changebot/api"
@@ -18,7 +20,7 @@ func viewerPage(t *testing.T, env *demo.Env, path string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: api.SessionValue(demo.ViewerToken)})
+	req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: viewerSession(t, env)})
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -29,4 +31,30 @@ func viewerPage(t *testing.T, env *demo.Env, path string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// viewerSession logs in on env's /ui/login with demo.ViewerToken, as the
+// login form does, and returns the session cookie's value.
+func viewerSession(t *testing.T, env *demo.Env) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, env.BaseURL+"/ui/login",
+		strings.NewReader(url.Values{"token": {demo.ViewerToken}, "next": {"/ui/changes"}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", env.BaseURL)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == api.SessionCookie && c.Value != "" {
+			return c.Value
+		}
+	}
+	t.Fatalf("logging in as the viewer: %d without a session cookie", resp.StatusCode)
+	return ""
 }

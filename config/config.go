@@ -122,6 +122,9 @@ type Config struct {
 	// ShutdownDelay is how long serve, after SIGTERM, keeps accepting
 	// requests while /readyz answers 503, before the drain starts (0: none).
 	ShutdownDelay time.Duration
+	// WebSessionTTL is how long a web session lasts after its login
+	// (api.Config.SessionTTL), from api.MinSessionTTL to api.MaxSessionTTL.
+	WebSessionTTL time.Duration
 	// AutoMigrate makes serve and demo apply database migrations at start.
 	AutoMigrate bool
 	// Settings are initial runtime settings (issue 4 point 9), key to value
@@ -265,6 +268,9 @@ var configFields = []configField{
 	{Var: Var{Env: "CHANGEBOT_SHUTDOWN_DELAY", YAML: "shutdown_delay", Default: "10s",
 		Description: "After SIGTERM, how long serve keeps accepting webhooks and API calls while /readyz answers 503, so load balancers stop sending to it before intake stops; then the shutdown grace starts. 0 stops at once."},
 		set: setShutdownDelay},
+	{Var: Var{Env: "CHANGEBOT_WEB_SESSION_TTL", YAML: "web_session_ttl", Default: "12h",
+		Description: "How long a web page session lasts after its login (a Go duration, from 1m to 168h); /ui/logout ends it sooner on every replica."},
+		set: setWebSessionTTL},
 	{Var: Var{Env: "CHANGEBOT_AUTO_MIGRATE", YAML: "auto_migrate", Default: "false",
 		Description: "Apply database migrations when serve or demo starts (otherwise run changebot migrate)."},
 		set: setAutoMigrate},
@@ -716,6 +722,15 @@ func setShutdownDelay(c *Config, v string) error {
 	return nil
 }
 
+func setWebSessionTTL(c *Config, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as 12h", v)
+	}
+	c.WebSessionTTL = d
+	return nil
+}
+
 func setAutoMigrate(c *Config, v string) error {
 	b, err := strconv.ParseBool(v)
 	if err != nil {
@@ -806,6 +821,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownDelay < 0 {
 		ps.addf("%s: must not be negative, got %s", configLabel("CHANGEBOT_SHUTDOWN_DELAY"), c.ShutdownDelay)
+	}
+	if c.WebSessionTTL < api.MinSessionTTL || c.WebSessionTTL > api.MaxSessionTTL {
+		ps.addf("%s: must be from %s to %s, got %s", configLabel("CHANGEBOT_WEB_SESSION_TTL"), api.MinSessionTTL, api.MaxSessionTTL, c.WebSessionTTL)
 	}
 	empty := false
 	for k := range c.Settings {
@@ -1113,6 +1131,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.String("shutdown_grace", c.ShutdownGrace.String()), // "20s", not nanoseconds in JSON
 		slog.String("shutdown_delay", c.ShutdownDelay.String()),
+		slog.String("web_session_ttl", c.WebSessionTTL.String()),
 		slog.Bool("auto_migrate", c.AutoMigrate),
 		slog.Any("settings", c.Settings),
 	)

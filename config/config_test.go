@@ -120,7 +120,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Errorf("unset lists should stay nil: %v", c)
 	}
 	if !reflect.DeepEqual(Default(), Config{Listen: ":8080", Platform: PlatformGitLab, LogLevel: "info", LogFormat: "json",
-		Workers: 20, MaxBodyBytes: 5 << 20, ShutdownGrace: 20 * time.Second, ShutdownDelay: 10 * time.Second}) {
+		Workers: 20, MaxBodyBytes: 5 << 20, ShutdownGrace: 20 * time.Second, ShutdownDelay: 10 * time.Second, WebSessionTTL: 12 * time.Hour}) {
 		t.Errorf("Default() = %v", Default())
 	}
 }
@@ -159,6 +159,7 @@ func TestLoadConfigSources(t *testing.T) {
 					MaxBodyBytes:   1 << 20,
 					ShutdownGrace:  45 * time.Second,
 					ShutdownDelay:  4 * time.Second,
+					WebSessionTTL:  12 * time.Hour,
 					AutoMigrate:    true,
 					Settings: map[string]string{
 						"flow.approval_first": "true", "admission.max_active": "200", "pipeline.deadline": "2h",
@@ -336,6 +337,7 @@ func TestLoadConfigProblems(t *testing.T) {
 				"CHANGEBOT_MAX_BODY_BYTES":  "-1",
 				"CHANGEBOT_SHUTDOWN_GRACE":  "0s",
 				"CHANGEBOT_SHUTDOWN_DELAY":  "-1s",
+				"CHANGEBOT_WEB_SESSION_TTL": "720h",
 			},
 			want: []string{
 				`CHANGEBOT_LISTEN (listen): "8080" is not a host:port address`,
@@ -361,6 +363,7 @@ func TestLoadConfigProblems(t *testing.T) {
 				"CHANGEBOT_MAX_BODY_BYTES (max_body_bytes): must be positive, got -1",
 				"CHANGEBOT_SHUTDOWN_GRACE (shutdown_grace): must be positive, got 0s",
 				"CHANGEBOT_SHUTDOWN_DELAY (shutdown_delay): must not be negative, got -1s",
+				"CHANGEBOT_WEB_SESSION_TTL (web_session_ttl): must be from 1m0s to 168h0m0s, got 720h0m0s",
 			},
 		},
 		{

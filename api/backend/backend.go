@@ -136,11 +136,15 @@ func submittedBy(events []store.Event) string {
 	return ""
 }
 
-// ChangeReader is what Store reads (the store).
+// ChangeReader is what Store reads and writes (the store): the changes,
+// and the one-off claims (callback_requests) the logged-out web sessions
+// are kept in.
 type ChangeReader interface {
 	DB() store.DBTX
 	ListChanges(ctx context.Context, db store.DBTX, p store.ListParams) ([]store.Operation, error)
 	ReadHistory(ctx context.Context, id string) (store.History, error)
+	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
+	CallbackResult(ctx context.Context, db store.DBTX, kind, requestID string) (string, error)
 }
 
 // Store is api.Store over the store; stuck=true reads the step deadlines
@@ -172,6 +176,34 @@ func (s Store) ListChanges(ctx context.Context, p api.ListParams) ([]api.Change,
 		out = append(out, ChangeOf(op))
 	}
 	return out, nil
+}
+
+// sessionRevoked is the result column of a logged-out web session's row.
+const sessionRevoked = "REVOKED"
+
+// RevokeSession implements api.Sessions: a callback_requests row of kind
+// api.SessionRevokedKind whose request_id is the nonce and operation_id
+// the token's id, kept as long as the other intake claims
+// (retention.MinMaxAge at least, longer than api.MaxSessionTTL); every
+// replica reads the same table.
+func (s Store) RevokeSession(ctx context.Context, nonce, tokenID string) error {
+	err := s.Store.InsertCallbackRequest(ctx, s.Store.DB(), nonce, api.SessionRevokedKind, tokenID, sessionRevoked)
+	if err != nil && !errors.Is(err, store.ErrDuplicate) {
+		return fmt.Errorf("recording a logged-out web session: %w", err)
+	}
+	return nil
+}
+
+// SessionRevoked implements api.Sessions.
+func (s Store) SessionRevoked(ctx context.Context, nonce string) (bool, error) {
+	_, err := s.Store.CallbackResult(ctx, s.Store.DB(), api.SessionRevokedKind, nonce)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading whether a web session was logged out: %w", err)
+	}
+	return true, nil
 }
 
 // ReadHistory implements api.Store.

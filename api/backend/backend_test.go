@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"changebot/api"
 	"changebot/flows"
 	"changebot/flows/rules"
+	"changebot/retention"
 	"changebot/store"
 )
 
@@ -83,5 +85,67 @@ func TestEventsKeepTheirJSON(t *testing.T) {
 	}
 	if back := storeEvents(got); !reflect.DeepEqual(back[0], ev) {
 		t.Errorf("back %+v, want %+v", back[0], ev)
+	}
+}
+
+// fakeClaims is the store's one-off claims (callback_requests) in memory;
+// the change reads are not called.
+type fakeClaims struct {
+	ChangeReader
+	rows map[[2]string]string
+}
+
+func (f *fakeClaims) DB() store.DBTX { return nil }
+
+func (f *fakeClaims) InsertCallbackRequest(_ context.Context, _ store.DBTX, requestID, kind, _, result string) error {
+	if _, ok := f.rows[[2]string{kind, requestID}]; ok {
+		return store.ErrDuplicate
+	}
+	f.rows[[2]string{kind, requestID}] = result
+	return nil
+}
+
+func (f *fakeClaims) CallbackResult(_ context.Context, _ store.DBTX, kind, requestID string) (string, error) {
+	r, ok := f.rows[[2]string{kind, requestID}]
+	if !ok {
+		return "", store.ErrNotFound
+	}
+	return r, nil
+}
+
+// TestWebSessionRevocations: a logged-out session is a claim of kind
+// api.SessionRevokedKind, read back by its nonce only; logging out twice
+// is no error; and the retention keeps such a row (retention.MinMaxAge at
+// least) longer than any session lasts (api.MaxSessionTTL), so a logout
+// is never forgotten before its session expires.
+func TestWebSessionRevocations(t *testing.T) {
+	t.Parallel()
+	if api.MaxSessionTTL >= retention.MinMaxAge {
+		t.Fatalf("api.MaxSessionTTL %s is not under retention.MinMaxAge %s", api.MaxSessionTTL, retention.MinMaxAge)
+	}
+	claims := &fakeClaims{rows: map[[2]string]string{{"approval", "n1"}: "ACCEPTED"}}
+	s := Store{Store: claims}
+	ctx := t.Context()
+	for _, step := range []struct {
+		name, revoke, ask string
+		want              bool
+	}{
+		{"nothing revoked", "", "n1", false},
+		{"the revoked one", "n1", "n1", true},
+		{"revoked twice", "n1", "n1", true},
+		{"another nonce", "", "n2", false},
+	} {
+		if step.revoke != "" {
+			if err := s.RevokeSession(ctx, step.revoke, "api:0123456789abcdef"); err != nil {
+				t.Fatalf("%s: RevokeSession: %v", step.name, err)
+			}
+		}
+		got, err := s.SessionRevoked(ctx, step.ask)
+		if err != nil || got != step.want {
+			t.Errorf("%s: SessionRevoked(%s) = %v, %v; want %v", step.name, step.ask, got, err, step.want)
+		}
+	}
+	if claims.rows[[2]string{api.SessionRevokedKind, "n1"}] == "" {
+		t.Errorf("claims %v: no %s row for the nonce", claims.rows, api.SessionRevokedKind)
 	}
 }
