@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -160,5 +161,41 @@ func TestForeignHandleRefused(t *testing.T) {
 	}
 	if _, err := s.CallbackResult(context.Background(), s.DB(), "approval", "1"); err == nil {
 		t.Fatal("the refused write was stored")
+	}
+}
+
+// TestOpenDBIsDurable: every connection OpenDB hands out commits with
+// synchronous=FULL (2), so an acknowledged delivery survives an
+// operating-system crash; WAL's NORMAL (1) may lose it (issue 21.13).
+func TestOpenDBIsDurable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(3)
+	conns := make([]*sql.Conn, 3)
+	for i := range conns {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	for i, c := range conns {
+		var sync int
+		var mode string
+		if err := c.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if sync != 2 || mode != "wal" {
+			t.Errorf("connection %d: synchronous=%d journal_mode=%s, want 2 (FULL) and wal", i, sync, mode)
+		}
 	}
 }

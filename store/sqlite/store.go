@@ -28,18 +28,26 @@ var queries = dbsqlc.New()
 // write lock before failing with SQLITE_BUSY.
 const BusyTimeout = 10 * time.Second
 
+// Synchronous is the SQLite synchronous setting OpenDB applies: FULL, so
+// that every commit the bot has answered 2xx for (a webhook delivery, a
+// callback, a submit) is on the disk before the answer. In WAL mode NORMAL
+// syncs only at checkpoints, so an operating-system crash or a power loss
+// can undo commits already acknowledged (https://sqlite.org/pragma.html#pragma_synchronous);
+// its cost is measured in BENCHMARKS.md.
+const Synchronous = "FULL"
+
 // OpenDB opens (creating it if needed) the database file at path with the
 // settings the store relies on: WAL journal (readers never wait for the
 // writer), BEGIN IMMEDIATE for every transaction (a transaction takes the
 // write lock at its start, so two writers never deadlock on an upgrade:
 // the second waits, as a PostgreSQL row lock would make it), foreign keys,
-// and a busy timeout of BusyTimeout.
+// synchronous=Synchronous and a busy timeout of BusyTimeout.
 func OpenDB(path string) (*sql.DB, error) {
 	v := url.Values{}
 	v.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
 	v.Add("_pragma", "journal_mode(WAL)")
 	v.Add("_pragma", "foreign_keys(1)")
-	v.Add("_pragma", "synchronous(NORMAL)")
+	v.Add("_pragma", "synchronous("+Synchronous+")")
 	v.Add("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+v.Encode())
 	if err != nil {
