@@ -55,6 +55,8 @@ import (
 	"changebot/platform"
 	"changebot/platform/approval"
 	"changebot/platform/approval/approvalfake"
+	"changebot/platform/github"
+	"changebot/platform/github/githubfake"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/routing"
@@ -109,6 +111,14 @@ type Opts struct {
 	Configure func(cfg *flows.EngineConfig)
 	// Logger receives the engine's logs; nil logs warnings and errors to t.Log.
 	Logger *slog.Logger
+	// Platform is the platform the engine talks to: store.PlatformGitLab
+	// ("" too) builds the GitLab adapter on gitlabfake; store.PlatformGitHub
+	// builds the GitHub adapter on githubfake (Harness.GitHub, Harness.Repo:
+	// repository ProjectPath, its default branch protected with the check
+	// "build" required, the robot a maintainer, the requester and the
+	// reviewers writers) and decodes its webhooks as GitHub's. Project,
+	// Client, Budget and GitLab are then zero: GitHub has no call budget.
+	Platform string
 }
 
 // EngineEnv is the environment variable that chooses the database engine of
@@ -158,6 +168,13 @@ type Harness struct {
 	Approvals *approvalfake.Server
 	Project   gitlabfake.Project
 	Metrics   *prometheus.Registry
+	// Platform is store.PlatformGitLab or store.PlatformGitHub (Opts.Platform).
+	Platform string
+	// GitHub is the fake GitHub of a GitHub harness, Repo its repository
+	// and GitHubClient the adapter the engine uses; all zero on GitLab.
+	GitHub       *githubfake.Server
+	Repo         githubfake.Repo
+	GitHubClient *github.Client
 
 	limits atomic.Pointer[budget.Limits]
 	jobs   jobLister
@@ -198,41 +215,16 @@ func New(t testing.TB, opts *Opts) *Harness {
 		t.Fatalf("building the store: %v", err)
 	}
 
-	h.GitLab = gitlabfake.New(gitlabfake.Options{WebhookURL: h.hooks.srv.URL, NowFunc: h.Clock.Now})
-	t.Cleanup(h.GitLab.Close)
-	h.GitLab.AddUser(Robot, "robot-token", gitlabfake.AsBot())
-	h.GitLab.AddUser(Requester, "alice-token")
-	spec := opts.Project
-	if spec.PathWithNamespace == "" {
-		spec.PathWithNamespace = ProjectPath
+	h.Platform = opts.Platform
+	if h.Platform == "" {
+		h.Platform = store.PlatformGitLab
 	}
-	members := map[string]int{Robot: gitlabfake.AccessMaintainer, Requester: gitlabfake.AccessDeveloper}
-	maps(spec.Members, members)
-	n := opts.Reviewers
-	if n == 0 {
-		n = 2
-	}
-	var tokens []string
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("reviewer%d", i)
-		h.GitLab.AddUser(name, name+"-token", gitlabfake.AsBot())
-		members[name] = gitlabfake.AccessDeveloper
-		tokens = append(tokens, name+"-token")
-	}
-	spec.Members = members
-	h.Project = h.GitLab.AddProject(spec)
-	// No in-client retries: their waits are real time; the job's own
-	// backoff runs on the harness clock.
-	h.limits.Store(&budget.DefaultLimits)
-	h.Budget, err = budget.New(budget.Config{Store: h.Store, NowFunc: h.Clock.Now, Registerer: h.Metrics,
-		LimitsFunc: func() budget.Limits { return *h.limits.Load() }})
-	if err != nil {
-		t.Fatalf("building the call budget: %v", err)
-	}
-	h.Client, err = gitlab.New(gitlab.Config{BaseURL: h.GitLab.URL(), Token: "robot-token", ReviewerTokens: tokens,
-		RetryMax: -1, Logger: log, NowFunc: h.Clock.Now, AccountWaits: h.Budget, Budget: h.Budget})
-	if err != nil {
-		t.Fatalf("building the GitLab adapter: %v", err)
+	var adapter flows.Platform
+	decode := gitlab.DecodeHook
+	if h.Platform == store.PlatformGitHub {
+		adapter, decode = h.newGitHub(t, opts, log), github.DecodeHook
+	} else {
+		adapter = h.newGitLab(t, opts, log)
 	}
 
 	h.Approvals = approvalfake.New(approvalfake.Options{Approver: "carol", TicketURL: TicketURL})
@@ -246,7 +238,7 @@ func New(t testing.TB, opts *Opts) *Harness {
 		poll = Poll
 	}
 	cfg := flows.EngineConfig{
-		Store: h.Store, Adapter: h.Client, Renderer: renderer, Metrics: flows.NewMetrics(h.Metrics), Logger: log,
+		Store: h.Store, Adapter: adapter, Platform: h.Platform, Renderer: renderer, Metrics: flows.NewMetrics(h.Metrics), Logger: log,
 		Approvals: approval.New(h.Approvals.URL(), nil), ExternalURL: ExternalURL, Poll: poll,
 		NowFunc: h.Clock.Now,
 	}
@@ -260,7 +252,7 @@ func New(t testing.TB, opts *Opts) *Harness {
 	h.funcs = h.Engine.WorkFuncs()
 	// Stored deliveries go through the delivery router, as in bot; comments
 	// are the command layer's and are ignored here.
-	router, err := routing.NewRouter(routing.RouterConfig{Store: h.Store, Decode: gitlab.DecodeHook,
+	router, err := routing.NewRouter(routing.RouterConfig{Store: h.Store, Decode: decode,
 		Flow: h.Engine, Notes: ignoreNotes{}, Logger: log})
 	if err != nil {
 		t.Fatalf("building the delivery router: %v", err)
@@ -311,6 +303,89 @@ func New(t testing.TB, opts *Opts) *Harness {
 		return res, werr
 	}
 	return h
+}
+
+// newGitLab builds the fake GitLab, its project and accounts, the call
+// budget and the GitLab adapter (Harness.Client) the engine uses.
+func (h *Harness) newGitLab(t testing.TB, opts *Opts, log *slog.Logger) flows.Platform {
+	t.Helper()
+	var err error
+	h.GitLab = gitlabfake.New(gitlabfake.Options{WebhookURL: h.hooks.srv.URL, NowFunc: h.Clock.Now})
+	t.Cleanup(h.GitLab.Close)
+	h.GitLab.AddUser(Robot, "robot-token", gitlabfake.AsBot())
+	h.GitLab.AddUser(Requester, "alice-token")
+	spec := opts.Project
+	if spec.PathWithNamespace == "" {
+		spec.PathWithNamespace = ProjectPath
+	}
+	members := map[string]int{Robot: gitlabfake.AccessMaintainer, Requester: gitlabfake.AccessDeveloper}
+	maps(spec.Members, members)
+	n := opts.Reviewers
+	if n == 0 {
+		n = 2
+	}
+	var tokens []string
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("reviewer%d", i)
+		h.GitLab.AddUser(name, name+"-token", gitlabfake.AsBot())
+		members[name] = gitlabfake.AccessDeveloper
+		tokens = append(tokens, name+"-token")
+	}
+	spec.Members = members
+	h.Project = h.GitLab.AddProject(spec)
+	// No in-client retries: their waits are real time; the job's own
+	// backoff runs on the harness clock.
+	h.limits.Store(&budget.DefaultLimits)
+	h.Budget, err = budget.New(budget.Config{Store: h.Store, NowFunc: h.Clock.Now, Registerer: h.Metrics,
+		LimitsFunc: func() budget.Limits { return *h.limits.Load() }})
+	if err != nil {
+		t.Fatalf("building the call budget: %v", err)
+	}
+	h.Client, err = gitlab.New(gitlab.Config{BaseURL: h.GitLab.URL(), Token: "robot-token", ReviewerTokens: tokens,
+		RetryMax: -1, Logger: log, NowFunc: h.Clock.Now, AccountWaits: h.Budget, Budget: h.Budget})
+	if err != nil {
+		t.Fatalf("building the GitLab adapter: %v", err)
+	}
+	return h.Client
+}
+
+// GitHubCheck is the required check of a GitHub harness's default branch,
+// the one job of githubfake's default CI.
+const GitHubCheck = "build"
+
+// newGitHub builds the fake GitHub, its repository ProjectPath and
+// accounts (the same names and tokens as on GitLab), and the GitHub
+// adapter (Harness.GitHubClient) the engine uses.
+func (h *Harness) newGitHub(t testing.TB, opts *Opts, log *slog.Logger) flows.Platform {
+	t.Helper()
+	h.GitHub = githubfake.New(githubfake.Options{WebhookURL: h.hooks.srv.URL, NowFunc: h.Clock.Now, Logger: log})
+	t.Cleanup(h.GitHub.Close)
+	h.GitHub.AddUser(Robot, "robot-token")
+	h.GitHub.AddUser(Requester, "alice-token")
+	collaborators := map[string]string{Robot: "maintain", Requester: "write"}
+	n := opts.Reviewers
+	if n == 0 {
+		n = 2
+	}
+	var tokens []string
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("reviewer%d", i)
+		h.GitHub.AddUser(name, name+"-token")
+		collaborators[name] = "write"
+		tokens = append(tokens, name+"-token")
+	}
+	h.Repo = h.GitHub.AddRepo(githubfake.RepoSpec{FullName: ProjectPath, Collaborators: collaborators,
+		RequiredContexts: []string{GitHubCheck}})
+	var err error
+	// No in-client retries and one read of a pull request whose mergeable
+	// is null: their waits are real time; the job's own backoff runs on
+	// the harness clock.
+	h.GitHubClient, err = github.New(github.Config{BaseURL: h.GitHub.URL(), Token: "robot-token", ReviewerTokens: tokens,
+		RetryMax: -1, MergeableReads: -1, Logger: log, NowFunc: h.Clock.Now, AccountWaits: h.Store})
+	if err != nil {
+		t.Fatalf("building the GitHub adapter: %v", err)
+	}
+	return h.GitHubClient
 }
 
 // jobLister is what the harness asks its River client: the live jobs.
@@ -509,6 +584,21 @@ func (h *Harness) MR(t testing.TB, id string) gitlabfake.MRSnapshot {
 	return mr
 }
 
+// PR returns the fake GitHub's view of operation id's pull request (a
+// GitHub harness only).
+func (h *Harness) PR(t testing.TB, id string) githubfake.PullSnapshot {
+	t.Helper()
+	op := h.Op(t, id)
+	if h.GitHub == nil {
+		t.Fatalf("PR on a %s harness", h.Platform)
+	}
+	pr, ok := h.GitHub.PullRequest(op.ProjectID, op.MRIID)
+	if !ok {
+		t.Fatalf("operation %s has no pull request in the fake GitHub (repository %d, #%d)", id, op.ProjectID, op.MRIID)
+	}
+	return pr
+}
+
 // Settle waits until the fake GitLab has finished its asynchronous work
 // (pipelines that will end, rebases, webhook sends to the capture). Every
 // harness method that reads or works calls it first.
@@ -516,6 +606,12 @@ func (h *Harness) Settle(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if h.GitHub != nil {
+		if err := h.GitHub.WaitIdle(ctx); err != nil {
+			t.Fatalf("the fake GitHub did not settle: %v", err)
+		}
+		return
+	}
 	if err := h.GitLab.WaitIdle(ctx); err != nil {
 		t.Fatalf("the fake GitLab did not settle: %v", err)
 	}
@@ -570,8 +666,10 @@ func (p retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 	return p.clock.Now().Add(time.Until(flows.RetryPolicy{}.NextRetry(job)))
 }
 
-// hookSink is the webhook receiver of the fake GitLab: it keeps every
-// webhook until a test takes it.
+// hookSink is the webhook receiver of the fake GitLab or GitHub: it keeps
+// every webhook until a test takes it (a GitHub one in the same shape:
+// Event is X-GitHub-Event, IdempotencyKey X-GitHub-Delivery, ProjectID
+// the repository id).
 type hookSink struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -591,14 +689,23 @@ func newHookSink() *hookSink {
 			Project   struct {
 				ID int64 `json:"id"`
 			} `json:"project"`
+			Repository struct {
+				ID int64 `json:"id"`
+			} `json:"repository"`
 		}
 		_ = json.Unmarshal(body, &p)
-		s.mu.Lock()
-		s.pending = append(s.pending, gitlabfake.SentWebhook{
+		hook := gitlabfake.SentWebhook{
 			Event: r.Header.Get("X-Gitlab-Event"), IdempotencyKey: r.Header.Get("Idempotency-Key"),
 			WebhookUUID: r.Header.Get("X-Gitlab-Webhook-UUID"), EventUUID: r.Header.Get("X-Gitlab-Event-UUID"),
 			ProjectID: max(p.ProjectID, p.Project.ID), Body: body, Status: http.StatusOK,
-		})
+		}
+		if ev := r.Header.Get("X-GitHub-Event"); ev != "" {
+			// GitHub's: the event header, X-GitHub-Delivery as the key and
+			// the repository as the project.
+			hook.Event, hook.IdempotencyKey, hook.ProjectID = ev, r.Header.Get("X-GitHub-Delivery"), p.Repository.ID
+		}
+		s.mu.Lock()
+		s.pending = append(s.pending, hook)
 		s.mu.Unlock()
 	}))
 	return s

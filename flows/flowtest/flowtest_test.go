@@ -2,10 +2,12 @@ package flowtest_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"changebot/flows/flowtest"
 	"changebot/flows/rules"
+	"changebot/store"
 )
 
 // TestHappyPathApprovalFirst drives a change to VALIDATED in the default
@@ -101,6 +103,39 @@ func TestPollingWithoutWebhooks(t *testing.T) {
 	h.RequireStep(t, op.ID, rules.HandleMerged)
 
 	h.Advance(flowtest.Poll.ShortInterval)
+	h.WorkUntilIdle(t)
+	h.RequireStep(t, op.ID, rules.CalledBack)
+}
+
+// TestHappyPathOnGitHub is TestHappyPathApprovalFirst on githubfake (issue
+// 21 point 14): Opts.Platform github builds the GitHub adapter, the
+// engine's webhooks are GitHub's (decoded as GitHub's), and the pull
+// request is merged with both reviewers' approving reviews; no GitLab
+// exists in the harness.
+func TestHappyPathOnGitHub(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, &flowtest.Opts{Platform: store.PlatformGitHub})
+	if h.GitLab != nil || h.Client != nil {
+		t.Fatal("a GitHub harness built a GitLab")
+	}
+	op := h.ToMROpened(t, flowtest.Change("payments-api"))
+	if op.Platform != store.PlatformGitHub {
+		t.Fatalf("operation platform %q, want github", op.Platform)
+	}
+	hooks := h.DeliverWebhooks(t)
+	if len(hooks) == 0 || hooks[0].Event != strings.ToLower(hooks[0].Event) {
+		t.Fatalf("webhooks after the pull request opened: %s", flowtest.Describe(hooks))
+	}
+	h.WorkUntilIdle(t)
+	h.RequireStep(t, op.ID, rules.HandleMerged)
+	pr := h.PR(t, op.ID)
+	if !pr.Merged || len(pr.Approvals) != 2 {
+		t.Fatalf("pull request %+v, want merged with two approvals", pr)
+	}
+	if n := h.GitHub.CallCount("PUT", "/repos/*/*/pulls/*/merge"); n != 1 {
+		t.Errorf("merge calls = %d, want 1", n)
+	}
+	h.DeliverWebhooks(t) // the deploy run on main
 	h.WorkUntilIdle(t)
 	h.RequireStep(t, op.ID, rules.CalledBack)
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"changebot/flows"
+	"changebot/platform"
+	"changebot/platform/github"
 	"changebot/platform/gitlab"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
@@ -239,12 +241,16 @@ func (h *Harness) Deliver(t testing.TB, hooks ...gitlabfake.SentWebhook) []bool 
 	t.Helper()
 	out := make([]bool, len(hooks))
 	for i, w := range hooks {
-		ev, err := gitlab.DecodeHook(w.Event, w.Body)
+		ev, err := h.decode(w.Event, w.Body)
 		if err != nil {
 			t.Fatalf("decoding %s: %v", w.Event, err)
 		}
+		key := "idem:" + w.IdempotencyKey
+		if h.GitHub != nil {
+			key = "github:" + w.IdempotencyKey
+		}
 		_, inserted, err := h.Store.InsertDelivery(context.Background(), store.Delivery{
-			DedupeKey: "idem:" + w.IdempotencyKey, Event: w.Event, ProjectID: ev.ProjectID, Body: w.Body,
+			DedupeKey: key, Event: w.Event, ProjectID: ev.ProjectID, Body: w.Body,
 		}, webhooks.ProcessDeliveryJob)
 		if err != nil {
 			t.Fatalf("storing %s: %v", w.Event, err)
@@ -263,12 +269,24 @@ func (h *Harness) DeliverWebhooks(t testing.TB) []gitlabfake.SentWebhook {
 	return hooks
 }
 
+// decode decodes a webhook as the harness's platform does.
+func (h *Harness) decode(event string, body []byte) (platform.HookEvent, error) {
+	if h.GitHub != nil {
+		return github.DecodeHook(event, body)
+	}
+	return gitlab.DecodeHook(event, body)
+}
+
 // Describe returns one line per webhook (event, object kind, status or
-// action), for failure messages.
+// action), for failure messages; a GitHub webhook is told by its event
+// name.
 func Describe(hooks []gitlabfake.SentWebhook) string {
 	var b strings.Builder
 	for _, w := range hooks {
 		ev, err := gitlab.DecodeHook(w.Event, w.Body)
+		if strings.ToLower(w.Event) == w.Event { // GitHub's event names are lower case
+			ev, err = github.DecodeHook(w.Event, w.Body)
+		}
 		switch {
 		case err != nil:
 			fmt.Fprintf(&b, "%s (undecodable)\n", w.Event)
