@@ -3,6 +3,7 @@ package bot
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"changebot/api"
+	"changebot/commands"
 	"changebot/demo"
 	"changebot/flows"
 	"changebot/flows/rules"
@@ -61,6 +63,45 @@ func waitReplies(t *testing.T, env *demo.Env, iid int64, n int) []gitlabfake.Not
 	}
 }
 
+// waitNotesHandled flushes the fake GitLab's webhooks and waits until the
+// Note Hook of each of notes (object_attributes.id, action create) was
+// answered and is handled (waitHandled): the positive sign that a comment
+// was processed, replies and events included. It returns each note's
+// delivery outcome, in the order of notes.
+func waitNotesHandled(t *testing.T, env *demo.Env, app *App, notes ...gitlabfake.Note) []string {
+	t.Helper()
+	flushHooks(t, env)
+	keyOf := map[int64]string{}
+	for _, h := range answeredHooks(env, 0, gitlabfake.EventNote) {
+		var body struct {
+			ObjectAttributes struct {
+				ID     int64  `json:"id"`
+				Action string `json:"action"`
+			} `json:"object_attributes"`
+		}
+		if err := json.Unmarshal(h.Body, &body); err != nil {
+			t.Fatalf("decoding a Note Hook: %v", err)
+		}
+		if body.ObjectAttributes.Action == "create" {
+			keyOf[body.ObjectAttributes.ID] = hookKey(h)
+		}
+	}
+	keys := make([]string, len(notes))
+	for i, n := range notes {
+		k, ok := keyOf[n.ID]
+		if !ok {
+			t.Fatalf("the fake GitLab sent no answered Note Hook for note %d", n.ID)
+		}
+		keys[i] = k
+	}
+	got := waitHandled(t, app, keys...)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = got[k]
+	}
+	return out
+}
+
 func eventsOf(t *testing.T, app *App, opID string) []store.Event {
 	t.Helper()
 	ev, err := app.Store().ListEvents(context.Background(), app.Store().DB(), opID)
@@ -95,12 +136,14 @@ func TestResumeIsForOperators(t *testing.T) {
 	opID, iid := runUntil(t, env, "CREATE_PIPELINE_PENDING")
 	before := eventsOf(t, app, opID)
 
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Developer, "/resume")
+	refused := env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Developer, "/resume")
 	replies := waitReplies(t, env, iid, 1)
 	if !strings.Contains(replies[0].Body, "resume") {
 		t.Fatalf("refusal reply does not name the command: %q", replies[0].Body)
 	}
-	time.Sleep(300 * time.Millisecond)
+	if got := waitNotesHandled(t, env, app, refused); got[0] != commands.OutcomeRan {
+		t.Fatalf("the refused /resume's delivery: outcome %q, want %q", got[0], commands.OutcomeRan)
+	}
 	after := eventsOf(t, app, opID)
 	if len(after) != len(before)+1 || after[len(after)-1].Type != store.EventRefused || after[len(after)-1].Actor != demo.Developer {
 		t.Fatalf("want exactly one refused event by %s, got %+v", demo.Developer, after[len(before):])
@@ -139,13 +182,19 @@ func TestReporterRetryRefusedWithoutGitLabWrites(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 100*time.Millisecond)
 	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed"}})
-	app, _ := startBot(t, env)
+	app, sc := startBot(t, env)
 	opID, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
-	time.Sleep(500 * time.Millisecond) // let the status note settle
+	// The change has settled: its webhooks are handled and no step job of
+	// it is due.
+	flushHooks(t, env)
+	waitHandled(t, app, hookKeys(answeredHooks(env, 0, ""))...)
+	waitStepJobsSettled(t, sc, opID, rules.CreatePipelineFailed)
 	calls0 := len(env.GitLab.Calls())
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Reporter, "/retry")
+	note := env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Reporter, "/retry")
 	waitReplies(t, env, iid, 1)
-	time.Sleep(500 * time.Millisecond)
+	// The /retry was processed, and left no step job behind.
+	waitNotesHandled(t, env, app, note)
+	waitStepJobsSettled(t, sc, opID, rules.CreatePipelineFailed)
 	for _, c := range env.GitLab.Calls()[calls0:] {
 		write := c.Method != http.MethodGet
 		reply := c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/notes")
@@ -174,19 +223,17 @@ func TestNoteRunsOnceNeverOnEditNeverForBots(t *testing.T) {
 	opID, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
 	note := env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Developer, "/help")
 	waitReplies(t, env, iid, 1)
-	_ = env.GitLab.Flush(context.Background())
-	time.Sleep(500 * time.Millisecond)
+	// Every webhook so far (the note, the reply, the status note's edits)
+	// is handled before the events are counted.
+	flushHooks(t, env)
+	waitHandled(t, app, hookKeys(answeredHooks(env, 0, ""))...)
 
+	// resend posts h again under key and returns the key (a stored
+	// delivery's dedupe key) with the intake's result.
+	type resent struct{ key, result string }
+	var sent []resent
 	resend := func(h gitlabfake.SentWebhook, key string) {
-		req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/webhooks/gitlab", bytes.NewReader(h.Body))
-		req.Header.Set("X-Gitlab-Event", h.Event)
-		req.Header.Set("X-Gitlab-Token", demo.WebhookSecret)
-		req.Header.Set("Idempotency-Key", key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		sent = append(sent, resent{"idem:" + key, sendHook(t, env, h.Event, key, h.Body)})
 	}
 	var userNote []gitlabfake.SentWebhook
 	var botNotes []gitlabfake.SentWebhook
@@ -213,6 +260,7 @@ func TestNoteRunsOnceNeverOnEditNeverForBots(t *testing.T) {
 		}
 	}
 	// An edit of the user's note.
+	hooksBeforeEdit := len(env.GitLab.Webhooks())
 	req, _ := http.NewRequest(http.MethodPut, env.GitLab.URL()+"/api/v4/projects/"+itoa(env.Project.ID)+
 		"/merge_requests/"+itoa(iid)+"/notes/"+itoa(note.ID), strings.NewReader(`{"body":"/help\n/status"}`))
 	req.Header.Set("PRIVATE-TOKEN", "demo-dave-token")
@@ -222,8 +270,31 @@ func TestNoteRunsOnceNeverOnEditNeverForBots(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	_ = env.GitLab.Flush(context.Background())
-	time.Sleep(2 * time.Second)
+	// Each input was processed before nothing is asserted: a resent
+	// delivery the intake stored has run its job (the user's note again:
+	// already seen; the bot's notes: ignored), one it answered without
+	// storing (the bot's note edits) needs no job; the edit's hook was
+	// answered 200 (the intake ignores edits) and, were it stored, handled.
+	flushHooks(t, env)
+	edits := answeredHooks(env, hooksBeforeEdit, gitlabfake.EventNote)
+	if len(edits) == 0 {
+		t.Fatal("the fake GitLab sent no Note Hook for the edit")
+	}
+	keys := hookKeys(edits)
+	for _, r := range sent {
+		if r.result == "accepted" {
+			keys = append(keys, r.key)
+		}
+	}
+	outcomes := waitHandled(t, app, keys...)
+	if got := outcomes["idem:another-hook-1"]; got != commands.OutcomeSeen {
+		t.Errorf("the user's note under another key: outcome %q, want %q", got, commands.OutcomeSeen)
+	}
+	for k, got := range outcomes {
+		if k != "idem:another-hook-1" && got != "" && got != commands.OutcomeIgnored {
+			t.Errorf("delivery %s: outcome %q, want %q (a bot's note or an edit)", k, got, commands.OutcomeIgnored)
+		}
+	}
 	if n := len(botReplies(env, iid)); n != 1 {
 		t.Fatalf("%d bot replies, want 1 (duplicates, edits or the bot's own notes acted)", n)
 	}
@@ -259,7 +330,7 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 100*time.Millisecond)
 	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed"}})
-	_, sc := startBot(t, env)
+	app, sc := startBot(t, env)
 	_, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
 
 	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Developer, "/frobnicate\n/retyr")
@@ -312,11 +383,21 @@ func TestUnknownCommandNoChangeAndRateLimit(t *testing.T) {
 
 	// Rate limit: the default is 20 commands a minute; the excess is
 	// answered once.
+	var burst []gitlabfake.Note
 	for i := range 25 {
-		env.GitLab.AddNoteAsUser(env.Project.ID, other, demo.Reporter, "@changebot status "+itoa(int64(i)))
+		burst = append(burst, env.GitLab.AddNoteAsUser(env.Project.ID, other, demo.Reporter, "@changebot status "+itoa(int64(i))))
 	}
-	_ = env.GitLab.Flush(context.Background())
-	time.Sleep(3 * time.Second)
+	// All 25 are processed, some over the limit, before the replies are
+	// counted.
+	rateLimited := 0
+	for _, o := range waitNotesHandled(t, env, app, burst...) {
+		if o == commands.OutcomeRateLimited {
+			rateLimited++
+		}
+	}
+	if rateLimited < 5 {
+		t.Fatalf("%d of 25 notes rate limited, want at least the 5 over the limit of 20", rateLimited)
+	}
 	limited := 0
 	for _, n := range botReplies(env, other) {
 		if strings.Contains(n.Body, "changebot ignores your commands until") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -96,6 +97,145 @@ func newTestEnv(t *testing.T, autoApprove bool, pipeline time.Duration) *demo.En
 	}
 	t.Cleanup(env.Close)
 	return env
+}
+
+// flushHooks waits, 30 s at most, until the fake GitLab has delivered every
+// webhook it queued so far, and stops the test if it has not.
+func flushHooks(t *testing.T, env *demo.Env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := env.GitLab.Flush(ctx); err != nil {
+		t.Fatalf("flushing the fake GitLab's webhooks: %v", err)
+	}
+}
+
+// answeredHooks returns the webhooks of event ("" any) the fake GitLab
+// sent from index from of its log on that the bot answered 200. Call it
+// after flushHooks: those are all it sent.
+func answeredHooks(env *demo.Env, from int, event string) []gitlabfake.SentWebhook {
+	var out []gitlabfake.SentWebhook
+	for _, h := range env.GitLab.Webhooks()[from:] {
+		if (event == "" || h.Event == event) && h.Status == http.StatusOK {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// hookKey is the dedupe key the intake stores GitLab's delivery h under.
+func hookKey(h gitlabfake.SentWebhook) string { return "idem:" + h.IdempotencyKey }
+
+// hookKeys is hookKey of each of hooks.
+func hookKeys(hooks []gitlabfake.SentWebhook) []string {
+	keys := make([]string, len(hooks))
+	for i, h := range hooks {
+		keys[i] = hookKey(h)
+	}
+	return keys
+}
+
+// waitHandled is the positive sign a test waits for before it asserts that
+// webhooks caused nothing: every delivery of keys (dedupe keys,
+// "idem:"+Idempotency-Key), each already answered 200 by the intake, is
+// handled. A delivery the intake stored is handled once its job has run to
+// the end and recorded its outcome (processed_at set; the job makes its
+// replies and moves before); one the intake answered without storing (an
+// edited note, a note without a command) was handled by that answer, since
+// the intake stores before it answers. It waits 30 s at most and returns
+// each key's outcome: the stored delivery's, or "" for one not stored.
+func waitHandled(t *testing.T, app *App, keys ...string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	st := app.Store()
+	// The ids of the stored deliveries by dedupe key (DeliveriesAfter
+	// lists them without their outcome; GetDelivery reads it).
+	ids := map[string]int64{}
+	for after := int64(0); ; {
+		ds, err := st.DeliveriesAfter(ctx, st.DB(), after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			ids[d.DedupeKey] = d.ID
+		}
+		after = ds[len(ds)-1].ID
+	}
+	out := make(map[string]string, len(keys))
+	deadline := time.Now().Add(30 * time.Second)
+	for _, k := range keys {
+		id, ok := ids[k]
+		if !ok {
+			out[k] = ""
+			continue
+		}
+		for {
+			d, err := st.GetDelivery(ctx, st.DB(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.ProcessedAt != nil {
+				out[k] = d.Outcome
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("delivery %d (%s, %s) stored but not processed after 30 s", id, k, d.Event)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return out
+}
+
+// waitStepJobsSettled is the positive sign a test waits for before it
+// asserts that a change which reached step makes no more calls (no retry
+// storm): on PostgreSQL schema sc, no step job of opID (rules.StepJobKinds)
+// is available, pending, running, retryable or scheduled, but the
+// scheduled poll of step itself when step polls (HANDLE_DRAFT). The job
+// that moved the change there has run to the end, and no retry or snooze
+// of it, or of an earlier step's job, is due later: a call count read then
+// is final. It waits 30 s at most (a River retry is due 1 s after the
+// first failure, doubling; flows.RetryPolicy) and stops the test naming the
+// live jobs.
+func waitStepJobsSettled(t *testing.T, sc pgtest.Schema, opID string, step rules.StepCode) {
+	t.Helper()
+	ctx := context.Background()
+	polls := rules.MustStep(step).Polls()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rows, err := sc.Pool.Query(ctx, `SELECT id, kind, state, (args->>'step')::int FROM river_job
+			WHERE args->>'operation_id' = $1 AND kind = ANY($2)
+			  AND state NOT IN ('completed', 'cancelled', 'discarded')`, opID, rules.StepJobKinds())
+		if err != nil {
+			t.Fatalf("reading the jobs of %s: %v", opID, err)
+		}
+		var live []string
+		for rows.Next() {
+			var id int64
+			var kind, state string
+			var at int
+			if err := rows.Scan(&id, &kind, &state, &at); err != nil {
+				t.Fatalf("reading the jobs of %s: %v", opID, err)
+			}
+			if polls && state == "scheduled" && rules.StepCode(at) == step {
+				continue
+			}
+			live = append(live, fmt.Sprintf("%s job %d at %s: %s", kind, id, rules.StepCode(at), state))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("reading the jobs of %s: %v", opID, err)
+		}
+		if len(live) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s at %s still has live step jobs after 30 s: %v", opID, step, live)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestEndToEndReachesValidated is `make demo` as a test: real HTTP between
@@ -321,7 +461,10 @@ func TestReplayedDeliveryStoredOnceMovesNothing(t *testing.T) {
 	if n := stored(); n != 2 {
 		t.Fatalf("deliveries stored %d, want 2 (the original once, the new key once)", n)
 	}
-	time.Sleep(time.Second) // let the processing job run
+	// The new key's processing job has run to the end.
+	if got := waitHandled(t, app, "idem:fresh-key-1")["idem:fresh-key-1"]; got != flows.OutcomeNoChange {
+		t.Fatalf("the delivery under a new key: outcome %q, want %q", got, flows.OutcomeNoChange)
+	}
 	after, _ := app.Store().ListEvents(ctx, app.Store().DB(), opID)
 	if len(after) != len(before) {
 		t.Fatalf("the replayed delivery moved the change: %d events, was %d", len(after), len(before))

@@ -19,6 +19,7 @@ import (
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/settings"
 	"changebot/store"
+	"changebot/store/postgres/pgtest"
 )
 
 // The end-to-end tests of issue 4 points 1-6: every failure path of the
@@ -42,6 +43,7 @@ func failurePoll() flows.PollConfig {
 type failEnv struct {
 	*demo.Env
 	app *App
+	sc  pgtest.Schema
 	n   atomic.Int64
 }
 
@@ -52,10 +54,10 @@ func newFailEnv(t *testing.T, poll flows.PollConfig, opts *AppOpts, initial map[
 	env.Config.Settings = initial
 	f := &failEnv{Env: env}
 	if opts == nil {
-		f.app, _ = startBotWithPoll(t, env, poll)
+		f.app, f.sc = startBotWithPoll(t, env, poll)
 		return f
 	}
-	f.app, _ = startBotWithOpts(t, env, poll, opts)
+	f.app, f.sc = startBotWithOpts(t, env, poll, opts)
 	return f
 }
 
@@ -197,6 +199,14 @@ func (f *failEnv) fault(p gitlabfake.Project, method, rest string, fl gitlabfake
 	fl.Method = method
 	fl.PathPattern = fmt.Sprintf("/api/v4/projects/%d/%s", p.ID, rest)
 	f.GitLab.InjectFault(fl)
+}
+
+// settled waits until the change of v, at v's step, has no step job left
+// that could call the platform again (waitStepJobsSettled): what a "no
+// retry storm" count waits for.
+func (f *failEnv) settled(t *testing.T, v api.ChangeView) {
+	t.Helper()
+	waitStepJobsSettled(t, f.sc, v.OperationID, rules.StepCode(v.Step.Code))
 }
 
 // hasStep reports whether the change ever moved to step.
@@ -355,7 +365,7 @@ func approveScenarios() []scenario {
 			if !strings.Contains(v.Detail, "reviewer-2") || !strings.Contains(v.Detail, "3 times") {
 				t.Errorf("detail %q does not name the reviewer and its attempts", v.Detail)
 			}
-			time.Sleep(1500 * time.Millisecond)
+			f.settled(t, v)
 			if n := len(f.calls(p, "POST", "/approve", "reviewer-2")); n != 3 {
 				t.Errorf("reviewer-2 approve calls = %d, want 3 (1 + approve.max_retries 2)", n)
 			}
@@ -382,7 +392,7 @@ func approveScenarios() []scenario {
 			if !strings.Contains(v.Detail, "reviewer-2") || !strings.Contains(v.Hint, "Contact the maintainers") {
 				t.Errorf("detail %q / hint %q", v.Detail, v.Hint)
 			}
-			time.Sleep(1500 * time.Millisecond)
+			f.settled(t, v)
 			if n := len(f.calls(p, "POST", "/approve", "reviewer-2")); n != 1 {
 				t.Errorf("reviewer-2 approve calls = %d, want 1 (no retry storm)", n)
 			}
@@ -405,7 +415,7 @@ func mergeScenarios() []scenario {
 					t.Errorf("detail %q does not contain %q", v.Detail, w)
 				}
 			}
-			time.Sleep(1500 * time.Millisecond)
+			f.settled(t, v)
 			if n := len(f.calls(p, "PUT", "/merge", "")); n != 1 {
 				t.Errorf("merge calls = %d, want 1 (reported once, never retried in a loop)", n)
 			}
@@ -627,7 +637,7 @@ func transientScenarios() []scenario {
 			if !strings.Contains(v.Detail, "400") {
 				t.Errorf("detail %q", v.Detail)
 			}
-			time.Sleep(time.Second)
+			f.settled(t, v)
 			if n := len(f.calls(p, "PUT", "/merge", "")); n != 1 {
 				t.Errorf("merge calls = %d, want 1", n)
 			}
@@ -648,7 +658,7 @@ func TestRevokedReviewerTokenEndsInReviewerDenied(t *testing.T) {
 	if !strings.Contains(v.Detail, "token") || !strings.Contains(v.Hint, "token revoked") {
 		t.Errorf("detail %q, hint %q", v.Detail, v.Hint)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	f.settled(t, v)
 	if n := len(f.calls(p, "POST", "/approve", "")); n != 1 {
 		t.Errorf("approve calls = %d, want 1 (reviewer-1 only)", n)
 	}

@@ -28,7 +28,7 @@ func newGitHubFailEnv(t *testing.T) *ghEnv {
 	t.Helper()
 	env := newGitHubTestEnv(t, true, 100*time.Millisecond)
 	f := &failEnv{Env: env}
-	f.app, _ = startBotWithPoll(t, env, failurePoll())
+	f.app, f.sc = startBotWithPoll(t, env, failurePoll())
 	return &ghEnv{failEnv: f}
 }
 
@@ -121,7 +121,7 @@ func TestGitHubFailurePaths(t *testing.T) {
 			v := g.wait(t, op, "CREATE_MR_OPENED", 30*time.Second)
 			g.GitHub.BlockMerge(r.ID, v.MergeRequest.IID, "Repository rule violations found: commit message must match ^CHG-")
 			v = g.wait(t, op, "HANDLE_NOT_MERGEABLE", 30*time.Second)
-			time.Sleep(1500 * time.Millisecond)
+			g.settled(t, v)
 			if n := len(g.callsTo(r, "PUT", "/merge")); n != 2 {
 				t.Errorf("merge calls = %d, want 2 (the first and one more round, never a loop)", n)
 			}

@@ -8,6 +8,7 @@ import (
 	"changebot/api"
 	"changebot/demo"
 	"changebot/flows"
+	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
 
@@ -37,12 +38,15 @@ func TestInGitLabApprovalCountsEachApproverOnce(t *testing.T) {
 		}
 		return n
 	}
+	from := len(env.GitLab.Webhooks())
 	env.GitLab.ApproveAsUser(env.Project.ID, iid, demo.Reviewers[0].Name) // a robot: never counts
 	env.GitLab.ApproveAsUser(env.Project.ID, iid, demo.Approver)
 	env.GitLab.AddNoteAsUser(env.Project.ID, iid, demo.Approver, "@"+demo.Robot+" approve")
 	waitEvent(t, app, opID, func(ev store.Event) bool { return ev.Type == flows.EventApproval && ev.Actor == demo.Approver })
-	_ = env.GitLab.Flush(ctx)
-	time.Sleep(time.Second)
+	// The three inputs' webhooks (and the bot's own since) are handled
+	// before the approvals are counted.
+	flushHooks(t, env)
+	waitHandled(t, app, hookKeys(answeredHooks(env, from, ""))...)
 	if n := approvals(); n != 1 {
 		t.Fatalf("approvals counted = %d, want 1 (carol once, the robot never)", n)
 	}
@@ -68,9 +72,15 @@ func TestInGitLabApprovalByGroup(t *testing.T) {
 	app, sc := startBot(t, env)
 	ctx := context.Background()
 	opID, iid := runUntil(t, env, "APPROVAL_SENT")
+	from := len(env.GitLab.Webhooks())
 	env.GitLab.ApproveAsUser(env.Project.ID, iid, demo.Approver) // not in the group
-	_ = env.GitLab.Flush(ctx)
-	time.Sleep(time.Second)
+	// Its Merge Request Hook is handled before nothing is asserted.
+	flushHooks(t, env)
+	approvedHooks := answeredHooks(env, from, gitlabfake.EventMergeRequest)
+	if len(approvedHooks) == 0 {
+		t.Fatal("the fake GitLab sent no Merge Request Hook for the approval")
+	}
+	waitHandled(t, app, hookKeys(approvedHooks)...)
 	var n int
 	if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM gitlab_approvals WHERE operation_id = $1`, opID).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("an approval from outside the group counted: %d (%v)", n, err)

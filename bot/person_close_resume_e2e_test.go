@@ -106,7 +106,7 @@ func TestPersonClosesThenOperatorResumes(t *testing.T) {
 	env.GitLab.AddUser(devA, "dev-a-token")
 	env.GitLab.AddMember(env.Project.ID, devA, gitlabfake.AccessDeveloper)
 	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
-	app, _ := startBot(t, env)
+	app, sc := startBot(t, env)
 	opID, iid := runUntil(t, env, "CREATE_MR_OPENED")
 	ctx := context.Background()
 	if n := len(mustMR(t, env, iid).Approvals); n != 0 {
@@ -147,8 +147,12 @@ func TestPersonClosesThenOperatorResumes(t *testing.T) {
 	if r := sendHook(t, env, gitlabfake.EventPipeline, key+"-new-delivery", success); r != "accepted" {
 		t.Fatalf("the new delivery: %q", r)
 	}
-	env.GitLab.AddNoteAsUser(env.Project.ID, iid, devA, "/status")
-	time.Sleep(2 * time.Second) // the hooks' and the command's jobs, several polls
+	status := env.GitLab.AddNoteAsUser(env.Project.ID, iid, devA, "/status")
+	// The hooks' and the command's jobs have run, and no step job of the
+	// change is left to poll.
+	waitHandled(t, app, "idem:"+key, "idem:"+key+"-new-delivery")
+	waitNotesHandled(t, env, app, status)
+	waitStepJobsSettled(t, sc, opID, rules.ClosedByPerson)
 	if v, _ := demo.GetChange(ctx, env, opID); v.Step.Name != "MR_CLOSED" || v.Status != store.StatusClosed {
 		t.Fatalf("after the replayed success hooks the change is %s (%s), want MR_CLOSED (CLOSED)", v.Step.Name, v.Status)
 	}
@@ -158,8 +162,16 @@ func TestPersonClosesThenOperatorResumes(t *testing.T) {
 	}
 
 	// dev-a reopens it: nothing moves by itself.
+	hooksBeforeReopen := len(env.GitLab.Webhooks())
 	reopenAs(t, env, iid, "dev-a-token")
-	time.Sleep(2 * time.Second)
+	// The reopen's Merge Request Hook is handled, and no step job runs.
+	flushHooks(t, env)
+	reopened := answeredHooks(env, hooksBeforeReopen, gitlabfake.EventMergeRequest)
+	if len(reopened) == 0 {
+		t.Fatal("the fake GitLab sent no Merge Request Hook for the reopen")
+	}
+	waitHandled(t, app, hookKeys(reopened)...)
+	waitStepJobsSettled(t, sc, opID, rules.ClosedByPerson)
 	if v, _ := demo.GetChange(ctx, env, opID); v.Step.Name != "MR_CLOSED" {
 		t.Fatalf("the reopen moved the change to %s", v.Step.Name)
 	}
