@@ -69,22 +69,78 @@ func contradictedCount(t *testing.T, h *flowtest.Harness) map[string]float64 {
 	return out
 }
 
+// forgedPullHook is forgedMRHook on GitHub: the recorded pull_request
+// delivery file (testdata/github, GitHub's) edited to name repository
+// repoID and pull request number.
+func forgedPullHook(t *testing.T, file string, repoID, number int64) gitlabfake.SentWebhook {
+	t.Helper()
+	raw, err := os.ReadFile("../testdata/github/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	body["number"] = number
+	body["repository"].(map[string]any)["id"] = repoID
+	body["pull_request"].(map[string]any)["number"] = number
+	out, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gitlabfake.SentWebhook{Event: "pull_request", IdempotencyKey: "forged-" + file, ProjectID: repoID, Body: out}
+}
+
+// mergeHookRig is what TestMergeHookIsCheckedWithThePlatform needs of one
+// platform: a forged merge and close hook, the request's state as the fake
+// shows it, a person's merge, and the name of the request's own hooks.
+type mergeHookRig struct {
+	platform string
+	forged   func(t *testing.T, h *flowtest.Harness, iid int64) []gitlabfake.SentWebhook
+	state    func(t *testing.T, h *flowtest.Harness, id string) string
+	hook     string
+}
+
+var mergeHookRigs = []mergeHookRig{
+	{platform: store.PlatformGitLab, hook: "Merge Request Hook",
+		forged: func(t *testing.T, h *flowtest.Harness, iid int64) []gitlabfake.SentWebhook {
+			return []gitlabfake.SentWebhook{forgedMRHook(t, "webhook-merge_request-merge.json", h.Project.ID, iid),
+				forgedMRHook(t, "webhook-merge_request-close.json", h.Project.ID, iid)}
+		},
+		state: func(t *testing.T, h *flowtest.Harness, id string) string { return h.MR(t, id).State }},
+	{platform: store.PlatformGitHub, hook: "pull_request",
+		forged: func(t *testing.T, h *flowtest.Harness, iid int64) []gitlabfake.SentWebhook {
+			return []gitlabfake.SentWebhook{forgedPullHook(t, "webhook-pull_request-closed-merged.json", h.Repo.ID, iid),
+				forgedPullHook(t, "webhook-pull_request-closed-unmerged.json", h.Repo.ID, iid)}
+		},
+		state: func(t *testing.T, h *flowtest.Harness, id string) string {
+			if pr := h.PR(t, id); pr.State == "open" {
+				return platform.MRStateOpened
+			} else if pr.Merged {
+				return platform.MRStateMerged
+			}
+			return platform.MRStateClosed
+		}},
+}
+
 // TestMergeHookIsCheckedWithThePlatform: a change waits for its approval
-// (APPROVAL_SENT) on an open merge request; a Merge Request Hook saying
-// "merged", and one saying "closed", arrive although GitLab says the MR is
-// opened. Before, the merge hook was believed: the change became MERGED on
-// a merge commit that does not exist, no deploy could ever confirm it, and
-// it could neither be cancelled nor resumed out of it. Now the MR is read
-// first: nothing moves, the MR stays open, each contradiction is counted
-// (the merge hook's once its few re-reads still find the MR opened).
-// Once a person really merges, the change moves on with GitLab's merge
-// commit.
+// (APPROVAL_SENT) on an open merge request; a webhook saying "merged", and
+// one saying "closed", arrive although the platform says the request is
+// open (GitLab: Merge Request Hooks; GitHub, on githubfake: pull_request
+// closed with merged true and false). Before, the merge hook was believed:
+// the change became MERGED on a merge commit that does not exist, no
+// deploy could ever confirm it, and it could neither be cancelled nor
+// resumed out of it. Now the request is read first: nothing moves, it
+// stays open, each contradiction is counted (the merge hook's once its few
+// re-reads still find it open). Once a person really merges, the change
+// moves on with the platform's merge commit.
 func TestMergeHookIsCheckedWithThePlatform(t *testing.T) {
 	t.Parallel()
-	for _, platformName := range []string{store.PlatformGitLab, store.PlatformGitHub} {
-		t.Run(platformName, func(t *testing.T) {
+	for _, rig := range mergeHookRigs {
+		t.Run(rig.platform, func(t *testing.T) {
 			t.Parallel()
-			h := flowtest.New(t, &flowtest.Opts{Configure: func(cfg *flows.EngineConfig) { cfg.Platform = platformName }})
+			h := flowtest.New(t, &flowtest.Opts{Platform: rig.platform})
 			p := flowtest.Change("svc")
 			p.ApprovalFirst = false
 			op := h.ToMROpened(t, p)
@@ -92,40 +148,46 @@ func TestMergeHookIsCheckedWithThePlatform(t *testing.T) {
 			h.WorkUntilIdle(t)
 			h.RequireStep(t, op.ID, rules.ApprovalSent)
 
-			h.Deliver(t, forgedMRHook(t, "webhook-merge_request-merge.json", h.Project.ID, op.MRIID),
-				forgedMRHook(t, "webhook-merge_request-close.json", h.Project.ID, op.MRIID))
+			h.Deliver(t, rig.forged(t, h, op.MRIID)...)
 			h.RunFor(t, 10*time.Second) // the merge hook is read again a few times before it is contradicted
 			got := h.RequireStep(t, op.ID, rules.ApprovalSent)
 			if got.MergeCommitSHA != "" {
-				t.Errorf("merge commit %q recorded from a webhook GitLab contradicts", got.MergeCommitSHA)
+				t.Errorf("merge commit %q recorded from a webhook the platform contradicts", got.MergeCommitSHA)
 			}
-			if mr := h.MR(t, op.ID); mr.State != platform.MRStateOpened {
-				t.Fatalf("MR state %s, want opened", mr.State)
+			if state := rig.state(t, h, op.ID); state != platform.MRStateOpened {
+				t.Fatalf("request state %s, want opened", state)
 			}
 			if c := contradictedCount(t, h); c["merge"] != 1 || c["close"] != 1 {
 				t.Errorf("contradicted webhooks counted %v, want merge 1, close 1", c)
 			}
 
-			// A real merge by a person: GitLab's merge commit is kept.
-			merged, err := h.ClientAs(t, flowtest.Requester).Merge(context.Background(), h.Project.ID, op.MRIID,
-				platform.MergeParams{SHA: h.MR(t, op.ID).SHA})
+			// A real merge by a person: the platform's merge commit is kept.
+			var merged platform.MergeRequest
+			var err error
+			if rig.platform == store.PlatformGitHub {
+				merged, err = h.GitHubClientAs(t, flowtest.Requester).Merge(context.Background(), op.ProjectID, op.MRIID,
+					platform.MergeParams{SHA: h.PR(t, op.ID).HeadSHA})
+			} else {
+				merged, err = h.ClientAs(t, flowtest.Requester).Merge(context.Background(), h.Project.ID, op.MRIID,
+					platform.MergeParams{SHA: h.MR(t, op.ID).SHA})
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			var hooks []gitlabfake.SentWebhook // the MR's own (not the deploy pipeline's)
+			var hooks []gitlabfake.SentWebhook // the request's own (not the deploy pipeline's)
 			for _, w := range h.TakeWebhooks(t) {
-				if w.Event == "Merge Request Hook" {
+				if w.Event == rig.hook {
 					hooks = append(hooks, w)
 				}
 			}
-			if !strings.Contains(flowtest.Describe(hooks), "merge") {
-				t.Fatalf("no merge hook: %s", flowtest.Describe(hooks))
+			if len(hooks) == 0 {
+				t.Fatalf("no %s after the merge", rig.hook)
 			}
 			h.Deliver(t, hooks...)
 			h.WorkUntilIdle(t)
 			got = h.RequireStep(t, op.ID, rules.HandleMerged)
 			if got.MergeCommitSHA != merged.MergeCommitSHA || got.MergeCommitSHA == "" {
-				t.Errorf("merge commit %q, want GitLab's %q", got.MergeCommitSHA, merged.MergeCommitSHA)
+				t.Errorf("merge commit %q, want the platform's %q", got.MergeCommitSHA, merged.MergeCommitSHA)
 			}
 			if !strings.Contains(got.Detail, flowtest.Requester+" merged") {
 				t.Errorf("detail %q does not name who merged", got.Detail)

@@ -10,6 +10,7 @@ import (
 	"changebot/flows/flowtest"
 	"changebot/flows/rules"
 	"changebot/platform"
+	"changebot/platform/github/githubfake"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
@@ -53,6 +54,41 @@ var gitlabRetarget = retargetRig{
 	},
 	draft: func(h *flowtest.Harness, op store.Operation, draft bool) {
 		h.GitLab.SetMergeBlock(op.ProjectID, op.MRIID, gitlabfake.MergeBlock{Draft: draft})
+	},
+}
+
+var githubRetarget = retargetRig{
+	platform: store.PlatformGitHub,
+	writes: func(h *flowtest.Harness) int {
+		n := 0
+		for _, c := range h.GitHub.Calls() {
+			if c.Login == flowtest.Requester || c.Login == "" {
+				continue
+			}
+			switch {
+			case c.Method == http.MethodPost && matches("/repos/*/*/pulls/*/reviews", c.Path),
+				c.Method == http.MethodPut && matches("/repos/*/*/pulls/*/merge", c.Path),
+				c.Method == http.MethodPut && matches("/repos/*/*/pulls/*/update-branch", c.Path):
+				n++
+			}
+		}
+		return n
+	},
+	target: func(t *testing.T, h *flowtest.Harness, id string) (string, string) {
+		pr := h.PR(t, id)
+		switch {
+		case pr.Merged:
+			return pr.Base, platform.MRStateMerged
+		case pr.State == "open":
+			return pr.Base, platform.MRStateOpened
+		}
+		return pr.Base, platform.MRStateClosed
+	},
+	failMerge: func(h *flowtest.Harness) {
+		h.GitHub.InjectFault(githubfake.Fault{Method: http.MethodPut, PathPattern: "/repos/*/*/pulls/*/merge", Status: http.StatusServiceUnavailable, Times: 1})
+	},
+	draft: func(h *flowtest.Harness, op store.Operation, draft bool) {
+		h.GitHub.SetDraft(op.ProjectID, op.MRIID, draft, flowtest.Requester)
 	},
 }
 
@@ -132,11 +168,11 @@ func TestRetargetedChangeStops(t *testing.T) {
 				return "webhook:"
 			}},
 	}
-	for _, rig := range []retargetRig{gitlabRetarget} {
+	for _, rig := range []retargetRig{gitlabRetarget, githubRetarget} {
 		for _, tc := range cases {
 			t.Run(rig.platform+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				h := flowtest.New(t, nil)
+				h := flowtest.New(t, &flowtest.Opts{Platform: rig.platform})
 				op := tc.reach(t, h, rig)
 				writes := rig.writes(h)
 				h.Retarget(t, op.ID, "production", flowtest.Requester)

@@ -13,8 +13,8 @@ import (
 	"changebot/flows"
 	"changebot/flows/rules"
 	"changebot/platform"
+	"changebot/platform/github"
 	"changebot/platform/gitlab"
-	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 )
 
@@ -90,9 +90,11 @@ func (h *Harness) ClientAs(t testing.TB, username string) *gitlab.Client {
 	return c
 }
 
-// settledTransport waits until the fake GitLab is idle before each request
-// (ClientAs).
-type settledTransport struct{ fake *gitlabfake.Server }
+// settledTransport waits until the fake GitLab or GitHub is idle before
+// each request (ClientAs, GitHubClientAs).
+type settledTransport struct {
+	fake interface{ WaitIdle(context.Context) error }
+}
 
 // settledBase is settledTransport's own connection pool: http.DefaultTransport
 // has its idle connections closed by every httptest.Server.Close in the
@@ -115,11 +117,23 @@ func (s settledTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // GitLab: PUT /projects/:id/merge_requests/:iid with target_branch
 // (doc/api/merge_requests.md "Update MR"). GitLab answers 200 and sends the
 // Merge Request Hook "update" with changes.target_branch, which is left
-// pending (see Webhooks).
+// pending (see Webhooks). On a GitHub harness the person edits the pull
+// request's base instead (githubfake.Server.SetPullBase: the pull_request
+// "edited" webhook with changes.base, left pending too).
 func (h *Harness) Retarget(t testing.TB, id, branch, username string) {
 	t.Helper()
 	op := h.Op(t, id)
 	ctx := context.Background()
+	if h.GitHub != nil {
+		if h.GitHub.BranchSHA(op.ProjectID, branch) == "" {
+			if _, err := h.GitHubClientAs(t, username).CreateBranch(ctx, op.ProjectID, branch, "main"); err != nil {
+				t.Fatalf("creating branch %s: %v", branch, err)
+			}
+		}
+		h.GitHub.SetPullBase(op.ProjectID, op.MRIID, branch, username)
+		h.Settle(t)
+		return
+	}
 	if !h.GitLab.HasBranch(op.ProjectID, branch) {
 		if _, err := h.ClientAs(t, username).CreateBranch(ctx, op.ProjectID, branch, "main"); err != nil {
 			t.Fatalf("creating branch %s: %v", branch, err)
@@ -146,4 +160,20 @@ func (h *Harness) Retarget(t testing.TB, id, branch, username string) {
 		t.Fatalf("retargeting !%d onto %s: GitLab answered %d %s", op.MRIID, branch, res.StatusCode, b)
 	}
 	h.Settle(t)
+}
+
+// GitHubClientAs is ClientAs on a GitHub harness: a GitHub client acting
+// as login (Robot, Requester, "reviewer1", ...), each request settling the
+// fake GitHub first.
+func (h *Harness) GitHubClientAs(t testing.TB, login string) *github.Client {
+	t.Helper()
+	if h.GitHub == nil {
+		t.Fatalf("GitHubClientAs on a %s harness", h.Platform)
+	}
+	c, err := github.New(github.Config{BaseURL: h.GitHub.URL(), Token: login + "-token", RetryMax: -1, MergeableReads: -1,
+		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: settledTransport{fake: h.GitHub}}})
+	if err != nil {
+		t.Fatalf("building a GitHub client for %s: %v", login, err)
+	}
+	return c
 }

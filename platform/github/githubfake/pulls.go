@@ -407,6 +407,29 @@ func (s *Server) SetPullBase(repoID, number int64, branch, login string) {
 	s.emitPull(r, pr, "edited", s.byLogin[login], map[string]any{"changes": changes})
 }
 
+// SetDraft converts pull request #number to a draft, or marks it ready
+// for review, as login would on GitHub (its "Convert to draft" and "Ready
+// for review" buttons; the GraphQL mutations convertPullRequestToDraft and
+// markPullRequestReadyForReview), with the pull_request webhook
+// converted_to_draft or ready_for_review (fixture
+// webhook-pull_request-converted_to_draft.json). A draft cannot be merged
+// (405 "Pull Request is still a draft").
+func (s *Server) SetDraft(repoID, number int64, draft bool, login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[repoID]
+	pr := r.pulls[number]
+	if pr == nil || pr.draft == draft || pr.state != "open" {
+		return
+	}
+	pr.draft, pr.mergeableKnown, pr.updated = draft, false, s.now().UTC()
+	action := "ready_for_review"
+	if draft {
+		action = "converted_to_draft"
+	}
+	s.emitPull(r, pr, action, s.byLogin[login], nil)
+}
+
 // setBase moves pr onto base (its mergeability unknown again) and returns
 // the edited webhook's changes.base: {"ref": {"from": <old base>}, "sha":
 // {"from": <old base's tip>}}.

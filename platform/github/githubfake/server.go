@@ -264,6 +264,10 @@ type Fault struct {
 	// ResetIn, when set, sends X-Ratelimit-Reset as now + ResetIn (Unix
 	// seconds).
 	ResetIn time.Duration
+	// Login, when set, limits the fault to requests whose token is that
+	// account's: GitHub's rate limits are per account, so one reviewer may
+	// be limited while another is not.
+	Login string
 }
 
 // SecondaryRateLimitBody is GitHub's 403 body of a secondary ("abuse")
@@ -303,9 +307,9 @@ func (s *Server) ClearFaults() {
 	s.faults = nil
 }
 
-func (s *Server) takeFault(method, path string) *Fault {
+func (s *Server) takeFault(method, path, login string) *Fault {
 	for i, f := range s.faults {
-		if (f.Method == "" || f.Method == method) && pathMatches(f.PathPattern, path) {
+		if (f.Method == "" || f.Method == method) && pathMatches(f.PathPattern, path) && (f.Login == "" || f.Login == login) {
 			if f.Times > 0 {
 				f.Times--
 				if f.Times == 0 {
@@ -316,6 +320,17 @@ func (s *Server) takeFault(method, path string) *Fault {
 		}
 	}
 	return nil
+}
+
+// tokenLogin is the login of r's token, "" for none or an unknown one
+// (Fault.Login).
+func (s *Server) tokenLogin(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	t := s.tokens[strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(h, "Bearer "), "token "))]
+	if t == nil || t.user == nil {
+		return ""
+	}
+	return t.user.Login
 }
 
 // reqCtx is one request being served, under the lock.
@@ -351,12 +366,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := &reqCtx{s: s, w: w, r: r}
 	path := r.URL.EscapedPath()
 	call := Call{Method: r.Method, Path: path, Query: r.URL.RawQuery}
+	login := s.tokenLogin(r)
 	defer func() {
 		call.Status = rc.status
-		if rc.caller != nil {
+		switch {
+		case rc.caller != nil:
 			call.Login = rc.caller.Login
-		} else if rc.jwt {
+		case rc.jwt:
 			call.Login = "app:" + strconv.FormatInt(rc.app.ID, 10)
+		default: // a fault answered before authentication
+			call.Login = login
 		}
 		s.calls = append(s.calls, call)
 	}()
@@ -365,7 +384,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.rateHeaders(w)
-	if f := s.takeFault(r.Method, path); f != nil {
+	if f := s.takeFault(r.Method, path, login); f != nil {
 		rc.writeFault(f)
 		return
 	}
