@@ -407,6 +407,30 @@ func (s *Server) SetPullBase(repoID, number int64, branch, login string) {
 	s.emitPull(r, pr, "edited", s.byLogin[login], map[string]any{"changes": changes})
 }
 
+// HoldUpdates holds every update-branch accepted from now on (202, the
+// head unmoved) until FinishUpdates, as GitHub's asynchronous update may
+// take long: a held update is not pending work for WaitIdle, so a test
+// can watch the bot wait for it. HoldUpdates(false) stops holding new
+// ones; the held ones still wait for FinishUpdates.
+func (s *Server) HoldUpdates(hold bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holdUpdates = hold
+}
+
+// FinishUpdates lands the held update-branches now, in the order they
+// were accepted (each one only if the head is still the one it was asked
+// on), and stops holding.
+func (s *Server) FinishUpdates() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.heldUpdates
+	s.heldUpdates, s.holdUpdates = nil, false
+	for _, u := range held {
+		u()
+	}
+}
+
 // SetDraft converts pull request #number to a draft, or marks it ready
 // for review, as login would on GitHub (its "Convert to draft" and "Ready
 // for review" buttons; the GraphQL mutations convertPullRequestToDraft and
@@ -534,14 +558,19 @@ func (s *Server) updateBranch(rc *reqCtx) {
 		return
 	}
 	by := rc.caller
-	s.schedule(s.opts.UpdateBranchDelay, func() {
+	update := func() {
 		if pr.state != "open" || s.headOf(r, pr) != head {
 			return
 		}
 		base := r.refs[pr.base]
 		c := s.putCommit(s.mergedTree(base, head), []string{head, base}, fmt.Sprintf("Merge branch '%s' into %s", pr.base, pr.head), by.Login)
 		s.moveRef(r, pr.head, c.sha, by)
-	})
+	}
+	if s.holdUpdates {
+		s.heldUpdates = append(s.heldUpdates, update)
+	} else {
+		s.schedule(s.opts.UpdateBranchDelay, update)
+	}
 	rc.json(http.StatusAccepted, map[string]any{"message": "Updating pull request branch.", "url": s.repoHTML(r) + fmt.Sprintf("/pull/%d", pr.number)})
 }
 

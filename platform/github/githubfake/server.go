@@ -68,30 +68,33 @@ type Server struct {
 	now  func() time.Time
 	ts   *httptest.Server
 
-	mu       sync.Mutex
-	closed   bool
-	ctx      context.Context
-	cancel   context.CancelFunc
-	users    map[int64]*user
-	byLogin  map[string]*user
-	tokens   map[string]*token
-	apps     map[int64]*app
-	repos    map[int64]*repo
-	byName   map[string]*repo
-	orgs     map[string]map[string]string // org → login → role
-	objects  objectStore
-	ids      idCounters
-	calls    []Call
-	faults   []*Fault
-	pending  int
-	idle     *sync.Cond
-	hooks    hookQueue
-	hookTab  hookTable
-	dropHook func(event string) bool
-	latency  time.Duration
-	before   func(method, path string)
-	reqLimit RequestLimit
-	windows  map[string]*requestWindow
+	mu      sync.Mutex
+	closed  bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	users   map[int64]*user
+	byLogin map[string]*user
+	tokens  map[string]*token
+	apps    map[int64]*app
+	repos   map[int64]*repo
+	byName  map[string]*repo
+	orgs    map[string]map[string]string // org → login → role
+	objects objectStore
+	ids     idCounters
+	calls   []Call
+	faults  []*Fault
+	pending int
+	// holdUpdates and heldUpdates: HoldUpdates, FinishUpdates.
+	holdUpdates bool
+	heldUpdates []func()
+	idle        *sync.Cond
+	hooks       hookQueue
+	hookTab     hookTable
+	dropHook    func(event string) bool
+	latency     time.Duration
+	before      func(method, path string)
+	reqLimit    RequestLimit
+	windows     map[string]*requestWindow
 }
 
 type idCounters struct {
