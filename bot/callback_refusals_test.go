@@ -41,8 +41,17 @@ func TestRefusedApprovalCallbackShowsInTheHint(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The approval system may call back (refused) before the bot has
+	// recorded APPROVAL_SENT, which it writes once the request's answer is
+	// in: wait for that step, failing on any other.
 	var view api.ChangeView
-	httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/"+opID, "Bearer "+demo.APIToken, "", http.StatusOK, &view)
+	for {
+		httpJSON(t, "GET", env.BaseURL+"/api/v1/changes/"+opID, "Bearer "+demo.APIToken, "", http.StatusOK, &view)
+		if view.Status != store.StatusApprovalSending || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if view.Status != store.StatusApprovalSent {
 		t.Fatalf("status %s, want %s (the refused decision must not move it)", view.Status, store.StatusApprovalSent)
 	}
