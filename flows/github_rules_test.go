@@ -2,11 +2,13 @@ package flows_test
 
 import (
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"changebot/flows/flowtest"
 	"changebot/flows/rules"
+	"changebot/platform/github/githubfake"
 )
 
 // TestGitHubUpdateBranchWaitsForTheNewHead (issue 21 point 14, a GitHub
@@ -73,4 +75,38 @@ func merges(h *flowtest.Harness, status int) int {
 		}
 	}
 	return n
+}
+
+// TestGitHubMergeableNullIsNotARefusal (issue 21 point 14, a GitHub rule
+// on githubfake): GitHub answers mergeable null while it computes the
+// test merge (githubfake: on the first read after any change of the pull
+// request or its base). The base moves as the robot merges, so the merge
+// is refused (405) and the read of why finds mergeable null, which is
+// "checking" (wait and try again), never a conflict or a refusal: the
+// change merges on its next round.
+func TestGitHubMergeableNullIsNotARefusal(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, &flowtest.Opts{Platform: "github"})
+	// The base moves just as the robot merges: GitHub refuses the merge
+	// (405 "Base branch was modified") and computes mergeable again, so
+	// the read that follows answers null.
+	var once sync.Once
+	h.GitHub.SetBeforeCall(func(method, path string) {
+		if method == http.MethodPut && matches("/repos/*/*/pulls/*/merge", path) {
+			once.Do(func() { h.GitHub.PushToBranch(h.Repo.ID, "main", flowtest.Requester) })
+		}
+	})
+	h.GitHub.InjectFault(githubfake.Fault{Method: http.MethodPut, PathPattern: "/repos/*/*/pulls/*/merge", Times: 1,
+		Status: http.StatusMethodNotAllowed, Body: `{"message":"Base branch was modified. Review and try the merge again.","documentation_url":"https://docs.github.com/rest/pulls/pulls#merge-a-pull-request"}`})
+	op := h.ToMROpened(t, flowtest.Change("svc"))
+	h.DeliverWebhooks(t)
+	h.RunUntil(t, op.ID, rules.HandleMerged, 30*time.Minute)
+	for _, s := range h.Steps(t, op.ID) {
+		if s == rules.HandleRebaseConflict || s == rules.HandleNotMergeable || s == rules.HandleFailed {
+			t.Errorf("the change went through %s on a pull request GitHub had not computed yet", s)
+		}
+	}
+	if n := merges(h, http.StatusOK); n != 1 {
+		t.Errorf("%d merges, want 1", n)
+	}
 }
