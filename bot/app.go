@@ -174,7 +174,6 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		Approvals:   approval.New(a.cfg.ApprovalURL, nil),
 		ExternalURL: a.cfg.ExternalURL, Poll: poll,
 		JobTimeout:         jobTimeout(rescueAfter),
-		CommandsFunc:       routing.StatusCommands,
 		ApprovalPolicyFunc: approvalPolicyFunc(a.settingText, a.cfg.Platform),
 		PollFunc:           func(project string) flows.PollConfig { return pollFromSettings(a.settings, project) },
 		StepHookFunc:       opts.StepHookFunc,

@@ -381,17 +381,7 @@ func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op Change,
 // /reject while the change waits for approvers in GitLab). /status and
 // /help always apply.
 func appliesNow(c Change, cmd Command) bool {
-	switch cmd.Name {
-	case NameRetry:
-		return c.Step.Retryable()
-	case NameResume:
-		return c.Step.Resumable()
-	case NameCancel:
-		return c.Step.Cancellable()
-	case NameApprove, NameReject:
-		return c.AwaitsGitLabApproval
-	}
-	return true
+	return rules.CommandApplies(cmd.Name, c.Step, c.AwaitsGitLabApproval)
 }
 
 // stateRefusal says why cmd cannot run on c in its state, or "" when it may
@@ -569,14 +559,18 @@ func helpOf(cmds []Command) []templates.CommandHelp {
 	return out
 }
 
-// CommandsFor lists the commands usable now on c (status comment), by its
-// step alone (who may run each is shown beside it).
+// CommandsFor lists the commands usable now on c (the status comment's
+// list: rules.CommandsNow), by its step alone (who may run each is shown
+// beside it).
 func CommandsFor(c Change) []templates.CommandHelp {
-	var out []Command
-	for _, cmd := range RegistryOn(c.Platform) {
-		if appliesNow(c, cmd) {
-			out = append(out, cmd)
-		}
+	return commandHelpOf(rules.CommandsNow(c.Step, c.AwaitsGitLabApproval, c.Platform))
+}
+
+// commandHelpOf is docs as the templates show them.
+func commandHelpOf(docs []rules.CommandDoc) []templates.CommandHelp {
+	out := make([]templates.CommandHelp, 0, len(docs))
+	for _, d := range docs {
+		out = append(out, templates.CommandHelp{Usage: d.Usage, Description: d.Description, Who: d.WhoText})
 	}
-	return helpOf(out)
+	return out
 }

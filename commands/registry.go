@@ -35,16 +35,17 @@ const (
 	RoleOperator Role = "operator"
 )
 
-// Command names. They are persisted (in events, job arguments and
-// configuration) as these exact strings: lower-case, without the slash.
+// Command names (flows/rules' vocabulary). They are persisted (in events,
+// job arguments and configuration) as these exact strings: lower-case,
+// without the slash.
 const (
-	NameRetry   = "retry"
-	NameResume  = "resume"
-	NameStatus  = "status"
-	NameCancel  = "cancel"
-	NameApprove = "approve"
-	NameReject  = "reject"
-	NameHelp    = "help"
+	NameRetry   = rules.CommandRetry
+	NameResume  = rules.CommandResume
+	NameStatus  = rules.CommandStatus
+	NameCancel  = rules.CommandCancel
+	NameApprove = rules.CommandApprove
+	NameReject  = rules.CommandReject
+	NameHelp    = rules.CommandHelp
 )
 
 // Command is one entry of the command registry: what a person types, what it
@@ -100,122 +101,46 @@ func help(ctx context.Context, r *Request) error {
 
 // Registry returns every command changebot understands, in the order help
 // lists them: retry, resume, status, cancel, approve, reject, help. The texts
-// follow the command table of issue 3. Each call returns a fresh slice the
-// caller may modify; registration is explicit (STYLE rule 21): adding a
-// command means adding it here.
-func Registry() []Command {
-	return []Command{
-		{
-			Name:  NameRetry,
-			Usage: "/retry",
-			Description: "Re-run the failed step of this merge request's change: after CREATE_FAILED a new pipeline " +
-				"for the head (or recreate what is missing), after HANDLE_FAILED handle it again " +
-				"(for example once a rebase conflict is resolved).",
-			Who:          []Role{RoleRequester, RoleAuthor, RoleDeveloper},
-			WhoText:      "the change's requester, the MR author, project members with Developer access or more",
-			ChangesState: true,
-			Run:          act(rules.ActionRetry),
-		},
-		{
-			Name:  NameResume,
-			Usage: "/resume",
-			Description: "Continue a change parked in a pending step (pipeline outcome unknown, rebase stuck, " +
-				"interrupted job) by running its current step again; or a change whose merge request a person closed " +
-				"(MR_CLOSED), once it is reopened: a new pipeline and fresh approvals of its head, then the merge.",
-			Who:          []Role{RoleOperator},
-			WhoText:      "operators only",
-			ChangesState: true,
-			Run:          act(rules.ActionResume),
-		},
-		{
-			Name:        NameStatus,
-			Usage:       "/status",
-			Description: "Re-render the status comment now.",
-			Who:         []Role{RoleAnyone},
-			WhoText:     "anyone who can see the MR",
-			Run:         refreshStatus,
-		},
-		{
-			Name:  NameCancel,
-			Usage: "/cancel",
-			Description: "Close the change: close the merge request unless it is already closed or merged; " +
-				"the change ends CLOSED and may be submitted again.",
-			Who:          []Role{RoleRequester, RoleOperator},
-			WhoText:      "the change's requester and operators",
-			ChangesState: true,
-			Run:          act(rules.ActionCancel),
-		},
-		{
-			Name:         NameApprove,
-			Usage:        "/approve",
-			Description:  "Approve the change (in-GitLab approval mode).",
-			Who:          []Role{RoleApprover},
-			WhoText:      "approvers",
-			ChangesState: true,
-			Run:          decide(rules.GitLabApprove),
-		},
-		{
-			Name:         NameReject,
-			Usage:        "/reject",
-			Description:  "Reject the change (in-GitLab approval mode).",
-			Who:          []Role{RoleApprover},
-			WhoText:      "approvers",
-			ChangesState: true,
-			Run:          decide(rules.GitLabReject),
-		},
-		{
-			Name:        NameHelp,
-			Usage:       "/help",
-			Description: "List the commands you may run now, on this change, in its current state.",
-			Who:         []Role{RoleAnyone},
-			WhoText:     "anyone",
-			Run:         help,
-		},
-	}
-}
+// follow the command table of issue 3 and live in flows/rules
+// (rules.CommandDocs); who may run each and its handler are here (runs).
+// Each call returns a fresh slice the caller may modify; registration is
+// explicit (STYLE rule 21): adding a command means adding it to both.
+func Registry() []Command { return RegistryOn("") }
 
-// githubTexts are the descriptions and who-texts of the commands that speak
-// of GitLab's things, in GitHub's words: the pull request, its checks,
-// collaborators' repository permissions (issue 15). "" keeps GitLab's.
-var githubTexts = map[string]struct{ Description, WhoText string }{
-	NameRetry: {
-		Description: "Re-run the failed step of this pull request's change: after CREATE_FAILED a re-run of the checks " +
-			"of the head (or recreate what is missing), after HANDLE_FAILED handle it again " +
-			"(for example once a conflict is resolved).",
-		WhoText: "the change's requester, the pull request's author, collaborators with write permission or more",
-	},
-	NameResume: {
-		Description: "Continue a change parked in a pending step (checks outcome unknown, update of the branch stuck, " +
-			"interrupted job) by running its current step again; or a change whose pull request a person closed " +
-			"(MR_CLOSED), once it is reopened: a re-run of the checks and fresh approvals of its head, then the merge.",
-	},
-	NameStatus: {WhoText: "anyone who can see the pull request"},
-	NameCancel: {
-		Description: "Close the change: close the pull request unless it is already closed or merged; " +
-			"the change ends CLOSED and may be submitted again.",
-	},
-	NameApprove: {Description: "Approve the change (in-GitHub approval mode)."},
-	NameReject:  {Description: "Reject the change (in-GitHub approval mode)."},
+// runOf is who may run command name, whether it changes the change's
+// state, and its handler; the texts are flows/rules' (rules.CommandDocs).
+func runOf(name string) (who []Role, changesState bool, run Handler) {
+	switch name {
+	case NameRetry:
+		return []Role{RoleRequester, RoleAuthor, RoleDeveloper}, true, act(rules.ActionRetry)
+	case NameResume:
+		return []Role{RoleOperator}, true, act(rules.ActionResume)
+	case NameStatus:
+		return []Role{RoleAnyone}, false, refreshStatus
+	case NameCancel:
+		return []Role{RoleRequester, RoleOperator}, true, act(rules.ActionCancel)
+	case NameApprove:
+		return []Role{RoleApprover}, true, decide(rules.GitLabApprove)
+	case NameReject:
+		return []Role{RoleApprover}, true, decide(rules.GitLabReject)
+	case NameHelp:
+		return []Role{RoleAnyone}, false, help
+	}
+	return nil, false, nil
 }
 
 // RegistryOn is Registry in the words of platform ("gitlab", also "", or
-// "github"): on GitHub the texts of githubTexts. Registry itself is
-// GitLab's (the README's command table).
+// "github"): on GitHub the texts in GitHub's words (rules.CommandDocs).
+// Registry itself is GitLab's (the README's command table).
 func RegistryOn(platform string) []Command {
-	cmds := Registry()
-	if platform != "github" {
-		return cmds
+	docs := rules.CommandDocs(platform)
+	out := make([]Command, 0, len(docs))
+	for _, d := range docs {
+		who, changes, run := runOf(d.Name)
+		out = append(out, Command{Name: d.Name, Usage: d.Usage, Description: d.Description, Who: who,
+			WhoText: d.WhoText, ChangesState: changes, Run: run})
 	}
-	for i, c := range cmds {
-		t := githubTexts[c.Name]
-		if t.Description != "" {
-			cmds[i].Description = t.Description
-		}
-		if t.WhoText != "" {
-			cmds[i].WhoText = t.WhoText
-		}
-	}
-	return cmds
+	return out
 }
 
 // lookupOn is Lookup in the words of platform (RegistryOn).

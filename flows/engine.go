@@ -205,9 +205,6 @@ type EngineConfig struct {
 	// project's path as the platform answered it (as PollFunc); nil means
 	// the external approval system everywhere.
 	ApprovalPolicyFunc func(project string) ApprovalPolicy
-	// CommandsFunc lists the commands usable now on op, for the status
-	// comment; nil lists none.
-	CommandsFunc func(op store.Operation, step rules.Step) []templates.CommandHelp
 	Logger       *slog.Logger
 	Metrics      *Metrics
 	NowFunc      func() time.Time

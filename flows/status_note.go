@@ -65,8 +65,10 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 			StepName: rules.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: personOf(ev.Actor), Source: describeSource(rules.WordsOf(op.Platform), ev, pl)})
 	}
 	v.DeployURL = deployURL(op, deployPipeline)
-	if e.cfg.CommandsFunc != nil {
-		v.Commands = e.cfg.CommandsFunc(op, st)
+	// The commands that apply now, from the flow's own vocabulary (issue
+	// 20 point 2: no callback into the command layer).
+	for _, c := range rules.CommandsNow(st, rules.AwaitsPlatformApproval(op.TicketID, op.Status), store.PlatformOr(op.Platform)) {
+		v.Commands = append(v.Commands, templates.CommandHelp{Usage: c.Usage, Description: c.Description, Who: c.WhoText})
 	}
 	return v
 }

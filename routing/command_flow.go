@@ -10,7 +10,6 @@ import (
 	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
-	"changebot/templates"
 )
 
 // Engine is what the command adapter needs from the flow (implemented by
@@ -52,15 +51,9 @@ func ChangeOf(op store.Operation) commands.Change {
 	return commands.Change{
 		OperationID: op.ID, RequestedBy: op.RequestedBy, TargetBranch: op.TargetBranch, Status: op.Status,
 		Step: rules.MustStep(rules.StepCode(op.Step)), MRIID: op.MRIID,
-		AwaitsGitLabApproval: op.TicketID == rules.GitLabTicket && op.Status == store.StatusApprovalSent,
+		AwaitsGitLabApproval: rules.AwaitsPlatformApproval(op.TicketID, op.Status),
 		Platform:             store.PlatformOr(op.Platform),
 	}
-}
-
-// StatusCommands lists the commands the status comment shows for op; it is
-// flows.EngineConfig.CommandsFunc.
-func StatusCommands(op store.Operation, _ rules.Step) []templates.CommandHelp {
-	return commands.CommandsFor(ChangeOf(op))
 }
 
 func (f *CommandFlow) get(ctx context.Context, id string) (store.Operation, error) {
