@@ -205,9 +205,9 @@ type EngineConfig struct {
 	// project's path as the platform answered it (as PollFunc); nil means
 	// the external approval system everywhere.
 	ApprovalPolicyFunc func(project string) ApprovalPolicy
-	Logger       *slog.Logger
-	Metrics      *Metrics
-	NowFunc      func() time.Time
+	Logger             *slog.Logger
+	Metrics            *Metrics
+	NowFunc            func() time.Time
 	// StepHookFunc, when set, is called with the job kind at the start of
 	// every step job, inside the runner's panic recovery. It exists for
 	// tests (inject a panic into one kind of step and check that the change

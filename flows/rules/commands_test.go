@@ -1,11 +1,9 @@
-package rules_test
+package rules
 
 import (
 	"slices"
 	"strings"
 	"testing"
-
-	"changebot/flows/rules"
 )
 
 // TestCommandsNow: the status comment's list of commands comes from the
@@ -13,7 +11,7 @@ import (
 // platform's words.
 func TestCommandsNow(t *testing.T) {
 	t.Parallel()
-	names := func(docs []rules.CommandDoc) []string {
+	names := func(docs []CommandDoc) []string {
 		var out []string
 		for _, d := range docs {
 			out = append(out, d.Name)
@@ -22,32 +20,32 @@ func TestCommandsNow(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		step     rules.StepCode
+		step     StepCode
 		awaits   bool
 		platform string
 		want     []string
 	}{
-		{"waiting for the approval system", rules.ApprovalSent, false, "gitlab", []string{"status", "cancel", "help"}},
-		{"waiting for an in-GitLab approval", rules.ApprovalSent, true, "gitlab", []string{"status", "cancel", "approve", "reject", "help"}},
-		{"failed", rules.HandleFailed, false, "gitlab", []string{"retry", "status", "cancel", "help"}},
-		{"parked", rules.HandleRebasePending, false, "github", []string{"resume", "status", "cancel", "help"}},
-		{"validated", rules.CalledBack, false, "gitlab", []string{"status", "help"}},
+		{"waiting for the approval system", ApprovalSent, false, "gitlab", []string{"status", "cancel", "help"}},
+		{"waiting for an in-GitLab approval", ApprovalSent, true, "gitlab", []string{"status", "cancel", "approve", "reject", "help"}},
+		{"failed", HandleFailed, false, "gitlab", []string{"retry", "status", "cancel", "help"}},
+		{"parked", HandleRebasePending, false, "github", []string{"resume", "status", "cancel", "help"}},
+		{"validated", CalledBack, false, "gitlab", []string{"status", "help"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := names(rules.CommandsNow(rules.MustStep(tc.step), tc.awaits, tc.platform))
+			got := names(CommandsNow(MustStep(tc.step), tc.awaits, tc.platform))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("commands %v, want %v", got, tc.want)
 			}
 		})
 	}
-	for _, d := range rules.CommandDocs("github") {
+	for _, d := range CommandDocs("github") {
 		if strings.Contains(d.Description+d.WhoText, "merge request") || strings.Contains(d.Description+d.WhoText, "GitLab") {
 			t.Errorf("GitHub's %s speaks of GitLab: %q / %q", d.Name, d.Description, d.WhoText)
 		}
 	}
-	if !rules.AwaitsPlatformApproval(rules.GitLabTicket, rules.StatusApprovalSent) || rules.AwaitsPlatformApproval("T-1", rules.StatusApprovalSent) ||
-		rules.AwaitsPlatformApproval(rules.GitLabTicket, rules.StatusMRCreated) {
+	if !AwaitsPlatformApproval(GitLabTicket, StatusApprovalSent) || AwaitsPlatformApproval("T-1", StatusApprovalSent) ||
+		AwaitsPlatformApproval(GitLabTicket, StatusMRCreated) {
 		t.Error("AwaitsPlatformApproval: only a change with the gitlab ticket waiting in APPROVAL_SENT awaits an approval on the platform")
 	}
 }
