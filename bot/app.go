@@ -445,7 +445,8 @@ func (a *App) periodicConfig() (flows.ReconcileConfig, flows.SweepConfig) {
 	return rc, sc
 }
 
-// startDemoApp builds the bot `changebot demo` runs (demo.StartFunc).
-func startDemoApp(ctx context.Context, p demo.AppParams) (demo.App, error) {
+// StartDemo builds the bot `changebot demo` runs (demo.StartFunc): an App
+// on the demo's configuration, schema and polling.
+func StartDemo(ctx context.Context, p demo.AppParams) (demo.App, error) {
 	return NewApp(ctx, p.Config, &AppOpts{Logger: p.Logger, Schema: p.Schema, Poll: p.Poll})
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"changebot/cli"
 	"changebot/config"
 	"changebot/database"
 	"changebot/store/postgres"
@@ -132,7 +133,7 @@ func TestDatabaseCommandsNeedOnlyDatabaseURL(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			var stdout, stderr strings.Builder
-			code := Main(tt.args, &stdout, &stderr)
+			code := cliMain(tt.args, &stdout, &stderr)
 			if code != tt.code {
 				t.Errorf("exit code %d, want %d (stdout %q, stderr %q)", code, tt.code, stdout.String(), stderr.String())
 			}
@@ -167,7 +168,7 @@ func TestMigrateDownToAVersionAsksFirst(t *testing.T) {
 	sc := pgtest.New(t)
 	clearConfigEnv(t)
 	t.Setenv("DATABASE_URL", sc.URL)
-	defer func(r io.Reader) { confirmInput = r }(confirmInput)
+	defer func(r io.Reader) { cli.ConfirmInput = r }(cli.ConfirmInput)
 	latest := postgres.LatestMigration
 	prev := latest - 1
 	version := func() uint {
@@ -202,9 +203,9 @@ func TestMigrateDownToAVersionAsksFirst(t *testing.T) {
 			stdout: fmt.Sprintf("now at version %d", prev), wantVersion: prev},
 	}
 	for _, tt := range tests {
-		confirmInput = strings.NewReader(tt.input)
+		cli.ConfirmInput = strings.NewReader(tt.input)
 		var stdout, stderr strings.Builder
-		code := Main(append([]string{"migrate"}, tt.args...), &stdout, &stderr)
+		code := cliMain(append([]string{"migrate"}, tt.args...), &stdout, &stderr)
 		if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) {
 			t.Fatalf("%s: exit %d (want %d), stdout %q (want %q), stderr %q", tt.name, code, tt.code, stdout.String(), tt.stdout, stderr.String())
 		}
@@ -231,8 +232,8 @@ func TestMigrateDownOnSQLiteRefusesBeforeAsking(t *testing.T) {
 	clearConfigEnv(t)
 	path := filepath.Join(t.TempDir(), "changebot.db")
 	t.Setenv("DATABASE_URL", config.SQLiteURL(path))
-	defer func(r io.Reader) { confirmInput = r }(confirmInput)
-	if code := Main([]string{"migrate"}, io.Discard, io.Discard); code != 0 {
+	defer func(r io.Reader) { cli.ConfirmInput = r }(cli.ConfirmInput)
+	if code := cliMain([]string{"migrate"}, io.Discard, io.Discard); code != 0 {
 		t.Fatalf("first migrate: exit %d", code)
 	}
 	version := func() uint {
@@ -249,9 +250,9 @@ func TestMigrateDownOnSQLiteRefusesBeforeAsking(t *testing.T) {
 		return v
 	}
 	for _, args := range [][]string{{"-down", "3"}, {"-down", "3", "-yes"}, {"-down", fmt.Sprint(sqlite.LatestMigration + 1)}} {
-		confirmInput = strings.NewReader("yes\n")
+		cli.ConfirmInput = strings.NewReader("yes\n")
 		var stdout, stderr strings.Builder
-		code := Main(append([]string{"migrate"}, args...), &stdout, &stderr)
+		code := cliMain(append([]string{"migrate"}, args...), &stdout, &stderr)
 		if code != 2 || strings.Contains(stderr.String(), "Type yes") || !strings.Contains(stderr.String(), "a SQLite database reverts to 0 only") {
 			t.Errorf("migrate %v: exit %d, stdout %q, stderr %q; want exit 2 naming the rule, without asking", args, code, stdout.String(), stderr.String())
 		}
@@ -259,9 +260,9 @@ func TestMigrateDownOnSQLiteRefusesBeforeAsking(t *testing.T) {
 			t.Fatalf("migrate %v reverted to %d", args, v)
 		}
 	}
-	confirmInput = strings.NewReader("yes\n")
+	cli.ConfirmInput = strings.NewReader("yes\n")
 	var stdout, stderr strings.Builder
-	if code := Main([]string{"migrate", "-down", "0"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "Type yes") ||
+	if code := cliMain([]string{"migrate", "-down", "0"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "Type yes") ||
 		!strings.Contains(stdout.String(), "all migrations reverted") {
 		t.Errorf("migrate -down 0: exit %d, stdout %q, stderr %q; want the question, then everything reverted", code, stdout.String(), stderr.String())
 	}
@@ -274,7 +275,7 @@ func TestMigrateRefusesAServedSQLiteFile(t *testing.T) {
 	clearConfigEnv(t)
 	path := filepath.Join(t.TempDir(), "changebot.db")
 	t.Setenv("DATABASE_URL", config.SQLiteURL(path))
-	if code := Main([]string{"migrate"}, io.Discard, io.Discard); code != 0 {
+	if code := cliMain([]string{"migrate"}, io.Discard, io.Discard); code != 0 {
 		t.Fatalf("first migrate: exit %d", code)
 	}
 	lock, err := database.Open(context.Background(), config.SQLiteURL(path), &database.OpenOpts{Exclusive: true}) // the lock serve holds
@@ -283,7 +284,7 @@ func TestMigrateRefusesAServedSQLiteFile(t *testing.T) {
 	}
 	for _, args := range [][]string{{"migrate", "-down", "0", "-yes"}, {"migrate"}} {
 		var stdout, stderr strings.Builder
-		code := Main(args, &stdout, &stderr)
+		code := cliMain(args, &stdout, &stderr)
 		if code != 1 || !strings.Contains(stderr.String(), "is being served: stop changebot serve") {
 			t.Errorf("%v while served: exit %d, stdout %q, stderr %q; want exit 1 and is being served", args, code, stdout.String(), stderr.String())
 		}
@@ -354,7 +355,7 @@ func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var stdout, stderr strings.Builder
-		code := Main(tt.args, &stdout, &stderr)
+		code := cliMain(tt.args, &stdout, &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), tt.want) || stdout.Len() > 0 || strings.Contains(stderr.String(), "query parameter") ||
 			strings.Contains(stderr.String(), "Usage of ") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, stderr with %q", tt.args, code, stdout.String(), stderr.String(), tt.want)
@@ -372,11 +373,11 @@ func TestMigrateAndDemoRefuseBadUsage(t *testing.T) {
 func TestHelpSpeaksOfGitHub(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	if code := Main([]string{"help"}, &out, &errOut); code != 0 {
+	if code := cliMain([]string{"help"}, &out, &errOut); code != 0 {
 		t.Fatalf("changebot help: exit %d", code)
 	}
 	var bare bytes.Buffer
-	if code := Main(nil, io.Discard, &bare); code != 2 || bare.String() != out.String() {
+	if code := cliMain(nil, io.Discard, &bare); code != 2 || bare.String() != out.String() {
 		t.Errorf("changebot without a command: exit %d, usage differs from help:\n%s", code, bare.String())
 	}
 	help := out.String()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"changebot/api"
+	"changebot/cli"
 	"changebot/config"
 	"changebot/demo"
 	"changebot/platform/gitlab/gitlabfake"
@@ -118,7 +119,7 @@ func TestCopySQLiteToPostgresFinishesWaitingChanges(t *testing.T) {
 
 	sc := pgtest.New(t)
 	var out, errb strings.Builder
-	if code := Main([]string{"copy", "-from", "sqlite://" + dbPath, "-to", sc.URL}, &out, &errb); code != 0 {
+	if code := cliMain([]string{"copy", "-from", "sqlite://" + dbPath, "-to", sc.URL}, &out, &errb); code != 0 {
 		t.Fatalf("copy: exit %d\n%s%s", code, out.String(), errb.String())
 	}
 	t.Logf("copy:\n%s", out.String())
@@ -177,7 +178,7 @@ func TestCopySQLiteToPostgresFinishesWaitingChanges(t *testing.T) {
 		}
 	}
 	var vout strings.Builder
-	if err := verifyHistories(ctx, app.Store(), nil, &vout); err != nil || !strings.Contains(vout.String(), "3 operations checked, 0 broken") {
+	if err := cli.VerifyHistories(ctx, app.Store(), nil, &vout); err != nil || !strings.Contains(vout.String(), "3 operations checked, 0 broken") {
 		t.Fatalf("verify on PostgreSQL: %v\n%s", err, vout.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"changebot/cli"
 	"changebot/config"
 	"changebot/database"
 	"changebot/store/postgres"
@@ -48,7 +49,7 @@ func TestCopyCommand(t *testing.T) {
 	sc := pgtest.New(t)
 	run := func(args ...string) (int, string, string) {
 		var out, errb strings.Builder
-		code := Main(append([]string{"copy"}, args...), &out, &errb)
+		code := cliMain(append([]string{"copy"}, args...), &out, &errb)
 		return code, out.String(), errb.String()
 	}
 
@@ -67,7 +68,7 @@ func TestCopyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var vout strings.Builder
-	if err := verifyHistories(context.Background(), st, nil, &vout); err != nil || !strings.Contains(vout.String(), "2 operations checked, 0 broken") {
+	if err := cli.VerifyHistories(context.Background(), st, nil, &vout); err != nil || !strings.Contains(vout.String(), "2 operations checked, 0 broken") {
 		t.Errorf("verify on the target: %v\n%s", err, vout.String())
 	}
 

@@ -38,7 +38,7 @@ func TestDemoKeepServesMoreChanges(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- demo.Run(ctx, demo.Opts{StartFunc: startDemoApp, DatabaseURL: pgtest.URL(), Schema: schema, Timeout: 60 * time.Second,
+		done <- demo.Run(ctx, demo.Opts{StartFunc: StartDemo, DatabaseURL: pgtest.URL(), Schema: schema, Timeout: 60 * time.Second,
 			Out: out, Logger: testLogger(t), Keep: true, KeptFunc: func(i demo.Info) { kept <- i }})
 	}()
 	var info demo.Info
@@ -135,7 +135,7 @@ func TestDemoKeepOnSQLiteSaysTheFileIsKept(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- demo.Run(ctx, demo.Opts{StartFunc: startDemoApp, DatabaseURL: config.SQLiteURL(path), Timeout: 60 * time.Second,
+		done <- demo.Run(ctx, demo.Opts{StartFunc: StartDemo, DatabaseURL: config.SQLiteURL(path), Timeout: 60 * time.Second,
 			Out: out, Logger: testLogger(t), Keep: true, KeptFunc: func(demo.Info) { stop() }})
 	}()
 	select {
@@ -178,7 +178,7 @@ func TestConcurrentDemosOnOnePostgreSQL(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.err = demo.Run(context.Background(), demo.Opts{StartFunc: startDemoApp, DatabaseURL: pgtest.URL(), Timeout: 60 * time.Second,
+			r.err = demo.Run(context.Background(), demo.Opts{StartFunc: StartDemo, DatabaseURL: pgtest.URL(), Timeout: 60 * time.Second,
 				Out: r.out, Logger: testLogger(t), KeepData: r.keep})
 		}()
 	}
@@ -247,12 +247,12 @@ func TestFlagHelpExitsZero(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range []string{"demo", "doctor", "setup", "serve"} {
 		var out, errOut bytes.Buffer
-		if code := Main([]string{cmd, "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "usage:\n  changebot "+cmd) ||
+		if code := cliMain([]string{cmd, "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "usage:\n  changebot "+cmd) ||
 			!strings.Contains(errOut.String(), "flags:\n  -") {
 			t.Errorf("changebot %s -h: exit %d, stderr %q; want 0 and the flags", cmd, code, errOut.String())
 		}
 	}
-	if code := Main([]string{"demo", "-no-such-flag"}, io.Discard, io.Discard); code == 0 {
+	if code := cliMain([]string{"demo", "-no-such-flag"}, io.Discard, io.Discard); code == 0 {
 		t.Error("an unknown flag must still fail")
 	}
 }

@@ -90,7 +90,7 @@ func TestDoctorFindsDayOneProblems(t *testing.T) {
 	// The same through the command line: one line per check, exit 1.
 	cfgFile := writeConfig(t, env, schema)
 	var out, errOut bytes.Buffer
-	code := Main([]string{"doctor", "-config", cfgFile, "-project", appProject, "-hook-token-file", tokenFile(t, maintainerTok)}, &out, &errOut)
+	code := cliMain([]string{"doctor", "-config", cfgFile, "-project", appProject, "-hook-token-file", tokenFile(t, maintainerTok)}, &out, &errOut)
 	if code != 1 || strings.Count(out.String(), "\nFAIL ") != 3 || !strings.Contains(out.String(), " — ") ||
 		!strings.Contains(out.String(), "3 FAIL") || !strings.Contains(errOut.String(), "3 check(s) failed") {
 		t.Errorf("changebot doctor exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
@@ -465,7 +465,7 @@ func TestDoctorNamesTheHookToken(t *testing.T) {
 		})
 	}
 	var out, errOut bytes.Buffer
-	code := Main([]string{"doctor", "-config", writeConfig(t, gl, glSchema), "-project", appProject, "-hook-token-file", tokenFile(t, "not-a-token")}, &out, &errOut)
+	code := cliMain([]string{"doctor", "-config", writeConfig(t, gl, glSchema), "-project", appProject, "-hook-token-file", tokenFile(t, "not-a-token")}, &out, &errOut)
 	if code != 1 || !strings.Contains(out.String(), "FAIL hook token (-hook-token-file): GitLab refused it") {
 		t.Errorf("changebot doctor -hook-token-file <bad token>: exit %d\n%s%s", code, out.String(), errOut.String())
 	}

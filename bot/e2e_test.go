@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"changebot/api"
+	"changebot/cli"
 	"changebot/config"
 	"changebot/demo"
 	"changebot/flows"
@@ -469,4 +471,10 @@ func TestReplayedDeliveryStoredOnceMovesNothing(t *testing.T) {
 	if len(after) != len(before) {
 		t.Fatalf("the replayed delivery moved the change: %d events, was %d", len(after), len(before))
 	}
+}
+
+// cliMain runs the changebot command line with this package's bot wired
+// in, as cmd/changebot's main does.
+func cliMain(args []string, stdout, stderr io.Writer) int {
+	return cli.Main(args, stdout, stderr, cli.Bot{Serve: Serve, StartDemo: StartDemo, Version: BuildVersion().String()})
 }

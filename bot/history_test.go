@@ -33,7 +33,7 @@ func TestHistoryReplayVerifyCommands(t *testing.T) {
 	t.Setenv("DATABASE_URL", sc.URL)
 	run := func(args ...string) (string, int) {
 		var out, errb strings.Builder
-		code := Main(args, &out, &errb)
+		code := cliMain(args, &out, &errb)
 		return out.String() + errb.String(), code
 	}
 	if out, code := run("history", opID); code != 0 || !strings.Contains(out, "CALLED_BACK") || !strings.Contains(out, "APPROVAL_SENDING") {

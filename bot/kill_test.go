@@ -30,7 +30,7 @@ import (
 // a violation fails.
 func TestMain(m *testing.M) {
 	if os.Getenv("CHANGEBOT_TEST_SUBPROCESS") == "1" {
-		os.Exit(Main(os.Args[len(os.Args)-2:], os.Stdout, os.Stderr))
+		os.Exit(cliMain(os.Args[len(os.Args)-2:], os.Stdout, os.Stderr))
 	}
 	clearAmbientConfig()
 	v, err := newOpenAPIRoundTripper(api.OpenAPIDocument(), http.DefaultTransport)

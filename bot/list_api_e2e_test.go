@@ -233,7 +233,7 @@ func TestListChangesAPI(t *testing.T) {
 	}
 	cli := func(args ...string) (int, string, string) {
 		var stdout, stderr strings.Builder
-		code := Main(append([]string{"list", "-config", cfgFile}, args...), &stdout, &stderr)
+		code := cliMain(append([]string{"list", "-config", cfgFile}, args...), &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
 	fromAPI := changeListPageOf(t, env, url.Values{"project": {projects[2]}, "limit": {"3"}})

@@ -415,7 +415,7 @@ func TestSettingsCLI(t *testing.T) {
 	for _, tt := range tests {
 		before := audited()
 		var out, errOut bytes.Buffer
-		code := Main(append([]string{"settings"}, tt.args...), &out, &errOut)
+		code := cliMain(append([]string{"settings"}, tt.args...), &out, &errOut)
 		if code != tt.wantCode {
 			t.Errorf("%s: exit %d, want %d (%s%s)", tt.name, code, tt.wantCode, out.String(), errOut.String())
 			continue

@@ -200,7 +200,7 @@ func TestCLIOnUnmigratedDatabase(t *testing.T) {
 		t.Setenv("DATABASE_URL", engine.url)
 		for _, args := range commands {
 			var out, errOut bytes.Buffer
-			code := Main(args, &out, &errOut)
+			code := cliMain(args, &out, &errOut)
 			got := out.String() + errOut.String()
 			if code != 1 {
 				t.Errorf("%s %v: exit %d, want 1 (%s)", engine.name, args, code, got)

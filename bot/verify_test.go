@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"changebot/cli"
 	"changebot/store"
 	"changebot/store/postgres"
 	"changebot/store/postgres/pgtest"
@@ -53,7 +54,7 @@ func TestVerifyOnALiveSystem(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 	for range 300 {
 		var out strings.Builder
-		if err := verifyHistories(ctx, st, nil, &out); err != nil {
+		if err := cli.VerifyHistories(ctx, st, nil, &out); err != nil {
 			t.Fatalf("verify while the change moves: %v\n%s", err, out.String())
 		}
 	}

@@ -2,7 +2,6 @@ package bot
 
 import (
 	"fmt"
-	"io"
 	"runtime"
 	"runtime/debug"
 
@@ -87,9 +86,4 @@ func registerBuildInfo(reg prometheus.Registerer, b BuildInfo) {
 	g.WithLabelValues(b.Version, b.Commit, b.Go).Set(1)
 	// A registry shared by several Apps (tests) keeps the first one.
 	_ = reg.Register(g)
-}
-
-func cmdVersion(stdout io.Writer) error {
-	_, err := fmt.Fprintln(stdout, BuildVersion())
-	return err
 }

@@ -72,7 +72,7 @@ func TestVersionCommandPrintsTheStampedVersion(t *testing.T) {
 func TestVersionSubcommand(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	if code := Main([]string{"version"}, &stdout, &stderr); code != 0 {
+	if code := cliMain([]string{"version"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 	if got, want := stdout.String(), BuildVersion().String()+"\n"; got != want || !strings.HasPrefix(got, "changebot ") {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"changebot/bot"
+	"changebot/cli"
 	"changebot/flows"
 	"changebot/flows/rules"
 	"changebot/platform/approval/approvalfake"
@@ -43,7 +44,8 @@ var (
 // subprocesses, as bot/kill_test.go does.
 func TestMain(m *testing.M) {
 	if os.Getenv("CHANGEBOT_TEST_SUBPROCESS") == "1" {
-		os.Exit(bot.Main(os.Args[len(os.Args)-2:], os.Stdout, os.Stderr))
+		b := cli.Bot{Serve: bot.Serve, StartDemo: bot.StartDemo, Version: bot.BuildVersion().String()}
+		os.Exit(cli.Main(os.Args[len(os.Args)-2:], os.Stdout, os.Stderr, b))
 	}
 	// The replicas inherit the environment, and changebot's environment
 	// wins over their config file: a shell's DATABASE_URL or CHANGEBOT_*

@@ -1,4 +1,4 @@
-package bot
+package cli
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	"changebot/config"
 	"changebot/database"
 	"changebot/demo"
-	"changebot/ops"
 )
 
 const usage = `changebot carries configuration changes through GitLab merge requests or GitHub pull requests.
@@ -58,8 +56,23 @@ them, with a WARN). Then one platform:
 Any secret X may be given as X_FILE, a file holding it.
 `
 
-// Main runs the changebot command line and returns the process exit code.
-func Main(args []string, stdout, stderr io.Writer) int {
+// Bot is what the command line needs of the bot itself, which it does not
+// import (nothing imports package bot but cmd/changebot, which wires it in
+// here): serving, the demo's in-process bot and the build's version.
+type Bot struct {
+	// Serve runs `changebot serve` with cfg (loaded and validated) and the
+	// logger built from it, until ctx ends; bot.Serve.
+	Serve func(ctx context.Context, cfg config.Config, log *slog.Logger) error
+	// StartDemo starts the demo's bot; bot.StartDemo.
+	StartDemo demo.StartFunc
+	// Version is what `changebot version` prints (bot.BuildVersion).
+	Version string
+}
+
+// Main runs the changebot command line with b and returns the process exit
+// code: 0, 1 when a command failed, 2 for a command line it refuses (an
+// unknown command, a bad flag or argument), printing the usage.
+func Main(args []string, stdout, stderr io.Writer, b Bot) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -72,7 +85,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "serve":
-		err = cmdServe(ctx, args[1:], stderr)
+		err = cmdServe(ctx, args[1:], stderr, b.Serve)
 	case "history":
 		err = cmdHistory(ctx, args[1:], stdout, false)
 	case "replay":
@@ -86,7 +99,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "migrate":
 		err = cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "demo":
-		err = cmdDemo(ctx, args[1:], stdout, stderr)
+		err = cmdDemo(ctx, args[1:], stdout, stderr, b.StartDemo)
 	case "settings":
 		err = cmdSettings(ctx, args[1:], stdout)
 	case "version", "-version", "--version":
@@ -94,7 +107,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			err = usagef("unexpected argument %q: version takes no arguments", args[1])
 			break
 		}
-		err = cmdVersion(stdout)
+		_, err = fmt.Fprintln(stdout, b.Version)
 	case "doctor":
 		err = cmdDoctor(ctx, args[1:], stdout, stderr)
 	case "setup":
@@ -204,7 +217,7 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
+func cmdServe(ctx context.Context, args []string, stderr io.Writer, serve func(context.Context, config.Config, *slog.Logger) error) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
@@ -218,32 +231,12 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, cfg)
-	b := BuildVersion()
-	log.Info("starting changebot", "version", b.Version, "commit", b.Commit, "go", b.Go,
-		"database", cfg.DatabaseNote(), "config", cfg)
-	// NewApp takes the SQLite file's lock before anything writes to it.
-	app, err := NewApp(ctx, cfg, &AppOpts{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer app.Close()
-	// Doctor's findings are logged while the replica already serves: a
-	// slow GitLab must not hold back readiness or liveness.
-	doctorCtx, stopDoctor := context.WithCancel(ctx)
-	doctorDone := make(chan struct{})
-	go func() { defer close(doctorDone); ops.LogDoctor(doctorCtx, cfg, log) }()
-	defer func() { stopDoctor(); <-doctorDone }()
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
-	}
-	return app.Run(ctx, ln)
+	return serve(ctx, cfg, newLogger(stderr, cfg))
 }
 
-// confirmInput is where migrate -down reads its confirmation (tests
-// replace it).
-var confirmInput io.Reader = os.Stdin
+// ConfirmInput is where migrate -down reads its confirmation; tests
+// replace it.
+var ConfirmInput io.Reader = os.Stdin
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
@@ -328,7 +321,7 @@ func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout,
 	if !yes {
 		fmt.Fprintf(stderr, "This reverts %s: the tables, columns and indexes they added are dropped with their data.\n"+
 			"Stop every changebot replica first. Type yes to continue: ", what)
-		line, _ := bufio.NewReader(confirmInput).ReadString('\n')
+		line, _ := bufio.NewReader(ConfirmInput).ReadString('\n')
 		if strings.TrimSpace(line) != "yes" {
 			return errors.New("not confirmed; nothing was reverted (answer yes, or pass -yes)")
 		}
@@ -344,7 +337,7 @@ func migrateDown(ctx context.Context, url string, target uint, yes bool, stdout,
 	return nil
 }
 
-func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, start demo.StartFunc) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 90*time.Second, "give up after this long")
@@ -393,6 +386,6 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	pipe := make(chan os.Signal, 1)
 	signal.Notify(pipe, syscall.SIGPIPE)
 	defer signal.Stop(pipe)
-	return demo.Run(ctx, demo.Opts{StartFunc: startDemoApp, DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep, KeepData: *keepData,
+	return demo.Run(ctx, demo.Opts{StartFunc: start, DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep, KeepData: *keepData,
 		Listen: *listen, GitLabListen: *glListen, ApprovalListen: *apListen, Platform: *platformName})
 }

@@ -1,4 +1,4 @@
-package bot
+package cli
 
 import (
 	"context"
@@ -186,13 +186,13 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) (err error)
 	}
 	defer pool.Close()
 	defer func() { err = pool.ExplainMissingSchema(err) }()
-	return verifyHistories(ctx, st, fs.Args(), stdout)
+	return VerifyHistories(ctx, st, fs.Args(), stdout)
 }
 
-// verifyHistories checks the operations ids (every operation when empty),
+// VerifyHistories checks the operations ids (every operation when empty),
 // each read in one snapshot, printing each broken one and a summary to
 // stdout; an error when one is broken.
-func verifyHistories(ctx context.Context, st store.Store, ids []string, stdout io.Writer) error {
+func VerifyHistories(ctx context.Context, st store.Store, ids []string, stdout io.Writer) error {
 	db := st.DB()
 	checked, broken := 0, 0
 	check := func(id string) error {
