@@ -53,7 +53,7 @@ func BenchmarkWaitingChangesMemory(b *testing.B) {
 	go func() { done <- app.Run(runCtx, env.Listener) }()
 	b.ResetTimer()
 	for range b.N {
-		time.Sleep(5 * time.Second)
+		time.Sleep(5 * time.Second) // the measured window of idling, not a wait for a state
 	}
 	b.StopTimer()
 	runtime.GC()

@@ -121,8 +121,11 @@ func testGitHubRestartWhileUpdatingTheBranch(t *testing.T, engine string) {
 	}
 	// Killed between two polls of the update (every 300 ms), so that the
 	// restarted bot polls at once rather than after River rescues a job
-	// the dead process held.
-	time.Sleep(time.Second)
+	// the dead process held: once the change's HANDLE_REBASING job waits
+	// for its next poll, neither running nor due.
+	waitFor(t, patience*30*time.Second, "the HANDLE_REBASING poll job to wait between two polls", func() bool {
+		return p.betweenPolls(opID, rules.HandleRebasing)
+	})
 	p.kill()
 	view := p.restartUntilValidated(env, opID)
 	for _, e := range view.Events {

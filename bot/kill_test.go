@@ -1,7 +1,9 @@
 package bot
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -18,9 +20,14 @@ import (
 
 	"changebot/api"
 	"changebot/config"
+	"changebot/database"
 	"changebot/demo"
+	"changebot/flows/rules"
+	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store/postgres/pgtest"
 	"changebot/templates"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestMain lets the test binary act as the changebot binary in a
@@ -134,12 +141,15 @@ func TestSIGKILLWhileWaitingForPipelineThenRestart(t *testing.T) {
 
 // databaseEnv is the environment of a serve subprocess on engine: a fresh
 // PostgreSQL schema, or no DATABASE_URL and a data directory of t's own.
-func databaseEnv(t *testing.T, engine string) []string {
+// url is the DATABASE_URL of that database, for the test to read it.
+func databaseEnv(t *testing.T, engine string) (env []string, url string) {
 	t.Helper()
 	if engine == config.EngineSQLite {
-		return []string{"DATABASE_URL=", "CHANGEBOT_DATA_DIR=" + t.TempDir()}
+		dir := t.TempDir()
+		return []string{"DATABASE_URL=", "CHANGEBOT_DATA_DIR=" + dir}, config.DefaultDatabaseURL(dir)
 	}
-	return []string{"DATABASE_URL=" + pgtest.New(t).URL}
+	sc := pgtest.New(t)
+	return []string{"DATABASE_URL=" + sc.URL}, sc.URL
 }
 
 // killSettings are the settings of the kill-and-restart tests: polls
@@ -152,6 +162,8 @@ const killSettings = "settings:\n  poll.short_interval: 300ms\n  poll.short_coun
 type killableBot struct {
 	*botProcess
 	addr string
+	// dbURL is the DATABASE_URL of the process's database (databaseEnv).
+	dbURL string
 }
 
 // startKillableBot starts `changebot serve` in a subprocess where env
@@ -186,7 +198,8 @@ func startKillableBotWith(t *testing.T, env *demo.Env, engine, settings string, 
 		"CHANGEBOT_LOG_LEVEL=warn",
 	)
 	logs := &lockedBuilder{}
-	b := &killableBot{botProcess: &botProcess{t: t, logs: logs, env: append(serveEnv, databaseEnv(t, engine)...)}, addr: addr}
+	dbEnv, dbURL := databaseEnv(t, engine)
+	b := &killableBot{botProcess: &botProcess{t: t, logs: logs, env: append(serveEnv, dbEnv...)}, addr: addr, dbURL: dbURL}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("bot output:\n%s", logs.String())
@@ -236,6 +249,78 @@ func (b *killableBot) killAtFirstStatusComment(env *demo.Env, setBeforeCall func
 	setBeforeCall(nil)
 	return opID
 }
+
+// betweenPolls reports whether the change opID waits between two polls
+// of step: it has an unfinished step job (rules.StepJobKinds) there, and
+// none of them is running or due. It reads the process's database while
+// the process runs (database.OpenExisting takes no lock).
+func (b *killableBot) betweenPolls(opID string, step rules.StepCode) bool {
+	t := b.t
+	t.Helper()
+	ctx := context.Background()
+	kinds := rules.StepJobKinds()
+	var rows interface {
+		Next() bool
+		Scan(...any) error
+		Err() error
+		Close()
+	}
+	if target, err := config.ParseDatabaseTarget(b.dbURL); err != nil {
+		t.Fatal(err)
+	} else if target.Engine == config.EngineSQLite {
+		db, err := database.OpenExisting(ctx, b.dbURL, "")
+		if err != nil {
+			t.Fatalf("opening the bot's database: %v", err)
+		}
+		defer db.Close()
+		args := []any{opID, int(step)}
+		for _, k := range kinds {
+			args = append(args, k)
+		}
+		r, err := db.SQLite().QueryContext(ctx, `SELECT state, scheduled_at <= strftime('%Y-%m-%d %H:%M:%f', 'now') FROM river_job
+			WHERE json_extract(args, '$.operation_id') = ? AND json_extract(args, '$.step') = ?
+			  AND kind IN (?`+strings.Repeat(", ?", len(kinds)-1)+`) AND state NOT IN ('completed', 'cancelled', 'discarded')`, args...)
+		if err != nil {
+			t.Fatalf("reading the jobs of %s: %v", opID, err)
+		}
+		rows = sqlRows{r}
+	} else {
+		conn, err := pgx.Connect(ctx, b.dbURL)
+		if err != nil {
+			t.Fatalf("opening the bot's database: %v", err)
+		}
+		defer conn.Close(ctx)
+		r, err := conn.Query(ctx, `SELECT state, scheduled_at <= now() FROM river_job
+			WHERE args->>'operation_id' = $1 AND (args->>'step')::int = $2
+			  AND kind = ANY($3) AND state NOT IN ('completed', 'cancelled', 'discarded')`, opID, int(step), kinds)
+		if err != nil {
+			t.Fatalf("reading the jobs of %s: %v", opID, err)
+		}
+		rows = r
+	}
+	defer rows.Close()
+	waiting := false
+	for rows.Next() {
+		var state string
+		var due bool
+		if err := rows.Scan(&state, &due); err != nil {
+			t.Fatalf("reading the jobs of %s: %v", opID, err)
+		}
+		if state == "running" || due {
+			return false
+		}
+		waiting = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("reading the jobs of %s: %v", opID, err)
+	}
+	return waiting
+}
+
+// sqlRows is *sql.Rows with pgx.Rows' Close (no error).
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
 
 // restartUntilValidated starts the killed bot again and follows the
 // change opID until it ends, which must be VALIDATED; it returns the
@@ -296,18 +381,26 @@ func testSIGKILLThenRestart(t *testing.T, engine string) {
 	// dead replica leaves its note job running and its claim on the note.
 	ctx := context.Background()
 	opID := p.killAtFirstStatusComment(env, env.GitLab.SetBeforeCall, "/notes", 30*time.Second)
-	time.Sleep(4 * time.Second) // the pipeline finishes while the bot is dead
+	// The MR pipeline finishes while the bot is dead: GitLab attempts its
+	// success webhook and nobody answers. A success webhook the bot
+	// answered means the pipeline finished too early for the test to test
+	// the restart.
+	pipelineDone := func(h gitlabfake.SentWebhook) bool {
+		return h.Event == gitlabfake.EventPipeline && bytes.Contains(h.Body, []byte(`"status":"success"`)) && bytes.Contains(h.Body, []byte(`"merge_request":{`))
+	}
+	waitFor(t, patience*30*time.Second, "the MR pipeline's success webhook to be attempted and lost while the bot is dead", func() bool {
+		for _, h := range env.GitLab.Webhooks() {
+			if pipelineDone(h) && h.Status != 0 && h.Err == "" {
+				t.Fatalf("the bot answered the MR pipeline's success webhook (%d) before the kill: the test did not test the restart", h.Status)
+			}
+			if pipelineDone(h) && (h.Status == 0 || h.Err != "") {
+				return true
+			}
+		}
+		return false
+	})
 	if err := env.GitLab.Flush(ctx); err != nil {
 		t.Fatal(err)
-	}
-	lost := 0
-	for _, h := range env.GitLab.Webhooks() {
-		if h.Status == 0 || h.Err != "" {
-			lost++
-		}
-	}
-	if lost == 0 {
-		t.Fatal("no webhook was lost while the bot was dead: the test did not test the restart")
 	}
 	view := p.restartUntilValidated(env, opID)
 	waitStatusCurrent(t, func() []string {

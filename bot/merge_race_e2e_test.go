@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -31,6 +32,8 @@ const mergeDuration = 2 * time.Second
 type raceReplica struct {
 	app *App
 	url string
+	// log sees the replica's log records below info too (River's).
+	log debugTap
 }
 
 // startReplica starts a replica named id on schema sc with env's config.
@@ -40,7 +43,8 @@ func startReplica(t *testing.T, env *demo.Env, sc pgtest.Schema, id string) race
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: testLogger(t).With("replica", id),
+	tap := newDebugTap(testLogger(t).Handler())
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: slog.New(tap).With("replica", id),
 		Schema: sc.Name, Poll: demo.Poll, ClientID: id})
 	if err != nil {
 		t.Fatalf("NewApp %s: %v", id, err)
@@ -55,7 +59,7 @@ func startReplica(t *testing.T, env *demo.Env, sc pgtest.Schema, id string) race
 		}
 		app.Close()
 	})
-	return raceReplica{app: app, url: "http://" + ln.Addr().String()}
+	return raceReplica{app: app, url: "http://" + ln.Addr().String(), log: tap}
 }
 
 // hookFront is what the load balancer in front of the replicas does in the
@@ -81,6 +85,9 @@ func (f *hookFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.Set(k, "copy-"+h.Get(k))
 		}
 		f.copies.Go(func() {
+			// Not a wait for a state: the race's input is GitLab sending
+			// the hook a second time f.after later, while replica a
+			// handles the first delivery.
 			time.Sleep(f.after)
 			if resp, err := forward(context.Background(), f.b, r.Method, r.URL.RequestURI(), h, body); err == nil {
 				_ = resp.Body.Close()
@@ -228,8 +235,14 @@ func TestMergeRaceRescuedJobLosesTheClaim(t *testing.T) {
 	// its merge call goes on), so that the second run is the other's.
 	winner := first[len(first)-1]
 	stopped := make(chan error, 1)
-	go func() { stopped <- r.replicas[winner].jobs.Stop(ctx) }()
-	time.Sleep(200 * time.Millisecond) // River's producers see the stop within FetchCooldown
+	go func() { stopped <- r.replicas[winner].app.jobs.Stop(ctx) }()
+	// Each of its producers (one per queue) has left its fetch loop: River
+	// logs that at debug before it waits for the producer's running jobs.
+	waitFor(t, 30*time.Second, winner+"'s River producers to stop fetching", func() bool {
+		log := r.replicas[winner].log
+		started := log.count("producer: Run loop started")
+		return started > 0 && log.count("producer: Entering shutdown loop") == started
+	})
 	if _, err := sc.Pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now()
 		WHERE id = $1 AND state = 'running'`, jobID); err != nil {
 		t.Fatalf("making the running merge job available again: %v", err)
@@ -270,7 +283,7 @@ type race struct {
 	env      *demo.Env
 	sc       pgtest.Schema
 	front    *hookFront
-	replicas map[string]*App // by River client id
+	replicas map[string]raceReplica // by River client id
 }
 
 // startRace starts the race's two replicas behind a hookFront that sends
@@ -287,7 +300,7 @@ func startRace(t *testing.T) race {
 	srv := &http.Server{Handler: front, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(env.Listener) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return race{env: env, sc: sc, front: front, replicas: map[string]*App{"replica-a": a.app, "replica-b": b.app}}
+	return race{env: env, sc: sc, front: front, replicas: map[string]raceReplica{"replica-a": a, "replica-b": b}}
 }
 
 // requireOneMerge checks the race's outcome on the VALIDATED change v:

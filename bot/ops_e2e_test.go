@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,63 @@ func jsonLines(t *testing.T, s string) []logLine {
 	return out
 }
 
+// debugTap is the handler of a test's info logger that also sees the
+// records below info: it hands next (the info logger's handler) the records
+// at info and above, as an info logger would, and counts the messages of
+// all, so that a test can wait for a debug line it does not log (River's
+// routine lines, its producers' shutdown). Its WithAttrs and WithGroup
+// handlers share the counts.
+type debugTap struct {
+	next slog.Handler
+	seen *tapCounts
+}
+
+type tapCounts struct {
+	mu   sync.Mutex
+	msgs map[string]int
+}
+
+func newDebugTap(next slog.Handler) debugTap {
+	return debugTap{next: next, seen: &tapCounts{msgs: map[string]int{}}}
+}
+
+// count is how many records had a message ending in suffix.
+func (h debugTap) count(suffix string) int {
+	h.seen.mu.Lock()
+	defer h.seen.mu.Unlock()
+	n := 0
+	for m, c := range h.seen.msgs {
+		if strings.HasSuffix(m, suffix) {
+			n += c
+		}
+	}
+	return n
+}
+
+// Enabled implements slog.Handler.
+func (h debugTap) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle implements slog.Handler.
+func (h debugTap) Handle(ctx context.Context, r slog.Record) error {
+	h.seen.mu.Lock()
+	h.seen.msgs[r.Message]++
+	h.seen.mu.Unlock()
+	if r.Level < slog.LevelInfo || !h.next.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.next.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h debugTap) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return debugTap{next: h.next.WithAttrs(attrs), seen: h.seen}
+}
+
+// WithGroup implements slog.Handler.
+func (h debugTap) WithGroup(name string) slog.Handler {
+	return debugTap{next: h.next.WithGroup(name), seen: h.seen}
+}
+
 // opsRun is one change carried to VALIDATED by a bot whose info log is
 // captured as JSON, and the bot's /metrics read afterwards.
 type opsRun struct {
@@ -56,7 +114,8 @@ func runOneChangeCapturingLogs(t *testing.T) opsRun {
 	sc := pgtest.New(t)
 	env.Config.DatabaseURL = pgtest.URL()
 	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, tlogWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	tap := newDebugTap(slog.NewJSONHandler(io.MultiWriter(logs, tlogWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(tap)
 	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: log, Schema: sc.Name, Poll: demo.Poll})
 	if err != nil {
 		t.Fatalf("NewApp: %v", err)
@@ -95,9 +154,12 @@ func runOneChangeCapturingLogs(t *testing.T) opsRun {
 			break
 		}
 	}
-	// River's producers log their counts every few seconds while jobs
-	// ran: give them a tick.
-	time.Sleep(1500 * time.Millisecond)
+	// River's producers log their job counts (every 5 s while jobs ran):
+	// the captured log is read once one such routine line has been
+	// logged, at debug, so that the test sees where it went.
+	waitFor(t, 30*time.Second, "River's producers to log their job counts", func() bool {
+		return tap.count(": Producer job counts") > 0
+	})
 	return opsRun{opID: opID, log: logs.String(), metrics: string(body)}
 }
 

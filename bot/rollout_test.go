@@ -122,7 +122,19 @@ func TestRolloutStoresEveryHookSentDuringTheShutdownDelay(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// SIGTERM comes in the middle of the stream: once the bot has answered
+	// the sender's first webhooks.
+	waitFor(t, 30*time.Second, "the bot to answer the sender's first 10 webhooks", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range results {
+			if r.status == http.StatusOK {
+				n++
+			}
+		}
+		return n >= 10
+	})
 	sigAt := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -147,7 +159,18 @@ func TestRolloutStoresEveryHookSentDuringTheShutdownDelay(t *testing.T) {
 		t.Fatal("the bot did not exit after SIGTERM")
 	}
 	exitAt := time.Now()
-	time.Sleep(100 * time.Millisecond)
+	// The sender goes on past the exit: its stream covers the whole delay
+	// once a webhook sent after the exit went unanswered.
+	waitFor(t, 10*time.Second, "a webhook sent after the exit", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range results {
+			if r.sentAt.After(exitAt) {
+				return true
+			}
+		}
+		return false
+	})
 	close(stop)
 	<-senderDone
 	if exitErr != nil {

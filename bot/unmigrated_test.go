@@ -136,7 +136,11 @@ func TestServeWithoutMigrations(t *testing.T) {
 	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "run changebot migrate") {
 		t.Errorf("/readyz: %d %s, want 503 naming changebot migrate", code, body)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Still alive once the job workers have failed to start on the
+	// unmigrated schema (they retry in the background).
+	waitFor(t, 15*time.Second, "the job workers to wait for the migrations", func() bool {
+		return strings.Contains(logs.String(), "job workers wait for the migrations")
+	})
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz later: %d, want 200", code)
 	}
