@@ -25,7 +25,7 @@ func commitMessage(op store.Operation) string {
 // 1,048,576 characters, GitHub's 65,536: templates.MaxDescriptionCharsOn)
 // is cut with a visible "…truncated; full history at <link>" line, the
 // requester's line kept (issue 10 point 5, issue 21 point 3).
-func (e *Engine) mrDescription(op store.Operation) string {
+func (e createWorker) mrDescription(op store.Operation) string {
 	footer := fmt.Sprintf("\n\nRequested by @%s through changebot (operation `%s`).", op.RequestedBy, op.ID)
 	room := templates.MaxDescriptionCharsOn(store.PlatformOr(op.Platform)) - utf8.RuneCountInString(footer)
 	return strings.TrimRight(templates.Truncate(op.Description, room, e.changeURL(op.ID)), "\n") + footer
@@ -34,7 +34,7 @@ func (e *Engine) mrDescription(op store.Operation) string {
 // createMR runs at CREATE_STARTED: branch, commit, merge request, each
 // idempotent against what GitLab already has (DESIGN §3 step 4), then
 // CREATE_MR_OPENED and the pipeline wait.
-func (e *Engine) createMR(ctx context.Context, op store.Operation) error {
+func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
 	proj, err := e.project(ctx, op.Project)
 	if err != nil {
 		return notFoundIs(err, rules.WordsOf(op.Platform), rules.CreateFailed, "project %q not found or not visible to the robot", op.Project)
@@ -148,7 +148,7 @@ func commitMarker(op store.Operation) string { return "changebot operation " + o
 // repository tree at ref under the files' common directory (a few paginated
 // requests for any number of files: one raw-file read per file made a
 // change of 1,000 files outlive its job, issue 9 defect 3).
-func (e *Engine) commitActions(ctx context.Context, projectID int64, ref string, files []store.File) ([]platform.FileAction, error) {
+func (e createWorker) commitActions(ctx context.Context, projectID int64, ref string, files []store.File) ([]platform.FileAction, error) {
 	var undecided []string
 	for _, f := range files {
 		if f.Action == "" {
@@ -213,3 +213,29 @@ func notFoundIs(err error, w rules.Words, step rules.StepCode, format string, ar
 	}
 	return err
 }
+
+// createPlatform is what the create step itself calls on the platform (issue
+// 20 point 2: a step worker is given only the methods it calls); the
+// engine's shared moves (Transition, failures) keep their own.
+type createPlatform interface {
+	Branch(ctx context.Context, projectID int64, name string) (platform.Branch, error)
+	BranchCommits(ctx context.Context, projectID int64, base, branch string) ([]platform.Commit, error)
+	CreateBranch(ctx context.Context, projectID int64, name, ref string) (platform.Branch, error)
+	CreateCommit(ctx context.Context, projectID int64, p platform.CommitParams) (platform.Commit, error)
+	CreateMergeRequest(ctx context.Context, projectID int64, p platform.CreateMRParams) (platform.MergeRequest, error)
+	CreateMergeRequestPipeline(ctx context.Context, projectID, iid int64) (platform.Pipeline, error)
+	FindOpenMergeRequest(ctx context.Context, projectID int64, sourceBranch string) (platform.MergeRequest, error)
+	MergeRequest(ctx context.Context, projectID, iid int64, includeRebase bool) (platform.MergeRequest, error)
+	TreeFiles(ctx context.Context, projectID int64, ref, dir string) (map[string]bool, error)
+}
+
+// createWorker runs the create step (CREATE_STARTED: branch, commit, merge
+// request) with createPlatform in place of the engine's whole platform; it
+// calls the store only through the engine's shared moves.
+type createWorker struct {
+	*Engine
+	gl createPlatform
+}
+
+// createWorker is e's create step worker.
+func (e *Engine) createWorker() createWorker { return createWorker{Engine: e, gl: e.gl} }

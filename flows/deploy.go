@@ -95,7 +95,7 @@ func sourceLabel(source string) string {
 // merge commit's own pipeline may never succeed). One pipelines list per
 // poll; one ancestry check only when the merge commit's own pipeline is
 // absent or finished without success.
-func (e *Engine) awaitDeploy(ctx context.Context, op store.Operation) error {
+func (e deployWorker) awaitDeploy(ctx context.Context, op store.Operation) error {
 	pipes, err := e.gl.Pipelines(ctx, op.ProjectID, op.TargetBranch, "")
 	if err != nil {
 		return err
@@ -368,3 +368,23 @@ func (e *Engine) recordFailedDeploy(ctx context.Context, opID string, cb rules.D
 	}
 	return false, fmt.Errorf("recording the failed deploy of %s (deploy callback %s): the change kept moving; not recorded", opID, cb.RequestID)
 }
+
+// deployPlatform is what the deploy step (the target branch's pipeline of
+// the merge) itself calls on the platform (issue 20 point 2: a step worker
+// is given only the methods it calls); the engine's shared moves
+// (Transition, failures) keep their own.
+type deployPlatform interface {
+	Pipelines(ctx context.Context, projectID int64, ref, sha string) ([]platform.Pipeline, error)
+}
+
+// deployWorker runs the deploy step (the target branch's pipeline of the
+// merge) with deployPlatform in place of the engine's whole platform; it
+// calls the store only through the engine's shared moves.
+type deployWorker struct {
+	*Engine
+	gl deployPlatform
+}
+
+// deployWorker is e's deploy step (the target branch's pipeline of the
+// merge) worker.
+func (e *Engine) deployWorker() deployWorker { return deployWorker{Engine: e, gl: e.gl} }

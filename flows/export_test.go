@@ -10,8 +10,8 @@ import (
 // RunJob runs one attempt (attempt of maxAttempts) of the step job of kind
 // for operation id at step, as River's worker would.
 func (e *Engine) RunJob(ctx context.Context, kind, id string, step rules.StepCode, attempt, maxAttempts int) error {
-	runs := map[string]stepFunc{rules.KindRequestApproval: e.requestApproval, rules.KindCreateMR: e.createMR,
-		rules.KindAwaitPipeline: e.awaitPipeline, rules.KindHandle: e.handle, rules.KindAwaitDeploy: e.awaitDeploy}
+	runs := map[string]stepFunc{rules.KindRequestApproval: e.requestApproval, rules.KindCreateMR: e.createWorker().createMR,
+		rules.KindAwaitPipeline: e.pipelineWorker().awaitPipeline, rules.KindHandle: e.handleWorker().handle, rules.KindAwaitDeploy: e.deployWorker().awaitDeploy}
 	return e.runStep(ctx, kind, OperationArgs{OperationID: id, Step: int(step)}, attempt, maxAttempts, runs[kind])
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"changebot/flows/commitgate"
 	"changebot/flows/rules"
 	"changebot/platform"
@@ -17,7 +19,7 @@ import (
 // handle runs the handle phase (DESIGN §3 step 6), one step per job run:
 // approve as each reviewer robot, merge with the head sha, rebase when
 // GitLab asks for it. It always reads GitLab first; remote state wins.
-func (e *Engine) handle(ctx context.Context, op store.Operation) error {
+func (e handleWorker) handle(ctx context.Context, op store.Operation) error {
 	switch rules.StepCode(op.Step) {
 	case rules.CreateSucceeded:
 		_, err := e.Transition(ctx, op, rules.HandleStarted, TransitionOpts{Source: "job:" + rules.KindHandle})
@@ -41,7 +43,7 @@ func (e *Engine) handle(ctx context.Context, op store.Operation) error {
 // the submitted target), head moved (back to waiting for the new head's
 // pipeline). Every approve, merge and rebase reads the MR here first. done
 // reports that the caller must stop and return err.
-func (e *Engine) readOpenMR(ctx context.Context, op store.Operation, includeRebase bool) (platform.MergeRequest, bool, error) {
+func (e handleWorker) readOpenMR(ctx context.Context, op store.Operation, includeRebase bool) (platform.MergeRequest, bool, error) {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, includeRebase)
 	if err != nil {
 		return mr, true, notFoundIs(err, rules.WordsOf(op.Platform), rules.HandleFailed, "%s no longer exists", rules.WordsOf(op.Platform).MRRef(op.MRIID))
@@ -98,7 +100,7 @@ func (e *Engine) stopRetargeted(ctx context.Context, op store.Operation, target,
 }
 
 // headMoved sends the change back to wait for the pipeline of the new head.
-func (e *Engine) headMoved(ctx context.Context, op store.Operation, head string) error {
+func (e handleWorker) headMoved(ctx context.Context, op store.Operation, head string) error {
 	_, err := e.Transition(ctx, op, rules.HandleAwaitPipeline, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"head_sha": head, "previous_head_sha": op.HeadSHA},
 		Update:  func(o *store.Operation) { o.HeadSHA = head }})
@@ -108,7 +110,7 @@ func (e *Engine) headMoved(ctx context.Context, op store.Operation, head string)
 // shaMismatch handles platform.ErrHeadMoved (409 "SHA does not match HEAD of source branch") on
 // approve or merge: read the MR again and wait for the pipeline of the new
 // head. Should GitLab still show the head we sent, it is one more round.
-func (e *Engine) shaMismatch(ctx context.Context, op store.Operation) error {
+func (e handleWorker) shaMismatch(ctx context.Context, op store.Operation) error {
 	_, done, err := e.readOpenMR(ctx, op, false)
 	if done {
 		return err
@@ -121,7 +123,7 @@ func (e *Engine) shaMismatch(ctx context.Context, op store.Operation) error {
 // used: GitLab kept refusing for a reason that should have cleared.
 // refusal, when not "", is the platform's own words for its last refusal
 // (GitHub's 405 message): the round's event and the final detail carry it.
-func (e *Engine) nextRound(ctx context.Context, op store.Operation, to rules.StepCode, reason, refusal string) error {
+func (e handleWorker) nextRound(ctx context.Context, op store.Operation, to rules.StepCode, reason, refusal string) error {
 	w := rules.WordsOf(op.Platform)
 	if op.Rounds >= e.pollFor(op).MaxRounds {
 		if refusal != "" {
@@ -155,7 +157,7 @@ func (e *Engine) nextRound(ctx context.Context, op store.Operation, to rules.Ste
 // call budget) is not made again: the next run reads (approveReadHeld). When
 // GitLab behaves this makes at most one approve call per reviewer per head
 // sha.
-func (e *Engine) approve(ctx context.Context, op store.Operation) error {
+func (e handleWorker) approve(ctx context.Context, op store.Operation) error {
 	mr, done, err := e.readOpenMR(ctx, op, false)
 	if done {
 		return err
@@ -355,7 +357,7 @@ func (a *approveAttempts) lastDetail(reviewer int, sha string) string {
 // allowed" was held back (a 429 or the call budget): the next run reads
 // them without approving again. Waiting and approving again would send
 // one more approve per wait, as many as the rate limit lasts.
-func (e *Engine) approveReadHeld(ctx context.Context, op store.Operation, i int, name, sha string, status int) error {
+func (e handleWorker) approveReadHeld(ctx context.Context, op store.Operation, i int, name, sha string, status int) error {
 	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"action": "approve_refused", "reviewer": i, "username": name, "head_sha": sha, "status": status}})
 	if err != nil {
@@ -364,7 +366,7 @@ func (e *Engine) approveReadHeld(ctx context.Context, op store.Operation, i int,
 	return nil
 }
 
-func (e *Engine) approveAttempts(ctx context.Context, op store.Operation) (*approveAttempts, error) {
+func (e handleWorker) approveAttempts(ctx context.Context, op store.Operation) (*approveAttempts, error) {
 	events, err := e.st.ListEvents(ctx, e.st.DB(), op.ID)
 	if err != nil {
 		return nil, fmt.Errorf("reading approve attempts of %s: %w", op.ID, err)
@@ -417,7 +419,7 @@ func (a *approveAttempts) notBefore(reviewer int, sha string, backoff func(int) 
 	return last.Add(backoff(n))
 }
 
-func (e *Engine) recordApproveFailure(ctx context.Context, op store.Operation, i int, name, sha string, n int, cause error) error {
+func (e handleWorker) recordApproveFailure(ctx context.Context, op store.Operation, i int, name, sha string, n int, cause error) error {
 	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"action": "approve", "reviewer": i, "username": name, "head_sha": sha, "attempt": n,
 			"status": platform.StatusOf(cause), "detail": failureDetail(rules.WordsOf(op.Platform), cause)}})
@@ -460,7 +462,7 @@ func (a *approvalsUnreadable) Error() string {
 // ff and rebase_merge). Squashing follows the MR's squash flag, which the
 // create step set from the project's squash option (always and default_on
 // squash): one read of the MR, no read of the project (issue 12 point 3).
-func (e *Engine) merge(ctx context.Context, op store.Operation) error {
+func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
 	mr, done, err := e.readOpenMR(ctx, op, true)
 	if done {
 		return err
@@ -547,7 +549,7 @@ type mergeRefusal struct {
 // GitLab computes mergeability, a merge request being merged) records that
 // the refusal is settled ("merge_refusal_followed"); one that moves the
 // change needs nothing, a transition ends every record.
-func (e *Engine) followRefusal(ctx context.Context, op store.Operation, r mergeRefusal, pending bool) error {
+func (e handleWorker) followRefusal(ctx context.Context, op store.Operation, r mergeRefusal, pending bool) error {
 	var err error
 	if r.Reason == refusedHeadMoved {
 		err = e.shaMismatch(ctx, op)
@@ -584,7 +586,7 @@ func (e *Engine) followRefusal(ctx context.Context, op store.Operation, r mergeR
 
 // pendingRefusal returns the merge refusal at head sha whose follow-up has
 // not finished (followRefusal), if the change has one since it last moved.
-func (e *Engine) pendingRefusal(ctx context.Context, op store.Operation, sha string) (mergeRefusal, bool, error) {
+func (e handleWorker) pendingRefusal(ctx context.Context, op store.Operation, sha string) (mergeRefusal, bool, error) {
 	events, err := e.st.ListEvents(ctx, e.st.DB(), op.ID)
 	if err != nil {
 		return mergeRefusal{}, false, fmt.Errorf("reading the merge refusals of %s: %w", op.ID, err)
@@ -625,7 +627,7 @@ func mergeRef(op store.Operation, sha string) commitgate.Ref {
 // failure. A claim older than the job timeout on an MR still open was left
 // by a replica that died between its claim and its call: it is taken over,
 // by a delete conditional on that holder's token.
-func (e *Engine) claimMerge(ctx context.Context, op store.Operation, sha string) (commitgate.Lease, error) {
+func (e handleWorker) claimMerge(ctx context.Context, op store.Operation, sha string) (commitgate.Lease, error) {
 	c := commitgate.Commit{Ref: mergeRef(op, sha), Status: store.StatusMerged, Branch: op.TargetBranch, Seq: int64(op.Version)}
 	lease, err := e.gate.Acquire(ctx, c)
 	var stale *commitgate.Held
@@ -666,7 +668,7 @@ func (e *Engine) claimMerge(ctx context.Context, op store.Operation, sha string)
 // records why (reason; "" records nothing). It runs on a fresh bounded
 // context: the job's may have expired. Failures are logged: the claim is
 // then taken over once older than the job timeout.
-func (e *Engine) releaseMerge(ctx context.Context, op store.Operation, lease commitgate.Lease, reason string) {
+func (e handleWorker) releaseMerge(ctx context.Context, op store.Operation, lease commitgate.Lease, reason string) {
 	ctx, cancel := recordContext(ctx)
 	defer cancel()
 	released, err := e.gate.ReleaseLease(ctx, lease)
@@ -715,7 +717,7 @@ const maxSeededMerges = 10_000
 // reads the MR once more, finishes as merged only if GitLab now shows it
 // merged, and otherwise releases the merge claim and fails with GitLab's
 // reason. It never merges again.
-func (e *Engine) mergeLeftOpen(ctx context.Context, op store.Operation, res platform.MergeRequest, lease commitgate.Lease) error {
+func (e handleWorker) mergeLeftOpen(ctx context.Context, op store.Operation, res platform.MergeRequest, lease commitgate.Lease) error {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err == nil && mr.State == platform.MRStateMerged {
 		return e.finishMerged(ctx, op, mr, "job:"+rules.KindHandle)
@@ -765,7 +767,7 @@ var mergeBlockers = map[string]string{
 // merge_error of a blocked request and ends the detail of a change that
 // runs out of rounds (a request read as mergeable after it still backs off
 // and merges again: the 405 may have raced a check finishing).
-func (e *Engine) notMergeable(ctx context.Context, op store.Operation, refusal string) error {
+func (e handleWorker) notMergeable(ctx context.Context, op store.Operation, refusal string) error {
 	mr, done, err := e.readOpenMR(ctx, op, true)
 	if done {
 		return err
@@ -837,7 +839,7 @@ func draftDetail(w rules.Words) string {
 // toDraft parks the change in HANDLE_DRAFT after the merge found the MR a
 // draft (issue 10 point 3): it waits for a person to mark it ready,
 // without a deadline, spending no round and making no merge call meanwhile.
-func (e *Engine) toDraft(ctx context.Context, op store.Operation) error {
+func (e handleWorker) toDraft(ctx context.Context, op store.Operation) error {
 	_, err := e.Transition(ctx, op, rules.HandleDraft, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"detailed_merge_status": draftStatus},
 		Update:  func(o *store.Operation) { o.Detail = draftDetail(rules.WordsOf(op.Platform)) }})
@@ -848,7 +850,7 @@ func (e *Engine) toDraft(ctx context.Context, op store.Operation) error {
 // with changes.draft: while the MR is still a draft it looks again after
 // the long interval; once it is not, the change goes back to merging.
 // Merged, closed or a new head are settled as everywhere (readOpenMR).
-func (e *Engine) pollDraft(ctx context.Context, op store.Operation) error {
+func (e handleWorker) pollDraft(ctx context.Context, op store.Operation) error {
 	mr, done, err := e.readOpenMR(ctx, op, false)
 	if done {
 		return err
@@ -870,7 +872,7 @@ func (e *Engine) draftReady(ctx context.Context, op store.Operation, source stri
 // backOffMerge waits while GitLab still computes mergeability, on the
 // stepped schedule, until the rebase deadline (GitLab's asynchronous work on
 // an MR); then the change parks in HANDLE_MERGE_PENDING for /resume.
-func (e *Engine) backOffMerge(ctx context.Context, op store.Operation, status string) error {
+func (e handleWorker) backOffMerge(ctx context.Context, op store.Operation, status string) error {
 	p := e.pollFor(op)
 	if d, ok := stepped(p, e.now(), op.StepStartedAt, p.RebaseDeadline); ok {
 		return snoozeFor(d)
@@ -891,7 +893,7 @@ func (e *Engine) backOffMerge(ctx context.Context, op store.Operation, status st
 // 422 "expected head sha didn't match current head ref", docs/github.md)
 // is a push, not a refusal: shaMismatch reads the request again and the
 // change waits for the new head's checks and approvals.
-func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platform.MergeRequest) error {
+func (e handleWorker) startRebase(ctx context.Context, op store.Operation, mr platform.MergeRequest) error {
 	if mr.RebaseInProgress {
 		return e.toRebasing(ctx, op, mr.SHA, false)
 	}
@@ -918,7 +920,7 @@ func (e *Engine) startRebase(ctx context.Context, op store.Operation, mr platfor
 // knows the rebase has not landed while the head is still head (issue 21
 // point 7: GitHub's update-branch has no progress flag, and a memory of
 // one process's request is lost to a restart and unseen by the others).
-func (e *Engine) toRebasing(ctx context.Context, op store.Operation, head string, started bool) error {
+func (e handleWorker) toRebasing(ctx context.Context, op store.Operation, head string, started bool) error {
 	_, err := e.Transition(ctx, op, rules.HandleRebasing, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"rebase_requested": started, "head_sha": head},
 		Update: func(o *store.Operation) {
@@ -958,7 +960,7 @@ func rebaseRunning(op store.Operation, mr platform.MergeRequest) bool {
 // pipeline of the new head; a failed rebase is HANDLE_REBASE_CONFLICT; a
 // rebase still running past the rebase deadline parks the change in
 // HANDLE_REBASE_PENDING (/resume polls again).
-func (e *Engine) pollRebase(ctx context.Context, op store.Operation) error {
+func (e handleWorker) pollRebase(ctx context.Context, op store.Operation) error {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, true)
 	if err != nil {
 		return notFoundIs(err, rules.WordsOf(op.Platform), rules.HandleFailed, "%s no longer exists", rules.WordsOf(op.Platform).MRRef(op.MRIID))
@@ -1046,3 +1048,36 @@ func (e *Engine) byRobot(ctx context.Context, username string) bool {
 	r, err := e.isRobot(ctx, platform.User{Username: username})
 	return err == nil && r
 }
+
+// handlePlatform is what the handle phase (approve, rebase, merge) itself
+// calls on the platform (issue 20 point 2: a step worker is given only the
+// methods it calls); the engine's shared moves (Transition, failures) keep
+// their own.
+type handlePlatform interface {
+	Approve(ctx context.Context, reviewer int, projectID, iid int64, sha string) error
+	Merge(ctx context.Context, projectID, iid int64, p platform.MergeParams) (platform.MergeRequest, error)
+	MergeRequest(ctx context.Context, projectID, iid int64, includeRebase bool) (platform.MergeRequest, error)
+	Rebase(ctx context.Context, projectID, iid int64) error
+	Reviewer(ctx context.Context, i int) (platform.User, error)
+	ReviewerCount() int
+}
+
+// handleStore is what the handle phase (approve, rebase, merge) itself calls
+// on the store.
+type handleStore interface {
+	AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error)
+	DB() store.DBTX
+	ListEvents(ctx context.Context, db store.DBTX, operationID string) ([]store.Event, error)
+}
+
+// handleWorker runs the handle phase (approve, rebase, merge) with
+// handlePlatform and handleStore in place of the engine's whole platform and
+// store.
+type handleWorker struct {
+	*Engine
+	gl handlePlatform
+	st handleStore
+}
+
+// handleWorker is e's handle phase (approve, rebase, merge) worker.
+func (e *Engine) handleWorker() handleWorker { return handleWorker{Engine: e, gl: e.gl, st: e.st} }

@@ -31,7 +31,7 @@ func stepped(p PollConfig, now, since time.Time, deadline time.Duration) (time.D
 // awaitPipeline is the polling fallback of the pipeline webhook: it reads the
 // MR's head pipeline and decides, or snoozes, or parks the change in a
 // pending step at the deadline.
-func (e *Engine) awaitPipeline(ctx context.Context, op store.Operation) error {
+func (e pipelineWorker) awaitPipeline(ctx context.Context, op store.Operation) error {
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err != nil {
 		return err
@@ -170,3 +170,22 @@ func short(sha string) string {
 	}
 	return sha
 }
+
+// pipelinePlatform is what the pipeline step (the MR pipeline of the head)
+// itself calls on the platform (issue 20 point 2: a step worker is given
+// only the methods it calls); the engine's shared moves (Transition,
+// failures) keep their own.
+type pipelinePlatform interface {
+	MergeRequest(ctx context.Context, projectID, iid int64, includeRebase bool) (platform.MergeRequest, error)
+}
+
+// pipelineWorker runs the pipeline step (the MR pipeline of the head) with
+// pipelinePlatform in place of the engine's whole platform; it calls the
+// store only through the engine's shared moves.
+type pipelineWorker struct {
+	*Engine
+	gl pipelinePlatform
+}
+
+// pipelineWorker is e's pipeline step (the MR pipeline of the head) worker.
+func (e *Engine) pipelineWorker() pipelineWorker { return pipelineWorker{Engine: e, gl: e.gl} }

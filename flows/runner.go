@@ -285,13 +285,13 @@ func (e *Engine) registerWorkers(s workerSink) {
 	addWorker(s, &stepWorker[RequestApprovalArgs]{e: e, kind: rules.KindRequestApproval,
 		args: func(a RequestApprovalArgs) OperationArgs { return OperationArgs(a) }, run: e.requestApproval})
 	addWorker(s, &stepWorker[CreateMRArgs]{e: e, kind: rules.KindCreateMR,
-		args: func(a CreateMRArgs) OperationArgs { return OperationArgs(a) }, run: e.createMR})
+		args: func(a CreateMRArgs) OperationArgs { return OperationArgs(a) }, run: e.createWorker().createMR})
 	addWorker(s, &stepWorker[AwaitPipelineArgs]{e: e, kind: rules.KindAwaitPipeline,
-		args: func(a AwaitPipelineArgs) OperationArgs { return OperationArgs(a) }, run: e.awaitPipeline})
+		args: func(a AwaitPipelineArgs) OperationArgs { return OperationArgs(a) }, run: e.pipelineWorker().awaitPipeline})
 	addWorker(s, &stepWorker[HandleArgs]{e: e, kind: rules.KindHandle,
-		args: func(a HandleArgs) OperationArgs { return OperationArgs(a) }, run: e.handle})
+		args: func(a HandleArgs) OperationArgs { return OperationArgs(a) }, run: e.handleWorker().handle})
 	addWorker(s, &stepWorker[AwaitDeployArgs]{e: e, kind: rules.KindAwaitDeploy,
-		args: func(a AwaitDeployArgs) OperationArgs { return OperationArgs(a) }, run: e.awaitDeploy})
+		args: func(a AwaitDeployArgs) OperationArgs { return OperationArgs(a) }, run: e.deployWorker().awaitDeploy})
 	addWorker(s, &noteWorker{e: e})
 	addWorker(s, &cancelCleanupWorker{e: e})
 }
