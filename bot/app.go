@@ -1,8 +1,12 @@
-// Package bot wires changebot together: configuration, the store, the GitLab
-// adapter, the flow engine and its River workers, the HTTP router (webhooks,
-// callbacks, REST API, health and metrics) and the CLI subcommands
-// (serve, migrate, demo). It holds no business rules of its own; nothing
-// imports it but cmd/changebot.
+// Package bot wires changebot together and does nothing else: it applies
+// the configuration, opens the database and the platform adapter (GitLab
+// or GitHub), builds the flow engine and its River workers, mounts the
+// HTTP routes (webhooks, callbacks, the REST API and pages of package api,
+// health and metrics), and starts and shuts down (Serve; StartDemo for
+// the demo's in-process bot). It holds no business rules, no HTTP handler
+// of its own beyond health and metrics, and no command line (package cli);
+// nothing imports it but cmd/changebot (and the chaos harness's
+// replicas).
 package bot
 
 import (
