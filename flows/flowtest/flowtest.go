@@ -320,13 +320,8 @@ func (h *Harness) newGitLab(t testing.TB, opts *Opts, log *slog.Logger) flows.Pl
 	}
 	members := map[string]int{Robot: gitlabfake.AccessMaintainer, Requester: gitlabfake.AccessDeveloper}
 	maps(spec.Members, members)
-	n := opts.Reviewers
-	if n == 0 {
-		n = 2
-	}
 	var tokens []string
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("reviewer%d", i)
+	for _, name := range reviewerNames(opts) {
 		h.GitLab.AddUser(name, name+"-token", gitlabfake.AsBot())
 		members[name] = gitlabfake.AccessDeveloper
 		tokens = append(tokens, name+"-token")
@@ -349,6 +344,20 @@ func (h *Harness) newGitLab(t testing.TB, opts *Opts, log *slog.Logger) flows.Pl
 	return h.Client
 }
 
+// reviewerNames are the reviewer robots' names, reviewer1 to reviewerN
+// (Opts.Reviewers; 0 means 2); each one's token is its name + "-token".
+func reviewerNames(opts *Opts) []string {
+	n := opts.Reviewers
+	if n == 0 {
+		n = 2
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("reviewer%d", i+1)
+	}
+	return names
+}
+
 // GitHubCheck is the required check of a GitHub harness's default branch,
 // the one job of githubfake's default CI.
 const GitHubCheck = "build"
@@ -363,13 +372,8 @@ func (h *Harness) newGitHub(t testing.TB, opts *Opts, log *slog.Logger) flows.Pl
 	h.GitHub.AddUser(Robot, "robot-token")
 	h.GitHub.AddUser(Requester, "alice-token")
 	collaborators := map[string]string{Robot: "maintain", Requester: "write"}
-	n := opts.Reviewers
-	if n == 0 {
-		n = 2
-	}
 	var tokens []string
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("reviewer%d", i)
+	for _, name := range reviewerNames(opts) {
 		h.GitHub.AddUser(name, name+"-token")
 		collaborators[name] = "write"
 		tokens = append(tokens, name+"-token")
