@@ -251,6 +251,26 @@ func TestListChangesAPI(t *testing.T) {
 		!strings.Contains(out, "more: add -cursor "+fromAPI.NextCursor) {
 		t.Errorf("changebot list table = %d\n%s", code, out)
 	}
+	// A repeated filter flag is the API's repeated parameter, not the last
+	// value alone.
+	statuses := url.Values{"status": {"CLOSED", "APPROVAL_SENT"}, "limit": {"500"}}
+	fromAPI = changeListPageOf(t, env, statuses)
+	for _, st := range statuses["status"] {
+		if len(changeListPageOf(t, env, url.Values{"status": {st}, "limit": {"500"}}).Changes) == 0 {
+			t.Fatalf("no change is %s: the repeated filter is not tested", st)
+		}
+	}
+	for _, args := range [][]string{
+		{"-status", "CLOSED", "-status", "APPROVAL_SENT"},
+		{"-status", "CLOSED,APPROVAL_SENT"},
+	} {
+		code, out, errOut := cli(append(args, "-limit", "500", "-json")...)
+		got = api.ChangeListPage{}
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil || !reflect.DeepEqual(got, fromAPI) {
+			t.Errorf("changebot list %v = %d %s %s, want the API's page for status=CLOSED&status=APPROVAL_SENT (%d changes)",
+				args, code, out, errOut, len(fromAPI.Changes))
+		}
+	}
 	if code, _, errOut = cli("-status", "NOPE"); code != 2 || !strings.Contains(errOut, "-status: unknown status NOPE; one of") {
 		t.Errorf("changebot list -status NOPE = %d %q, want 2 naming -status", code, errOut)
 	}

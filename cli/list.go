@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -34,10 +35,14 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	path := fs.String("config", os.Getenv("CHANGEBOT_CONFIG"), "YAML configuration file")
-	filters := map[string]*string{}
+	// Each filter flag may be repeated: every value reaches the query as a
+	// repeated parameter does in GET /api/v1/changes, which decides what a
+	// repetition means (-status A -status B is -status A,B).
+	filters := map[string]*queryFlag{}
 	for _, p := range api.ListFilters {
 		if p != "stuck" && p != "limit" {
-			filters[p] = fs.String(p, "", "filter "+p+" (as in GET /api/v1/changes)")
+			filters[p] = &queryFlag{}
+			fs.Var(filters[p], p, "filter "+p+" (as in GET /api/v1/changes; may be repeated)")
 		}
 	}
 	stuck := fs.Bool("stuck", false, "only stuck changes")
@@ -55,8 +60,8 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	}
 	q := url.Values{"limit": {strconv.Itoa(*limit)}}
 	for k, v := range filters {
-		if *v != "" {
-			q.Set(k, *v)
+		for _, x := range *v {
+			q.Add(k, x)
 		}
 	}
 	if *stuck {
@@ -123,5 +128,16 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if next != "" {
 		fmt.Fprintf(stdout, "more: add -cursor %s\n", next)
 	}
+	return nil
+}
+
+// queryFlag is a flag that may be given several times; each value is kept
+// as given, in order, as a repeated query parameter.
+type queryFlag []string
+
+func (f *queryFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *queryFlag) Set(v string) error {
+	*f = append(*f, v)
 	return nil
 }
