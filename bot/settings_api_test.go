@@ -143,6 +143,10 @@ func TestSettingsAPI(t *testing.T) {
 			[]string{`"value":"3h"`, `"scope":"project:grp/other"`, `"source":"stored"`}},
 		{"get other project falls back to global", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=grp/third", demo.APIToken, nil, 200,
 			[]string{`"value":"90m"`, `"scope":"global"`}},
+		// A numeric id names no scope a change reads pipeline.deadline in:
+		// answering the global value would hide the project's own.
+		{"get project by id", http.MethodGet, "/api/v1/settings/pipeline.deadline?project=42", demo.APIToken, nil, 400,
+			[]string{"pipeline.deadline is never read for project:42", "path"}},
 		{"list", http.MethodGet, "/api/v1/settings?project=GRP/OTHER", demo.APIToken, nil, 200,
 			[]string{`"key":"admission.max_active"`, `"value":"3h"`}},
 	}

@@ -104,6 +104,9 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) (err erro
 			return err
 		}
 	}
+	if err := settings.CheckScope(pos[0], *project); err != nil {
+		return err // as set refuses it
+	}
 	v, err := cache.Lookup(pos[0], *project)
 	if err != nil {
 		return err

@@ -291,11 +291,18 @@ func (e *GlobalOnlyError) Is(target error) bool { return target == ErrGlobalOnly
 var ErrProjectScope = errors.New("project scope would never be matched")
 
 // ProjectScopeError names the key and the project scope it was given, and
-// how that key's project scope must be spelled.
-type ProjectScopeError struct{ Key, Scope, Want string }
+// how that key's project scope must be spelled. Read is set when the scope
+// was given to read the value (CheckScope), not to write it.
+type ProjectScopeError struct {
+	Key, Scope, Want string
+	Read             bool
+}
 
 // Error implements error.
 func (e *ProjectScopeError) Error() string {
+	if e.Read {
+		return fmt.Sprintf("%s is never read for %s: its project scope is %s (a change there uses another value than this scope would show)", e.Key, e.Scope, e.Want)
+	}
 	return fmt.Sprintf("%s cannot be set for %s: its project scope is %s, or the value would never be used", e.Key, e.Scope, e.Want)
 }
 
@@ -330,16 +337,8 @@ func Validate(key, project string, raw json.RawMessage) (Value, error) {
 	if d.GlobalOnly && Scope(project) != scopeGlobal {
 		return Value{}, &GlobalOnlyError{Key: key, Scope: Scope(project)}
 	}
-	if Scope(project) != scopeGlobal && numericID(project) != d.ScopeByID {
-		// A change's settings are looked up by the project's path as the
-		// platform answers it; approval.adapter by its numeric id (the
-		// adapter knows only the id). The other spelling would be stored
-		// and silently never apply.
-		want := "the project's path (group/name, as GitLab or GitHub shows it; case is ignored)"
-		if d.ScopeByID {
-			want = "the project's numeric id"
-		}
-		return Value{}, &ProjectScopeError{Key: key, Scope: Scope(project), Want: want}
+	if err := d.checkScope(project); err != nil {
+		return Value{}, err
 	}
 	v, err := d.Parse(raw)
 	if err != nil {
@@ -349,6 +348,42 @@ func Validate(key, project string, raw json.RawMessage) (Value, error) {
 		return Value{}, err
 	}
 	return v, nil
+}
+
+// CheckScope reports whether project ("" for global) spells a scope key's
+// values are looked up in, for a person reading one setting (the CLI's
+// settings get, GET /api/v1/settings/{key}): a *ProjectScopeError when it
+// would name a scope no change reads (a numeric id for a key read by the
+// project's path, a path for approval.adapter), whose answer would be the
+// global value while the project uses another; *UnknownKeyError for an
+// unknown key. Validate applies the same rule to writes.
+func CheckScope(key, project string) error {
+	d, ok := Lookup(key)
+	if !ok {
+		return &UnknownKeyError{Key: key}
+	}
+	err := d.checkScope(project)
+	if pe := (*ProjectScopeError)(nil); errors.As(err, &pe) {
+		pe.Read = true
+	}
+	return err
+}
+
+// checkScope is CheckScope for d. A global-only key read for a project is
+// its global value, which is right: only writes refuse a project there.
+func (d Def) checkScope(project string) error {
+	if d.GlobalOnly || Scope(project) == scopeGlobal || numericID(project) == d.ScopeByID {
+		return nil
+	}
+	// A change's settings are looked up by the project's path as the
+	// platform answers it; approval.adapter by its numeric id (the adapter
+	// knows only the id). The other spelling would be stored and silently
+	// never apply, or read and show the global value instead.
+	want := "the project's path (group/name, as GitLab or GitHub shows it; case is ignored)"
+	if d.ScopeByID {
+		want = "the project's numeric id"
+	}
+	return &ProjectScopeError{Key: d.Key, Scope: Scope(project), Want: want}
 }
 
 // minDuration returns the shortest duration an operator may set for d.

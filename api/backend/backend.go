@@ -233,6 +233,12 @@ func (s Settings) List(project string) []api.SettingView {
 
 // Lookup implements api.Settings.
 func (s Settings) Lookup(key, project string) (api.SettingView, error) {
+	// A project spelled so that no change reads its scope (a numeric id
+	// for a key read by path) is refused as a write would be: answering
+	// the global value would hide the project's own (settings.CheckScope).
+	if err := settings.CheckScope(key, project); err != nil {
+		return api.SettingView{}, &api.RefusedError{Err: err}
+	}
 	v, err := s.Cache.Lookup(key, project)
 	if err != nil {
 		return api.SettingView{}, &api.RefusedError{Err: err}
