@@ -181,7 +181,10 @@ var ErrNoSchema = errors.New("no changebot schema")
 // ExplainMissingSchema replaces err, when a query failed because a table
 // does not exist (PostgreSQL SQLSTATE 42P01 undefined_table, SQLite "no
 // such table"), with one that names the database (password left out) and
-// says to run changebot migrate; other errors are returned as they are.
+// says to run changebot migrate (ErrNoSchema); when a column does not exist
+// (42703, "no such column") and the tables are at an older migration than
+// this binary's, with one that says so and to migrate (ErrSchemaBehind);
+// other errors are returned as they are.
 // The commands that only read (list, settings, history, replay, verify)
 // call it on their error rather than checking the migration version first:
 // opening the migrator creates its version table, a write those commands
@@ -194,6 +197,16 @@ func (d *DB) ExplainMissingSchema(err error) error {
 	missing := errors.As(err, &pgErr) && pgErr.Code == pgUndefinedTable
 	if !missing && d.target.Engine == config.EngineSQLite {
 		missing = strings.Contains(err.Error(), "no such table")
+	}
+	column := (pgErr != nil && pgErr.Code == pgUndefinedColumn) ||
+		(d.target.Engine == config.EngineSQLite && strings.Contains(err.Error(), "no such column"))
+	if column {
+		// The tables are there but older than this binary: a database
+		// migrated by an older release, or reverted with migrate -down.
+		// The version table exists then, so reading it writes nothing.
+		if version, _, serr := d.MigrationStatus(); serr == nil && version < d.LatestMigration() {
+			return &behindError{where: d.Describe(), version: version, latest: d.LatestMigration(), err: err}
+		}
 	}
 	if !missing {
 		return err
@@ -212,6 +225,31 @@ func (d *DB) ExplainMissingSchema(err error) error {
 // pgUndefinedTable is PostgreSQL's SQLSTATE undefined_table ("relation
 // ... does not exist").
 const pgUndefinedTable = "42P01"
+
+// pgUndefinedColumn is PostgreSQL's SQLSTATE undefined_column ("column
+// ... does not exist").
+const pgUndefinedColumn = "42703"
+
+// ErrSchemaBehind is wrapped by the error of a command that finds
+// changebot's tables at an older migration than this binary's.
+var ErrSchemaBehind = errors.New("changebot schema behind this binary")
+
+// behindError is ExplainMissingSchema's error for tables at an older
+// migration: it matches ErrSchemaBehind and keeps the database's own error
+// for errors.As, out of the message.
+type behindError struct {
+	where           string
+	version, latest uint
+	err             error
+}
+
+func (e *behindError) Error() string {
+	return fmt.Sprintf("%s is at migration %d of %d: run changebot migrate (doctor says so too)", e.where, e.version, e.latest)
+}
+
+func (e *behindError) Is(target error) bool { return target == ErrSchemaBehind }
+
+func (e *behindError) Unwrap() error { return e.err }
 
 // noSchemaError is explainMissingSchema's error: it matches ErrNoSchema and
 // keeps the database's own error for errors.As, out of the message.
