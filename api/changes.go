@@ -208,8 +208,9 @@ func (h *Handler) changeAction(w http.ResponseWriter, r *http.Request) {
 	id, action := vars["id"], rules.Action(vars["action"])
 	role := tokenRole(r)
 	if role != RoleOperator {
-		if action != rules.ActionCancel {
-			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})
+		if action != rules.ActionCancel || role != RoleSubmitter {
+			// A viewer only reads; a submitter may cancel its own changes.
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "a " + role + " token may not " + string(action) + " changes; this needs an operator token"})
 			return
 		}
 		c, _, err := h.cfg.Engine.Get(r.Context(), id)

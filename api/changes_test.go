@@ -283,7 +283,7 @@ func TestChangeActionsNeedTheirRole(t *testing.T) {
 		{"cancel by its submitter", rules.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", submitterToken, 200, `"status":"CLOSED"`, true},
 		{"cancel by another submitter", rules.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", otherToken, 403, "only the changes it submitted", false},
 		{"cancel of a change no token submitted", rules.StatusApprovalSent, rules.ApprovalSent, "", "cancel", submitterToken, 403, "only the changes it submitted", false},
-		{"cancel by a viewer", rules.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", viewerToken, 403, "only the changes it submitted", false},
+		{"cancel by a viewer", rules.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", viewerToken, 403, "a viewer token may not cancel changes", false},
 		{"cancel by an operator", rules.StatusApprovalSent, rules.ApprovalSent, submitterToken, "cancel", operatorToken, 200, `"status":"CLOSED"`, true},
 		{"cancel of a closed change", rules.StatusClosed, rules.Closed, submitterToken, "cancel", operatorToken, 409, "cannot cancel", true},
 		{"no token", rules.StatusCreateFailed, rules.CreateFailed, submitterToken, "retry", "", 401, "bearer token", false},

@@ -195,7 +195,7 @@ func (d *doctor) checkHookToken(ctx context.Context, plat, whose string, current
 	switch {
 	case err == nil:
 		d.hookUser = u.Username
-		d.ok(fmt.Sprintf("%s: user %s (id %d) reads the webhooks", hookTokenWhat, u.Username, u.ID))
+		d.ok(fmt.Sprintf("%s: user %s (id %d), a valid token; the webhooks are read with it", hookTokenWhat, u.Username, u.ID))
 	case errors.Is(err, platform.ErrForbidden):
 		d.hookRefused = true
 		d.fail(fmt.Sprintf("%s: %s refused it (401): revoked, expired or mistyped, so no webhook is checked", hookTokenWhat, plat),
