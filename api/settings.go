@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -19,6 +20,9 @@ type settingRequest struct {
 // listSettings answers GET /api/v1/settings[?project=P]: every setting's
 // effective value for the project (or the global ones).
 func (h *Handler) listSettings(w http.ResponseWriter, r *http.Request) {
+	if !onlyProjectParam(w, r) {
+		return
+	}
 	views := []SettingView{}
 	views = append(views, h.cfg.Settings.List(r.URL.Query().Get("project"))...)
 	writeJSON(w, http.StatusOK, views)
@@ -26,6 +30,9 @@ func (h *Handler) listSettings(w http.ResponseWriter, r *http.Request) {
 
 // getSetting answers GET /api/v1/settings/{key}[?project=P].
 func (h *Handler) getSetting(w http.ResponseWriter, r *http.Request) {
+	if !onlyProjectParam(w, r) {
+		return
+	}
 	v, err := h.cfg.Settings.Lookup(mux.Vars(r)["key"], r.URL.Query().Get("project"))
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
@@ -87,4 +94,18 @@ type SettingView struct {
 	UpdatedBy string          `json:"updated_by"`
 	UpdatedAt *time.Time      `json:"updated_at"`
 	Source    string          `json:"source"`
+}
+
+// onlyProjectParam answers 400 naming a query parameter the settings reads
+// do not take (only project), as GET /api/v1/changes refuses an unknown
+// filter: a misspelled ?proj= would otherwise answer the global values. It
+// reports whether the request may go on.
+func onlyProjectParam(w http.ResponseWriter, r *http.Request) bool {
+	for k := range r.URL.Query() {
+		if k != "project" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("unknown query parameter %q: the settings take only project", k)})
+			return false
+		}
+	}
+	return true
 }
