@@ -385,9 +385,13 @@ func TestAuthSchemes(t *testing.T) {
 		{"Bearer " + viewerToken, 200}, {"bearer " + viewerToken, 200}, {"BEARER  " + viewerToken, 200},
 		{"Token " + viewerToken, 401}, {viewerToken, 401}, {"Bearer " + viewerToken + "x", 401}, {"Bearer", 401},
 	} {
-		code, body, _ := s.callWith(t, http.MethodGet, "/api/v1/settings", "", "", map[string]string{"Authorization": tc.auth})
+		code, body, h := s.callWith(t, http.MethodGet, "/api/v1/settings", "", "", map[string]string{"Authorization": tc.auth})
 		if code != tc.code {
 			t.Errorf("Authorization %q: %d %s, want %d", tc.auth, code, body, tc.code)
+		}
+		// RFC 6750 §3: a 401 says which scheme to use.
+		if got := h.Get("WWW-Authenticate"); (code == http.StatusUnauthorized) != strings.HasPrefix(got, "Bearer ") {
+			t.Errorf("Authorization %q: %d with WWW-Authenticate %q, want a Bearer challenge exactly on 401", tc.auth, code, got)
 		}
 	}
 }

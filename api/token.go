@@ -67,6 +67,8 @@ func (h *Handler) auth(role string, next http.Handler) http.Handler {
 		}
 		switch {
 		case matched == "":
+			// RFC 6750 §3: a 401 names the scheme the resource takes.
+			w.Header().Set("WWW-Authenticate", `Bearer realm="changebot"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or invalid bearer token"})
 		case role == RoleOperator && matched != RoleOperator:
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs an operator token"})

@@ -47,7 +47,7 @@ func TestHistoryReplayVerifyCommands(t *testing.T) {
 	if out, code := run("replay", opID, "-at", first.Format(time.RFC3339Nano)); code != 0 || !strings.Contains(out, "APPROVAL_SENDING") {
 		t.Fatalf("replay at the first event: %d %s", code, out)
 	}
-	if out, code := run("verify"); code != 0 || !strings.Contains(out, "1 operations checked, 0 broken") {
+	if out, code := run("verify"); code != 0 || !strings.Contains(out, "1 operation checked, 0 broken") {
 		t.Fatalf("verify: %d %s", code, out)
 	}
 	// The events API (any token) and history -json give the same events:

@@ -234,7 +234,11 @@ func VerifyHistories(ctx context.Context, st store.Store, ids []string, stdout i
 			after = page[len(page)-1]
 		}
 	}
-	fmt.Fprintf(stdout, "%d operations checked, %d broken\n", checked, broken)
+	noun := "operations"
+	if checked == 1 {
+		noun = "operation"
+	}
+	fmt.Fprintf(stdout, "%d %s checked, %d broken\n", checked, noun, broken)
 	if broken > 0 {
 		return fmt.Errorf("%d operations have a broken history", broken)
 	}
