@@ -22,23 +22,46 @@ import (
 	"changebot/store"
 )
 
+// openedStore is a database a command opened (openStore): its
+// configuration, the handle to close, and the store on it.
+type openedStore struct {
+	cfg config.Config
+	db  *database.DB
+	st  store.Store
+}
+
 // openStore connects to DATABASE_URL (or the -config file's database_url)
-// for the read-only history commands.
-func openStore(ctx context.Context, path string) (store.Store, *database.DB, error) {
+// for the commands that read or write the store (history, replay, verify,
+// list, settings); the caller closes db. It is the command line's one way
+// to open the store.
+func openStore(ctx context.Context, path string) (openedStore, error) {
 	cfg, err := config.LoadDatabase(path, nil, nil)
 	if err != nil {
-		return nil, nil, err
+		return openedStore{}, err
 	}
 	db, err := database.OpenExisting(ctx, cfg.ResolvedDatabaseURL(), "")
 	if err != nil {
-		return nil, nil, err
+		return openedStore{}, err
 	}
 	st, err := db.Store(nil)
 	if err != nil {
 		db.Close()
-		return nil, nil, err
+		return openedStore{}, err
 	}
-	return st, db, nil
+	return openedStore{cfg: cfg, db: db, st: st}, nil
+}
+
+// settings loads the runtime settings from the store, the config file's
+// settings: map as their initial values (what serve would use).
+func (o openedStore) settings(ctx context.Context) (*settings.Cache, error) {
+	cache, err := settings.NewCache(settings.CacheConfig{Store: o.st, Initial: o.cfg.Settings})
+	if err != nil {
+		return nil, err
+	}
+	if err := cache.Load(ctx); err != nil {
+		return nil, err
+	}
+	return cache, nil
 }
 
 // cmdHistory prints an operation's events (changebot history <id>), or its
@@ -79,12 +102,13 @@ func cmdHistory(ctx context.Context, args []string, stdout io.Writer, replay boo
 			return usageError{msg: fmt.Sprintf("-at %q: want an RFC 3339 time such as 2026-12-01T14:00:00Z", *at), usage: commandUsage(fs)}
 		}
 	}
-	st, pool, err := openStore(ctx, *path)
+	o, err := openStore(ctx, *path)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	defer func() { err = pool.ExplainMissingSchema(err) }()
+	defer o.db.Close()
+	defer func() { err = o.db.ExplainMissingSchema(err) }()
+	st := o.st
 	id := fs.Arg(0)
 	if *asJSON && !replay {
 		return printEventsJSON(ctx, st, id, *stored, stdout)
@@ -180,12 +204,13 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) (err error)
 	if err := parseFlags(fs, reorderFlags(args), ""); err != nil {
 		return err
 	}
-	st, pool, err := openStore(ctx, *path)
+	o, err := openStore(ctx, *path)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	defer func() { err = pool.ExplainMissingSchema(err) }()
+	defer o.db.Close()
+	defer func() { err = o.db.ExplainMissingSchema(err) }()
+	st := o.st
 	return VerifyHistories(ctx, st, fs.Args(), stdout)
 }
 

@@ -16,10 +16,7 @@ import (
 
 	"changebot/api"
 	"changebot/api/backend"
-	"changebot/config"
-	"changebot/database"
 	"changebot/flows/rules"
-	"changebot/settings"
 )
 
 const listUsage = `usage: changebot list [-status S] [-step S] [-project P] [-subject_id S] [-target_key K]
@@ -75,35 +72,24 @@ func cmdList(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		}
 		return err
 	}
-	cfg, err := config.LoadDatabase(*path, nil, nil)
+	o, err := openStore(ctx, *path)
 	if err != nil {
 		return err
 	}
-	db, err := database.OpenExisting(ctx, cfg.ResolvedDatabaseURL(), "")
+	defer o.db.Close()
+	defer func() { err = o.db.ExplainMissingSchema(err) }()
+	cache, err := o.settings(ctx)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	defer func() { err = db.ExplainMissingSchema(err) }()
-	st, err := db.Store(nil)
-	if err != nil {
-		return err
-	}
-	cache, err := settings.NewCache(settings.CacheConfig{Store: st, Initial: cfg.Settings})
-	if err != nil {
-		return err
-	}
-	if err := cache.Load(ctx); err != nil {
-		return err
-	}
-	ops, next, err := api.ListChanges(ctx, backend.Store{Store: st, Settings: cache}, q, time.Now())
+	ops, next, err := api.ListChanges(ctx, backend.Store{Store: o.st, Settings: cache}, q, time.Now())
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		page := api.ChangeListPage{Changes: []api.ChangeListItem{}, NextCursor: next}
 		for _, op := range ops {
-			page.Changes = append(page.Changes, api.NewChangeListItem(op, cfg.ExternalURL))
+			page.Changes = append(page.Changes, api.NewChangeListItem(op, o.cfg.ExternalURL))
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

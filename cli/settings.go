@@ -15,8 +15,6 @@ import (
 
 	"changebot/api"
 	"changebot/api/backend"
-	"changebot/config"
-	"changebot/database"
 	"changebot/settings"
 )
 
@@ -67,25 +65,14 @@ func cmdSettings(ctx context.Context, args []string, stdout io.Writer) (err erro
 	case verb == "get" && len(pos) > 1, verb == "set" && len(pos) != 2:
 		return usagef("wrong number of arguments: settings %s takes %s\n%s", verb, map[string]string{"get": "at most one key", "set": "a key and a value"}[verb], settingsUsage)
 	}
-	cfg, err := config.LoadDatabase(*path, nil, nil)
+	o, err := openStore(ctx, *path)
 	if err != nil {
 		return err
 	}
-	db, err := database.OpenExisting(ctx, cfg.ResolvedDatabaseURL(), "")
+	defer o.db.Close()
+	defer func() { err = o.db.ExplainMissingSchema(err) }()
+	cache, err := o.settings(ctx)
 	if err != nil {
-		return err
-	}
-	defer db.Close()
-	defer func() { err = db.ExplainMissingSchema(err) }()
-	st, err := db.Store(nil)
-	if err != nil {
-		return err
-	}
-	cache, err := settings.NewCache(settings.CacheConfig{Store: st, Initial: cfg.Settings})
-	if err != nil {
-		return err
-	}
-	if err := cache.Load(ctx); err != nil {
 		return err
 	}
 	switch {
