@@ -111,7 +111,7 @@ func NewGitHubHandler(cfg GitHubConfig) (http.Handler, error) {
 		// size limit is checked first, and the signature on the exact
 		// bytes received, before anything reads them.
 		afterBody: h.deliveryOK, ignoreReason: githubIgnoreReason,
-		dedupeKey: func(q *hookRequest) string { return githubDedupeKey(q.r.Header.Get(headerGitHubDelivery)) },
+		dedupeKey: func(q *hookRequest) string { return GitHubDedupeKey(q.r.Header.Get(headerGitHubDelivery)) },
 	}, more...)
 	if err != nil {
 		return nil, err
@@ -226,10 +226,10 @@ func githubIgnoreReason(ev platform.HookEvent, hasCommand func(body string) bool
 	return ""
 }
 
-// githubDedupeKey is "github:"+X-GitHub-Delivery (a GUID; one longer than
+// GitHubDedupeKey is a GitHub delivery's store.Delivery.DedupeKey: "github:"+X-GitHub-Delivery (a GUID; one longer than
 // maxIdempotencyKeyLen is hashed so the unique index never sees an
 // oversized value). The prefix keeps it apart from GitLab's keys.
-func githubDedupeKey(delivery string) string {
+func GitHubDedupeKey(delivery string) string {
 	if len(delivery) <= maxIdempotencyKeyLen {
 		return "github:" + delivery
 	}

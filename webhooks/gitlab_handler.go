@@ -128,7 +128,7 @@ func NewGitLabHandler(cfg GitLabConfig) (*GitLabHandler, error) {
 		handler: handlerGitLab, eventHeader: headerGitLabEvent, label: eventLabel,
 		beforeBody: h.headersOK, ignoreReason: ignoreReason,
 		dedupeKey: func(q *hookRequest) string {
-			return dedupeKey(q.r.Header.Get(headerIdempotencyKey), q.event, q.body)
+			return GitLabDedupeKey(q.r.Header.Get(headerIdempotencyKey), q.event, q.body)
 		},
 	})
 	if err != nil {
@@ -205,10 +205,10 @@ func ignoreReason(ev platform.HookEvent, hasCommand func(body string) bool) stri
 	return IgnoredEventNotUsed
 }
 
-// dedupeKey is "idem:"+Idempotency-Key when GitLab sent one (hashed when
+// GitLabDedupeKey is a GitLab delivery's store.Delivery.DedupeKey: "idem:"+Idempotency-Key when GitLab sent one (hashed when
 // longer than maxIdempotencyKeyLen), else "sha256:"+hex(sha256(event + "\n"
 // + body)) (DESIGN §1).
-func dedupeKey(idempotencyKey, event string, body []byte) string {
+func GitLabDedupeKey(idempotencyKey, event string, body []byte) string {
 	if idempotencyKey != "" {
 		if len(idempotencyKey) <= maxIdempotencyKeyLen {
 			return "idem:" + idempotencyKey

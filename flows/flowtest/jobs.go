@@ -232,8 +232,9 @@ func (h *Harness) TakeWebhooks(t testing.TB) []gitlabfake.SentWebhook {
 	return out
 }
 
-// Deliver stores each webhook as the intake does (deduplicated on
-// "idem:"+Idempotency-Key, with the job that processes it) and reports, per
+// Deliver stores each webhook as the intake does (deduplicated on the
+// intake's key, webhooks.GitLabDedupeKey or GitHubDedupeKey, with the job
+// that processes it) and reports, per
 // webhook, whether it was new. Delivering one twice, or in another order,
 // is how a test duplicates or reorders them. The processing jobs run at the
 // next WorkUntilIdle.
@@ -245,9 +246,9 @@ func (h *Harness) Deliver(t testing.TB, hooks ...gitlabfake.SentWebhook) []bool 
 		if err != nil {
 			t.Fatalf("decoding %s: %v", w.Event, err)
 		}
-		key := "idem:" + w.IdempotencyKey
+		key := webhooks.GitLabDedupeKey(w.IdempotencyKey, w.Event, w.Body)
 		if h.GitHub != nil {
-			key = "github:" + w.IdempotencyKey
+			key = webhooks.GitHubDedupeKey(w.IdempotencyKey)
 		}
 		_, inserted, err := h.Store.InsertDelivery(context.Background(), store.Delivery{
 			DedupeKey: key, Event: w.Event, ProjectID: ev.ProjectID, Body: w.Body,
