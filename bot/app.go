@@ -180,6 +180,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		JobTimeout:         jobTimeout(rescueAfter),
 		ApprovalPolicyFunc: approvalPolicyFunc(a.settingText, a.cfg.Platform),
 		PollFunc:           func(project string) flows.PollConfig { return pollFromSettings(a.settings, project) },
+		QueueFunc:          func(project string) flows.QueueConfig { return queueFromSettings(a.settings, project) },
 		StepHookFunc:       opts.StepHookFunc,
 	})
 	if err != nil {

@@ -90,6 +90,16 @@ func pollFromSettings(c *settings.Cache, project string) flows.PollConfig {
 	}
 }
 
+// queueFromSettings builds the merge queue configuration of project from
+// the runtime settings (flows.EngineConfig.QueueFunc).
+func queueFromSettings(c *settings.Cache, project string) flows.QueueConfig {
+	retries := c.Get(settings.QueuePipelineRetries, project).Int()
+	if retries == 0 {
+		retries = -1 // QueueConfig: negative means none
+	}
+	return flows.QueueConfig{Mode: c.Get(settings.QueueMode, project).String(), PipelineRetries: retries}
+}
+
 func (a *App) buildSettings(ctx context.Context, poll flows.PollConfig) error {
 	c, err := settings.NewCache(settings.CacheConfig{Store: a.store, Initial: initialSettings(a.cfg.Settings, poll), Logger: a.log})
 	if err != nil {

@@ -68,6 +68,7 @@ type Store interface {
 	CountActive(ctx context.Context, db store.DBTX) (int, error)
 	// Claims are the commit gate's rows (commitgate.DBStore).
 	commitgate.Claims
+	Queues
 }
 
 // Platform is what flows needs from a code-hosting platform's adapter:
@@ -201,6 +202,10 @@ type EngineConfig struct {
 	// settings apply without restart; a zero result means Poll. See
 	// Engine.pollFor.
 	PollFunc func(project string) PollConfig
+	// QueueFunc, when set, returns the merge queue configuration of a
+	// project (its path, as PollFunc), read on every use; nil means
+	// DefaultQueueConfig.
+	QueueFunc func(project string) QueueConfig
 	// ApprovalPolicyFunc returns a project's approval mode, for the
 	// project's path as the platform answered it (as PollFunc); nil means
 	// the external approval system everywhere.
@@ -387,12 +392,26 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to rules.St
 		}
 	}
 	guard := o.Guard
+	if rules.HoldsQueueHead(from) && !rules.HoldsQueueHead(to) {
+		// Leaving the head's steps gives the head of the merge queue back
+		// in this move's transaction, and wakes the next change.
+		inner := guard
+		guard = func(ctx context.Context, tx store.Tx, cur store.Operation, b store.Binding) error {
+			if inner != nil {
+				if err := inner(ctx, tx, cur, b); err != nil {
+					return err
+				}
+			}
+			return e.releaseHeadGuard(ctx, tx, cur)
+		}
+	}
 	if ts.JobFor(op.ApprovalFirst).Kind != "" {
 		// One job per (operation, step): a job left queued from an earlier
 		// visit of the step (a snoozed poll, say) gives way to the new one.
+		withQueue := guard
 		guard = func(ctx context.Context, tx store.Tx, cur store.Operation, b store.Binding) error {
-			if o.Guard != nil {
-				if err := o.Guard(ctx, tx, cur, b); err != nil {
+			if withQueue != nil {
+				if err := withQueue(ctx, tx, cur, b); err != nil {
 					return err
 				}
 			}

@@ -32,6 +32,8 @@ func (e handleWorker) handle(ctx context.Context, op store.Operation) error {
 		return e.pollRebase(ctx, op)
 	case rules.HandleDraft:
 		return e.pollDraft(ctx, op)
+	case rules.HandleQueued:
+		return e.queueTurn(ctx, op)
 	}
 	return nil
 }
@@ -463,6 +465,9 @@ func (a *approvalsUnreadable) Error() string {
 // create step set from the project's squash option (always and default_on
 // squash): one read of the MR, no read of the project (issue 12 point 3).
 func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
+	if proceed, err := e.queueGate(ctx, op); !proceed || err != nil {
+		return err
+	}
 	mr, done, err := e.readOpenMR(ctx, op, true)
 	if done {
 		return err
@@ -1068,6 +1073,9 @@ type handleStore interface {
 	AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error)
 	DB() store.DBTX
 	ListEvents(ctx context.Context, db store.DBTX, operationID string) ([]store.Event, error)
+	GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error)
+	GetQueue(ctx context.Context, db store.DBTX, key store.QueueKey, waitingStep, limit int) (store.Queue, error)
+	ClaimQueueHead(ctx context.Context, db store.DBTX, p store.QueueHeadParams) (bool, error)
 }
 
 // handleWorker runs the handle phase (approve, rebase, merge) with

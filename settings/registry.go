@@ -60,6 +60,8 @@ const (
 	GitLabBudgetPerMinute = "gitlab.budget_per_minute"
 	GitLabBudgetBurst     = "gitlab.budget_burst"
 	GitLabBudgetReserve   = "gitlab.budget_reserve"
+	QueueMode             = "queue.mode"
+	QueuePipelineRetries  = "queue.pipeline_retries"
 )
 
 const (
@@ -175,6 +177,12 @@ var registry = []Def{
 		Doc: "rebase/re-approval rounds per change before HANDLE_FAILED"},
 	{Key: ApproveMaxRetries, Kind: KindInt, Default: "3", Unit: "retries", Min: 0,
 		Doc: "retries of one reviewer robot's approve call (exponential backoff) before its failure state"},
+	// The values of queue.mode are flows/rules.QueueModes (a test keeps
+	// them equal).
+	{Key: QueueMode, Kind: KindEnum, Default: "auto", Unit: "enum", Enum: []string{"auto", "on", "off"},
+		Doc: "the merge queue of each target branch: auto queues where the platform merges only an up-to-date merge request (GitLab merge methods ff and rebase_merge; every GitHub branch), on always, off merges in parallel"},
+	{Key: QueuePipelineRetries, Kind: KindInt, Default: "1", Unit: "retries", Min: 0,
+		Doc: "runs again of a failed pipeline of the merge queue's head before the change is blamed"},
 	{Key: ReconcileMinAge, Kind: KindDuration, Default: "10m", Unit: "duration", GlobalOnly: true,
 		Doc: "the reconciler looks at MERGED changes last changed at least this long ago"},
 	{Key: ReconcileMaxAge, Kind: KindDuration, Default: "24h", Unit: "duration", GlobalOnly: true,

@@ -25,6 +25,7 @@ type Store interface {
 	CommitClaims
 	Settings
 	AccountWaits
+	Queues
 }
 
 // Handles are the store's handles, transactions and clock.

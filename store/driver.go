@@ -75,6 +75,7 @@ type Executor interface {
 	SettingQueries
 	AccountQueries
 	CopyQueries
+	QueueQueries
 }
 
 // OperationQueries are the queries of operations, bindings and deploy

@@ -83,7 +83,7 @@ func cols(spec ...any) []Column {
 // which is gone; the next refresh claims again), the token counter of
 // commit claims (each engine's Import moves its own past the copied
 // tokens) and River's tables (jobs travel through River's API:
-// Snapshot.Jobs). Schema as of PostgreSQL migration 0015 and SQLite 0003.
+// Snapshot.Jobs). Schema as of PostgreSQL migration 0019 and SQLite 0007.
 var CopyTables = []Table{
 	{Name: "operations", Key: []string{"id"}, Columns: cols(
 		"id", KindText, "platform", KindText, "subject_id", KindText, "target_key", KindText, "project", KindText,
@@ -128,6 +128,12 @@ var CopyTables = []Table{
 	{Name: "gitlab_account_waits", Key: []string{"account"}, Columns: cols(
 		"account", KindText, "blocked_until", KindTime, "updated_at", KindTime,
 		"tokens", KindFloat, "refilled_us", KindInt, "granted", KindBool)},
+	{Name: "merge_queues", Key: []string{"platform", "project_id", "target_branch"}, Columns: cols(
+		"platform", KindText, "project_id", KindInt, "target_branch", KindText, "head_operation_id", KindText,
+		"head_since", KindNullTime, "frozen_by", KindText, "frozen_reason", KindText, "frozen_at", KindNullTime,
+		"updated_at", KindTime)},
+	{Name: "merge_queue_fronts", Key: []string{"operation_id"}, Columns: cols(
+		"operation_id", KindText, "moved_by", KindText, "reason", KindText, "moved_at", KindTime)},
 }
 
 // IgnoredTables are the tables of an installation that a copy leaves

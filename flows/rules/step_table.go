@@ -30,6 +30,7 @@ const (
 	HandleAwaitPipeline   StepCode = 10109
 	HandleDraft           StepCode = 10110
 	HandleRetargeted      StepCode = 10111
+	HandleQueued          StepCode = 10112
 	Closed                StepCode = 10201
 	ClosedByPerson        StepCode = 10202
 	CalledBack            StepCode = 10301
@@ -79,6 +80,9 @@ const (
 	// Merge Request Hook with changes.draft, or the step's polling job,
 	// moves the change on.
 	WaitReady Wait = "merge request marked ready"
+	// WaitQueue: the change's turn in the merge queue of its target
+	// branch (issue 22): the change ahead leaving the head wakes it.
+	WaitQueue Wait = "turn in the merge queue"
 )
 
 // Hints a person sees in the status comment and the API.
@@ -228,8 +232,23 @@ var catalogue = []Step{
 		Hint: hintKeepWaiting},
 	{Code: HandleApproved, Name: "HANDLE_APPROVED", Phase: PhaseHandle, Status: StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleApproved,
-		Next: next(HandleStarted, HandleNotMergeable, HandleRebaseConflict, HandleRebasing, HandleAwaitPipeline, HandleMergePending, HandleDraft, HandleRetargeted),
+		Next: next(HandleStarted, HandleNotMergeable, HandleRebaseConflict, HandleRebasing, HandleAwaitPipeline, HandleMergePending, HandleDraft, HandleRetargeted, HandleQueued),
 		Hint: "Keep waiting: reviewers approved, merging."},
+	// HANDLE_QUEUED: approved, and waiting for its turn in the merge queue
+	// of its target branch (issue 22), where the platform merges only an
+	// up-to-date merge request: only the queue's head is rebased, tested
+	// and merged, so the others get no rebase and no pipeline while they
+	// wait. The head leaving the queue (merged, failed, cancelled, closed)
+	// wakes the next; its job looks again at intervals that grow with its
+	// place in line, as a fallback. A person's close, merge, draft or
+	// retarget is read as in every step (the webhooks, the reconciler's
+	// MR watch).
+	{Code: HandleQueued, Name: "HANDLE_QUEUED", Phase: PhaseHandle, Status: StatusMerging,
+		Job: job(KindHandle, HandleFailed), Resume: HandleQueued, Wait: WaitQueue,
+		Next: next(HandleApproved, HandleRetargeted),
+		hintIn: func(w Words) string {
+			return "Keep waiting: approved, and waiting for its turn in the merge queue of the target branch (its place is in the detail). Nobody needs to act unless the queue is frozen."
+		}},
 	{Code: HandleMerged, Name: "HANDLE_MERGED", Phase: PhaseHandle, Status: StatusMerged,
 		Job: job(KindAwaitDeploy, DeployPending), Wait: WaitDeploy, Next: next(CalledBack),
 		hintIn: func(w Words) string { return "Keep waiting: merged, waiting for the " + w.Deploy + " to apply it." }},

@@ -204,7 +204,7 @@ func TestDerivedStepSets(t *testing.T) {
 		{"waiting for the MR pipeline", filter(WaitsForPipeline), []StepCode{CreateMROpened, HandleAwaitPipeline, HandlePipelinePending, CreatePipelinePending}},
 		{"in the create phase", filter(InCreatePhase), []StepCode{CreateStarted, CreateMROpened, CreatePipelinePending}},
 		{"swept", SweepableSteps(), []StepCode{CreateStarted, CreateSucceeded, CreateMROpened, HandleStarted, HandleApproved,
-			HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft, ApprovalSending}},
+			HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft, HandleQueued, ApprovalSending}},
 		{"woken by the reconciler", PollingSteps(), []StepCode{CreateMROpened, HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft}},
 	}
 	for _, tt := range tests {

@@ -26,6 +26,7 @@ var cases = []struct {
 	{"StrangeTextNeverBlocksAWrite", testStrangeTextNeverBlocksAWrite},
 	{"GitLabApprovalsNeverCountTheRequester", testGitLabApprovalsNeverCountTheRequester},
 	{"AccountWaits", testAccountWaits},
+	{"MergeQueues", testMergeQueues},
 	{"AccountBudget", testAccountBudget},
 	{"AccountBudgetConcurrent", testAccountBudgetConcurrent},
 	{"StatusNoteClaims", testStatusNoteClaims},

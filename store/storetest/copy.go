@@ -132,6 +132,17 @@ func FillInstallation(t *testing.T, s store.Store) {
 	if err := s.BlockAccountUntil(ctx, "robot", now.Add(time.Minute)); err != nil {
 		t.Fatalf("BlockAccountUntil: %v", err)
 	}
+	// A frozen merge queue with a head, and a change moved to the front.
+	key := store.QueueKey{Platform: store.PlatformGitLab, ProjectID: 42, TargetBranch: "main"}
+	if ok, err := s.ClaimQueueHead(ctx, s.DB(), store.QueueHeadParams{Key: key, OperationID: a.ID}); err != nil || !ok {
+		t.Fatalf("ClaimQueueHead: %v, %v", ok, err)
+	}
+	if _, err := s.FreezeQueue(ctx, key, true, "token:ops", "release freeze"); err != nil {
+		t.Fatalf("FreezeQueue: %v", err)
+	}
+	if err := s.MoveToQueueFront(ctx, b.ID, "token:ops", "hotfix"); err != nil {
+		t.Fatalf("MoveToQueueFront: %v", err)
+	}
 }
 
 // RunCopy checks Export and Import between two implementations: an

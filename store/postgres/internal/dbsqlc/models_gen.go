@@ -82,6 +82,25 @@ type GitlabApprovals struct {
 	ApprovedAt  time.Time
 }
 
+type MergeQueueFronts struct {
+	OperationID string
+	MovedBy     string
+	Reason      string
+	MovedAt     time.Time
+}
+
+type MergeQueues struct {
+	Platform        string
+	ProjectID       int64
+	TargetBranch    string
+	HeadOperationID string
+	HeadSince       *time.Time
+	FrozenBy        string
+	FrozenReason    string
+	FrozenAt        *time.Time
+	UpdatedAt       time.Time
+}
+
 type NoteCommands struct {
 	ProjectID  int64
 	NoteID     int64

@@ -86,6 +86,25 @@ type GitlabApprovals struct {
 	ApprovedAt  dbtime.Time
 }
 
+type MergeQueueFronts struct {
+	OperationID string
+	MovedBy     string
+	Reason      string
+	MovedAt     string
+}
+
+type MergeQueues struct {
+	Platform        string
+	ProjectID       int64
+	TargetBranch    string
+	HeadOperationID string
+	HeadSince       *string
+	FrozenBy        string
+	FrozenReason    string
+	FrozenAt        *string
+	UpdatedAt       string
+}
+
 type NoteCommands struct {
 	Platform   string
 	ProjectID  int64

@@ -1,0 +1,308 @@
+package flows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"changebot/flows/rules"
+	"changebot/store"
+)
+
+// QueueConfig is how the merge queue of a project's target branches works
+// (issue 22), from the runtime settings queue.*.
+type QueueConfig struct {
+	// Mode is rules.QueueAuto (the default when ""), QueueOn or QueueOff.
+	Mode string
+	// PipelineRetries is how many times the pipeline of the queue's head
+	// is run again after it failed before the change is blamed
+	// (queue.pipeline_retries); a flaky job must not fail a change that
+	// waited its turn. Negative means none.
+	PipelineRetries int
+}
+
+// DefaultQueueConfig is the queue's configuration when
+// EngineConfig.QueueFunc is nil.
+var DefaultQueueConfig = QueueConfig{Mode: rules.QueueAuto, PipelineRetries: 1}
+
+// Queues are the store's merge queue methods flows calls (part of Store).
+type Queues interface {
+	ClaimQueueHead(ctx context.Context, db store.DBTX, p store.QueueHeadParams) (bool, error)
+	ReleaseQueueHead(ctx context.Context, db store.DBTX, key store.QueueKey, operationID string, waitingStep int, kinds []string) (string, bool, error)
+	GetQueue(ctx context.Context, db store.DBTX, key store.QueueKey, waitingStep, limit int) (store.Queue, error)
+	ListQueues(ctx context.Context, db store.DBTX, platform string, waitingStep int) ([]store.QueueSummary, error)
+	FreezeQueue(ctx context.Context, key store.QueueKey, frozen bool, by, reason string) (store.Queue, error)
+	MoveToQueueFront(ctx context.Context, operationID, by, reason string) error
+}
+
+// queueFor returns the queue configuration of op's project.
+func (e *Engine) queueFor(op store.Operation) QueueConfig {
+	c := DefaultQueueConfig
+	if e.cfg.QueueFunc != nil {
+		c = e.cfg.QueueFunc(op.Project)
+	}
+	if c.Mode == "" {
+		c.Mode = rules.QueueAuto
+	}
+	return c
+}
+
+// queueKey names op's merge queue.
+func queueKey(op store.Operation) store.QueueKey {
+	return store.QueueKey{Platform: store.PlatformOr(op.Platform), ProjectID: op.ProjectID, TargetBranch: op.TargetBranch}
+}
+
+// needsQueue reports whether op waits in its branch's merge queue: by
+// queue.mode, and under auto by the project's merge method as the platform
+// answered it (read at most once per projectReadTTL, shared by every
+// change of the project; rules.NeedsQueue).
+func (e *Engine) needsQueue(ctx context.Context, op store.Operation) (bool, error) {
+	mode := e.queueFor(op).Mode
+	if mode != rules.QueueAuto || rules.WordsOf(op.Platform).OnGitHub() {
+		return rules.NeedsQueue(mode, op.Platform, ""), nil
+	}
+	p, err := e.project(ctx, op.Project)
+	if err != nil {
+		return false, fmt.Errorf("reading the merge method of %s: %w", op.Project, err)
+	}
+	return rules.NeedsQueue(mode, op.Platform, p.MergeMethod), nil
+}
+
+// queueLimit bounds the waiting changes a queue read lists.
+const queueLimit = 1000
+
+// queueGate lets an approved change merge only from the head of its merge
+// queue (issue 22 point 2): merge calls it before it reads the merge
+// request. It returns proceed when the change may go on (no queue for its
+// branch, or it holds the head); otherwise it has moved the change to
+// HANDLE_QUEUED, or returned the error. A change that finds the head free
+// and nobody waiting takes the head at once (one statement, no step of its
+// own); a frozen queue is joined, never taken.
+func (e handleWorker) queueGate(ctx context.Context, op store.Operation) (proceed bool, err error) {
+	needs, err := e.needsQueue(ctx, op)
+	if err != nil || !needs {
+		return !needs, err
+	}
+	key := queueKey(op)
+	q, err := e.st.GetQueue(ctx, e.st.DB(), key, int(rules.HandleQueued), queueLimit)
+	if err != nil {
+		return false, err
+	}
+	if q.HeadOperationID == op.ID {
+		return true, nil
+	}
+	if q.HeadOperationID == "" && len(q.Waiting) == 0 && !q.Frozen() {
+		ok, err := e.st.ClaimQueueHead(ctx, e.st.DB(), store.QueueHeadParams{Key: key, OperationID: op.ID})
+		if err != nil || ok {
+			if ok {
+				e.opLog(op).Info("merge queue: took the head", "queue", key.String())
+			}
+			return ok, err
+		}
+		if q, err = e.st.GetQueue(ctx, e.st.DB(), key, int(rules.HandleQueued), queueLimit); err != nil {
+			return false, err
+		}
+	}
+	ahead := make([]int64, 0, 3)
+	if q.HeadOperationID != "" {
+		if h, err := e.st.GetOperation(ctx, e.st.DB(), q.HeadOperationID); err == nil {
+			ahead = append(ahead, h.MRIID)
+		}
+	}
+	for _, w := range q.Waiting {
+		ahead = append(ahead, w.MRIID)
+	}
+	_, err = e.Transition(ctx, op, rules.HandleQueued, TransitionOpts{Source: "job:" + rules.KindHandle,
+		Payload: map[string]any{"queue": key.TargetBranch, "position": len(ahead) + 1, "ahead": len(ahead)},
+		Update:  func(o *store.Operation) { o.Detail = queueDetail(op, q, ahead) }})
+	return false, err
+}
+
+// queueDetail says where a change joining q stands, with the merge
+// requests ahead of it (ahead, head first): "3rd in the merge queue for
+// main, behind !41 and !42", and who froze the queue when it is frozen.
+func queueDetail(op store.Operation, q store.Queue, ahead []int64) string {
+	w := rules.WordsOf(op.Platform)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s in the merge queue for %s", rules.QueuePlace(len(ahead)+1), op.TargetBranch)
+	if n := len(ahead); n > 0 {
+		refs := make([]string, 0, 3)
+		for _, iid := range ahead[:min(n, 3)] {
+			refs = append(refs, w.Ref(iid))
+		}
+		fmt.Fprintf(&b, ", behind %s", strings.Join(refs, ", "))
+		if n > 3 {
+			fmt.Fprintf(&b, " and %d more", n-3)
+		}
+	}
+	if q.Frozen() {
+		fmt.Fprintf(&b, "; the queue is frozen by %s", q.FrozenBy)
+		if q.FrozenReason != "" {
+			fmt.Fprintf(&b, " (%s)", q.FrozenReason)
+		}
+		b.WriteString(": nothing merges until it is unfrozen")
+	}
+	return b.String()
+}
+
+// errQueueHeadTaken aborts the move to the head when another change took
+// it first.
+var errQueueHeadTaken = errors.New("the head of the merge queue is taken")
+
+// queueTurn works HANDLE_QUEUED: when the change is first in line, the
+// queue is not frozen and the head is free (or held by a change that is no
+// longer at the head's steps), it takes the head and moves on to
+// HANDLE_APPROVED in one transaction; otherwise it looks again later, at
+// an interval that grows with its place in line (queueRecheck), since the
+// head leaving wakes the next change at once (store.ReleaseQueueHead).
+func (e handleWorker) queueTurn(ctx context.Context, op store.Operation) error {
+	key := queueKey(op)
+	q, err := e.st.GetQueue(ctx, e.st.DB(), key, int(rules.HandleQueued), queueLimit)
+	if err != nil {
+		return err
+	}
+	place := len(q.Waiting) + 1
+	for i, w := range q.Waiting {
+		if w.ID == op.ID {
+			place = i + 1
+			break
+		}
+	}
+	if q.Frozen() {
+		return snoozeFor(queueRecheck(place, e.pollFor(op)))
+	}
+	stale := ""
+	if q.HeadOperationID != "" && q.HeadOperationID != op.ID {
+		h, err := e.st.GetOperation(ctx, e.st.DB(), q.HeadOperationID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			stale = q.HeadOperationID
+		case err != nil:
+			return err
+		case !rules.HoldsQueueHead(rules.StepCode(h.Step)):
+			stale = q.HeadOperationID
+		default:
+			return snoozeFor(queueRecheck(place, e.pollFor(op)))
+		}
+	}
+	if place != 1 {
+		return snoozeFor(queueRecheck(place, e.pollFor(op)))
+	}
+	payload := map[string]any{"queue": key.TargetBranch, "action": "queue_head"}
+	if stale != "" {
+		payload["took_over_from"] = stale
+	}
+	_, err = e.Transition(ctx, op, rules.HandleApproved, TransitionOpts{Source: "job:" + rules.KindHandle, Payload: payload,
+		Guard: func(ctx context.Context, tx store.Tx, _ store.Operation, _ store.Binding) error {
+			ok, err := e.st.ClaimQueueHead(ctx, tx, store.QueueHeadParams{Key: key, OperationID: op.ID, Stale: stale})
+			if err == nil && !ok {
+				err = errQueueHeadTaken
+			}
+			return err
+		}})
+	if errors.Is(err, errQueueHeadTaken) {
+		return snoozeFor(e.pollFor(op).ShortInterval)
+	}
+	return err
+}
+
+// queueRecheck is how long a change at place waits before it looks at its
+// queue again when nobody wakes it: about the time the changes ahead need
+// (place times the short poll interval, at least one), at most the long
+// poll interval. The head leaving wakes the next change at once; this is
+// the fallback, so a waiting change costs a few looks, not one per second.
+func queueRecheck(place int, p PollConfig) time.Duration {
+	d := time.Duration(place) * p.ShortInterval
+	return max(p.ShortInterval, min(d, p.LongInterval))
+}
+
+// releaseHeadGuard is the part of a move out of the head's steps that
+// gives the head back and wakes the next change, in the move's own
+// transaction (Engine.Transition).
+func (e *Engine) releaseHeadGuard(ctx context.Context, tx store.Tx, op store.Operation) error {
+	next, released, err := e.st.ReleaseQueueHead(ctx, tx, queueKey(op), op.ID, int(rules.HandleQueued), rules.StepJobKinds())
+	if released {
+		e.opLog(op).Info("merge queue: gave the head back", "queue", queueKey(op).String(), "next", next)
+	}
+	return err
+}
+
+// Queue is a merge queue as people read it (GET /api/v1/queues/...).
+type Queue struct {
+	store.Queue
+	// Head is the change at the head, when one is.
+	Head *store.Operation
+}
+
+// Queue reads the merge queue of a project's target branch on the
+// engine's platform, with up to 1,000 waiting changes in order.
+func (e *Engine) Queue(ctx context.Context, projectID int64, branch string) (Queue, error) {
+	q, err := e.st.GetQueue(ctx, e.st.DB(), store.QueueKey{Platform: e.platform, ProjectID: projectID, TargetBranch: branch},
+		int(rules.HandleQueued), queueLimit)
+	if err != nil {
+		return Queue{}, err
+	}
+	out := Queue{Queue: q}
+	if q.HeadOperationID != "" {
+		if h, err := e.st.GetOperation(ctx, e.st.DB(), q.HeadOperationID); err == nil {
+			out.Head = &h
+		}
+	}
+	return out, nil
+}
+
+// Queues lists the engine's platform's merge queues.
+func (e *Engine) Queues(ctx context.Context) ([]store.QueueSummary, error) {
+	return e.st.ListQueues(ctx, e.st.DB(), e.platform, int(rules.HandleQueued))
+}
+
+// FreezeQueue freezes (frozen) or unfreezes the merge queue of a project's
+// target branch, by actor for reason (issue 22 point 5). While it is
+// frozen no change takes the head; the head already merging finishes.
+// Unfreezing wakes the first waiting change.
+func (e *Engine) FreezeQueue(ctx context.Context, projectID int64, branch string, frozen bool, actor, reason string) (store.Queue, error) {
+	key := store.QueueKey{Platform: e.platform, ProjectID: projectID, TargetBranch: branch}
+	q, err := e.st.FreezeQueue(ctx, key, frozen, actor, reason)
+	if err != nil {
+		return q, err
+	}
+	e.log.Info("merge queue frozen", "queue", key.String(), "frozen", frozen, "actor", actor, "reason", reason)
+	if !frozen {
+		e.wakeFirst(ctx, key)
+	}
+	return q, nil
+}
+
+// MoveToQueueFront makes a waiting change the next to take the head of
+// its merge queue (an operator's move), and wakes it.
+func (e *Engine) MoveToQueueFront(ctx context.Context, op store.Operation, actor, reason string) error {
+	if rules.StepCode(op.Step) != rules.HandleQueued {
+		return fmt.Errorf("%s is at %s, not waiting in a merge queue: %w", op.ID, rules.StepCode(op.Step), ErrNotQueued)
+	}
+	if err := e.st.MoveToQueueFront(ctx, op.ID, actor, reason); err != nil {
+		return err
+	}
+	e.wakeFirst(ctx, queueKey(op))
+	return nil
+}
+
+// ErrNotQueued is returned (wrapped) when a change that is not waiting in
+// a merge queue is moved to its front.
+var ErrNotQueued = errors.New("change is not waiting in a merge queue")
+
+// wakeFirst makes the job of the first change waiting in key's queue due
+// now; failures are logged (the change looks again by itself).
+func (e *Engine) wakeFirst(ctx context.Context, key store.QueueKey) {
+	q, err := e.st.GetQueue(ctx, e.st.DB(), key, int(rules.HandleQueued), 1)
+	if err != nil || len(q.Waiting) == 0 {
+		return
+	}
+	w := q.Waiting[0]
+	if _, err := e.st.ResumeStep(ctx, store.ResumeStepParams{OperationID: w.ID, Step: int(rules.HandleQueued),
+		Kinds: rules.StepJobKinds(), Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "queue",
+			Payload: map[string]any{"action": "queue_woken"}}}); err != nil {
+		e.log.Warn("waking the first change of a merge queue failed", "queue", key.String(), "operation_id", w.ID, "err", err)
+	}
+}

@@ -1,0 +1,123 @@
+package flows_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"changebot/flows"
+	"changebot/flows/flowtest"
+	"changebot/flows/rules"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+)
+
+// driveAll delivers webhooks and works jobs, advancing the harness clock to
+// each next due job, until every change of ids is merged (MERGED or VALIDATED) or
+// limit of harness time has passed. It returns the operations.
+func driveAll(t *testing.T, h *flowtest.Harness, ids []string, limit time.Duration) []store.Operation {
+	t.Helper()
+	end := h.Now().Add(limit)
+	for {
+		h.DeliverWebhooks(t)
+		h.WorkUntilIdle(t)
+		h.DeliverWebhooks(t)
+		h.WorkUntilIdle(t)
+		ops := make([]store.Operation, len(ids))
+		done := true
+		for i, id := range ids {
+			ops[i] = h.Op(t, id)
+			if ops[i].Status != store.StatusMerged && ops[i].Status != store.StatusValidated {
+				done = false
+			}
+		}
+		next, ok := h.NextDue(t)
+		if done || !ok || h.Now().Add(next).After(end) {
+			return ops
+		}
+		h.Advance(max(next, time.Millisecond))
+	}
+}
+
+// countSteps counts how often operation id entered step.
+func countSteps(t *testing.T, h *flowtest.Harness, id string, step rules.StepCode) int {
+	n := 0
+	for _, s := range h.Steps(t, id) {
+		if s == step {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMergeQueueSerialisesUpToDateMerges (issue 22 points 2, 3 and 7): K
+// changes approved at once for one branch of a project whose merge method
+// needs an up-to-date merge request (ff, rebase_merge) wait in the
+// branch's merge queue: only its head is rebased, so every change merges,
+// none fails for another one's merge, and no change is rebased more than
+// once. With the plain merge method, or queue.mode off, they merge in
+// parallel and never queue (off on ff is the race the queue ends: the
+// subtest shows it does not queue, not that it succeeds). Before the queue, ff changes raced: each rebase lost to another
+// change's merge until merge.max_rounds ran out (HANDLE_FAILED).
+func TestMergeQueueSerialisesUpToDateMerges(t *testing.T) {
+	t.Parallel()
+	const k = 6
+	for _, tc := range []struct {
+		method string
+		mode   string
+		queued bool
+	}{
+		{method: "ff", queued: true},
+		{method: "rebase_merge", queued: true},
+		{method: "merge", queued: false},
+		{method: "ff", mode: rules.QueueOff, queued: false},
+	} {
+		t.Run(tc.method+"/"+tc.mode, func(t *testing.T) {
+			t.Parallel()
+			h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: tc.method},
+				Configure: func(cfg *flows.EngineConfig) {
+					if tc.mode != "" {
+						cfg.QueueFunc = func(string) flows.QueueConfig { return flows.QueueConfig{Mode: tc.mode, PipelineRetries: 1} }
+					}
+				}})
+			var ids []string
+			for i := range k {
+				op := h.Submit(t, flowtest.Change(fmt.Sprintf("svc-%d", i)))
+				ids = append(ids, op.ID)
+			}
+			h.WorkUntilIdle(t)
+			for _, id := range ids {
+				if res := h.Decide(t, id, rules.DecisionApproved); res != rules.ResultAccepted {
+					t.Fatalf("approving %s: %s", id, res)
+				}
+			}
+			ops := driveAll(t, h, ids, 2*time.Hour)
+			queued := 0
+			for _, op := range ops {
+				queued += countSteps(t, h, op.ID, rules.HandleQueued)
+				if tc.mode == rules.QueueOff {
+					continue // queue off on ff: the changes race as before the queue (some fail)
+				}
+				if op.Status != store.StatusMerged && op.Status != store.StatusValidated {
+					t.Errorf("%s (!%d) ended at %s (%s), want merged", op.ID, op.MRIID, rules.StepCode(op.Step), op.Detail)
+				}
+				if n := countSteps(t, h, op.ID, rules.HandleRebasing); n > 1 {
+					t.Errorf("%s (!%d) was rebased %d times, want at most once", op.ID, op.MRIID, n)
+				}
+			}
+			switch {
+			case tc.queued && queued == 0:
+				t.Errorf("no change waited in the queue, want the changes behind the head to wait")
+			case !tc.queued && queued > 0:
+				t.Errorf("%d changes waited in a queue under the plain merge method, want none", queued)
+			}
+			q, err := h.Engine.Queue(t.Context(), h.Project.ID, "main")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.HeadOperationID != "" || len(q.Waiting) > 0 {
+				t.Errorf("queue after every merge: head %q, %d waiting; want empty", q.HeadOperationID, len(q.Waiting))
+			}
+		})
+	}
+}
