@@ -3,6 +3,7 @@ package flows
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"changebot/flows/rules"
@@ -150,6 +151,11 @@ func (e *Engine) pipelineFinished(ctx context.Context, op store.Operation, head 
 	default:
 		to = rules.HandleFailed
 	}
+	if to == rules.HandleFailed {
+		if retried, err := e.retryHeadPipeline(ctx, op, head, p, source); retried || err != nil {
+			return err
+		}
+	}
 	if to == rules.CreatePipelineFailed || to == rules.HandleFailed {
 		prev := update
 		update = func(o *store.Operation) {
@@ -189,3 +195,64 @@ type pipelineWorker struct {
 
 // pipelineWorker is e's pipeline step (the MR pipeline of the head) worker.
 func (e *Engine) pipelineWorker() pipelineWorker { return pipelineWorker{Engine: e, gl: e.gl} }
+
+// retryHeadPipeline runs the pipeline of the merge queue's head again
+// after it failed (failed, at head), once per queue.pipeline_retries
+// (issue 22 point 3): a flaky job must not fail a change that waited its
+// turn, and the queue must not wait on it either, so this is the head's
+// only second chance. It reports whether it started a new pipeline, which
+// the change then waits for in the same step (its id recorded, so the
+// failed one's result no longer counts). A change that does not hold the
+// head, or has used its retries, is blamed as before.
+func (e *Engine) retryHeadPipeline(ctx context.Context, op store.Operation, head string, failed platform.Pipeline, source string) (bool, error) {
+	retries := e.queueFor(op).PipelineRetries
+	if retries <= 0 || rules.StepCode(op.Step) != rules.HandleAwaitPipeline {
+		return false, nil
+	}
+	q, err := e.st.GetQueue(ctx, e.st.DB(), queueKey(op), int(rules.HandleQueued), 1)
+	if err != nil || q.HeadOperationID != op.ID {
+		return false, err
+	}
+	events, err := e.st.ListEvents(ctx, e.st.DB(), op.ID)
+	if err != nil {
+		return false, fmt.Errorf("counting the pipeline retries of %s: %w", op.ID, err)
+	}
+	used := 0
+	for _, ev := range events {
+		switch {
+		case ev.Type == store.EventTransition:
+			used = 0
+		case ev.Type == store.EventAttempt && strings.Contains(string(ev.Payload), `"pipeline_retried"`):
+			used++
+		}
+	}
+	if used >= retries {
+		return false, nil
+	}
+	pl, err := e.gl.CreateMergeRequestPipeline(ctx, op.ProjectID, op.MRIID)
+	if platform.IsRefused(err) {
+		return false, nil // the platform will not run it again: blame the failure
+	}
+	if err != nil {
+		return false, err
+	}
+	w := rules.WordsOf(op.Platform)
+	detail := fmt.Sprintf("%s failed at the head of the merge queue; running it again as %s (retry %d of %d)",
+		w.PipelineRef(failed.ID), w.PipelineRef(pl.ID), used+1, retries)
+	_, _, err = e.st.ApplyTransition(ctx, store.TransitionParams{
+		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
+		KeepStepClock: true, Update: func(o *store.Operation) {
+			o.HeadSHA, o.PipelineID, o.PipelineURL, o.Detail = head, pl.ID, pl.WebURL, detail
+		},
+		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: source,
+			Payload: map[string]any{"action": "pipeline_retried", "failed_pipeline_id": failed.ID, "pipeline_id": pl.ID, "retry": used + 1}},
+		Jobs: e.refreshNoteJobs(op, op.Version+1),
+	})
+	if isConflict(err) {
+		return true, nil
+	}
+	if err == nil {
+		e.opLog(op).Info("merge queue: the head's pipeline failed; running it again", "failed_pipeline_id", failed.ID, "pipeline_id", pl.ID)
+	}
+	return err == nil, err
+}

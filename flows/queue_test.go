@@ -2,6 +2,7 @@ package flows_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +118,68 @@ func TestMergeQueueSerialisesUpToDateMerges(t *testing.T) {
 			}
 			if q.HeadOperationID != "" || len(q.Waiting) > 0 {
 				t.Errorf("queue after every merge: head %q, %d waiting; want empty", q.HeadOperationID, len(q.Waiting))
+			}
+		})
+	}
+}
+
+// TestMergeQueueHeadPipelineFailure (issue 22 point 3): the pipeline of the
+// queue's head that fails is run again queue.pipeline_retries times before
+// the change is blamed; a change blamed leaves the queue in HANDLE_FAILED
+// with the pipeline named, and the next change moves up and merges: no
+// change fails because another one failed or merged first.
+func TestMergeQueueHeadPipelineFailure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		retries int
+		script  []string // MR pipelines in creation order: A, B, C, then B's after its rebase, ...
+		bFails  bool
+	}{
+		{name: "retried and passes", retries: 1, script: []string{"success", "success", "success", "failed", "success"}},
+		{name: "retried and fails again", retries: 1, script: []string{"success", "success", "success", "failed", "failed", "success"}, bFails: true},
+		{name: "no retries", retries: -1, script: []string{"success", "success", "success", "failed", "success"}, bFails: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"},
+				Configure: func(cfg *flows.EngineConfig) {
+					cfg.QueueFunc = func(string) flows.QueueConfig {
+						return flows.QueueConfig{Mode: rules.QueueAuto, PipelineRetries: tc.retries}
+					}
+				}})
+			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: tc.script})
+			var ids []string
+			for _, s := range []string{"svc-a", "svc-b", "svc-c"} {
+				op := h.ToMROpened(t, flowtest.Change(s))
+				ids = append(ids, op.ID)
+			}
+			ops := driveAll(t, h, ids, 2*time.Hour)
+			merged := func(op store.Operation) bool {
+				return op.Status == store.StatusMerged || op.Status == store.StatusValidated
+			}
+			if !merged(ops[0]) || !merged(ops[2]) {
+				t.Errorf("A at %s, C at %s (%s); want both merged", rules.StepCode(ops[0].Step), rules.StepCode(ops[2].Step), ops[2].Detail)
+			}
+			retried := 0
+			for _, ev := range h.Events(t, ids[1]) {
+				if ev.Type == store.EventAttempt && strings.Contains(string(ev.Payload), `"pipeline_retried"`) {
+					retried++
+				}
+			}
+			if want := max(tc.retries, 0); retried != want {
+				t.Errorf("B's pipeline was run again %d times, want %d", retried, want)
+			}
+			switch {
+			case tc.bFails && rules.StepCode(ops[1].Step) != rules.HandleFailed:
+				t.Errorf("B at %s, want HANDLE_FAILED", rules.StepCode(ops[1].Step))
+			case tc.bFails && !strings.Contains(ops[1].Detail, "failed"):
+				t.Errorf("B's detail %q does not name the failed pipeline", ops[1].Detail)
+			case !tc.bFails && !merged(ops[1]):
+				t.Errorf("B at %s (%s), want merged after the retry", rules.StepCode(ops[1].Step), ops[1].Detail)
+			}
+			if n := countSteps(t, h, ids[2], rules.HandleRebasing); n > 1 {
+				t.Errorf("C was rebased %d times, want at most once", n)
 			}
 		})
 	}
