@@ -124,4 +124,3 @@ func (x executor) QueueFrontDelete(ctx context.Context, operationID string) erro
 	_, err := x.exec(ctx, `DELETE FROM merge_queue_fronts WHERE operation_id = ?`, operationID)
 	return err
 }
-
