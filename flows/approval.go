@@ -17,6 +17,9 @@ func (e *Engine) requestApproval(ctx context.Context, op store.Operation) error 
 		_, err := e.Transition(ctx, op, rules.ApprovalSending, TransitionOpts{Source: "job:" + rules.KindRequestApproval})
 		return err
 	}
+	if done, err := e.deferredChecks(ctx, op, "job:"+rules.KindRequestApproval); done {
+		return err
+	}
 	if e.policy(op.Project).Provider == rules.ProviderGitLab && op.MRIID > 0 {
 		return e.requestGitLabApproval(ctx, op)
 	}

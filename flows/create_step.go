@@ -35,6 +35,9 @@ func (e createWorker) mrDescription(op store.Operation) string {
 // idempotent against what GitLab already has (DESIGN §3 step 4), then
 // CREATE_MR_OPENED and the pipeline wait.
 func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
+	if done, err := e.deferredChecks(ctx, op, "job:"+rules.KindCreateMR); done {
+		return err
+	}
 	proj, err := e.project(ctx, op.Project)
 	if err != nil {
 		return notFoundIs(err, rules.WordsOf(op.Platform), rules.CreateFailed, "project %q not found or not visible to the robot", op.Project)

@@ -222,7 +222,7 @@ func (e *Engine) retryHeadPipeline(ctx context.Context, op store.Operation, head
 		switch {
 		case ev.Type == store.EventTransition:
 			used = 0
-		case ev.Type == store.EventAttempt && strings.Contains(string(ev.Payload), `"pipeline_retried"`):
+		case ev.Type == store.EventAttempt && strings.Contains(string(ev.Payload), `"pipeline_retried"`): // the action's value
 			used++
 		}
 	}

@@ -2,6 +2,7 @@ package flows
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -22,6 +23,9 @@ const projectReadTTL = time.Minute
 type projectReads struct {
 	mu       sync.Mutex
 	projects map[string]cachedProject
+	// branches holds when a target branch was last seen to exist, by
+	// "<project id>/<branch>" (a submit's check, issue 22 point 1).
+	branches map[string]time.Time
 }
 
 type cachedProject struct {
@@ -56,4 +60,30 @@ func (e *Engine) rememberProject(project string, p platform.Project) {
 		r.projects = map[string]cachedProject{}
 	}
 	r.projects[project] = cachedProject{p: p, at: e.now()}
+}
+
+// branchExists reports (nil) whether branch exists in projectID as GitLab
+// answered within projectReadTTL, or reads it (GET
+// repository/branches/:branch) and keeps a successful answer: a burst of
+// submits to one branch shares one read. The read's error is returned as
+// it is (platform.ErrNotFound for a missing branch, never kept).
+func (e *Engine) branchExists(ctx context.Context, projectID int64, branch string) error {
+	key := fmt.Sprintf("%d/%s", projectID, branch)
+	r := &e.reads
+	r.mu.Lock()
+	at, ok := r.branches[key]
+	r.mu.Unlock()
+	if ok && e.now().Sub(at) < projectReadTTL {
+		return nil
+	}
+	if _, err := e.gl.Branch(ctx, projectID, branch); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.branches == nil {
+		r.branches = map[string]time.Time{}
+	}
+	r.branches[key] = e.now()
+	return nil
 }

@@ -2,6 +2,7 @@ package flows_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +183,34 @@ func TestMergeQueueHeadPipelineFailure(t *testing.T) {
 				t.Errorf("C was rebased %d times, want at most once", n)
 			}
 		})
+	}
+}
+
+// TestGitHubMergeQueueSerialisesStrictMerges (issue 22 points 2 and 7, on
+// githubfake): under strict required checks a pull request must be up to
+// date with its base ("behind" otherwise), so K changes approved at once
+// wait in the branch's queue: every one merges, none is updated more than
+// once, one merge call each.
+func TestGitHubMergeQueueSerialisesStrictMerges(t *testing.T) {
+	t.Parallel()
+	const k = 5
+	h := flowtest.New(t, &flowtest.Opts{Platform: "github"})
+	h.GitHub.SetStrict(h.Repo.ID, true)
+	var ids []string
+	for i := range k {
+		op := h.ToMROpened(t, flowtest.Change(fmt.Sprintf("svc-%d", i)))
+		ids = append(ids, op.ID)
+	}
+	ops := driveAll(t, h, ids, 2*time.Hour)
+	for _, op := range ops {
+		if op.Status != store.StatusMerged && op.Status != store.StatusValidated {
+			t.Errorf("%s (#%d) ended at %s (%s), want merged", op.ID, op.MRIID, rules.StepCode(op.Step), op.Detail)
+		}
+		if n := countSteps(t, h, op.ID, rules.HandleRebasing); n > 1 {
+			t.Errorf("%s (#%d) was updated %d times, want at most once", op.ID, op.MRIID, n)
+		}
+	}
+	if n := merges(h, http.StatusOK); n != k {
+		t.Errorf("%d merges, want %d", n, k)
 	}
 }

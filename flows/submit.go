@@ -315,7 +315,7 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	if err := e.admit(ctx, p.MaxActive); err != nil {
 		return store.Operation{}, false, err
 	}
-	proj, err := e.checkGitLab(ctx, p)
+	proj, deferred, err := e.checkGitLab(ctx, p)
 	if err != nil {
 		return store.Operation{}, false, err
 	}
@@ -346,7 +346,7 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	op, created, err := e.st.CreateOperation(ctx, store.CreateParams{
 		Operation: op,
 		Event: store.EventParams{Type: store.EventSubmitted, Actor: p.RequestedBy, Source: "api",
-			Payload: submittedPayload(p, asSubmitted)},
+			Payload: submittedPayload(p, asSubmitted, deferred)},
 		Jobs: e.followUps(op, first, 1, 0),
 	})
 	if err != nil {
@@ -363,13 +363,18 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 // version 2: "file_count" is the number of files; see
 // store.EventSchemaVersion). "project" is the canonical path;
 // "project_as_submitted" is the submitter's spelling when it differs.
-func submittedPayload(p SubmitParams, asSubmitted string) map[string]any {
+func submittedPayload(p SubmitParams, asSubmitted string, deferred bool) map[string]any {
 	payload := map[string]any{"project": p.Project, "file_count": len(p.Files), "approval_first": p.ApprovalFirst}
 	if asSubmitted != p.Project {
 		payload["project_as_submitted"] = asSubmitted
 	}
 	if p.SubmittedBy != "" {
 		payload["submitted_by"] = p.SubmittedBy
+	}
+	if deferred {
+		// The call budget was spent: the first job checks the change
+		// against the platform (deferredChecks).
+		payload["checks_deferred"] = true
 	}
 	return payload
 }

@@ -2,8 +2,10 @@ package flows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"changebot/flows/rules"
@@ -53,21 +55,39 @@ func (e *GitLabUnavailableError) Unwrap() []error { return []error{ErrGitLabUnav
 // checkGitLab checks p against GitLab with reads only, before anything is
 // stored: the project, the target branch (the project's default when
 // empty), and, for files with an explicit action, one listing of the tree
-// under their common directory. It always asks GitLab (a GitLab that cannot
-// answer is the submitter's 503) and keeps the project's answer for the
-// create step (projectReads). A failure GitLab may clear by itself (5xx,
-// 429, no answer) is a *GitLabUnavailableError; what does not fit is a
-// *GitLabCheckError naming every problem. It returns the project as the
-// platform answered for p.Project (its canonical path and id).
-func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) (platform.Project, error) {
+// under their common directory. The project and the branch are taken as
+// the engine read them within projectReadTTL (a burst of submits to one
+// project shares one read of each); the tree is always read. A read the
+// account's call budget holds back is not waited for (issue 22 point 1):
+// the check stops there and reports deferred, and the change's first job
+// makes the rest (deferredChecks). A failure GitLab may clear by itself
+// (5xx, 429, no answer) is a *GitLabUnavailableError; what does not fit is
+// a *GitLabCheckError naming every problem. It returns the project as far
+// as the platform answered for p.Project (its canonical path and id; zero
+// when the read was deferred).
+func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) (proj platform.Project, deferred bool, err error) {
+	proj, err = e.checkRemote(ctx, p)
+	if platform.IsBudgetHold(err) {
+		return proj, true, nil
+	}
+	return proj, false, err
+}
+
+// checkRemote makes checkGitLab's reads; a budget hold is returned as it
+// is, with the project when it was read.
+func (e *Engine) checkRemote(ctx context.Context, p SubmitParams) (platform.Project, error) {
 	w := rules.WordsOf(e.platform)
+	var proj platform.Project
 	unavailable := func(err error) error {
+		if platform.IsBudgetHold(err) {
+			return err
+		}
 		return &GitLabUnavailableError{Platform: w.Platform, RetryAfter: platform.RetryAfterOf(err), Err: err}
 	}
 	refused := func(field, format string, args ...any) error {
 		return &GitLabCheckError{Fields: []FieldError{{field, fmt.Sprintf(format, args...)}}}
 	}
-	proj, err := e.gl.Project(ctx, p.Project)
+	proj, err := e.project(ctx, p.Project)
 	switch {
 	case errors.Is(err, platform.ErrNotFound), errors.Is(err, platform.ErrForbidden):
 		return platform.Project{}, refused("project", "project %q not found or not visible to the robot", p.Project)
@@ -76,6 +96,9 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) (platform.Proj
 	case err != nil:
 		return platform.Project{}, unavailable(err)
 	}
+	if proj.PathWithNamespace != "" {
+		e.rememberProject(proj.PathWithNamespace, proj) // the create step reads it by this name
+	}
 	target := p.TargetBranch
 	if target == "" {
 		target = proj.DefaultBranch
@@ -83,18 +106,14 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) (platform.Proj
 	if target == "" {
 		return platform.Project{}, refused("target_branch", "project %q has no default branch; name the target branch", p.Project)
 	}
-	e.rememberProject(p.Project, proj)
-	if proj.PathWithNamespace != "" {
-		e.rememberProject(proj.PathWithNamespace, proj) // the create step reads it by this name
-	}
-	_, err = e.gl.Branch(ctx, proj.ID, target)
+	err = e.branchExists(ctx, proj.ID, target)
 	switch {
 	case errors.Is(err, platform.ErrNotFound):
 		return platform.Project{}, refused("target_branch", "branch %q not found in project %q", target, p.Project)
 	case platform.IsRefused(err):
 		return platform.Project{}, refused("target_branch", "%s refused branch %q: %s", w.Platform, target, failureDetail(w, err))
 	case err != nil:
-		return platform.Project{}, unavailable(err)
+		return proj, unavailable(err)
 	}
 	var explicit []string
 	for _, f := range p.Files {
@@ -113,7 +132,7 @@ func (e *Engine) checkGitLab(ctx context.Context, p SubmitParams) (platform.Proj
 	case platform.IsRefused(err):
 		return platform.Project{}, refused("files", "%s refused listing the files under %q: %s", w.Platform, dir, failureDetail(w, err))
 	case err != nil:
-		return platform.Project{}, unavailable(err)
+		return proj, unavailable(err)
 	}
 	if fields := fileActionProblems(p.Files, existing, target); len(fields) > 0 {
 		return platform.Project{}, &GitLabCheckError{Fields: fields}
@@ -137,4 +156,46 @@ func fileActionProblems(files []store.File, existing map[string]bool, branch str
 		}
 	}
 	return out
+}
+
+// deferredChecks makes, in a change's first job (the approval request or
+// the create step, while the change has not moved since its submit), the
+// checks its submit deferred because the call budget was spent
+// (checkGitLab). A change that does not fit ends in CREATE_REFUSED with
+// the reasons a submit's 422 gives; done reports that the caller must
+// stop and return err (a budget hold or an unavailable platform is the
+// job's error: it waits and runs again).
+func (e *Engine) deferredChecks(ctx context.Context, op store.Operation, source string) (done bool, err error) {
+	if op.Version != 1 {
+		return false, nil
+	}
+	events, err := e.st.ListEvents(ctx, e.st.DB(), op.ID)
+	if err != nil {
+		return true, fmt.Errorf("reading how %s was submitted: %w", op.ID, err)
+	}
+	var submitted struct {
+		ChecksDeferred bool `json:"checks_deferred"`
+	}
+	if len(events) == 0 || json.Unmarshal(events[0].Payload, &submitted) != nil || !submitted.ChecksDeferred {
+		return false, nil
+	}
+	_, err = e.checkRemote(ctx, SubmitParams{Project: op.Project, TargetBranch: op.TargetBranch, Files: op.Files})
+	var refused *GitLabCheckError
+	var unavailable *GitLabUnavailableError
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.As(err, &refused):
+		reasons := make([]string, len(refused.Fields))
+		for i, f := range refused.Fields {
+			reasons[i] = f.Field + ": " + f.Message
+		}
+		_, err = e.Transition(ctx, op, rules.CreateRefused, TransitionOpts{Source: source,
+			Payload: map[string]any{"fields": refused.Fields},
+			Update:  func(o *store.Operation) { o.Detail = strings.Join(reasons, "; ") }})
+		return true, err
+	case errors.As(err, &unavailable):
+		return true, unavailable.Err
+	}
+	return true, err
 }

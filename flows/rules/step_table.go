@@ -19,6 +19,7 @@ const (
 	CreateMROpened        StepCode = 10003
 	CreatePipelineFailed  StepCode = 10004
 	CreateFailed          StepCode = 10005
+	CreateRefused         StepCode = 10006
 	HandleStarted         StepCode = 10101
 	HandleApproved        StepCode = 10102
 	HandleMerged          StepCode = 10103
@@ -200,7 +201,7 @@ func next(steps ...StepCode) []StepCode { return steps }
 // catalogue is the one step table (DESIGN §2).
 var catalogue = []Step{
 	{Code: CreateStarted, Name: "CREATE_STARTED", Phase: PhaseCreate, Status: StatusMRCreating,
-		Job: job(KindCreateMR, CreateFailed), Resume: CreateStarted, Next: next(CreateMROpened),
+		Job: job(KindCreateMR, CreateFailed), Resume: CreateStarted, Next: next(CreateMROpened, CreateRefused),
 		Hint: hintKeepWaiting},
 	{Code: CreateSucceeded, Name: "CREATE_SUCCEEDED", Phase: PhaseCreate, Status: StatusMRCreated,
 		Job: job(KindHandle, HandleFailed), MRFirstJob: job(KindRequestApproval, ApprovalSendPending),
@@ -226,6 +227,18 @@ var catalogue = []Step{
 	{Code: CreateFailed, Name: "CREATE_FAILED", Phase: PhaseCreate, Status: StatusCreateFailed,
 		Retry:  CreateStarted,
 		hintIn: func(w Words) string { return "Creating the " + w.MR + " failed. " + hintFixAndRetry }},
+	// CREATE_REFUSED: the checks against the platform that the submit
+	// could not make (the call budget was spent: a burst of submits never
+	// waits on it, issue 22 point 1) found, in the change's first job, that
+	// it does not fit the project: the project or the target branch is
+	// missing, or a file's action does not fit the branch. The same reasons
+	// a submit's 422 gives are the detail. Nothing was sent to the approver
+	// and nothing was opened, so the change ends here and its binding is
+	// free: fix the request and submit it again.
+	{Code: CreateRefused, Name: "CREATE_REFUSED", Phase: PhaseCreate, Status: StatusClosed, Terminal: true,
+		hintIn: func(w Words) string {
+			return "The change does not fit the project in " + w.Platform + " (see the reason): fix the request and submit it again."
+		}},
 	{Code: HandleStarted, Name: "HANDLE_STARTED", Phase: PhaseHandle, Status: StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleStarted,
 		Next: next(HandleApproved, HandleReviewerDenied, HandleNotMergeable, HandleRebasing, HandleAwaitPipeline, HandleRetargeted),
@@ -325,7 +338,7 @@ var catalogue = []Step{
 		Hint: hintDone},
 	{Code: ApprovalSending, Name: "APPROVAL_SENDING", Phase: PhaseApproval, Status: StatusApprovalSending,
 		Job: job(KindRequestApproval, ApprovalSendPending), Resume: ApprovalSending, Wait: WaitApproval,
-		Next: next(ApprovalSent, CreateStarted, HandleStarted, ApprovalRejected, ApprovalWithdrawn),
+		Next: next(ApprovalSent, CreateStarted, HandleStarted, ApprovalRejected, ApprovalWithdrawn, CreateRefused),
 		Hint: "Keep waiting: requesting approval. A request the approval system does not answer is retried by itself; nobody needs to act."},
 	// APPROVAL_SENT has no job and is not resumable: it waits for the
 	// decision; cancel is the way out.
