@@ -56,6 +56,29 @@ type Store interface {
 	ReadHistory(ctx context.Context, id string) (History, error)
 }
 
+// Queues are the merge queues of the target branches (issue 22): read
+// them, freeze or unfreeze one, move a waiting change to the front of its
+// queue. Its errors are api's (ErrNotFound for an unknown change,
+// *NotQueuedError) or a failure to answer at all.
+type Queues interface {
+	// ListQueues lists the queues of the installation's platform by
+	// project and branch, each with its WaitingCount (Waiting nil). A
+	// queue is listed once a change joined it or an operator froze it.
+	ListQueues(ctx context.Context) ([]Queue, error)
+	// Queue reads the queue of a project's target branch with its
+	// waiting changes in order; one nobody used yet is empty, not an
+	// error.
+	Queue(ctx context.Context, projectID int64, branch string) (Queue, error)
+	// FreezeQueue freezes (frozen) or unfreezes that queue as actor for
+	// reason and returns it as it is then; freezing a frozen queue keeps
+	// the first freeze.
+	FreezeQueue(ctx context.Context, projectID int64, branch string, frozen bool, actor, reason string) (Queue, error)
+	// MoveToFront makes change id, waiting in its queue, the next to take
+	// the head, as actor for reason, and returns that queue after the
+	// move.
+	MoveToFront(ctx context.Context, id, actor, reason string) (Queue, error)
+}
+
 // Settings are the runtime settings: the values in effect, and the one
 // audited write. An unknown key, and a value the settings refuse, are a
 // *RefusedError.
@@ -72,6 +95,7 @@ type Config struct {
 	Engine   Engine
 	Store    Store
 	Settings Settings
+	Queues   Queues
 	// Refusals counts the approval callbacks refused for a bad signature,
 	// which the hints of changes waiting in APPROVAL_SENT mention; nil
 	// counts none.
@@ -106,8 +130,8 @@ type Handler struct {
 // New checks cfg and returns the Handler; it starts nothing.
 func New(cfg Config) (*Handler, error) {
 	switch {
-	case cfg.Engine == nil || cfg.Store == nil || cfg.Settings == nil:
-		return nil, errors.New("api: Engine, Store and Settings are required")
+	case cfg.Engine == nil || cfg.Store == nil || cfg.Settings == nil || cfg.Queues == nil:
+		return nil, errors.New("api: Engine, Store, Settings and Queues are required")
 	case cfg.MaxBodyBytes < 1:
 		return nil, errors.New("api: MaxBodyBytes must be positive")
 	case cfg.SessionTTL != 0 && (cfg.SessionTTL < MinSessionTTL || cfg.SessionTTL > MaxSessionTTL):
@@ -144,6 +168,14 @@ func (h *Handler) Mount(root *mux.Router) {
 	v1.Handle("/changes/{id}", h.auth("", http.HandlerFunc(h.getChange))).Methods(http.MethodGet)
 	v1.Handle("/changes/{id}/events", h.auth("", http.HandlerFunc(h.getEvents))).Methods(http.MethodGet)
 	v1.Handle("/changes/{id}/{action:retry|resume|cancel}", h.auth("", http.HandlerFunc(h.changeAction))).Methods(http.MethodPost)
+	v1.Handle("/changes/{id}/front", h.auth(RoleOperator, TextInput(h.cfg.MaxBodyBytes, true, http.HandlerFunc(h.moveToFront)))).Methods(http.MethodPost)
+	v1.Handle("/queues", h.auth("", http.HandlerFunc(h.listQueues))).Methods(http.MethodGet)
+	// A branch may hold slashes (release/1.0), escaped as %2F or not: the
+	// rest of the path is the branch, but for a last /freeze or
+	// /unfreeze of a POST.
+	v1.Handle("/queues/{project}/{branch:.+}/freeze", h.auth(RoleOperator, TextInput(h.cfg.MaxBodyBytes, true, h.freezeQueue(true)))).Methods(http.MethodPost)
+	v1.Handle("/queues/{project}/{branch:.+}/unfreeze", h.auth(RoleOperator, TextInput(h.cfg.MaxBodyBytes, true, h.freezeQueue(false)))).Methods(http.MethodPost)
+	v1.Handle("/queues/{project}/{branch:.+}", h.auth("", http.HandlerFunc(h.getQueue))).Methods(http.MethodGet)
 	v1.Handle("/settings", h.auth("", http.HandlerFunc(h.listSettings))).Methods(http.MethodGet)
 	v1.Handle("/settings/{key}", h.auth("", http.HandlerFunc(h.getSetting))).Methods(http.MethodGet)
 	v1.Handle("/settings/{key}", h.auth(RoleOperator, TextInput(h.cfg.MaxBodyBytes, true, http.HandlerFunc(h.putSetting)))).Methods(http.MethodPut)

@@ -347,6 +347,144 @@ func (s *fakeSettings) Set(_ context.Context, key, project string, raw json.RawM
 	return scope, nil
 }
 
+// fakeQueues holds merge queues in memory, by project id and branch, and
+// plays api.Queues over them: FreezeQueue keeps the first freeze as the
+// store does and records every call; MoveToFront finds the change in
+// changes (ErrNotFound), refuses one that is not at HANDLE_QUEUED or in no
+// queue (*NotQueuedError) and moves it ahead of those nobody moved. err,
+// when set, is what every call answers.
+type fakeQueues struct {
+	mu      sync.Mutex
+	changes *fakeChanges
+	now     time.Time
+	queues  map[fakeQueueKey]Queue
+	err     error
+	// freezes and fronts are the calls that changed something, in order.
+	freezes []fakeFreeze
+	fronts  []fakeFront
+}
+
+// fakeQueueKey names a queue of fakeQueues.
+type fakeQueueKey struct {
+	project int64
+	branch  string
+}
+
+// fakeFreeze is one FreezeQueue call; fakeFront one MoveToFront call.
+type (
+	fakeFreeze struct {
+		ProjectID     int64
+		Branch        string
+		Frozen        bool
+		Actor, Reason string
+	}
+	fakeFront struct{ ID, Actor, Reason string }
+)
+
+func newFakeQueues(changes *fakeChanges) *fakeQueues {
+	return &fakeQueues{changes: changes, now: changes.now, queues: map[fakeQueueKey]Queue{}}
+}
+
+// put stores q under its project id and branch.
+func (f *fakeQueues) put(q Queue) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queues[fakeQueueKey{q.ProjectID, q.TargetBranch}] = q
+}
+
+func (f *fakeQueues) getLocked(projectID int64, branch string) Queue {
+	q, ok := f.queues[fakeQueueKey{projectID, branch}]
+	if !ok {
+		return Queue{ProjectID: projectID, TargetBranch: branch}
+	}
+	q.Waiting = slices.Clone(q.Waiting)
+	q.WaitingCount = len(q.Waiting)
+	return q
+}
+
+func (f *fakeQueues) ListQueues(context.Context) ([]Queue, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []Queue
+	for k := range f.queues {
+		q := f.getLocked(k.project, k.branch)
+		q.Waiting = nil
+		out = append(out, q)
+	}
+	slices.SortFunc(out, func(a, b Queue) int {
+		if a.ProjectID != b.ProjectID {
+			return int(a.ProjectID - b.ProjectID)
+		}
+		return strings.Compare(a.TargetBranch, b.TargetBranch)
+	})
+	return out, nil
+}
+
+func (f *fakeQueues) Queue(_ context.Context, projectID int64, branch string) (Queue, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return Queue{}, f.err
+	}
+	return f.getLocked(projectID, branch), nil
+}
+
+func (f *fakeQueues) FreezeQueue(_ context.Context, projectID int64, branch string, frozen bool, actor, reason string) (Queue, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return Queue{}, f.err
+	}
+	f.freezes = append(f.freezes, fakeFreeze{ProjectID: projectID, Branch: branch, Frozen: frozen, Actor: actor, Reason: reason})
+	q := f.getLocked(projectID, branch)
+	switch {
+	case frozen && q.Frozen():
+	case frozen:
+		q.FrozenAt, q.FrozenBy, q.FrozenReason = f.now, actor, reason
+	default:
+		q.FrozenAt, q.FrozenBy, q.FrozenReason = time.Time{}, "", ""
+	}
+	f.queues[fakeQueueKey{projectID, branch}] = q
+	return f.getLocked(projectID, branch), nil
+}
+
+func (f *fakeQueues) MoveToFront(ctx context.Context, id, actor, reason string) (Queue, error) {
+	c, _, err := f.changes.Get(ctx, id)
+	if err != nil {
+		return Queue{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return Queue{}, f.err
+	}
+	step := rules.StepCode(c.Step)
+	if step != rules.HandleQueued {
+		return Queue{}, &NotQueuedError{OperationID: id, Step: step.String()}
+	}
+	for k, q := range f.queues {
+		i := slices.IndexFunc(q.Waiting, func(w QueuedChange) bool { return w.OperationID == id })
+		if i < 0 {
+			continue
+		}
+		f.fronts = append(f.fronts, fakeFront{ID: id, Actor: actor, Reason: reason})
+		w := q.Waiting[i]
+		w.FrontAt, w.FrontBy = f.now, actor
+		rest := slices.Delete(slices.Clone(q.Waiting), i, i+1)
+		at := slices.IndexFunc(rest, func(o QueuedChange) bool { return o.FrontAt.IsZero() })
+		if at < 0 {
+			at = len(rest)
+		}
+		q.Waiting = slices.Insert(rest, at, w)
+		f.queues[k] = q
+		return f.getLocked(k.project, k.branch), nil
+	}
+	return Queue{}, &NotQueuedError{OperationID: id}
+}
+
 // Tokens of the tests' API, one per role, and a second submitter.
 const (
 	submitterToken = "tok-submitter"
@@ -382,6 +520,7 @@ type apiSetup struct {
 	clock    *fakeClock
 	changes  *fakeChanges
 	settings *fakeSettings
+	queues   *fakeQueues
 	refusals *CallbackRefusals
 	srv      *httptest.Server
 }
@@ -396,9 +535,10 @@ func setup(t *testing.T, platform string) *apiSetup {
 		platform = rules.PlatformGitLab
 	}
 	s := &apiSetup{changes: newFakeChanges(platform), settings: newFakeSettings()}
+	s.queues = newFakeQueues(s.changes)
 	s.clock = &fakeClock{now: s.changes.now}
 	s.refusals = NewCallbackRefusals(func() time.Time { return s.changes.now })
-	h, err := New(Config{Engine: s.changes, Store: s.changes, Settings: s.settings, Refusals: s.refusals,
+	h, err := New(Config{Engine: s.changes, Store: s.changes, Settings: s.settings, Queues: s.queues, Refusals: s.refusals,
 		Tokens: []Token{{Role: RoleSubmitter, Token: submitterToken}, {Role: RoleSubmitter, Token: otherToken},
 			{Role: RoleOperator, Token: operatorToken}, {Role: RoleViewer, Token: viewerToken}},
 		ExternalURL: externalURL, MaxBodyBytes: 1 << 20, NowFunc: s.clock.Now})

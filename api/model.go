@@ -186,3 +186,71 @@ func (e *RefusedError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the settings' error.
 func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Queue is a merge queue of a project's target branch as the API reads it
+// (issue 22): the change at its head, whether an operator froze it, and
+// the changes waiting in it, first in line first (the backend translates
+// the engine's).
+type Queue struct {
+	ProjectID int64
+	// Project is the project's path as the changes of the queue store it,
+	// "" when none of them is known.
+	Project      string
+	TargetBranch string
+	// Head is the change allowed to be rebased, tested and merged now;
+	// nil when none.
+	Head *QueueHead
+	// FrozenAt is when an operator froze the queue (zero: it is not
+	// frozen), FrozenBy who (an API token's id, a username), FrozenReason
+	// why.
+	FrozenAt               time.Time
+	FrozenBy, FrozenReason string
+	// WaitingCount is how many changes wait (in a listing, where Waiting
+	// is nil); Waiting are the changes waiting, in order (one queue).
+	WaitingCount int
+	Waiting      []QueuedChange
+}
+
+// Frozen reports whether an operator froze the queue.
+func (q Queue) Frozen() bool { return !q.FrozenAt.IsZero() }
+
+// QueueHead is the change at the head of a merge queue: MRIID and MRWebURL
+// are zero when the change could not be read, Since is when it took the
+// head.
+type QueueHead struct {
+	OperationID string
+	MRIID       int64
+	MRWebURL    string
+	Since       time.Time
+}
+
+// QueuedChange is a change waiting in a merge queue: ReadyAt is when it
+// joined; FrontAt and FrontBy say when and by whom an operator moved it to
+// the front (zero and "" when nobody did).
+type QueuedChange struct {
+	OperationID                           string
+	MRIID                                 int64
+	MRWebURL, Title, SubjectID, TargetKey string
+	ReadyAt, FrontAt                      time.Time
+	FrontBy                               string
+}
+
+// NotQueuedError is a move to the front of a merge queue of a change that
+// does not wait in one (409): OperationID is the change, Step its step
+// ("" when unknown).
+type NotQueuedError struct {
+	OperationID, Step string
+	Err               error
+}
+
+// Error implements error.
+func (e *NotQueuedError) Error() string {
+	msg := "change " + e.OperationID + " is not waiting in a merge queue"
+	if e.Step != "" {
+		msg += " (it is at " + e.Step + ")"
+	}
+	return msg + "; only a change at HANDLE_QUEUED can be moved to the front of its queue"
+}
+
+// Unwrap returns the engine's error.
+func (e *NotQueuedError) Unwrap() error { return e.Err }

@@ -129,7 +129,7 @@ func TestSessionTTLBounds(t *testing.T) {
 		ttl time.Duration
 		ok  bool
 	}{{0, true}, {MinSessionTTL, true}, {MaxSessionTTL, true}, {MinSessionTTL - time.Second, false}, {MaxSessionTTL + time.Second, false}} {
-		_, err := New(Config{Engine: s.changes, Store: s.changes, Settings: s.settings, MaxBodyBytes: 1, SessionTTL: tc.ttl})
+		_, err := New(Config{Engine: s.changes, Store: s.changes, Settings: s.settings, Queues: s.queues, MaxBodyBytes: 1, SessionTTL: tc.ttl})
 		if (err == nil) != tc.ok {
 			t.Errorf("SessionTTL %s: err %v, want accepted %v", tc.ttl, err, tc.ok)
 		}

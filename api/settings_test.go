@@ -102,7 +102,7 @@ func TestSettingsAPI(t *testing.T) {
 func TestSettingsWriteFailure(t *testing.T) {
 	t.Parallel()
 	f := newFakeChanges(rules.PlatformGitLab)
-	h, err := New(Config{Engine: f, Store: f, Settings: failingSettings{newFakeSettings(), errors.New("connection refused")},
+	h, err := New(Config{Engine: f, Store: f, Settings: failingSettings{newFakeSettings(), errors.New("connection refused")}, Queues: newFakeQueues(f),
 		Tokens: []Token{{Role: RoleOperator, Token: operatorToken}}, MaxBodyBytes: 1 << 10})
 	if err != nil {
 		t.Fatal(err)

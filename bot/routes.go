@@ -72,7 +72,8 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 		return nil, err
 	}
 	handler, err := api.New(api.Config{Engine: backend.Engine{Flows: a.engine, Settings: a.settings},
-		Store: backend.Store{Store: a.store, Settings: a.settings}, Settings: backend.Settings{Cache: a.settings}, Refusals: a.refusals,
+		Store: backend.Store{Store: a.store, Settings: a.settings}, Settings: backend.Settings{Cache: a.settings},
+		Queues: backend.Queues{Flows: a.engine, Store: a.store}, Refusals: a.refusals,
 		Tokens: a.cfg.APITokens, ExternalURL: a.cfg.ExternalURL, MaxBodyBytes: a.cfg.MaxBodyBytes, SessionTTL: a.cfg.WebSessionTTL,
 		Logger: a.log, NowFunc: a.now})
 	if err != nil {

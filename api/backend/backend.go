@@ -215,6 +215,150 @@ func (s Store) ReadHistory(ctx context.Context, id string) (api.History, error) 
 	return HistoryOf(h), nil
 }
 
+// QueueEngine is what Queues asks the flow engine (*flows.Engine) of the
+// merge queues.
+type QueueEngine interface {
+	Queue(ctx context.Context, projectID int64, branch string) (flows.Queue, error)
+	Queues(ctx context.Context) ([]store.QueueSummary, error)
+	FreezeQueue(ctx context.Context, projectID int64, branch string, frozen bool, actor, reason string) (store.Queue, error)
+	MoveToQueueFront(ctx context.Context, op store.Operation, actor, reason string) error
+}
+
+// OperationReader reads one operation (the store).
+type OperationReader interface {
+	DB() store.DBTX
+	GetOperation(ctx context.Context, db store.DBTX, id string) (store.Operation, error)
+}
+
+// Queues is api.Queues over the flow engine; Store reads the changes a
+// queue names (its head's merge request, the project's path).
+type Queues struct {
+	Flows QueueEngine
+	Store OperationReader
+}
+
+var _ api.Queues = Queues{}
+
+// ListQueues implements api.Queues. A queue's project path is its head's;
+// for a project none of whose queues has a head, the first waiting
+// change's of one of them; else "" (a queue frozen before anyone used it).
+func (q Queues) ListQueues(ctx context.Context) ([]api.Queue, error) {
+	sums, err := q.Flows.Queues(ctx)
+	if err != nil {
+		return nil, Error(err)
+	}
+	out := make([]api.Queue, 0, len(sums))
+	paths := map[int64]string{}
+	for _, s := range sums {
+		aq := QueueOf(s.Queue, nil)
+		aq.WaitingCount = s.WaitingCount
+		if s.HeadOperationID != "" {
+			if op, err := q.Store.GetOperation(ctx, q.Store.DB(), s.HeadOperationID); err == nil {
+				aq.Head = headOf(s.Queue, &op)
+				paths[s.Key.ProjectID] = op.Project
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return nil, Error(err)
+			}
+		}
+		out = append(out, aq)
+	}
+	for _, s := range sums {
+		if _, known := paths[s.Key.ProjectID]; known || s.WaitingCount == 0 {
+			continue
+		}
+		full, err := q.Flows.Queue(ctx, s.Key.ProjectID, s.Key.TargetBranch)
+		if err != nil {
+			return nil, Error(err)
+		}
+		if path := q.projectOf(ctx, QueueOf(full.Queue, full.Head)); path != "" {
+			paths[s.Key.ProjectID] = path
+		}
+	}
+	for i := range out {
+		out[i].Project = paths[out[i].ProjectID]
+	}
+	return out, nil
+}
+
+// projectOf is the project path of aq's head or first waiting change, ""
+// when neither can be read.
+func (q Queues) projectOf(ctx context.Context, aq api.Queue) string {
+	if aq.Project != "" {
+		return aq.Project
+	}
+	if len(aq.Waiting) == 0 {
+		return ""
+	}
+	op, err := q.Store.GetOperation(ctx, q.Store.DB(), aq.Waiting[0].OperationID)
+	if err != nil {
+		return ""
+	}
+	return op.Project
+}
+
+// Queue implements api.Queues.
+func (q Queues) Queue(ctx context.Context, projectID int64, branch string) (api.Queue, error) {
+	full, err := q.Flows.Queue(ctx, projectID, branch)
+	if err != nil {
+		return api.Queue{}, Error(err)
+	}
+	aq := QueueOf(full.Queue, full.Head)
+	aq.Project = q.projectOf(ctx, aq)
+	return aq, nil
+}
+
+// FreezeQueue implements api.Queues: the freeze, then the queue read
+// again with its waiting changes.
+func (q Queues) FreezeQueue(ctx context.Context, projectID int64, branch string, frozen bool, actor, reason string) (api.Queue, error) {
+	if _, err := q.Flows.FreezeQueue(ctx, projectID, branch, frozen, actor, reason); err != nil {
+		return api.Queue{}, Error(err)
+	}
+	return q.Queue(ctx, projectID, branch)
+}
+
+// MoveToFront implements api.Queues; a change that is not waiting in a
+// queue is an *api.NotQueuedError naming its step.
+func (q Queues) MoveToFront(ctx context.Context, id, actor, reason string) (api.Queue, error) {
+	op, err := q.Store.GetOperation(ctx, q.Store.DB(), id)
+	if err != nil {
+		return api.Queue{}, Error(err)
+	}
+	if err := q.Flows.MoveToQueueFront(ctx, op, actor, reason); err != nil {
+		if errors.Is(err, flows.ErrNotQueued) {
+			return api.Queue{}, &api.NotQueuedError{OperationID: op.ID, Step: rules.StepCode(op.Step).String(), Err: err}
+		}
+		return api.Queue{}, Error(err)
+	}
+	return q.Queue(ctx, op.ProjectID, op.TargetBranch)
+}
+
+// QueueOf is sq as api reads it, with head the change at its head when
+// read (nil: only its id and since are known); Project is head's.
+func QueueOf(sq store.Queue, head *store.Operation) api.Queue {
+	aq := api.Queue{ProjectID: sq.Key.ProjectID, TargetBranch: sq.Key.TargetBranch, Head: headOf(sq, head),
+		FrozenAt: sq.FrozenAt, FrozenBy: sq.FrozenBy, FrozenReason: sq.FrozenReason, WaitingCount: len(sq.Waiting)}
+	if head != nil {
+		aq.Project = head.Project
+	}
+	for _, w := range sq.Waiting {
+		aq.Waiting = append(aq.Waiting, api.QueuedChange{OperationID: w.ID, MRIID: w.MRIID, MRWebURL: w.MRWebURL, Title: w.Title,
+			SubjectID: w.SubjectID, TargetKey: w.TargetKey, ReadyAt: w.ReadyAt, FrontAt: w.FrontAt, FrontBy: w.FrontBy})
+	}
+	return aq
+}
+
+// headOf is sq's head, nil when none; op is the head's change when read.
+func headOf(sq store.Queue, op *store.Operation) *api.QueueHead {
+	if sq.HeadOperationID == "" {
+		return nil
+	}
+	h := &api.QueueHead{OperationID: sq.HeadOperationID, Since: sq.HeadSince}
+	if op != nil {
+		h.MRIID, h.MRWebURL = op.MRIID, op.MRWebURL
+	}
+	return h
+}
+
 // Settings is api.Settings over the settings cache.
 type Settings struct {
 	Cache *settings.Cache
@@ -339,6 +483,8 @@ func Error(err error) error {
 		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
 	case errors.Is(err, flows.ErrOverloaded):
 		return fmt.Errorf("%w: %w", api.ErrOverloaded, err)
+	case errors.Is(err, flows.ErrNotQueued):
+		return &api.NotQueuedError{Err: err}
 	}
 	if ve, ok := flows.IsValidation(err); ok {
 		return &api.ValidationError{Fields: fieldsOf(ve.Fields)}

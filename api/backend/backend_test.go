@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,10 @@ func TestErrorTranslatesWhatTheAPITellsApart(t *testing.T) {
 		{"not applicable passes", &rules.NotApplicableError{Reason: "nothing to retry"}, func(e error) bool {
 			var n *rules.NotApplicableError
 			return errors.As(e, &n) && n.Reason == "nothing to retry"
+		}},
+		{"not queued", fmt.Errorf("op_1 is at HANDLE_STARTED: %w", flows.ErrNotQueued), func(e error) bool {
+			var n *api.NotQueuedError
+			return errors.As(e, &n) && errors.Is(e, flows.ErrNotQueued)
 		}},
 		{"anything else", other, func(e error) bool { return errors.Is(e, other) && e.Error() == other.Error() }},
 	}
@@ -147,5 +152,136 @@ func TestWebSessionRevocations(t *testing.T) {
 	}
 	if claims.rows[[2]string{api.SessionRevokedKind, "n1"}] == "" {
 		t.Errorf("claims %v: no %s row for the nonce", claims.rows, api.SessionRevokedKind)
+	}
+}
+
+// fakeQueueEngine is the engine's merge queues in memory: queues by
+// branch (all of project 101 but "other", of project 202), and the
+// changes they name in ops; MoveToQueueFront refuses, as the engine
+// does, a change that is not at HANDLE_QUEUED.
+type fakeQueueEngine struct {
+	queues map[string]store.Queue
+	ops    map[string]store.Operation
+	fronts []string
+	frozen []string
+}
+
+func (f *fakeQueueEngine) DB() store.DBTX { return nil }
+
+func (f *fakeQueueEngine) GetOperation(_ context.Context, _ store.DBTX, id string) (store.Operation, error) {
+	op, ok := f.ops[id]
+	if !ok {
+		return store.Operation{}, fmt.Errorf("reading %s: %w", id, store.ErrNotFound)
+	}
+	return op, nil
+}
+
+func (f *fakeQueueEngine) Queue(_ context.Context, projectID int64, branch string) (flows.Queue, error) {
+	q, ok := f.queues[branch]
+	if !ok || q.Key.ProjectID != projectID {
+		return flows.Queue{Queue: store.Queue{Key: store.QueueKey{ProjectID: projectID, TargetBranch: branch}}}, nil
+	}
+	out := flows.Queue{Queue: q}
+	if op, ok := f.ops[q.HeadOperationID]; ok {
+		out.Head = &op
+	}
+	return out, nil
+}
+
+func (f *fakeQueueEngine) Queues(context.Context) ([]store.QueueSummary, error) {
+	var out []store.QueueSummary
+	for _, b := range []string{"main", "other", "release", "staging"} {
+		if q, ok := f.queues[b]; ok {
+			n := len(q.Waiting)
+			q.Waiting = nil
+			out = append(out, store.QueueSummary{Queue: q, WaitingCount: n})
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeQueueEngine) FreezeQueue(_ context.Context, projectID int64, branch string, frozen bool, actor, reason string) (store.Queue, error) {
+	f.frozen = append(f.frozen, fmt.Sprintf("%d:%s %v by %s: %s", projectID, branch, frozen, actor, reason))
+	q := f.queues[branch]
+	q.Key = store.QueueKey{ProjectID: projectID, TargetBranch: branch}
+	q.FrozenAt, q.FrozenBy, q.FrozenReason = time.Time{}, "", ""
+	if frozen {
+		q.FrozenAt, q.FrozenBy, q.FrozenReason = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), actor, reason
+	}
+	f.queues[branch] = q
+	return store.Queue{Key: q.Key, FrozenAt: q.FrozenAt, FrozenBy: q.FrozenBy, FrozenReason: q.FrozenReason}, nil
+}
+
+func (f *fakeQueueEngine) MoveToQueueFront(_ context.Context, op store.Operation, actor, reason string) error {
+	if rules.StepCode(op.Step) != rules.HandleQueued {
+		return fmt.Errorf("%s is at %s: %w", op.ID, rules.StepCode(op.Step), flows.ErrNotQueued)
+	}
+	f.fronts = append(f.fronts, op.ID+" by "+actor+": "+reason)
+	return nil
+}
+
+// TestQueuesReadTheirChanges: a listed queue's project path and head's
+// merge request come from its head's change, or for a queue without a
+// head from its first waiting change (or another queue of the project);
+// a queue frozen before anyone used it has no path. A freeze answers the
+// queue read again with its waiting changes; a move to the front of a
+// change that does not wait is an *api.NotQueuedError naming its step,
+// of an unknown change api.ErrNotFound.
+func TestQueuesReadTheirChanges(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	key := func(p int64, b string) store.QueueKey {
+		return store.QueueKey{Platform: "gitlab", ProjectID: p, TargetBranch: b}
+	}
+	f := &fakeQueueEngine{
+		ops: map[string]store.Operation{
+			"op_h": {ID: "op_h", Project: "platform/config", ProjectID: 101, TargetBranch: "main", MRIID: 40, MRWebURL: "u40", Step: int(rules.HandleApproved)},
+			"op_w": {ID: "op_w", Project: "platform/config", ProjectID: 101, TargetBranch: "main", MRIID: 41, Step: int(rules.HandleQueued)},
+			"op_o": {ID: "op_o", Project: "team/app", ProjectID: 202, TargetBranch: "other", MRIID: 7, Step: int(rules.HandleQueued)},
+		},
+		queues: map[string]store.Queue{
+			"main":    {Key: key(101, "main"), HeadOperationID: "op_h", HeadSince: at, Waiting: []store.QueuedOperation{{ID: "op_w", MRIID: 41, ReadyAt: at}}},
+			"release": {Key: key(101, "release"), FrozenAt: at, FrozenBy: "olivia", FrozenReason: "freeze"},
+			"other":   {Key: key(202, "other"), FrozenAt: at, FrozenBy: "olivia", Waiting: []store.QueuedOperation{{ID: "op_o", MRIID: 7, ReadyAt: at}}},
+			"staging": {Key: key(303, "staging"), FrozenAt: at, FrozenBy: "olivia"},
+		},
+	}
+	q := Queues{Flows: f, Store: f}
+	ctx := t.Context()
+	list, err := q.ListQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, aq := range list {
+		head := "-"
+		if aq.Head != nil {
+			head = fmt.Sprintf("%s !%d %s", aq.Head.OperationID, aq.Head.MRIID, aq.Head.MRWebURL)
+		}
+		got = append(got, fmt.Sprintf("%d %q %s head %s waiting %d frozen %v", aq.ProjectID, aq.Project, aq.TargetBranch, head, aq.WaitingCount, aq.Frozen()))
+	}
+	want := []string{
+		`101 "platform/config" main head op_h !40 u40 waiting 1 frozen false`,
+		`202 "team/app" other head - waiting 1 frozen true`,
+		`101 "platform/config" release head - waiting 0 frozen true`,
+		`303 "" staging head - waiting 0 frozen true`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ListQueues:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	one, err := q.FreezeQueue(ctx, 101, "main", true, "api:0123456789abcdef", "red")
+	if err != nil || !one.Frozen() || one.FrozenBy != "api:0123456789abcdef" || len(one.Waiting) != 1 || one.Project != "platform/config" {
+		t.Errorf("FreezeQueue = %+v, %v; want main frozen by the token with its waiting change", one, err)
+	}
+	if _, err := q.MoveToFront(ctx, "op_w", "api:0123456789abcdef", "hotfix"); err != nil || !reflect.DeepEqual(f.fronts, []string{"op_w by api:0123456789abcdef: hotfix"}) {
+		t.Errorf("MoveToFront(op_w) = %v, fronts %v", err, f.fronts)
+	}
+	_, err = q.MoveToFront(ctx, "op_h", "api:0123456789abcdef", "")
+	var nq *api.NotQueuedError
+	if !errors.As(err, &nq) || nq.OperationID != "op_h" || nq.Step != "HANDLE_APPROVED" || !errors.Is(err, flows.ErrNotQueued) {
+		t.Errorf("MoveToFront(op_h) = %v, want an *api.NotQueuedError at HANDLE_APPROVED", err)
+	}
+	if _, err := q.MoveToFront(ctx, "op_x", "api:0123456789abcdef", ""); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("MoveToFront(op_x) = %v, want api.ErrNotFound", err)
 	}
 }
