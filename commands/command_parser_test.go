@@ -44,6 +44,15 @@ var parseCases = []struct {
 	{name: "mention glued to the command", body: "@changebot/retry", want: nil},
 	{name: "mention not at line start", body: "thanks @changebot retry", want: nil},
 	{name: "mention with command in inline code", body: "@changebot `/retry`", want: nil},
+	{name: "freeze with a reason", body: "/freeze main is red, see #ops", want: []Invocation{inv(1, "/freeze main is red, see #ops", "freeze", "main", "is", "red,", "see", "#ops")}},
+	{name: "freeze without a reason", body: "/freeze", want: []Invocation{inv(1, "/freeze", "freeze")}},
+	{name: "unfreeze with a reason", body: "/unfreeze fixed by !44", want: []Invocation{inv(1, "/unfreeze fixed by !44", "unfreeze", "fixed", "by", "!44")}},
+	{name: "freeze in the mention form", body: "@changebot freeze release in progress", want: []Invocation{inv(1, "@changebot freeze release in progress", "freeze", "release", "in", "progress")}},
+	{name: "freeze, the reason's HTML comment removed", body: "/freeze red <!-- internal --> main", want: []Invocation{inv(1, "/freeze red <!-- internal --> main", "freeze", "red", "main")}},
+	{name: "freeze and unfreeze in one note", body: "/freeze\n/unfreeze", want: []Invocation{inv(1, "/freeze", "freeze"), inv(2, "/unfreeze", "unfreeze")}},
+	{name: "freeze in fenced code", body: "```\n/freeze\n```", want: nil},
+	{name: "freeze glued to a word", body: "/freeze-all now", want: []Invocation{inv(1, "/freeze-all now", "freeze-all", "now")}},
+	{name: "freeze inside a sentence", body: "we should /freeze main", want: nil},
 	{name: "mention of an unknown command", body: "@changebot thanks", want: []Invocation{inv(1, "@changebot thanks", "thanks")}},
 
 	// Line start.

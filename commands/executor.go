@@ -8,8 +8,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"changebot/flows/rules"
+	"changebot/internal/textcheck"
 	"changebot/platform"
 	"changebot/templates"
 )
@@ -46,6 +49,17 @@ type Change struct {
 	Platform string
 }
 
+// QueueState is the merge queue of a change's target branch as /freeze
+// and /unfreeze left it.
+type QueueState struct {
+	// Branch is the queue's target branch.
+	Branch string
+	// Frozen reports whether it is frozen; FrozenBy froze it (the first
+	// freeze stays), for FrozenReason.
+	Frozen                 bool
+	FrozenBy, FrozenReason string
+}
+
 // Flow is what the executor needs from the flow engine; every method
 // takes the change's operation id. The delivery router implements it over
 // *flows.Engine.
@@ -65,6 +79,10 @@ type Flow interface {
 	IsApprover(ctx context.Context, operationID string, user platform.User) (bool, error)
 	// DecideInGitLab records an approver's /approve or /reject.
 	DecideInGitLab(ctx context.Context, operationID string, user platform.User, decision, source string) error
+	// FreezeQueue freezes (frozen) or unfreezes the merge queue of the
+	// change's project and target branch as actor for reason
+	// (flows.Engine.FreezeQueue).
+	FreezeQueue(ctx context.Context, operationID string, frozen bool, actor, reason string) (QueueState, error)
 }
 
 // NoteStore records which notes ran (once per note id) and per-user
@@ -323,9 +341,33 @@ type Request struct {
 	Params rules.ActionParams
 	// BotUsername is the robot's username (help replies show mentions).
 	BotUsername string
-	x           *Executor
-	ev          platform.HookEvent
-	reply       func(kind string, data any) error
+	// Args are the words after the command's name (Invocation.Args).
+	Args  []string
+	x     *Executor
+	ev    platform.HookEvent
+	reply func(kind string, data any) error
+}
+
+// maxReasonChars bounds the reason a command records (Request.Reason), in
+// characters, as the REST API bounds its reasons.
+const maxReasonChars = 500
+
+// Reason is the words after the command's name as one line of text: joined
+// by single spaces, without control or bidirectional formatting characters
+// (which would show as other text on a page or a terminal), cut to
+// maxReasonChars with "…"; "" when there are none.
+func (r *Request) Reason() string {
+	s := strings.Map(func(c rune) rune {
+		if unicode.IsControl(c) || textcheck.IsBidiFormatting(c) {
+			return -1
+		}
+		return c
+	}, strings.Join(r.Args, " "))
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) > maxReasonChars {
+		s = string([]rune(s)[:maxReasonChars-1]) + "…"
+	}
+	return s
 }
 
 // Reply answers on the note's merge request with the reply template kind.
@@ -364,7 +406,7 @@ func (x *Executor) runOne(ctx context.Context, ev platform.HookEvent, op Change,
 	if !ok {
 		return refuse(templates.RefusedReply{Because: because, Reason: reason}, reason)
 	}
-	req := &Request{Flow: x.cfg.Flow, Change: op, User: ev.User, Params: p, x: x, ev: ev, reply: reply}
+	req := &Request{Flow: x.cfg.Flow, Change: op, User: ev.User, Params: p, Args: inv.Args, x: x, ev: ev, reply: reply}
 	if cmd.Name == NameHelp {
 		req.BotUsername = x.robotName(ctx)
 	}

@@ -25,6 +25,11 @@ type fakeFlow struct {
 	bodies    []string
 	// foreign: the merge request carries no changebot change.
 	foreign bool
+	// queue is the merge queue of the change's branch, which FreezeQueue
+	// freezes (keeping the first freeze) and unfreezes; freezes are its
+	// calls.
+	queue   QueueState
+	freezes []string
 }
 
 func (f *fakeFlow) FindByMR(context.Context, int64, int64) (Change, bool, error) {
@@ -58,6 +63,18 @@ func (f *fakeFlow) IsApprover(_ context.Context, _ string, u platform.User) (boo
 }
 func (f *fakeFlow) DecideInGitLab(context.Context, string, platform.User, string, string) error {
 	return nil
+}
+func (f *fakeFlow) FreezeQueue(_ context.Context, id string, frozen bool, actor, reason string) (QueueState, error) {
+	f.freezes = append(f.freezes, fmt.Sprintf("%s %s frozen=%v by %s: %s", id, f.change.TargetBranch, frozen, actor, reason))
+	f.queue.Branch = f.change.TargetBranch
+	switch {
+	case frozen && f.queue.Frozen:
+	case frozen:
+		f.queue.Frozen, f.queue.FrozenBy, f.queue.FrozenReason = true, actor, reason
+	default:
+		f.queue.Frozen, f.queue.FrozenBy, f.queue.FrozenReason = false, "", ""
+	}
+	return f.queue, nil
 }
 
 // fakeNotes claims every note once and never rate limits.

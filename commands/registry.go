@@ -46,6 +46,10 @@ const (
 	NameApprove = rules.CommandApprove
 	NameReject  = rules.CommandReject
 	NameHelp    = rules.CommandHelp
+	// NameFreeze and NameUnfreeze act on the merge queue of the change's
+	// target branch.
+	NameFreeze   = rules.CommandFreeze
+	NameUnfreeze = rules.CommandUnfreeze
 )
 
 // Command is one entry of the command registry: what a person types, what it
@@ -95,14 +99,37 @@ func decide(decision string) Handler {
 	}
 }
 
+// freeze is the handler of /freeze (frozen) and /unfreeze: the merge queue
+// of the change's project and target branch, frozen or unfrozen by the
+// commenter for the words after the command (Reason), and a reply saying
+// how the queue is now.
+func freeze(frozen bool) Handler {
+	return func(ctx context.Context, r *Request) error {
+		if r.Change.TargetBranch == "" {
+			return &rules.NotApplicableError{Reason: "/" + r.Params.Command + " acts on the merge queue of the change's target branch, which is not known yet"}
+		}
+		reason := r.Reason()
+		if reason == "" && frozen {
+			reason = "/freeze on " + rules.WordsOf(r.Change.Platform).Ref(r.Change.MRIID)
+		}
+		q, err := r.Flow.FreezeQueue(ctx, r.Change.OperationID, frozen, r.Params.Actor, reason)
+		if err != nil {
+			return err
+		}
+		return r.Reply(templates.ReplyQueue, templates.QueueReply{Branch: q.Branch, Frozen: q.Frozen, By: q.FrozenBy,
+			Reason: q.FrozenReason, Already: q.Frozen && (q.FrozenBy != r.Params.Actor || q.FrozenReason != reason), Platform: r.Change.Platform})
+	}
+}
+
 func help(ctx context.Context, r *Request) error {
 	return r.Reply(templates.ReplyHelp, templates.HelpReply{Commands: helpOf(r.Usable(ctx)), BotUsername: r.BotUsername})
 }
 
 // Registry returns every command changebot understands, in the order help
-// lists them: retry, resume, status, cancel, approve, reject, help. The texts
-// follow the command table of issue 3 and live in flows/rules
-// (rules.CommandDocs); who may run each and its handler are here (runs).
+// lists them: retry, resume, status, cancel, approve, reject, freeze,
+// unfreeze, help. The texts follow the command table of issue 3 and live
+// in flows/rules (rules.CommandDocs); who may run each and its handler are
+// here (runs).
 // Each call returns a fresh slice the caller may modify; registration is
 // explicit (STYLE rule 21): adding a command means adding it to both.
 func Registry() []Command { return RegistryOn("") }
@@ -123,6 +150,12 @@ func runOf(name string) (who []Role, changesState bool, run Handler) {
 		return []Role{RoleApprover}, true, decide(rules.GitLabApprove)
 	case NameReject:
 		return []Role{RoleApprover}, true, decide(rules.GitLabReject)
+	case NameFreeze:
+		// As /resume: operators only (a freeze holds every change of the
+		// branch).
+		return []Role{RoleOperator}, false, freeze(true)
+	case NameUnfreeze:
+		return []Role{RoleOperator}, false, freeze(false)
 	case NameHelp:
 		return []Role{RoleAnyone}, false, help
 	}

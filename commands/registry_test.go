@@ -13,7 +13,7 @@ func TestRegistry(t *testing.T) {
 	for _, c := range cmds {
 		names = append(names, c.Name)
 	}
-	wantNames := []string{"retry", "resume", "status", "cancel", "approve", "reject", "help"}
+	wantNames := []string{"retry", "resume", "status", "cancel", "approve", "reject", "freeze", "unfreeze", "help"}
 	if !reflect.DeepEqual(names, wantNames) {
 		t.Fatalf("Registry names = %v, want %v", names, wantNames)
 	}
@@ -68,6 +68,8 @@ func TestRegistryRoles(t *testing.T) {
 		{name: NameCancel, who: []Role{RoleRequester, RoleOperator}, changesState: true},
 		{name: NameApprove, who: []Role{RoleApprover}, changesState: true},
 		{name: NameReject, who: []Role{RoleApprover}, changesState: true},
+		{name: NameFreeze, who: []Role{RoleOperator}},
+		{name: NameUnfreeze, who: []Role{RoleOperator}},
 		{name: NameHelp, who: []Role{RoleAnyone}},
 	}
 	for _, tc := range tests {

@@ -78,7 +78,8 @@ func listed(body string) []string {
 	var out []string
 	for line := range strings.Lines(body) {
 		if rest, ok := strings.CutPrefix(line, "| `/"); ok {
-			name, _, _ := strings.Cut(rest, "`")
+			usage, _, _ := strings.Cut(rest, "`")
+			name, _, _ := strings.Cut(usage, " ") // "/freeze [reason]"
 			out = append(out, name)
 		}
 	}
@@ -102,12 +103,14 @@ func TestHelpListsWhatTheReaderMayRunNow(t *testing.T) {
 		want   []string
 	}{
 		{name: "validated, requester", change: change(rules.CalledBack), user: "alice", want: []string{"status", "help"}},
-		{name: "validated, operator", change: change(rules.CalledBack), user: "ops", want: []string{"status", "help"}},
+		{name: "validated, operator", change: change(rules.CalledBack), user: "ops", want: []string{"status", "freeze", "unfreeze", "help"}},
 		{name: "failed, maintainer may retry", change: change(rules.HandleFailed), user: "maint", want: []string{"retry", "status", "help"}},
 		{name: "failed, requester without the right to merge", change: change(rules.HandleFailed), user: "alice", want: []string{"status", "cancel", "help"}},
-		{name: "failed, operator who is no member", change: change(rules.HandleFailed), user: "ops", want: []string{"status", "cancel", "help"}},
+		{name: "failed, operator who is no member", change: change(rules.HandleFailed), user: "ops", want: []string{"status", "cancel", "freeze", "unfreeze", "help"}},
 		{name: "failed, stranger", change: change(rules.HandleFailed), user: "guest", want: []string{"status", "help"}},
-		{name: "parked, operator may resume", change: change(rules.HandlePipelinePending), user: "ops", want: []string{"resume", "status", "cancel", "help"}},
+		{name: "parked, operator may resume", change: change(rules.HandlePipelinePending), user: "ops", want: []string{"resume", "status", "cancel", "freeze", "unfreeze", "help"}},
+		{name: "queued, maintainer", change: change(rules.HandleQueued), user: "maint", want: []string{"status", "help"}},
+		{name: "queued, operator", change: change(rules.HandleQueued), user: "ops", want: []string{"resume", "status", "cancel", "freeze", "unfreeze", "help"}},
 		{name: "parked, requester", change: change(rules.HandlePipelinePending), user: "alice", want: []string{"status", "cancel", "help"}},
 		{name: "waiting in GitLab, approver", change: gitlabWaiting, user: "carol", want: []string{"status", "approve", "reject", "help"}},
 		{name: "waiting in GitLab, requester", change: gitlabWaiting, user: "alice", want: []string{"status", "cancel", "help"}},

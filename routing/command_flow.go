@@ -24,6 +24,7 @@ type Engine interface {
 	DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error
 	ApprovalProvider(project string) string
 	TicketURL(ctx context.Context, op store.Operation) (string, error)
+	FreezeQueue(ctx context.Context, projectID int64, branch string, frozen bool, actor, reason string) (store.Queue, error)
 }
 
 // OperationReader reads one operation (implemented by *postgres.Store).
@@ -130,6 +131,21 @@ func (f *CommandFlow) DecideInGitLab(ctx context.Context, id string, user platfo
 		return err
 	}
 	return f.e.DecideInGitLab(ctx, op, user, decision, source)
+}
+
+// FreezeQueue implements commands.Flow: the merge queue of the change's
+// project and target branch (Engine.FreezeQueue, on the engine's
+// platform).
+func (f *CommandFlow) FreezeQueue(ctx context.Context, id string, frozen bool, actor, reason string) (commands.QueueState, error) {
+	op, err := f.get(ctx, id)
+	if err != nil {
+		return commands.QueueState{}, err
+	}
+	q, err := f.e.FreezeQueue(ctx, op.ProjectID, op.TargetBranch, frozen, actor, reason)
+	if err != nil {
+		return commands.QueueState{}, err
+	}
+	return commands.QueueState{Branch: op.TargetBranch, Frozen: q.Frozen(), FrozenBy: q.FrozenBy, FrozenReason: q.FrozenReason}, nil
 }
 
 // NoteRecorder is what NoteStore needs from the store (implemented by

@@ -67,6 +67,9 @@ const (
 	// ReplyRateLimited answers a user over the command rate limit
 	// (RateLimitedReply).
 	ReplyRateLimited = "rate_limited"
+	// ReplyQueue answers /freeze and /unfreeze with the state of the
+	// branch's merge queue (QueueReply).
+	ReplyQueue = "queue"
 )
 
 // Template file names.
@@ -82,6 +85,7 @@ var replyTypes = map[string]reflect.Type{
 	ReplyRefused:        reflect.TypeFor[RefusedReply](),
 	ReplyNoChange:       reflect.TypeFor[NoChangeReply](),
 	ReplyRateLimited:    reflect.TypeFor[RateLimitedReply](),
+	ReplyQueue:          reflect.TypeFor[QueueReply](),
 }
 
 func replyFile(kind string) string { return "reply_" + kind + ".md.tmpl" }
@@ -226,6 +230,7 @@ func (r *Renderer) selfCheck() error {
 		ReplyRefused:        RefusedReply{Name: "resume", Because: BecauseApprovalSystem, Who: "operators only", Reason: "r", TicketID: "T-1", TicketURL: "https://example.invalid/t/1"},
 		ReplyNoChange:       NoChangeReply{Names: []string{"retry"}},
 		ReplyRateLimited:    RateLimitedReply{Limit: 10, Window: time.Minute, Until: at},
+		ReplyQueue:          QueueReply{Branch: "main", Frozen: true, Already: true, By: "a", Reason: "r"},
 	}
 	for kind, data := range samples {
 		_, err := r.Reply(kind, data)
@@ -257,7 +262,7 @@ func (r *Renderer) Status(v StatusView) (string, error) {
 }
 
 // Reply renders the short reply of kind (ReplyHelp, ReplyUnknownCommand,
-// ReplyRefused, ReplyNoChange, ReplyRateLimited) as Markdown. data must be
+// ReplyRefused, ReplyNoChange, ReplyRateLimited, ReplyQueue) as Markdown. data must be
 // the kind's data type (HelpReply for ReplyHelp, and so on) or a non-nil
 // pointer to it; anything else, an unknown kind or a failing template is an
 // error.

@@ -307,6 +307,9 @@ func TestReplyGolden(t *testing.T) {
 		// On GitHub the replies name the pull request and GitHub (issue 15).
 		{name: "refused_approval_system_github", kind: ReplyRefused, data: RefusedReply{Name: "approve", Because: BecauseApprovalSystem, Who: "approvers", TicketID: "APR-1001", TicketURL: "https://approvals.example.com/tickets/APR-1001", Platform: "github"}},
 		{name: "no_change_github", kind: ReplyNoChange, data: NoChangeReply{Names: []string{"retry", "status"}, Platform: "github"}},
+		{name: "queue_frozen", kind: ReplyQueue, data: QueueReply{Branch: "main", Frozen: true, By: "olivia", Reason: "main is red @all"}},
+		{name: "queue_already_frozen", kind: ReplyQueue, data: QueueReply{Branch: "release/1.0", Frozen: true, Already: true, By: "api:0123456789abcdef", Reason: "release freeze", Platform: "github"}},
+		{name: "queue_unfrozen", kind: ReplyQueue, data: QueueReply{Branch: "main"}},
 		{name: "rate_limited", kind: ReplyRateLimited, data: RateLimitedReply{Limit: 10, Window: time.Minute, Until: time.Date(2026, 3, 9, 14, 5, 0, 0, time.UTC)}},
 	}
 	for _, tc := range tests {

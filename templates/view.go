@@ -240,6 +240,26 @@ type NoChangeReply struct {
 // MRNoun is "merge request", or "pull request" on GitHub.
 func (r NoChangeReply) MRNoun() string { return mrNoun(r.Platform) }
 
+// QueueReply is the data of the "queue" reply to /freeze and /unfreeze:
+// the merge queue of Branch as the command left it.
+type QueueReply struct {
+	// Branch is the queue's target branch.
+	Branch string
+	// Frozen reports whether the queue is frozen now; By froze it, for
+	// Reason ("" for none).
+	Frozen     bool
+	By, Reason string
+	// Already reports that another freeze was in place, which stays
+	// (By and Reason are its).
+	Already bool
+	// Platform is where the request lives: "gitlab" (also "") or "github"
+	// (MRNoun).
+	Platform string
+}
+
+// MRNoun is "merge request", or "pull request" on GitHub.
+func (r QueueReply) MRNoun() string { return mrNoun(r.Platform) }
+
 // RateLimitedReply is the data of the "rate_limited" reply, sent once when a
 // user exceeds the per-user command rate.
 type RateLimitedReply struct {

@@ -17,6 +17,10 @@ const (
 	CommandApprove = "approve"
 	CommandReject  = "reject"
 	CommandHelp    = "help"
+	// CommandFreeze and CommandUnfreeze act on the merge queue of the
+	// change's target branch, not on the change (QueueCommand).
+	CommandFreeze   = "freeze"
+	CommandUnfreeze = "unfreeze"
 )
 
 // CommandDoc is what a person reads about one command: Usage ("/retry"),
@@ -48,6 +52,14 @@ var gitlabCommands = []CommandDoc{
 		WhoText: "approvers"},
 	{Name: CommandReject, Usage: "/reject", Description: "Reject the change (in-GitLab approval mode).",
 		WhoText: "approvers"},
+	{Name: CommandFreeze, Usage: "/freeze [reason]",
+		Description: "Freeze the merge queue of this merge request's target branch: no change of the project takes its head " +
+			"(to be rebased, tested and merged) until it is unfrozen; the one merging finishes. The words after the command " +
+			"are the reason, recorded with the freeze.",
+		WhoText: "operators only"},
+	{Name: CommandUnfreeze, Usage: "/unfreeze [reason]",
+		Description: "Unfreeze the merge queue of this merge request's target branch: the first change waiting moves on.",
+		WhoText:     "operators only"},
 	{Name: CommandHelp, Usage: "/help", Description: "List the commands you may run now, on this change, in its current state.",
 		WhoText: "anyone"},
 }
@@ -75,6 +87,12 @@ var githubCommandTexts = map[string]struct{ Description, WhoText string }{
 	},
 	CommandApprove: {Description: "Approve the change (in-GitHub approval mode)."},
 	CommandReject:  {Description: "Reject the change (in-GitHub approval mode)."},
+	CommandFreeze: {
+		Description: "Freeze the merge queue of this pull request's base branch: no change of the repository takes its head " +
+			"(to be updated, checked and merged) until it is unfrozen; the one merging finishes. The words after the command " +
+			"are the reason, recorded with the freeze.",
+	},
+	CommandUnfreeze: {Description: "Unfreeze the merge queue of this pull request's base branch: the first change waiting moves on."},
 }
 
 // CommandDocs returns every command in the words of platform ("gitlab",
@@ -102,7 +120,8 @@ func CommandDocs(platform string) []CommandDoc {
 // /retry on a retryable step, /resume on a resumable one, /cancel on a
 // cancellable one, /approve and /reject while the change waits for an
 // approval given on the platform (awaitsPlatformApproval,
-// AwaitsPlatformApproval); the others always.
+// AwaitsPlatformApproval); the others always (/freeze and /unfreeze act on
+// the branch's merge queue, whatever the change's state).
 func CommandApplies(name string, step Step, awaitsPlatformApproval bool) bool {
 	switch name {
 	case CommandRetry:
@@ -117,12 +136,22 @@ func CommandApplies(name string, step Step, awaitsPlatformApproval bool) bool {
 	return true
 }
 
+// QueueCommand reports whether command name acts on the merge queue of
+// the change's target branch rather than on the change: /freeze and
+// /unfreeze.
+func QueueCommand(name string) bool { return name == CommandFreeze || name == CommandUnfreeze }
+
 // CommandsNow lists, in platform's words, the commands that apply to a
-// change at step now (the status comment's list, /help's before the
-// permission check).
+// change at step now: the status comment's list, which names the queue
+// commands (QueueCommand) only while the change waits in its branch's
+// merge queue (HANDLE_QUEUED), where a freeze is what holds it; /help
+// lists them whenever its reader may run them.
 func CommandsNow(step Step, awaitsPlatformApproval bool, platform string) []CommandDoc {
 	var out []CommandDoc
 	for _, c := range CommandDocs(platform) {
+		if QueueCommand(c.Name) && step.Code != HandleQueued {
+			continue
+		}
 		if CommandApplies(c.Name, step, awaitsPlatformApproval) {
 			out = append(out, c)
 		}

@@ -30,6 +30,8 @@ func TestCommandsNow(t *testing.T) {
 		{"failed", HandleFailed, false, "gitlab", []string{"retry", "status", "cancel", "help"}},
 		{"parked", HandleRebasePending, false, "github", []string{"resume", "status", "cancel", "help"}},
 		{"validated", CalledBack, false, "gitlab", []string{"status", "help"}},
+		{"waiting in the merge queue", HandleQueued, false, "gitlab", []string{"resume", "status", "cancel", "freeze", "unfreeze", "help"}},
+		{"at the head of the merge queue", HandleApproved, false, "github", []string{"resume", "status", "cancel", "help"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -43,6 +45,14 @@ func TestCommandsNow(t *testing.T) {
 		if strings.Contains(d.Description+d.WhoText, "merge request") || strings.Contains(d.Description+d.WhoText, "GitLab") {
 			t.Errorf("GitHub's %s speaks of GitLab: %q / %q", d.Name, d.Description, d.WhoText)
 		}
+	}
+	for _, name := range []string{CommandFreeze, CommandUnfreeze} {
+		if !QueueCommand(name) || !CommandApplies(name, MustStep(CalledBack), false) || !CommandApplies(name, MustStep(ApprovalSent), false) {
+			t.Errorf("/%s acts on the branch's queue: it applies to a change in any state", name)
+		}
+	}
+	if QueueCommand(CommandCancel) {
+		t.Error("/cancel acts on the change, not on its queue")
 	}
 	if !AwaitsPlatformApproval(GitLabTicket, StatusApprovalSent) || AwaitsPlatformApproval("T-1", StatusApprovalSent) ||
 		AwaitsPlatformApproval(GitLabTicket, StatusMRCreated) {
