@@ -176,6 +176,16 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 	pipe := platform.Pipeline{ID: p.ID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, WebURL: p.WebURL, Source: p.Source}
 	waiting := waitsForPerson(rules.WordsOf(op.Platform), pipe.Status)
 	if !rules.WaitsForPipeline(rules.StepCode(op.Step)) && EarlyWaitAllowed(ctx) && earlyPipelineHook(op, p.SHA, p.Status) {
+		if rules.StepCode(op.Step) == rules.HandleRebasing {
+			// The pipeline of the rebased head finished before the rebase
+			// poll saw the rebase end: the rebase is over, so the poll
+			// looks now (it moves the change to the pipeline wait, where
+			// this hook, applied again shortly, ends the wait) instead of
+			// at its next interval.
+			if _, err := e.st.WakeStep(ctx, e.st.DB(), op.ID, op.Step, []string{rules.KindHandle}); err != nil {
+				e.opLog(op).Warn("waking the rebase poll failed", "err", err)
+			}
+		}
 		return "", ErrEarlyHook
 	}
 	if !rules.WaitsForPipeline(rules.StepCode(op.Step)) || (!pipe.Finished() && (waiting == "" || op.Detail == waiting)) {

@@ -49,6 +49,7 @@ type Store interface {
 	AppendEvent(ctx context.Context, operationID string, p store.EventParams, jobs ...river.InsertManyParams) (store.Event, error)
 	ResumeStep(ctx context.Context, p store.ResumeStepParams) (bool, error)
 	RetireStepJobs(ctx context.Context, db store.DBTX, operationID string, step int, kinds []string) (int, error)
+	WakeStep(ctx context.Context, db store.DBTX, operationID string, step int, kinds []string) (bool, error)
 	PostponeStepJobs(ctx context.Context, db store.DBTX, operationID string, step int, kinds []string, until time.Time) (int, error)
 	AddGitLabApproval(ctx context.Context, db store.DBTX, operationID, username, source string) (bool, int, error)
 	RemoveGitLabApproval(ctx context.Context, db store.DBTX, operationID, username string) (bool, error)

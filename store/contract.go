@@ -140,6 +140,7 @@ type StatusNotes interface {
 type Jobs interface {
 	ResumeStep(ctx context.Context, p ResumeStepParams) (bool, error)
 	RetireStepJobs(ctx context.Context, db DBTX, operationID string, step int, kinds []string) (int, error)
+	WakeStep(ctx context.Context, db DBTX, operationID string, step int, kinds []string) (bool, error)
 	WakeStaleWaits(ctx context.Context, db DBTX, p WakeParams) (int, error)
 	// PostponeStepJobs moves the scheduled jobs of kinds for operationID's
 	// step that are due before until to until, and returns how many it

@@ -284,7 +284,8 @@ type JobQueries interface {
 	// JobWakeLiveOfStep counts the live jobs (available, pending,
 	// scheduled, running, retryable) of kinds for operationID's step, and
 	// makes those that wait (available, scheduled, retryable, due after
-	// now) due at now.
+	// now) available at now: any replica's fetch takes it, not only after
+	// the elected leader's scheduler has promoted it (DESIGN §7).
 	JobWakeLiveOfStep(ctx context.Context, operationID string, step int, kinds []string, now time.Time) (live int, err error)
 	// JobRetireOfStep deletes the queued jobs (available, pending,
 	// scheduled, retryable) of kinds for operationID's step and returns how

@@ -43,6 +43,23 @@ func (s *DriverStore) ResumeStep(ctx context.Context, p ResumeStepParams) (bool,
 	return queued, nil
 }
 
+// WakeStep makes the waiting job (scheduled, retryable, or available
+// later) of kinds for operationID's step available now, and reports
+// whether the step has a live job: something the job waits for happened
+// (a webhook that came early), so it looks now instead of at its next
+// poll. One statement, no event (ResumeStep records one).
+func (s *DriverStore) WakeStep(ctx context.Context, db DBTX, operationID string, step int, kinds []string) (bool, error) {
+	x, err := s.d.Executor(db)
+	if err != nil {
+		return false, err
+	}
+	live, err := x.JobWakeLiveOfStep(ctx, operationID, step, kinds, s.Now())
+	if err != nil {
+		return false, fmt.Errorf("waking the job of %s at step %d: %w", operationID, step, err)
+	}
+	return live > 0, nil
+}
+
 // RetireStepJobs deletes the queued jobs (available, pending, scheduled or
 // retryable) of kinds whose args name operationID and step: jobs left from
 // an earlier visit of the step. A move into step calls it in its own

@@ -21,7 +21,7 @@ func (x executor) JobWakeLiveOfStep(ctx context.Context, operationID string, ste
 			WHERE args @> jsonb_build_object('operation_id', $1::text, 'step', $2::int) AND kind = ANY($3)
 			  AND state IN ('available', 'pending', 'scheduled', 'running', 'retryable')),
 		woken AS (
-			UPDATE river_job SET scheduled_at = $4
+			UPDATE river_job SET scheduled_at = $4, state = 'available'
 			WHERE id IN (SELECT id FROM live WHERE state IN ('available', 'scheduled', 'retryable')) AND scheduled_at > $4)
 		SELECT count(*) FROM live`, operationID, step, kinds, now).Scan(&live)
 	return live, err

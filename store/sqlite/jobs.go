@@ -42,7 +42,7 @@ func (x executor) JobWakeLiveOfStep(ctx context.Context, operationID string, ste
 		return 0, err
 	}
 	due := riverTS(now)
-	_, err := x.exec(ctx, `UPDATE river_job SET scheduled_at = ?
+	_, err := x.exec(ctx, `UPDATE river_job SET scheduled_at = ?, state = 'available'
 		WHERE id IN (`+live+`) AND state IN ('available', 'scheduled', 'retryable') AND scheduled_at > ?`,
 		append(append([]any{due}, args...), due)...)
 	return n, err

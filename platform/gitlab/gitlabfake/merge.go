@@ -295,3 +295,15 @@ func (s *Server) SetMRLocked(projectID, iid int64, locked bool) {
 		mr.state, mr.updated = stateOpened, s.now()
 	}
 }
+
+// SetMergeMethod changes the project's merge_method (merge, rebase_merge
+// or ff), as PUT /projects/:id with merge_method does
+// (doc/api/projects.md "Edit a project"); merge requests opened before
+// follow it from then on.
+func (s *Server) SetMergeMethod(projectID int64, method string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.projects[projectID]; p != nil {
+		p.MergeMethod = method
+	}
+}

@@ -286,3 +286,22 @@ func (s *Server) playJob(rc *reqCtx) {
 	}
 	rc.fail(http.StatusNotFound, "404 Job Not Found")
 }
+
+// MRPipelineCount is how many merge request pipelines the project has run
+// (source merge_request_event): one per push to a merge request's source
+// branch, rebase or pipeline created through the API.
+func (s *Server) MRPipelineCount(projectID int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.projects[projectID]
+	if p == nil {
+		return 0
+	}
+	n := 0
+	for _, pl := range p.pipelines {
+		if pl.mr != nil {
+			n++
+		}
+	}
+	return n
+}

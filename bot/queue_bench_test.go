@@ -1,0 +1,135 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"changebot/config"
+	"changebot/demo"
+	"changebot/platform/approval/approvalfake"
+	"changebot/settings"
+	"changebot/store/postgres/pgtest"
+)
+
+// queueBenchPipeline is how long each pipeline of BenchmarkMergeQueue runs.
+const queueBenchPipeline = 400 * time.Millisecond
+
+// BenchmarkMergeQueue measures the merge queue (issue 22): K changes
+// submitted at once by 8 submitters to one GitLab project whose merge
+// method is ff (every merge request must be up to date to merge), with
+// pipelines of 400 ms, gitlabfake answering at once, the call budget off,
+// PostgreSQL. Every change must reach VALIDATED; reported per K:
+//   - s-to-last: first submit to last VALIDATED, against the target K ×
+//     (pipeline + 1 s);
+//   - failed: changes that ended failed (target 0);
+//   - rebases/change: PUT …/rebase calls per change (target ≤ 1);
+//   - mr-pipelines/change: the merge request pipelines gitlabfake started
+//     (one per push to a change's branch: its commit, each rebase, each
+//     retry), per change;
+//   - gitlab-calls/change and tx/change as BenchmarkChanges200 counts them.
+//
+//	go test ./bot/ -run '^$' -bench MergeQueue -benchtime 1x -v
+func BenchmarkMergeQueue(b *testing.B) {
+	if testing.Short() {
+		b.Skip("needs PostgreSQL; skipped under -short")
+	}
+	for _, k := range []int{20, 200} {
+		b.Run(fmt.Sprintf("K=%d", k), func(b *testing.B) { benchmarkMergeQueue(b, k) })
+	}
+}
+
+func benchmarkMergeQueue(b *testing.B, k int) {
+	quiet := slog.New(slog.DiscardHandler)
+	env, err := demo.NewEnv(pgtest.URL(), true, queueBenchPipeline, quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(env.Close)
+	env.GitLab.SetWebhookSenders(benchWebhookSenders)
+	env.GitLab.SetMergeMethod(env.Project.ID, "ff")
+	env.Approvals.Close()
+	env.Approvals = approvalfake.New(approvalfake.Options{Secret: demo.CallbackSecret, AutoDecision: "approved", Approver: "carol"})
+	env.Config.ApprovalURL = env.Approvals.URL()
+	env.Config.Workers = config.Default().Workers
+	env.Config.Settings = map[string]string{settings.GitLabBudgetPerMinute: "0"}
+	env.Config.DatabaseURL = pgtest.URL()
+	sc := pgtest.New(b)
+	mine, err := pgxpool.New(context.Background(), sc.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(mine.Close)
+	counter := &stmtCounter{n: map[string]int{}}
+	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: quiet, Schema: sc.Name, PGTracer: counter})
+	if err != nil {
+		b.Fatalf("NewApp: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, env.Listener) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		app.Close()
+	})
+	count := func(ctx context.Context, query string) (int64, error) {
+		var n int64
+		return n, mine.QueryRow(ctx, query).Scan(&n)
+	}
+	if err := runBenchChange(ctx, env, -1); err != nil { // warm-up, outside the count
+		b.Fatal(err)
+	}
+	calls0, rebases0, pipelines0 := len(env.GitLab.Calls()), env.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/rebase"),
+		env.GitLab.MRPipelineCount(env.Project.ID)
+	tx0 := counter.tx.Load()
+	var elapsed time.Duration
+	steps := map[string][]time.Duration{}
+	b.ResetTimer()
+	for i := range b.N {
+		prefix := fmt.Sprintf("queue%d-%d-svc-", k, i)
+		start := time.Now()
+		ids, submitted, err := submitBatch(ctx, env, prefix, k, benchSubmitters)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := awaitValidated(ctx, count, prefix, k, time.Duration(k)*(queueBenchPipeline+time.Second)+time.Minute); err != nil {
+			failed, _ := count(ctx, `SELECT count(*) FROM operations WHERE subject_id LIKE '`+prefix+`%' AND status IN ('HANDLE_FAILED', 'CREATE_FAILED')`)
+			stuck, _ := perChange(ctx, config.EnginePostgres, app, mine, `SELECT step || ' ' || status || ' ' || detail, count(*) FROM operations
+				WHERE subject_id LIKE '`+prefix+`%' AND status <> 'VALIDATED' GROUP BY step, status, detail`)
+			b.Fatalf("%v (%d failed); not VALIDATED: %s", err, failed, stuck)
+		}
+		var last time.Time
+		if err := mine.QueryRow(ctx, `SELECT max(occurred_at) FROM change_events e JOIN operations o ON o.id = e.operation_id
+			WHERE o.subject_id LIKE $1 AND e.to_status = 'VALIDATED'`, prefix+"%").Scan(&last); err != nil {
+			b.Fatal(err)
+		}
+		elapsed += last.Sub(start)
+		b.StopTimer()
+		if _, _, err := changeTimes(ctx, app, ids, submitted, steps); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	n := b.N * k
+	drainQueue(ctx, count, 30*time.Second)
+	failed, err := count(ctx, `SELECT count(*) FROM operations WHERE subject_id LIKE 'queue%' AND status IN ('HANDLE_FAILED', 'CREATE_FAILED')`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	per := func(v int) float64 { return float64(v) / float64(n) }
+	b.ReportMetric(elapsed.Seconds()/float64(b.N), "s-to-last")
+	b.ReportMetric(float64(failed), "failed")
+	b.ReportMetric(per(env.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/rebase")-rebases0), "rebases/change")
+	b.ReportMetric(per(env.GitLab.MRPipelineCount(env.Project.ID)-pipelines0), "mr-pipelines/change")
+	b.ReportMetric(per(len(env.GitLab.Calls())-calls0), "gitlab-calls/change")
+	b.ReportMetric(float64(counter.tx.Load()-tx0)/float64(n), "tx/change")
+	b.Logf("where a change's time goes (median over the changes, seconds at each step):\n%s", formatSteps(steps))
+	b.Logf("K=%d: first submit to last VALIDATED %s (target %s)", k, (elapsed / time.Duration(b.N)).Round(time.Millisecond),
+		time.Duration(k)*(queueBenchPipeline+time.Second))
+}
