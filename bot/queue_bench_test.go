@@ -24,16 +24,21 @@ const queueBenchPipeline = 400 * time.Millisecond
 // method is ff (every merge request must be up to date to merge), with
 // pipelines of 400 ms, gitlabfake answering at once, the call budget off,
 // PostgreSQL. Every change must reach VALIDATED; reported per K:
+//
 //   - s-to-last: first submit to last VALIDATED, against the target K ×
 //     (pipeline + 1 s);
+//
 //   - failed: changes that ended failed (target 0);
+//
 //   - rebases/change: PUT …/rebase calls per change (target ≤ 1);
+//
 //   - mr-pipelines/change: the merge request pipelines gitlabfake started
 //     (one per push to a change's branch: its commit, each rebase, each
 //     retry), per change;
+//
 //   - gitlab-calls/change and tx/change as BenchmarkChanges200 counts them.
 //
-//	go test ./bot/ -run '^$' -bench MergeQueue -benchtime 1x -v
+//     go test ./bot/ -run '^$' -bench MergeQueue -benchtime 1x -v
 func BenchmarkMergeQueue(b *testing.B) {
 	if testing.Short() {
 		b.Skip("needs PostgreSQL; skipped under -short")
