@@ -14,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"changebot/flows/rules"
+	"changebot/platform"
 	"changebot/internal/textcheck"
 	"changebot/store"
 )
@@ -315,7 +316,9 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	if err := e.admit(ctx, p.MaxActive); err != nil {
 		return store.Operation{}, false, err
 	}
-	proj, deferred, err := e.checkGitLab(ctx, p)
+	// The checks never wait for the call budget: what it holds back is
+	// checked in the change's first job (issue 22 point 1).
+	proj, deferred, err := e.checkGitLab(platform.WithoutBudgetWait(ctx), p)
 	if err != nil {
 		return store.Operation{}, false, err
 	}

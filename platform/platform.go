@@ -418,6 +418,25 @@ func PriorityOf(ctx context.Context) Priority {
 	return p
 }
 
+type noBudgetWaitKey struct{}
+
+// WithoutBudgetWait returns ctx whose GitLab calls are never waited for in
+// the client when the account's call budget has none (PersonBudgetWait):
+// they are held back at once (IsBudgetHold), whatever their priority. A
+// submit's checks use it, so a burst of submits is answered at once and
+// what the budget holds back is checked in the change's first job (issue
+// 22 point 1).
+func WithoutBudgetWait(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noBudgetWaitKey{}, true)
+}
+
+// BudgetWaitAllowed reports whether ctx's calls may wait in the client for
+// the call budget (not WithoutBudgetWait).
+func BudgetWaitAllowed(ctx context.Context) bool {
+	no, _ := ctx.Value(noBudgetWaitKey{}).(bool)
+	return !no
+}
+
 // IsBudgetHold reports whether err is a call the account's call budget
 // held back unsent (Error.Budget).
 func IsBudgetHold(err error) bool {

@@ -450,7 +450,8 @@ func leavesTime(ctx context.Context, wait time.Duration) bool {
 // it may be sent (also when the budget cannot be read: fail-open), else
 // until when to hold it; left is what the budget holds after a granted
 // take (-1 unknown). A call at person priority waits for the budget here
-// while its waits add up to no more than PersonBudgetWait.
+// while its waits add up to no more than PersonBudgetWait, unless ctx
+// says not to (platform.WithoutBudgetWait: a submit's checks).
 func (g accountGate) take(ctx context.Context, log *slog.Logger) (until time.Time, left float64) {
 	p := platform.PriorityOf(ctx)
 	var waited time.Duration
@@ -463,7 +464,7 @@ func (g accountGate) take(ctx context.Context, log *slog.Logger) (until time.Tim
 		if wait <= 0 {
 			return time.Time{}, left
 		}
-		if p == platform.PriorityBackground || waited+wait > PersonBudgetWait || !leavesTime(ctx, wait) || g.sleep(ctx, wait) != nil {
+		if p == platform.PriorityBackground || !platform.BudgetWaitAllowed(ctx) || waited+wait > PersonBudgetWait || !leavesTime(ctx, wait) || g.sleep(ctx, wait) != nil {
 			return g.now().Add(wait), 0
 		}
 		waited += wait
