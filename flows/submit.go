@@ -14,8 +14,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"changebot/flows/rules"
-	"changebot/platform"
 	"changebot/internal/textcheck"
+	"changebot/platform"
 	"changebot/store"
 )
 
