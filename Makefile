@@ -28,6 +28,8 @@ BENCHCOUNT ?= 6
 CHAOS_N ?= 1000
 # CHAOS_PLATFORM is gitlab (gitlabfake) or github (githubfake): make chaos CHAOS_PLATFORM=github
 CHAOS_PLATFORM ?= gitlab
+# CHAOS_METHOD is merge, or ff (every merge request must be up to date: the merge queue): make chaos METHOD=ff
+CHAOS_METHOD ?= merge
 # `make chaos PLATFORM=github N=200` is short for it: N and PLATFORM count only when given on the command line (an
 # environment's PLATFORM must not change the run).
 chaos_arg = $(if $(filter command line,$(origin $(1))),$($(1)),$(2))
@@ -113,9 +115,9 @@ bench-intake:
 pgbench:
 	scripts/pgbench.sh
 
-## chaos: long randomised fault-injection run (package chaos); PLATFORM=github runs it on githubfake, N changes
+## chaos: long randomised fault-injection run (package chaos); PLATFORM=github runs it on githubfake, N changes, METHOD=ff through the merge queue
 chaos:
-	$(GO) test ./chaos -run TestChaos -chaos.n=$(call chaos_arg,N,$(CHAOS_N)) -chaos.platform=$(call chaos_arg,PLATFORM,$(CHAOS_PLATFORM)) -timeout 30m
+	$(GO) test ./chaos -run TestChaos -chaos.n=$(call chaos_arg,N,$(CHAOS_N)) -chaos.platform=$(call chaos_arg,PLATFORM,$(CHAOS_PLATFORM)) -chaos.merge_method=$(call chaos_arg,METHOD,$(CHAOS_METHOD)) -timeout 30m
 
 ## db-up: start the local PostgreSQL cluster unless it already answers
 db-up:

@@ -68,7 +68,7 @@ type gitlabRig struct {
 	th             *throttler
 }
 
-func newGitLabRig(base string, seed uint64) *gitlabRig {
+func newGitLabRig(base string, seed uint64, mergeMethod string) *gitlabRig {
 	gl := gitlabfake.New(gitlabfake.Options{WebhookURL: base + "/webhooks/gitlab", WebhookSecret: webhookSecret})
 	gl.AddUser(robot, robotToken, gitlabfake.AsBot())
 	members := map[string]int{robot: gitlabfake.AccessMaintainer, "alice": gitlabfake.AccessDeveloper}
@@ -79,7 +79,7 @@ func newGitLabRig(base string, seed uint64) *gitlabRig {
 		reviewerTokens = append(reviewerTokens, r.token)
 	}
 	gl.AddUser("alice", "chaos-alice-token")
-	proj := gl.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: projectPath, Members: members})
+	proj := gl.AddProject(gitlabfake.ProjectSpec{PathWithNamespace: projectPath, Members: members, MergeMethod: mergeMethod})
 	gl.SetPipelineScript(proj.ID, gitlabfake.PipelineScript{Duration: time.Second})
 	gl.SetWebhookChaos(gitlabfake.WebhookChaos{DuplicateRate: .10, ReorderRate: .10, DropRate: .05, Seed: int64(seed)})
 	// About 2.5% of GitLab calls answer 503 and 0.25% a lone 429 (Retry-After
@@ -270,7 +270,7 @@ type githubRig struct {
 // GitLab's run has.
 const githubFaultRate = .025
 
-func newGitHubRig(base string, seed uint64) *githubRig {
+func newGitHubRig(base string, seed uint64, strict bool) *githubRig {
 	gh := githubfake.New(githubfake.Options{WebhookURL: base + "/webhooks/github", WebhookSecret: webhookSecret,
 		CIDuration: time.Second})
 	gh.AddUser(robot, robotToken)
@@ -284,6 +284,7 @@ func newGitHubRig(base string, seed uint64) *githubRig {
 	gh.AddUser("alice", "chaos-alice-token")
 	repo := gh.AddRepo(githubfake.RepoSpec{FullName: projectPath, Collaborators: collaborators,
 		RequiredContexts: []string{"build"}, RequiredApprovals: 1})
+	gh.SetStrict(repo.ID, strict)
 	gh.SetWebhookChaos(githubfake.WebhookChaos{DuplicateRate: .10, ReorderRate: .10, DropRate: .05, Seed: int64(seed)})
 	return &githubRig{gh: gh, repo: repo, reviewerTokens: reviewerTokens, rng: rand.New(rand.NewPCG(seed+2, seed))}
 }
