@@ -363,6 +363,7 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 	case h.Action == "merge", h.Action == "close", h.Action == "approved", h.Action == "approval", h.Action == "unapproved", h.Action == "unapproval":
 	case h.Action == "update" && h.TargetChanged:
 	case h.Action == "update" && h.DraftChanged && !h.Draft:
+	case h.Action == "update" && h.OldRev != "":
 	default:
 		return OutcomeNoChange, nil
 	}
@@ -380,9 +381,36 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 		if h.TargetChanged {
 			return e.applyRetargetHook(ctx, op, ev, source)
 		}
-		return e.applyReadyHook(ctx, op, source)
+		if h.DraftChanged && !h.Draft {
+			return e.applyReadyHook(ctx, op, source)
+		}
+		return e.applyHeadPush(ctx, op)
 	}
 	return e.applyApprovalHook(ctx, op, ev, source)
+}
+
+// applyHeadPush applies a Merge Request Hook saying the head moved (an
+// update with oldrev: a push, a rebase): a change polling its rebase
+// (HANDLE_REBASING) looks now instead of at its next interval, so the
+// queue's head moves on to its new head's pipeline as soon as the rebase
+// is pushed (issue 22). No call, no write but the poll's due time; any
+// other step reads the head where it needs it. A push that comes while the
+// change is still at HANDLE_APPROVED (the merge job asked for the rebase
+// and has not recorded it yet) is applied again shortly (ErrEarlyHook).
+func (e *Engine) applyHeadPush(ctx context.Context, op store.Operation) (string, error) {
+	if rules.StepCode(op.Step) == rules.HandleApproved && EarlyWaitAllowed(ctx) {
+		// Most often the rebase the merge job has just asked for, pushed
+		// before the job's move to HANDLE_REBASING committed: applied
+		// again shortly, it wakes that step's poll.
+		return "", ErrEarlyHook
+	}
+	if rules.StepCode(op.Step) != rules.HandleRebasing {
+		return OutcomeNoChange, nil
+	}
+	if _, err := e.st.WakeStep(ctx, e.st.DB(), op.ID, op.Step, []string{rules.KindHandle}); err != nil {
+		return "", err
+	}
+	return OutcomeNoChange, nil
 }
 
 // applyStateHook applies a Merge Request Hook saying the MR was merged or

@@ -13,7 +13,8 @@ import (
 // jsonb containment lookup or ->>.
 
 // JobWakeLiveOfStep implements store.JobQueries in one statement: the
-// live jobs are counted and those that wait made due in one CTE.
+// live jobs are counted, those that wait made available, and their queues
+// announced to River's producers (delivered at commit), in one CTE.
 func (x executor) JobWakeLiveOfStep(ctx context.Context, operationID string, step int, kinds []string, now time.Time) (int, error) {
 	var live int
 	err := x.q.QueryRow(ctx, `WITH live AS (
@@ -22,8 +23,15 @@ func (x executor) JobWakeLiveOfStep(ctx context.Context, operationID string, ste
 			  AND state IN ('available', 'pending', 'scheduled', 'running', 'retryable')),
 		woken AS (
 			UPDATE river_job SET scheduled_at = $4, state = 'available'
-			WHERE id IN (SELECT id FROM live WHERE state IN ('available', 'scheduled', 'retryable')) AND scheduled_at > $4)
-		SELECT count(*) FROM live`, operationID, step, kinds, now).Scan(&live)
+			WHERE id IN (SELECT id FROM live WHERE state IN ('available', 'scheduled', 'retryable')) AND scheduled_at > $4
+			RETURNING queue),
+		-- River's producers fetch inserted jobs at once on this
+		-- announcement (the channel and payload of riverpgxv5's
+		-- PGNotifyMany), and otherwise only at their poll interval (1 s).
+		announced AS (
+			SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', q)::text)
+			FROM (SELECT DISTINCT queue AS q FROM woken) w)
+		SELECT (SELECT count(*) FROM live) + 0 * (SELECT count(*) FROM announced)`, operationID, step, kinds, now).Scan(&live)
 	return live, err
 }
 
