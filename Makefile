@@ -38,7 +38,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X changebot/bot.version=$(VERSION) -X changebot/bot.commit=$(COMMIT)
 
-.PHONY: all build test vet fuzz demo lint bench bench-waiting bench-intake pgbench chaos db-up clean helm sqlc sqlc-check
+.PHONY: all build test vet fuzz demo lint bench bench-queue bench-waiting bench-intake pgbench chaos db-up clean helm sqlc sqlc-check
 
 all: build lint test
 
@@ -100,8 +100,13 @@ lint:
 bench:
 	CHANGEBOT_BENCH_RATE=$${CHANGEBOT_BENCH_RATE:-$$(scripts/pgbench.sh | awk '/tps =/{t=$$3} END{printf "%d", t/2}')} \
 		CHANGEBOT_BENCH_WAITING=$${CHANGEBOT_BENCH_WAITING:-1000} \
+		CHANGEBOT_BENCH_QUEUE_K=$${CHANGEBOT_BENCH_QUEUE_K:-20} \
 		$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) -timeout 60m ./... | tee bench.txt
 	$(BENCHSTAT) bench.txt
+
+## bench-queue: the merge queue, K = 20 and 200 changes at once on gitlabfake (ff) and githubfake (strict checks), once each (BENCHMARKS.md)
+bench-queue:
+	$(GO) test ./bot -run '^$$' -bench '^BenchmarkMergeQueue$$' -benchtime 1x -timeout 60m -v | grep -E '^Benchmark|first submit'
 
 ## bench-waiting: 1,000 and 10,000 waiting changes, alone on a scratch database (scripts/waiting-bench.sh; BENCHMARKS.md)
 bench-waiting:

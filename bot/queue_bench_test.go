@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,9 +24,11 @@ const queueBenchPipeline = 400 * time.Millisecond
 
 // BenchmarkMergeQueue measures the merge queue (issue 22): K changes
 // submitted at once by 8 submitters to one GitLab project whose merge
-// method is ff (every merge request must be up to date to merge), with
-// pipelines of 400 ms, gitlabfake answering at once, the call budget off,
-// PostgreSQL. Every change must reach VALIDATED; reported per K:
+// method is ff (every merge request must be up to date to merge), or one
+// GitHub repository whose default branch requires strict checks, with
+// pipelines (checks) of 400 ms, the fake answering at once, the call
+// budget off, PostgreSQL. Every change must reach VALIDATED; reported per
+// platform and K:
 //
 //   - s-to-last: first submit to last VALIDATED, against the target K ×
 //     (pipeline + 1 s);
@@ -43,20 +48,55 @@ func BenchmarkMergeQueue(b *testing.B) {
 	if testing.Short() {
 		b.Skip("needs PostgreSQL; skipped under -short")
 	}
-	for _, k := range []int{20, 200} {
-		b.Run(fmt.Sprintf("K=%d", k), func(b *testing.B) { benchmarkMergeQueue(b, k) })
+	ks := []int{20, 200}
+	if v := os.Getenv("CHANGEBOT_BENCH_QUEUE_K"); v != "" {
+		ks = nil
+		for _, f := range strings.Split(v, ",") {
+			if k, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && k > 0 {
+				ks = append(ks, k)
+			}
+		}
+	}
+	for _, platform := range []string{config.PlatformGitLab, config.PlatformGitHub} {
+		for _, k := range ks {
+			b.Run(fmt.Sprintf("platform=%s/K=%d", platform, k), func(b *testing.B) { benchmarkMergeQueue(b, platform, k) })
+		}
 	}
 }
 
-func benchmarkMergeQueue(b *testing.B, k int) {
+// queueBenchFake is what BenchmarkMergeQueue reads of the fake platform.
+type queueBenchFake struct {
+	calls     func() int
+	rebases   func() int // GitLab's rebase, GitHub's update-branch
+	pipelines func() int // GitLab's merge request pipelines, GitHub's workflow runs
+}
+
+func benchmarkMergeQueue(b *testing.B, platform string, k int) {
 	quiet := slog.New(slog.DiscardHandler)
-	env, err := demo.NewEnv(pgtest.URL(), true, queueBenchPipeline, quiet)
-	if err != nil {
-		b.Fatal(err)
+	var env *demo.Env
+	var err error
+	var fake queueBenchFake
+	if platform == config.PlatformGitHub {
+		env, err = demo.NewGitHubEnvAt(demo.Addrs{}, pgtest.URL(), true, queueBenchPipeline, quiet)
+		if err != nil {
+			b.Fatal(err)
+		}
+		env.GitHub.SetStrict(env.Repo.ID, true)
+		fake = queueBenchFake{calls: func() int { return len(env.GitHub.Calls()) },
+			rebases:   func() int { return env.GitHub.CallCount("PUT", "/repos/*/*/pulls/*/update-branch") },
+			pipelines: func() int { return env.GitHub.WorkflowRunCount(env.Repo.ID) }}
+	} else {
+		env, err = demo.NewEnv(pgtest.URL(), true, queueBenchPipeline, quiet)
+		if err != nil {
+			b.Fatal(err)
+		}
+		env.GitLab.SetWebhookSenders(benchWebhookSenders)
+		env.GitLab.SetMergeMethod(env.Project.ID, "ff")
+		fake = queueBenchFake{calls: func() int { return len(env.GitLab.Calls()) },
+			rebases:   func() int { return env.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/rebase") },
+			pipelines: func() int { return env.GitLab.MRPipelineCount(env.Project.ID) }}
 	}
 	b.Cleanup(env.Close)
-	env.GitLab.SetWebhookSenders(benchWebhookSenders)
-	env.GitLab.SetMergeMethod(env.Project.ID, "ff")
 	env.Approvals.Close()
 	env.Approvals = approvalfake.New(approvalfake.Options{Secret: demo.CallbackSecret, AutoDecision: "approved", Approver: "carol"})
 	env.Config.ApprovalURL = env.Approvals.URL()
@@ -89,8 +129,7 @@ func benchmarkMergeQueue(b *testing.B, k int) {
 	if err := runBenchChange(ctx, env, -1); err != nil { // warm-up, outside the count
 		b.Fatal(err)
 	}
-	calls0, rebases0, pipelines0 := len(env.GitLab.Calls()), env.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/rebase"),
-		env.GitLab.MRPipelineCount(env.Project.ID)
+	calls0, rebases0, pipelines0 := fake.calls(), fake.rebases(), fake.pipelines()
 	tx0 := counter.tx.Load()
 	var elapsed time.Duration
 	steps := map[string][]time.Duration{}
@@ -130,9 +169,9 @@ func benchmarkMergeQueue(b *testing.B, k int) {
 	per := func(v int) float64 { return float64(v) / float64(n) }
 	b.ReportMetric(elapsed.Seconds()/float64(b.N), "s-to-last")
 	b.ReportMetric(float64(failed), "failed")
-	b.ReportMetric(per(env.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/rebase")-rebases0), "rebases/change")
-	b.ReportMetric(per(env.GitLab.MRPipelineCount(env.Project.ID)-pipelines0), "mr-pipelines/change")
-	b.ReportMetric(per(len(env.GitLab.Calls())-calls0), "gitlab-calls/change")
+	b.ReportMetric(per(fake.rebases()-rebases0), "rebases/change")
+	b.ReportMetric(per(fake.pipelines()-pipelines0), "mr-pipelines/change")
+	b.ReportMetric(per(fake.calls()-calls0), "platform-calls/change")
 	b.ReportMetric(float64(counter.tx.Load()-tx0)/float64(n), "tx/change")
 	b.Logf("where a change's time goes (median over the changes, seconds at each step):\n%s", formatSteps(steps))
 	b.Logf("K=%d: first submit to last VALIDATED %s (target %s)", k, (elapsed / time.Duration(b.N)).Round(time.Millisecond),

@@ -498,3 +498,16 @@ func (s *Server) rerunFailedJobs(rc *reqCtx) {
 	s.finishLater(r, run, again)
 	rc.json(http.StatusCreated, map[string]any{})
 }
+
+// WorkflowRunCount is how many workflow runs the repository has started
+// (one per pushed head sha of a branch, and each re-run through the API):
+// the "pipelines" a benchmark counts.
+func (s *Server) WorkflowRunCount(repoID int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[repoID]
+	if r == nil {
+		return 0
+	}
+	return len(r.runs)
+}
