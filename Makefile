@@ -100,13 +100,13 @@ lint:
 bench:
 	CHANGEBOT_BENCH_RATE=$${CHANGEBOT_BENCH_RATE:-$$(scripts/pgbench.sh | awk '/tps =/{t=$$3} END{printf "%d", t/2}')} \
 		CHANGEBOT_BENCH_WAITING=$${CHANGEBOT_BENCH_WAITING:-1000} \
-		CHANGEBOT_BENCH_QUEUE_K=$${CHANGEBOT_BENCH_QUEUE_K:-20} \
+		CHANGEBOT_BENCH_QUEUE_K=$${CHANGEBOT_BENCH_QUEUE_K:-20} CHANGEBOT_BENCH_BURST_SMALL=1 \
 		$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) -timeout 60m ./... | tee bench.txt
 	$(BENCHSTAT) bench.txt
 
-## bench-queue: the merge queue, K = 20 and 200 changes at once on gitlabfake (ff) and githubfake (strict checks), once each (BENCHMARKS.md)
+## bench-queue: the merge queue, K = 20 and 200 changes at once on gitlabfake (ff) and githubfake (strict checks), and the submit bursts (1,000 and 10,000), once each (BENCHMARKS.md)
 bench-queue:
-	$(GO) test ./bot -run '^$$' -bench '^BenchmarkMergeQueue$$' -benchtime 1x -timeout 60m -v | grep -E '^Benchmark|first submit'
+	$(GO) test ./bot -run '^$$' -bench '^Benchmark(MergeQueue|BurstSubmits)$$' -benchtime 1x -timeout 60m -v | grep -E '^Benchmark|first submit|answers'
 
 ## bench-waiting: 1,000 and 10,000 waiting changes, alone on a scratch database (scripts/waiting-bench.sh; BENCHMARKS.md)
 bench-waiting:
