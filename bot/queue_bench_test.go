@@ -102,6 +102,11 @@ func benchmarkMergeQueue(b *testing.B, platform string, k int) {
 	env.Config.ApprovalURL = env.Approvals.URL()
 	env.Config.Workers = config.Default().Workers
 	env.Config.Settings = map[string]string{settings.GitLabBudgetPerMinute: "0"}
+	if mode := os.Getenv("CHANGEBOT_BENCH_QUEUE_MODE"); mode != "" {
+		// queue.mode off: the race before the queue (BENCHMARKS.md's
+		// "before"), where changes fail and the run stops with their count.
+		env.Config.Settings[settings.QueueMode] = mode
+	}
 	env.Config.DatabaseURL = pgtest.URL()
 	sc := pgtest.New(b)
 	mine, err := pgxpool.New(context.Background(), sc.URL)

@@ -214,3 +214,44 @@ func TestGitHubMergeQueueSerialisesStrictMerges(t *testing.T) {
 		t.Errorf("%d merges, want %d", n, k)
 	}
 }
+
+// TestMergeQueueLeavers (issue 22 points 3 and 6): a change that leaves
+// the queue leaves it for good and the next one moves up: the head whose
+// rebase conflicts ends in HANDLE_REBASE_CONFLICT, a waiting change that
+// is cancelled ends CLOSED with its merge request closed, and the others
+// all merge.
+func TestMergeQueueLeavers(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}})
+	var ids []string
+	for _, s := range []string{"svc-a", "svc-b", "svc-c", "svc-d"} {
+		op := h.ToMROpened(t, flowtest.Change(s))
+		ids = append(ids, op.ID)
+	}
+	// B's rebase will conflict; C is cancelled while it waits.
+	h.GitLab.SetRebaseBehavior(h.Project.ID, h.Op(t, ids[1]).MRIID, gitlabfake.RebaseBehavior{Conflict: true})
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	h.RequireStep(t, ids[2], rules.HandleQueued)
+	if _, err := h.Engine.Act(t.Context(), ids[2], rules.ActionCancel, rules.ActionParams{Actor: "olivia", Source: "api"}); err != nil {
+		t.Fatalf("cancelling the waiting change: %v", err)
+	}
+	ops := driveAll(t, h, []string{ids[0], ids[3]}, 2*time.Hour)
+	for _, op := range ops {
+		if op.Status != store.StatusMerged && op.Status != store.StatusValidated {
+			t.Errorf("%s (!%d) at %s (%s), want merged", op.ID, op.MRIID, rules.StepCode(op.Step), op.Detail)
+		}
+	}
+	h.RequireStep(t, ids[1], rules.HandleRebaseConflict)
+	h.RequireStep(t, ids[2], rules.Closed)
+	if mr := h.MR(t, ids[2]); mr.State != "closed" {
+		t.Errorf("the cancelled change's merge request is %s, want closed", mr.State)
+	}
+	q, err := h.Engine.Queue(t.Context(), h.Project.ID, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.HeadOperationID != "" || len(q.Waiting) != 0 {
+		t.Errorf("queue after: head %q, %d waiting; want empty", q.HeadOperationID, len(q.Waiting))
+	}
+}
