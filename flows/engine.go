@@ -103,6 +103,8 @@ type Platform interface {
 	Unapprove(ctx context.Context, reviewer int, projectID, iid int64) error
 	Merge(ctx context.Context, projectID, iid int64, p platform.MergeParams) (platform.MergeRequest, error)
 	Rebase(ctx context.Context, projectID, iid int64) error
+	AddToMergeTrain(ctx context.Context, projectID, iid int64, sha string, squash bool) error
+	MergeTrainCar(ctx context.Context, projectID, iid int64) (platform.TrainCar, error)
 	Pipelines(ctx context.Context, projectID int64, ref, sha string) ([]platform.Pipeline, error)
 	IsAncestor(ctx context.Context, projectID int64, ancestor, descendant string) (bool, error)
 	CreateNote(ctx context.Context, projectID, iid int64, body string) (platform.Note, error)

@@ -34,6 +34,8 @@ func (e handleWorker) handle(ctx context.Context, op store.Operation) error {
 		return e.pollDraft(ctx, op)
 	case rules.HandleQueued:
 		return e.queueTurn(ctx, op)
+	case rules.HandleInTrain:
+		return e.pollTrain(ctx, op)
 	}
 	return nil
 }
@@ -465,8 +467,15 @@ func (a *approvalsUnreadable) Error() string {
 // create step set from the project's squash option (always and default_on
 // squash): one read of the MR, no read of the project (issue 12 point 3).
 func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
-	if proceed, err := e.queueGate(ctx, op); !proceed || err != nil {
+	train, err := e.mergeTrains(ctx, op)
+	if err != nil {
 		return err
+	}
+	if !train {
+		// The platform's own merge train is the queue where there is one.
+		if proceed, err := e.queueGate(ctx, op); !proceed || err != nil {
+			return err
+		}
 	}
 	mr, done, err := e.readOpenMR(ctx, op, true)
 	if done {
@@ -481,6 +490,9 @@ func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
 	}
 	if mr.RebaseInProgress {
 		return e.toRebasing(ctx, op, mr.SHA, false)
+	}
+	if train {
+		return e.joinTrain(ctx, op, mr)
 	}
 	if mr.DetailedMergeStatus == "need_rebase" {
 		return e.startRebase(ctx, op, mr)
@@ -1063,6 +1075,8 @@ type handlePlatform interface {
 	Merge(ctx context.Context, projectID, iid int64, p platform.MergeParams) (platform.MergeRequest, error)
 	MergeRequest(ctx context.Context, projectID, iid int64, includeRebase bool) (platform.MergeRequest, error)
 	Rebase(ctx context.Context, projectID, iid int64) error
+	AddToMergeTrain(ctx context.Context, projectID, iid int64, sha string, squash bool) error
+	MergeTrainCar(ctx context.Context, projectID, iid int64) (platform.TrainCar, error)
 	Reviewer(ctx context.Context, i int) (platform.User, error)
 	ReviewerCount() int
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"changebot/flows/rules"
+	"changebot/platform"
 	"changebot/store"
 )
 
@@ -305,4 +306,77 @@ func (e *Engine) wakeFirst(ctx context.Context, key store.QueueKey) {
 			Payload: map[string]any{"action": "queue_woken"}}}); err != nil {
 		e.log.Warn("waking the first change of a merge queue failed", "queue", key.String(), "operation_id", w.ID, "err", err)
 	}
+}
+
+// mergeTrains reports whether op's project merges through GitLab's merge
+// trains (platform.Project.MergeTrains, read at most once per
+// projectReadTTL): then the train is the queue, and the change is added to
+// it instead of merged (issue 22 point 4). queue.mode off merges directly.
+func (e *Engine) mergeTrains(ctx context.Context, op store.Operation) (bool, error) {
+	if e.queueFor(op).Mode == rules.QueueOff || rules.WordsOf(op.Platform).OnGitHub() {
+		return false, nil
+	}
+	p, err := e.project(ctx, op.Project)
+	if err != nil {
+		return false, fmt.Errorf("reading whether %s has merge trains: %w", op.Project, err)
+	}
+	return p.MergeTrains, nil
+}
+
+// joinTrain adds the approved merge request, read open at head mr.SHA, to
+// the merge train of its target branch: one call per (operation, head
+// sha), claimed in the commit gate as a merge is (a replica that loses the
+// claim reads again later), then HANDLE_IN_TRAIN. A head that moved
+// meanwhile (409) waits for the new head's pipeline; a refusal (400: not
+// mergeable now, 403: no merge trains after all) ends in
+// HANDLE_NOT_MERGEABLE with GitLab's words.
+func (e handleWorker) joinTrain(ctx context.Context, op store.Operation, mr platform.MergeRequest) error {
+	lease, err := e.claimMerge(ctx, op, mr.SHA)
+	if err != nil {
+		return err
+	}
+	err = e.gl.AddToMergeTrain(ctx, op.ProjectID, op.MRIID, mr.SHA, mr.Squash)
+	w := rules.WordsOf(op.Platform)
+	switch {
+	case err == nil:
+		_, err = e.Transition(ctx, op, rules.HandleInTrain, TransitionOpts{Source: "job:" + rules.KindHandle,
+			Payload: map[string]any{"head_sha": mr.SHA, "merge_train": op.TargetBranch},
+			Update:  func(o *store.Operation) { o.Detail = "on the merge train of " + op.TargetBranch }})
+		return err
+	case errors.Is(err, platform.ErrHeadMoved):
+		e.releaseMerge(ctx, op, lease, w.Platform+" answered 409: the head moved")
+		return e.shaMismatch(ctx, op)
+	case platform.IsRefused(err):
+		e.releaseMerge(ctx, op, lease, fmt.Sprintf("%s answered %d", w.Platform, platform.StatusOf(err)))
+		return failTo(rules.HandleNotMergeable, "%s refused to add %s to the merge train of %s: %s", w.Platform, w.Ref(op.MRIID), op.TargetBranch, failureDetail(w, err))
+	}
+	return err
+}
+
+// pollTrain works HANDLE_IN_TRAIN: the merge request merged (finish as
+// merged), closed, retargeted or pushed to are settled as everywhere
+// (readOpenMR); still open, its car is read: gone from the train means
+// GitLab removed it (its train pipeline failed, or a person took it off):
+// HANDLE_FAILED naming the pipeline; otherwise look again at the polling
+// schedule (the merge's webhook usually comes first).
+func (e handleWorker) pollTrain(ctx context.Context, op store.Operation) error {
+	_, done, err := e.readOpenMR(ctx, op, false)
+	if done {
+		return err
+	}
+	car, err := e.gl.MergeTrainCar(ctx, op.ProjectID, op.MRIID)
+	w := rules.WordsOf(op.Platform)
+	switch {
+	case errors.Is(err, platform.ErrNotFound):
+		return failTo(rules.HandleFailed, "%s removed %s from the merge train of %s (its train pipeline did not succeed, or a person took it off): fix it and comment /retry",
+			w.Platform, w.Ref(op.MRIID), op.TargetBranch)
+	case err != nil:
+		return err
+	}
+	p := e.pollFor(op)
+	d, _ := stepped(p, e.now(), op.StepStartedAt, 24*time.Hour)
+	if car.Status == "merged" {
+		d = p.ShortInterval // the merge request shows merged shortly
+	}
+	return snoozeFor(max(d, time.Second))
 }

@@ -255,3 +255,44 @@ func TestMergeQueueLeavers(t *testing.T) {
 		t.Errorf("queue after: head %q, %d waiting; want empty", q.HeadOperationID, len(q.Waiting))
 	}
 }
+
+// TestMergeTrain (issue 22 point 4, on gitlabfake's merge trains): where
+// the project has GitLab merge trains, an approved change is added to the
+// train of its target branch (with its head sha) instead of merged or
+// queued by the bot; GitLab merges it. A car whose train pipeline fails is
+// removed by GitLab and its change ends HANDLE_FAILED; the other cars
+// merge. No merge call and no rebase is made.
+func TestMergeTrain(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff", MergeTrains: true}})
+	// Four MR pipelines pass, then the train pipelines: A's passes, B's
+	// fails, and the restarted ones of C and D pass.
+	h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"success", "success", "success", "success", "success", "failed", "success"}})
+	var ids []string
+	for _, s := range []string{"svc-a", "svc-b", "svc-c", "svc-d"} {
+		op := h.ToMROpened(t, flowtest.Change(s))
+		ids = append(ids, op.ID)
+	}
+	ops := driveAll(t, h, []string{ids[0], ids[2], ids[3]}, 2*time.Hour)
+	for _, op := range ops {
+		if op.Status != store.StatusMerged && op.Status != store.StatusValidated {
+			t.Errorf("%s (!%d) at %s (%s), want merged by the train", op.ID, op.MRIID, rules.StepCode(op.Step), op.Detail)
+		}
+		if countSteps(t, h, op.ID, rules.HandleInTrain) != 1 {
+			t.Errorf("%s went through HANDLE_IN_TRAIN %d times, want once", op.ID, countSteps(t, h, op.ID, rules.HandleInTrain))
+		}
+	}
+	b := h.RunUntil(t, ids[1], rules.HandleFailed, time.Hour) // its poll finds the car gone
+	if !strings.Contains(b.Detail, "removed") || !strings.Contains(b.Detail, "merge train") {
+		t.Errorf("B's detail %q, want it removed from the merge train", b.Detail)
+	}
+	if n := h.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/merge"); n != 0 {
+		t.Errorf("%d merge calls, want none (the train merges)", n)
+	}
+	if n := h.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/rebase"); n != 0 {
+		t.Errorf("%d rebase calls, want none", n)
+	}
+	if n := h.GitLab.CallCount("POST", "/api/v4/projects/*/merge_trains/merge_requests/*"); n != 4 {
+		t.Errorf("%d additions to the train, want 4 (one per change)", n)
+	}
+}

@@ -239,6 +239,21 @@ type Project struct {
 	SquashOption string
 	// MergeMethod is GitLab's merge_method: merge, rebase_merge, ff.
 	MergeMethod string
+	// MergeTrains is GitLab's merge_trains_enabled (Premium): merge
+	// requests are merged by adding them to the merge train of their
+	// target branch, which GitLab runs and merges (issue 22 point 4).
+	MergeTrains bool
+}
+
+// TrainCar is a merge request's place on a GitLab merge train (GET
+// /projects/:id/merge_trains/merge_requests/:iid): Status is GitLab's car
+// state (idle, stale, fresh, merging, merged, skip_merged) and the
+// pipeline its train pipeline.
+type TrainCar struct {
+	Status         string
+	PipelineID     int64
+	PipelineStatus string
+	PipelineURL    string
 }
 
 // User is a GitLab user (robot, reviewer robot or human).

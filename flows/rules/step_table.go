@@ -32,6 +32,7 @@ const (
 	HandleDraft           StepCode = 10110
 	HandleRetargeted      StepCode = 10111
 	HandleQueued          StepCode = 10112
+	HandleInTrain         StepCode = 10113
 	Closed                StepCode = 10201
 	ClosedByPerson        StepCode = 10202
 	CalledBack            StepCode = 10301
@@ -84,6 +85,9 @@ const (
 	// WaitQueue: the change's turn in the merge queue of its target
 	// branch (issue 22): the change ahead leaving the head wakes it.
 	WaitQueue Wait = "turn in the merge queue"
+	// WaitTrain: GitLab's merge train merging the merge request (its
+	// train pipeline, the cars ahead of it).
+	WaitTrain Wait = "merge train"
 )
 
 // Hints a person sees in the status comment and the API.
@@ -191,7 +195,7 @@ func (s Step) JobFor(approvalFirst bool) StepJob {
 // short interval, and the reconciler wakes it when nothing was heard for a
 // while.
 func (s Step) Polls() bool {
-	return s.Job.Kind != "" && (s.Wait == WaitPipeline || s.Wait == WaitRebase || s.Wait == WaitDeploy || s.Wait == WaitReady)
+	return s.Job.Kind != "" && (s.Wait == WaitPipeline || s.Wait == WaitRebase || s.Wait == WaitDeploy || s.Wait == WaitReady || s.Wait == WaitTrain)
 }
 
 func job(kind string, failure StepCode) StepJob { return StepJob{Kind: kind, Failure: failure} }
@@ -245,7 +249,7 @@ var catalogue = []Step{
 		Hint: hintKeepWaiting},
 	{Code: HandleApproved, Name: "HANDLE_APPROVED", Phase: PhaseHandle, Status: StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleApproved,
-		Next: next(HandleStarted, HandleNotMergeable, HandleRebaseConflict, HandleRebasing, HandleAwaitPipeline, HandleMergePending, HandleDraft, HandleRetargeted, HandleQueued),
+		Next: next(HandleStarted, HandleNotMergeable, HandleRebaseConflict, HandleRebasing, HandleAwaitPipeline, HandleMergePending, HandleDraft, HandleRetargeted, HandleQueued, HandleInTrain),
 		Hint: "Keep waiting: reviewers approved, merging."},
 	// HANDLE_QUEUED: approved, and waiting for its turn in the merge queue
 	// of its target branch (issue 22), where the platform merges only an
@@ -261,6 +265,19 @@ var catalogue = []Step{
 		Next: next(HandleApproved, HandleRetargeted),
 		hintIn: func(w Words) string {
 			return "Keep waiting: approved, and waiting for its turn in the merge queue of the target branch (its place is in the detail). Nobody needs to act unless the queue is frozen."
+		}},
+	// HANDLE_IN_TRAIN: approved and added, with its head sha, to GitLab's
+	// merge train of the target branch (issue 22 point 4; a project with
+	// merge trains, POST /projects/:id/merge_trains/merge_requests/:iid):
+	// GitLab runs the train pipeline and merges it. The Merge Request Hook
+	// "merge" or the step's poll records the merge; a car GitLab removed
+	// (its train pipeline failed, or a person took it off) fails the
+	// change in HANDLE_FAILED; /retry approves and adds it again.
+	{Code: HandleInTrain, Name: "HANDLE_IN_TRAIN", Phase: PhaseHandle, Status: StatusMerging,
+		Job: job(KindHandle, HandleFailed), Resume: HandleInTrain, Wait: WaitTrain,
+		Next: next(HandleAwaitPipeline, HandleRetargeted),
+		hintIn: func(w Words) string {
+			return "Keep waiting: on the merge train of the target branch; " + w.Platform + " merges it once its train pipeline passes."
 		}},
 	{Code: HandleMerged, Name: "HANDLE_MERGED", Phase: PhaseHandle, Status: StatusMerged,
 		Job: job(KindAwaitDeploy, DeployPending), Wait: WaitDeploy, Next: next(CalledBack),

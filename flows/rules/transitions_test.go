@@ -204,8 +204,8 @@ func TestDerivedStepSets(t *testing.T) {
 		{"waiting for the MR pipeline", filter(WaitsForPipeline), []StepCode{CreateMROpened, HandleAwaitPipeline, HandlePipelinePending, CreatePipelinePending}},
 		{"in the create phase", filter(InCreatePhase), []StepCode{CreateStarted, CreateMROpened, CreatePipelinePending}},
 		{"swept", SweepableSteps(), []StepCode{CreateStarted, CreateSucceeded, CreateMROpened, HandleStarted, HandleApproved,
-			HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft, HandleQueued, ApprovalSending}},
-		{"woken by the reconciler", PollingSteps(), []StepCode{CreateMROpened, HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft}},
+			HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft, HandleQueued, HandleInTrain, ApprovalSending}},
+		{"woken by the reconciler", PollingSteps(), []StepCode{CreateMROpened, HandleMerged, HandleRebasing, HandleAwaitPipeline, HandleDraft, HandleInTrain}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

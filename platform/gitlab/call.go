@@ -48,6 +48,8 @@ const (
 	epApprovalChecklistGet         = "approval_checklist_get"
 	epMergeRequestMerge            = "merge_request_merge"
 	epMergeRequestRebase           = "merge_request_rebase"
+	epMergeTrainAdd                = "merge_train_add"
+	epMergeTrainCarGet             = "merge_train_car_get"
 	epMergeRequestPipelinesList    = "merge_request_pipelines_list"
 	epMergeRequestPipelineNew      = "merge_request_pipeline_create"
 	epPipelinesList                = "pipelines_list"

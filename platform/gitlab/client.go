@@ -348,6 +348,7 @@ func (c *Client) Project(ctx context.Context, project string) (platform.Project,
 		WebURL:            p.WebURL,
 		SquashOption:      string(p.SquashOption),
 		MergeMethod:       string(p.MergeMethod),
+		MergeTrains:       p.MergeTrainsEnabled,
 	}, nil
 }
 

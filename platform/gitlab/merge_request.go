@@ -185,3 +185,47 @@ func (c *Client) Rebase(ctx context.Context, projectID, iid int64) error {
 	}
 	return nil
 }
+
+// AddToMergeTrain adds merge request !iid to the merge train of its target
+// branch (POST /projects/:id/merge_trains/merge_requests/:iid with sha and
+// squash, doc/api/merge_trains.md "Add a merge request to a merge train";
+// Premium): GitLab then runs the train pipeline and merges it itself. sha
+// is required (409 "SHA does not match HEAD of source branch" when the
+// head moved); 400 means it cannot join now, 403 that the project has no
+// merge trains, 401 that the robot may not merge.
+func (c *Client) AddToMergeTrain(ctx context.Context, projectID, iid int64, sha string, squash bool) error {
+	if sha == "" {
+		return fmt.Errorf("adding merge request !%d to its merge train: sha is empty", iid)
+	}
+	opt := &gl.AddMergeRequestToMergeTrainOptions{SHA: gl.Ptr(sha)}
+	if squash {
+		opt.Squash = gl.Ptr(true)
+	}
+	_, err := call(ctx, c, epMergeTrainAdd, func(o gl.RequestOptionFunc) ([]*gl.MergeTrain, *gl.Response, error) {
+		return c.robot.MergeTrains.AddMergeRequestToMergeTrain(projectID, iid, opt, o)
+	})
+	if err != nil {
+		return fmt.Errorf("adding merge request !%d of project %d to its merge train: %w", iid, projectID, err)
+	}
+	return nil
+}
+
+// MergeTrainCar reads merge request !iid's car on its merge train (GET
+// /projects/:id/merge_trains/merge_requests/:iid, doc/api/merge_trains.md
+// "Get the status of a merge request on a merge train"): its status (idle,
+// stale, fresh, merging, merged, skip_merged) and its train pipeline.
+// platform.ErrNotFound when the merge request is on no train (never added,
+// or removed: its train pipeline failed, or a person took it off).
+func (c *Client) MergeTrainCar(ctx context.Context, projectID, iid int64) (platform.TrainCar, error) {
+	car, err := call(ctx, c, epMergeTrainCarGet, func(o gl.RequestOptionFunc) (*gl.MergeTrain, *gl.Response, error) {
+		return c.robot.MergeTrains.GetMergeRequestOnAMergeTrain(projectID, iid, o)
+	})
+	if err != nil {
+		return platform.TrainCar{}, fmt.Errorf("reading the merge train car of merge request !%d of project %d: %w", iid, projectID, err)
+	}
+	out := platform.TrainCar{Status: car.Status}
+	if car.Pipeline != nil {
+		out.PipelineID, out.PipelineStatus, out.PipelineURL = car.Pipeline.ID, car.Pipeline.Status, car.Pipeline.WebURL
+	}
+	return out, nil
+}

@@ -49,6 +49,7 @@ type pipeline struct {
 	user                                *user
 	jobID                               int64
 	created, updated, started, finished time.Time
+	onFinish                            func(*pipeline) // a merge train car's (merge_trains.go)
 }
 
 type pipelineSpec struct {
@@ -101,6 +102,9 @@ func (s *Server) startPipeline(p *project, spec pipelineSpec) *pipeline {
 				pl.finished = s.now()
 			}
 			s.emitPipelineHook(pl)
+			if pl.onFinish != nil && !waitingStatus[outcome] {
+				pl.onFinish(pl)
+			}
 		})
 	})
 	return pl

@@ -47,6 +47,11 @@ type ProjectSpec struct {
 	// Files are more files of the initial commit (path -> content), beside
 	// README.md.
 	Files map[string]string
+	// MergeTrains turns merge trains on (the Premium setting
+	// merge_trains_enabled, with merged results pipelines): merge requests
+	// are merged by adding them to the train of their target branch
+	// (POST /projects/:id/merge_trains/merge_requests/:iid; merge_trains.go).
+	MergeTrains bool
 }
 
 // Project identifies a project created by AddProject.
@@ -76,7 +81,9 @@ type project struct {
 	mrRuns    int
 	deployRun int
 	checklist []ChecklistItem
-	mergeTime time.Duration // SetMergeDuration
+	mergeTime time.Duration          // SetMergeDuration
+	trains    map[string][]*trainCar // by target branch, first car first
+	cars      map[int64]*trainCar    // by MR iid: every car, merged ones kept
 }
 
 // AddProject creates a project with its default branch holding one initial
@@ -202,6 +209,7 @@ func (s *Server) getProject(rc *reqCtx) {
 		"description":         "", "default_branch": p.DefaultBranch, "visibility": "internal",
 		"web_url": web, "http_url_to_repo": web + ".git", "ssh_url_to_repo": "git@" + hostOf(s.baseURL()) + ":" + p.PathWithNamespace + ".git",
 		"squash_option": p.SquashOption, "merge_method": p.MergeMethod,
+		"merge_trains_enabled": p.MergeTrains, "merge_pipelines_enabled": p.MergeTrains,
 		"only_allow_merge_if_pipeline_succeeds": true, "merge_requests_enabled": true,
 		"namespace": map[string]any{"id": p.id, "name": p.namespace(), "path": p.namespace(), "kind": "group", "full_path": p.namespace()},
 	})

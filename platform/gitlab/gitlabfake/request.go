@@ -81,6 +81,8 @@ func buildRoutes() []route {
 		{"DELETE", mr + "/notes/:note_id", (*Server).deleteNote},
 		{"GET", mr + "/pipelines", (*Server).listMRPipelines},
 		{"POST", mr + "/pipelines", (*Server).createMRPipeline},
+		{"POST", "/projects/:id/merge_trains/merge_requests/:iid", (*Server).addToTrain},
+		{"GET", "/projects/:id/merge_trains/merge_requests/:iid", (*Server).getTrainCar},
 	}
 	out := make([]route, 0, len(defs))
 	for _, d := range defs {

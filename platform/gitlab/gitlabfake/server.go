@@ -90,7 +90,7 @@ type Server struct {
 }
 
 type idCounters struct {
-	user, project, mr, pipeline, note, commit, job int64
+	user, project, mr, pipeline, note, commit, job, car int64
 }
 
 // New starts a Server listening on opts.Listener, else on 127.0.0.1 on a
