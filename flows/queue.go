@@ -139,13 +139,60 @@ func queueDetail(op store.Operation, q store.Queue, ahead []int64) string {
 		}
 	}
 	if q.Frozen() {
-		fmt.Fprintf(&b, "; the queue is frozen by %s", q.FrozenBy)
+		fmt.Fprintf(&b, "; %s%s", frozenMark, q.FrozenBy)
 		if q.FrozenReason != "" {
 			fmt.Fprintf(&b, " (%s)", q.FrozenReason)
 		}
 		b.WriteString(": nothing merges until it is unfrozen")
 	}
 	return b.String()
+}
+
+// frozenMark is the words of a waiting change's detail while its queue
+// is frozen (queueDetail).
+const frozenMark = "the queue is frozen by "
+
+// queueWaitDetail is the detail of a change waiting at place in q: its
+// place, and who froze the queue when it is frozen.
+func queueWaitDetail(op store.Operation, q store.Queue, place int) string {
+	w := rules.WordsOf(op.Platform)
+	d := fmt.Sprintf("%s in the merge queue for %s", rules.QueuePlace(place), op.TargetBranch)
+	if q.Frozen() {
+		d += "; " + frozenMark + q.FrozenBy
+		if q.FrozenReason != "" {
+			d += " (" + q.FrozenReason + ")"
+		}
+		d += ": nothing merges until it is unfrozen (" + w.Platform + " comment /unfreeze, or the API)"
+	}
+	return d
+}
+
+// noteQueueWait records, in the change's own step (no move), that its
+// queue was frozen or unfrozen: the detail names who froze it, an event
+// says so, and the status comment is refreshed. A change that moved
+// meanwhile is left alone. It returns the change as it is now (op when
+// the write failed).
+func (e handleWorker) noteQueueWait(ctx context.Context, op store.Operation, detail string, q store.Queue) store.Operation {
+	action := "queue_unfrozen"
+	payload := map[string]any{"queue": op.TargetBranch}
+	if q.Frozen() {
+		action = "queue_frozen"
+		payload["frozen_by"], payload["frozen_reason"] = q.FrozenBy, q.FrozenReason
+	}
+	payload["action"] = action
+	next, _, err := e.Engine.st.ApplyTransition(ctx, store.TransitionParams{
+		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
+		KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = detail },
+		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + rules.KindHandle, Payload: payload},
+		Jobs:  e.refreshNoteJobs(op, op.Version+1),
+	})
+	if err != nil {
+		if !isConflict(err) {
+			e.opLog(op).Warn("recording the merge queue's freeze failed", "err", err)
+		}
+		return op
+	}
+	return next
 }
 
 // errQueueHeadTaken aborts the move to the head when another change took
@@ -170,6 +217,11 @@ func (e handleWorker) queueTurn(ctx context.Context, op store.Operation) error {
 			place = i + 1
 			break
 		}
+	}
+	if detail := queueWaitDetail(op, q, place); detail != op.Detail && (q.Frozen() || strings.Contains(op.Detail, frozenMark)) {
+		// The queue was frozen or unfrozen since the change last said
+		// where it stands: its status comment says so now.
+		op = e.noteQueueWait(ctx, op, detail, q)
 	}
 	if q.Frozen() {
 		return snoozeFor(queueRecheck(place, e.pollFor(op)))
@@ -270,10 +322,27 @@ func (e *Engine) FreezeQueue(ctx context.Context, projectID int64, branch string
 		return q, err
 	}
 	e.log.Info("merge queue frozen", "queue", key.String(), "frozen", frozen, "actor", actor, "reason", reason)
-	if !frozen {
-		e.wakeFirst(ctx, key)
-	}
+	// Every waiting change looks now: each status comment says the queue
+	// is frozen, and who froze it (or no longer), and after an unfreeze
+	// the first takes the head.
+	e.wakeWaiting(ctx, key)
 	return q, nil
+}
+
+// wakeWaiting makes the jobs of the changes waiting in key's queue (up to
+// queueLimit) available now; failures are logged (each looks again by
+// itself).
+func (e *Engine) wakeWaiting(ctx context.Context, key store.QueueKey) {
+	q, err := e.st.GetQueue(ctx, e.st.DB(), key, int(rules.HandleQueued), queueLimit)
+	if err != nil {
+		e.log.Warn("reading a merge queue to wake its changes failed", "queue", key.String(), "err", err)
+		return
+	}
+	for _, w := range q.Waiting {
+		if _, err := e.st.WakeStep(ctx, e.st.DB(), w.ID, int(rules.HandleQueued), []string{rules.KindHandle}); err != nil {
+			e.log.Warn("waking a change of a merge queue failed", "queue", key.String(), "operation_id", w.ID, "err", err)
+		}
+	}
 }
 
 // MoveToQueueFront makes a waiting change the next to take the head of

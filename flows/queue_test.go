@@ -296,3 +296,50 @@ func TestMergeTrain(t *testing.T) {
 		t.Errorf("%d additions to the train, want 4 (one per change)", n)
 	}
 }
+
+// TestMergeQueueFreeze (issue 22 point 5): while an operator has frozen a
+// branch no change takes the head (the one merging finishes), and every
+// waiting change says who froze it and why; unfrozen, they merge and say
+// so no more.
+func TestMergeQueueFreeze(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}})
+	var ids []string
+	for _, s := range []string{"svc-a", "svc-b", "svc-c"} {
+		op := h.ToMROpened(t, flowtest.Change(s))
+		ids = append(ids, op.ID)
+	}
+	if _, err := h.Engine.FreezeQueue(t.Context(), h.Project.ID, "main", true, "token:ops", "release freeze"); err != nil {
+		t.Fatal(err)
+	}
+	h.DeliverWebhooks(t)
+	h.RunFor(t, 30*time.Minute)
+	h.DeliverWebhooks(t)
+	h.RunFor(t, 30*time.Minute)
+	merged := 0
+	for _, id := range ids {
+		op := h.Op(t, id)
+		switch {
+		case op.Status == store.StatusMerged || op.Status == store.StatusValidated:
+			merged++
+		case rules.StepCode(op.Step) != rules.HandleQueued:
+			t.Errorf("%s at %s while frozen, want waiting in the queue or merged", id, rules.StepCode(op.Step))
+		case !strings.Contains(op.Detail, "frozen by token:ops (release freeze)"):
+			t.Errorf("%s's detail %q does not name who froze the queue", id, op.Detail)
+		}
+	}
+	if merged > 1 {
+		t.Errorf("%d changes merged while the queue was frozen, want at most the one that held the head", merged)
+	}
+	if _, err := h.Engine.FreezeQueue(t.Context(), h.Project.ID, "main", false, "token:ops", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range driveAll(t, h, ids, 2*time.Hour) {
+		if op.Status != store.StatusMerged && op.Status != store.StatusValidated {
+			t.Errorf("%s at %s (%s) after the unfreeze, want merged", op.ID, rules.StepCode(op.Step), op.Detail)
+		}
+		if strings.Contains(op.Detail, "frozen") {
+			t.Errorf("%s still says %q after the unfreeze", op.ID, op.Detail)
+		}
+	}
+}
