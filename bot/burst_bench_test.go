@@ -55,21 +55,7 @@ func benchmarkBurstSubmits(b *testing.B, n, clients int) {
 	env.Config.Settings = map[string]string{settings.AdmissionMaxActive: fmt.Sprint(2 * n * max(b.N, 1))}
 	env.Config.DatabaseURL = pgtest.URL()
 	sc := pgtest.New(b)
-	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: quiet, Schema: sc.Name})
-	if err != nil {
-		b.Fatalf("NewApp: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, env.Listener) }()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-		app.Close()
-	})
-	if err := runBenchChange(ctx, env, -1); err != nil { // warm-up
-		b.Fatal(err)
-	}
+	_, ctx := runBenchApp(b, env, &AppOpts{Logger: quiet, Schema: sc.Name})
 	answers := map[string]int{}
 	var mu sync.Mutex
 	var elapsed time.Duration
@@ -122,4 +108,27 @@ func benchmarkBurstSubmits(b *testing.B, n, clients int) {
 	if answers["202"] != n*b.N {
 		b.Fatalf("%d of %d submits answered 202, want all", answers["202"], n*b.N)
 	}
+}
+
+// runBenchApp starts the bot of env with opts for a benchmark, stopped
+// when it ends, and follows one change to VALIDATED (the warm-up, before
+// anything is counted). It returns the App and the context it runs in.
+func runBenchApp(b *testing.B, env *demo.Env, opts *AppOpts) (*App, context.Context) {
+	b.Helper()
+	app, err := NewApp(context.Background(), env.Config, opts)
+	if err != nil {
+		b.Fatalf("NewApp: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, env.Listener) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		app.Close()
+	})
+	if err := runBenchChange(ctx, env, -1); err != nil {
+		b.Fatal(err)
+	}
+	return app, ctx
 }

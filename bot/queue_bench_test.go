@@ -115,24 +115,10 @@ func benchmarkMergeQueue(b *testing.B, platform string, k int) {
 	}
 	b.Cleanup(mine.Close)
 	counter := &stmtCounter{n: map[string]int{}}
-	app, err := NewApp(context.Background(), env.Config, &AppOpts{Logger: quiet, Schema: sc.Name, PGTracer: counter})
-	if err != nil {
-		b.Fatalf("NewApp: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, env.Listener) }()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-		app.Close()
-	})
+	app, ctx := runBenchApp(b, env, &AppOpts{Logger: quiet, Schema: sc.Name, PGTracer: counter})
 	count := func(ctx context.Context, query string) (int64, error) {
 		var n int64
 		return n, mine.QueryRow(ctx, query).Scan(&n)
-	}
-	if err := runBenchChange(ctx, env, -1); err != nil { // warm-up, outside the count
-		b.Fatal(err)
 	}
 	calls0, rebases0, pipelines0 := fake.calls(), fake.rebases(), fake.pipelines()
 	tx0 := counter.tx.Load()
