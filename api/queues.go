@@ -188,7 +188,7 @@ func (h *Handler) freezeQueue(frozen bool) http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not " + what + " the merge queue, try again"})
 			return
 		}
-		h.log.Info("merge queue "+what, "project_id", projectID, "branch", branch, "actor", actor, "role", tokenRole(r), "reason", reason)
+		h.log.Info("merge queue frozen or unfrozen", "action", what, "project_id", projectID, "branch", branch, "actor", actor, "role", tokenRole(r), "reason", reason)
 		writeJSON(w, http.StatusOK, NewQueueView(q))
 	})
 }
