@@ -138,13 +138,7 @@ func queueDetail(op store.Operation, q store.Queue, ahead []int64) string {
 			fmt.Fprintf(&b, " and %d more", n-3)
 		}
 	}
-	if q.Frozen() {
-		fmt.Fprintf(&b, "; %s%s", frozenMark, q.FrozenBy)
-		if q.FrozenReason != "" {
-			fmt.Fprintf(&b, " (%s)", q.FrozenReason)
-		}
-		b.WriteString(": nothing merges until it is unfrozen")
-	}
+	b.WriteString(frozenDetail(op, q))
 	return b.String()
 }
 
@@ -155,16 +149,20 @@ const frozenMark = "the queue is frozen by "
 // queueWaitDetail is the detail of a change waiting at place in q: its
 // place, and who froze the queue when it is frozen.
 func queueWaitDetail(op store.Operation, q store.Queue, place int) string {
-	w := rules.WordsOf(op.Platform)
-	d := fmt.Sprintf("%s in the merge queue for %s", rules.QueuePlace(place), op.TargetBranch)
-	if q.Frozen() {
-		d += "; " + frozenMark + q.FrozenBy
-		if q.FrozenReason != "" {
-			d += " (" + q.FrozenReason + ")"
-		}
-		d += ": nothing merges until it is unfrozen (" + w.Platform + " comment /unfreeze, or the API)"
+	return fmt.Sprintf("%s in the merge queue for %s", rules.QueuePlace(place), op.TargetBranch) + frozenDetail(op, q)
+}
+
+// frozenDetail is what a waiting change's detail adds while q is frozen:
+// who froze it, why, and how it is unfrozen; "" when it is not frozen.
+func frozenDetail(op store.Operation, q store.Queue) string {
+	if !q.Frozen() {
+		return ""
 	}
-	return d
+	d := "; " + frozenMark + q.FrozenBy
+	if q.FrozenReason != "" {
+		d += " (" + q.FrozenReason + ")"
+	}
+	return d + ": nothing merges until an operator comments /unfreeze on one of its " + rules.WordsOf(op.Platform).MR + "s or unfreezes it through the API"
 }
 
 // noteQueueWait records, in the change's own step (no move), that its
