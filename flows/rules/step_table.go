@@ -277,7 +277,7 @@ var catalogue = []Step{
 		Job: job(KindHandle, HandleFailed), Resume: HandleInTrain, Wait: WaitTrain,
 		Next: next(HandleAwaitPipeline, HandleRetargeted),
 		hintIn: func(w Words) string {
-			return "Keep waiting: on the merge train of the target branch; " + w.Platform + " merges it once its train pipeline passes."
+			return "Keep waiting: on the merge train of the target branch; " + w.Platform + " merges it once its train " + w.Pipeline + " passes."
 		}},
 	{Code: HandleMerged, Name: "HANDLE_MERGED", Phase: PhaseHandle, Status: StatusMerged,
 		Job: job(KindAwaitDeploy, DeployPending), Wait: WaitDeploy, Next: next(CalledBack),

@@ -200,6 +200,16 @@ func TestCallsFromFixtures(t *testing.T) {
 			want: platform.Branch{Name: "master", CommitSHA: "7b5c3cc8be40ee161ae89a06bba6229da1032a0c"},
 		},
 		{
+			name:   "add to merge train",
+			route:  "POST /projects/42/merge_trains/merge_requests/7",
+			answer: answer{status: 201, fixture: "api-merge-train-list.json"},
+			run: func(t *testing.T, c *Client) (any, error) {
+				return nil, c.AddToMergeTrain(t.Context(), 42, 7, "b83d6e391c22777fca1ed3012fce84f633d7fed0", false)
+			},
+			want:     nil,
+			wantBody: `{"sha":"b83d6e391c22777fca1ed3012fce84f633d7fed0"}`,
+		},
+		{
 			name:   "create branch",
 			route:  "POST /projects/42/repository/branches",
 			answer: answer{status: 201, fixture: "api-branch-create.json"},
