@@ -235,6 +235,22 @@ type QueuedChange struct {
 	FrontBy                               string
 }
 
+// NoQueueError is a freeze of a branch whose changes do not wait in a
+// merge queue (409: they merge in parallel, so a freeze would hold
+// nothing) or that the platform does not have (Unknown: 404). Reason says
+// which, in words.
+type NoQueueError struct {
+	Reason  string
+	Unknown bool
+	Err     error
+}
+
+// Error implements error.
+func (e *NoQueueError) Error() string { return e.Reason }
+
+// Unwrap returns the engine's error.
+func (e *NoQueueError) Unwrap() error { return e.Err }
+
 // NotQueuedError is a move to the front of a merge queue of a change that
 // does not wait in one (409): OperationID is the change, Step its step
 // ("" when unknown).

@@ -143,11 +143,21 @@ func (h *Handler) listQueues(w http.ResponseWriter, r *http.Request) {
 
 // getQueue serves GET /api/v1/queues/{project}/{branch} (any token): the
 // queue with its waiting changes in order. A queue nobody used yet is
-// answered empty (200), as every branch has one.
+// answered empty (200), as every branch has one. A branch ending in
+// /freeze or /unfreeze is taken for a GET of those actions: 405.
 func (h *Handler) getQueue(w http.ResponseWriter, r *http.Request) {
 	projectID, branch, ok := queuePath(w, r)
 	if !ok {
 		return
+	}
+	for _, action := range []string{"/freeze", "/unfreeze"} {
+		if strings.HasSuffix(branch, action) {
+			// Most likely a GET of a POST-only action, not a branch named
+			// so: answered as the router answers a wrong method.
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method GET not allowed on " + action[1:] + "; use POST"})
+			return
+		}
 	}
 	if !noQueryParams(w, r) {
 		return
@@ -183,6 +193,15 @@ func (h *Handler) freezeQueue(frozen bool) http.Handler {
 		}
 		actor := requestTokenID(r)
 		q, err := h.cfg.Queues.FreezeQueue(r.Context(), projectID, branch, frozen, actor, reason)
+		var nq *NoQueueError
+		if errors.As(err, &nq) {
+			status := http.StatusConflict
+			if nq.Unknown {
+				status = http.StatusNotFound
+			}
+			writeJSON(w, status, map[string]string{"error": "cannot freeze: " + nq.Reason})
+			return
+		}
 		if err != nil {
 			h.log.Error("freezing a merge queue", "project_id", projectID, "branch", branch, "frozen", frozen, "err", err)
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not " + what + " the merge queue, try again"})

@@ -249,6 +249,18 @@ func TestQueueFreeze(t *testing.T) {
 	if len(s.queues.freezes) != calls {
 		t.Errorf("refused requests reached the queues: %+v", s.queues.freezes[calls:])
 	}
+	// A branch whose changes merge in parallel (409), or that does not
+	// exist (404), is not frozen: a freeze there would hold nothing.
+	s.queues.err = &NoQueueError{Reason: "the changes of main in g/r merge in parallel, without a merge queue"}
+	if code, body := s.callDocumented(t, http.MethodPost, "/api/v1/queues/101/main/freeze", operatorToken, `{"reason":"x"}`); code != 409 ||
+		!strings.Contains(body, "cannot freeze: the changes of main in g/r merge in parallel") {
+		t.Errorf("no queue: %d %s, want 409 saying why", code, body)
+	}
+	s.queues.err = &NoQueueError{Reason: `branch "mian" not found in project g/r`, Unknown: true}
+	if code, body := s.callDocumented(t, http.MethodPost, "/api/v1/queues/101/mian/freeze", operatorToken, `{"reason":"x"}`); code != 404 ||
+		!strings.Contains(body, `branch \"mian\" not found`) {
+		t.Errorf("unknown branch: %d %s, want 404 naming it", code, body)
+	}
 	s.queues.err = errors.New("connection refused")
 	if code, body := s.callDocumented(t, http.MethodPost, "/api/v1/queues/101/main/freeze", operatorToken, `{"reason":"x"}`); code != 503 ||
 		!strings.Contains(body, "could not freeze the merge queue, try again") {
@@ -319,6 +331,9 @@ func TestQueueRoutesAnswer405(t *testing.T) {
 		{http.MethodPost, "/api/v1/queues/101/main", "GET"},
 		{http.MethodPut, "/api/v1/queues/101/main/freeze", "GET, POST"},
 		{http.MethodGet, "/api/v1/changes/op_1/front", "POST"},
+		// A GET of the freeze is not a read of a branch "main/freeze".
+		{http.MethodGet, "/api/v1/queues/101/main/freeze", "POST"},
+		{http.MethodGet, "/api/v1/queues/101/release/1.0/unfreeze", "POST"},
 	} {
 		code, body, h := s.callWith(t, tt.method, tt.path, operatorToken, "", nil)
 		if code != 405 || h.Get("Allow") != tt.allow {

@@ -471,11 +471,14 @@ func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
 	if err != nil {
 		return err
 	}
-	if !train {
-		// The platform's own merge train is the queue where there is one.
-		if proceed, err := e.queueGate(ctx, op); !proceed || err != nil {
+	if train {
+		// The platform's own merge train is the queue where there is
+		// one; an operator's freeze still holds its changes back.
+		if done, err := e.trainFrozen(ctx, op); done {
 			return err
 		}
+	} else if proceed, err := e.queueGate(ctx, op); !proceed || err != nil {
+		return err
 	}
 	mr, done, err := e.readOpenMR(ctx, op, true)
 	if done {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,6 +107,26 @@ func (e handleWorker) queueGate(ctx context.Context, op store.Operation) (procee
 			return false, err
 		}
 	}
+	return false, e.joinQueue(ctx, op, q)
+}
+
+// trainFrozen reports, for a change of a project with merge trains (where
+// the train is the queue), whether an operator froze its branch: then it
+// waits in HANDLE_QUEUED until the branch is unfrozen (joinQueue), and
+// is added to the train from there. done reports that the caller must
+// stop and return err.
+func (e handleWorker) trainFrozen(ctx context.Context, op store.Operation) (done bool, err error) {
+	q, err := e.st.GetQueue(ctx, e.st.DB(), queueKey(op), int(rules.HandleQueued), queueLimit)
+	if err != nil || !q.Frozen() || q.HeadOperationID == op.ID {
+		return err != nil, err
+	}
+	return true, e.joinQueue(ctx, op, q)
+}
+
+// joinQueue moves op to HANDLE_QUEUED, at the end of q, its detail saying
+// where it stands.
+func (e handleWorker) joinQueue(ctx context.Context, op store.Operation, q store.Queue) error {
+	key := queueKey(op)
 	ahead := make([]int64, 0, 3)
 	if q.HeadOperationID != "" {
 		if h, err := e.st.GetOperation(ctx, e.st.DB(), q.HeadOperationID); err == nil {
@@ -115,10 +136,10 @@ func (e handleWorker) queueGate(ctx context.Context, op store.Operation) (procee
 	for _, w := range q.Waiting {
 		ahead = append(ahead, w.MRIID)
 	}
-	_, err = e.Transition(ctx, op, rules.HandleQueued, TransitionOpts{Source: "job:" + rules.KindHandle,
+	_, err := e.Transition(ctx, op, rules.HandleQueued, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"queue": key.TargetBranch, "position": len(ahead) + 1, "ahead": len(ahead)},
 		Update:  func(o *store.Operation) { o.Detail = queueDetail(op, q, ahead) }})
-	return false, err
+	return err
 }
 
 // queueDetail says where a change joining q stands, with the merge
@@ -315,6 +336,11 @@ func (e *Engine) Queues(ctx context.Context) ([]store.QueueSummary, error) {
 // Unfreezing wakes the first waiting change.
 func (e *Engine) FreezeQueue(ctx context.Context, projectID int64, branch string, frozen bool, actor, reason string) (store.Queue, error) {
 	key := store.QueueKey{Platform: e.platform, ProjectID: projectID, TargetBranch: branch}
+	if frozen {
+		if err := e.queueApplies(ctx, projectID, branch); err != nil {
+			return store.Queue{}, err
+		}
+	}
 	q, err := e.st.FreezeQueue(ctx, key, frozen, actor, reason)
 	if err != nil {
 		return q, err
@@ -352,8 +378,59 @@ func (e *Engine) MoveToQueueFront(ctx context.Context, op store.Operation, actor
 	if err := e.st.MoveToQueueFront(ctx, op.ID, actor, reason); err != nil {
 		return err
 	}
+	// The change's history says who moved it and why.
+	if _, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: actor, Source: "api",
+		Payload: map[string]any{"action": "queue_front", "queue": op.TargetBranch, "reason": reason}}); err != nil {
+		e.opLog(op).Warn("recording the move to the front of the merge queue failed", "err", err)
+	}
 	e.wakeFirst(ctx, queueKey(op))
 	return nil
+}
+
+// NoQueueError is FreezeQueue's refusal to freeze a branch whose changes
+// do not wait in a merge queue (they merge in parallel: freezing would
+// hold nothing), or that does not exist: Reason says which, in words.
+// Unknown reports a project or branch the platform does not have.
+type NoQueueError struct {
+	Reason  string
+	Unknown bool
+}
+
+// Error implements error.
+func (e *NoQueueError) Error() string { return e.Reason }
+
+// queueApplies returns nil when the changes of projectID's branch wait in
+// a merge queue (queue.mode and the merge method, or GitLab's merge
+// trains), else a *NoQueueError: the project or the branch is unknown to
+// the platform, or its changes merge in parallel. One read of the project
+// and the branch each, shared for projectReadTTL.
+func (e *Engine) queueApplies(ctx context.Context, projectID int64, branch string) error {
+	p, err := e.project(ctx, strconv.FormatInt(projectID, 10))
+	if errors.Is(err, platform.ErrNotFound) || errors.Is(err, platform.ErrForbidden) {
+		return &NoQueueError{Unknown: true, Reason: fmt.Sprintf("project %d not found or not visible to the robot", projectID)}
+	}
+	if err != nil {
+		return err
+	}
+	err = e.branchExists(ctx, p.ID, branch)
+	if errors.Is(err, platform.ErrNotFound) {
+		return &NoQueueError{Unknown: true, Reason: fmt.Sprintf("branch %q not found in project %s", branch, p.PathWithNamespace)}
+	}
+	if err != nil {
+		return err
+	}
+	op := store.Operation{Platform: e.platform, Project: p.PathWithNamespace, ProjectID: p.ID, TargetBranch: branch}
+	needs, err := e.needsQueue(ctx, op)
+	if err != nil || needs {
+		return err
+	}
+	trains, err := e.mergeTrains(ctx, op)
+	if err != nil || trains {
+		return err
+	}
+	return &NoQueueError{Reason: fmt.Sprintf("the changes of %s in %s merge in parallel, without a merge queue (queue.mode %s, merge method %s): "+
+		"freezing would hold nothing; set queue.mode on for the project to queue them", branch, p.PathWithNamespace,
+		e.queueFor(op).Mode, p.MergeMethod)}
 }
 
 // ErrNotQueued is returned (wrapped) when a change that is not waiting in

@@ -1,6 +1,7 @@
 package flows_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -341,5 +342,82 @@ func TestMergeQueueFreeze(t *testing.T) {
 		if strings.Contains(op.Detail, "frozen") {
 			t.Errorf("%s still says %q after the unfreeze", op.ID, op.Detail)
 		}
+	}
+}
+
+// TestFreezeOnlyWhereAQueueApplies: an operator's freeze is refused with
+// the reason where it would hold nothing (a branch whose changes merge in
+// parallel) or where the platform has no such branch; it is taken where
+// the changes queue, also where GitLab's merge train is the queue.
+func TestFreezeOnlyWhereAQueueApplies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		spec    gitlabfake.ProjectSpec
+		branch  string
+		refused bool
+		unknown bool
+	}{
+		{name: "plain merge", spec: gitlabfake.ProjectSpec{MergeMethod: "merge"}, branch: "main", refused: true},
+		{name: "unknown branch", spec: gitlabfake.ProjectSpec{MergeMethod: "ff"}, branch: "mian", refused: true, unknown: true},
+		{name: "ff", spec: gitlabfake.ProjectSpec{MergeMethod: "ff"}, branch: "main"},
+		{name: "merge trains", spec: gitlabfake.ProjectSpec{MergeMethod: "merge", MergeTrains: true}, branch: "main"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := flowtest.New(t, &flowtest.Opts{Project: tc.spec})
+			_, err := h.Engine.FreezeQueue(t.Context(), h.Project.ID, tc.branch, true, "token:ops", "x")
+			var nq *flows.NoQueueError
+			switch {
+			case tc.refused && !errors.As(err, &nq):
+				t.Fatalf("freeze: %v, want a *NoQueueError", err)
+			case tc.refused && nq.Unknown != tc.unknown:
+				t.Errorf("refusal %q: unknown %v, want %v", nq.Reason, nq.Unknown, tc.unknown)
+			case !tc.refused && err != nil:
+				t.Fatalf("freeze: %v, want it taken", err)
+			}
+			q, err := h.Engine.Queue(t.Context(), h.Project.ID, tc.branch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.Frozen() == tc.refused {
+				t.Errorf("queue frozen %v, want %v", q.Frozen(), !tc.refused)
+			}
+		})
+	}
+}
+
+// TestMergeTrainFrozen: on a project with GitLab merge trains an
+// operator's freeze still holds the changes back (they wait in
+// HANDLE_QUEUED, nothing is added to the train); unfrozen, they join the
+// train and merge.
+func TestMergeTrainFrozen(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff", MergeTrains: true}})
+	if _, err := h.Engine.FreezeQueue(t.Context(), h.Project.ID, "main", true, "token:ops", "release freeze"); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range []string{"svc-a", "svc-b"} {
+		ids = append(ids, h.ToMROpened(t, flowtest.Change(s)).ID)
+	}
+	h.DeliverWebhooks(t)
+	h.RunFor(t, 10*time.Minute)
+	for _, id := range ids {
+		h.RequireStep(t, id, rules.HandleQueued)
+	}
+	if n := h.GitLab.CallCount("POST", "/api/v4/projects/*/merge_trains/merge_requests/*"); n != 0 {
+		t.Fatalf("%d additions to the train while frozen, want none", n)
+	}
+	if _, err := h.Engine.FreezeQueue(t.Context(), h.Project.ID, "main", false, "token:ops", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range driveAll(t, h, ids, time.Hour) {
+		if op.Status != store.StatusMerged && op.Status != store.StatusValidated {
+			t.Errorf("%s at %s (%s) after the unfreeze, want merged by the train", op.ID, rules.StepCode(op.Step), op.Detail)
+		}
+	}
+	if n := h.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/merge"); n != 0 {
+		t.Errorf("%d merge calls, want none (the train merges)", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"changebot/commands"
+	"changebot/flows"
 	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
@@ -142,6 +143,12 @@ func (f *CommandFlow) FreezeQueue(ctx context.Context, id string, frozen bool, a
 		return commands.QueueState{}, err
 	}
 	q, err := f.e.FreezeQueue(ctx, op.ProjectID, op.TargetBranch, frozen, actor, reason)
+	var nq *flows.NoQueueError
+	if errors.As(err, &nq) {
+		// A branch whose changes merge in parallel: the command is
+		// answered with the reason, as any command that does not apply.
+		return commands.QueueState{}, &rules.NotApplicableError{Reason: nq.Reason}
+	}
 	if err != nil {
 		return commands.QueueState{}, err
 	}

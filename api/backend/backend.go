@@ -486,6 +486,10 @@ func Error(err error) error {
 	case errors.Is(err, flows.ErrNotQueued):
 		return &api.NotQueuedError{Err: err}
 	}
+	var noQueue *flows.NoQueueError
+	if errors.As(err, &noQueue) {
+		return &api.NoQueueError{Reason: noQueue.Reason, Unknown: noQueue.Unknown, Err: err}
+	}
 	if ve, ok := flows.IsValidation(err); ok {
 		return &api.ValidationError{Fields: fieldsOf(ve.Fields)}
 	}
