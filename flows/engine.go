@@ -444,6 +444,24 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to rules.St
 	return next, nil
 }
 
+// recordInStep is the same-step bookkeeping write (no move): in one
+// transaction, with compare-and-set on the version op was read at, it
+// applies update to the operation (its detail, the pipeline it waits for),
+// appends an attempt event with payload from source, and enqueues jobs
+// (the status-note refresh, or none). It returns the operation as written;
+// a writer that moved the change first wins (store.ErrStepMismatch,
+// ErrVersionConflict: isConflict).
+func (e *Engine) recordInStep(ctx context.Context, op store.Operation, source string, payload map[string]any,
+	update func(*store.Operation), jobs []river.InsertManyParams) (store.Operation, error) {
+	next, _, err := e.st.ApplyTransition(ctx, store.TransitionParams{
+		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
+		KeepStepClock: true, Update: update,
+		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: source, Payload: payload},
+		Jobs:  jobs,
+	})
+	return next, err
+}
+
 func flowName(op store.Operation) string {
 	if op.ApprovalFirst {
 		return "approval_first"

@@ -2,8 +2,8 @@ package flows
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"changebot/flows/rules"
@@ -101,13 +101,9 @@ func waitsForPerson(w rules.Words, status string) string {
 // refreshes the status comment: a same-step write with compare-and-set on
 // the version; a lost race is left to the next poll.
 func (e *Engine) notePersonWait(ctx context.Context, op store.Operation, p platform.Pipeline, waiting, source string) {
-	_, _, err := e.st.ApplyTransition(ctx, store.TransitionParams{
-		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
-		KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = waiting },
-		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: source,
-			Payload: map[string]any{"action": "pipeline_waits_for_person", "pipeline_id": p.ID, "pipeline_status": p.Status, "detail": waiting}},
-		Jobs: e.refreshNoteJobs(op, op.Version+1),
-	})
+	_, err := e.recordInStep(ctx, op, source,
+		map[string]any{"action": "pipeline_waits_for_person", "pipeline_id": p.ID, "pipeline_status": p.Status, "detail": waiting},
+		func(o *store.Operation) { o.Detail = waiting }, e.refreshNoteJobs(op, op.Version+1))
 	if err != nil && !isConflict(err) {
 		e.opLog(op).Warn("recording the pipeline's wait for a person failed", "err", err)
 	}
@@ -196,6 +192,10 @@ type pipelineWorker struct {
 // pipelineWorker is e's pipeline step (the MR pipeline of the head) worker.
 func (e *Engine) pipelineWorker() pipelineWorker { return pipelineWorker{Engine: e, gl: e.gl} }
 
+// actionPipelineRetried is the action of the attempt event of a head
+// pipeline run again (retryHeadPipeline).
+const actionPipelineRetried = "pipeline_retried"
+
 // retryHeadPipeline runs the pipeline of the merge queue's head again
 // after it failed (failed, at head), once per queue.pipeline_retries
 // (issue 22 point 3): a flaky job must not fail a change that waited its
@@ -219,10 +219,13 @@ func (e *Engine) retryHeadPipeline(ctx context.Context, op store.Operation, head
 	}
 	used := 0
 	for _, ev := range events {
+		var a struct {
+			Action string `json:"action"`
+		}
 		switch {
 		case ev.Type == store.EventTransition:
 			used = 0
-		case ev.Type == store.EventAttempt && strings.Contains(string(ev.Payload), `"pipeline_retried"`): // the action's value
+		case ev.Type == store.EventAttempt && json.Unmarshal(ev.Payload, &a) == nil && a.Action == actionPipelineRetried:
 			used++
 		}
 	}
@@ -239,15 +242,12 @@ func (e *Engine) retryHeadPipeline(ctx context.Context, op store.Operation, head
 	w := rules.WordsOf(op.Platform)
 	detail := fmt.Sprintf("%s failed at the head of the merge queue; running it again as %s (retry %d of %d)",
 		w.PipelineRef(failed.ID), w.PipelineRef(pl.ID), used+1, retries)
-	_, _, err = e.st.ApplyTransition(ctx, store.TransitionParams{
-		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
-		KeepStepClock: true, Update: func(o *store.Operation) {
+	_, err = e.recordInStep(ctx, op, source,
+		map[string]any{"action": actionPipelineRetried, "failed_pipeline_id": failed.ID, "pipeline_id": pl.ID, "retry": used + 1},
+		func(o *store.Operation) {
 			o.HeadSHA, o.PipelineID, o.PipelineURL, o.Detail = head, pl.ID, pl.WebURL, detail
 		},
-		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: source,
-			Payload: map[string]any{"action": "pipeline_retried", "failed_pipeline_id": failed.ID, "pipeline_id": pl.ID, "retry": used + 1}},
-		Jobs: e.refreshNoteJobs(op, op.Version+1),
-	})
+		e.refreshNoteJobs(op, op.Version+1))
 	if isConflict(err) {
 		return true, nil
 	}

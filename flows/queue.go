@@ -199,12 +199,8 @@ func (e handleWorker) noteQueueWait(ctx context.Context, op store.Operation, det
 		payload["frozen_by"], payload["frozen_reason"] = q.FrozenBy, q.FrozenReason
 	}
 	payload["action"] = action
-	next, _, err := e.Engine.st.ApplyTransition(ctx, store.TransitionParams{
-		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
-		KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = detail },
-		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + rules.KindHandle, Payload: payload},
-		Jobs:  e.refreshNoteJobs(op, op.Version+1),
-	})
+	next, err := e.recordInStep(ctx, op, "job:"+rules.KindHandle, payload,
+		func(o *store.Operation) { o.Detail = detail }, e.refreshNoteJobs(op, op.Version+1))
 	if err != nil {
 		if !isConflict(err) {
 			e.opLog(op).Warn("recording the merge queue's freeze failed", "err", err)
@@ -349,15 +345,15 @@ func (e *Engine) FreezeQueue(ctx context.Context, projectID int64, branch string
 	// Every waiting change looks now: each status comment says the queue
 	// is frozen, and who froze it (or no longer), and after an unfreeze
 	// the first takes the head.
-	e.wakeWaiting(ctx, key)
+	e.wakeWaiting(ctx, key, queueLimit)
 	return q, nil
 }
 
-// wakeWaiting makes the jobs of the changes waiting in key's queue (up to
-// queueLimit) available now; failures are logged (each looks again by
-// itself).
-func (e *Engine) wakeWaiting(ctx context.Context, key store.QueueKey) {
-	q, err := e.st.GetQueue(ctx, e.st.DB(), key, int(rules.HandleQueued), queueLimit)
+// wakeWaiting makes the jobs of the first limit changes waiting in key's
+// queue available now (store.WakeStep: no event); failures are logged
+// (each change looks again by itself).
+func (e *Engine) wakeWaiting(ctx context.Context, key store.QueueKey, limit int) {
+	q, err := e.st.GetQueue(ctx, e.st.DB(), key, int(rules.HandleQueued), limit)
 	if err != nil {
 		e.log.Warn("reading a merge queue to wake its changes failed", "queue", key.String(), "err", err)
 		return
@@ -383,7 +379,7 @@ func (e *Engine) MoveToQueueFront(ctx context.Context, op store.Operation, actor
 		Payload: map[string]any{"action": "queue_front", "queue": op.TargetBranch, "reason": reason}}); err != nil {
 		e.opLog(op).Warn("recording the move to the front of the merge queue failed", "err", err)
 	}
-	e.wakeFirst(ctx, queueKey(op))
+	e.wakeWaiting(ctx, queueKey(op), 1)
 	return nil
 }
 
@@ -436,21 +432,6 @@ func (e *Engine) queueApplies(ctx context.Context, projectID int64, branch strin
 // ErrNotQueued is returned (wrapped) when a change that is not waiting in
 // a merge queue is moved to its front.
 var ErrNotQueued = errors.New("change is not waiting in a merge queue")
-
-// wakeFirst makes the job of the first change waiting in key's queue due
-// now; failures are logged (the change looks again by itself).
-func (e *Engine) wakeFirst(ctx context.Context, key store.QueueKey) {
-	q, err := e.st.GetQueue(ctx, e.st.DB(), key, int(rules.HandleQueued), 1)
-	if err != nil || len(q.Waiting) == 0 {
-		return
-	}
-	w := q.Waiting[0]
-	if _, err := e.st.ResumeStep(ctx, store.ResumeStepParams{OperationID: w.ID, Step: int(rules.HandleQueued),
-		Kinds: rules.StepJobKinds(), Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "queue",
-			Payload: map[string]any{"action": "queue_woken"}}}); err != nil {
-		e.log.Warn("waking the first change of a merge queue failed", "queue", key.String(), "operation_id", w.ID, "err", err)
-	}
-}
 
 // mergeTrains reports whether op's project merges through GitLab's merge
 // trains (platform.Project.MergeTrains, read at most once per

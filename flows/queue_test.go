@@ -165,7 +165,7 @@ func TestMergeQueueHeadPipelineFailure(t *testing.T) {
 			}
 			retried := 0
 			for _, ev := range h.Events(t, ids[1]) {
-				if ev.Type == store.EventAttempt && strings.Contains(string(ev.Payload), `"pipeline_retried"`) {
+				if ev.Type == store.EventAttempt && strings.Contains(string(ev.Payload), "pipeline_retried") {
 					retried++
 				}
 			}

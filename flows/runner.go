@@ -335,12 +335,7 @@ func (e *Engine) noteDetail(ctx context.Context, op store.Operation, kind string
 	payload["detail"] = detail
 	ctx, cancel := recordContext(ctx)
 	defer cancel()
-	_, _, werr := e.st.ApplyTransition(ctx, store.TransitionParams{
-		OperationID: op.ID, ExpectStep: op.Step, ExpectVersion: op.Version, ToStep: op.Step, ToStatus: op.Status,
-		KeepStepClock: true, Update: func(o *store.Operation) { o.Detail = detail },
-		Event: store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + kind,
-			Payload: payload},
-	})
+	_, werr := e.recordInStep(ctx, op, "job:"+kind, payload, func(o *store.Operation) { o.Detail = detail }, nil)
 	if werr != nil && !isConflict(werr) {
 		e.opLog(op).Warn("recording the retry failed", "err", werr)
 	}

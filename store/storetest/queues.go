@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -51,14 +52,14 @@ func testMergeQueues(t *testing.T, open Open) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := waitingIDs(q); !equal(got, ids) {
+	if got := waitingIDs(q); !slices.Equal(got, ids) {
 		t.Fatalf("waiting %v, want %v (the order they became ready)", got, ids)
 	}
 	if err := s.MoveToQueueFront(ctx, "op_q_c", "token:ops", "hotfix"); err != nil {
 		t.Fatal(err)
 	}
 	q, _ = s.GetQueue(ctx, s.DB(), key, waiting, 100)
-	if got, want := waitingIDs(q), []string{"op_q_c", "op_q_a", "op_q_b"}; !equal(got, want) {
+	if got, want := waitingIDs(q), []string{"op_q_c", "op_q_a", "op_q_b"}; !slices.Equal(got, want) {
 		t.Fatalf("waiting %v after the move to the front, want %v", got, want)
 	}
 	if q.Waiting[0].FrontBy != "token:ops" || q.Waiting[0].FrontAt.IsZero() {
@@ -163,18 +164,6 @@ func waitingIDs(q store.Queue) []string {
 		out[i] = w.ID
 	}
 	return out
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // listJobs lists the unfinished jobs (an implementation's Export).
