@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,34 +61,24 @@ func benchmarkBurstSubmits(b *testing.B, n, clients int) {
 	b.ResetTimer()
 	for i := range b.N {
 		prefix := fmt.Sprintf("burst%d-%d-svc-", n, i)
-		var next atomic.Int64
-		var wg sync.WaitGroup
 		start := time.Now()
-		for range clients {
-			wg.Go(func() {
-				for {
-					j := int(next.Add(1)) - 1
-					if j >= n {
-						return
-					}
-					_, err := submitBatchChange(ctx, env, prefix, j)
-					answer := "202"
-					if err != nil {
-						answer = err.Error()
-						if k := strings.Index(answer, ": "); k >= 0 {
-							answer = answer[k+2:]
-						}
-						if len(answer) > 60 {
-							answer = answer[:60]
-						}
-					}
-					mu.Lock()
-					answers[answer]++
-					mu.Unlock()
+		spread(n, clients, func(j int) bool {
+			_, err := submitBatchChange(ctx, env, prefix, j)
+			answer := "202"
+			if err != nil {
+				answer = err.Error()
+				if k := strings.Index(answer, ": "); k >= 0 {
+					answer = answer[k+2:]
 				}
-			})
-		}
-		wg.Wait()
+				if len(answer) > 60 {
+					answer = answer[:60]
+				}
+			}
+			mu.Lock()
+			answers[answer]++
+			mu.Unlock()
+			return true
+		})
 		elapsed += time.Since(start)
 	}
 	b.StopTimer()

@@ -283,26 +283,16 @@ func submitBatch(ctx context.Context, env *demo.Env, prefix string, n, k int) ([
 	ids := make([]string, n)
 	at := make([]time.Time, n)
 	errs := make(chan error, k)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range k {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				at[i] = time.Now()
-				id, err := submitBatchChange(ctx, env, prefix, i)
-				if err != nil {
-					errs <- err
-					return
-				}
-				ids[i] = id
-			}
-		})
-	}
-	wg.Wait()
+	spread(n, k, func(i int) bool {
+		at[i] = time.Now()
+		id, err := submitBatchChange(ctx, env, prefix, i)
+		if err != nil {
+			errs <- err
+			return false
+		}
+		ids[i] = id
+		return true
+	})
 	close(errs)
 	if err := <-errs; err != nil {
 		return nil, nil, err
@@ -312,6 +302,25 @@ func submitBatch(ctx context.Context, env *demo.Env, prefix string, n, k int) ([
 		submitted[id] = at[i]
 	}
 	return ids, submitted, nil
+}
+
+// spread runs f(0) … f(n-1) on k goroutines, each taking the next i
+// until none is left or its f returns false, and returns when all are
+// done.
+func spread(n, k int, f func(i int) bool) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range k {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || !f(i) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // submitBatchChange submits the i-th change of a batch: its own subject
