@@ -269,8 +269,7 @@ func TestServeLogsDoctorSummary(t *testing.T) {
 	sc := pgtest.New(t)
 	env := newTestEnv(t, true, 200*time.Millisecond)
 	env.GitLab.SetTokenInfo(demo.RobotToken, gitlabfake.TokenInfo{ExpiresAt: time.Now().Add(3 * 24 * time.Hour)})
-	addr := env.Listener.Addr().String()
-	_ = env.Listener.Close() // the subprocess listens there
+	addr := env.Listener.Addr().String() // the subprocess serves there (botProcess.ln)
 	c := env.Config
 	logs := &syncBuffer{}
 	p := &botProcess{t: t, logs: logs, env: []string{writeFile(t, "changebot.yaml", "log_format: text\n"),
@@ -279,7 +278,7 @@ func TestServeLogsDoctorSummary(t *testing.T) {
 		"CHANGEBOT_WEBHOOK_SECRETS=" + demo.WebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demo.CallbackSecret,
 		"CHANGEBOT_API_TOKENS=submitter:" + demo.APIToken, "CHANGEBOT_APPROVAL_URL=" + c.ApprovalURL,
 		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL, "CHANGEBOT_LOG_LEVEL=info",
-	}}
+	}, ln: env.Listener}
 	p.start()
 	defer p.kill()
 	waitListening(t, addr)
@@ -293,6 +292,9 @@ func TestServeLogsDoctorSummary(t *testing.T) {
 	got := logs.String()
 	if !strings.Contains(got, `summary="4 OK, 1 WARN, 0 FAIL"`) || !strings.Contains(got, `check="robot token (user changebot): expires`) {
 		t.Errorf("serve's doctor lines:\n%s", got)
+	}
+	if want := `msg="listening on the inherited socket" addr=` + addr; !strings.Contains(got, want) {
+		t.Errorf("serve's log does not say %q (LISTEN_FDS=1, the socket as fd 3):\n%s", want, got)
 	}
 	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil || resp.StatusCode != http.StatusOK {

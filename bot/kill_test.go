@@ -79,6 +79,11 @@ type botProcess struct {
 	env  []string
 	cmd  *exec.Cmd
 	logs io.Writer
+	// ln, when set, is a listening socket the test holds open for the
+	// whole test and hands each start of the process (LISTEN_FDS, fd 3):
+	// its port cannot be taken by another test's server between a kill
+	// and the restart, as a closed port could be.
+	ln net.Listener
 	// done is closed when the process has exited and its output is copied
 	// into logs (exec.Cmd.Wait returned, with exitErr); start makes it.
 	done    chan struct{}
@@ -93,7 +98,21 @@ func (p *botProcess) start() {
 	p.cmd.Env = append(p.cmd.Env, "CHANGEBOT_TEST_SUBPROCESS=1")
 	p.cmd.Stdout = p.logs
 	p.cmd.Stderr = p.logs
-	if err := p.cmd.Start(); err != nil {
+	var lnFile *os.File
+	if p.ln != nil {
+		f, err := p.ln.(*net.TCPListener).File()
+		if err != nil {
+			p.t.Fatalf("handing the listener to the bot: %v", err)
+		}
+		lnFile = f
+		p.cmd.ExtraFiles = []*os.File{f}
+		p.cmd.Env = append(p.cmd.Env, "LISTEN_FDS=1")
+	}
+	err := p.cmd.Start()
+	if lnFile != nil {
+		_ = lnFile.Close() // the child has its own copy
+	}
+	if err != nil {
 		p.t.Fatalf("starting bot: %v", err)
 	}
 	cmd, done := p.cmd, make(chan struct{})
@@ -182,7 +201,6 @@ func startKillableBot(t *testing.T, env *demo.Env, engine string, platformEnv ..
 func startKillableBotWith(t *testing.T, env *demo.Env, engine, settings string, platformEnv ...string) *killableBot {
 	t.Helper()
 	addr := env.Listener.Addr().String()
-	_ = env.Listener.Close()
 	cfgFile := filepath.Join(t.TempDir(), "changebot.yaml")
 	if err := os.WriteFile(cfgFile, []byte(settings), 0o600); err != nil {
 		t.Fatal(err)
@@ -199,7 +217,7 @@ func startKillableBotWith(t *testing.T, env *demo.Env, engine, settings string, 
 	)
 	logs := &lockedBuilder{}
 	dbEnv, dbURL := databaseEnv(t, engine)
-	b := &killableBot{botProcess: &botProcess{t: t, logs: logs, env: append(serveEnv, dbEnv...)}, addr: addr, dbURL: dbURL}
+	b := &killableBot{botProcess: &botProcess{t: t, logs: logs, env: append(serveEnv, dbEnv...), ln: env.Listener}, addr: addr, dbURL: dbURL}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("bot output:\n%s", logs.String())
@@ -416,10 +434,15 @@ func testSIGKILLThenRestart(t *testing.T, engine string) {
 func waitListening(t *testing.T, addr string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
+	client := &http.Client{Timeout: time.Second}
 	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return
+		// An HTTP answer, not a TCP connect: a socket the test holds
+		// (botProcess.ln) accepts connections before the bot serves.
+		if resp, err := client.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -450,7 +473,6 @@ func TestSecondServeOnSQLiteFileRefused(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, time.Second)
 	addr := env.Listener.Addr().String()
-	_ = env.Listener.Close()
 	cfgFile := filepath.Join(t.TempDir(), "changebot.yaml")
 	if err := os.WriteFile(cfgFile, []byte("log_format: text\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -464,7 +486,7 @@ func TestSecondServeOnSQLiteFileRefused(t *testing.T) {
 			"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL, "CHANGEBOT_LOG_LEVEL=info"}
 	}
 	first := &lockedBuilder{}
-	p := &botProcess{t: t, logs: first, env: serveEnv(addr)}
+	p := &botProcess{t: t, logs: first, env: serveEnv(addr), ln: env.Listener}
 	p.start()
 	defer p.kill()
 	waitListening(t, addr)

@@ -36,8 +36,7 @@ func TestRolloutStoresEveryHookSentDuringTheShutdownDelay(t *testing.T) {
 	const delay = 2 * time.Second
 	sc := pgtest.New(t)
 	env := newTestEnv(t, true, time.Second)
-	addr := env.Listener.Addr().String()
-	_ = env.Listener.Close() // the subprocess listens there
+	addr := env.Listener.Addr().String() // the subprocess serves there (botProcess.ln)
 	cfgFile := filepath.Join(t.TempDir(), "changebot.yaml")
 	if err := os.WriteFile(cfgFile, []byte("log_level: info\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -56,7 +55,7 @@ func TestRolloutStoresEveryHookSentDuringTheShutdownDelay(t *testing.T) {
 		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL,
 		"CHANGEBOT_SHUTDOWN_DELAY=" + delay.String(),
 		"CHANGEBOT_SHUTDOWN_GRACE=5s",
-	}}
+	}, ln: env.Listener}
 	p.start()
 	defer p.kill()
 	defer func() {
@@ -236,8 +235,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	const delay = 30 * time.Second
 	sc := pgtest.New(t)
 	env := newTestEnv(t, true, time.Second)
-	addr := env.Listener.Addr().String()
-	_ = env.Listener.Close()
+	addr := env.Listener.Addr().String() // the subprocess serves there (botProcess.ln)
 	cfgFile := filepath.Join(t.TempDir(), "changebot.yaml")
 	if err := os.WriteFile(cfgFile, []byte("log_level: info\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -249,7 +247,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 		"CHANGEBOT_WEBHOOK_SECRETS=" + demo.WebhookSecret, "CHANGEBOT_CALLBACK_SECRET=" + demo.CallbackSecret,
 		"CHANGEBOT_API_TOKENS=submitter:" + demo.APIToken, "CHANGEBOT_APPROVAL_URL=" + env.Approvals.URL(),
 		"CHANGEBOT_EXTERNAL_URL=" + env.BaseURL, "CHANGEBOT_SHUTDOWN_DELAY=" + delay.String(),
-	}}
+	}, ln: env.Listener}
 	p.start()
 	defer p.kill()
 	waitListening(t, addr)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"strconv"
 
 	"changebot/config"
 	"changebot/ops"
@@ -31,9 +33,36 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	doctorDone := make(chan struct{})
 	go func() { defer close(doctorDone); ops.LogDoctor(doctorCtx, cfg, log) }()
 	defer func() { stopDoctor(); <-doctorDone }()
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Listen)
+	ln, err := listen(ctx, cfg.Listen, log)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		return err
 	}
 	return app.Run(ctx, ln)
+}
+
+// listen returns the socket handed to this process by a service manager
+// (systemd's socket activation protocol, sd_listen_fds(3): LISTEN_FDS=1 or
+// more, and LISTEN_PID unset or this process's pid, give the listening
+// socket as file descriptor 3), or else a new listener on addr (host:port).
+// An inherited socket keeps its port bound while the replica restarts:
+// requests wait in its backlog instead of being refused. Errors name the
+// address or the descriptor.
+func listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, error) {
+	if n, _ := strconv.Atoi(os.Getenv("LISTEN_FDS")); n >= 1 {
+		if pid := os.Getenv("LISTEN_PID"); pid == "" || pid == strconv.Itoa(os.Getpid()) {
+			f := os.NewFile(3, "LISTEN_FDS socket")
+			ln, err := net.FileListener(f)
+			_ = f.Close() // FileListener holds its own copy
+			if err != nil {
+				return nil, fmt.Errorf("using the socket of LISTEN_FDS (file descriptor 3): %w", err)
+			}
+			log.Info("listening on the inherited socket", "addr", ln.Addr().String())
+			return ln, nil
+		}
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	return ln, nil
 }
