@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -227,9 +229,13 @@ func (h *Handler) changeAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	reason, ok := decodeReason(w, r, h.cfg.MaxBodyBytes, false, "")
+	if !ok {
+		return
+	}
 	// The actor is the token that acted (TokenID, as submitted_by names the
 	// submitter), not only its role: two operators' tokens stay apart.
-	_, err := h.cfg.Engine.Act(r.Context(), id, action, rules.ActionParams{Actor: requestTokenID(r), Source: "api"})
+	_, err := h.cfg.Engine.Act(r.Context(), id, action, rules.ActionParams{Actor: requestTokenID(r), Source: "api", Reason: reason})
 	if errors.Is(err, ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
 		return
@@ -249,6 +255,14 @@ func (h *Handler) changeAction(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) getChange(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
+	withContent := false
+	for _, inc := range splitValues(r.URL.Query()["include"]) {
+		if inc != "content" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "include: " + strconv.Quote(inc) + " is not something a change includes (content)"})
+			return
+		}
+		withContent = true
+	}
 	op, events, err := h.cfg.Engine.Get(r.Context(), id)
 	if errors.Is(err, ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no change with id " + id})
@@ -258,20 +272,39 @@ func (h *Handler) getChange(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not read the change"})
 		return
 	}
-	st := rules.MustStep(rules.StepCode(op.Step))
-	v := ChangeView{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Status: op.Status,
-		Step: StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal, Detail: op.Detail, Events: events,
-		ApprovalFirst: op.ApprovalFirst}
-	if op.MRIID > 0 {
-		v.MergeRequest = &MRView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
-	} else {
-		v.Hint = apiHint(st, op.Platform, h.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
-	}
-	v.Hint = h.cfg.Refusals.ApprovalHint(op.Status, v.Hint)
+	it := NewChangeListItem(op, h.cfg.ExternalURL)
+	it.Hint = h.cfg.Refusals.ApprovalHint(it.Status, it.Hint)
+	v := ChangeView{ChangeListItem: it, Detail: op.Detail, Events: events, ApprovalFirst: op.ApprovalFirst,
+		StepStartedAt: op.StepStartedAt, Files: FileViews(op.Files, withContent)}
 	if v.Events == nil {
 		v.Events = []Event{}
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// FileCreateOrUpdate is the action of a file submitted without one: create
+// it or update it, as the repository has it or not.
+const FileCreateOrUpdate = "create_or_update"
+
+// FileViews is files as GET /api/v1/changes/{id} shows them: path, action,
+// size in bytes and SHA-256 of the content, and the content itself only
+// when withContent (?include=content); never nil.
+func FileViews(files []File, withContent bool) []FileView {
+	out := make([]FileView, 0, len(files))
+	for _, f := range files {
+		sum := sha256.Sum256([]byte(f.Content))
+		action := f.Action
+		if action == "" {
+			action = FileCreateOrUpdate
+		}
+		fv := FileView{Path: f.Path, Action: action, Size: len(f.Content), SHA256: hex.EncodeToString(sum[:])}
+		if withContent {
+			content := f.Content
+			fv.Content = &content
+		}
+		out = append(out, fv)
+	}
+	return out
 }
 
 // EventsView is the body of GET /api/v1/changes/{id}/events and of

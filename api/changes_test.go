@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -405,4 +407,91 @@ func opsFixture(s *apiSetup, n int, p, st string, step rules.StepCode) []string 
 			Status: st, Step: int(step), RequestedBy: "alice"}))
 	}
 	return ids
+}
+
+// TestGetChangeTellsAll: GET /api/v1/changes/{id} carries every field of
+// the list's item (title, project, requested_by, times) and the files by
+// path, action, size and sha256; the content only with ?include=content;
+// an unknown include is a 400 naming it.
+func TestGetChangeTellsAll(t *testing.T) {
+	t.Parallel()
+	s := setup(t, "")
+	id := s.changes.add(Change{SubjectID: "svc", TargetKey: "prod", Project: "platform/config", Title: "Raise the limit",
+		RequestedBy: "alice", Status: rules.StatusApprovalSent, Step: int(rules.ApprovalSent),
+		Files: []File{{Path: "prod/limits.yaml", Content: "limit: 10\n"}, {Path: "old.yaml", Action: "delete"}}})
+	code, body := s.call(t, http.MethodGet, "/api/v1/changes/"+id, viewerToken, "")
+	if code != 200 {
+		t.Fatalf("GET: %d %s", code, body)
+	}
+	var v struct {
+		ChangeListItem
+		Files []FileView `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Title != "Raise the limit" || v.Project != "platform/config" || v.RequestedBy != "alice" || v.CreatedAt.IsZero() || v.UpdatedAt.IsZero() {
+		t.Errorf("the change lacks list fields: %s", body)
+	}
+	sum := sha256.Sum256([]byte("limit: 10\n"))
+	want := []FileView{
+		{Path: "prod/limits.yaml", Action: FileCreateOrUpdate, Size: 10, SHA256: hex.EncodeToString(sum[:])},
+		// The SHA-256 of no bytes.
+		{Path: "old.yaml", Action: "delete", Size: 0, SHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+	}
+	if !reflect.DeepEqual(v.Files, want) {
+		t.Errorf("files %+v, want %+v", v.Files, want)
+	}
+	if strings.Contains(body, "limit: 10") {
+		t.Errorf("the content is answered without include=content: %s", body)
+	}
+	_, body = s.call(t, http.MethodGet, "/api/v1/changes/"+id+"?include=content", viewerToken, "")
+	if !strings.Contains(body, `"content":"limit: 10\n"`) {
+		t.Errorf("include=content does not answer the content: %s", body)
+	}
+	if code, body := s.call(t, http.MethodGet, "/api/v1/changes/"+id+"?include=diff", viewerToken, ""); code != 400 || !strings.Contains(body, `include: \"diff\"`) {
+		t.Errorf("include=diff: %d %s, want 400 naming it", code, body)
+	}
+}
+
+// TestChangeActionTakesAReason: retry, resume and cancel take the body
+// {"reason": "..."} (optional) and hand the reason to the engine, which
+// records it; a reason that is not one line of text is a 400 naming
+// reason, and nothing is asked of the engine.
+func TestChangeActionTakesAReason(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		code       int
+		reason     string
+	}{
+		{"with a reason", `{"reason": " wrong file "}`, 200, "wrong file"},
+		{"empty body", ``, 200, ""},
+		{"no reason", `{}`, 200, ""},
+		{"not text", `{"reason": 42}`, 400, ""},
+		{"two lines", `{"reason": "a\nb"}`, 400, ""},
+		{"unknown field", `{"why": "x"}`, 400, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := setup(t, "")
+			id := s.changes.add(Change{SubjectID: "svc", TargetKey: "prod", Status: rules.StatusApprovalSent, Step: int(rules.ApprovalSent)})
+			code, body := s.call(t, http.MethodPost, "/api/v1/changes/"+id+"/cancel", operatorToken, tc.body)
+			if code != tc.code {
+				t.Fatalf("cancel with %q: %d %s, want %d", tc.body, code, body, tc.code)
+			}
+			if code != 200 {
+				if !strings.Contains(body, "reason") && !strings.Contains(body, "why") {
+					t.Errorf("the 400 does not name the field: %s", body)
+				}
+				if len(s.changes.acts) != 0 {
+					t.Errorf("the engine was asked %v after a 400", s.changes.acts)
+				}
+				return
+			}
+			if len(s.changes.acts) != 1 || s.changes.acts[0].Params.Reason != tc.reason {
+				t.Errorf("the engine got %+v, want one cancel with reason %q", s.changes.acts, tc.reason)
+			}
+		})
+	}
 }

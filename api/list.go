@@ -24,7 +24,7 @@ const (
 )
 
 // ListFilters are the query parameters GET /api/v1/changes knows.
-var ListFilters = []string{"status", "step", "project", "subject_id", "target_key", "requested_by",
+var ListFilters = []string{"status", "step", "active", "project", "subject_id", "target_key", "requested_by",
 	"updated_after", "updated_before", "stuck", "limit", "cursor"}
 
 // FilterError is a bad query parameter of the list API: Param names it,
@@ -49,10 +49,12 @@ func (e *FilterError) FlagError() string {
 
 // ListQuery is a parsed list request: the filters (Params.Limit is one
 // more than the page, to learn whether a next page exists) and the page
-// size.
+// size. None is set when the filters exclude every change (active=true
+// with only final steps): nothing needs to be read.
 type ListQuery struct {
 	Params ListParams
 	Limit  int
+	None   bool
 }
 
 // ParseListQuery reads the list API's filters from q (each may repeat or
@@ -82,6 +84,13 @@ func ParseListQuery(q url.Values, now time.Time) (ListQuery, error) {
 				Flag: fmt.Sprintf("unknown step %s; a step code or name of the README's state table (10401 or APPROVAL_SENDING)", v)}
 		}
 		p.Steps = append(p.Steps, code)
+	}
+	if v := q.Get("active"); v != "" {
+		active, err := strconv.ParseBool(v)
+		if err != nil {
+			return ListQuery{}, &FilterError{Param: "active", Reason: fmt.Sprintf("%q is not true or false", v)}
+		}
+		p.Steps, lq.None = activeSteps(p.Steps, active)
 	}
 	p.Project, p.SubjectID = q.Get("project"), q.Get("subject_id")
 	p.TargetKey, p.RequestedBy = q.Get("target_key"), q.Get("requested_by")
@@ -117,6 +126,22 @@ func ParseListQuery(q url.Values, now time.Time) (ListQuery, error) {
 	}
 	p.Limit = lq.Limit + 1
 	return lq, nil
+}
+
+// activeSteps narrows the step filter steps (empty: every step) to the
+// steps that are not final (active true: the change is still in progress
+// or can be resumed or retried) or to the final ones (active false), by
+// the step table's Terminal. none reports that no step is left.
+func activeSteps(steps []int, active bool) (narrowed []int, none bool) {
+	for _, st := range rules.Catalogue() {
+		if st.Terminal == active {
+			continue
+		}
+		if len(steps) == 0 || slices.Contains(steps, int(st.Code)) {
+			narrowed = append(narrowed, int(st.Code))
+		}
+	}
+	return narrowed, len(narrowed) == 0
 }
 
 // splitValues returns the non-empty comma-separated values of vs.
@@ -175,6 +200,7 @@ func decodeCursor(c string) (string, bool) {
 // ChangeListItem is one change of GET /api/v1/changes.
 type ChangeListItem struct {
 	OperationID  string    `json:"operation_id"`
+	Title        string    `json:"title"`
 	SubjectID    string    `json:"subject_id"`
 	TargetKey    string    `json:"target_key"`
 	Project      string    `json:"project"`
@@ -222,7 +248,7 @@ func (h *Handler) serveChangeList(w http.ResponseWriter, r *http.Request) {
 // bot's, for the hint of a change without a merge request (apiHint).
 func NewChangeListItem(op Change, externalURL string) ChangeListItem {
 	st := rules.MustStep(rules.StepCode(op.Step))
-	it := ChangeListItem{OperationID: op.ID, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
+	it := ChangeListItem{OperationID: op.ID, Title: op.Title, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
 		Status: op.Status, Step: StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal,
 		RequestedBy: op.RequestedBy, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 	if op.MRIID > 0 {
@@ -247,6 +273,9 @@ func ListChanges(ctx context.Context, st ChangeLister, q url.Values, now time.Ti
 	lq, err := ParseListQuery(q, now)
 	if err != nil {
 		return nil, "", &listFilterError{msg: err.Error()}
+	}
+	if lq.None {
+		return nil, "", nil
 	}
 	ops, err := st.ListChanges(ctx, lq.Params)
 	if err != nil {

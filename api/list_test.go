@@ -24,6 +24,7 @@ func TestListFilters(t *testing.T) {
 	sent := opsFixture(s, 3, "grp/a", rules.StatusApprovalSent, rules.ApprovalSent)
 	merging := opsFixture(s, 2, "grp/b", rules.StatusMerging, rules.HandleStarted)
 	failed := opsFixture(s, 1, "grp/b", rules.StatusCreateFailed, rules.CreateFailed)
+	closed := opsFixture(s, 1, "grp/d", rules.StatusClosed, rules.Closed)
 	// One change waits in its pipeline since long before the API's clock.
 	old := s.changes.add(Change{SubjectID: "old", TargetKey: "prod", Project: "grp/c", Status: rules.StatusMRCreating,
 		Step: int(rules.CreateMROpened), StepStartedAt: s.changes.now.Add(-72 * time.Hour), CreatedAt: s.changes.now.Add(-72 * time.Hour),
@@ -44,7 +45,7 @@ func TestListFilters(t *testing.T) {
 		code  int
 		err   string
 	}{
-		{name: "everything, newest first", query: "", want: rev(sent, merging, failed, []string{old})},
+		{name: "everything, newest first", query: "", want: rev(sent, merging, failed, closed, []string{old})},
 		{name: "one status", query: "status=MERGING", want: rev(merging)},
 		{name: "statuses repeated and listed", query: "status=MERGING,CREATE_FAILED&status=APPROVAL_SENT", want: rev(sent, merging, failed)},
 		{name: "step by name in any case", query: "step=create_failed", want: failed},
@@ -56,6 +57,12 @@ func TestListFilters(t *testing.T) {
 		{name: "updated before", query: "updated_before=2026-12-01T00:00:00Z", want: []string{old}},
 		{name: "updated after", query: "updated_after=2026-12-01T00:00:00Z&project=grp/c", want: nil},
 		{name: "stuck", query: "stuck=true", want: []string{old}},
+		// CREATE_FAILED can be retried: it is active, as are the waiting
+		// and merging changes; a closed change is not.
+		{name: "active", query: "active=true", want: rev(sent, merging, failed, []string{old})},
+		{name: "active and a final step", query: "active=true&step=CLOSED", want: nil},
+		{name: "not active", query: "active=false", want: closed},
+		{name: "active not a bool", query: "active=yes", code: 400, err: `query parameter active: \"yes\" is not true or false`},
 		{name: "an empty value filters nothing", query: "status=&project=grp/a", want: rev(sent)},
 		{name: "unknown status", query: "status=DONE", code: 400, err: `query parameter status: \"DONE\" is not a status`},
 		{name: "unknown step", query: "step=NOPE", code: 400, err: "query parameter step"},

@@ -25,6 +25,8 @@ type Change struct {
 	// SubmittedBy is the id of the API token that submitted the change
 	// (tokenID; its submitted event's submitted_by), "" when none did.
 	SubmittedBy string
+	// Files are the submitted files (read by one change, not by a list).
+	Files []File
 }
 
 // Event is one event of a change's history, as the API answers it

@@ -1,20 +1,31 @@
 package api
 
+import "time"
+
 // ChangeView is the body of GET /api/v1/changes/{id} (openapi.json
-// Change): the change's state, its step with the hint a person reads, its
-// merge request once opened, and its events.
+// Change): every field of the list's item (ChangeListItem: the change's
+// state, its step with the hint a person reads, its merge request once
+// opened, title, project, who asked and when), and besides them the
+// detail, when the current step started, the files and the events.
 type ChangeView struct {
-	OperationID   string   `json:"operation_id"`
-	SubjectID     string   `json:"subject_id"`
-	TargetKey     string   `json:"target_key"`
-	Status        string   `json:"status"`
-	Step          StepView `json:"step"`
-	Hint          string   `json:"hint"`
-	Terminal      bool     `json:"terminal"`
-	Detail        string   `json:"detail,omitempty"`
-	MergeRequest  *MRView  `json:"merge_request"`
-	Events        []Event  `json:"events"`
-	ApprovalFirst bool     `json:"approval_first"`
+	ChangeListItem
+	Detail        string    `json:"detail,omitempty"`
+	StepStartedAt time.Time `json:"step_started_at"`
+	// Files are the submitted files, content only with ?include=content.
+	Files         []FileView `json:"files"`
+	Events        []Event    `json:"events"`
+	ApprovalFirst bool       `json:"approval_first"`
+}
+
+// FileView is one file of a change (FileViews): Action is create, update,
+// delete or create_or_update (FileCreateOrUpdate), Size the content's length in bytes, SHA256 its hex digest;
+// Content is nil unless asked for.
+type FileView struct {
+	Path    string  `json:"path"`
+	Action  string  `json:"action"`
+	Size    int     `json:"size"`
+	SHA256  string  `json:"sha256"`
+	Content *string `json:"content,omitempty"`
 }
 
 // StepView is a step as the API shows it: its code and name (README state

@@ -47,8 +47,10 @@ func TestOpenAPIDocumentServed(t *testing.T) {
 // exchange and a refusal of what the document lacks.
 func TestOpenAPIRoundTripperCatchesDrift(t *testing.T) {
 	t.Parallel()
-	change := `{"operation_id":"op_1","subject_id":"s","target_key":"k","status":"MERGING","step":{"code":10101,"name":"HANDLE_STARTED"},` +
-		`"hint":"h","terminal":false,"merge_request":null,"events":[],"approval_first":true}`
+	change := `{"operation_id":"op_1","title":"t","subject_id":"s","target_key":"k","project":"g/p","status":"MERGING",` +
+		`"step":{"code":10101,"name":"HANDLE_STARTED"},"hint":"h","terminal":false,"merge_request":null,"requested_by":"alice",` +
+		`"created_at":"2026-12-01T10:00:00Z","updated_at":"2026-12-01T10:00:00Z","step_started_at":"2026-12-01T10:00:00Z",` +
+		`"files":[{"path":"a","action":"create_or_update","size":1,"sha256":"` + strings.Repeat("0", 64) + `"}],"events":[],"approval_first":true}`
 	valid := `{"subject_id":"s","target_key":"k","project":"g/p","title":"t","requested_by":"alice","files":[{"path":"a","content":"b"}]}`
 	tests := []struct {
 		name    string

@@ -16,7 +16,26 @@ func notApplicable(format string, args ...any) error {
 }
 
 func actionOpts(p rules.ActionParams) TransitionOpts {
-	return TransitionOpts{Actor: p.Actor, Source: p.Source, Payload: map[string]any{"command": p.Command}}
+	return TransitionOpts{Actor: p.Actor, Source: p.Source, Payload: actionPayload(p)}
+}
+
+// actionPayload is the payload of an action's event: the command, and the
+// person's reason when they gave one.
+func actionPayload(p rules.ActionParams) map[string]any {
+	payload := map[string]any{"command": p.Command}
+	if p.Reason != "" {
+		payload["reason"] = p.Reason
+	}
+	return payload
+}
+
+// byActor is "cancelled by <actor>" with the person's reason after a
+// colon when they gave one.
+func byActor(what string, p rules.ActionParams) string {
+	if p.Reason == "" {
+		return what + " by " + p.Actor
+	}
+	return what + " by " + p.Actor + ": " + p.Reason
 }
 
 // ErrUnknownAction is returned by Act for an action it does not know.
@@ -85,7 +104,7 @@ func (e *Engine) Resume(ctx context.Context, op store.Operation, p rules.ActionP
 	// version), which River's uniqueness by version would not see.
 	queued, err := e.st.ResumeStep(ctx, store.ResumeStepParams{OperationID: op.ID, Step: op.Step, Kinds: rules.StepJobKinds(),
 		Event: store.EventParams{Type: store.EventCommand, Actor: p.Actor, Source: p.Source,
-			Payload: map[string]any{"command": p.Command, "resumed_step": step.String()}},
+			Payload: withEntry(actionPayload(p), "resumed_step", step.String())},
 		Jobs: e.followUps(op, step, op.Version, 0)})
 	if err == nil {
 		e.opLog(op).Info("resumed", attrStep, step.String(), "new_job", queued)
@@ -254,7 +273,7 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p rules.ActionP
 		// be running.
 		o.Jobs = append(o.Jobs, e.cancelCleanupJob(op))
 	}
-	o.Update = func(x *store.Operation) { x.Detail = "cancelled by " + p.Actor }
+	o.Update = func(x *store.Operation) { x.Detail = byActor("cancelled", p) }
 	return e.Transition(ctx, op, rules.Closed, o)
 }
 
@@ -278,10 +297,16 @@ func (e *Engine) cancelUnmerged(ctx context.Context, op store.Operation, p rules
 	o := actionOpts(p)
 	o.Payload["mr_state"] = state
 	o.Update = func(x *store.Operation) {
-		x.Detail = fmt.Sprintf("cancelled by %s: %s says %s was never merged (%s), though the change was recorded merged",
-			p.Actor, w.Platform, w.MRRef(op.MRIID), state)
+		x.Detail = fmt.Sprintf("%s; %s says %s was never merged (%s), though the change was recorded merged",
+			byActor("cancelled", p), w.Platform, w.MRRef(op.MRIID), state)
 	}
 	return e.Transition(ctx, op, rules.Closed, o)
+}
+
+// withEntry is m with key set to v.
+func withEntry(m map[string]any, key string, v any) map[string]any {
+	m[key] = v
+	return m
 }
 
 // Refuse records a refused command in the change's history (actor,

@@ -10,9 +10,11 @@ type ListParams struct {
 	Statuses []string
 	// Steps: only operations at one of these step codes.
 	Steps []int
-	// Project: only operations of this project, compared as text with
-	// Operation.Project (the path the platform answered at submit; rows
-	// stored before that keep the submitter's spelling).
+	// Project: only operations of this project: compared with
+	// Operation.Project in any case (the path the platform answered at
+	// submit; rows stored before that keep the submitter's spelling), or,
+	// as decimal text, with Operation.ProjectID (so 101 and Platform/Config
+	// find the same changes, as submit accepts both).
 	Project string
 	// SubjectID, TargetKey and RequestedBy: exact matches.
 	SubjectID, TargetKey, RequestedBy string

@@ -419,7 +419,16 @@ func ChangeOf(op store.Operation) api.Change {
 	return api.Change{ID: op.ID, Platform: op.Platform, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
 		Title: op.Title, RequestedBy: op.RequestedBy, Status: op.Status, Step: op.Step, Detail: op.Detail,
 		ProjectID: op.ProjectID, MRIID: op.MRIID, MRWebURL: op.MRWebURL, ApprovalFirst: op.ApprovalFirst,
-		StepStartedAt: op.StepStartedAt, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+		StepStartedAt: op.StepStartedAt, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, Files: filesOf(op.Files)}
+}
+
+// filesOf is files as api reads them; nil for none.
+func filesOf(files []store.File) []api.File {
+	var out []api.File
+	for _, f := range files {
+		out = append(out, api.File{Path: f.Path, Content: f.Content, Action: f.Action})
+	}
+	return out
 }
 
 // EventsOf is events as api answers them; with platform set, each one's

@@ -9,6 +9,10 @@ type ActionParams struct {
 	Source string // "command:<note id>"
 	// Command is the command name, for the event payload.
 	Command string
+	// Reason is why the person acts, in their words ("" for none): the
+	// event's payload "reason", and, for a cancel, the change's detail
+	// ("cancelled by olivia: wrong file").
+	Reason string
 }
 
 // ErrNotApplicable is returned (wrapped in *NotApplicableError) when a

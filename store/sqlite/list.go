@@ -29,7 +29,10 @@ func (x executor) OperationList(ctx context.Context, p store.ListParams) ([]stor
 		marks, vals := in(p.Steps)
 		add("step IN ("+marks+")", vals...)
 	}
-	for _, f := range [][2]string{{"project", p.Project}, {"subject_id", p.SubjectID},
+	if p.Project != "" {
+		add("(lower(project) = lower(?) OR CAST(project_id AS TEXT) = ?)", p.Project, p.Project)
+	}
+	for _, f := range [][2]string{{"subject_id", p.SubjectID},
 		{"target_key", p.TargetKey}, {"requested_by", p.RequestedBy}} {
 		if f[1] != "" {
 			add(f[0]+" = ?", f[1])

@@ -18,11 +18,13 @@ func testListChangesFiltersAndPages(t *testing.T, open Open) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	s := open(t)(Opts{NowFunc: func() time.Time { return now }})
 	ctx := context.Background()
-	// op_01..op_09: projects g/a (odd) and 42 (even), one a minute apart.
+	// op_01..op_09: projects g/a, id 7 (odd), and 42 as the submitter
+	// spelled it, id 42 (even), one a minute apart.
 	var ops []store.Operation
 	for i := 1; i <= 9; i++ {
 		op := newOp(fmt.Sprintf("op_%02d", i), fmt.Sprintf("svc%d", i))
 		op.Project = map[bool]string{true: "g/a", false: "42"}[i%2 == 1]
+		op.ProjectID = map[bool]int64{true: 7, false: 42}[i%2 == 1]
 		if i == 5 {
 			op.RequestedBy, op.TargetKey = "bob", "stage"
 		}
@@ -60,6 +62,8 @@ func testListChangesFiltersAndPages(t *testing.T, open Open) {
 		{"step", store.ListParams{Steps: []int{10402, 10105}}, []string{"op_03"}},
 		{"project path", store.ListParams{Project: "g/a", Limit: 3}, []string{"op_09", "op_07", "op_05"}},
 		{"project id", store.ListParams{Project: "42"}, []string{"op_08", "op_06", "op_04", "op_02"}},
+		{"project path in another case", store.ListParams{Project: "G/A", Limit: 2}, []string{"op_09", "op_07"}},
+		{"project id of a path-stored project", store.ListParams{Project: "7", Limit: 2}, []string{"op_09", "op_07"}},
 		{"subject", store.ListParams{SubjectID: "svc4"}, []string{"op_04"}},
 		{"target key", store.ListParams{TargetKey: "stage"}, []string{"op_05"}},
 		{"requested by", store.ListParams{RequestedBy: "bob"}, []string{"op_05"}},

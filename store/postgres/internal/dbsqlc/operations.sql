@@ -77,7 +77,7 @@ WHERE id = @id;
 SELECT * FROM operations
 WHERE (cardinality(@statuses::text[]) = 0 OR status = ANY(@statuses::text[]))
     AND (cardinality(@steps::int[]) = 0 OR step = ANY(@steps::int[]))
-    AND (@project::text = '' OR project = @project::text)
+    AND (@project::text = '' OR lower(project) = lower(@project::text) OR project_id::text = @project::text)
     AND (@subject_id::text = '' OR subject_id = @subject_id::text)
     AND (@target_key::text = '' OR target_key = @target_key::text)
     AND (@requested_by::text = '' OR requested_by = @requested_by::text)

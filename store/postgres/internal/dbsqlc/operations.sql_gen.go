@@ -203,7 +203,7 @@ const operationList = `-- name: OperationList :many
 SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations
 WHERE (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
     AND (cardinality($2::int[]) = 0 OR step = ANY($2::int[]))
-    AND ($3::text = '' OR project = $3::text)
+    AND ($3::text = '' OR lower(project) = lower($3::text) OR project_id::text = $3::text)
     AND ($4::text = '' OR subject_id = $4::text)
     AND ($5::text = '' OR target_key = $5::text)
     AND ($6::text = '' OR requested_by = $6::text)
