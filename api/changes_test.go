@@ -127,7 +127,7 @@ func TestSubmitAnswers(t *testing.T) {
 		{name: "a viewer only reads", token: viewerToken, wantCode: 403, wantBody: []string{"a viewer token only reads"}},
 		{name: "the same key again", token: submitterToken, first: true, key: "k1", wantCode: 200},
 		{name: "the binding is held", token: submitterToken, first: true, key: "k2", wantCode: 409,
-			wantBody: []string{"the binding has a change in progress", `"status":"APPROVAL_SENDING"`, `"failed":false`}},
+			wantBody: []string{"already has an open change", `"status":"APPROVAL_SENDING"`, `"failed":false`}},
 		{name: "overloaded", token: submitterToken, submitErr: ErrOverloaded, wantCode: 503, retryAfter: "30",
 			wantBody: []string{"admission.max_active", `"retry_after_seconds":30`}},
 		{name: "the platform's checks refuse", token: submitterToken, submitErr: &CheckError{Fields: []FieldError{{Field: "target_branch", Message: "does not exist"}}},

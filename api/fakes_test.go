@@ -141,7 +141,7 @@ func (f *fakeChanges) Submit(_ context.Context, s Submission) (Change, bool, err
 	for _, c := range f.ops {
 		if c.SubjectID == s.SubjectID && c.TargetKey == s.TargetKey && !rules.Reappliable(c.Status) {
 			return Change{}, false, &BindingHeldError{OperationID: c.ID, Status: c.Status, Failed: rules.Failed(c.Status),
-				Reason: fmt.Sprintf("the binding has a change in progress: %s (%s)", c.ID, c.Status)}
+				Reason: fmt.Sprintf("%s / %s already has an open change %s (%s): wait for it or cancel it", c.SubjectID, c.TargetKey, c.ID, c.Status)}
 		}
 	}
 	f.submitted = append(f.submitted, s)

@@ -59,7 +59,7 @@ func TestChangeWithoutMergeRequestCanBeCancelledAndResubmitted(t *testing.T) {
 		t.Fatalf("hint of a failed change without MR: %q (%v), want the API's retry and cancel", v.Hint, err)
 	}
 	if code, body := post("/api/v1/changes", demo.APIToken, change(demo.Project)); code != http.StatusConflict ||
-		!strings.Contains(body, id) || !strings.Contains(body, "retry or cancel it first") {
+		!strings.Contains(body, id) || !strings.Contains(body, "retry it or cancel it first") {
 		t.Fatalf("resubmit while CREATE_FAILED: %d %s, want 409 naming %s and saying to retry or cancel it", code, body, id)
 	}
 	if code, _ := post("/api/v1/changes/"+id+"/retry", demo.APIToken, ""); code != http.StatusForbidden {

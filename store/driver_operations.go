@@ -322,7 +322,13 @@ func takeBinding(ctx context.Context, x Executor, op Operation, now time.Time) e
 		return fmt.Errorf("locking binding: %w", err)
 	}
 	if !IsReappliable(held.Status) {
-		return &ActiveChangeError{OperationID: held.OperationID, Status: held.Status}
+		e := &ActiveChangeError{SubjectID: op.SubjectID, TargetKey: op.TargetKey, OperationID: held.OperationID, Status: held.Status}
+		// Its merge request, for the person's answer; a failed read
+		// leaves it out (the refusal stands either way).
+		if holder, err := x.OperationGet(ctx, held.OperationID); err == nil {
+			e.MRIID, e.Platform = holder.MRIID, holder.Platform
+		}
+		return e
 	}
 	if err := x.BindingReset(ctx, b); err != nil {
 		return fmt.Errorf("resetting binding: %w", err)

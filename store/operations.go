@@ -20,14 +20,22 @@ type CreateParams struct {
 // is held by another operation, in progress or failed;
 // errors.Is(err, ErrActiveChange) holds.
 type ActiveChangeError struct {
+	// SubjectID and TargetKey name the binding.
+	SubjectID, TargetKey string
 	// OperationID is the operation that holds the binding.
 	OperationID string
 	// Status is its binding status.
 	Status string
+	// MRIID is its merge (pull) request's number, 0 when it has none yet
+	// or could not be read; Platform is its platform.
+	MRIID    int64
+	Platform string
 }
 
 // Error implements error.
-func (e *ActiveChangeError) Error() string { return "binding held: " + e.Reason() }
+func (e *ActiveChangeError) Error() string {
+	return fmt.Sprintf("binding %s / %s held by %s (%s)", e.SubjectID, e.TargetKey, e.OperationID, e.Status)
+}
 
 // Is makes errors.Is(err, ErrActiveChange) hold.
 func (e *ActiveChangeError) Is(target error) bool { return target == ErrActiveChange }
@@ -36,11 +44,3 @@ func (e *ActiveChangeError) Is(target error) bool { return target == ErrActiveCh
 // the binding until it is retried or cancelled.
 func (e *ActiveChangeError) Failed() bool { return IsFailed(e.Status) }
 
-// Reason says, for people (the API's 409), why the binding is not free and
-// what frees it, naming the holding operation and its status.
-func (e *ActiveChangeError) Reason() string {
-	if e.Failed() {
-		return fmt.Sprintf("the binding's change %s failed (%s): retry or cancel it first", e.OperationID, e.Status)
-	}
-	return fmt.Sprintf("the binding has a change in progress: %s (%s)", e.OperationID, e.Status)
-}

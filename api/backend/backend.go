@@ -422,6 +422,21 @@ func ChangeOf(op store.Operation) api.Change {
 		StepStartedAt: op.StepStartedAt, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, Files: filesOf(op.Files)}
 }
 
+// heldReason says, for people (the API's 409), that the binding already
+// has an open change, which, and what frees it: "payments-api /
+// prod/us-west-2 already has an open change op_… (!6, APPROVAL_SENT): wait
+// for it or cancel it"; a failed one must be retried or cancelled.
+func heldReason(e *store.ActiveChangeError) string {
+	which := e.Status
+	if e.MRIID > 0 {
+		which = rules.WordsOf(e.Platform).Ref(e.MRIID) + ", " + e.Status
+	}
+	if e.Failed() {
+		return fmt.Sprintf("%s / %s already has a change that failed, %s (%s): retry it or cancel it first", e.SubjectID, e.TargetKey, e.OperationID, which)
+	}
+	return fmt.Sprintf("%s / %s already has an open change %s (%s): wait for it or cancel it", e.SubjectID, e.TargetKey, e.OperationID, which)
+}
+
 // filesOf is files as api reads them; nil for none.
 func filesOf(files []store.File) []api.File {
 	var out []api.File
@@ -510,7 +525,7 @@ func Error(err error) error {
 	case errors.As(err, &idem):
 		return &api.IdempotencyConflictError{OperationID: idem.OperationID, Fields: idem.Fields, Message: idem.Error()}
 	case errors.As(err, &held):
-		return &api.BindingHeldError{OperationID: held.OperationID, Status: held.Status, Failed: held.Failed(), Reason: held.Reason()}
+		return &api.BindingHeldError{OperationID: held.OperationID, Status: held.Status, Failed: held.Failed(), Reason: heldReason(held)}
 	}
 	return err
 }

@@ -49,10 +49,22 @@ func TestErrorTranslatesWhatTheAPITellsApart(t *testing.T) {
 			return errors.As(e, &i) && i.OperationID == "op_1" && reflect.DeepEqual(i.Fields, []string{"title"}) &&
 				i.Message == (&flows.IdempotencyConflictError{Key: "k", OperationID: "op_1", Fields: []string{"title"}}).Error()
 		}},
-		{"the binding held by a failed change", fmt.Errorf("submitting: %w", &store.ActiveChangeError{OperationID: "op_2", Status: rules.StatusCreateFailed}), func(e error) bool {
+		{"the binding held by a failed change", fmt.Errorf("submitting: %w", &store.ActiveChangeError{SubjectID: "payments-api", TargetKey: "prod/us-west-2",
+			OperationID: "op_2", Status: rules.StatusCreateFailed}), func(e error) bool {
 			var h *api.BindingHeldError
 			return errors.As(e, &h) && h.OperationID == "op_2" && h.Failed && h.Status == rules.StatusCreateFailed &&
-				h.Reason == (&store.ActiveChangeError{OperationID: "op_2", Status: rules.StatusCreateFailed}).Reason()
+				h.Reason == "payments-api / prod/us-west-2 already has a change that failed, op_2 (CREATE_FAILED): retry it or cancel it first"
+		}},
+		{"the binding held by an open change", &store.ActiveChangeError{SubjectID: "payments-api", TargetKey: "prod/us-west-2",
+			OperationID: "op_3", Status: rules.StatusApprovalSent, MRIID: 6, Platform: store.PlatformGitLab}, func(e error) bool {
+			var h *api.BindingHeldError
+			return errors.As(e, &h) && !h.Failed &&
+				h.Reason == "payments-api / prod/us-west-2 already has an open change op_3 (!6, APPROVAL_SENT): wait for it or cancel it"
+		}},
+		{"on GitHub", &store.ActiveChangeError{SubjectID: "s", TargetKey: "t", OperationID: "op_4", Status: rules.StatusMerging, MRIID: 9,
+			Platform: store.PlatformGitHub}, func(e error) bool {
+			var h *api.BindingHeldError
+			return errors.As(e, &h) && h.Reason == "s / t already has an open change op_4 (#9, MERGING): wait for it or cancel it"
 		}},
 		{"not applicable passes", &rules.NotApplicableError{Reason: "nothing to retry"}, func(e error) bool {
 			var n *rules.NotApplicableError
