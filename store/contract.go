@@ -55,6 +55,7 @@ type Operations interface {
 	GetBinding(ctx context.Context, db DBTX, subjectID, targetKey string) (Binding, error)
 	CountActive(ctx context.Context, db DBTX) (int, error)
 	CountByStatusWithAge(ctx context.Context, db DBTX, statuses []string) ([]StatusAge, error)
+	ReadOverview(ctx context.Context, db DBTX, statuses []string, discardedSince time.Time) (Overview, error)
 	ListReconcileCandidates(ctx context.Context, db DBTX, p ReconcileParams) ([]ReconcileCandidate, error)
 	RecordDeployConfirmation(ctx context.Context, db DBTX, c DeployConfirmation) error
 	ListStuckOperations(ctx context.Context, db DBTX, p StuckParams) ([]Operation, error)

@@ -76,6 +76,7 @@ type Executor interface {
 	AccountQueries
 	CopyQueries
 	QueueQueries
+	OverviewQueries
 }
 
 // OperationQueries are the queries of operations, bindings and deploy

@@ -42,6 +42,7 @@ var cases = []struct {
 	{"CommitClaims", testCommitClaims},
 	{"CommitClaimInTransaction", testCommitClaimInTransaction},
 	{"ListChangesFiltersAndPages", testListChangesFiltersAndPages},
+	{"ReadOverview", testReadOverview},
 	{"SnapshotsAndEventsAfter", testSnapshotsAndEventsAfter},
 	{"ListOperationsByStatusSeveral", testListOperationsByStatusSeveral},
 	{"SaveSettingCheckSerialised", testSaveSettingCheckSerialised},

@@ -120,3 +120,45 @@ func testListChangesFiltersAndPages(t *testing.T, open Open) {
 		}
 	}
 }
+
+// ReadOverview counts the changes of the asked statuses per project (pairs
+// with none left out), names when the newest webhook delivery was stored
+// (zero before any), and counts no failing job where River has none.
+func testReadOverview(t *testing.T, open Open) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	s := open(t)(Opts{NowFunc: func() time.Time { return now }})
+	ctx := context.Background()
+	o, err := s.ReadOverview(ctx, s.DB(), []string{store.StatusApprovalSending}, now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.ByProject) != 0 || !o.LastDeliveryAt.IsZero() || o.RetryingJobs != 0 || o.DiscardedJobs != 0 {
+		t.Fatalf("overview of an empty store: %+v", o)
+	}
+	for i, project := range []string{"g/b", "g/a", "g/b"} {
+		op := newOp(fmt.Sprintf("op_%02d", i), fmt.Sprintf("svc%d", i))
+		op.Project = project
+		create(t, s, op)
+	}
+	if _, _, err := s.ApplyTransition(ctx, store.TransitionParams{OperationID: "op_02", ExpectStep: 10401,
+		ToStep: 10402, ToStatus: store.StatusApprovalSent, Event: store.EventParams{Type: store.EventTransition}}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	if _, _, err := s.InsertDelivery(ctx, store.Delivery{DedupeKey: "idem:overview", Event: "Merge Request Hook", ProjectID: 7,
+		Body: []byte(`{}`)}, deliveryJob); err != nil {
+		t.Fatal(err)
+	}
+	o, err = s.ReadOverview(ctx, s.DB(), []string{store.StatusApprovalSending, store.StatusApprovalSent, store.StatusMerging}, now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.ProjectCount{{Project: "g/a", Status: store.StatusApprovalSending, Count: 1},
+		{Project: "g/b", Status: store.StatusApprovalSending, Count: 1}, {Project: "g/b", Status: store.StatusApprovalSent, Count: 1}}
+	if !slices.Equal(o.ByProject, want) {
+		t.Errorf("by project %+v, want %+v", o.ByProject, want)
+	}
+	if !o.LastDeliveryAt.Equal(now) {
+		t.Errorf("last delivery at %v, want %v", o.LastDeliveryAt, now)
+	}
+}
