@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/riverqueue/river"
 
@@ -20,10 +22,14 @@ import (
 // StatusView builds the status comment's view of op from its events and the
 // step catalogue; commands lists what may be run now (from the command
 // registry, wired by bot). The ticket's page, the decision and who made it
-// and the deploy pipeline are read from the events' payloads; timeline
-// sources are put in words (describeSource).
+// and the deploy pipeline are read from the events' payloads; each
+// timeline row says what its event did (describeEvent) and where it came
+// from (describeSource), in the words of op's platform. In the in-platform
+// approval mode the approvers and the count needed come from the
+// project's approval policy.
 func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.StatusView {
 	st := rules.MustStep(rules.StepCode(op.Step))
+	w := rules.WordsOf(op.Platform)
 	v := templates.StatusView{
 		OperationID: op.ID, Title: op.Title, SubjectID: op.SubjectID, TargetKey: op.TargetKey,
 		RequestedBy: op.RequestedBy, Status: op.Status, StepCode: op.Step, StepName: st.Name,
@@ -45,6 +51,8 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 		switch {
 		case ev.Type == EventApproval && !slices.Contains(gitlabApprovers, ev.Actor):
 			gitlabApprovers = append(gitlabApprovers, ev.Actor)
+		case pl["resumed_step"] == rules.ClosedByPerson.String():
+			gitlabApprovers = nil // a resume after a close asks for every approval again
 		case pl["decision"] != nil:
 			v.Decision, _ = pl["decision"].(string)
 			v.DecidedBy = []string{personOf(ev.Actor)}
@@ -57,20 +65,64 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 				deployPipeline = int64(id)
 			}
 		}
-		if ev.Type == store.EventAttempt || ev.Type == store.EventClaim {
-			v.HiddenEvents++ // retried calls and gate claims are history, not steps
+		what, kind := describeEvent(w, ev, pl)
+		switch kind {
+		case rowRetriedCall:
+			v.RetriedCalls++
+			continue
+		case rowBookkeeping:
 			continue
 		}
-		v.Timeline = append(v.Timeline, templates.TimelineEntry{At: ev.OccurredAt,
-			StepName: rules.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: personOf(ev.Actor), Source: describeSource(rules.WordsOf(op.Platform), ev, pl)})
+		v.Timeline = append(v.Timeline, templates.TimelineEntry{At: ev.OccurredAt, What: what,
+			StepName: rules.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: personOf(ev.Actor), Source: describeSource(w, ev, pl)})
 	}
 	v.DeployURL = deployURL(op, deployPipeline)
+	if v.ApprovalInGitLab && rules.AwaitingApproval(rules.StepCode(op.Step)) {
+		v.Approvals = e.approvalNeed(op, gitlabApprovers)
+	}
 	// The commands that apply now, from the flow's own vocabulary (issue
 	// 20 point 2: no callback into the command layer).
 	for _, c := range rules.CommandsNow(st, rules.AwaitsPlatformApproval(op.TicketID, op.Status), store.PlatformOr(op.Platform)) {
 		v.Commands = append(v.Commands, templates.CommandHelp{Usage: c.Usage, Description: c.Description, Who: c.WhoText})
 	}
 	return v
+}
+
+// approvalNeed is who may approve op in the in-platform approval mode and
+// how many must (its project's policy, as advanceIfApproved counts), with
+// the approvals given so far; the requester, who never approves their own
+// change, is not named.
+func (e *Engine) approvalNeed(op store.Operation, given []string) *templates.ApprovalNeed {
+	p := e.policy(op.Project)
+	need := &templates.ApprovalNeed{Required: p.Required, Groups: p.ApproverGroups, Given: given}
+	for _, u := range p.Approvers {
+		if u != op.RequestedBy {
+			need.Approvers = append(need.Approvers, u)
+		}
+	}
+	if p.MinAccess > 0 {
+		need.MinAccess = accessWords(op.Platform, p.MinAccess)
+	}
+	return need
+}
+
+// accessWords names access level on platform: GitLab's role ("Developer",
+// "Maintainer"), or GitHub's repository permission ("write", "maintain";
+// platform/github.AccessLevelOf maps them onto the same levels).
+func accessWords(platform string, level int) string {
+	names := []struct {
+		level          int
+		gitlab, github string
+	}{{50, "Owner", "admin"}, {40, "Maintainer", "maintain"}, {30, "Developer", "write"}, {20, "Reporter", "triage"}, {0, "Guest", "read"}}
+	for _, n := range names {
+		if level >= n.level {
+			if platform == store.PlatformGitHub {
+				return n.github
+			}
+			return n.gitlab
+		}
+	}
+	return fmt.Sprint(level)
 }
 
 // payloadOf decodes ev's payload; nil when it is empty or not an object.
@@ -146,6 +198,401 @@ func describeSource(w rules.Words, ev store.Event, pl map[string]any) string {
 	return ev.Source
 }
 
+// rowKind is how the status comment's timeline treats an event
+// (describeEvent); not persisted.
+type rowKind int
+
+const (
+	// rowShown: a row saying what happened.
+	rowShown rowKind = iota
+	// rowRetriedCall: a call made again after a transient failure,
+	// counted in the timeline's summary, not shown.
+	rowRetriedCall
+	// rowBookkeeping: neither shown nor counted (a merge-gate claim, the
+	// follow-up read of a refused merge): routine, no step of the change.
+	rowBookkeeping
+)
+
+// maxRowDetail bounds, in characters, the failure detail or reason a
+// timeline row quotes; the comment's warning shows the current detail in
+// full, the change's page every event's.
+const maxRowDetail = 160
+
+// describeEvent says in w's words what event ev (payload pl) did, for a
+// row of the status comment's timeline: "submitted by alice (1 file)",
+// "/cancel refused: role — operators only", "approved by carol",
+// "cancelled by olivia: wrong file", "pipeline 5003 passed", "merged". It
+// also tells whether the event is a row at all (rowKind): merge-gate
+// claims are routine and not even counted, retried calls are counted.
+func describeEvent(w rules.Words, ev store.Event, pl map[string]any) (string, rowKind) {
+	by := byWords(ev.Actor)
+	switch ev.Type {
+	case store.EventSubmitted:
+		count, ok := pl["file_count"].(float64)
+		if !ok {
+			count, ok = pl["files"].(float64) // schema version 1
+		}
+		if !ok {
+			return "submitted" + by, rowShown
+		}
+		n := int(count)
+		return fmt.Sprintf("submitted%s (%d %s)", by, n, pluralWord(n, "file", "files")), rowShown
+	case store.EventRefused:
+		return refusedWords(pl), rowShown
+	case store.EventCommand:
+		if what := commandWords(pl, ev.Actor); what != "" {
+			return what, rowShown
+		}
+		return "command" + by, rowShown
+	case EventApproval:
+		what := "approved" + by
+		if req := intOf(pl["required"]); req > 1 {
+			what += fmt.Sprintf(" (%d of %d)", intOf(pl["approvals"]), req)
+		}
+		return what, rowShown
+	case store.EventCleanup:
+		return cleanupWords(w, pl), rowShown
+	case store.EventDeployFailed:
+		return withDetail("the deploy reported failure; a later successful deploy still applies the change", pl["detail"]), rowShown
+	case store.EventClaim:
+		return "", rowBookkeeping
+	case store.EventAttempt:
+		return attemptWords(w, ev, pl)
+	}
+	if ev.FromStep == ev.ToStep && ev.Actor == ActorSweeper {
+		return withDetail("restarted by the sweeper", pl["reason"]), rowShown
+	}
+	if what := commandWords(pl, ev.Actor); what != "" {
+		return what, rowShown
+	}
+	return transitionWords(w, ev, pl, by), rowShown
+}
+
+// transitionWords says what a move to ev's step did, from its payload
+// (by is " by <person>" when a person caused it, else "").
+func transitionWords(w rules.Words, ev store.Event, pl map[string]any, by string) string {
+	to := rules.StepCode(ev.ToStep)
+	switch to {
+	case rules.ApprovalSending:
+		return "asking for approval"
+	case rules.ApprovalSent:
+		if pl["provider"] == rules.ProviderGitLab {
+			n := max(intOf(pl["required"]), 1)
+			return fmt.Sprintf("waiting for %d %s in %s", n, pluralWord(n, "approval", "approvals"), w.Platform)
+		}
+		if t, _ := pl["ticket_id"].(string); t != "" {
+			return "approval requested: ticket " + t
+		}
+		return "approval requested"
+	case rules.CreateStarted:
+		if pl["decision"] == rules.DecisionApproved {
+			return "approved" + by
+		}
+		return "opening the " + w.MR
+	case rules.CreateMROpened:
+		if iid := intOf(pl["mr_iid"]); iid > 0 {
+			return w.MRRef(int64(iid)) + " opened"
+		}
+		return w.MR + " opened"
+	case rules.CreateSucceeded:
+		return pipelineWords(w, pl, "passed")
+	case rules.CreatePipelineFailed:
+		return pipelineWords(w, pl, "failed")
+	case rules.CreateFailed:
+		return detailOr("failed: ", pl["detail"], "opening the "+w.MR+" failed")
+	case rules.CreateRefused:
+		return "refused: the change does not fit the project in " + w.Platform
+	case rules.HandleStarted:
+		switch {
+		case pl["decision"] == rules.DecisionApproved && pl["provider"] == rules.ProviderGitLab:
+			n := intOf(pl["approvals"])
+			return fmt.Sprintf("approved%s: %d %s, enough to merge", by, n, pluralWord(n, "approval", "approvals"))
+		case pl["decision"] == rules.DecisionApproved:
+			return "approved" + by
+		case pl["pipeline_status"] != nil:
+			return pipelineWords(w, pl, "passed")
+		}
+		return "merging started"
+	case rules.HandleApproved:
+		switch {
+		case pl["action"] == "queue_head":
+			return "at the head of the merge queue" + suffix(" of ", pl["queue"]) + ": merging"
+		case pl["reason"] == "marked ready":
+			return "marked ready: merging"
+		case intOf(pl["reviewers"]) > 0:
+			n := intOf(pl["reviewers"])
+			return fmt.Sprintf("approved by the %d reviewer %s", n, pluralWord(n, "robot", "robots"))
+		}
+		return "approved: merging"
+	case rules.HandleMerged:
+		return "merged" + by
+	case rules.HandleFailed:
+		if pl["pipeline_status"] != nil {
+			return pipelineWords(w, pl, "failed")
+		}
+		return detailOr("failed: ", pl["detail"], "merging failed")
+	case rules.HandleRebaseConflict:
+		return "rebase failed: conflicts"
+	case rules.HandleRebasing:
+		if pl["rebase_requested"] == false {
+			return "waiting for a rebase already running"
+		}
+		return "rebase started: the target branch moved"
+	case rules.HandleReviewerDenied:
+		return detailOr("", pl["detail"], "a reviewer robot may not approve")
+	case rules.HandleNotMergeable:
+		return detailOr("", pl["detail"], w.Platform+" refuses to merge")
+	case rules.HandleAwaitPipeline:
+		switch {
+		case pl["rebased"] == true:
+			return "rebased: waiting for the " + w.Pipeline + " of the new head"
+		case pl["previous_head_sha"] != nil:
+			return fmt.Sprintf("new head %s: waiting for its %s", short(strOf(pl["head_sha"])), w.Pipeline)
+		case pl["reason"] != nil:
+			return fmt.Sprintf("%s answered %s: waiting for the %s again (round %d)", w.Platform, strOf(pl["reason"]), w.Pipeline, intOf(pl["round"]))
+		}
+		return "waiting for the " + w.Pipeline + " of the head"
+	case rules.HandleDraft:
+		return "draft: waiting for a person to mark it ready"
+	case rules.HandleRetargeted:
+		return "retargeted" + by + suffix(" to ", pl["target_branch"]) + ": stopped"
+	case rules.HandleQueued:
+		return fmt.Sprintf("queued%s: position %d", suffix(" for ", pl["queue"]), intOf(pl["position"]))
+	case rules.HandleInTrain:
+		return "added to the merge train" + suffix(" of ", pl["merge_train"])
+	case rules.Closed:
+		return "closed" + by
+	case rules.ClosedByPerson:
+		if who, _ := pl["closed_by"].(string); who != "" {
+			return fmt.Sprintf("%s closed by %s in %s", w.MR, who, w.Platform)
+		}
+		return w.MR + " closed in " + w.Platform
+	case rules.CalledBack:
+		switch {
+		case intOf(pl["pipeline_id"]) > 0 && w.OnGitHub():
+			return "applied: the " + w.Deploy + " passed"
+		case intOf(pl["pipeline_id"]) > 0:
+			return fmt.Sprintf("applied: %s %d passed", w.Deploy, intOf(pl["pipeline_id"]))
+		case ev.Actor == ActorReconciler:
+			return "applied: found deployed by the reconciler"
+		}
+		return "applied: the deploy reported success"
+	case rules.ApprovalRejected:
+		return "rejected" + by
+	case rules.ApprovalWithdrawn:
+		return "withdrawn" + by
+	case rules.HandlePipelinePending, rules.CreatePipelinePending:
+		return detailOr("parked: ", pl["detail"], "no "+w.Pipeline+" result in time")
+	case rules.ApprovalSendPending:
+		return detailOr("parked: ", pl["detail"], "the approval system did not answer")
+	case rules.HandleRebasePending:
+		return "parked: the rebase is still running"
+	case rules.HandleMergePending:
+		return detailOr("parked: ", pl["detail"], w.Platform+" is still checking whether it can merge")
+	case rules.DeployPending:
+		return detailOr("parked: ", pl["detail"], "no "+w.Deploy+" confirmed the merge in time")
+	}
+	return strings.ToLower(strings.ReplaceAll(to.String(), "_", " ")) + by
+}
+
+// commandWords says what a person's action did ("retried by dave",
+// "resumed by olivia", "cancelled by olivia: wrong file") when payload pl
+// names the command; "" otherwise. The reason is the person's own.
+func commandWords(pl map[string]any, actor string) string {
+	cmd, _ := pl["command"].(string)
+	what := map[string]string{string(rules.ActionRetry): "retried", string(rules.ActionResume): "resumed", string(rules.ActionCancel): "cancelled"}[cmd]
+	if cmd == "" {
+		return ""
+	}
+	if what == "" {
+		what = "/" + cmd
+	}
+	return withReason(what+byWords(actor), pl["reason"])
+}
+
+// refusedWords says why a command was refused (a refused event's
+// payload): "/cancel refused: role — the change's requester and
+// operators", "/retry refused: state — it applies to a failed change; …".
+// The reason is the one the command layer recorded; its kind is its
+// "because" when recorded, else read from the reason's own form.
+func refusedWords(pl map[string]any) string {
+	cmd, _ := pl["command"].(string)
+	reason, _ := pl["reason"].(string)
+	because, _ := pl["because"].(string)
+	head := "/" + cmd + " refused"
+	if cmd == "" {
+		head = "a command was refused"
+	}
+	kind, rest := "", reason
+	if r, ok := strings.CutPrefix(reason, "/"+cmd+" "); ok {
+		switch {
+		case strings.HasPrefix(r, "needs: "):
+			kind, rest = templates.BecauseRole, strings.TrimPrefix(r, "needs: ")
+		case strings.HasPrefix(r, "leads to a merge"):
+			kind, rest = templates.BecauseAccess, "it "+r
+		case strings.HasPrefix(r, "applies to"):
+			kind, rest = templates.BecauseState, "it "+r
+		}
+	} else if strings.Contains(reason, "come from the approval system") {
+		kind = templates.BecauseApprovalSystem
+	}
+	because = strings.ReplaceAll(cmp.Or(because, kind), "_", " ")
+	switch {
+	case because != "" && rest != "":
+		return cut(head+": "+because+" — "+rest, maxRowDetail)
+	case because != "":
+		return head + ": " + because
+	case rest != "":
+		return cut(head+": "+rest, maxRowDetail)
+	}
+	return head
+}
+
+// attemptWords says what an attempt event was: a retried call (counted,
+// not shown), bookkeeping, or a row of its own (a pipeline that waits for
+// a person or was run again, a queue frozen or a change moved to its
+// front).
+func attemptWords(w rules.Words, ev store.Event, pl map[string]any) (string, rowKind) {
+	switch pl["action"] {
+	case "approve", "approve_refused", "merge_refused":
+		return "", rowRetriedCall
+	case "merge_refusal_followed":
+		return "", rowBookkeeping
+	case "pipeline_waits_for_person":
+		return withDetail(w.PipelineRef(int64(intOf(pl["pipeline_id"])))+" waits for a person", pl["detail"]), rowShown
+	case actionPipelineRetried:
+		return fmt.Sprintf("%s failed: ran it again as %s (retry %d)", w.PipelineRef(int64(intOf(pl["failed_pipeline_id"]))),
+			w.PipelineRef(int64(intOf(pl["pipeline_id"]))), intOf(pl["retry"])), rowShown
+	case "queue_frozen":
+		return withReason("merge queue" + suffix(" of ", pl["queue"]) + " frozen" + byWords(strOf(pl["frozen_by"])), pl["frozen_reason"]), rowShown
+	case "queue_unfrozen":
+		return "merge queue" + suffix(" of ", pl["queue"]) + " unfrozen", rowShown
+	case "queue_front":
+		return withReason("moved to the front of the merge queue" + suffix(" of ", pl["queue"]) + byWords(ev.Actor), pl["reason"]), rowShown
+	}
+	if pl["attempt"] != nil || pl["rate_limited"] != nil {
+		return "", rowRetriedCall // a job retried after an error, or waiting out a rate limit
+	}
+	if d, _ := pl["detail"].(string); d != "" {
+		return cut(d, maxRowDetail), rowShown
+	}
+	return "", rowBookkeeping
+}
+
+// cleanupWords says what was closed after a cancel raced the change's
+// create job (a cleanup event).
+func cleanupWords(w rules.Words, pl map[string]any) string {
+	var done []string
+	if iid := intOf(pl["closed_mr_iid"]); iid > 0 {
+		done = append(done, "closed "+w.MRRef(int64(iid)))
+	}
+	if pl["deleted_branch"] == true {
+		done = append(done, "deleted its branch")
+	}
+	if len(done) == 0 {
+		return "cleaned up after the cancel: nothing was left open"
+	}
+	return "cleaned up after the cancel: " + strings.Join(done, " and ")
+}
+
+// pipelineWords is "pipeline 5003 passed" (GitHub: "checks (run 5003)
+// passed"), the run's own status when it is not a plain success or
+// failure ("canceled"), or without an id "pipeline passed".
+func pipelineWords(w rules.Words, pl map[string]any, outcome string) string {
+	if s, _ := pl["pipeline_status"].(string); s != "" && s != platform.PipelineSuccess && s != "failed" {
+		outcome = s
+	}
+	if id := intOf(pl["pipeline_id"]); id > 0 {
+		return w.PipelineRef(int64(id)) + " " + outcome
+	}
+	return w.Pipeline + " " + outcome
+}
+
+// isPerson reports whether actor is a person (or an API token), not the
+// bot, its sweeper or reconciler, the platform or the deploy.
+func isPerson(actor string) bool {
+	switch actor {
+	case "", ActorBot, ActorSweeper, ActorReconciler, store.PlatformGitLab, store.PlatformGitHub, "deploy":
+		return false
+	}
+	return true
+}
+
+// byWords is " by <person>" for a person's actor, else "".
+func byWords(actor string) string {
+	if !isPerson(actor) {
+		return ""
+	}
+	return " by " + personOf(actor)
+}
+
+// withReason is what, then ": " and the person's reason when pl gave one
+// (cut to maxRowDetail).
+func withReason(what string, reason any) string {
+	if r, _ := reason.(string); strings.TrimSpace(r) != "" {
+		return what + ": " + cut(strings.TrimSpace(r), maxRowDetail)
+	}
+	return what
+}
+
+// withDetail is what, then ": " and a failure detail when there is one,
+// on one line and cut to maxRowDetail.
+func withDetail(what string, detail any) string {
+	d, _ := detail.(string)
+	d = strings.Join(strings.Fields(d), " ")
+	if d == "" {
+		return what
+	}
+	return what + ": " + cut(d, maxRowDetail)
+}
+
+// detailOr is prefix and the failure detail, on one line and cut to
+// maxRowDetail, or prefix and fallback when there is none.
+func detailOr(prefix string, detail any, fallback string) string {
+	d, _ := detail.(string)
+	if d = strings.Join(strings.Fields(d), " "); d == "" {
+		return prefix + fallback
+	}
+	return prefix + cut(d, maxRowDetail)
+}
+
+// cut shortens s to n characters, ending it with "…" when it was longer.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// strOf is a payload's string value; "" for anything else.
+func strOf(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// suffix is sep and the payload's string value v, or "" when v is none.
+func suffix(sep string, v any) string {
+	if s := strOf(v); s != "" {
+		return sep + s
+	}
+	return ""
+}
+
+// intOf is a JSON number's value (payloads decode numbers as float64); 0
+// for anything else.
+func intOf(v any) int {
+	f, _ := v.(float64)
+	return int(f)
+}
+
+// pluralWord is one for n == 1, else many.
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // deployURL links the deploy pipeline of a merged op: on GitLab the
 // pipeline id (the one that confirmed it) when known, else the merge
 // commit's pipelines page; on GitHub the merge commit's page, which shows its
@@ -192,6 +639,28 @@ func (e *Engine) pageURL(opID string) string {
 		return ""
 	}
 	return strings.TrimRight(e.cfg.ExternalURL, "/") + "/ui/changes/" + opID
+}
+
+// DescribeEvent says in the words of platform (store.PlatformGitLab, also
+// "", or store.PlatformGitHub) what event ev did, as the status comment's
+// timeline rows do: "approved by carol", "/cancel refused: role —
+// operators only", "cancelled by olivia: wrong file", "pipeline 5003
+// passed", "merged". Events the comment leaves out (merge-gate claims,
+// retried calls) are described too, for pages that list every event.
+func DescribeEvent(ev store.Event, platform string) string {
+	pl := payloadOf(ev)
+	what, kind := describeEvent(rules.WordsOf(platform), ev, pl)
+	switch {
+	case kind == rowShown:
+		return what
+	case ev.Type == store.EventClaim && pl["action"] == "merge_claim_released":
+		return withDetail("merge claim released", pl["reason"])
+	case ev.Type == store.EventClaim:
+		return "merge claimed"
+	case kind == rowRetriedCall:
+		return withDetail("call retried", pl["detail"])
+	}
+	return "bookkeeping"
 }
 
 // DescribeSource says in the words of platform (store.PlatformGitLab, also

@@ -31,12 +31,29 @@ var funcs = template.FuncMap{
 		}
 		return strings.ToUpper(s[:1]) + s[1:]
 	},
+	// anyof and allof join user texts, each escaped as text: "a, b or c"
+	// and "a, b and c".
+	"anyof": func(items []string) string { return joinWords(items, "or") },
+	"allof": func(items []string) string { return joinWords(items, "and") },
 	"plural": func(n int, one, many string) string {
 		if n == 1 {
 			return one
 		}
 		return many
 	},
+}
+
+// joinWords joins items, each escaped as escapeText does, with commas and
+// last before the final one: "carol, dave or a member of platform/sre".
+func joinWords(items []string, last string) string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = escapeText(it)
+	}
+	if len(out) < 2 {
+		return strings.Join(out, "")
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " " + last + " " + out[len(out)-1]
 }
 
 // escapeText makes s safe on one Markdown line: line breaks become spaces,

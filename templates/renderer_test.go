@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,14 +78,14 @@ func base() StatusView {
 // timeline returns the first n events of a change's happy path.
 func timeline(n int) []TimelineEntry {
 	all := []TimelineEntry{
-		{At: at(0), StepName: "APPROVAL_SENDING", Status: "APPROVAL_SENDING", Actor: "alice", Source: "API request"},
-		{At: at(0).Add(2 * time.Second), StepName: "APPROVAL_SENT", Status: "APPROVAL_SENT", Actor: "changebot", Source: "approval request"},
-		{At: at(31), StepName: "CREATE_STARTED", Status: "MR_CREATING", Actor: "bob", Source: "approval system callback"},
-		{At: at(31).Add(4 * time.Second), StepName: "CREATE_MR_OPENED", Status: "MR_CREATING", Actor: "changebot", Source: "merge request creation"},
-		{At: at(39), StepName: "CREATE_SUCCEEDED", Status: "MR_CREATED", Actor: "gitlab", Source: "pipeline webhook"},
-		{At: at(39).Add(time.Second), StepName: "HANDLE_STARTED", Status: "MERGING", Actor: "changebot", Source: "merge request handling"},
-		{At: at(40), StepName: "HANDLE_MERGED", Status: "MERGED", Actor: "changebot", Source: "merge request handling"},
-		{At: at(52), StepName: "CALLED_BACK", Status: "VALIDATED", Actor: "gitlab", Source: "pipeline webhook"},
+		{At: at(0), What: "submitted by alice (1 file)", StepName: "APPROVAL_SENDING", Status: "APPROVAL_SENDING", Actor: "alice", Source: "API request"},
+		{At: at(0).Add(2 * time.Second), What: "approval requested: ticket APR-1234", StepName: "APPROVAL_SENT", Status: "APPROVAL_SENT", Actor: "changebot", Source: "approval request"},
+		{At: at(31), What: "approved by bob", StepName: "CREATE_STARTED", Status: "MR_CREATING", Actor: "bob", Source: "approval system callback"},
+		{At: at(31).Add(4 * time.Second), What: "merge request !42 opened", StepName: "CREATE_MR_OPENED", Status: "MR_CREATING", Actor: "changebot", Source: "merge request creation"},
+		{At: at(39), What: "pipeline 9001 passed", StepName: "CREATE_SUCCEEDED", Status: "MR_CREATED", Actor: "gitlab", Source: "pipeline webhook"},
+		{At: at(39).Add(time.Second), What: "merging started", StepName: "HANDLE_STARTED", Status: "MERGING", Actor: "changebot", Source: "merge request handling"},
+		{At: at(40), What: "merged", StepName: "HANDLE_MERGED", Status: "MERGED", Actor: "changebot", Source: "merge request handling"},
+		{At: at(52), What: "applied: deploy pipeline 9002 passed", StepName: "CALLED_BACK", Status: "VALIDATED", Actor: "gitlab", Source: "pipeline webhook"},
 	}
 	return all[:n]
 }
@@ -110,15 +111,40 @@ func statusCases() []struct {
 	waitingGitLab.TicketID, waitingGitLab.ApprovalURL, waitingGitLab.ApprovalInGitLab = "gitlab", "", true
 	waitingGitLab.Status, waitingGitLab.StepCode, waitingGitLab.StepName = "APPROVAL_SENT", 10402, "APPROVAL_SENT"
 	waitingGitLab.Hint = "Waiting for an approver to decide."
-	waitingGitLab.Timeline, waitingGitLab.Seq = timeline(6)[2:5], 5
+	// MR-first: the merge request and its pipeline, then the wait for
+	// approvers on it, who are named with the count needed.
+	waitingGitLab.Timeline = []TimelineEntry{
+		{At: at(0), What: "submitted by alice (1 file)", StepName: "CREATE_STARTED", Status: "MR_CREATING", Actor: "alice", Source: "API request"},
+		{At: at(0).Add(4 * time.Second), What: "merge request !42 opened", StepName: "CREATE_MR_OPENED", Status: "MR_CREATING", Actor: "changebot", Source: "merge request creation"},
+		{At: at(8), What: "pipeline 9001 passed", StepName: "CREATE_SUCCEEDED", Status: "MR_CREATED", Actor: "gitlab", Source: "pipeline webhook"},
+		{At: at(8).Add(time.Second), What: "waiting for 1 approval in GitLab", StepName: "APPROVAL_SENT", Status: "APPROVAL_SENT", Actor: "changebot", Source: "approval request"},
+	}
+	waitingGitLab.Seq = 4
+	waitingGitLab.Approvals = &ApprovalNeed{Required: 1, Approvers: []string{"carol"}}
 	waitingGitLab.Commands = []CommandHelp{cmdStatus, cmdCancel, cmdApprove, cmdReject, cmdHelp}
+
+	// Two approvals needed from named people, a group and an access
+	// level; carol's is in, and /approve refused to the requester reads
+	// as what it was.
+	partlyApproved := waitingGitLab
+	partlyApproved.Approvals = &ApprovalNeed{Required: 2, Approvers: []string{"carol", "dave"}, Groups: []string{"platform/sre"},
+		MinAccess: "Maintainer", Given: []string{"carol"}}
+	partlyApproved.Timeline = append(slices.Clone(waitingGitLab.Timeline),
+		TimelineEntry{At: at(9), What: "/approve refused: alice requested this change and cannot decide on it", StepName: "APPROVAL_SENT", Status: "APPROVAL_SENT", Actor: "alice", Source: "comment by @alice"},
+		TimelineEntry{At: at(10), What: "approved by carol (1 of 2)", StepName: "APPROVAL_SENT", Status: "APPROVAL_SENT", Actor: "carol", Source: "comment by @carol"})
+	partlyApproved.Seq = 6
+
+	// Nobody is configured to approve: the comment says which settings
+	// name approvers instead of naming nobody.
+	noApprover := waitingGitLab
+	noApprover.Approvals = &ApprovalNeed{Required: 1}
 
 	merging := base()
 	merging.Decision, merging.DecidedBy = "approved", []string{"bob"}
 	merging.Status, merging.StepCode, merging.StepName = "MERGING", 10101, "HANDLE_STARTED"
 	merging.Hint = "Keep waiting: changebot is working on it."
 	merging.Timeline, merging.Seq = timeline(6), 8
-	merging.HiddenEvents = 2 // two retried approve calls: the footer's event 8 is not a timeline row
+	merging.RetriedCalls = 2 // two retried approve calls: the footer's event 8 is not a timeline row
 	merging.Commands = []CommandHelp{cmdStatus, cmdCancel, cmdHelp}
 
 	// HANDLE_DRAFT merges nothing: it waits for a person to mark the draft
@@ -126,8 +152,8 @@ func statusCases() []struct {
 	draft := merging
 	draft.StepCode, draft.StepName = 10110, "HANDLE_DRAFT"
 	draft.Hint = "The merge request is a draft: mark it ready in GitLab; changebot then merges by itself."
-	draft.Timeline = append(timeline(6), TimelineEntry{At: at(40), StepName: "HANDLE_DRAFT", Status: "MERGING", Actor: "changebot", Source: "merge request handling"})
-	draft.Seq, draft.HiddenEvents = 7, 0
+	draft.Timeline = append(timeline(6), TimelineEntry{At: at(40), What: "draft: waiting for a person to mark it ready", StepName: "HANDLE_DRAFT", Status: "MERGING", Actor: "changebot", Source: "merge request handling"})
+	draft.Seq, draft.RetriedCalls = 7, 0
 
 	failed := base()
 	failed.Status, failed.StepCode, failed.StepName = "CREATE_FAILED", 10004, "CREATE_PIPELINE_FAILED"
@@ -135,7 +161,7 @@ func statusCases() []struct {
 	failed.Failed = true
 	failed.Detail = "Pipeline #9001 failed: job validate-config (stage test) exited with code 1."
 	failed.Decision, failed.DecidedBy = "approved", []string{"bob"}
-	failed.Timeline = append(timeline(4), TimelineEntry{At: at(38), StepName: "CREATE_PIPELINE_FAILED", Status: "CREATE_FAILED", Actor: "gitlab", Source: "pipeline webhook"})
+	failed.Timeline = append(timeline(4), TimelineEntry{At: at(38), What: "pipeline 9001 failed", StepName: "CREATE_PIPELINE_FAILED", Status: "CREATE_FAILED", Actor: "gitlab", Source: "pipeline webhook"})
 	failed.Seq = 5
 	failed.Commands = []CommandHelp{cmdRetry, cmdStatus, cmdCancel, cmdHelp}
 
@@ -143,7 +169,7 @@ func statusCases() []struct {
 	pending.Status, pending.StepCode, pending.StepName = "MERGING", 10501, "HANDLE_PIPELINE_PENDING"
 	pending.Hint = "Outcome unknown: keep waiting; an operator can /resume."
 	pending.Decision, pending.DecidedBy = "approved", []string{"bob"}
-	pending.Timeline = append(timeline(6), TimelineEntry{At: at(99), StepName: "HANDLE_PIPELINE_PENDING", Status: "MERGING", Actor: "sweeper", Source: "sweeper"})
+	pending.Timeline = append(timeline(6), TimelineEntry{At: at(99), What: "parked: no pipeline result in time", StepName: "HANDLE_PIPELINE_PENDING", Status: "MERGING", Actor: "sweeper", Source: "sweeper"})
 	pending.Seq = 7
 	pending.Commands = []CommandHelp{cmdResume, cmdStatus, cmdCancel, cmdHelp}
 
@@ -154,8 +180,8 @@ func statusCases() []struct {
 	conflict.Detail = "Rebase failed: conflicts in\nconfig/payments/limits.yaml\nconfig/payments/routes.yaml"
 	conflict.Decision, conflict.DecidedBy = "approved", []string{"bob"}
 	conflict.Timeline = append(timeline(6),
-		TimelineEntry{At: at(40), StepName: "HANDLE_REBASING", Status: "MERGING", Actor: "changebot", Source: "merge request handling"},
-		TimelineEntry{At: at(41), StepName: "HANDLE_REBASE_CONFLICT", Status: "HANDLE_FAILED", Actor: "changebot", Source: "merge request handling"})
+		TimelineEntry{At: at(40), What: "rebase started", StepName: "HANDLE_REBASING", Status: "MERGING", Actor: "changebot", Source: "merge request handling"},
+		TimelineEntry{At: at(41), What: "rebase failed: conflicts", StepName: "HANDLE_REBASE_CONFLICT", Status: "HANDLE_FAILED", Actor: "changebot", Source: "merge request handling"})
 	conflict.Seq = 8
 	conflict.Commands = []CommandHelp{cmdRetry, cmdStatus, cmdCancel, cmdHelp}
 
@@ -181,7 +207,7 @@ func statusCases() []struct {
 	closed.Hint = "Nothing to do here; the change may be submitted again."
 	closed.Terminal = true
 	closed.Decision, closed.DecidedBy = "approved", []string{"bob"}
-	closed.Timeline = append(timeline(4), TimelineEntry{At: at(35), StepName: "CLOSED", Status: "CLOSED", Actor: "alice", Source: "comment by @alice"})
+	closed.Timeline = append(timeline(4), TimelineEntry{At: at(35), What: "cancelled by alice: wrong file", StepName: "CLOSED", Status: "CLOSED", Actor: "alice", Source: "comment by @alice"})
 	closed.Seq = 5
 
 	rejected := base()
@@ -191,7 +217,7 @@ func statusCases() []struct {
 	rejected.Terminal, rejected.Failed = true, true
 	rejected.Detail = "Not during the change freeze; resubmit after March 16."
 	rejected.Decision, rejected.DecidedBy = "rejected", []string{"carol"}
-	rejected.Timeline = append(timeline(2), TimelineEntry{At: at(20), StepName: "APPROVAL_REJECTED", Status: "REJECTED", Actor: "carol", Source: "approval system callback"})
+	rejected.Timeline = append(timeline(2), TimelineEntry{At: at(20), What: "rejected by carol", StepName: "APPROVAL_REJECTED", Status: "REJECTED", Actor: "carol", Source: "approval system callback"})
 	rejected.Seq = 3
 
 	hostile := StatusView{
@@ -207,15 +233,33 @@ func statusCases() []struct {
 		MR:          MRView{IID: 7},
 		ApprovalURL: "javascript:alert(1)",
 		TicketID:    "T|1",
-		Timeline:    []TimelineEntry{{At: time.Date(2026, 3, 9, 15, 0, 0, 0, time.FixedZone("CET", 3600)), StepName: "APPROVAL_SENDING", Status: "APPROVAL_SENDING", Actor: "mal|lory\nx", Source: "comment by @mallory"}},
+		Timeline:    []TimelineEntry{{At: time.Date(2026, 3, 9, 15, 0, 0, 0, time.FixedZone("CET", 3600)), What: "cancelled by mal|lory: see @all\n<!-- x", StepName: "APPROVAL_SENDING", Status: "APPROVAL_SENDING", Actor: "mal|lory\nx", Source: "comment by @mallory"}},
 		Decision:    "approved", DecidedBy: []string{"@all", "x|y"},
 		Seq: 1,
 	}
 
-	// On GitHub the same states speak of pull request #42 and its checks
-	// (issue 15).
+	// On GitHub the same states speak of pull request #42, its checks and
+	// the deploy run (issue 15), in the hints and timeline rows flows
+	// writes in GitHub's words too.
+	gitHubWords := strings.NewReplacer("the merge request pipeline is running", "the pull request's checks are running",
+		"merge request", "pull request", "!42", "#42", "pipeline webhook", "checks webhook", "pipeline 9001", "checks (run 9001)",
+		"deploy pipeline", "deploy run", "GitLab", "GitHub")
 	onGitHub := func(v StatusView) StatusView {
 		v.Platform = "github"
+		v.Hint = gitHubWords.Replace(v.Hint)
+		v.Timeline = slices.Clone(v.Timeline)
+		for i, e := range v.Timeline {
+			e.What, e.Source = gitHubWords.Replace(e.What), gitHubWords.Replace(e.Source)
+			if e.Actor == "gitlab" {
+				e.Actor = "github"
+			}
+			v.Timeline[i] = e
+		}
+		v.Commands = slices.Clone(v.Commands)
+		for i, c := range v.Commands {
+			c.Description, c.Who = gitHubWords.Replace(c.Description), strings.ReplaceAll(c.Who, "the MR", "the pull request")
+			v.Commands[i] = c
+		}
 		v.MR.WebURL = "https://github.com/platform/config/pull/42"
 		if v.PipelineURL != "" {
 			v.PipelineURL = "https://github.com/platform/config/pull/42/checks"
@@ -237,6 +281,8 @@ func statusCases() []struct {
 		{name: "github_waiting_for_approval_on_github", view: githubApproval},
 		{name: "waiting_for_approval", view: waiting},
 		{name: "waiting_for_approval_in_gitlab", view: waitingGitLab},
+		{name: "waiting_for_approvals_in_gitlab_partly_given", view: partlyApproved},
+		{name: "waiting_for_approval_in_gitlab_no_approver", view: noApprover},
 		{name: "pipeline_running", view: running},
 		{name: "merging", view: merging},
 		{name: "waiting_for_draft_ready", view: draft},
@@ -271,6 +317,13 @@ func TestStatusGolden(t *testing.T) {
 			}
 			if n := strings.Count(got, MarkerPrefix); n != 1 {
 				t.Errorf("the marker prefix appears %d times, want once", n)
+			}
+			if strings.HasPrefix(tc.name, "github_") {
+				for _, never := range []string{"merge request", "GitLab", "!42", "pipeline"} {
+					if strings.Contains(got, never) {
+						t.Errorf("the GitHub comment says %q, not GitHub's words", never)
+					}
+				}
 			}
 			checkGolden(t, "status_"+tc.name, got)
 		})

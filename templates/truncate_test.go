@@ -18,7 +18,7 @@ func TestStatusTruncated(t *testing.T) {
 	v.HistoryURL = "https://changebot.example.com/api/v1/changes/" + v.OperationID
 	for i := range 5000 {
 		v.Timeline = append(v.Timeline, TimelineEntry{At: at(i), StepName: "HANDLE_PIPELINE_PENDING", Status: "MERGING",
-			Actor: strings.Repeat("é", 200), Source: "reconciler"})
+			What: "resumed by " + strings.Repeat("é", 200), Actor: "olivia", Source: "reconciler"})
 	}
 	small, err := NewRenderer(&RendererOpts{MaxStatusChars: 1500})
 	if err != nil {

@@ -2,6 +2,7 @@ package templates
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -54,19 +55,26 @@ type StatusView struct {
 	// DecidedBy names who made Decision (the approver of the approval
 	// system's callback, or the GitLab approvers), once decided.
 	DecidedBy []string
+	// Approvals, in the in-platform approval mode (ApprovalInGitLab), is
+	// who may approve the change and how many approvals it needs; the
+	// comment shows it while the change waits for them ("needs 1 approval
+	// from carol"). Nil otherwise.
+	Approvals *ApprovalNeed
 	// DeployURL links the deploy pipeline once the change is merged: the
 	// pipeline that confirmed it once known, else the merge commit's
 	// pipelines; "" before the merge.
 	DeployURL string
-	// Timeline lists the change's events, oldest first, except those that
-	// are not steps (HiddenEvents).
+	// Timeline lists the change's events, oldest first, each saying what
+	// happened, except the bookkeeping that is no step of the change
+	// (merge-gate claims, a refusal's follow-up read) and the retried
+	// calls (RetriedCalls).
 	Timeline []TimelineEntry
-	// HiddenEvents is how many of the change's events the timeline leaves
-	// out: retried calls and merge-gate claims (store.EventAttempt and
-	// EventClaim). The change's page lists every event, so both say how
-	// they count (the comment: "N events, and K retried calls or merge
-	// claims not shown").
-	HiddenEvents int
+	// RetriedCalls is how many calls the change's jobs made again after a
+	// transient failure (a reviewer robot's approve, a merge GitLab
+	// refused, a job retried after an error or a rate limit): the
+	// timeline leaves them out and its summary counts them ("2 retried
+	// calls not shown"). The change's page lists every event.
+	RetriedCalls int
 	// Commands are the commands usable now, on this change in its state.
 	Commands []CommandHelp
 	// HistoryURL is where the change's full history can be read (its API
@@ -130,6 +138,63 @@ func (v StatusView) PipelineNoun() string {
 // PlatformName is "GitLab", or "GitHub".
 func (v StatusView) PlatformName() string { return platformName(v.Platform) }
 
+// DeployNoun is "deploy pipeline", or "deploy run" on GitHub (the target
+// branch's workflow run or check that applies a merge).
+func (v StatusView) DeployNoun() string {
+	if v.onGitHub() {
+		return "deploy run"
+	}
+	return "deploy pipeline"
+}
+
+// ApprovalNeed is who may approve a change in the in-platform approval
+// mode and how many must (the project's approval.* settings), and who has
+// approved so far. Names are user text: the template escapes them.
+type ApprovalNeed struct {
+	// Required is how many distinct approvers must approve; at least 1.
+	Required int
+	// Approvers are the usernames allowed to approve (approval.approvers),
+	// without the change's requester, who never approves their own change.
+	Approvers []string
+	// Groups are the groups (GitHub: organizations) whose members may
+	// approve (approval.approver_groups).
+	Groups []string
+	// MinAccess, when not "", names the access that also makes a project
+	// member an approver (approval.min_access): "Developer" or
+	// "Maintainer" on GitLab, "write" or "maintain" on GitHub.
+	MinAccess string
+	// Given are the approvers whose approval is recorded, in order.
+	Given []string
+}
+
+// Who lists who may still approve, in words: each approver's username
+// but those who approved already, "a member of <group>" per group, "a
+// project member with <access> access or more" (GitHub: "a collaborator
+// with <permission> permission or more"); empty when nobody is.
+func (a ApprovalNeed) Who(platform string) []string {
+	var who []string
+	for _, u := range a.Approvers {
+		if !slices.Contains(a.Given, u) {
+			who = append(who, u)
+		}
+	}
+	for _, g := range a.Groups {
+		who = append(who, "a member of "+g)
+	}
+	if a.MinAccess != "" {
+		if platform == "github" {
+			who = append(who, "a collaborator with "+a.MinAccess+" permission or more")
+		} else {
+			who = append(who, "a project member with "+a.MinAccess+" access or more")
+		}
+	}
+	return who
+}
+
+// Missing is how many approvals are still needed (Required less those
+// given), never below 0.
+func (a ApprovalNeed) Missing() int { return max(a.Required-len(a.Given), 0) }
+
 // MRView identifies a merge request in the status comment.
 type MRView struct {
 	// IID is the merge request's project-local number (the "!42"); 0 means
@@ -145,6 +210,11 @@ type TimelineEntry struct {
 	// At is when the event happened; it is rendered in UTC as
 	// "2006-01-02 15:04:05Z".
 	At time.Time
+	// What says what happened, in words, naming the person who acted:
+	// "approved by carol", "/cancel refused: role — operators only",
+	// "cancelled by olivia: wrong file", "pipeline passed", "merged".
+	// Empty shows the step's name instead.
+	What string
 	// StepName and Status are the step and binding status the event moved
 	// the change to.
 	StepName, Status string
