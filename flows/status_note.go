@@ -464,11 +464,11 @@ func attemptWords(w rules.Words, ev store.Event, pl map[string]any) (string, row
 		return fmt.Sprintf("%s failed: ran it again as %s (retry %d)", w.PipelineRef(int64(intOf(pl["failed_pipeline_id"]))),
 			w.PipelineRef(int64(intOf(pl["pipeline_id"]))), intOf(pl["retry"])), rowShown
 	case "queue_frozen":
-		return withReason("merge queue" + suffix(" of ", pl["queue"]) + " frozen" + byWords(strOf(pl["frozen_by"])), pl["frozen_reason"]), rowShown
+		return withReason("merge queue"+suffix(" of ", pl["queue"])+" frozen"+byWords(strOf(pl["frozen_by"])), pl["frozen_reason"]), rowShown
 	case "queue_unfrozen":
 		return "merge queue" + suffix(" of ", pl["queue"]) + " unfrozen", rowShown
 	case "queue_front":
-		return withReason("moved to the front of the merge queue" + suffix(" of ", pl["queue"]) + byWords(ev.Actor), pl["reason"]), rowShown
+		return withReason("moved to the front of the merge queue"+suffix(" of ", pl["queue"])+byWords(ev.Actor), pl["reason"]), rowShown
 	}
 	if pl["attempt"] != nil || pl["rate_limited"] != nil {
 		return "", rowRetriedCall // a job retried after an error, or waiting out a rate limit
