@@ -54,6 +54,8 @@ type Store interface {
 	ChangeLister
 	Sessions
 	ReadHistory(ctx context.Context, id string) (History, error)
+	// ReadOverview counts the changes for the overview page at now.
+	ReadOverview(ctx context.Context, now time.Time) (Overview, error)
 }
 
 // Queues are the merge queues of the target branches (issue 22): read
@@ -125,6 +127,8 @@ type Handler struct {
 	cfg Config
 	log *slog.Logger
 	now func() time.Time
+	// attn keeps the needs-attention groups briefly (attentionTTL).
+	attn attentionCache
 }
 
 // New checks cfg and returns the Handler; it starts nothing.

@@ -47,6 +47,12 @@ type fakeChanges struct {
 	// revoked are the nonces of the logged-out web sessions, to the id of
 	// their token.
 	revoked map[string]string
+	// lastDelivery and overviewBudget are what ReadOverview answers for
+	// the last delivery and the budget left.
+	lastDelivery   time.Time
+	overviewBudget map[string]float64
+	// lists counts the ListChanges calls.
+	lists int
 }
 
 // fakeAct is one Act call.
@@ -230,6 +236,7 @@ func (f *fakeChanges) ListChanges(_ context.Context, p ListParams) ([]Change, er
 	if f.err != nil {
 		return nil, f.err
 	}
+	f.lists++
 	var out []Change
 	for _, c := range f.ops {
 		switch {
@@ -597,4 +604,35 @@ func (s *apiSetup) callWith(t *testing.T, method, path, token, body string, head
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b), resp.Header
+}
+
+// ReadOverview counts the fake's changes as the store does: every status,
+// and the active ones per project; no delivery, no failing job, budget
+// left as set in overviewBudget.
+func (f *fakeChanges) ReadOverview(_ context.Context, _ time.Time) (Overview, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return Overview{}, f.err
+	}
+	var o Overview
+	byStatus := map[string]int{}
+	byProject := map[[2]string]int{}
+	for _, c := range f.ops {
+		byStatus[c.Status]++
+		if !rules.Reappliable(c.Status) {
+			byProject[[2]string{c.Project, c.Status}]++
+		}
+	}
+	for _, st := range rules.Statuses() {
+		o.ByStatus = append(o.ByStatus, StatusCount{Status: st, Count: byStatus[st]})
+	}
+	for k, n := range byProject {
+		o.ByProject = append(o.ByProject, ProjectCount{Project: k[0], Status: k[1], Count: n})
+	}
+	slices.SortFunc(o.ByProject, func(a, b ProjectCount) int {
+		return strings.Compare(a.Project+" "+a.Status, b.Project+" "+b.Status)
+	})
+	o.LastDeliveryAt, o.BudgetLeft = f.lastDelivery, f.overviewBudget
+	return o, nil
 }

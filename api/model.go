@@ -49,6 +49,9 @@ type Event struct {
 	// SourceWords is Source in words for the pages' timeline ("the
 	// approval system's callback"); not answered.
 	SourceWords string `json:"-"`
+	// What says what the event did, as the status comment's timeline
+	// does ("approved by carol"); for the pages, not answered.
+	What string `json:"-"`
 }
 
 // History is a change and its events read in one snapshot: Stored as
@@ -272,3 +275,34 @@ func (e *NotQueuedError) Error() string {
 
 // Unwrap returns the engine's error.
 func (e *NotQueuedError) Unwrap() error { return e.Err }
+
+// Overview is what the operators' overview page counts (Store.ReadOverview).
+type Overview struct {
+	// ByStatus is every status's count of changes, in rules.Statuses()
+	// order.
+	ByStatus []StatusCount
+	// ByProject counts the active changes (not in a final status) per
+	// project and status, by project then status.
+	ByProject []ProjectCount
+	// LastDeliveryAt is when the newest stored webhook delivery arrived
+	// (zero: none yet).
+	LastDeliveryAt time.Time
+	// RetryingJobs wait to retry after an error; DiscardedJobs gave up in
+	// the last hour.
+	RetryingJobs, DiscardedJobs int
+	// BudgetLeft is the call budget's calls left per account after this
+	// replica's last take; nil without a budget.
+	BudgetLeft map[string]float64
+}
+
+// StatusCount is how many changes are in a status.
+type StatusCount struct {
+	Status string
+	Count  int
+}
+
+// ProjectCount is how many changes of a project are in a status.
+type ProjectCount struct {
+	Project, Status string
+	Count           int
+}

@@ -11,6 +11,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,10 +31,19 @@ import (
 // a token or secret. The login form is the only POST, and it is refused
 // unless its Origin header names this server.
 
-//go:embed web/*.html
+//go:embed web/*.html web/style.css
 var webFS embed.FS
 
-var webTemplates = template.Must(template.New("web").ParseFS(webFS, "web/*.html"))
+var webTemplates = template.Must(template.New("web").Funcs(template.FuncMap{"dur": durationWords}).ParseFS(webFS, "web/*.html"))
+
+// webCSS is the pages' one style sheet, served at /ui/static/style.css.
+var webCSS = func() []byte {
+	b, err := webFS.ReadFile("web/style.css")
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
 
 const (
 	// SessionCookie is the name of the web pages' session cookie, whose
@@ -113,28 +123,64 @@ var webReload = template.Must(template.New("reload").Parse(`<!doctype html><html
 func webHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 }
 
-// webRoutes adds the pages to r.
+// webRoutes adds the pages to r. Every POST but the login (which checks
+// its Origin itself, sameOrigin) passes http.CrossOriginProtection.
 func (h *Handler) webRoutes(r *mux.Router) {
-	r.Handle("/ui", http.RedirectHandler("/ui/changes", http.StatusSeeOther))
-	r.Handle("/ui/", http.RedirectHandler("/ui/changes", http.StatusSeeOther))
+	csrf := http.NewCrossOriginProtection()
+	if ext, err := url.Parse(h.cfg.ExternalURL); err == nil && ext.Scheme != "" && ext.Host != "" {
+		// The pages may be reached through the external URL's host as
+		// well as the one the request names (a proxy in front).
+		_ = csrf.AddTrustedOrigin(ext.Scheme + "://" + ext.Host)
+	}
+	post := func(f http.HandlerFunc) http.Handler { return csrf.Handler(h.webAuth(f)) }
+	r.Handle("/ui", h.webAuth(h.webOverview)).Methods(http.MethodGet)
+	r.Handle("/ui/", http.RedirectHandler("/ui", http.StatusSeeOther))
+	r.HandleFunc("/ui/static/style.css", serveCSS).Methods(http.MethodGet)
 	r.HandleFunc("/ui/login", h.webLoginForm).Methods(http.MethodGet)
 	r.HandleFunc("/ui/login", h.webLogin).Methods(http.MethodPost)
 	r.HandleFunc("/ui/logout", h.webLogout).Methods(http.MethodGet)
 	r.Handle("/ui/changes", h.webAuth(h.webList)).Methods(http.MethodGet)
-	r.Handle("/ui/stuck", h.webAuth(h.webStuck)).Methods(http.MethodGet)
+	r.Handle("/ui/attention", h.webAuth(h.webAttention)).Methods(http.MethodGet)
+	// The stuck view was folded into needs-attention (issue 23).
+	r.Handle("/ui/stuck", http.RedirectHandler("/ui/attention", http.StatusMovedPermanently)).Methods(http.MethodGet)
+	r.Handle("/ui/queues", h.webAuth(h.webQueues)).Methods(http.MethodGet)
+	r.Handle("/ui/queues/{project}/{branch:.+}/{action:freeze|unfreeze}", post(h.webFreeze)).Methods(http.MethodPost)
+	r.Handle("/ui/bulk", h.webAuth(h.webBulkForm)).Methods(http.MethodGet)
+	r.Handle("/ui/bulk", post(h.webBulk)).Methods(http.MethodPost)
 	r.Handle("/ui/changes/{id}", h.webAuth(h.webChange)).Methods(http.MethodGet)
+	r.Handle("/ui/changes/{id}/{action:retry|resume|cancel}", post(h.webAct)).Methods(http.MethodPost)
 }
 
-// webPage is the data every page template gets.
+// serveCSS serves the pages' style sheet (cached for an hour: it changes
+// only with the binary).
+func serveCSS(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(webCSS)
+}
+
+// webPage is the data every page template gets: the title, whether the
+// navigation shows (a logged-in page), the session's role, and how often
+// the page reloads itself (seconds; 0: never).
 type webPage struct {
-	Title string
-	Nav   bool
+	Title    string
+	Nav      bool
+	Role     string
+	Operator bool
+	Refresh  int
+}
+
+// page is the webPage of a logged-in page titled title, for r's session.
+func (h *Handler) page(r *http.Request, title string) webPage {
+	role := tokenRole(r)
+	return webPage{Title: title, Nav: true, Role: role, Operator: role == RoleOperator}
 }
 
 func (h *Handler) render(w http.ResponseWriter, status int, name string, data any) {
@@ -291,6 +337,26 @@ type changeDetail struct {
 	State   string
 	Project string
 	Events  []eventRow
+	// InStep is how long the change has been in its current step.
+	InStep string
+	// Checks is the "why is this not moving" checklist (rules.Checklist);
+	// the current check carries the change's detail and hint.
+	Checks []checkRow
+	// Files are the submitted files; Shown the one whose content the page
+	// shows (?file=path), nil for none.
+	Files []FileView
+	Shown *FileView
+	// Actions are the actions that apply now (operators only see forms).
+	Actions []actionForm
+	// Done names the action just taken (?done=).
+	Done string
+}
+
+// checkRow is one line of the checklist: its state and, at the current
+// check, what it waits for.
+type checkRow struct {
+	rules.Check
+	Note string
 }
 
 // eventRow is one timeline row of a change's page: every stored event,
@@ -299,6 +365,12 @@ type eventRow struct {
 	Seq                                       int64
 	At, Type, StepName, Status, Actor, Source string
 	RawSource, Payload                        string
+	// What says what the event did (Event.What).
+	What string
+	// InStep is, on a row that moved the change to a step, how long it
+	// stayed there (until the next move, or until now for the current
+	// step); "" on other rows.
+	InStep string
 	// Later marks an event after the "replay at" moment.
 	Later bool
 }
@@ -307,7 +379,7 @@ func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	op, events, v, err := h.cfg.Engine.Page(r.Context(), id)
 	if errors.Is(err, ErrNotFound) {
-		h.render(w, http.StatusNotFound, "change.html", changePage{webPage: webPage{Title: "No such change", Nav: true}, Missing: id})
+		h.render(w, http.StatusNotFound, "change.html", changePage{webPage: h.page(r, "No such change"), Missing: id})
 		return
 	}
 	if err != nil {
@@ -319,8 +391,23 @@ func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 		v.Hint = apiHint(rules.MustStep(rules.StepCode(op.Step)), op.Platform, h.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
 	v.Hint = h.cfg.Refusals.ApprovalHint(op.Status, v.Hint)
-	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project}
-	page := changePage{webPage: webPage{Title: "Change " + op.ID, Nav: true}}
+	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project, Files: FileViews(op.Files, false),
+		Actions: changeActions(rules.StepCode(op.Step)), InStep: durationWords(h.now().Sub(op.StepStartedAt))}
+	if done := r.URL.Query().Get("done"); slices.Contains([]string{"retry", "resume", "cancel"}, done) {
+		d.Done = done
+	}
+	if path := r.URL.Query().Get("file"); path != "" {
+		for i, f := range FileViews(op.Files, true) {
+			if f.Path == path {
+				d.Shown = &f
+				d.Files[i].Content = nil
+			}
+		}
+	}
+	page := changePage{webPage: h.page(r, "Change "+op.ID)}
+	if !rules.MustStep(rules.StepCode(op.Step)).Terminal {
+		page.Refresh = webRefreshSeconds
+	}
 	status := http.StatusOK
 	if at := r.URL.Query().Get("at"); at != "" {
 		page.At = at
@@ -334,7 +421,10 @@ func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 				StepName: rules.StepCode(rs.Step).String(), StepCode: rs.Step, Status: rs.Status}
 		}
 	}
+	visited := map[rules.StepCode]bool{}
+	lastMove := -1
 	for _, ev := range events {
+		visited[rules.StepCode(ev.ToStep)] = true
 		var pretty bytes.Buffer
 		if err := json.Indent(&pretty, ev.Payload, "", "  "); err != nil {
 			pretty.Reset()
@@ -342,8 +432,30 @@ func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Events = append(d.Events, eventRow{Seq: ev.Seq, At: ev.OccurredAt.UTC().Format("2006-01-02 15:04:05Z"), Type: ev.Type,
 			StepName: rules.StepCode(ev.ToStep).String(), Status: ev.ToStatus, Actor: ev.Actor,
-			Source: ev.SourceWords, RawSource: ev.Source, Payload: pretty.String(),
+			Source: ev.SourceWords, RawSource: ev.Source, Payload: pretty.String(), What: ev.What,
 			Later: page.Replay != nil && ev.Seq > page.Replay.Seq})
+		if ev.FromStep != ev.ToStep || ev.Type == "submitted" {
+			if lastMove >= 0 {
+				d.Events[lastMove].InStep = durationWords(ev.OccurredAt.Sub(events[lastMove].OccurredAt))
+			}
+			lastMove = len(d.Events) - 1
+		}
+	}
+	if lastMove >= 0 {
+		d.Events[lastMove].InStep = durationWords(h.now().Sub(events[lastMove].OccurredAt)) + " so far"
+		if rules.MustStep(rules.StepCode(op.Step)).Terminal {
+			d.Events[lastMove].InStep = "final"
+		}
+	}
+	for _, c := range rules.Checklist(rules.StepCode(op.Step), func(s rules.StepCode) bool { return visited[s] }) {
+		row := checkRow{Check: c}
+		if c.State == rules.CheckNow || c.State == rules.CheckFailed {
+			row.Note = v.Detail
+			if row.Note == "" {
+				row.Note = v.Hint
+			}
+		}
+		d.Checks = append(d.Checks, row)
 	}
 	page.Change = d
 	h.render(w, status, "change.html", page)
@@ -402,16 +514,21 @@ func stateWords(v templates.StatusView) string {
 
 // webFilters are the list page's filters, the query parameters of GET
 // /api/v1/changes (issue 13 point 1), in the order the form shows them.
-var webFilters = []string{"status", "step", "project", "subject_id", "target_key", "requested_by", "updated_after", "updated_before"}
+var webFilters = []string{"status", "step", "active", "project", "subject_id", "target_key", "requested_by", "updated_after", "updated_before", "stuck"}
 
 // webListPage is the data of list.html.
 type webListPage struct {
 	webPage
 	Action  string
 	Filters []webFilterField
-	Rows    []webListRow
-	Error   string
-	Next    string
+	// Quick are the filter links (Name the label, Value the query).
+	Quick []webFilterField
+	Rows  []webListRow
+	Error string
+	Next  string
+	// Filtered is the query of the filters set ("" for none), for the bulk
+	// actions' links.
+	Filtered string
 }
 
 type webFilterField struct{ Name, Value string }
@@ -419,19 +536,39 @@ type webFilterField struct{ Name, Value string }
 type webListRow struct {
 	Change
 	StepName, Updated string
+	// InStep is how long the change has been in its current step.
+	InStep string
+	// Ref is its merge request's reference (!4, #4), "" without one.
+	Ref string
+}
+
+// listRow is op as the pages list it.
+func (h *Handler) listRow(op Change) webListRow {
+	row := webListRow{Change: op, StepName: rules.StepCode(op.Step).String(),
+		Updated: op.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"), InStep: durationWords(h.now().Sub(op.StepStartedAt))}
+	if op.MRIID > 0 {
+		row.Ref = rules.WordsOf(op.Platform).Ref(op.MRIID)
+	}
+	return row
+}
+
+// webQuickFilters are the list's bookmarkable filter links.
+var webQuickFilters = []webFilterField{
+	{Name: "Active", Value: "active=true"},
+	{Name: "Failed", Value: "status=" + rules.StatusCreateFailed + "," + rules.StatusHandleFailed},
+	{Name: "Waiting for approval", Value: "status=" + rules.StatusApprovalSent},
+	{Name: "Merging", Value: "status=" + rules.StatusMerging},
+	{Name: "Applied", Value: "status=" + rules.StatusValidated},
+	{Name: "Final", Value: "active=false"},
 }
 
 func (h *Handler) webList(w http.ResponseWriter, r *http.Request) {
-	h.renderList(w, r, "Changes", "/ui/changes", false)
+	h.renderList(w, r, "Changes", "/ui/changes")
 }
 
-func (h *Handler) webStuck(w http.ResponseWriter, r *http.Request) {
-	h.renderList(w, r, "Stuck changes", "/ui/stuck", true)
-}
-
-func (h *Handler) renderList(w http.ResponseWriter, r *http.Request, title, action string, stuck bool) {
+func (h *Handler) renderList(w http.ResponseWriter, r *http.Request, title, action string) {
 	q := r.URL.Query()
-	p := webListPage{webPage: webPage{Title: title, Nav: true}, Action: action}
+	p := webListPage{webPage: h.page(r, title), Action: action, Quick: webQuickFilters}
 	for _, f := range webFilters {
 		p.Filters = append(p.Filters, webFilterField{Name: f, Value: q.Get(f)})
 	}
@@ -442,9 +579,6 @@ func (h *Handler) renderList(w http.ResponseWriter, r *http.Request, title, acti
 		if len(v) == 1 && v[0] == "" {
 			q.Del(k)
 		}
-	}
-	if stuck {
-		q.Set("stuck", "true")
 	}
 	ops, next, err := h.listChanges(r.Context(), q)
 	var bad *listFilterError
@@ -459,8 +593,11 @@ func (h *Handler) renderList(w http.ResponseWriter, r *http.Request, title, acti
 		return
 	}
 	for _, op := range ops {
-		p.Rows = append(p.Rows, webListRow{Change: op, StepName: rules.StepCode(op.Step).String(),
-			Updated: op.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z")})
+		p.Rows = append(p.Rows, h.listRow(op))
+	}
+	if fq := bulkQuery(q); len(fq) > 0 {
+		fq.Del("limit")
+		p.Filtered = fq.Encode()
 	}
 	if next != "" {
 		nq := r.URL.Query()

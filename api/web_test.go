@@ -62,16 +62,18 @@ func (s *apiSetup) page(t *testing.T, cookie, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestWebPagesRender: with a session, the list, the stuck view and a
-// change's page render what the fakes hold (filters, the state in words,
-// the timeline, the hint of a change without a merge request), with the
-// headers every page carries; an unknown change is a 404 page saying so,
+// TestWebPagesRender: with a session, the overview, the list, needs
+// attention, the queues and a change's page render what the fakes hold
+// (filters, the state in words, the checklist, the files, the timeline,
+// the hint of a change without a merge request), with the headers every
+// page carries; an unknown change is a 404 page saying so,
 // a bad filter a 400 page naming it.
 func TestWebPagesRender(t *testing.T) {
 	t.Parallel()
 	s := setup(t, "")
 	merging := s.changes.add(Change{SubjectID: "payments-api", TargetKey: "prod/eu", Project: "platform/config", Title: "Raise replicas",
-		Status: rules.StatusMerging, Step: int(rules.HandleStarted), MRIID: 4, MRWebURL: "https://gitlab.example/p/-/merge_requests/4"})
+		Status: rules.StatusMerging, Step: int(rules.HandleStarted), MRIID: 4, MRWebURL: "https://gitlab.example/p/-/merge_requests/4",
+		Files: []File{{Path: "replicas.yaml", Content: "replicas: 3\n"}}})
 	failed := s.changes.add(Change{SubjectID: "billing", TargetKey: "prod/us", Project: "platform/other",
 		Status: rules.StatusCreateFailed, Step: int(rules.CreateFailed)})
 	old := s.changes.add(Change{SubjectID: "slow", TargetKey: "prod/ap", Project: "platform/config", Status: rules.StatusMRCreating,
@@ -84,7 +86,19 @@ func TestWebPagesRender(t *testing.T) {
 	}{
 		{"the list", "/ui/changes", 200, []string{`href="/ui/changes/` + merging + `"`, `href="/ui/changes/` + failed + `"`, "HANDLE_STARTED", "!4"}, nil},
 		{"the list filtered", "/ui/changes?project=platform/other&status=", 200, []string{failed}, []string{merging}},
-		{"the stuck view", "/ui/stuck", 200, []string{old}, []string{merging, failed}},
+		{"needs attention", "/ui/attention", 200, []string{`id="group-slow"`, old, `id="group-failed"`, failed, "Chosen by:", "What to do:",
+			`http-equiv="refresh"`}, []string{merging}},
+		{"the overview", "/ui", 200, []string{`id="health"`, "No webhook delivery stored yet", `href="/ui/changes?status=MERGING"`,
+			`<a href="/ui/changes?active=true&amp;project=platform%2fconfig">platform/config</a>`}, nil},
+		{"the queues", "/ui/queues", 200, []string{`id="empty"`, "No merge queue yet"}, nil},
+		{"the list's quick filters", "/ui/changes?active=true", 200, []string{`id="quick"`, merging, failed, old, "in step"}, nil},
+		{"no change matches", "/ui/changes?project=nobody", 200, []string{`id="empty"`, "show all changes"}, nil},
+		{"a change's checklist and files", "/ui/changes/" + merging, 200, []string{`id="checklist"`,
+			`<li class="check now">approved by the reviewer robots`, `<li class="check later">merged`, `id="files"`, "<code>replicas.yaml</code>",
+			"create_or_update", `show content`}, []string{`id="file-content"`}},
+		{"a file's content on request", "/ui/changes/" + merging + "?file=replicas.yaml", 200, []string{`id="file-content"`, "replicas: 3"}, nil},
+		{"a viewer sees no action form", "/ui/changes/" + failed, 200, []string{`id="actions-readonly"`, "Retry, Cancel apply now"},
+			[]string{`id="form-retry"`}},
 		{"a bad filter", "/ui/changes?status=DONE", 400, []string{`id="error"`, "query parameter status"}, nil},
 		{"a change with its MR", "/ui/changes/" + merging, 200, []string{"Merging merge request !4.", "Raise replicas", `<a href="https://gitlab.example/p/-/merge_requests/4">!4</a>`,
 			`<table id="timeline">`, "Timeline (1 events"}, nil},

@@ -92,6 +92,9 @@ type App struct {
 	// clock is the database's clock as this replica measures it: the call
 	// budget and the account waits run on it (issue 21 point 6).
 	clock *budget.Clock
+	// calls is the GitLab call budget (nil on GitHub), whose calls left
+	// the overview page shows.
+	calls *budget.Budget
 	// now is the list API's clock (AppOpts.Now).
 	now func() time.Time
 	// draining is set once Run got its stop signal: /readyz answers 503.

@@ -50,6 +50,7 @@ func (a *App) newPlatformClient(observe func(endpoint string, status int, d time
 		if err != nil {
 			return nil, err
 		}
+		a.calls = calls
 		c, err := gitlab.New(gitlab.Config{BaseURL: a.cfg.GitLabURL, Token: a.cfg.GitLabToken,
 			ReviewerTokens: a.cfg.ReviewerTokens, Logger: a.log, ObserveFunc: observe, NowFunc: now,
 			// A 429's wait, shared by every replica (issue 10 point 4),

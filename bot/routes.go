@@ -72,7 +72,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 		return nil, err
 	}
 	handler, err := api.New(api.Config{Engine: backend.Engine{Flows: a.engine, Settings: a.settings},
-		Store: backend.Store{Store: a.store, Settings: a.settings}, Settings: backend.Settings{Cache: a.settings},
+		Store: backend.Store{Store: a.store, Settings: a.settings, BudgetLeft: a.budgetLeft}, Settings: backend.Settings{Cache: a.settings},
 		Queues: backend.Queues{Flows: a.engine, Store: a.store}, Refusals: a.refusals,
 		Tokens: a.cfg.APITokens, ExternalURL: a.cfg.ExternalURL, MaxBodyBytes: a.cfg.MaxBodyBytes, SessionTTL: a.cfg.WebSessionTTL,
 		Logger: a.log, NowFunc: a.now})
@@ -165,4 +165,13 @@ func newGitLabMetrics(reg prometheus.Registerer) *gitlabMetrics {
 func (m *gitlabMetrics) observe(endpoint string, status int, d time.Duration) {
 	m.calls.WithLabelValues(endpoint, fmt.Sprint(status)).Inc()
 	m.duration.WithLabelValues(endpoint).Observe(d.Seconds())
+}
+
+// budgetLeft is the GitLab call budget's calls left per account (the
+// overview page's health line); nil without a budget (GitHub).
+func (a *App) budgetLeft() map[string]float64 {
+	if a.calls == nil {
+		return nil
+	}
+	return a.calls.Left()
 }

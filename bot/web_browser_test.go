@@ -240,8 +240,8 @@ func TestWebPagesInBrowser(t *testing.T) {
 			t.Fatalf("filter %s=%s: %v", tc.field, tc.value, err)
 		}
 	}
-	// A bad filter says what is wrong; the stuck view does not list a
-	// VALIDATED change.
+	// A bad filter says what is wrong; needs attention does not list a
+	// VALIDATED change (the old stuck view leads there).
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(env.BaseURL+"/ui/changes?updated_after=yesterday"),
 		chromedp.WaitVisible(chromedp.ID("error")),
@@ -253,9 +253,9 @@ func TestWebPagesInBrowser(t *testing.T) {
 	}
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(env.BaseURL+"/ui/stuck"),
-		chromedp.WaitVisible(chromedp.ID("empty")),
+		chromedp.WaitVisible(chromedp.ID("nothing")),
 	); err != nil {
-		t.Fatalf("stuck view: %v", err)
+		t.Fatalf("needs attention: %v", err)
 	}
 
 	// The status comment links the page (it is refreshed after a short
@@ -288,15 +288,17 @@ func waitLocation(t *testing.T, ctx context.Context, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		loc := run(t, ctx, chromedp.Location())
-		if strings.Contains(loc, want) {
+		// Asked while the navigation swaps documents, the location is an
+		// error ("Inspected target navigated or closed"): ask again.
+		loc, err := chromedp.Run(ctx, chromedp.Location())
+		if err == nil && strings.Contains(loc, want) {
 			if err := chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS("body"))); err != nil {
 				t.Fatal(err)
 			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the page stayed at %s, want a URL with %s", loc, want)
+			t.Fatalf("the page stayed at %s (%v), want a URL with %s", loc, err, want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

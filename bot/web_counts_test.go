@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,11 +12,9 @@ import (
 	"changebot/demo"
 )
 
-// TestChangePageSaysWhatItsEventCountCounts: the change's page counts every
-// event, the status comment only those that are steps; the page names how
-// many of its events the comment leaves out (retried calls, merge claims),
-// so the two counts do not differ without a word. A merged change has at
-// least the merge's claim.
+// TestChangePageSaysWhatItsEventCountCounts: the change's page counts and
+// lists every event, the merge claims the status comment leaves out too,
+// each with what it did in words.
 func TestChangePageSaysWhatItsEventCountCounts(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
@@ -39,8 +38,15 @@ func TestChangePageSaysWhatItsEventCountCounts(t *testing.T) {
 		t.Fatal("the validated change has no claim event; the test needs one")
 	}
 	_, body := viewerPage(t, env, "/ui/changes/"+opID)
-	want := fmt.Sprintf("Timeline (%d events; the status comment's timeline leaves out %d of them: retried calls and merge claims)", len(view.Events), hidden)
-	if !strings.Contains(body, want) {
+	if want := fmt.Sprintf("Timeline (%d events)", len(view.Events)); !strings.Contains(body, want) {
 		t.Errorf("the page lacks %q:\n%s", want, body)
+	}
+	if n := len(regexp.MustCompile(`<tr><td>\d+</td><td>`).FindAllString(body, -1)); n != len(view.Events) {
+		t.Errorf("the page's timeline has %d rows, want every one of the %d events", n, len(view.Events))
+	}
+	for _, want := range []string{"approved by carol", "merged"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page's timeline does not say %q:\n%s", want, body)
+		}
 	}
 }

@@ -86,6 +86,9 @@ type Budget struct {
 
 	mu     sync.Mutex
 	leases map[leaseKey]*lease
+	// left is, per account, the calls its bucket held after this
+	// replica's last take (float64).
+	left sync.Map
 }
 
 // leaseKey names one lease: an account's calls taken at one priority. Each
@@ -268,6 +271,7 @@ func (b *Budget) TakeCall(ctx context.Context, account string, p platform.Priori
 		return 0, 0, err
 	}
 	b.m.remaining.WithLabelValues(account).Set(got.Tokens)
+	b.left.Store(account, got.Tokens)
 	if got.BlockedUntil.After(now) {
 		b.remember(account, got.BlockedUntil)
 	}
@@ -318,6 +322,20 @@ func waitFor(l Limits, p platform.Priority, got store.BudgetTake, now time.Time)
 		return MinWait
 	}
 	return max(time.Duration(need/perSecond*float64(time.Second)), MinWait)
+}
+
+// Left is, per account (instance and token fingerprint), the calls its
+// bucket held after this replica's last take: what the operators'
+// overview shows as the budget left. Accounts this replica has not taken
+// from are absent; the bucket is shared, so another replica's takes since
+// are not counted.
+func (b *Budget) Left() map[string]float64 {
+	out := map[string]float64{}
+	b.left.Range(func(k, v any) bool {
+		out[k.(string)] = v.(float64)
+		return true
+	})
+	return out
 }
 
 // RemainingCalls lowers account's budget to remaining calls (GitLab's

@@ -142,6 +142,8 @@ func submittedBy(events []store.Event) string {
 type ChangeReader interface {
 	DB() store.DBTX
 	ListChanges(ctx context.Context, db store.DBTX, p store.ListParams) ([]store.Operation, error)
+	CountByStatusWithAge(ctx context.Context, db store.DBTX, statuses []string) ([]store.StatusAge, error)
+	ReadOverview(ctx context.Context, db store.DBTX, statuses []string, discardedSince time.Time) (store.Overview, error)
 	ReadHistory(ctx context.Context, id string) (store.History, error)
 	InsertCallbackRequest(ctx context.Context, db store.DBTX, requestID, kind, operationID, result string) error
 	CallbackResult(ctx context.Context, db store.DBTX, kind, requestID string) (string, error)
@@ -152,6 +154,35 @@ type ChangeReader interface {
 type Store struct {
 	Store    ChangeReader
 	Settings SettingsReader
+	// BudgetLeft, when set, is the call budget's calls left per account
+	// (budget.Budget.Left), for the overview.
+	BudgetLeft func() map[string]float64
+}
+
+// ReadOverview implements api.Store: every status's count, the active
+// changes by project, the last stored webhook delivery and the jobs
+// retrying, or discarded in the hour before now; the budget left.
+func (s Store) ReadOverview(ctx context.Context, now time.Time) (api.Overview, error) {
+	var o api.Overview
+	counts, err := s.Store.CountByStatusWithAge(ctx, s.Store.DB(), rules.Statuses())
+	if err != nil {
+		return o, Error(err)
+	}
+	for _, c := range counts {
+		o.ByStatus = append(o.ByStatus, api.StatusCount{Status: c.Status, Count: c.Count})
+	}
+	ov, err := s.Store.ReadOverview(ctx, s.Store.DB(), store.ActiveStatuses(), now.Add(-time.Hour))
+	if err != nil {
+		return o, Error(err)
+	}
+	for _, c := range ov.ByProject {
+		o.ByProject = append(o.ByProject, api.ProjectCount{Project: c.Project, Status: c.Status, Count: c.Count})
+	}
+	o.LastDeliveryAt, o.RetryingJobs, o.DiscardedJobs = ov.LastDeliveryAt, ov.RetryingJobs, ov.DiscardedJobs
+	if s.BudgetLeft != nil {
+		o.BudgetLeft = s.BudgetLeft()
+	}
+	return o, nil
 }
 
 var _ api.Store = Store{}
@@ -447,8 +478,8 @@ func filesOf(files []store.File) []api.File {
 }
 
 // EventsOf is events as api answers them; with platform set, each one's
-// SourceWords is its source in that platform's words
-// (flows.DescribeSource).
+// SourceWords is its source and What what it did, in that platform's words
+// (flows.DescribeSource, flows.DescribeEvent).
 func EventsOf(events []store.Event, platform string) []api.Event {
 	if events == nil {
 		return nil
@@ -460,6 +491,7 @@ func EventsOf(events []store.Event, platform string) []api.Event {
 			SchemaVersion: ev.SchemaVersion, OccurredAt: ev.OccurredAt, PrevHash: ev.PrevHash, Hash: ev.Hash}
 		if platform != "" {
 			out[i].SourceWords = flows.DescribeSource(ev, platform)
+			out[i].What = flows.DescribeEvent(ev, platform)
 		}
 	}
 	return out
