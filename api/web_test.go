@@ -94,7 +94,7 @@ func TestWebPagesRender(t *testing.T) {
 		{"the list's quick filters", "/ui/changes?active=true", 200, []string{`id="quick"`, merging, failed, old, "in step"}, nil},
 		{"no change matches", "/ui/changes?project=nobody", 200, []string{`id="empty"`, "show all changes"}, nil},
 		{"a change's checklist and files", "/ui/changes/" + merging, 200, []string{`id="checklist"`,
-			`<li class="check now">approved by the reviewer robots`, `<li class="check later">merged`, `id="files"`, "<code>replicas.yaml</code>",
+			`<li class="check now">reviewer robots&#39; approvals`, `<li class="check later">merge<`, `id="files"`, "<code>replicas.yaml</code>",
 			"create_or_update", `show content`}, []string{`id="file-content"`}},
 		{"a file's content on request", "/ui/changes/" + merging + "?file=replicas.yaml", 200, []string{`id="file-content"`, "replicas: 3"}, nil},
 		{"a viewer sees no action form", "/ui/changes/" + failed, 200, []string{`id="actions-readonly"`, "Retry, Cancel apply now"},

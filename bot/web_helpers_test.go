@@ -37,8 +37,15 @@ func viewerPage(t *testing.T, env *demo.Env, path string) (int, string) {
 // login form does, and returns the session cookie's value.
 func viewerSession(t *testing.T, env *demo.Env) string {
 	t.Helper()
+	return webSession(t, env, demo.ViewerToken)
+}
+
+// webSession logs in on env's /ui/login with token, as the login form
+// does, and returns the session cookie's value.
+func webSession(t *testing.T, env *demo.Env, token string) string {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, env.BaseURL+"/ui/login",
-		strings.NewReader(url.Values{"token": {demo.ViewerToken}, "next": {"/ui/changes"}}.Encode()))
+		strings.NewReader(url.Values{"token": {token}, "next": {"/ui/changes"}}.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +62,6 @@ func viewerSession(t *testing.T, env *demo.Env) string {
 			return c.Value
 		}
 	}
-	t.Fatalf("logging in as the viewer: %d without a session cookie", resp.StatusCode)
+	t.Fatalf("logging in: %d without a session cookie", resp.StatusCode)
 	return ""
 }

@@ -20,7 +20,7 @@ const (
 
 // Check is one line of a change's "why is this not moving" checklist.
 type Check struct {
-	// Name says what is checked, in words ("pipeline passed").
+	// Name says what is checked, in words ("pipeline").
 	Name  string
 	State CheckState
 }
@@ -41,20 +41,20 @@ type check struct {
 // approval comes first or after the pipeline by the change's flow order,
 // and is listed first either way.
 var checklist = []check{
-	{name: "approved", work: []StepCode{ApprovalSending, ApprovalSendPending, ApprovalSent},
+	{name: "approval", work: []StepCode{ApprovalSending, ApprovalSendPending, ApprovalSent},
 		failed: []StepCode{ApprovalRejected, ApprovalWithdrawn}},
-	{name: "merge request opened", work: []StepCode{CreateStarted}, failed: []StepCode{CreateFailed, CreateRefused},
+	{name: "merge request", work: []StepCode{CreateStarted}, failed: []StepCode{CreateFailed, CreateRefused},
 		passedBy: []StepCode{CreateMROpened}},
-	{name: "pipeline passed", work: []StepCode{CreateMROpened, CreatePipelinePending, HandleAwaitPipeline, HandlePipelinePending},
+	{name: "pipeline", work: []StepCode{CreateMROpened, CreatePipelinePending, HandleAwaitPipeline, HandlePipelinePending},
 		failed: []StepCode{CreatePipelineFailed}, passedBy: []StepCode{CreateSucceeded}},
-	{name: "approved by the reviewer robots", work: []StepCode{HandleStarted}, failed: []StepCode{HandleReviewerDenied},
+	{name: "reviewer robots' approvals", work: []StepCode{HandleStarted}, failed: []StepCode{HandleReviewerDenied},
 		passedBy: []StepCode{HandleApproved}},
 	{name: "target branch as submitted", failed: []StepCode{HandleRetargeted}, passedBy: []StepCode{HandleMerged}},
 	{name: "turn in the merge queue", work: []StepCode{HandleQueued, HandleInTrain}, passedBy: []StepCode{HandleMerged}, optional: true},
 	{name: "mergeable (rebased, not a draft)", work: []StepCode{HandleApproved, HandleRebasing, HandleRebasePending, HandleMergePending, HandleDraft},
 		failed: []StepCode{HandleNotMergeable, HandleRebaseConflict, HandleFailed}, passedBy: []StepCode{HandleMerged}},
-	{name: "merged", passedBy: []StepCode{HandleMerged}},
-	{name: "applied (deploy confirmed)", work: []StepCode{HandleMerged, DeployPending}, passedBy: []StepCode{CalledBack}},
+	{name: "merge", passedBy: []StepCode{HandleMerged}},
+	{name: "deploy confirmation", work: []StepCode{HandleMerged, DeployPending}, passedBy: []StepCode{CalledBack}},
 }
 
 // Checklist is the change's checklist from the step table: for each check,
