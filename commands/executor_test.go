@@ -43,7 +43,11 @@ func (f *fakeFlow) Act(_ context.Context, id string, a rules.Action, p rules.Act
 	if reason, ok := f.refuse[a]; ok {
 		return &rules.NotApplicableError{Reason: reason}
 	}
-	f.acted = append(f.acted, fmt.Sprintf("%s %s by %s from %s", a, id, p.Actor, p.Source))
+	act := fmt.Sprintf("%s %s by %s from %s", a, id, p.Actor, p.Source)
+	if p.Reason != "" {
+		act += ": " + p.Reason
+	}
+	f.acted = append(f.acted, act)
 	return nil
 }
 
@@ -117,8 +121,8 @@ func (fakeReplier) Reply(kind string, _ any) (string, error) { return kind, nil 
 
 // TestCommandsActThroughTheOneDispatch: /retry, /resume and /cancel run
 // their registry entry's handler, which asks the flow's one dispatch (Act)
-// with the change's operation id; an action that does not apply is refused
-// and answered.
+// with the change's operation id and the words after the command as the
+// reason; an action that does not apply is refused and answered.
 func TestCommandsActThroughTheOneDispatch(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -131,6 +135,7 @@ func TestCommandsActThroughTheOneDispatch(t *testing.T) {
 	}{
 		{name: "retry", body: "/retry", wantActed: []string{"retry op_1 by alice from command:7"}},
 		{name: "cancel", body: "/cancel", wantActed: []string{"cancel op_1 by alice from command:7"}},
+		{name: "cancel with a reason", body: "/cancel wrong  file", wantActed: []string{"cancel op_1 by alice from command:7: wrong file"}},
 		{name: "resume needs an operator", body: "/resume", step: rules.HandlePipelinePending,
 			wantRefused: []string{"resume op_1: /resume needs: operators only"}},
 		{name: "resume that does not apply in the state", body: "/resume",

@@ -83,9 +83,14 @@ type Handler func(ctx context.Context, r *Request) error
 
 // act is the handler of retry, resume and cancel: flows.Engine.Act, the
 // one dispatch the REST API uses too.
+// act runs a on the change, with the words after the command as the
+// person's reason ("/cancel wrong file": "cancelled by olivia: wrong
+// file").
 func act(a rules.Action) Handler {
 	return func(ctx context.Context, r *Request) error {
-		return r.Flow.Act(ctx, r.Change.OperationID, a, r.Params)
+		p := r.Params
+		p.Reason = r.Reason()
+		return r.Flow.Act(ctx, r.Change.OperationID, a, p)
 	}
 }
 
