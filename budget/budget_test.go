@@ -77,8 +77,16 @@ func TestTakeCall(t *testing.T) {
 				}
 				return wait, left
 			}
+			if got := b.Left(); len(got) != 0 {
+				t.Fatalf("calls left before any take: %v, want none known", got)
+			}
 			if wait, left := take(platform.PriorityBackground); wait != 0 || left != 2 {
 				t.Fatalf("a background call from a full budget of 3: wait %s, left %v", wait, left)
+			}
+			// The overview's figure: what the bucket held after the take
+			// (its lease of one call spent at once).
+			if got := b.Left(); len(got) != 1 || got["robot"] != 2 {
+				t.Fatalf("calls left after one take of 3: %v, want robot: 2", got)
 			}
 			if wait, _ := take(platform.PriorityBackground); wait != time.Second {
 				t.Fatalf("a background call at the reserve (2): wait %s, want 1s (one call to flow back)", wait)
