@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"changebot/flows/rules"
@@ -358,7 +357,7 @@ const maxReasonChars = 500
 // maxReasonChars with "…"; "" when there are none.
 func (r *Request) Reason() string {
 	s := strings.Map(func(c rune) rune {
-		if unicode.IsControl(c) || textcheck.IsBidiFormatting(c) {
+		if textcheck.KindOf(c) != "" {
 			return -1
 		}
 		return c

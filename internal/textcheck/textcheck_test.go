@@ -2,8 +2,9 @@ package textcheck
 
 import "testing"
 
-// TestProblem: control characters (C0, DEL, C1) and the bidirectional
-// formatting characters are found, the first one named by its code point;
+// TestProblem: control characters (C0, DEL, C1), the bidirectional
+// formatting characters, the line and paragraph separators and the
+// invisible characters are found, the first one named by its code point;
 // other text, non-ASCII letters and invisible but harmless characters
 // pass.
 func TestProblem(t *testing.T) {
@@ -24,6 +25,12 @@ func TestProblem(t *testing.T) {
 		{"first isolate", "a\u2068b", "contains a bidirectional formatting character (U+2068)"},
 		{"pop directional isolate", "a\u2069", "contains a bidirectional formatting character (U+2069)"},
 		{"the first one is named", "a\u202e\n", "contains a bidirectional formatting character (U+202E)"},
+		{"line separator", "a\u2028b", "contains a line or paragraph separator (U+2028)"},
+		{"paragraph separator", "a\u2029", "contains a line or paragraph separator (U+2029)"},
+		{"byte order mark inside", "a\ufeffb", "contains an invisible character (U+FEFF)"},
+		{"zero-width space", "ali\u200bce", "contains an invisible character (U+200B)"},
+		{"word joiner", "a\u2060b", "contains an invisible character (U+2060)"},
+		{"zero-width non-joiner passes", "a\u200cb", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
