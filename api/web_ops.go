@@ -332,14 +332,30 @@ func (h *Handler) webForbidden(w http.ResponseWriter, r *http.Request, back stri
 		Error: "A " + tokenRole(r) + " token may look but not act: log in with an operator token to retry, resume, cancel or freeze."})
 }
 
+// operatorForm lets an operator's form through: it answers 403 to any other
+// session (webForbidden) and reads the reason and the confirmation
+// (webReason); ok is false when it answered.
+func (h *Handler) operatorForm(w http.ResponseWriter, r *http.Request, back string) (reason string, ok bool) {
+	if tokenRole(r) != RoleOperator {
+		h.webForbidden(w, r, back)
+		return "", false
+	}
+	return h.webReason(w, r, back)
+}
+
+// notDone answers the action page with status saying msg: nothing was
+// done.
+func (h *Handler) notDone(w http.ResponseWriter, r *http.Request, status int, back, msg string) {
+	h.render(w, status, "action.html", webActionResult{webPage: h.page(r, "Not done"), Back: back, Error: msg})
+}
+
 // webReason reads the form's reason and confirmation (both required): the
 // reason as one line of text of at most maxReasonChars. It answers 400
 // and returns false when one is missing or bad.
 func (h *Handler) webReason(w http.ResponseWriter, r *http.Request, back string) (string, bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
-		h.render(w, http.StatusBadRequest, "action.html", webActionResult{webPage: h.page(r, "Not done"), Back: back,
-			Error: "The form could not be read."})
+		h.notDone(w, r, http.StatusBadRequest, back, "The form could not be read.")
 		return "", false
 	}
 	reason := strings.TrimSpace(r.PostForm.Get("reason"))
@@ -355,7 +371,7 @@ func (h *Handler) webReason(w http.ResponseWriter, r *http.Request, back string)
 		msg = fmt.Sprintf("reason is longer than %d characters. Nothing was done.", maxReasonChars)
 	}
 	if msg != "" {
-		h.render(w, http.StatusBadRequest, "action.html", webActionResult{webPage: h.page(r, "Not done"), Back: back, Error: msg})
+		h.notDone(w, r, http.StatusBadRequest, back, msg)
 		return "", false
 	}
 	return reason, true
@@ -368,11 +384,7 @@ func (h *Handler) webAct(w http.ResponseWriter, r *http.Request) {
 	vars := mux.Vars(r)
 	id, action := vars["id"], rules.Action(vars["action"])
 	back := "/ui/changes/" + url.PathEscape(id)
-	if tokenRole(r) != RoleOperator {
-		h.webForbidden(w, r, back)
-		return
-	}
-	reason, ok := h.webReason(w, r, back)
+	reason, ok := h.operatorForm(w, r, back)
 	if !ok {
 		return
 	}
@@ -384,12 +396,11 @@ func (h *Handler) webAct(w http.ResponseWriter, r *http.Request) {
 			Error: "No change has the id " + id + "."})
 		return
 	case errors.As(err, &na):
-		h.render(w, http.StatusConflict, "action.html", webActionResult{webPage: h.page(r, "Not done"), Back: back, Error: na.Reason})
+		h.notDone(w, r, http.StatusConflict, back, na.Reason)
 		return
 	case err != nil:
 		h.log.Error("web action failed", "operation_id", id, "action", action, "err", err)
-		h.render(w, http.StatusServiceUnavailable, "action.html", webActionResult{webPage: h.page(r, "Not done"), Back: back,
-			Error: "Could not " + string(action) + " the change; try again."})
+		h.notDone(w, r, http.StatusServiceUnavailable, back, "Could not "+string(action)+" the change; try again.")
 		return
 	}
 	h.attn.forget()
@@ -505,11 +516,7 @@ func (h *Handler) webBulkForm(w http.ResponseWriter, r *http.Request) {
 // the confirmation), each as one Engine.Act with the reason; then the
 // outcome per change.
 func (h *Handler) webBulk(w http.ResponseWriter, r *http.Request) {
-	if tokenRole(r) != RoleOperator {
-		h.webForbidden(w, r, "/ui/changes")
-		return
-	}
-	reason, ok := h.webReason(w, r, "/ui/changes")
+	reason, ok := h.operatorForm(w, r, "/ui/changes")
 	if !ok {
 		return
 	}
@@ -517,13 +524,12 @@ func (h *Handler) webBulk(w http.ResponseWriter, r *http.Request) {
 	q := bulkQuery(r.PostForm)
 	back := "/ui/changes?" + q.Encode()
 	if _, ok := bulkActions[action]; !ok || len(q) == 0 {
-		h.render(w, http.StatusBadRequest, "action.html", webActionResult{webPage: h.page(r, "Not done"), Back: back,
-			Error: "A bulk action needs action retry or cancel and a filter."})
+		h.notDone(w, r, http.StatusBadRequest, back, "A bulk action needs action retry or cancel and a filter.")
 		return
 	}
 	targets, _, err := h.bulkTargets(r.Context(), action, q)
 	if err != nil {
-		h.render(w, http.StatusBadRequest, "action.html", webActionResult{webPage: h.page(r, "Not done"), Back: back, Error: err.Error()})
+		h.notDone(w, r, http.StatusBadRequest, back, err.Error())
 		return
 	}
 	res := webActionResult{webPage: h.page(r, "Bulk "+string(action)), Back: back}
@@ -551,18 +557,13 @@ func (h *Handler) webBulk(w http.ResponseWriter, r *http.Request) {
 // queues.
 func (h *Handler) webFreeze(w http.ResponseWriter, r *http.Request) {
 	vars := mux.Vars(r)
-	if tokenRole(r) != RoleOperator {
-		h.webForbidden(w, r, "/ui/queues")
-		return
-	}
-	reason, ok := h.webReason(w, r, "/ui/queues")
+	reason, ok := h.operatorForm(w, r, "/ui/queues")
 	if !ok {
 		return
 	}
 	projectID, err := strconv.ParseInt(vars["project"], 10, 64)
 	if err != nil || projectID < 1 {
-		h.render(w, http.StatusBadRequest, "action.html", webActionResult{webPage: h.page(r, "Not done"), Back: "/ui/queues",
-			Error: "project must be a numeric project id"})
+		h.notDone(w, r, http.StatusBadRequest, "/ui/queues", "project must be a numeric project id")
 		return
 	}
 	frozen := vars["action"] == "freeze"
@@ -570,12 +571,11 @@ func (h *Handler) webFreeze(w http.ResponseWriter, r *http.Request) {
 	var nq *NoQueueError
 	switch {
 	case errors.As(err, &nq):
-		h.render(w, http.StatusConflict, "action.html", webActionResult{webPage: h.page(r, "Not done"), Back: "/ui/queues", Error: nq.Reason})
+		h.notDone(w, r, http.StatusConflict, "/ui/queues", nq.Reason)
 		return
 	case err != nil:
 		h.log.Error("web freeze failed", "project_id", projectID, "branch", vars["branch"], "err", err)
-		h.render(w, http.StatusServiceUnavailable, "action.html", webActionResult{webPage: h.page(r, "Not done"), Back: "/ui/queues",
-			Error: "Could not change the queue; try again."})
+		h.notDone(w, r, http.StatusServiceUnavailable, "/ui/queues", "Could not change the queue; try again.")
 		return
 	}
 	h.log.Info("web freeze", "action", vars["action"], "project_id", projectID, "branch", vars["branch"], "actor", requestTokenID(r), "reason", reason)

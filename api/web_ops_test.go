@@ -31,8 +31,7 @@ func (s *apiSetup) post(t *testing.T, cookie, path string, form url.Values, orig
 	if cookie != "" {
 		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: cookie})
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
+	resp, err := noRedirect.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,7 @@ func (s *apiSetup) login(t *testing.T, token string) string {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", s.srv.URL)
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
+	resp, err := noRedirect.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +37,10 @@ func (s *apiSetup) login(t *testing.T, token string) string {
 	return ""
 }
 
+// noRedirect is a client that answers a redirect as it is, for the tests
+// to read its Location.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 // page GETs path of s with the session cookie value cookie ("" for none)
 // and returns the status and the body.
 func (s *apiSetup) page(t *testing.T, cookie, path string) (int, string) {
@@ -49,8 +52,7 @@ func (s *apiSetup) page(t *testing.T, cookie, path string) (int, string) {
 	if cookie != "" {
 		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: cookie})
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
+	resp, err := noRedirect.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

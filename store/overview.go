@@ -43,6 +43,27 @@ type OverviewQueries interface {
 	OverviewFailingJobs(ctx context.Context, since time.Time) (retrying, discarded int, err error)
 }
 
+// Rows are the rows of a query of either engine (pgx.Rows, *sql.Rows).
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ScanProjectCounts reads rows of (project, status, count), for the
+// drivers' OverviewByProject.
+func ScanProjectCounts(rows Rows) ([]ProjectCount, error) {
+	var out []ProjectCount
+	for rows.Next() {
+		var c ProjectCount
+		if err := rows.Scan(&c.Project, &c.Status, &c.Count); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
 // ReadOverview reads the overview (three statements, not one snapshot:
 // a page of counts, each exact when read): the changes in statuses per
 // project, the last stored delivery, the jobs retrying and those discarded

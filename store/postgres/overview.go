@@ -19,15 +19,7 @@ func (x executor) OverviewByProject(ctx context.Context, statuses []string) ([]s
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.ProjectCount
-	for rows.Next() {
-		var c store.ProjectCount
-		if err := rows.Scan(&c.Project, &c.Status, &c.Count); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return store.ScanProjectCounts(rows)
 }
 
 // OverviewLastDelivery implements store.OverviewQueries (the
