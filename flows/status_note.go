@@ -42,6 +42,7 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 	}
 	var gitlabApprovers []string
 	var deployPipeline int64
+	opened := false // a move to CREATE_MR_OPENED was seen
 	for _, ev := range events {
 		v.Seq = ev.Seq
 		pl := payloadOf(ev)
@@ -66,6 +67,13 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 			}
 		}
 		what, kind := describeEvent(w, ev, pl)
+		if ev.ToStep == int(rules.CreateMROpened) && ev.Type == store.EventTransition {
+			if opened && op.MRIID > 0 {
+				// A retry finds its merge request open and runs its CI again.
+				what = fmt.Sprintf("%s still open: waiting for %s", w.MRRef(op.MRIID), w.NewRun)
+			}
+			opened = true
+		}
 		switch kind {
 		case rowRetriedCall:
 			v.RetriedCalls++
