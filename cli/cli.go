@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,8 +26,8 @@ const usage = `changebot carries configuration changes through GitLab merge requ
 Usage:
   changebot serve   [-config file]          run the HTTP server and the job workers
   changebot migrate [-config file] [-down version [-yes]]  apply the database migrations (or revert to a version, asking first)
-  changebot demo    [-timeout 90s] [-keep] [-keep-data] [-platform gitlab|github]  carry one change end to end against an in-memory GitLab or GitHub
-                                            (-keep: keep it all running to try more; -keep-data: keep its database or PostgreSQL schema)
+  changebot demo    [-timeout 90s] [-keep [-fail pipeline|approval|rebase|hang|none]] [-keep-data] [-platform gitlab|github]  carry one change end to end against an in-memory GitLab or GitHub
+                                            (-keep: keep it all running to try more, with a second change stopped by -fail; -keep-data: keep its database or PostgreSQL schema)
   changebot doctor  [-config file] [-project P]... [-hook-token-file f]   check tokens, roles, webhooks, approval system, database
   changebot setup   [-config file] (-project P | -group G)... [-hook-token-file f] [-no-test] [-force]   create or fix the webhook, then test it
                                             (on GitHub -project is owner/repository; -group is GitLab's only)
@@ -342,7 +343,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, start
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 90*time.Second, "give up after this long")
 	verbose := fs.Bool("v", false, "log the bot's own lines")
-	keep := fs.Bool("keep", false, "keep the bot, the in-memory GitLab and the approval system running after the first change (until Ctrl-C) and print how to use them")
+	keep := fs.Bool("keep", false, "keep the bot, the in-memory GitLab and the approval system running after the first change (until Ctrl-C), leave a second change stopped by -fail, and print how to use them")
+	fail := fs.String("fail", "", "with -keep, what stops the second change: "+strings.Join(demo.FailModes, ", ")+
+		" (its pipeline fails once; its approval is held; its rebase conflicts; its rebase hangs; no second change); default pipeline, none with -platform github")
 	keepData := fs.Bool("keep-data", false, "keep the demo's database when it ends: its PostgreSQL schema (changebot_demo_<random>, dropped by default), or the temporary SQLite file")
 	listen := fs.String("listen", "", "host:port of the bot (default a free port on 127.0.0.1)")
 	glListen := fs.String("gitlab-listen", "", "host:port of the in-memory GitLab (default a free port on 127.0.0.1)")
@@ -359,6 +362,14 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, start
 	}
 	if *timeout <= 0 {
 		return usagef("-timeout %v: want a positive duration such as 90s", *timeout)
+	}
+	switch {
+	case *fail != "" && !slices.Contains(demo.FailModes, *fail):
+		return usagef("-fail %q: want one of %s", *fail, strings.Join(demo.FailModes, ", "))
+	case *fail != "" && !*keep:
+		return usagef("-fail %s needs -keep: the second change is left for you to act on", *fail)
+	case *fail != "" && *fail != demo.FailNone && *platformName == config.PlatformGitHub:
+		return usagef("-fail %s: the failure switches need the in-memory GitLab (-platform gitlab)", *fail)
 	}
 	// Without DATABASE_URL the demo needs no database server: a SQLite
 	// file in a temporary directory, removed at exit unless -keep.
@@ -387,5 +398,5 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, start
 	signal.Notify(pipe, syscall.SIGPIPE)
 	defer signal.Stop(pipe)
 	return demo.Run(ctx, demo.Opts{StartFunc: start, DatabaseURL: url, Timeout: *timeout, Out: stdout, Logger: log, Keep: *keep, KeepData: *keepData,
-		Listen: *listen, GitLabListen: *glListen, ApprovalListen: *apListen, Platform: *platformName})
+		Listen: *listen, GitLabListen: *glListen, ApprovalListen: *apListen, Platform: *platformName, Fail: *fail})
 }

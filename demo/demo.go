@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -100,6 +101,13 @@ type Opts struct {
 	// Platform is config.PlatformGitLab (the default when "": gitlabfake) or
 	// config.PlatformGitHub (githubfake, listening on GitLabListen).
 	Platform string
+	// Fail is what goes wrong for the second change Keep submits, one of
+	// FailModes: its pipeline fails once (FailPipeline, the default on
+	// GitLab), its approval is held, its rebase conflicts or hangs; with
+	// FailNone (the only one, and the default, on GitHub) there is none.
+	// The change is left where the switch stopped it, for a person to see
+	// under needs attention and act on.
+	Fail string
 }
 
 // Info is where a kept demo runs.
@@ -111,6 +119,13 @@ type Info struct {
 	ProjectID int64
 	Project   string
 	MRIID     int64
+	// Open is the second change, stopped by its switch (Opts.Fail); zero
+	// without one.
+	Open OpenChange
+	// Export is the environment of the CLI and doctor (ExportEnv);
+	// PasswordLeftOut says DATABASE_URL's password was left out of it.
+	Export          [][2]string
+	PasswordLeftOut bool
 }
 
 // Run carries one change from request to VALIDATED: it starts the
@@ -126,6 +141,10 @@ type Info struct {
 func Run(ctx context.Context, o Opts) (err error) {
 	if o.StartFunc == nil {
 		return errors.New("demo: Opts.StartFunc is required")
+	}
+	fail, err := failMode(o)
+	if err != nil {
+		return err
 	}
 	ctx, stopDemo := context.WithCancelCause(ctx)
 	defer stopDemo(nil)
@@ -176,7 +195,9 @@ func Run(ctx context.Context, o Opts) (err error) {
 			return err
 		}
 	}
-	newEnv, platformName := NewEnvAt, "GitLab"
+	newEnv, platformName := func(a Addrs, url string, auto bool, d time.Duration, log *slog.Logger) (*Env, error) {
+		return newEnvAt(a, url, auto, true, d, log)
+	}, "GitLab"
 	if o.Platform == config.PlatformGitHub {
 		newEnv, platformName = NewGitHubEnvAt, "GitHub"
 		atExit = strings.Replace(atExit, "GitLab", "GitHub", 1)
@@ -237,6 +258,12 @@ func Run(ctx context.Context, o Opts) (err error) {
 	if view.MergeRequest != nil {
 		info.MRIID = view.MergeRequest.IID
 	}
+	info.Export, info.PasswordLeftOut = ExportEnv(env.Config, o.DatabaseURL, schema)
+	if fail != FailNone {
+		if info.Open, err = openFailingChange(ctx, out, env, fail, o.Timeout); err != nil {
+			return err
+		}
+	}
 	if env.GitHub != nil {
 		printGitHubKeepInstructions(out, info, atExit)
 	} else {
@@ -289,9 +316,31 @@ func reachable(u string) string {
 	return u
 }
 
-// printKeepInstructions tells a person how to use the kept demo; atExit
-// says what happens to its data at Ctrl-C. Every secret is printed: they are
-// the demo's fixed fake ones (demo_env.go), for doctor and signed webhooks.
+// failMode is o.Fail checked, with its default: FailPipeline on GitLab,
+// FailNone on GitHub (whose in-memory platform has no switches), and
+// FailNone without Keep.
+func failMode(o Opts) (string, error) {
+	github := o.Platform == config.PlatformGitHub
+	switch {
+	case !o.Keep:
+		return FailNone, nil
+	case o.Fail == "" && github:
+		return FailNone, nil
+	case o.Fail == "":
+		return FailPipeline, nil
+	case !slices.Contains(FailModes, o.Fail):
+		return "", fmt.Errorf("demo: unknown failure %q: want one of %s", o.Fail, strings.Join(FailModes, ", "))
+	case github && o.Fail != FailNone:
+		return "", fmt.Errorf("demo: the failure switches (%s) need the in-memory GitLab, not -platform github", o.Fail)
+	}
+	return o.Fail, nil
+}
+
+// printKeepInstructions tells a person how to use the kept demo;
+// atExit says what happens to its data at Ctrl-C. Every secret is printed:
+// they are the demo's fixed fake ones (env.go), for doctor and signed
+// webhooks. The comment lines act on the second change, which is still
+// open (Info.Open), when it has a merge request.
 func printKeepInstructions(out io.Writer, i Info, atExit string) {
 	proj := url.PathEscape(i.Project)
 	users := []string{}
@@ -299,57 +348,60 @@ func printKeepInstructions(out io.Writer, i Info, atExit string) {
 		{Developer, "Developer"}, {Reporter, "Reporter"}, {Approver, "Developer"}} {
 		users = append(users, fmt.Sprintf("%s (%s, token demo-%s-token)", u.name, u.role, u.name))
 	}
+	approves := "approves every request after 300 ms (unless held: see the switches below)"
 	fmt.Fprintf(out, `
-The demo keeps running until Ctrl-C (%[12]s).
+The demo keeps running until Ctrl-C (%[6]s).
 
-  bot              %[1]s   REST API tokens: submitter %[4]s, operator %[5]s, viewer %[17]s (read-only)
-  web pages        %[1]s/ui   log in with the viewer token %[17]s (or any token above)
-                   webhook secret %[13]s (X-Gitlab-Token of POST %[1]s%[14]s)
-                   approval callback secret %[15]s
-  GitLab (memory)  %[2]s   robot token %[6]s; reviewer tokens %[16]s; project %[7]s (id %[8]d)
-  approval system  %[3]s   approves every request after 300 ms
-  GitLab users     %[9]s
+  bot              %[1]s   REST API tokens: submitter %[4]s, operator %[5]s, viewer %[11]s (read-only)
+  web pages        %[1]s/ui   log in with the viewer token %[11]s, or the operator token to act
+                   webhook secret %[7]s (X-Gitlab-Token of POST %[1]s%[8]s)
+                   approval callback secret %[9]s
+  GitLab (memory)  %[2]s   robot token %[12]s; reviewer tokens %[10]s; project %[13]s (id %[14]d)
+  approval system  %[3]s   %[15]s
+  GitLab users     %[16]s
                    (the fake GitLab accepts any user name in the comment endpoint below)
+`, i.BotURL, i.GitLabURL, i.ApprovalURL, APIToken, OperatorToken, atExit, WebhookSecret, config.GitLabWebhookPath, CallbackSecret,
+		reviewerTokens(), ViewerToken, RobotToken, i.Project, i.ProjectID, approves, strings.Join(users, ", "))
+	if i.Open.OperationID != "" {
+		printOpenChange(out, i)
+	}
+	notes := func(iid int64) string {
+		return fmt.Sprintf("%s/-/fake/projects/%s/merge_requests/%d/notes", i.GitLabURL, proj, iid)
+	}
+	first := max(i.MRIID, 1)
+	if open := i.Open.MRIID; open != 0 {
+		fmt.Fprintf(out, `
+Comment on the open change's merge request !%[1]d as any user (/help, /status, /retry, /resume, /cancel reason…):
+  curl -sS -X POST %[2]s -d '{"username": "%[3]s", "body": "/help"}'
+  curl -sS -X POST %[2]s -d '{"username": "%[4]s", "body": "/cancel not needed after all"}'
+Watch its status comment and the bot's replies:
+  curl -sS '%[5]s/api/v4/projects/%[6]s/merge_requests/%[1]d/notes?sort=asc' -H 'PRIVATE-TOKEN: demo-alice-token'
+`, open, notes(open), Developer, Operator, i.GitLabURL, proj)
+	}
+	fmt.Fprintf(out, `
+The first change's merge request !%[1]d is finished (VALIDATED); it still answers /status and /help:
+  curl -sS -X POST %[2]s -d '{"username": "%[3]s", "body": "/status"}'
+  curl -sS '%[4]s/api/v4/projects/%[5]s/merge_requests/%[1]d/notes?sort=asc' -H 'PRIVATE-TOKEN: demo-alice-token'
 
 Submit another change:
-  curl -sS -X POST %[1]s/api/v1/changes -H 'Authorization: Bearer %[4]s' -H 'Content-Type: application/json' \
-    -d '{"subject_id": "payments-api", "target_key": "prod/us-east-1", "project": "%[7]s", "title": "Raise payments-api replicas in us-east-1", "requested_by": "alice", "files": [{"path": "services/payments-api/us-east-1.yaml", "content": "replicas: 4\n"}]}'
+  curl -sS -X POST %[6]s/api/v1/changes -H 'Authorization: Bearer %[7]s' -H 'Content-Type: application/json' \
+    -d '{"subject_id": "payments-api", "target_key": "prod/us-east-1", "project": "%[8]s", "title": "Raise payments-api replicas in us-east-1", "requested_by": "alice", "files": [{"path": "services/payments-api/us-east-1.yaml", "content": "replicas: 4\n"}]}'
 Follow it (merge_request.iid is its MR):
-  curl -sS %[1]s/api/v1/changes/<operation_id> -H 'Authorization: Bearer %[4]s'
-Comment on a merge request as any user (commands: /help, /status, /retry, /cancel):
-  curl -sS -X POST %[2]s/-/fake/projects/%[10]s/merge_requests/%[11]d/notes -d '{"username": "dave", "body": "/help"}'
-Watch the status comment and the replies:
-  curl -sS '%[2]s/api/v4/projects/%[10]s/merge_requests/%[11]d/notes?sort=asc' -H 'PRIVATE-TOKEN: demo-alice-token'
-`, i.BotURL, i.GitLabURL, i.ApprovalURL, APIToken, OperatorToken, RobotToken, i.Project, i.ProjectID,
-		strings.Join(users, ", "), proj, max(i.MRIID, 1), atExit, WebhookSecret, config.GitLabWebhookPath, CallbackSecret,
-		reviewerTokens(), ViewerToken)
+  curl -sS %[6]s/api/v1/changes/<operation_id> -H 'Authorization: Bearer %[7]s'
+`, first, notes(first), Developer, i.GitLabURL, proj, i.BotURL, APIToken, i.Project)
+	printSwitches(out, i)
+	printExports(out, i)
 }
 
 // SubmitChange submits the demo's change (payments-api replicas to 6 in
 // platform/config) through POST /api/v1/changes with the submitter token
 // and returns its operation id; any answer but 202 is an error.
 func SubmitChange(ctx context.Context, env *Env) (string, error) {
-	body, _ := json.Marshal(map[string]any{
+	return submit(ctx, env, map[string]any{
 		"subject_id": "payments-api", "target_key": "prod/eu-west-1", "project": Project,
 		"title": "Raise payments-api replicas to 6", "requested_by": Requester,
 		"files": []map[string]string{{"path": "services/payments-api/prod.yaml", "content": "replicas: 6\n"}},
 	})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.BaseURL+"/api/v1/changes", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+APIToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("submitting the demo change: %w", err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		OperationID string `json:"operation_id"`
-	}
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(data, &out) != nil {
-		return "", fmt.Errorf("submitting the demo change: %d %s", resp.StatusCode, data)
-	}
-	return out.OperationID, nil
 }
 
 // FollowChange polls GET /api/v1/changes/{id}, calling onChange for every

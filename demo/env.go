@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -58,6 +59,14 @@ type Env struct {
 	Config    config.Config
 	Listener  net.Listener
 	BaseURL   string
+	// Switches, on GitLab in the demo's own environment (not NewEnv's),
+	// make the in-memory GitLab and the approval system go wrong on
+	// request; they are served under SwitchesPath on the GitLab's
+	// address. Nil elsewhere.
+	Switches *Switches
+	// closers stop what the environment started besides the fakes, last
+	// first.
+	closers []func()
 }
 
 // NewEnv starts gitlabfake (sending webhooks to a listener the bot will
@@ -106,12 +115,25 @@ func listenDemo(addrs Addrs, platform string) (bot, fake, approval net.Listener,
 
 // NewEnvAt is NewEnv with the servers on addrs.
 func NewEnvAt(addrs Addrs, databaseURL string, autoApprove bool, pipelineDuration time.Duration, logger *slog.Logger) (*Env, error) {
+	return newEnvAt(addrs, databaseURL, autoApprove, false, pipelineDuration, logger)
+}
+
+// newEnvAt is NewEnvAt; with switches (`changebot demo`) the approval
+// system decides nothing itself: the switches' approval desk approves
+// each request after approveDelay, unless told to hold it (autoApprove is
+// then moot), and the in-memory GitLab's address also serves the
+// switches (SwitchesPath).
+func newEnvAt(addrs Addrs, databaseURL string, autoApprove, switches bool, pipelineDuration time.Duration, logger *slog.Logger) (*Env, error) {
 	ln, glLn, apLn, err := listenDemo(addrs, "GitLab")
 	if err != nil {
 		return nil, err
 	}
 	base := "http://" + ln.Addr().String()
-	gl := gitlabfake.New(gitlabfake.Options{WebhookURL: base + "/webhooks/gitlab", WebhookSecret: WebhookSecret, Logger: logger, Listener: glLn})
+	served := glLn
+	if switches {
+		served = newAddrListener(glLn.Addr()) // the demo serves glLn below
+	}
+	gl := gitlabfake.New(gitlabfake.Options{WebhookURL: base + "/webhooks/gitlab", WebhookSecret: WebhookSecret, Logger: logger, Listener: served})
 	gl.AddUser(Robot, RobotToken, gitlabfake.AsBot())
 	members := map[string]int{Robot: gitlabfake.AccessMaintainer, Requester: gitlabfake.AccessDeveloper}
 	var reviewerTokens []string
@@ -136,11 +158,18 @@ func NewEnvAt(addrs Addrs, databaseURL string, autoApprove bool, pipelineDuratio
 	gl.AddProjectHook(proj.ID, gitlabfake.HookSpec{URL: reachable(base) + config.GitLabWebhookPath, Token: WebhookSecret, Name: ops.WebhookName,
 		Triggers: []string{gitlabfake.TriggerMergeRequests, gitlabfake.TriggerPipeline, gitlabfake.TriggerNote}})
 	decision := ""
-	if autoApprove {
+	if autoApprove && !switches {
 		decision = "approved"
 	}
-	ap := approvalfake.New(approvalfake.Options{Secret: CallbackSecret, AutoDecision: decision, AutoDelay: 300 * time.Millisecond, Approver: "carol", Listener: apLn,
+	ap := approvalfake.New(approvalfake.Options{Secret: CallbackSecret, AutoDecision: decision, AutoDelay: approveDelay, Approver: "carol", Listener: apLn,
 		TicketPages: true})
+	env := &Env{GitLab: gl, Approvals: ap, Project: proj, Listener: ln, BaseURL: base}
+	if switches {
+		env.Switches = newSwitches(gl, ap, proj.ID, pipelineDuration)
+		srv := &http.Server{Handler: withSwitches(env.Switches, gl.Handler()), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(glLn) }()
+		env.closers = append(env.closers, func() { _ = srv.Close() }, env.Switches.Close)
+	}
 	cfg := config.Default()
 	cfg.DatabaseURL = databaseURL
 	cfg.GitLabURL = gl.URL()
@@ -155,7 +184,8 @@ func NewEnvAt(addrs Addrs, databaseURL string, autoApprove bool, pipelineDuratio
 	cfg.Operators = []string{Operator}
 	cfg.ShutdownGrace = 5 * time.Second
 	cfg.ShutdownDelay = 0 // nothing routes to the demo through a load balancer
-	return &Env{GitLab: gl, Approvals: ap, Project: proj, Config: cfg, Listener: ln, BaseURL: base}, nil
+	env.Config = cfg
+	return env, nil
 }
 
 // APITokens are the demo's REST API and web page tokens, one per role.
@@ -174,8 +204,11 @@ func reviewerTokens() string {
 	return strings.Join(out, ", ")
 }
 
-// Close stops the fakes.
+// Close stops the fakes and the switches.
 func (d *Env) Close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
 	d.Approvals.Close()
 	if d.GitLab != nil {
 		d.GitLab.Close()

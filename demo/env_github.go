@@ -112,4 +112,7 @@ Watch the status comment and the replies:
   curl -sS %[2]s/repos/%[7]s/issues/%[12]d/comments -H 'Authorization: Bearer demo-alice-token'
 `, i.BotURL, i.GitLabURL, i.ApprovalURL, APIToken, OperatorToken, RobotToken, i.Project, i.ProjectID,
 		atExit, WebhookSecret, CallbackSecret, max(i.MRIID, 1), ViewerToken, reviewerTokens())
+	if len(i.Export) > 0 {
+		printExports(out, i)
+	}
 }
