@@ -2,7 +2,11 @@
 // tests share: the bot with the in-memory GitLab (gitlabfake) or GitHub
 // (githubfake) and the stand-in approval system (approvalfake) around it,
 // their fixed demo accounts and secrets, and a change carried from submit
-// to VALIDATED through the REST API. It is the only package besides tests
+// to VALIDATED through the REST API. Kept (`demo -keep`), it leaves a
+// second change stopped by one of its switches (switches.go: a failed
+// pipeline, a held approval, a conflicting or hanging rebase) for a
+// person to see and act on, and serves the switches beside the in-memory
+// GitLab's API. It is the only package besides tests
 // that imports the fakes, and it never imports bot: the bot it runs is
 // built by the StartFunc its caller passes (bot's constructor), so the
 // demo speaks to it over HTTP alone, as a person would.
