@@ -63,11 +63,13 @@ fuzz:
 	@case '$(FUZZTIME)' in *[0-9]x) ;; *) echo "FUZZTIME=$(FUZZTIME): give a count such as 200000x, not a duration (golang/go#75804)" >&2; exit 2;; esac
 	$(GO) test ./commands -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME)
 
-## helm: helm lint and helm template of deploy/helm/changebot, and the Go test that checks the rendered manifests
+## helm: helm lint and helm template of deploy/helm/changebot (GitLab and GitHub), and the Go tests that check the rendered manifests
 helm: $(HELM)
 	$(HELM) lint --strict deploy/helm/changebot --set existingSecret=changebot
+	$(HELM) lint --strict deploy/helm/changebot --set existingSecret=changebot --set config.platform=github
 	$(HELM) template cb deploy/helm/changebot --kube-version 1.31.0 --set existingSecret=changebot >/dev/null
-	CHANGEBOT_HELM=$(abspath $(HELM)) $(GO) test -count=1 ./bot -run 'TestHelmChartLintsAndRenders'
+	$(HELM) template cb deploy/helm/changebot --kube-version 1.31.0 --set existingSecret=changebot --set config.platform=github >/dev/null
+	CHANGEBOT_HELM=$(abspath $(HELM)) $(GO) test -count=1 ./bot -run 'TestHelmChart'
 
 # helm itself, built from the Go module proxy (no download of a release binary).
 $(HELM):

@@ -2,6 +2,10 @@ package bot
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,11 +74,21 @@ func (m manifest) at(keys ...any) any {
 
 func (m manifest) str(keys ...any) string { return fmt.Sprint(m.at(keys...)) }
 
-// renderChart runs helm template with sets and returns the objects by
-// kind, or helm's error output.
+// renderChart runs helm template for Kubernetes 1.31 with sets and returns
+// the objects by kind, or helm's error output.
 func renderChart(t *testing.T, helm string, sets ...string) (map[string][]manifest, string, error) {
 	t.Helper()
-	args := []string{"template", "cb", chartDir, "--namespace", "ops", "--kube-version", "1.31.0"}
+	return renderChartAt(t, helm, chartDir, "1.31.0", sets...)
+}
+
+// renderChartAt is renderChart of the chart in dir for the Kubernetes
+// version kube; "" passes no --kube-version (helm then assumes v1.20.0).
+func renderChartAt(t *testing.T, helm, dir, kube string, sets ...string) (map[string][]manifest, string, error) {
+	t.Helper()
+	args := []string{"template", "cb", dir, "--namespace", "ops"}
+	if kube != "" {
+		args = append(args, "--kube-version", kube)
+	}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -120,7 +134,11 @@ func TestHelmChartLintsAndRenders(t *testing.T) {
 		t.Fatalf("helm lint: %v\n%s", err, out)
 	}
 
-	// Defaults: no optional object.
+	// Defaults: no optional object, and no --kube-version needed (helm
+	// assumes v1.20.0 then, which the chart's kubeVersion accepts).
+	if _, stderr, err := renderChartAt(t, helm, chartDir, "", "existingSecret=changebot"); err != nil {
+		t.Errorf("helm template without --kube-version: %v\n%s", err, stderr)
+	}
 	objs, stderr, err := renderChart(t, helm, "existingSecret=changebot")
 	if err != nil {
 		t.Fatalf("helm template: %v\n%s", err, stderr)
@@ -212,7 +230,7 @@ func TestHelmChartLintsAndRenders(t *testing.T) {
 				t.Errorf("path %s goes to %v, not the Service's http port", p.str("path"), p.at("backend"))
 			}
 		}
-		if !slices.Equal(got, []string{"/webhooks/gitlab", "/callbacks", "/api/v1"}) {
+		if !slices.Equal(got, []string{"/webhooks/gitlab", "/callbacks", "/api/v1", "/ui"}) {
 			t.Errorf("Ingress paths %v", got)
 		}
 	})
@@ -256,6 +274,11 @@ func TestHelmChartLintsAndRenders(t *testing.T) {
 		}{
 			{nil, "existingSecret"},
 			{[]string{"existingSecret=x", "ingress.enabled=true", "ingress.paths={/api/v1,/metrics}"}, "/metrics"},
+			{[]string{"existingSecret=x", "config.platform=bitbucket"}, "config.platform"},
+			{[]string{"existingSecret=x", "config.platform=github", "config.github_app_id=12"}, "config.github_installation_id"},
+			{[]string{"existingSecret=x", "config.platform=github", "config.github_installation_id=34"}, "config.github_app_id"},
+			{[]string{"existingSecret=x", "config.platform=github", "ingress.enabled=true", "ingress.paths={/webhooks/gitlab,/ui}"}, "/webhooks/github"},
+			{[]string{"existingSecret=x", "secretKeys.apiTokens="}, "secretKeys.apiTokens"},
 		} {
 			if _, stderr, err := renderChart(t, helm, c.sets...); err == nil || !strings.Contains(stderr, c.want) {
 				t.Errorf("helm template %v: err %v, stderr %q, want a refusal naming %s", c.sets, err, stderr, c.want)
@@ -298,6 +321,8 @@ func loadPodConfig(t *testing.T, objs map[string][]manifest, ctr manifest) confi
 				value = "postgres://changebot:pw@db:5432/changebot"
 			case "api-tokens":
 				value = "operator:token-1"
+			case "github-app-private-key":
+				value = testAppPrivateKey(t)
 			}
 			files["/run/secrets/changebot/"+p] = value
 		}
@@ -312,4 +337,219 @@ func loadPodConfig(t *testing.T, objs map[string][]manifest, ctr manifest) confi
 		t.Fatalf("the pod's configuration does not load: %v", err)
 	}
 	return cfg
+}
+
+// testAppPrivateKey is a GitHub App private key as GitHub downloads it
+// (an RSA key in PKCS #1 PEM), made for the test.
+func testAppPrivateKey(t *testing.T) string {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+}
+
+// renderNotes renders the chart's NOTES.txt, which helm template leaves
+// out: in a copy of the chart, a template renders the file with tpl into a
+// ConfigMap (templates/ is not readable through .Files, so the copy holds
+// NOTES.txt in files/ too).
+func renderNotes(t *testing.T, helm string, sets ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "changebot")
+	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := os.ReadFile(filepath.Join(chartDir, "templates", "NOTES.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "files", "NOTES.txt"), notes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const tmpl = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: notes
+data:
+  notes: {{ tpl (.Files.Get "files/NOTES.txt") . | quote }}
+`
+	if err := os.WriteFile(filepath.Join(dir, "templates", "notes-configmap.yaml"), []byte(tmpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs, stderr, err := renderChartAt(t, helm, dir, "1.31.0", sets...)
+	if err != nil {
+		t.Fatalf("helm template of the notes: %v\n%s", err, stderr)
+	}
+	for _, cm := range objs["ConfigMap"] {
+		if cm.str("metadata", "name") == "notes" {
+			return cm.str("data", "notes")
+		}
+	}
+	t.Fatal("the notes ConfigMap was not rendered")
+	return ""
+}
+
+// TestHelmChartFollowsThePlatform renders the chart for GitLab, for GitHub
+// with a token and for GitHub with a GitHub App, and checks what follows
+// config.platform (each also passes helm lint --strict): the Secret's keys
+// mounted and the *_FILE variables
+// naming them (only the platform's robot credential), the config file's
+// platform and URL keys, the Ingress's webhook path (and /ui routed on
+// both), the notes' words; and that each pod's configuration loads.
+func TestHelmChartFollowsThePlatform(t *testing.T) {
+	t.Parallel()
+	helm := helmBinary(t)
+	for _, c := range []struct {
+		name      string
+		sets      []string
+		robotKey  string // the key of existingSecret holding the robot's credential
+		robotEnv  string
+		webhook   string
+		config    []string // lines the config file has
+		notConfig []string // keys it must not have
+		notes     []string
+		notNotes  []string
+	}{
+		{name: "gitlab", robotKey: "gitlab-token", robotEnv: "CHANGEBOT_GITLAB_TOKEN_FILE", webhook: "/webhooks/gitlab",
+			config:    []string{"platform: gitlab", "gitlab_url: https://gitlab.example.com"},
+			notConfig: []string{"github_url", "github_app_id", "github_installation_id"},
+			notes:     []string{"GitLab merge requests", "https://changebot.example.com/webhooks/gitlab", "merge request events, pipeline events, comments", "https://changebot.example.com/ui"},
+			notNotes:  []string{"GitHub", "pull request", "/webhooks/github"}},
+		{name: "github token", sets: []string{"config.platform=github", "secretKeys.githubToken=robot-token"},
+			robotKey: "robot-token", robotEnv: "CHANGEBOT_GITHUB_TOKEN_FILE", webhook: "/webhooks/github",
+			config:    []string{"platform: github"},
+			notConfig: []string{"gitlab_url", "github_url", "github_app_id", "github_installation_id"},
+			notes: []string{"GitHub pull requests", "https://changebot.example.com/webhooks/github", "content type application/json",
+				"Pull requests, Pull request reviews", "the token in key robot-token", "https://changebot.example.com/ui"},
+			notNotes: []string{"GitLab", "merge request", "/webhooks/gitlab"}},
+		{name: "github app", sets: []string{"config.platform=GitHub", "config.github_app_id=12345", "config.github_installation_id=67890",
+			"config.github_url=https://ghe.example.com/api/v3"},
+			robotKey: "github-app-private-key", robotEnv: "CHANGEBOT_GITHUB_APP_PRIVATE_KEY_FILE", webhook: "/webhooks/github",
+			config:    []string{"platform: github", "github_app_id: 12345", "github_installation_id: 67890", "github_url: https://ghe.example.com/api/v3"},
+			notConfig: []string{"gitlab_url"},
+			notes:     []string{"GitHub pull requests", "/webhooks/github", "the GitHub App 12345 (installation 67890; private key: key github-app-private-key)"},
+			notNotes:  []string{"GitLab", "merge request", "/webhooks/gitlab"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			sets := append([]string{"existingSecret=changebot", "ingress.enabled=true"}, c.sets...)
+			lint := []string{"lint", chartDir, "--strict"}
+			for _, s := range sets {
+				lint = append(lint, "--set", s)
+			}
+			if out, err := exec.Command(helm, lint...).CombinedOutput(); err != nil {
+				t.Errorf("helm lint: %v\n%s", err, out)
+			}
+			objs, stderr, err := renderChart(t, helm, sets...)
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, stderr)
+			}
+			dep := one(t, objs, "Deployment")
+			ctr := manifest(dep.at("spec", "template", "spec", "containers", 0).(map[string]any))
+
+			// The Secret's keys: the shared ones and the platform's robot.
+			want := []string{"database-url", c.robotKey, "reviewer-tokens", "webhook-secrets", "callback-secret", "api-tokens"}
+			var keys []string
+			vols, _ := dep.at("spec", "template", "spec", "volumes").([]any)
+			for _, v := range vols {
+				items, _ := manifest(v.(map[string]any)).at("secret", "items").([]any)
+				for _, it := range items {
+					keys = append(keys, manifest(it.(map[string]any)).str("key"))
+				}
+			}
+			if !slices.Equal(keys, want) {
+				t.Errorf("Secret keys mounted %v, want %v", keys, want)
+			}
+			var fileVars []string
+			envList, _ := ctr.at("env").([]any)
+			for _, e := range envList {
+				if name := manifest(e.(map[string]any)).str("name"); strings.HasSuffix(name, "_FILE") {
+					fileVars = append(fileVars, name)
+				}
+			}
+			wantVars := []string{"DATABASE_URL_FILE", c.robotEnv, "CHANGEBOT_REVIEWER_TOKENS_FILE", "CHANGEBOT_WEBHOOK_SECRETS_FILE",
+				"CHANGEBOT_CALLBACK_SECRET_FILE", "CHANGEBOT_API_TOKENS_FILE"}
+			if !slices.Equal(fileVars, wantVars) {
+				t.Errorf("*_FILE variables %v, want %v", fileVars, wantVars)
+			}
+
+			// The config file: the platform's keys only.
+			var file string
+			for _, cm := range objs["ConfigMap"] {
+				if cm.str("metadata", "name") == dep.str("metadata", "name") {
+					file = cm.str("data", "changebot.yaml")
+				}
+			}
+			for _, line := range c.config {
+				if !slices.Contains(strings.Split(file, "\n"), line) {
+					t.Errorf("config file lacks %q:\n%s", line, file)
+				}
+			}
+			for _, key := range c.notConfig {
+				if strings.Contains(file, "\n"+key+":") {
+					t.Errorf("config file has the other platform's (or an empty) key %s:\n%s", key, file)
+				}
+			}
+			cfg := loadPodConfig(t, objs, ctr)
+			if got := cfg.WebhookPath(); got != c.webhook {
+				t.Errorf("the pod's configuration serves its webhook at %s, want %s", got, c.webhook)
+			}
+
+			// The Ingress: the platform's webhook path and /ui.
+			var paths []string
+			ps, _ := one(t, objs, "Ingress").at("spec", "rules", 0, "http", "paths").([]any)
+			for _, p := range ps {
+				paths = append(paths, manifest(p.(map[string]any)).str("path"))
+			}
+			if wantPaths := []string{c.webhook, "/callbacks", "/api/v1", "/ui"}; !slices.Equal(paths, wantPaths) {
+				t.Errorf("Ingress paths %v, want %v", paths, wantPaths)
+			}
+
+			notes := renderNotes(t, helm, sets...)
+			for _, w := range c.notes {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES.txt lacks %q:\n%s", w, notes)
+				}
+			}
+			for _, w := range c.notNotes {
+				if strings.Contains(notes, w) {
+					t.Errorf("NOTES.txt says %q:\n%s", w, notes)
+				}
+			}
+		})
+	}
+}
+
+// TestHelmChartBeforeKubernetes130: a cluster without the preStop sleep
+// action (before 1.30) gets no preStop hook, and a shutdown delay longer by
+// the sleep instead, so a pod still accepts webhooks as long after it is
+// told to stop; the termination grace still covers the delay and the drain.
+func TestHelmChartBeforeKubernetes130(t *testing.T) {
+	t.Parallel()
+	helm := helmBinary(t)
+	objs, stderr, err := renderChartAt(t, helm, chartDir, "1.29.4", "existingSecret=changebot")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, stderr)
+	}
+	dep := one(t, objs, "Deployment")
+	pod := manifest(dep.at("spec", "template", "spec").(map[string]any))
+	ctr := manifest(pod.at("containers", 0).(map[string]any))
+	if l := ctr.at("lifecycle"); l != nil {
+		t.Errorf("Kubernetes 1.29 gets a lifecycle it cannot run: %v", l)
+	}
+	cfg := loadPodConfig(t, objs, ctr)
+	if cfg.ShutdownDelay != 15*time.Second {
+		t.Errorf("shutdown_delay %s, want 15s (the 10 s delay and the 5 s preStop sleep)", cfg.ShutdownDelay)
+	}
+	var grace int
+	if _, err := fmt.Sscan(pod.str("terminationGracePeriodSeconds"), &grace); err != nil {
+		t.Fatal(err)
+	}
+	if time.Duration(grace)*time.Second <= cfg.ShutdownDelay+cfg.ShutdownGrace {
+		t.Errorf("terminationGracePeriodSeconds %d, want above shutdown_delay %s + shutdown_grace %s", grace, cfg.ShutdownDelay, cfg.ShutdownGrace)
+	}
+	if got := one(t, objs, "PodDisruptionBudget").str("apiVersion"); got != "policy/v1" {
+		t.Errorf("PodDisruptionBudget %s, want policy/v1", got)
+	}
 }
