@@ -26,6 +26,7 @@ type Store interface {
 	Settings
 	AccountWaits
 	Queues
+	Notifications
 }
 
 // Handles are the store's handles, transactions and clock.

@@ -77,6 +77,7 @@ type Executor interface {
 	CopyQueries
 	QueueQueries
 	OverviewQueries
+	NotificationQueries
 }
 
 // OperationQueries are the queries of operations, bindings and deploy

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -389,7 +390,11 @@ func (s *DriverStore) ApplyTransition(ctx context.Context, p TransitionParams) (
 			return err
 		}
 		out = op
-		return enqueue(ctx, x, p.Jobs)
+		jobs := p.Jobs
+		if p.EventJobsFunc != nil {
+			jobs = append(slices.Clip(jobs), p.EventJobsFunc(op, ev)...)
+		}
+		return enqueue(ctx, x, jobs)
 	})
 	if err != nil {
 		return Operation{}, Event{}, fmt.Errorf("moving %s to step %d: %w", p.OperationID, p.ToStep, err)

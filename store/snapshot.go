@@ -139,8 +139,9 @@ var CopyTables = []Table{
 // IgnoredTables are the tables of an installation that a copy leaves
 // behind on purpose (see CopyTables); a target holding rows in them is
 // still refused, as not empty. change_snapshots is derived from the events
-// (a replay writes them again).
-var IgnoredTables = []string{"status_note_claims", "change_snapshots"}
+// (a replay writes them again); notification_deliveries is the log of
+// notifications already sent from the source.
+var IgnoredTables = []string{"status_note_claims", "change_snapshots", "notification_deliveries"}
 
 // UnknownTableError is an Export's refusal of a database holding a table
 // the copy does not know: a migration added it and CopyTables (or

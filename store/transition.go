@@ -27,6 +27,11 @@ type TransitionParams struct {
 	Guard func(ctx context.Context, tx Tx, op Operation, b Binding) error
 	Event EventParams
 	Jobs  []river.InsertManyParams
+	// EventJobsFunc, when set, returns more jobs to enqueue in the same
+	// transaction, made from the operation as written and the event
+	// appended (its sequence number and time): the notifications of a
+	// move (issue 25 point 3).
+	EventJobsFunc func(op Operation, ev Event) []river.InsertManyParams
 	// KeepStepClock keeps step_started_at (a same-step bookkeeping write).
 	KeepStepClock bool
 }

@@ -27,6 +27,7 @@ var cases = []struct {
 	{"GitLabApprovalsNeverCountTheRequester", testGitLabApprovalsNeverCountTheRequester},
 	{"AccountWaits", testAccountWaits},
 	{"MergeQueues", testMergeQueues},
+	{"NotificationDeliveries", testNotificationDeliveries},
 	{"AccountBudget", testAccountBudget},
 	{"AccountBudgetConcurrent", testAccountBudgetConcurrent},
 	{"StatusNoteClaims", testStatusNoteClaims},
