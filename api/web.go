@@ -521,14 +521,15 @@ type webListPage struct {
 	webPage
 	Action  string
 	Filters []webFilterField
-	// Quick are the filter links (Name the label, Value the query).
-	Quick []webFilterField
+	// Quick are the filter links.
+	Quick []quickLink
 	Rows  []webListRow
 	Error string
 	Next  string
-	// Filtered is the query of the filters set ("" for none), for the bulk
-	// actions' links.
-	Filtered string
+	// Filtered reports that a filter is set; BulkRetry and BulkCancel
+	// are then the bulk actions' links for it.
+	Filtered              bool
+	BulkRetry, BulkCancel template.URL
 }
 
 type webFilterField struct{ Name, Value string }
@@ -552,14 +553,32 @@ func (h *Handler) listRow(op Change) webListRow {
 	return row
 }
 
+// quickLink is one of the list's bookmarkable filter links: its label and
+// its URL (built here from constants, so trusted as a whole: html/template
+// would escape a query given as text into one parameter's value).
+type quickLink struct {
+	Name string
+	URL  template.URL
+}
+
 // webQuickFilters are the list's bookmarkable filter links.
-var webQuickFilters = []webFilterField{
-	{Name: "Active", Value: "active=true"},
-	{Name: "Failed", Value: "status=" + rules.StatusCreateFailed + "," + rules.StatusHandleFailed},
-	{Name: "Waiting for approval", Value: "status=" + rules.StatusApprovalSent},
-	{Name: "Merging", Value: "status=" + rules.StatusMerging},
-	{Name: "Applied", Value: "status=" + rules.StatusValidated},
-	{Name: "Final", Value: "active=false"},
+var webQuickFilters = []quickLink{
+	{"Active", "/ui/changes?active=true"},
+	{"Failed", "/ui/changes?status=" + rules.StatusCreateFailed + "," + rules.StatusHandleFailed},
+	{"Waiting for approval", "/ui/changes?status=" + rules.StatusApprovalSent},
+	{"Merging", "/ui/changes?status=" + rules.StatusMerging},
+	{"Applied", "/ui/changes?status=" + rules.StatusValidated},
+	{"Final", "/ui/changes?active=false"},
+	{"All", "/ui/changes"},
+}
+
+// queryURL is path with the query q, encoded by url.Values (every key and
+// value escaped), trusted as a whole by the templates.
+func queryURL(path string, q url.Values) template.URL {
+	if len(q) == 0 {
+		return template.URL(path) //nolint:gosec // a constant path
+	}
+	return template.URL(path + "?" + q.Encode()) //nolint:gosec // url.Values.Encode escapes every key and value
 }
 
 func (h *Handler) webList(w http.ResponseWriter, r *http.Request) {
@@ -597,7 +616,11 @@ func (h *Handler) renderList(w http.ResponseWriter, r *http.Request, title, acti
 	}
 	if fq := bulkQuery(q); len(fq) > 0 {
 		fq.Del("limit")
-		p.Filtered = fq.Encode()
+		p.Filtered = true
+		fq.Set("action", string(rules.ActionRetry))
+		p.BulkRetry = queryURL("/ui/bulk", fq)
+		fq.Set("action", string(rules.ActionCancel))
+		p.BulkCancel = queryURL("/ui/bulk", fq)
 	}
 	if next != "" {
 		nq := r.URL.Query()

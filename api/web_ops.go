@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html/template"
 	"math"
 	"net/http"
 	"net/url"
@@ -51,9 +52,10 @@ const maxBulk = MaxListLimit
 // what to do, the list filter that selects it, and the changes in it.
 type attentionGroup struct {
 	ID, Title, Criteria, WhatToDo string
-	// Query is the list filter of the group (GET /ui/changes?Query).
-	Query string
-	Rows  []webListRow
+	// All is the list of the group's changes (GET /ui/changes with its
+	// filter).
+	All  template.URL
+	Rows []webListRow
 	// More is set when the group holds more than attentionLimit changes.
 	More bool
 }
@@ -121,7 +123,7 @@ func (h *Handler) attention(ctx context.Context) ([]attentionGroup, time.Time, e
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		ag := attentionGroup{ID: g.id, Title: g.title, Criteria: g.criteria, WhatToDo: g.whatToDo, Query: g.query.Encode(), More: next != ""}
+		ag := attentionGroup{ID: g.id, Title: g.title, Criteria: g.criteria, WhatToDo: g.whatToDo, All: queryURL("/ui/changes", g.query), More: next != ""}
 		for _, op := range ops {
 			if seen[op.ID] || (g.id == "failed" && rules.StepCode(op.Step) == rules.HandleRetargeted) {
 				continue
@@ -426,8 +428,9 @@ var bulkActions = map[rules.Action]func(rules.Step) bool{
 // changes of the filter it applies to, shown before the confirmation.
 type bulkPage struct {
 	webPage
-	Action  string
-	Query   string
+	Action string
+	// Back is the list of the filter.
+	Back    template.URL
 	Filters []webFilterField
 	Rows    []webListRow
 	Skipped int
@@ -475,7 +478,7 @@ func bulkQuery(v url.Values) url.Values {
 func (h *Handler) webBulkForm(w http.ResponseWriter, r *http.Request) {
 	action := rules.Action(r.URL.Query().Get("action"))
 	q := bulkQuery(r.URL.Query())
-	p := bulkPage{webPage: h.page(r, "Bulk "+string(action)), Action: string(action), Query: q.Encode()}
+	p := bulkPage{webPage: h.page(r, "Bulk "+string(action)), Action: string(action), Back: queryURL("/ui/changes", q)}
 	for k, vs := range q {
 		for _, v := range vs {
 			p.Filters = append(p.Filters, webFilterField{Name: k, Value: v})

@@ -135,6 +135,11 @@ func TestWebBulk(t *testing.T) {
 		!strings.Contains(body, `id="bulk-form"`) {
 		t.Fatalf("bulk form: %d\n%s", code, body)
 	}
+	// The list of a filter links its bulk actions with the filter as
+	// query parameters, not as one escaped value.
+	if _, body := s.page(t, op, "/ui/changes?project=g/p"); !strings.Contains(body, `<a href="/ui/bulk?action=retry&amp;project=g%2Fp" id="bulk-retry">`) {
+		t.Errorf("the filtered list does not link the bulk retry of its filter:\n%s", body)
+	}
 	if code, body := s.page(t, op, "/ui/bulk?action=retry"); code != 400 || !strings.Contains(body, "Choose a filter first") {
 		t.Errorf("bulk without a filter: %d\n%s", code, body)
 	}

@@ -17,11 +17,13 @@ import (
 )
 
 // TestOperatorRetriesFromTheBrowser (issue 23): a change whose pipeline
-// failed shows under needs attention with its reason; a viewer sees it
-// but gets no form and a 403 for a POST; a cross-origin POST with an
-// operator's session is refused; the operator retries it from its page
-// with a reason, which the change's history and its status comment
-// record, and the change reaches VALIDATED. Screenshots: overview.png,
+// failed shows under needs attention with its reason, and on the
+// overview; a viewer sees it but gets no form and a 403 for a POST, and
+// sees the (empty) queues; a cross-origin POST with an operator's session
+// is refused; the operator's bulk retry form counts it before anything is
+// done; the operator retries it from its page with a reason, which the
+// change's history and its status comment record, and the change reaches
+// VALIDATED. Screenshots: overview.png,
 // attention.png, change-failed.png.
 func TestOperatorRetriesFromTheBrowser(t *testing.T) {
 	t.Parallel()
@@ -89,8 +91,28 @@ func TestOperatorRetriesFromTheBrowser(t *testing.T) {
 		t.Fatalf("a refused POST moved the change to %s", v.Step.Name)
 	}
 
-	// The operator retries with a reason.
+	if err := chromedp.Do(bctx, chromedp.Navigate(env.BaseURL+"/ui/queues"), chromedp.WaitVisible(chromedp.ID("empty"))); err != nil {
+		t.Fatalf("queues page: %v", err)
+	}
+
+	// The operator: the list of failed changes offers a bulk retry, whose
+	// page counts the change before anything is done; then the operator
+	// retries the one change from its page, with a reason.
 	login(demo.OperatorToken)
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(env.BaseURL+"/ui/changes?status=CREATE_FAILED"),
+		chromedp.WaitVisible(chromedp.ID("bulk")),
+		chromedp.Click(chromedp.ID("bulk-retry")),
+		chromedp.WaitVisible(chromedp.ID("count")),
+	); err != nil {
+		t.Fatalf("bulk retry form: %v", err)
+	}
+	if count := run(t, bctx, chromedp.Text(chromedp.ID("count"))); !strings.HasPrefix(count, "1 change of this filter can be retried") {
+		t.Errorf("the bulk form says %q, want 1 change to retry", count)
+	}
+	if v, _ := demo.GetChange(ctx, env, opID); v.Step.Name != "CREATE_PIPELINE_FAILED" {
+		t.Fatalf("opening the bulk form moved the change to %s", v.Step.Name)
+	}
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(env.BaseURL+"/ui/changes/"+opID),
 		chromedp.WaitVisible(chromedp.ID("form-retry")),
