@@ -171,7 +171,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 func (w *Worker) AddWorker(workers *river.Workers) { river.AddWorker(workers, w) }
 
 // Timeout implements river.Worker: one POST and one write.
-func (w *Worker) Timeout(*river.Job[DeliverArgs]) time.Duration { return RequestTimeout + 20*time.Second }
+func (w *Worker) Timeout(*river.Job[DeliverArgs]) time.Duration {
+	return RequestTimeout + 20*time.Second
+}
 
 // Work implements river.Worker.
 func (w *Worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
