@@ -27,6 +27,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"changebot/api"
+	"changebot/notify"
 	"changebot/settings"
 )
 
@@ -131,6 +132,11 @@ type Config struct {
 	// as written in the config file's "settings:" map. The settings package
 	// validates keys and values; Config only checks they are non-empty keys.
 	Settings map[string]string
+	// Notifications are the notification destinations of the config
+	// file's "notifications:" list (issue 25 point 3), with their secrets
+	// read (secret or secret_env); nil sends none. Secret: printed by
+	// name, kind and host only.
+	Notifications []notify.Destination
 }
 
 // Var describes one configuration input: its environment variable (""
@@ -281,13 +287,14 @@ var settingsVar = Var{YAML: "settings",
 	Description: "Initial values of runtime settings (key: value, e.g. flow.approval_first: true), used until an operator changes them."}
 
 // Reference lists every configuration input in README order: one
-// entry per Config field, then the YAML-only settings map.
+// entry per Config field, then the YAML-only settings map and
+// notifications list.
 func Reference() []Var {
-	ref := make([]Var, 0, len(configFields)+1)
+	ref := make([]Var, 0, len(configFields)+2)
 	for _, f := range configFields {
 		ref = append(ref, f.Var)
 	}
-	return append(ref, settingsVar)
+	return append(ref, settingsVar, notificationsVar)
 }
 
 // Default returns a Config holding only the defaults of
@@ -332,6 +339,7 @@ func Load(path string, getenv func(string) string, readFile func(string) ([]byte
 			failed[configLabel(f.Env)] = true
 		}
 	}
+	resolveNotificationSecrets(&c, getenv, &ps)
 	if err := c.Validate(); err != nil {
 		var ce *Error
 		if errors.As(err, &ce) {
@@ -460,6 +468,10 @@ func loadConfigFile(c *Config, path string, readFile func(string) ([]byte, error
 			c.Settings = yamlSettings(doc[k], label, ps)
 			continue
 		}
+		if k == notificationsVar.YAML {
+			c.Notifications = yamlNotifications(doc[k], label, ps)
+			continue
+		}
 		f, ok := byKey[k]
 		if !ok {
 			if near := nearestConfigKey(k); near != "" {
@@ -479,7 +491,7 @@ func loadConfigFile(c *Config, path string, readFile func(string) ([]byte, error
 // one at most two edits away (workerz: workers); "" when none is.
 func nearestConfigKey(k string) string {
 	best, bestDist := "", 3
-	for _, f := range append(slices.Clone(configFields), configField{Var: settingsVar}) {
+	for _, f := range append(slices.Clone(configFields), configField{Var: settingsVar}, configField{Var: notificationsVar}) {
 		if strings.HasPrefix(k, f.YAML+"_") {
 			return f.YAML
 		}
@@ -768,7 +780,7 @@ var quotedYAMLText = regexp.MustCompile(`"[^"]*"|'[^']*'`)
 // otherwise; a quoted character such as ']' or '@' is kept too.
 func keepKnownKey(q string) string {
 	w := q[1 : len(q)-1]
-	if len([]rune(w)) <= 1 || w == settingsVar.YAML {
+	if len([]rune(w)) <= 1 || w == settingsVar.YAML || w == notificationsVar.YAML {
 		return q
 	}
 	for _, f := range configFields {
@@ -791,6 +803,7 @@ func (c Config) Validate() error {
 	var ps problems
 	c.validateEndpoints(&ps)
 	c.validateSecrets(&ps)
+	c.validateNotifications(&ps)
 	for _, l := range []struct {
 		env   string
 		names []string
@@ -1134,6 +1147,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("web_session_ttl", c.WebSessionTTL.String()),
 		slog.Bool("auto_migrate", c.AutoMigrate),
 		slog.Any("settings", c.Settings),
+		slog.Any("notifications", c.notificationsLogValue()),
 	)
 }
 

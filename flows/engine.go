@@ -221,6 +221,11 @@ type EngineConfig struct {
 	// tests (inject a panic into one kind of step and check that the change
 	// ends in the kind's declared failure step); nil in production.
 	StepHookFunc func(kind string)
+	// EventJobsFunc, when set, returns jobs to enqueue in the transaction
+	// of every move Transition makes, from the operation as written and
+	// the event appended (store.TransitionParams.EventJobsFunc): the
+	// notifications of issue 25 (notify.Router.Jobs); nil enqueues none.
+	EventJobsFunc func(op store.Operation, ev store.Event) []river.InsertManyParams
 	// JobTimeout is how long one job may run (River's JobTimeout); 0 means
 	// DefaultJobTimeout. A merge claim in the commit gate older than this,
 	// on a merge request GitLab still shows open, was left by a replica
@@ -431,6 +436,7 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to rules.St
 		p.ExpectVersion = op.Version
 	}
 	p.Jobs = append(e.followUps(op, to, op.Version+1, o.Delay), o.Jobs...)
+	p.EventJobsFunc = e.cfg.EventJobsFunc
 	next, _, err := e.st.ApplyTransition(ctx, p)
 	if err != nil {
 		e.m.transitions.WithLabelValues(flowName(op), from.String(), to.String(), "conflict").Inc()

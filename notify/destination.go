@@ -36,6 +36,9 @@ type Destination struct {
 	// for KindWebhook. The configuration gives it inline (secret) or by
 	// the name of an environment variable (secret_env).
 	Secret string
+	// SecretEnv, when set, names the environment variable Secret was read
+	// from (the configuration's secret_env); it is not secret.
+	SecretEnv string
 	// Projects select the changes routed here: each a project path glob
 	// (path.Match: "platform/*" matches platform/infra but not
 	// platform/a/b) or a numeric project id; empty means every project.
