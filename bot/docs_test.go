@@ -10,37 +10,65 @@ import (
 	"testing"
 )
 
-var updateReadme = flag.Bool("update-readme", false, "rewrite the generated sections of README.md")
+var updateReadme = flag.Bool("update-readme", false, "rewrite the generated sections of the README's reference files in docs/")
 
-// TestReadmeGeneratedSections keeps README.md's command, configuration,
-// settings and step tables equal to the code they are generated from
-// (go test ./bot -run Readme -update-readme rewrites them).
+// readmeSectionFiles names the file, from this package's directory, that
+// holds each generated section of ReadmeSections: the README links them.
+var readmeSectionFiles = map[string]string{
+	"commands": "../docs/commands.md",
+	"config":   "../docs/configuration.md",
+	"settings": "../docs/configuration.md",
+	"steps":    "../docs/states.md",
+}
+
+// TestReadmeGeneratedSections keeps the command, configuration, settings
+// and step tables, which the README links in docs/, equal to the code they
+// are generated from (go test ./bot -run Readme -update-readme rewrites
+// them), and each in the file readmeSectionFiles names.
 func TestReadmeGeneratedSections(t *testing.T) {
-	const path = "../README.md"
-	raw, err := os.ReadFile(path)
+	texts := map[string]string{}
+	for name, want := range ReadmeSections() {
+		path, ok := readmeSectionFiles[name]
+		if !ok {
+			t.Errorf("generated section %q has no file in readmeSectionFiles", name)
+			continue
+		}
+		text, ok := texts[path]
+		if !ok {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text = string(raw)
+		}
+		re := regexp.MustCompile(`(?s)(<!-- BEGIN ` + name + ` -->\n)(.*?)(<!-- END ` + name + ` -->)`)
+		m := re.FindStringSubmatch(text)
+		switch {
+		case m == nil:
+			t.Errorf("%s has no %q section markers", path, name)
+		case strings.TrimSpace(m[2]) == strings.TrimSpace(want):
+		case *updateReadme:
+			text = re.ReplaceAllLiteralString(text, m[1]+strings.TrimSpace(want)+"\n"+m[3])
+		default:
+			t.Errorf("%s section %q is stale; run go test ./bot -run Readme -update-readme", path, name)
+		}
+		texts[path] = text
+	}
+	// A section moved elsewhere must not stay behind, stale, in the README.
+	raw, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(raw)
-	for name, want := range ReadmeSections() {
-		re := regexp.MustCompile(`(?s)(<!-- BEGIN ` + name + ` -->\n)(.*?)(<!-- END ` + name + ` -->)`)
-		m := re.FindStringSubmatch(text)
-		if m == nil {
-			t.Errorf("README.md has no %q section markers", name)
-			continue
+	for name := range ReadmeSections() {
+		if strings.Contains(string(raw), "<!-- BEGIN "+name+" -->") {
+			t.Errorf("README.md still holds the generated section %q, which lives in %s", name, readmeSectionFiles[name])
 		}
-		if strings.TrimSpace(m[2]) == strings.TrimSpace(want) {
-			continue
-		}
-		if *updateReadme {
-			text = re.ReplaceAllLiteralString(text, m[1]+strings.TrimSpace(want)+"\n"+m[3])
-			continue
-		}
-		t.Errorf("README.md section %q is stale; run go test ./bot -run Readme -update-readme", name)
 	}
 	if *updateReadme {
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
+		for path, text := range texts {
+			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
