@@ -98,6 +98,9 @@ type Config struct {
 	Store    Store
 	Settings Settings
 	Queues   Queues
+	// Notifications is the log of outgoing notifications that GET
+	// /api/v1/notifications reads; nil answers an empty log.
+	Notifications Notifications
 	// Refusals counts the approval callbacks refused for a bad signature,
 	// which the hints of changes waiting in APPROVAL_SENT mention; nil
 	// counts none.
@@ -180,6 +183,7 @@ func (h *Handler) Mount(root *mux.Router) {
 	v1.Handle("/queues/{project}/{branch:.+}/freeze", h.auth(RoleOperator, TextInput(h.cfg.MaxBodyBytes, true, h.freezeQueue(true)))).Methods(http.MethodPost)
 	v1.Handle("/queues/{project}/{branch:.+}/unfreeze", h.auth(RoleOperator, TextInput(h.cfg.MaxBodyBytes, true, h.freezeQueue(false)))).Methods(http.MethodPost)
 	v1.Handle("/queues/{project}/{branch:.+}", h.auth("", http.HandlerFunc(h.getQueue))).Methods(http.MethodGet)
+	v1.Handle("/notifications", h.auth("", http.HandlerFunc(h.listNotifications))).Methods(http.MethodGet)
 	v1.Handle("/settings", h.auth("", http.HandlerFunc(h.listSettings))).Methods(http.MethodGet)
 	v1.Handle("/settings/{key}", h.auth("", http.HandlerFunc(h.getSetting))).Methods(http.MethodGet)
 	v1.Handle("/settings/{key}", h.auth(RoleOperator, TextInput(h.cfg.MaxBodyBytes, true, http.HandlerFunc(h.putSetting)))).Methods(http.MethodPut)

@@ -34,6 +34,7 @@ import (
 	"changebot/flows"
 	"changebot/flows/rules"
 	"changebot/internal/guard"
+	"changebot/notify"
 	"changebot/platform/approval"
 	"changebot/retention"
 	"changebot/routing"
@@ -176,6 +177,10 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		return err
 	}
 	fm := flows.NewMetrics(a.registry)
+	notifications, err := notify.NewRouter(a.cfg.Notifications)
+	if err != nil {
+		return err
+	}
 	a.engine, err = flows.NewEngine(flows.EngineConfig{
 		Store: a.store, Adapter: a.gitlab, Platform: a.cfg.Platform, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approval.New(a.cfg.ApprovalURL, nil),
@@ -185,6 +190,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		PollFunc:           func(project string) flows.PollConfig { return pollFromSettings(a.settings, project) },
 		QueueFunc:          func(project string) flows.QueueConfig { return queueFromSettings(a.settings, project) },
 		StepHookFunc:       opts.StepHookFunc,
+		EventJobsFunc:      notifications.Jobs,
 	})
 	if err != nil {
 		return err
@@ -210,6 +216,11 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	pruner := retention.New(retention.Config{Store: a.store, Logger: a.log,
 		MaxAgeFunc: func() time.Duration { return a.settings.Get(settings.RetentionIntake, "").Duration() }})
 	pruner.AddWorker(workers)
+	notifier, err := notify.NewWorker(notify.WorkerConfig{Router: notifications, Log: a.store, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	notifier.AddWorker(workers)
 	a.jobs, err = a.db.NewJobClient(&river.Config{
 		ID: opts.ClientID, Logger: quietRiverLogger(a.log), Workers: workers,
 		// The job guard, outermost: a panic of any job is its error.
@@ -218,6 +229,8 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 			rules.QueueDefault: {MaxWorkers: a.cfg.Workers},
 			rules.QueueEvents:  {MaxWorkers: a.cfg.Workers},
 			rules.QueueNotes:   {MaxWorkers: noteWorkers(a.cfg.Workers)},
+			// Notifications (issue 25): as many as the status comments.
+			notify.QueueNotifications: {MaxWorkers: noteWorkers(a.cfg.Workers)},
 		},
 		FetchCooldown:        50 * time.Millisecond,
 		FetchPollInterval:    a.fetchPollInterval(),
