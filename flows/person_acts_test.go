@@ -344,7 +344,7 @@ func TestPersonMergesMR(t *testing.T) {
 			if !found {
 				t.Fatalf("no HANDLE_MERGED event names %s as who merged", flowtest.Requester)
 			}
-			if note := statusNote(t, h, op.ID); !strings.Contains(note, "| HANDLE_MERGED | MERGED | "+flowtest.Requester+" |") {
+			if note := statusNote(t, h, op.ID); !strings.Contains(note, "| merged by "+flowtest.Requester+" | ") {
 				t.Fatalf("status comment does not say who merged the MR:\n%s", note)
 			}
 			if w := robotWrites(h, from); len(w) > 0 {

@@ -32,7 +32,7 @@ var DefaultQueueConfig = QueueConfig{Mode: rules.QueueAuto, PipelineRetries: 1}
 // Queues are the store's merge queue methods flows calls (part of Store).
 type Queues interface {
 	ClaimQueueHead(ctx context.Context, db store.DBTX, p store.QueueHeadParams) (bool, error)
-	ReleaseQueueHead(ctx context.Context, db store.DBTX, key store.QueueKey, operationID string, waitingStep int, kinds []string) (string, bool, error)
+	ReleaseQueueHead(ctx context.Context, db store.DBTX, key store.QueueKey, operationID string, waitingStep int, kinds []string, wake int) (string, bool, error)
 	GetQueue(ctx context.Context, db store.DBTX, key store.QueueKey, waitingStep, limit int) (store.Queue, error)
 	ListQueues(ctx context.Context, db store.DBTX, platform string, waitingStep int) ([]store.QueueSummary, error)
 	FreezeQueue(ctx context.Context, key store.QueueKey, frozen bool, by, reason string) (store.Queue, error)
@@ -127,24 +127,36 @@ func (e handleWorker) trainFrozen(ctx context.Context, op store.Operation) (done
 // where it stands.
 func (e handleWorker) joinQueue(ctx context.Context, op store.Operation, q store.Queue) error {
 	key := queueKey(op)
-	ahead := make([]int64, 0, 3)
-	if q.HeadOperationID != "" {
-		if h, err := e.st.GetOperation(ctx, e.st.DB(), q.HeadOperationID); err == nil {
-			ahead = append(ahead, h.MRIID)
-		}
-	}
-	for _, w := range q.Waiting {
-		ahead = append(ahead, w.MRIID)
-	}
+	ahead := e.aheadOf(ctx, op, q, len(q.Waiting)+1)
 	_, err := e.Transition(ctx, op, rules.HandleQueued, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"queue": key.TargetBranch, "position": len(ahead) + 1, "ahead": len(ahead)},
 		Update:  func(o *store.Operation) { o.Detail = queueDetail(op, q, ahead) }})
 	return err
 }
 
-// queueDetail says where a change joining q stands, with the merge
-// requests ahead of it (ahead, head first): "3rd in the merge queue for
-// main, behind !41 and !42", and who froze the queue when it is frozen.
+// aheadOf lists the merge requests ahead of op when it stands at place
+// among q's waiting changes: the head's (read; left out when it cannot
+// be), then the waiting ones before it, in order.
+func (e handleWorker) aheadOf(ctx context.Context, op store.Operation, q store.Queue, place int) []int64 {
+	ahead := make([]int64, 0, place)
+	if q.HeadOperationID != "" && q.HeadOperationID != op.ID {
+		if h, err := e.st.GetOperation(ctx, e.st.DB(), q.HeadOperationID); err == nil {
+			ahead = append(ahead, h.MRIID)
+		}
+	}
+	for _, w := range q.Waiting[:min(place-1, len(q.Waiting))] {
+		if w.ID != op.ID {
+			ahead = append(ahead, w.MRIID)
+		}
+	}
+	return ahead
+}
+
+// queueDetail says where a change in q stands, with the merge requests
+// ahead of it (ahead, head first), when it may expect its merge by the
+// queue's average turn (rules.QueueETA), and who froze the queue when it
+// is frozen: "3rd in the merge queue for main, behind !41 and !42; about 2
+// min".
 func queueDetail(op store.Operation, q store.Queue, ahead []int64) string {
 	w := rules.WordsOf(op.Platform)
 	var b strings.Builder
@@ -159,6 +171,9 @@ func queueDetail(op store.Operation, q store.Queue, ahead []int64) string {
 			fmt.Fprintf(&b, " and %d more", n-3)
 		}
 	}
+	if eta := rules.QueueETA(len(ahead), q.TurnAvg); eta != "" && !q.Frozen() {
+		b.WriteString("; " + eta)
+	}
 	b.WriteString(frozenDetail(op, q))
 	return b.String()
 }
@@ -166,12 +181,6 @@ func queueDetail(op store.Operation, q store.Queue, ahead []int64) string {
 // frozenMark is the words of a waiting change's detail while its queue
 // is frozen (queueDetail).
 const frozenMark = "the queue is frozen by "
-
-// queueWaitDetail is the detail of a change waiting at place in q: its
-// place, and who froze the queue when it is frozen.
-func queueWaitDetail(op store.Operation, q store.Queue, place int) string {
-	return fmt.Sprintf("%s in the merge queue for %s", rules.QueuePlace(place), op.TargetBranch) + frozenDetail(op, q)
-}
 
 // frozenDetail is what a waiting change's detail adds while q is frozen:
 // who froze it, why, and how it is unfrozen; "" when it is not frozen.
@@ -186,17 +195,22 @@ func frozenDetail(op store.Operation, q store.Queue) string {
 	return d + ": nothing merges until an operator comments /unfreeze on one of its " + rules.WordsOf(op.Platform).MR + "s or unfreezes it through the API"
 }
 
-// noteQueueWait records, in the change's own step (no move), that its
-// queue was frozen or unfrozen: the detail names who froze it, an event
-// says so, and the status comment is refreshed. A change that moved
-// meanwhile is left alone. It returns the change as it is now (op when
-// the write failed).
+// noteQueueWait records, in the change's own step (no move), where it
+// stands now: its queue was frozen or unfrozen (the detail names who froze
+// it, an event says so), or it moved up near the head (event action
+// queue_place, bookkeeping the timeline leaves out); the status comment is
+// refreshed. A change that moved meanwhile is left alone. It returns the
+// change as it is now (op when the write failed).
 func (e handleWorker) noteQueueWait(ctx context.Context, op store.Operation, detail string, q store.Queue) store.Operation {
-	action := "queue_unfrozen"
+	wasFrozen := strings.Contains(op.Detail, frozenMark)
+	action := "queue_place"
 	payload := map[string]any{"queue": op.TargetBranch}
-	if q.Frozen() {
+	switch {
+	case q.Frozen() && !wasFrozen:
 		action = "queue_frozen"
 		payload["frozen_by"], payload["frozen_reason"] = q.FrozenBy, q.FrozenReason
+	case !q.Frozen() && wasFrozen:
+		action = "queue_unfrozen"
 	}
 	payload["action"] = action
 	next, err := e.recordInStep(ctx, op, "job:"+rules.KindHandle, payload,
@@ -233,10 +247,13 @@ func (e handleWorker) queueTurn(ctx context.Context, op store.Operation) error {
 			break
 		}
 	}
-	if detail := queueWaitDetail(op, q, place); detail != op.Detail && (q.Frozen() || strings.Contains(op.Detail, frozenMark)) {
-		// The queue was frozen or unfrozen since the change last said
-		// where it stands: its status comment says so now.
-		op = e.noteQueueWait(ctx, op, detail, q)
+	if place <= rules.QueueRefreshPlaces || q.Frozen() || strings.Contains(op.Detail, frozenMark) {
+		// Near the head, or when the queue was frozen or unfrozen since
+		// the change last said where it stands, its status comment says
+		// so now; farther back it keeps its place from when it joined.
+		if detail := queueDetail(op, q, e.aheadOf(ctx, op, q, place)); detail != op.Detail {
+			op = e.noteQueueWait(ctx, op, detail, q)
+		}
 	}
 	if q.Frozen() {
 		return snoozeFor(queueRecheck(place, e.pollFor(op)))
@@ -290,7 +307,9 @@ func queueRecheck(place int, p PollConfig) time.Duration {
 // gives the head back and wakes the next change, in the move's own
 // transaction (Engine.Transition).
 func (e *Engine) releaseHeadGuard(ctx context.Context, tx store.Tx, op store.Operation) error {
-	next, released, err := e.st.ReleaseQueueHead(ctx, tx, queueKey(op), op.ID, int(rules.HandleQueued), rules.StepJobKinds())
+	// The next change takes the head; the ones behind it near the head
+	// look too, to say their new place (rules.QueueRefreshPlaces).
+	next, released, err := e.st.ReleaseQueueHead(ctx, tx, queueKey(op), op.ID, int(rules.HandleQueued), rules.StepJobKinds(), rules.QueueRefreshPlaces)
 	if released {
 		e.opLog(op).Info("merge queue: gave the head back", "queue", queueKey(op).String(), "next", next)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -419,5 +420,72 @@ func TestMergeTrainFrozen(t *testing.T) {
 	}
 	if n := h.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/merge"); n != 0 {
 		t.Errorf("%d merge calls, want none (the train merges)", n)
+	}
+}
+
+// TestMergeQueueSaysWhereAChangeStands (issue 22 point 5): a change near
+// the head of its queue says its place, the merge requests ahead of it and,
+// once a head's turn has ended, about when it merges ("2nd in the merge
+// queue for main, behind !1; about 1 min"); the updates are bookkeeping
+// the timeline leaves out, and a change farther back than
+// rules.QueueRefreshPlaces writes none while it waits there.
+func TestMergeQueueSaysWhereAChangeStands(t *testing.T) {
+	t.Parallel()
+	const k = 6
+	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}})
+	var ids []string
+	for i := range k {
+		ids = append(ids, h.Submit(t, flowtest.Change(fmt.Sprintf("svc-%d", i))).ID)
+	}
+	h.WorkUntilIdle(t)
+	for _, id := range ids {
+		if res := h.Decide(t, id, rules.DecisionApproved); res != rules.ResultAccepted {
+			t.Fatalf("approving %s: %s", id, res)
+		}
+	}
+	withETA := regexp.MustCompile(`^(1st|2nd|3rd) in the merge queue for main, behind ![0-9]+(, ![0-9]+)*; (about [0-9]+ min|under a minute)$`)
+	seen := map[string]bool{}
+	end := h.Now().Add(2 * time.Hour)
+	for {
+		h.DeliverWebhooks(t)
+		h.WorkUntilIdle(t)
+		done := true
+		for _, id := range ids {
+			op := h.Op(t, id)
+			if rules.StepCode(op.Step) == rules.HandleQueued {
+				seen[op.Detail] = true
+			}
+			if op.Status != store.StatusMerged && op.Status != store.StatusValidated {
+				done = false
+			}
+		}
+		next, ok := h.NextDue(t)
+		if done || !ok || h.Now().Add(next).After(end) {
+			break
+		}
+		h.Advance(max(next, time.Millisecond))
+	}
+	eta := 0
+	for d := range seen {
+		if withETA.MatchString(d) {
+			eta++
+		}
+	}
+	if eta == 0 {
+		t.Errorf("no waiting change said its place with an estimate; details seen: %v", seen)
+	}
+	for _, id := range ids {
+		places := 0
+		for _, ev := range h.Events(t, id) {
+			if strings.Contains(string(ev.Payload), `"queue_place"`) {
+				places++
+			}
+		}
+		// A change moves up at most k-1 places, and writes only within
+		// the last QueueRefreshPlaces of them (an estimate that changes
+		// may be written again at the same place).
+		if places > 2*rules.QueueRefreshPlaces {
+			t.Errorf("%s wrote %d place updates, want at most %d", id, places, 2*rules.QueueRefreshPlaces)
+		}
 	}
 }

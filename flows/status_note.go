@@ -464,7 +464,7 @@ func attemptWords(w rules.Words, ev store.Event, pl map[string]any) (string, row
 	switch pl["action"] {
 	case "approve", "approve_refused", "merge_refused":
 		return "", rowRetriedCall
-	case "merge_refusal_followed":
+	case "merge_refusal_followed", "queue_place":
 		return "", rowBookkeeping
 	case "pipeline_waits_for_person":
 		return withDetail(w.PipelineRef(int64(intOf(pl["pipeline_id"])))+" waits for a person", pl["detail"]), rowShown

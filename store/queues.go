@@ -34,6 +34,9 @@ type Queue struct {
 	FrozenBy     string
 	FrozenReason string
 	UpdatedAt    time.Time
+	// TurnAvg is how long a change held the head, on average over the
+	// turns so far (each new turn weighs 1/4); 0 before any turn.
+	TurnAvg time.Duration
 	// Waiting are the changes at the waiting step, first in line first:
 	// those an operator moved to the front (earliest move first), then
 	// by the time each became ready (its step's start), then by id.
@@ -85,8 +88,9 @@ type QueueQueries interface {
 	// whether it did.
 	QueueClaimHead(ctx context.Context, p QueueHeadParams, now time.Time) (bool, error)
 	// QueueReleaseHead clears the head when it is operationID and reports
-	// whether it did.
-	QueueReleaseHead(ctx context.Context, key QueueKey, operationID string, now time.Time) (bool, error)
+	// whether it did; turn (how long it held the head; 0: unknown) goes
+	// into the queue's average turn (TurnAvg).
+	QueueReleaseHead(ctx context.Context, key QueueKey, operationID string, now time.Time, turn time.Duration) (bool, error)
 	// QueueGet reads the queue's row; ErrNotFound.
 	QueueGet(ctx context.Context, key QueueKey) (Queue, error)
 	// QueueWaiting lists up to limit operations of the queue at step, in
@@ -108,7 +112,7 @@ type QueueQueries interface {
 // the order of the waiting changes and the freeze, shared by all replicas.
 type Queues interface {
 	ClaimQueueHead(ctx context.Context, db DBTX, p QueueHeadParams) (bool, error)
-	ReleaseQueueHead(ctx context.Context, db DBTX, key QueueKey, operationID string, waitingStep int, kinds []string) (next string, released bool, err error)
+	ReleaseQueueHead(ctx context.Context, db DBTX, key QueueKey, operationID string, waitingStep int, kinds []string, wake int) (next string, released bool, err error)
 	GetQueue(ctx context.Context, db DBTX, key QueueKey, waitingStep, limit int) (Queue, error)
 	ListQueues(ctx context.Context, db DBTX, platform string, waitingStep int) ([]QueueSummary, error)
 	FreezeQueue(ctx context.Context, key QueueKey, frozen bool, by, reason string) (Queue, error)
@@ -145,34 +149,42 @@ func (s *DriverStore) ClaimQueueHead(ctx context.Context, db DBTX, p QueueHeadPa
 }
 
 // ReleaseQueueHead gives back the head of key's queue when operationID
-// holds it, and then makes the job of the first change waiting at
-// waitingStep (kinds: the step's job kinds) due now, so the next change
-// moves up at once rather than at its next look. It returns that change's
-// id ("" when none waits) and whether operationID held the head. Run it in
-// the transaction that moves the head away (merged, failed, cancelled,
-// closed, parked): the head and the step commit together.
-func (s *DriverStore) ReleaseQueueHead(ctx context.Context, db DBTX, key QueueKey, operationID string, waitingStep int, kinds []string) (string, bool, error) {
+// holds it, and then makes the jobs of the first wake changes waiting at
+// waitingStep (kinds: the step's job kinds; at least the first) due now,
+// so the next change moves up at once rather than at its next look and
+// the ones behind it can say their new place. It returns the first
+// waiting change's id ("" when none waits) and whether operationID held
+// the head. Run it in the transaction that moves the head away (merged,
+// failed, cancelled, closed, parked): the head and the step commit
+// together.
+func (s *DriverStore) ReleaseQueueHead(ctx context.Context, db DBTX, key QueueKey, operationID string, waitingStep int, kinds []string, wake int) (string, bool, error) {
 	x, err := s.d.Executor(db)
 	if err != nil {
 		return "", false, err
 	}
 	now := s.Now()
-	released, err := x.QueueReleaseHead(ctx, key, operationID, now)
+	var turn time.Duration
+	if q, err := x.QueueGet(ctx, key); err == nil && q.HeadOperationID == operationID && !q.HeadSince.IsZero() {
+		turn = now.Sub(q.HeadSince)
+	}
+	released, err := x.QueueReleaseHead(ctx, key, operationID, now, turn)
 	if err != nil || !released {
 		if err != nil {
 			err = fmt.Errorf("giving back the head of the queue of %s: %w", key, err)
 		}
 		return "", false, err
 	}
-	next, err := x.QueueWaiting(ctx, key, waitingStep, 1)
+	next, err := x.QueueWaiting(ctx, key, waitingStep, max(wake, 1))
 	if err != nil {
 		return "", true, fmt.Errorf("reading the queue of %s: %w", key, err)
 	}
 	if len(next) == 0 {
 		return "", true, nil
 	}
-	if _, err := x.JobWakeLiveOfStep(ctx, next[0].ID, waitingStep, kinds, now); err != nil {
-		return "", true, fmt.Errorf("waking %s, next in the queue of %s: %w", next[0].ID, key, err)
+	for _, w := range next {
+		if _, err := x.JobWakeLiveOfStep(ctx, w.ID, waitingStep, kinds, now); err != nil {
+			return "", true, fmt.Errorf("waking %s, waiting in the queue of %s: %w", w.ID, key, err)
+		}
 	}
 	return next[0].ID, true, nil
 }

@@ -131,7 +131,7 @@ var CopyTables = []Table{
 	{Name: "merge_queues", Key: []string{"platform", "project_id", "target_branch"}, Columns: cols(
 		"platform", KindText, "project_id", KindInt, "target_branch", KindText, "head_operation_id", KindText,
 		"head_since", KindNullTime, "frozen_by", KindText, "frozen_reason", KindText, "frozen_at", KindNullTime,
-		"updated_at", KindTime)},
+		"updated_at", KindTime, "turn_avg_ms", KindInt)},
 	{Name: "merge_queue_fronts", Key: []string{"operation_id"}, Columns: cols(
 		"operation_id", KindText, "moved_by", KindText, "reason", KindText, "moved_at", KindTime)},
 }

@@ -1,6 +1,9 @@
 package rules
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Merge queue modes (setting queue.mode, issue 22 point 7).
 const (
@@ -63,3 +66,26 @@ func QueuePlace(n int) string {
 	}
 	return fmt.Sprintf("%d%s", n, suffix)
 }
+
+// QueueETA says, for a status comment, about when a change with ahead
+// changes before it in its merge queue (the head included) gets merged,
+// when the queue's heads took avg each on average (store.Queue.TurnAvg):
+// its own turn after theirs, ahead+1 turns, rounded up to the minute
+// ("about 2 min"); "under a minute" below one; "" while no turn has ended
+// (avg 0), since nothing is known yet.
+func QueueETA(ahead int, avg time.Duration) string {
+	if avg <= 0 || ahead < 0 {
+		return ""
+	}
+	eta := time.Duration(ahead+1) * avg
+	if eta < time.Minute {
+		return "under a minute"
+	}
+	return fmt.Sprintf("about %d min", int((eta+time.Minute-1)/time.Minute))
+}
+
+// QueueRefreshPlaces is how close to the head a waiting change says where
+// it stands each time it looks (its place and the changes ahead of it);
+// farther back it keeps what it said when it joined, so that a long queue
+// costs no write per change per turn.
+const QueueRefreshPlaces = 3

@@ -32,21 +32,24 @@ func (x executor) QueueClaimHead(ctx context.Context, p store.QueueHeadParams, n
 }
 
 // QueueReleaseHead implements store.QueueQueries.
-func (x executor) QueueReleaseHead(ctx context.Context, k store.QueueKey, operationID string, now time.Time) (bool, error) {
-	tag, err := x.q.Exec(ctx, `UPDATE merge_queues SET head_operation_id = '', head_since = NULL, updated_at = $5
+func (x executor) QueueReleaseHead(ctx context.Context, k store.QueueKey, operationID string, now time.Time, turn time.Duration) (bool, error) {
+	tag, err := x.q.Exec(ctx, `UPDATE merge_queues SET head_operation_id = '', head_since = NULL, updated_at = $5,
+			turn_avg_ms = CASE WHEN $6 <= 0 THEN turn_avg_ms WHEN turn_avg_ms = 0 THEN $6 ELSE (turn_avg_ms * 3 + $6) / 4 END
 		WHERE platform = $1 AND project_id = $2 AND target_branch = $3 AND head_operation_id = $4 AND $4 <> ''`,
-		store.PlatformOr(k.Platform), k.ProjectID, k.TargetBranch, operationID, now)
+		store.PlatformOr(k.Platform), k.ProjectID, k.TargetBranch, operationID, now, turn.Milliseconds())
 	return tag.RowsAffected() == 1, err
 }
 
-const queueColumns = `platform, project_id, target_branch, head_operation_id, head_since, frozen_by, frozen_reason, frozen_at, updated_at`
+const queueColumns = `platform, project_id, target_branch, head_operation_id, head_since, frozen_by, frozen_reason, frozen_at, updated_at, turn_avg_ms`
 
 func scanQueue(row pgx.Row, q *store.Queue) error {
 	var headSince, frozenAt *time.Time
+	var turnMS int64
 	if err := row.Scan(&q.Key.Platform, &q.Key.ProjectID, &q.Key.TargetBranch, &q.HeadOperationID, &headSince,
-		&q.FrozenBy, &q.FrozenReason, &frozenAt, &q.UpdatedAt); err != nil {
+		&q.FrozenBy, &q.FrozenReason, &frozenAt, &q.UpdatedAt, &turnMS); err != nil {
 		return err
 	}
+	q.TurnAvg = time.Duration(turnMS) * time.Millisecond
 	if headSince != nil {
 		q.HeadSince = headSince.UTC()
 	}
@@ -97,7 +100,7 @@ func (x executor) QueueWaiting(ctx context.Context, k store.QueueKey, step, limi
 // QueueList implements store.QueueQueries.
 func (x executor) QueueList(ctx context.Context, platform string, step int) ([]store.QueueSummary, error) {
 	rows, err := x.q.Query(ctx, `SELECT q.platform, q.project_id, q.target_branch, q.head_operation_id, q.head_since,
-			q.frozen_by, q.frozen_reason, q.frozen_at, q.updated_at,
+			q.frozen_by, q.frozen_reason, q.frozen_at, q.updated_at, q.turn_avg_ms,
 			(SELECT count(*) FROM operations o WHERE o.platform = q.platform AND o.project_id = q.project_id
 				AND o.target_branch = q.target_branch AND o.step = $2)
 		FROM merge_queues q WHERE $1 = '' OR q.platform = $1
@@ -110,10 +113,12 @@ func (x executor) QueueList(ctx context.Context, platform string, step int) ([]s
 	for rows.Next() {
 		var s store.QueueSummary
 		var headSince, frozenAt *time.Time
+		var turnMS int64
 		if err := rows.Scan(&s.Key.Platform, &s.Key.ProjectID, &s.Key.TargetBranch, &s.HeadOperationID, &headSince,
-			&s.FrozenBy, &s.FrozenReason, &frozenAt, &s.UpdatedAt, &s.WaitingCount); err != nil {
+			&s.FrozenBy, &s.FrozenReason, &frozenAt, &s.UpdatedAt, &turnMS, &s.WaitingCount); err != nil {
 			return nil, err
 		}
+		s.TurnAvg = time.Duration(turnMS) * time.Millisecond
 		if headSince != nil {
 			s.HeadSince = headSince.UTC()
 		}

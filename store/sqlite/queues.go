@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"fmt"
 	"context"
 	"time"
 
@@ -29,19 +30,34 @@ func (x executor) QueueClaimHead(ctx context.Context, p store.QueueHeadParams, n
 }
 
 // QueueReleaseHead implements store.QueueQueries.
-func (x executor) QueueReleaseHead(ctx context.Context, k store.QueueKey, operationID string, now time.Time) (bool, error) {
-	n, err := affected(x.exec(ctx, `UPDATE merge_queues SET head_operation_id = '', head_since = NULL, updated_at = ?
+func (x executor) QueueReleaseHead(ctx context.Context, k store.QueueKey, operationID string, now time.Time, turn time.Duration) (bool, error) {
+	ms := turn.Milliseconds()
+	n, err := affected(x.exec(ctx, `UPDATE merge_queues SET head_operation_id = '', head_since = NULL, updated_at = ?,
+			turn_avg_ms = CASE WHEN ? <= 0 THEN turn_avg_ms WHEN turn_avg_ms = 0 THEN ? ELSE (turn_avg_ms * 3 + ?) / 4 END
 		WHERE platform = ? AND project_id = ? AND target_branch = ? AND head_operation_id = ? AND head_operation_id <> ''`,
-		now, store.PlatformOr(k.Platform), k.ProjectID, k.TargetBranch, operationID))
+		now, ms, ms, ms, store.PlatformOr(k.Platform), k.ProjectID, k.TargetBranch, operationID))
 	return n == 1, err
 }
 
-const queueColumns = `platform, project_id, target_branch, head_operation_id, head_since, frozen_by, frozen_reason, frozen_at, updated_at`
+const queueColumns = `platform, project_id, target_branch, head_operation_id, head_since, frozen_by, frozen_reason, frozen_at, updated_at, turn_avg_ms`
 
 // queueDest are the scan targets of queueColumns.
 func queueDest(q *store.Queue) []any {
 	return []any{&q.Key.Platform, &q.Key.ProjectID, &q.Key.TargetBranch, &q.HeadOperationID, tm{&q.HeadSince},
-		&q.FrozenBy, &q.FrozenReason, tm{&q.FrozenAt}, tm{&q.UpdatedAt}}
+		&q.FrozenBy, &q.FrozenReason, tm{&q.FrozenAt}, tm{&q.UpdatedAt}, msDuration{&q.TurnAvg}}
+}
+
+// msDuration scans an integer of milliseconds into a time.Duration.
+type msDuration struct{ d *time.Duration }
+
+// Scan implements sql.Scanner.
+func (m msDuration) Scan(src any) error {
+	n, ok := src.(int64)
+	if !ok {
+		return fmt.Errorf("turn_avg_ms: %T is not an integer", src)
+	}
+	*m.d = time.Duration(n) * time.Millisecond
+	return nil
 }
 
 // QueueGet implements store.QueueQueries.
@@ -79,7 +95,7 @@ func (x executor) QueueWaiting(ctx context.Context, k store.QueueKey, step, limi
 // QueueList implements store.QueueQueries.
 func (x executor) QueueList(ctx context.Context, platform string, step int) ([]store.QueueSummary, error) {
 	rows, err := x.query(ctx, `SELECT q.platform, q.project_id, q.target_branch, q.head_operation_id, q.head_since,
-			q.frozen_by, q.frozen_reason, q.frozen_at, q.updated_at,
+			q.frozen_by, q.frozen_reason, q.frozen_at, q.updated_at, q.turn_avg_ms,
 			(SELECT count(*) FROM operations o WHERE o.platform = q.platform AND o.project_id = q.project_id
 				AND o.target_branch = q.target_branch AND o.step = ?2)
 		FROM merge_queues q WHERE ?1 = '' OR q.platform = ?1

@@ -91,7 +91,7 @@ func testMergeQueues(t *testing.T, open Open) {
 	if ok, _ := s.ClaimQueueHead(ctx, s.DB(), store.QueueHeadParams{Key: key, OperationID: holder}); !ok {
 		t.Errorf("the holder's claim again answered false, want true (idempotent)")
 	}
-	if _, released, _ := s.ReleaseQueueHead(ctx, s.DB(), key, loser, waiting, []string{"test_step"}); released {
+	if _, released, _ := s.ReleaseQueueHead(ctx, s.DB(), key, loser, waiting, []string{"test_step"}, 1); released {
 		t.Errorf("a change that does not hold the head gave it back")
 	}
 	q, _ = s.GetQueue(ctx, s.DB(), key, waiting, 100)
@@ -107,13 +107,18 @@ func testMergeQueues(t *testing.T, open Open) {
 	}
 	holder = loser
 
-	// Giving the head back wakes the first waiting change's job.
-	next, released, err := s.ReleaseQueueHead(ctx, s.DB(), key, holder, waiting, []string{"test_step"})
+	// Giving the head back wakes the first waiting change's job, and the
+	// turn (40 s) is the queue's average turn, the first there was.
+	advance(40 * time.Second)
+	next, released, err := s.ReleaseQueueHead(ctx, s.DB(), key, holder, waiting, []string{"test_step"}, 1)
 	if err != nil || !released {
 		t.Fatalf("ReleaseQueueHead: released=%v err=%v", released, err)
 	}
 	if next != "op_q_c" {
 		t.Errorf("woke %q, want op_q_c (moved to the front)", next)
+	}
+	if q, _ := s.GetQueue(ctx, s.DB(), key, waiting, 100); q.TurnAvg != 40*time.Second {
+		t.Errorf("average turn %v after one turn of 40 s, want 40s", q.TurnAvg)
 	}
 	jobs, err := listJobs(ctx, s)
 	if err != nil {
@@ -131,6 +136,18 @@ func testMergeQueues(t *testing.T, open Open) {
 		if (args.OperationID == "op_q_c") != due {
 			t.Errorf("job of %s due now: %v (scheduled %v, now %v)", args.OperationID, due, j.ScheduledAt.UTC(), now)
 		}
+	}
+
+	// A second turn of 8 s weighs a quarter: (3 × 40 s + 8 s) / 4 = 32 s.
+	if ok, _ := s.ClaimQueueHead(ctx, s.DB(), store.QueueHeadParams{Key: key, OperationID: "op_q_c"}); !ok {
+		t.Fatal("the woken change could not take the free head")
+	}
+	advance(8 * time.Second)
+	if _, released, _ := s.ReleaseQueueHead(ctx, s.DB(), key, "op_q_c", waiting, []string{"test_step"}, 1); !released {
+		t.Fatal("the head's holder could not give it back")
+	}
+	if q, _ := s.GetQueue(ctx, s.DB(), key, waiting, 100); q.TurnAvg != 32*time.Second {
+		t.Errorf("average turn %v after turns of 40 s and 8 s, want 32s", q.TurnAvg)
 	}
 
 	// Freeze: who and why; the first freeze is kept; unfreeze clears.

@@ -1,0 +1,1 @@
+ALTER TABLE merge_queues DROP COLUMN IF EXISTS turn_avg_ms;

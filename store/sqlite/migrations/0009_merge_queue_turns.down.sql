@@ -1,0 +1,1 @@
+ALTER TABLE merge_queues DROP COLUMN turn_avg_ms;
