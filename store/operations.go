@@ -43,4 +43,3 @@ func (e *ActiveChangeError) Is(target error) bool { return target == ErrActiveCh
 // Failed reports whether the holding operation failed (IsFailed): it keeps
 // the binding until it is retried or cancelled.
 func (e *ActiveChangeError) Failed() bool { return IsFailed(e.Status) }
-

@@ -1,8 +1,8 @@
 package sqlite
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"time"
 
 	"changebot/store"
