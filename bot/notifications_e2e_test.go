@@ -19,6 +19,7 @@ import (
 	"changebot/notify"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
+	"changebot/store/postgres/pgtest"
 )
 
 // notifyReceiver is the test's notification destination: it records every
@@ -88,36 +89,7 @@ func TestNotificationsSignedRetriedRouted(t *testing.T) {
 	opID, iid := runUntil(t, env, "CREATE_PIPELINE_FAILED")
 
 	// The positive sign: every notification job has run to its end.
-	ctx := context.Background()
-	var jobs map[string]int // destination: jobs
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var live int
-		if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1
-			AND state NOT IN ('completed', 'cancelled', 'discarded')`, notify.KindDeliver).Scan(&live); err != nil {
-			t.Fatal(err)
-		}
-		if live == 0 && len(rc.requests("/hook")) >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("notification jobs still live after 20 s (%d); hook got %d requests", live, len(rc.requests("/hook")))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	jobs = map[string]int{}
-	rows, err := sc.Pool.Query(ctx, `SELECT args->>'destination' FROM river_job WHERE kind = $1`, notify.KindDeliver)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var d string
-		if err := rows.Scan(&d); err != nil {
-			t.Fatal(err)
-		}
-		jobs[d]++
-	}
-	rows.Close()
+	jobs := waitNotificationJobs(t, sc, func() bool { return len(rc.requests("/hook")) >= 2 })
 
 	// One delivery per routed event: the moves of the history say how
 	// many of each event there were.
@@ -238,5 +210,144 @@ func TestNotificationsSignedRetriedRouted(t *testing.T) {
 	status, _, body = apiCall(t, env, http.MethodGet, "/api/v1/notifications?destination=elsewhere", demo.APIToken, nil)
 	if status != http.StatusOK || strings.TrimSpace(string(body)) != `{"deliveries":[]}` {
 		t.Errorf("log of an unrouted destination: %d %s", status, body)
+	}
+}
+
+// waitNotificationJobs waits, 20 s at most, until no notification job of
+// schema sc is live and ready reports true, and returns how many jobs each
+// destination got.
+func waitNotificationJobs(t *testing.T, sc pgtest.Schema, ready func() bool) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var live int
+		if err := sc.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1
+			AND state NOT IN ('completed', 'cancelled', 'discarded')`, notify.KindDeliver).Scan(&live); err != nil {
+			t.Fatal(err)
+		}
+		if live == 0 && ready() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("notification jobs still live after 20 s (%d), or the receiver's wait not met", live)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	jobs := map[string]int{}
+	rows, err := sc.Pool.Query(ctx, `SELECT args->>'destination' FROM river_job WHERE kind = $1`, notify.KindDeliver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		jobs[d]++
+	}
+	return jobs
+}
+
+// TestNotificationsOfAnAppliedChange: a change carried to VALIDATED
+// notifies a destination of every event, in the order of its moves, each
+// move once with its own delivery id: the approval it waited for, the
+// merge, the deploy's confirmation; a 429 with Retry-After: 1 answered
+// first is delivered again a second later.
+func TestNotificationsOfAnAppliedChange(t *testing.T) {
+	t.Parallel()
+	const secret = "notify-e2e-secret-2"
+	rc := &notifyReceiver{got: map[string][]receivedNotification{}, statuses: map[string][]int{"/all": {429}}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc.mu.Lock()
+		first := len(rc.got[r.URL.Path]) == 0
+		rc.mu.Unlock()
+		if first {
+			w.Header().Set("Retry-After", "1")
+		}
+		rc.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	env := newTestEnv(t, true, 100*time.Millisecond)
+	env.Config.Notifications = []notify.Destination{{Name: "all", Kind: notify.KindWebhook, URL: srv.URL + "/all", Secret: secret}}
+	app, sc := startBot(t, env)
+	opID, err := demo.SubmitChange(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, env, opID, rules.StatusValidated, 60*time.Second)
+
+	var want []string // event and delivery id of each move that raises one
+	for _, ev := range eventsOf(t, app, opID) {
+		if ev.Type != store.EventTransition || ev.FromStep == ev.ToStep {
+			continue
+		}
+		if e, ok := notify.EventFor(rules.StepCode(ev.ToStep)); ok {
+			want = append(want, string(e)+" "+notify.DeliveryKey(opID, ev.Seq))
+		}
+	}
+	if len(want) < 2 {
+		t.Fatalf("moves raising events: %v, want at least merged and applied", want)
+	}
+	jobs := waitNotificationJobs(t, sc, func() bool { return len(rc.requests("/all")) >= len(want)+1 })
+	if jobs["all"] != len(want) {
+		t.Errorf("%d jobs for %d events (%v)", jobs["all"], len(want), want)
+	}
+	reqs := rc.requests("/all")
+	if len(reqs) != len(want)+1 {
+		t.Fatalf("%d requests, want %d (one per event, and the 429's again)", len(reqs), len(want)+1)
+	}
+	var got []string
+	seen := map[string]bool{}
+	for i, r := range reqs {
+		ts, _ := strconv.ParseInt(r.header.Get(notify.HeaderTimestamp), 10, 64)
+		if !notify.Verify(secret, ts, r.body, r.header.Get(notify.HeaderSignature)) {
+			t.Errorf("request %d: signature does not verify", i)
+		}
+		key := r.header.Get(notify.HeaderEvent) + " " + r.header.Get(notify.HeaderDelivery)
+		if !seen[key] {
+			seen[key] = true
+			got = append(got, key)
+		}
+	}
+	// The first delivery came twice (429, then a second later); the
+	// others may overtake it, so compare as sets, then check the events.
+	if len(got) != len(want) {
+		t.Fatalf("deliveries %v, want %v", got, want)
+	}
+	for _, w := range want {
+		if !seen[w] {
+			t.Errorf("no delivery %q; got %v", w, got)
+		}
+	}
+	var events []string
+	for _, w := range want {
+		events = append(events, strings.Fields(w)[0])
+	}
+	for _, e := range []string{"merged", "applied"} {
+		if !slices.Contains(events, e) {
+			t.Errorf("events %v, want %s among them", events, e)
+		}
+	}
+	status, _, body := apiCall(t, env, http.MethodGet, "/api/v1/notifications?destination=all&operation_id="+opID, demo.APIToken, nil)
+	var log struct {
+		Deliveries []struct {
+			State    string `json:"state"`
+			Attempts int    `json:"attempts"`
+		} `json:"deliveries"`
+	}
+	if err := json.Unmarshal(body, &log); status != http.StatusOK || err != nil || len(log.Deliveries) != len(want) {
+		t.Fatalf("GET /api/v1/notifications: %d %s", status, body)
+	}
+	attempts := 0
+	for _, d := range log.Deliveries {
+		if d.State != store.NotificationDelivered {
+			t.Errorf("a delivery is %s: %s", d.State, body)
+		}
+		attempts += d.Attempts
+	}
+	if attempts != len(want)+1 {
+		t.Errorf("%d attempts logged, want %d: %s", attempts, len(want)+1, body)
 	}
 }
