@@ -374,8 +374,9 @@ type TransitionOpts struct {
 // checks the transition table, then in one database transaction compares
 // the version it read, updates operation and binding, appends the event and
 // enqueues the next step's job (in place of any job still queued for that
-// step from an earlier visit: one job per operation and step) and a
-// status-note refresh. Errors:
+// step from an earlier visit: one job per operation and step), a
+// status-note refresh and the jobs EngineConfig.EventJobsFunc makes of the
+// move (its notifications). Errors:
 // ErrIllegalTransition (nothing written), store.ErrStepMismatch /
 // ErrVersionConflict / ErrBindingNotOwned (someone else moved first).
 func (e *Engine) Transition(ctx context.Context, op store.Operation, to rules.StepCode, o TransitionOpts) (store.Operation, error) {
