@@ -80,8 +80,8 @@ func ParseListQuery(q url.Values, now time.Time) (ListQuery, error) {
 	for _, v := range splitValues(q["step"]) {
 		code, ok := parseStep(v)
 		if !ok {
-			return ListQuery{}, &FilterError{Param: "step", Reason: fmt.Sprintf("%q is not a step code or name (README state table)", v),
-				Flag: fmt.Sprintf("unknown step %s; a step code or name of the README's state table (10401 or APPROVAL_SENDING)", v)}
+			return ListQuery{}, &FilterError{Param: "step", Reason: fmt.Sprintf("%q is not a step code or name (docs/states.md)", v),
+				Flag: fmt.Sprintf("unknown step %s; a step code or name of docs/states.md (10401 or APPROVAL_SENDING)", v)}
 		}
 		p.Steps = append(p.Steps, code)
 	}

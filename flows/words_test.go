@@ -147,7 +147,7 @@ func withIID(format string, iid int64) string {
 
 // TestHintsOnGitHub: every hint of the step table, in GitHub's words,
 // names no GitLab term; on GitLab each is the step table's Hint (the
-// README's state table) word for word.
+// state table of docs/states.md) word for word.
 func TestHintsOnGitHub(t *testing.T) {
 	t.Parallel()
 	changed := 0

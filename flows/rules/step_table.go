@@ -113,7 +113,7 @@ type StepJob struct {
 
 // Step is one row of the step table: everything the flow knows about a step
 // in one place. The transition table (CheckTransition), the declared
-// failures, the sweeper, /resume, /retry, /help and the README's state table
+// failures, the sweeper, /resume, /retry, /help and the state table of docs/states.md
 // are derived from these rows.
 type Step struct {
 	// Code is the persisted step code (operation.step).
@@ -148,7 +148,7 @@ type Step struct {
 	// Wait is what the step waits for.
 	Wait Wait
 	// Hint is what to do now, shown to people, in GitLab's words: the
-	// README's state table shows it. HintOn gives it in the words of a
+	// state table of docs/states.md shows it. HintOn gives it in the words of a
 	// change's platform.
 	Hint string
 	// hintIn, when set, writes the hint in a platform's words (Hint is
@@ -395,7 +395,7 @@ var stepByCode = func() map[StepCode]Step {
 	m := make(map[StepCode]Step, len(catalogue))
 	for i, s := range catalogue {
 		// A hint written in a platform's words reads GitLab's in Hint
-		// (the README's state table, callers that know no platform).
+		// (the state table of docs/states.md, callers that know no platform).
 		if s.hintIn != nil {
 			s.Hint = s.hintIn(gitlabWords)
 			catalogue[i].Hint = s.Hint
