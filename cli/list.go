@@ -19,8 +19,8 @@ import (
 	"changebot/flows/rules"
 )
 
-const listUsage = `usage: changebot list [-status S] [-step S] [-project P] [-subject_id S] [-target_key K]
-                      [-requested_by U] [-updated_after T] [-updated_before T] [-stuck]
+const listUsage = `usage: changebot list [-status S] [-step S] [-active true|false] [-project P] [-subject_id S]
+                      [-target_key K] [-requested_by U] [-updated_after T] [-updated_before T] [-stuck]
                       [-limit N] [-cursor C] [-json] [-config file]
 The filters are those of GET /api/v1/changes (docs/api.md, "Finding changes").
 `
