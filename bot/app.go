@@ -216,7 +216,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	pruner := retention.New(retention.Config{Store: a.store, Logger: a.log,
 		MaxAgeFunc: func() time.Duration { return a.settings.Get(settings.RetentionIntake, "").Duration() }})
 	pruner.AddWorker(workers)
-	notifier, err := notify.NewWorker(notify.WorkerConfig{Router: notifications, Log: a.store, Logger: a.log})
+	notifier, err := notify.NewWorker(notify.WorkerConfig{Router: notifications, Log: a.store, Logger: a.log, Registerer: a.registry})
 	if err != nil {
 		return err
 	}

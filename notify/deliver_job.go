@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
 	"changebot/flows/rules"
@@ -138,6 +139,9 @@ type WorkerConfig struct {
 	Logger *slog.Logger
 	// NowFunc is the clock of X-Changebot-Timestamp; nil means time.Now.
 	NowFunc func() time.Time
+	// Registerer receives changebot_notifications_total; nil registers
+	// it nowhere (tests).
+	Registerer prometheus.Registerer
 }
 
 // Worker is the River worker of KindDeliver: it POSTs one notification and
@@ -148,6 +152,9 @@ type WorkerConfig struct {
 type Worker struct {
 	river.WorkerDefaults[DeliverArgs]
 	cfg WorkerConfig
+	// attempts counts the attempts by destination, event and state
+	// (changebot_notifications_total).
+	attempts *prometheus.CounterVec
 }
 
 // NewWorker checks cfg and returns the worker.
@@ -164,7 +171,16 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
-	return &Worker{cfg: cfg}, nil
+	w := &Worker{cfg: cfg, attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "changebot_notifications_total",
+		Help: "Notification delivery attempts by destination, event and the state they left the delivery in (delivered, retrying, failed).",
+	}, []string{"destination", "event", "state"})}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(w.attempts); err != nil {
+			return nil, fmt.Errorf("registering the notification metrics: %w", err)
+		}
+	}
+	return w, nil
 }
 
 // AddWorker registers the worker with River.
@@ -184,6 +200,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 	d, ok := w.cfg.Router.byName[a.Destination]
 	if !ok {
 		attempt.State, attempt.Error = store.NotificationFailed, "the destination is no longer configured"
+		w.attempts.WithLabelValues(a.Destination, string(a.Payload.Event), attempt.State).Inc()
 		if _, err := w.cfg.Log.RecordNotificationAttempt(ctx, w.cfg.Log.DB(), attempt); err != nil {
 			return err
 		}
@@ -210,6 +227,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 		attempt.State, retry = store.NotificationFailed, false
 		attempt.Error = fmt.Sprintf("%s; gave up after %d attempts", attempt.Error, tries)
 	}
+	w.attempts.WithLabelValues(a.Destination, string(a.Payload.Event), attempt.State).Inc()
 	rec, err := w.cfg.Log.RecordNotificationAttempt(ctx, w.cfg.Log.DB(), attempt)
 	if err != nil {
 		// Retried: the receiver may see the delivery twice, with one key.

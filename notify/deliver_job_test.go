@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -85,7 +87,8 @@ func TestWorkerOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := openLog(t)
-	w, err := NewWorker(WorkerConfig{Router: router, Log: log, NowFunc: func() time.Time { return now }})
+	reg := prometheus.NewRegistry()
+	w, err := NewWorker(WorkerConfig{Router: router, Log: log, NowFunc: func() time.Time { return now }, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +158,20 @@ func TestWorkerOutcomes(t *testing.T) {
 				t.Errorf("logged %+v, want state %s code %d error with %q", d, tt.state, tt.code, tt.errHas)
 			}
 		})
+	}
+
+	// Every attempt is counted by destination, event and state.
+	for _, c := range []struct {
+		dest, state string
+		want        float64
+	}{{"ok", store.NotificationDelivered, 1}, {"busy", store.NotificationRetrying, 1}, {"busy", store.NotificationFailed, 1},
+		{"missing", store.NotificationFailed, 1}, {"gone", store.NotificationFailed, 1}, {"chat", store.NotificationDelivered, 1}} {
+		if got := testutil.ToFloat64(w.attempts.WithLabelValues(c.dest, "failed", c.state)); got != c.want {
+			t.Errorf("changebot_notifications_total{destination=%q,state=%q} = %v, want %v", c.dest, c.state, got, c.want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "changebot_notifications_total"); err != nil || n == 0 {
+		t.Errorf("changebot_notifications_total not registered: %d %v", n, err)
 	}
 
 	// What was sent: the last case's Slack text, and a webhook's signed
