@@ -465,9 +465,10 @@ func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 // comment's first line says it (templates/status.md.tmpl "state"), without
 // links: the page lists them apart.
 func stateWords(v templates.StatusView) string {
-	mr := "the merge request"
+	w := rules.WordsOf(v.Platform)
+	mr := "the " + w.MR
 	if v.MR.IID > 0 {
-		mr = fmt.Sprintf("merge request !%d", v.MR.IID)
+		mr = w.MRRef(v.MR.IID)
 	}
 	ticket := "its ticket"
 	if v.TicketID != "" {
@@ -476,27 +477,27 @@ func stateWords(v templates.StatusView) string {
 	switch v.Status {
 	case rules.StatusApprovalSending:
 		if v.ApprovalInGitLab {
-			return "Asking for approval in GitLab."
+			return "Asking for approval in " + w.Platform + "."
 		}
 		return "Asking the approval system for approval."
 	case rules.StatusApprovalSent:
 		if v.ApprovalInGitLab {
-			return "Waiting for approval on " + mr + " by the project's approvers in GitLab."
+			return "Waiting for approval on " + mr + " by the project's approvers in " + w.Platform + "."
 		}
 		return "Waiting for approval in " + ticket + " by the approval system."
 	case rules.StatusMRCreating:
 		if v.MR.IID > 0 {
-			return "Merge request !" + fmt.Sprint(v.MR.IID) + " is open; waiting for its pipeline."
+			return upperFirst(mr) + " is open; waiting for its " + w.Pipeline + "."
 		}
-		return "Opening the merge request."
+		return "Opening the " + w.MR + "."
 	case rules.StatusMRCreated:
-		return "Merge request !" + fmt.Sprint(v.MR.IID) + " is open and its pipeline passed."
+		return upperFirst(mr) + " is open and its " + w.Pipeline + " passed."
 	case rules.StatusMerging:
 		return "Merging " + mr + "."
 	case rules.StatusMerged:
-		return "Merged; waiting for the deploy pipeline to apply it."
+		return "Merged; waiting for the " + w.Deploy + " to apply it."
 	case rules.StatusValidated:
-		return "Applied: merged and confirmed by the deploy pipeline."
+		return "Applied: merged and confirmed by the " + w.Deploy + "."
 	case rules.StatusCreateFailed:
 		return "Failed while opening " + mr + "."
 	case rules.StatusHandleFailed:
@@ -510,6 +511,14 @@ func stateWords(v templates.StatusView) string {
 		return "Closed without being applied."
 	}
 	return v.Status + "."
+}
+
+// upperFirst is s with its first letter upper case.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // webFilters are the list page's filters, the query parameters of GET

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"changebot/flows/rules"
+	"changebot/templates"
 )
 
 // login logs in on /ui/login with token, as the login form does, and
@@ -233,5 +234,30 @@ func TestWebLoginRefusesForeignOrigin(t *testing.T) {
 	}
 	if code, _ := s.call(t, http.MethodPost, "/api/v1/changes", viewerToken, validChange("viewer")); code != http.StatusForbidden {
 		t.Errorf("a viewer token submitted a change: %d, want 403", code)
+	}
+}
+
+// TestStateWordsOnGitHub: a GitHub change's page speaks of its pull
+// request, checks and deploy run, a GitLab one's of its merge request,
+// pipeline and deploy pipeline.
+func TestStateWordsOnGitHub(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		platform, status string
+		iid              int64
+		want             string
+	}{
+		{rules.PlatformGitHub, rules.StatusMRCreating, 4, "Pull request #4 is open; waiting for its checks."},
+		{rules.PlatformGitHub, rules.StatusMerging, 4, "Merging pull request #4."},
+		{rules.PlatformGitHub, rules.StatusMerged, 4, "Merged; waiting for the deploy run to apply it."},
+		{rules.PlatformGitHub, rules.StatusMRCreating, 0, "Opening the pull request."},
+		{rules.PlatformGitLab, rules.StatusMRCreated, 7, "Merge request !7 is open and its pipeline passed."},
+		{rules.PlatformGitLab, rules.StatusValidated, 7, "Applied: merged and confirmed by the deploy pipeline."},
+	} {
+		v := templates.StatusView{Platform: tc.platform, Status: tc.status}
+		v.MR.IID = tc.iid
+		if got := stateWords(v); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.platform, tc.status, got, tc.want)
+		}
 	}
 }
