@@ -98,7 +98,7 @@ func TestNotificationsSignedRetriedRouted(t *testing.T) {
 		if ev.Type != store.EventTransition || ev.FromStep == ev.ToStep {
 			continue
 		}
-		if e, ok := notify.EventFor(rules.StepCode(ev.ToStep)); ok {
+		if e, ok := notify.MoveEvent(rules.StepCode(ev.FromStep), rules.StepCode(ev.ToStep)); ok {
 			moves[e] = append(moves[e], ev.Seq)
 		}
 	}
@@ -283,7 +283,7 @@ func TestNotificationsOfAnAppliedChange(t *testing.T) {
 		if ev.Type != store.EventTransition || ev.FromStep == ev.ToStep {
 			continue
 		}
-		if e, ok := notify.EventFor(rules.StepCode(ev.ToStep)); ok {
+		if e, ok := notify.MoveEvent(rules.StepCode(ev.FromStep), rules.StepCode(ev.ToStep)); ok {
 			want = append(want, string(e)+" "+notify.DeliveryKey(opID, ev.Seq))
 		}
 	}

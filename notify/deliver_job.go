@@ -96,14 +96,14 @@ func (r *Router) Destinations() []Destination { return r.dests }
 
 // Jobs returns the notification jobs of the move that wrote op and
 // appended event e: one per destination that wants the move's event for
-// op's project, none for an event that is not a move to another step or
-// for a step that raises no event (EventFor). It is meant for
+// op's project, none for an event that is not a transition or for a move
+// that raises no event (MoveEvent). It is meant for
 // store.TransitionParams.EventJobsFunc: the jobs commit with the move.
 func (r *Router) Jobs(op store.Operation, e store.Event) []river.InsertManyParams {
-	if r == nil || len(r.dests) == 0 || e.Type != store.EventTransition || e.FromStep == e.ToStep {
+	if r == nil || len(r.dests) == 0 || e.Type != store.EventTransition {
 		return nil
 	}
-	ev, ok := EventFor(rules.StepCode(e.ToStep))
+	ev, ok := MoveEvent(rules.StepCode(e.FromStep), rules.StepCode(e.ToStep))
 	if !ok {
 		return nil
 	}

@@ -63,3 +63,21 @@ func EventFor(to rules.StepCode) (Event, bool) {
 	}
 	return "", false
 }
+
+// MoveEvent returns the event of a move from step from to step to, and
+// false when it raises none: EventFor(to), except that staying in a step
+// raises nothing and that a change already merged (DEPLOY_PENDING resumed
+// to HANDLE_MERGED) is not merged again.
+func MoveEvent(from, to rules.StepCode) (Event, bool) {
+	if from == to {
+		return "", false
+	}
+	ev, ok := EventFor(to)
+	if !ok {
+		return "", false
+	}
+	if s, known := rules.Lookup(from); ev == EventMerged && known && s.Status == rules.StatusMerged {
+		return "", false
+	}
+	return ev, true
+}

@@ -87,3 +87,34 @@ func TestParseEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestMoveEvent: a move raises its target's event, but a stay raises
+// nothing and a merged change resumed to HANDLE_MERGED is not merged
+// twice.
+func TestMoveEvent(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		from, to rules.StepCode
+		want     Event
+	}{
+		{"merge", rules.HandleApproved, rules.HandleMerged, EventMerged},
+		{"merge found by the reconciler", rules.HandleAwaitPipeline, rules.HandleMerged, EventMerged},
+		{"deploy pending resumed", rules.DeployPending, rules.HandleMerged, ""},
+		{"parked after the merge", rules.HandleMerged, rules.DeployPending, EventNeedsPerson},
+		{"applied", rules.HandleMerged, rules.CalledBack, EventApplied},
+		{"failed", rules.CreateMROpened, rules.CreatePipelineFailed, EventFailed},
+		{"failed again after a retry", rules.CreateMROpened, rules.CreateFailed, EventFailed},
+		{"stay", rules.HandleDraft, rules.HandleDraft, ""},
+		{"no event", rules.CreateStarted, rules.CreateMROpened, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := MoveEvent(tt.from, tt.to)
+			if got != tt.want || ok != (tt.want != "") {
+				t.Fatalf("MoveEvent(%s, %s) = %q, %v; want %q", tt.from, tt.to, got, ok, tt.want)
+			}
+		})
+	}
+}
