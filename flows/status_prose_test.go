@@ -133,10 +133,10 @@ func TestStatusViewCountsEveryEvent(t *testing.T) {
 	v := h.Engine.StatusView(h.Op(t, op.ID), evs)
 	claims, retried := 0, 0
 	for _, e := range evs {
-		switch {
-		case e.Type == "claim":
+		switch e.Type {
+		case "claim":
 			claims++
-		case e.Type == "attempt":
+		case "attempt":
 			retried++
 		}
 	}

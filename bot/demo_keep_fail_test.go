@@ -1,4 +1,4 @@
-package demo_test
+package bot
 
 import (
 	"context"
@@ -10,34 +10,14 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"changebot/api"
-	"changebot/bot"
 	"changebot/config"
 	"changebot/demo"
 	"changebot/ops"
 )
-
-// syncBuffer is the demo's output, read while it writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // keepDemo runs `changebot demo -keep -fail fail` in-process on a SQLite
 // file until the test ends, and returns where it runs once it printed its
@@ -49,7 +29,7 @@ func keepDemo(t *testing.T, fail string) (demo.Info, *syncBuffer) {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- demo.Run(ctx, demo.Opts{StartFunc: bot.StartDemo, DatabaseURL: config.SQLiteURL(filepath.Join(t.TempDir(), "changebot.db")),
+		done <- demo.Run(ctx, demo.Opts{StartFunc: StartDemo, DatabaseURL: config.SQLiteURL(filepath.Join(t.TempDir(), "changebot.db")),
 			Timeout: 60 * time.Second, Out: out, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Keep: true, Fail: fail, KeptFunc: func(i demo.Info) { kept <- i }})
 	}()
@@ -77,7 +57,7 @@ func keepDemo(t *testing.T, fail string) (demo.Info, *syncBuffer) {
 
 // call makes a request (token "" for none) and decodes a JSON answer
 // into v (when not nil); it fails the test unless the answer is want.
-func call(t *testing.T, method, u, token, body string, want int, v any) {
+func keptCall(t *testing.T, method, u, token, body string, want int, v any) {
 	t.Helper()
 	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {
@@ -105,12 +85,12 @@ func call(t *testing.T, method, u, token, body string, want int, v any) {
 	}
 }
 
-// waitStatus polls change id through the API until it is status.
-func waitStatus(t *testing.T, i demo.Info, id, status string) api.ChangeView {
+// keptWaitStatus polls change id through the API until it is status.
+func keptWaitStatus(t *testing.T, i demo.Info, id, status string) api.ChangeView {
 	t.Helper()
 	var v api.ChangeView
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		call(t, http.MethodGet, i.BotURL+"/api/v1/changes/"+id, demo.APIToken, "", http.StatusOK, &v)
+		keptCall(t, http.MethodGet, i.BotURL+"/api/v1/changes/"+id, demo.APIToken, "", http.StatusOK, &v)
 		if v.Status == status {
 			return v
 		}
@@ -121,13 +101,13 @@ func waitStatus(t *testing.T, i demo.Info, id, status string) api.ChangeView {
 	}
 }
 
-// statusComment is the bot's status comment on merge request iid.
-func statusComment(t *testing.T, i demo.Info, iid int64) string {
+// keptStatusComment is the bot's status comment on merge request iid.
+func keptStatusComment(t *testing.T, i demo.Info, iid int64) string {
 	t.Helper()
 	var notes []struct {
 		Body string `json:"body"`
 	}
-	call(t, http.MethodGet, fmt.Sprintf("%s/api/v4/projects/%s/merge_requests/%d/notes?sort=asc", i.GitLabURL, url.PathEscape(i.Project), iid),
+	keptCall(t, http.MethodGet, fmt.Sprintf("%s/api/v4/projects/%s/merge_requests/%d/notes?sort=asc", i.GitLabURL, url.PathEscape(i.Project), iid),
 		"private:demo-alice-token", "", http.StatusOK, &notes)
 	for _, n := range notes {
 		if strings.Contains(n.Body, "changebot:status") {
@@ -151,7 +131,7 @@ func TestKeptDemoShowsAFailedChangeThatARetryFixes(t *testing.T) {
 		t.Fatalf("the second change: %+v, want CREATE_FAILED at CREATE_PIPELINE_FAILED with its merge request and reason", open)
 	}
 	var failed api.ChangeView
-	call(t, http.MethodGet, i.BotURL+"/api/v1/changes/"+open.OperationID, demo.APIToken, "", http.StatusOK, &failed)
+	keptCall(t, http.MethodGet, i.BotURL+"/api/v1/changes/"+open.OperationID, demo.APIToken, "", http.StatusOK, &failed)
 	if failed.Status != "CREATE_FAILED" || failed.Detail != open.Detail {
 		t.Fatalf("the API says %s: %q, want CREATE_FAILED: %q", failed.Status, failed.Detail, open.Detail)
 	}
@@ -170,7 +150,7 @@ func TestKeptDemoShowsAFailedChangeThatARetryFixes(t *testing.T) {
 			t.Errorf("the instructions lack %q:\n%s", want, printed)
 		}
 	}
-	waitComment(t, i, open.MRIID, "**Warning:** this change has failed", fmt.Sprintf("| pipeline %s failed |", pipelineOf(open.Detail)))
+	keptWaitComment(t, i, open.MRIID, "**Warning:** this change has failed", fmt.Sprintf("| pipeline %s failed |", keptPipelineOf(open.Detail)))
 
 	// doctor, with only the printed environment, finds nothing wrong.
 	env := map[string]string{}
@@ -187,16 +167,16 @@ func TestKeptDemoShowsAFailedChangeThatARetryFixes(t *testing.T) {
 	}
 
 	// The printed comment line retries it, and it goes through.
-	call(t, http.MethodPost, notes, "", `{"username": "dave", "body": "/retry"}`, http.StatusCreated, nil)
-	done := waitStatus(t, i, open.OperationID, "VALIDATED")
+	keptCall(t, http.MethodPost, notes, "", `{"username": "dave", "body": "/retry"}`, http.StatusCreated, nil)
+	done := keptWaitStatus(t, i, open.OperationID, "VALIDATED")
 	if done.MergeRequest == nil || done.MergeRequest.IID != open.MRIID {
 		t.Errorf("validated on %+v, want its merge request !%d", done.MergeRequest, open.MRIID)
 	}
-	waitComment(t, i, open.MRIID, "| retried by dave |", fmt.Sprintf("| merge request !%d still open: waiting for a new pipeline |", open.MRIID), "VALIDATED")
+	keptWaitComment(t, i, open.MRIID, "| retried by dave |", fmt.Sprintf("| merge request !%d still open: waiting for a new pipeline |", open.MRIID), "VALIDATED")
 }
 
-// pipelineOf is the pipeline id in a detail "pipeline 5003 failed for …".
-func pipelineOf(detail string) string {
+// keptPipelineOf is the pipeline id in a detail "pipeline 5003 failed for …".
+func keptPipelineOf(detail string) string {
 	f := strings.Fields(detail)
 	if len(f) < 2 {
 		return detail
@@ -204,14 +184,14 @@ func pipelineOf(detail string) string {
 	return f[1]
 }
 
-// waitComment waits until the status comment of merge request iid (a
+// keptWaitComment waits until the status comment of merge request iid (a
 // coalesced edit, made a moment after the change moved) has every text of
 // want.
-func waitComment(t *testing.T, i demo.Info, iid int64, want ...string) {
+func keptWaitComment(t *testing.T, i demo.Info, iid int64, want ...string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c := statusComment(t, i, iid)
+		c := keptStatusComment(t, i, iid)
 		missing := ""
 		for _, w := range want {
 			if !strings.Contains(c, w) {
@@ -240,13 +220,13 @@ func TestKeptDemoSwitches(t *testing.T) {
 	}
 	sw := i.GitLabURL + demo.SwitchesPath
 	var state demo.SwitchState
-	call(t, http.MethodGet, sw, "", "", http.StatusOK, &state)
+	keptCall(t, http.MethodGet, sw, "", "", http.StatusOK, &state)
 	if len(state.HeldApprovals) != 1 || state.HeldApprovals[0] != open.Ticket {
 		t.Fatalf("switch state %+v, want ticket %s held", state, open.Ticket)
 	}
-	call(t, http.MethodPost, sw+"/reject", "", "", http.StatusOK, nil)
-	waitStatus(t, i, open.OperationID, "REJECTED")
-	call(t, http.MethodPost, sw+"/reject", "", "", http.StatusConflict, nil) // nothing held any more
+	keptCall(t, http.MethodPost, sw+"/reject", "", "", http.StatusOK, nil)
+	keptWaitStatus(t, i, open.OperationID, "REJECTED")
+	keptCall(t, http.MethodPost, sw+"/reject", "", "", http.StatusConflict, nil) // nothing held any more
 
 	submitOne := func(target string) string {
 		body := fmt.Sprintf(`{"subject_id": "payments-api", "target_key": %q, "project": %q, "title": "Raise replicas", "requested_by": "alice", "files": [{"path": "services/payments-api/%s.yaml", "content": "replicas: 4\n"}]}`,
@@ -254,17 +234,17 @@ func TestKeptDemoSwitches(t *testing.T) {
 		var s struct {
 			OperationID string `json:"operation_id"`
 		}
-		call(t, http.MethodPost, i.BotURL+"/api/v1/changes", demo.APIToken, body, http.StatusAccepted, &s)
+		keptCall(t, http.MethodPost, i.BotURL+"/api/v1/changes", demo.APIToken, body, http.StatusAccepted, &s)
 		return s.OperationID
 	}
-	call(t, http.MethodPost, sw+"/fail-pipeline", "", "", http.StatusOK, &struct{}{})
-	call(t, http.MethodGet, sw, "", "", http.StatusOK, &state)
+	keptCall(t, http.MethodPost, sw+"/fail-pipeline", "", "", http.StatusOK, &struct{}{})
+	keptCall(t, http.MethodGet, sw, "", "", http.StatusOK, &state)
 	if len(state.Armed) != 1 || state.Armed[0] != "fail-pipeline" {
 		t.Errorf("switch state %+v, want fail-pipeline armed", state)
 	}
-	failed := waitStatus(t, i, submitOne("us-east-1"), "CREATE_FAILED")
+	failed := keptWaitStatus(t, i, submitOne("us-east-1"), "CREATE_FAILED")
 	if failed.Step.Name != "CREATE_PIPELINE_FAILED" {
 		t.Errorf("the change after fail-pipeline is at %s, want CREATE_PIPELINE_FAILED", failed.Step.Name)
 	}
-	waitStatus(t, i, submitOne("us-west-2"), "VALIDATED") // the next pipeline passes again
+	keptWaitStatus(t, i, submitOne("us-west-2"), "VALIDATED") // the next pipeline passes again
 }
