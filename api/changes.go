@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -255,6 +256,9 @@ func (h *Handler) changeAction(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) getChange(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
+	if !knownParams(w, r, "include") {
+		return
+	}
 	withContent := false
 	for _, inc := range splitValues(r.URL.Query()["include"]) {
 		if inc != "content" {
@@ -280,6 +284,19 @@ func (h *Handler) getChange(w http.ResponseWriter, r *http.Request) {
 		v.Events = []Event{}
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// knownParams answers 400 naming the first query parameter of r that is
+// not one of known (as the list does for its filters) and reports false;
+// true when every parameter is known.
+func knownParams(w http.ResponseWriter, r *http.Request, known ...string) bool {
+	for k := range r.URL.Query() {
+		if !slices.Contains(known, k) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter " + k + ": unknown; this endpoint takes " + strings.Join(known, ", ")})
+			return false
+		}
+	}
+	return true
 }
 
 // FileCreateOrUpdate is the action of a file submitted without one: create
@@ -341,6 +358,9 @@ func NewEventsView(h History, form string) EventsView {
 // stored, whose hash chain a client can check (store.ComputeHash).
 func (h *Handler) getEvents(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
+	if !knownParams(w, r, "form") {
+		return
+	}
 	form := r.URL.Query().Get("form")
 	if form == "" {
 		form = FormCurrent

@@ -452,6 +452,11 @@ func TestGetChangeTellsAll(t *testing.T) {
 	if code, body := s.call(t, http.MethodGet, "/api/v1/changes/"+id+"?include=diff", viewerToken, ""); code != 400 || !strings.Contains(body, `include: \"diff\"`) {
 		t.Errorf("include=diff: %d %s, want 400 naming it", code, body)
 	}
+	for _, path := range []string{"/api/v1/changes/" + id + "?active=true", "/api/v1/changes/" + id + "/events?foo=1"} {
+		if code, body := s.call(t, http.MethodGet, path, viewerToken, ""); code != 400 || !strings.Contains(body, "query parameter") || !strings.Contains(body, "unknown") {
+			t.Errorf("GET %s: %d %s, want 400 naming the unknown parameter", path, code, body)
+		}
+	}
 }
 
 // TestChangeActionTakesAReason: retry, resume and cancel take the body

@@ -148,7 +148,15 @@ func (h *Handler) webRoutes(r *mux.Router) {
 	r.Handle("/ui/changes", h.webAuth(h.webList)).Methods(http.MethodGet)
 	r.Handle("/ui/attention", h.webAuth(h.webAttention)).Methods(http.MethodGet)
 	// The stuck view was folded into needs-attention (issue 23).
-	r.Handle("/ui/stuck", http.RedirectHandler("/ui/attention", http.StatusMovedPermanently)).Methods(http.MethodGet)
+	// With filters, the list of the stuck ones keeps them.
+	r.HandleFunc("/ui/stuck", func(w http.ResponseWriter, r *http.Request) {
+		to := "/ui/attention"
+		if q := r.URL.Query(); len(bulkQuery(q)) > 0 {
+			q.Set("stuck", "true")
+			to = string(queryURL("/ui/changes", q))
+		}
+		http.Redirect(w, r, to, http.StatusMovedPermanently)
+	}).Methods(http.MethodGet)
 	r.Handle("/ui/queues", h.webAuth(h.webQueues)).Methods(http.MethodGet)
 	r.Handle("/ui/queues/{project}/{branch:.+}/{action:freeze|unfreeze}", post(h.webFreeze)).Methods(http.MethodPost)
 	r.Handle("/ui/bulk", h.webAuth(h.webBulkForm)).Methods(http.MethodGet)
@@ -550,7 +558,13 @@ type webListRow struct {
 	InStep string
 	// Ref is its merge request's reference (!4, #4), "" without one.
 	Ref string
+	// ShortDetail is its detail (the failure's reason, what it waits
+	// for), cut to webDetailRunes.
+	ShortDetail string
 }
+
+// webDetailRunes is how much of a change's detail a list row shows.
+const webDetailRunes = 160
 
 // listRow is op as the pages list it.
 func (h *Handler) listRow(op Change) webListRow {
@@ -558,6 +572,10 @@ func (h *Handler) listRow(op Change) webListRow {
 		Updated: op.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"), InStep: durationWords(h.now().Sub(op.StepStartedAt))}
 	if op.MRIID > 0 {
 		row.Ref = rules.WordsOf(op.Platform).Ref(op.MRIID)
+	}
+	row.ShortDetail = op.Detail
+	if r := []rune(op.Detail); len(r) > webDetailRunes {
+		row.ShortDetail = string(r[:webDetailRunes-1]) + "…"
 	}
 	return row
 }

@@ -457,12 +457,14 @@ func (h *Handler) bulkTargets(ctx context.Context, action rules.Action, q url.Va
 }
 
 // bulkQuery is the list filter of a bulk request: its query (GET) or form
-// (POST) but the action and the form's own fields.
+// (POST) but the action, the form's own fields and the list's paging
+// (limit and cursor select no change: a bulk action takes every change of
+// its filter, up to maxBulk, so a query of paging alone is no filter).
 func bulkQuery(v url.Values) url.Values {
 	q := url.Values{}
 	for k, vs := range v {
 		switch k {
-		case "action", "reason", "confirm", webSameSiteParam:
+		case "action", "reason", "confirm", "limit", "cursor", webSameSiteParam:
 			continue
 		}
 		if len(vs) == 1 && vs[0] == "" {

@@ -140,8 +140,14 @@ func TestWebBulk(t *testing.T) {
 	if _, body := s.page(t, op, "/ui/changes?project=g/p"); !strings.Contains(body, `<a href="/ui/bulk?action=retry&amp;project=g%2Fp" id="bulk-retry">`) {
 		t.Errorf("the filtered list does not link the bulk retry of its filter:\n%s", body)
 	}
-	if code, body := s.page(t, op, "/ui/bulk?action=retry"); code != 400 || !strings.Contains(body, "Choose a filter first") {
-		t.Errorf("bulk without a filter: %d\n%s", code, body)
+	for _, q := range []string{"", "&limit=10", "&cursor=x&limit=1"} {
+		if code, body := s.page(t, op, "/ui/bulk?action=retry"+q); code != 400 || !strings.Contains(body, "Choose a filter first") {
+			t.Errorf("bulk with paging only (%q): %d\n%s", q, code, body)
+		}
+	}
+	if code, _, _ := s.post(t, op, "/ui/bulk", url.Values{"action": {"retry"}, "limit": {"5"}, "reason": {"x"}, "confirm": {"yes"}}, ""); code != 400 ||
+		len(s.changes.acts) != 0 {
+		t.Fatalf("bulk POST with a limit only: %d, acts %v; want 400 and nothing done", code, s.changes.acts)
 	}
 	if code, _, _ := s.post(t, s.login(t, viewerToken), "/ui/bulk", url.Values{"action": {"retry"}, "project": {"g/p"},
 		"reason": {"x"}, "confirm": {"yes"}}, ""); code != 403 || len(s.changes.acts) != 0 {

@@ -78,7 +78,7 @@ func TestWebPagesRender(t *testing.T) {
 		Status: rules.StatusMerging, Step: int(rules.HandleStarted), MRIID: 4, MRWebURL: "https://gitlab.example/p/-/merge_requests/4",
 		Files: []File{{Path: "replicas.yaml", Content: "replicas: 3\n"}}})
 	failed := s.changes.add(Change{SubjectID: "billing", TargetKey: "prod/us", Project: "platform/other",
-		Status: rules.StatusCreateFailed, Step: int(rules.CreateFailed)})
+		Status: rules.StatusCreateFailed, Step: int(rules.CreateFailed), Detail: "the registry was down"})
 	old := s.changes.add(Change{SubjectID: "slow", TargetKey: "prod/ap", Project: "platform/config", Status: rules.StatusMRCreating,
 		Step: int(rules.CreateMROpened), StepStartedAt: s.changes.now.Add(-72 * time.Hour), CreatedAt: s.changes.now.Add(-72 * time.Hour),
 		UpdatedAt: s.changes.now.Add(-72 * time.Hour)})
@@ -94,6 +94,10 @@ func TestWebPagesRender(t *testing.T) {
 		{"the overview", "/ui", 200, []string{`id="health"`, "No webhook delivery stored yet", `href="/ui/changes?status=MERGING"`,
 			`<a href="/ui/changes?active=true&amp;project=platform%2fconfig">platform/config</a>`}, nil},
 		{"the queues", "/ui/queues", 200, []string{`id="empty"`, "No merge queue yet"}, nil},
+		{"the stuck view's link", "/ui/stuck", 301, []string{`href="/ui/attention"`}, nil},
+		{"the stuck view's link with filters", "/ui/stuck?project=platform/config", 301,
+			[]string{`href="/ui/changes?project=platform%2Fconfig&amp;stuck=true"`}, nil},
+		{"a failed change's reason in its row", "/ui/attention", 200, []string{`<td class="detail">the registry was down</td>`}, nil},
 		{"the list's quick filters", "/ui/changes?active=true", 200, []string{`id="quick"`, merging, failed, old, "in step",
 			`<a href="/ui/changes?status=CREATE_FAILED,HANDLE_FAILED">Failed</a>`}, nil},
 		{"no change matches", "/ui/changes?project=nobody", 200, []string{`id="empty"`, "show all changes"}, nil},

@@ -143,7 +143,7 @@ func TestOperatorRetriesFromTheBrowser(t *testing.T) {
 	}
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		note := env.StatusComment(v.MergeRequest.IID)
-		if strings.Contains(note, "runner fixed") && strings.Contains(note, "retried by") {
+		if strings.Contains(note, "retried by token "+strings.TrimPrefix(api.TokenID(demo.OperatorToken), "api:")+": runner fixed | web page |") {
 			break
 		}
 		if time.Now().After(deadline) {

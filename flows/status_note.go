@@ -148,8 +148,10 @@ func personOf(actor string) string {
 	if p, ok := strings.CutPrefix(actor, "approval:"); ok {
 		return p
 	}
-	if role, ok := strings.CutPrefix(actor, "api:"); ok {
-		return role + " (API)"
+	if id, ok := strings.CutPrefix(actor, "api:"); ok {
+		// An API token's id (api.TokenID): it acted through the REST API
+		// or the web pages, which the source says.
+		return "token " + id
 	}
 	return actor
 }
@@ -191,6 +193,8 @@ func describeSource(w rules.Words, ev store.Event, pl map[string]any) string {
 		return "deploy callback"
 	case "command":
 		return "comment by @" + ev.Actor
+	case "web":
+		return "web page"
 	case "job":
 		if w, ok := jobWords(w)[strings.TrimPrefix(ev.Source, "job:")]; ok {
 			return w

@@ -57,15 +57,16 @@ func joinWords(items []string, last string) string {
 }
 
 // escapeText makes s safe on one Markdown line: line breaks become spaces,
-// an HTML comment opener is shown as text instead of hiding what follows (or
-// faking a status marker), and "@" gets a zero-width space after it so that
-// user text ("@all" in a title) never mentions anyone when the bot posts or
-// edits a comment.
+// every "<" is shown as text, so that no HTML of a person's text (a reason,
+// a title) renders: an HTML comment opener would hide what follows or fake
+// a status marker, a "</details>" would close the timeline early; and "@"
+// gets a zero-width space after it so that user text ("@all" in a title)
+// never mentions anyone when the bot posts or edits a comment.
 func escapeText(s string) string {
 	return textReplacer.Replace(s)
 }
 
-var textReplacer = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "<!--", "&lt;!--", "@", "@\u200b")
+var textReplacer = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "<", "&lt;", "@", "@\u200b")
 
 // escapeCell makes s safe inside one Markdown table cell: escapeText, and
 // pipes escaped so they do not split the cell.

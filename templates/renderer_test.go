@@ -562,6 +562,7 @@ func TestFuncs(t *testing.T) {
 	}{
 		{name: "cell escapes pipes and newlines", got: escapeCell("a|b\nc\r\nd"), want: `a\|b c d`},
 		{name: "text hides no comment", got: escapeText("x <!-- y"), want: "x &lt;!-- y"},
+		{name: "text renders no tag", got: escapeCell("wrong </details> <b>file</b>"), want: "wrong &lt;/details> &lt;b>file&lt;/b>"},
 		{name: "code plain", got: codeSpan("svc"), want: "`svc`"},
 		{name: "code with backticks", got: codeSpan("a``b"), want: "```a``b```"},
 		{name: "code starting with a backtick", got: codeSpan("`a"), want: "`` `a ``"},
