@@ -155,7 +155,7 @@ func (h *Handler) webRoutes(r *mux.Router) {
 			q.Set("stuck", "true")
 			to = string(queryURL("/ui/changes", q))
 		}
-		http.Redirect(w, r, to, http.StatusMovedPermanently)
+		http.Redirect(w, r, to, http.StatusMovedPermanently) //nolint:gosec // a path of this server: /ui/changes with the query re-encoded
 	}).Methods(http.MethodGet)
 	r.Handle("/ui/queues", h.webAuth(h.webQueues)).Methods(http.MethodGet)
 	r.Handle("/ui/queues/{project}/{branch:.+}/{action:freeze|unfreeze}", post(h.webFreeze)).Methods(http.MethodPost)
