@@ -99,6 +99,7 @@ type MergeQueues struct {
 	FrozenReason    string
 	FrozenAt        *time.Time
 	UpdatedAt       time.Time
+	TurnAvgMs       int64
 }
 
 type NoteCommands struct {
@@ -109,6 +110,20 @@ type NoteCommands struct {
 	Outcome    string
 	ReceivedAt time.Time
 	Platform   string
+}
+
+type NotificationDeliveries struct {
+	Destination    string
+	DeliveryKey    string
+	Event          string
+	OperationID    string
+	State          string
+	Attempts       int
+	LastStatusCode int
+	LastError      string
+	FirstAttemptAt time.Time
+	LastAttemptAt  time.Time
+	DeliveredAt    *time.Time
 }
 
 type Operations struct {

@@ -103,6 +103,7 @@ type MergeQueues struct {
 	FrozenReason    string
 	FrozenAt        *string
 	UpdatedAt       string
+	TurnAvgMs       int64
 }
 
 type NoteCommands struct {
@@ -113,6 +114,20 @@ type NoteCommands struct {
 	Author     string
 	Outcome    string
 	ReceivedAt dbtime.Time
+}
+
+type NotificationDeliveries struct {
+	Destination    string
+	DeliveryKey    string
+	Event          string
+	OperationID    string
+	State          string
+	Attempts       int64
+	LastStatusCode int64
+	LastError      string
+	FirstAttemptAt string
+	LastAttemptAt  string
+	DeliveredAt    *string
 }
 
 type Operations struct {
