@@ -20,6 +20,7 @@ import (
 
 	"changebot/flows/rules"
 	"changebot/internal/textcheck"
+	"changebot/templates"
 )
 
 // The operators' pages (issue 23): an overview, what needs a person, the
@@ -233,7 +234,7 @@ func (h *Handler) health(o Overview) []healthLine {
 			o.LastDeliveryAt.UTC().Format("2006-01-02 15:04:05Z") + ").", OK: ago < time.Hour})
 	}
 	out = append(out, healthLine{Text: fmt.Sprintf("%d %s retrying after an error; %d gave up in the last hour.",
-		o.RetryingJobs, plural(o.RetryingJobs, "job", "jobs"), o.DiscardedJobs), OK: o.DiscardedJobs == 0})
+		o.RetryingJobs, templates.Plural(o.RetryingJobs, "job", "jobs"), o.DiscardedJobs), OK: o.DiscardedJobs == 0})
 	if o.BudgetLeft == nil {
 		out = append(out, healthLine{Text: "No call budget on this platform (GitHub's own rate limits apply).", OK: true})
 	}
@@ -250,14 +251,6 @@ func (h *Handler) health(o Overview) []healthLine {
 		out = append(out, healthLine{Text: "Call budget: this replica has made no call yet.", OK: true})
 	}
 	return out
-}
-
-// plural is one or many by n.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // durationWords is d rounded for people: "42 s", "5 min", "3 h 10 min",
@@ -553,7 +546,7 @@ func (h *Handler) webBulk(w http.ResponseWriter, r *http.Request) {
 	}
 	h.attn.forget()
 	h.log.Info("web bulk action", "action", action, "actor", requestTokenID(r), "reason", reason, "done", len(res.Done), "refused", len(res.Refused))
-	res.Message = fmt.Sprintf("%s: %d %s done, %d not.", action, len(res.Done), plural(len(res.Done), "change", "changes"), len(res.Refused))
+	res.Message = fmt.Sprintf("%s: %d %s done, %d not.", action, len(res.Done), templates.Plural(len(res.Done), "change", "changes"), len(res.Refused))
 	h.render(w, http.StatusOK, "action.html", res)
 }
 

@@ -127,22 +127,46 @@ func (e handleWorker) trainFrozen(ctx context.Context, op store.Operation) (done
 // where it stands.
 func (e handleWorker) joinQueue(ctx context.Context, op store.Operation, q store.Queue) error {
 	key := queueKey(op)
-	ahead := e.aheadOf(ctx, op, q, len(q.Waiting)+1)
+	// A head that cannot be read is left out of the words, not an error:
+	// the change joins the queue either way.
+	head, hasHead, _ := e.queueHead(ctx, op, q)()
+	ahead := aheadOf(op, q, len(q.Waiting)+1, head, hasHead)
 	_, err := e.Transition(ctx, op, rules.HandleQueued, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"queue": key.TargetBranch, "position": len(ahead) + 1, "ahead": len(ahead)},
 		Update:  func(o *store.Operation) { o.Detail = queueDetail(op, q, ahead) }})
 	return err
 }
 
-// aheadOf lists the merge requests ahead of op when it stands at place
-// among q's waiting changes: the head's (read; left out when it cannot
-// be), then the waiting ones before it, in order.
-func (e handleWorker) aheadOf(ctx context.Context, op store.Operation, q store.Queue, place int) []int64 {
-	ahead := make([]int64, 0, place)
-	if q.HeadOperationID != "" && q.HeadOperationID != op.ID {
-		if h, err := e.st.GetOperation(ctx, e.st.DB(), q.HeadOperationID); err == nil {
-			ahead = append(ahead, h.MRIID)
+// queueHead reads, once however often it is called, the change at q's
+// head when it is not op: ok is false when there is none or it no longer
+// exists; err is any other failure to read it.
+func (e handleWorker) queueHead(ctx context.Context, op store.Operation, q store.Queue) func() (head store.Operation, ok bool, err error) {
+	var (
+		read bool
+		head store.Operation
+		ok   bool
+		err  error
+	)
+	return func() (store.Operation, bool, error) {
+		if !read && q.HeadOperationID != "" && q.HeadOperationID != op.ID {
+			head, err = e.st.GetOperation(ctx, e.st.DB(), q.HeadOperationID)
+			ok = err == nil
+			if errors.Is(err, store.ErrNotFound) {
+				err = nil
+			}
 		}
+		read = true
+		return head, ok, err
+	}
+}
+
+// aheadOf lists the merge requests ahead of op when it stands at place
+// among q's waiting changes: the head's (left out when there is none,
+// hasHead false), then the waiting ones before it, in order.
+func aheadOf(op store.Operation, q store.Queue, place int, head store.Operation, hasHead bool) []int64 {
+	ahead := make([]int64, 0, place)
+	if hasHead {
+		ahead = append(ahead, head.MRIID)
 	}
 	for _, w := range q.Waiting[:min(place-1, len(q.Waiting))] {
 		if w.ID != op.ID {
@@ -247,11 +271,16 @@ func (e handleWorker) queueTurn(ctx context.Context, op store.Operation) error {
 			break
 		}
 	}
+	readHead := e.queueHead(ctx, op, q)
 	if place <= rules.QueueRefreshPlaces || q.Frozen() || strings.Contains(op.Detail, frozenMark) {
 		// Near the head, or when the queue was frozen or unfrozen since
 		// the change last said where it stands, its status comment says
 		// so now; farther back it keeps its place from when it joined.
-		if detail := queueDetail(op, q, e.aheadOf(ctx, op, q, place)); detail != op.Detail {
+		head, hasHead, err := readHead()
+		if err != nil {
+			return err
+		}
+		if detail := queueDetail(op, q, aheadOf(op, q, place, head, hasHead)); detail != op.Detail {
 			op = e.noteQueueWait(ctx, op, detail, q)
 		}
 	}
@@ -260,14 +289,12 @@ func (e handleWorker) queueTurn(ctx context.Context, op store.Operation) error {
 	}
 	stale := ""
 	if q.HeadOperationID != "" && q.HeadOperationID != op.ID {
-		h, err := e.st.GetOperation(ctx, e.st.DB(), q.HeadOperationID)
+		h, ok, err := readHead()
 		switch {
-		case errors.Is(err, store.ErrNotFound):
-			stale = q.HeadOperationID
 		case err != nil:
 			return err
-		case !rules.HoldsQueueHead(rules.StepCode(h.Step)):
-			stale = q.HeadOperationID
+		case !ok || !rules.HoldsQueueHead(rules.StepCode(h.Step)):
+			stale = q.HeadOperationID // gone, or no longer at the head's steps
 		default:
 			return snoozeFor(queueRecheck(place, e.pollFor(op)))
 		}

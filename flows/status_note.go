@@ -248,7 +248,7 @@ func describeEvent(w rules.Words, ev store.Event, pl map[string]any) (string, ro
 			return "submitted" + by, rowShown
 		}
 		n := int(count)
-		return fmt.Sprintf("submitted%s (%d %s)", by, n, pluralWord(n, "file", "files")), rowShown
+		return fmt.Sprintf("submitted%s (%d %s)", by, n, templates.Plural(n, "file", "files")), rowShown
 	case store.EventRefused:
 		return refusedWords(pl), rowShown
 	case store.EventCommand:
@@ -290,7 +290,7 @@ func transitionWords(w rules.Words, ev store.Event, pl map[string]any, by string
 	case rules.ApprovalSent:
 		if pl["provider"] == rules.ProviderGitLab {
 			n := max(intOf(pl["required"]), 1)
-			return fmt.Sprintf("waiting for %d %s in %s", n, pluralWord(n, "approval", "approvals"), w.Platform)
+			return fmt.Sprintf("waiting for %d %s in %s", n, templates.Plural(n, "approval", "approvals"), w.Platform)
 		}
 		if t, _ := pl["ticket_id"].(string); t != "" {
 			return "approval requested: ticket " + t
@@ -318,7 +318,7 @@ func transitionWords(w rules.Words, ev store.Event, pl map[string]any, by string
 		switch {
 		case pl["decision"] == rules.DecisionApproved && pl["provider"] == rules.ProviderGitLab:
 			n := intOf(pl["approvals"])
-			return fmt.Sprintf("approved%s: %d %s, enough to merge", by, n, pluralWord(n, "approval", "approvals"))
+			return fmt.Sprintf("approved%s: %d %s, enough to merge", by, n, templates.Plural(n, "approval", "approvals"))
 		case pl["decision"] == rules.DecisionApproved:
 			return "approved" + by
 		case pl["pipeline_status"] != nil:
@@ -333,7 +333,7 @@ func transitionWords(w rules.Words, ev store.Event, pl map[string]any, by string
 			return "marked ready: merging"
 		case intOf(pl["reviewers"]) > 0:
 			n := intOf(pl["reviewers"])
-			return fmt.Sprintf("approved by the %d reviewer %s", n, pluralWord(n, "robot", "robots"))
+			return fmt.Sprintf("approved by the %d reviewer %s", n, templates.Plural(n, "robot", "robots"))
 		}
 		return "approved: merging"
 	case rules.HandleMerged:
@@ -595,14 +595,6 @@ func suffix(sep string, v any) string {
 func intOf(v any) int {
 	f, _ := v.(float64)
 	return int(f)
-}
-
-// pluralWord is one for n == 1, else many.
-func pluralWord(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // deployURL links the deploy pipeline of a merged op: on GitLab the

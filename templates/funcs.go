@@ -33,14 +33,9 @@ var funcs = template.FuncMap{
 	},
 	// anyof and allof join user texts, each escaped as text: "a, b or c"
 	// and "a, b and c".
-	"anyof": func(items []string) string { return joinWords(items, "or") },
-	"allof": func(items []string) string { return joinWords(items, "and") },
-	"plural": func(n int, one, many string) string {
-		if n == 1 {
-			return one
-		}
-		return many
-	},
+	"anyof":  func(items []string) string { return joinWords(items, "or") },
+	"allof":  func(items []string) string { return joinWords(items, "and") },
+	"plural": Plural,
 }
 
 // joinWords joins items, each escaped as escapeText does, with commas and
@@ -126,6 +121,14 @@ func escapeURL(u string) string {
 		return ""
 	}
 	return strings.NewReplacer(" ", "%20", "(", "%28", ")", "%29", "<", "%3C", ">", "%3E").Replace(p.String())
+}
+
+// Plural is one for n == 1, else many: "1 event", "2 events".
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // formatUTC shows t in UTC as TimeLayout, or "-" for the zero time.
