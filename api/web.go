@@ -399,18 +399,19 @@ func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 		v.Hint = apiHint(rules.MustStep(rules.StepCode(op.Step)), op.Platform, h.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
 	v.Hint = h.cfg.Refusals.ApprovalHint(op.Status, v.Hint)
-	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project, Files: FileViews(op.Files, false),
+	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project, Files: FileViews(op.Files, true),
 		Actions: changeActions(rules.StepCode(op.Step)), InStep: durationWords(h.now().Sub(op.StepStartedAt))}
 	if done := r.URL.Query().Get("done"); slices.Contains([]string{"retry", "resume", "cancel"}, done) {
 		d.Done = done
 	}
-	if path := r.URL.Query().Get("file"); path != "" {
-		for i, f := range FileViews(op.Files, true) {
-			if f.Path == path {
-				d.Shown = &f
-				d.Files[i].Content = nil
-			}
+	// The file asked for (?file=path) is shown whole; the table lists
+	// every file without its content.
+	path := r.URL.Query().Get("file")
+	for i, f := range d.Files {
+		if path != "" && f.Path == path {
+			d.Shown = &f
 		}
+		d.Files[i].Content = nil
 	}
 	page := changePage{webPage: h.page(r, "Change "+op.ID)}
 	if !rules.MustStep(rules.StepCode(op.Step)).Terminal {
