@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"changebot/flows/rules"
+	"changebot/platform"
 	"changebot/store"
 )
 
@@ -283,7 +284,7 @@ func (w *Worker) send(ctx context.Context, d Destination, p Payload) (int, time.
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, retryAfter(resp.Header.Get("Retry-After"), now), nil
+	return resp.StatusCode, retryAfter(resp.Header, now), nil
 }
 
 // snoozes is the number of times River snoozed the job (its metadata's
@@ -312,20 +313,10 @@ func withoutURL(err error) error {
 	return err
 }
 
-// retryAfter parses a Retry-After header, seconds or an HTTP date, into a
-// wait from now capped at MaxRetryAfter; 0 when absent or unusable.
-func retryAfter(h string, now time.Time) time.Duration {
-	if h == "" {
-		return 0
-	}
-	var d time.Duration
-	if n, err := strconv.Atoi(h); err == nil {
-		d = time.Duration(n) * time.Second
-	} else if t, err := http.ParseTime(h); err == nil {
-		d = t.Sub(now)
-	}
-	if d <= 0 {
-		return 0
-	}
+// retryAfter is the wait a Retry-After header of h asks for
+// (platform.RetryAfterHeader: seconds or an HTTP date), capped at
+// MaxRetryAfter; 0 when absent, unusable or past.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	d, _ := platform.RetryAfterHeader(h, now)
 	return min(d, MaxRetryAfter)
 }

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -190,7 +191,7 @@ func TestRetryAfter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			t.Parallel()
-			if got := retryAfter(tt.in, now); got != tt.want {
+			if got := retryAfter(http.Header{"Retry-After": {tt.in}}, now); got != tt.want {
 				t.Fatalf("retryAfter(%q) = %s, want %s", tt.in, got, tt.want)
 			}
 		})
