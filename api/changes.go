@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -286,13 +287,15 @@ func (h *Handler) getChange(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// knownParams answers 400 naming the first query parameter of r that is
-// not one of known (as the list does for its filters) and reports false;
-// true when every parameter is known.
+// knownParams answers 400 naming the first query parameter of r (in
+// sorted order) that is not one of known, as the list does for its
+// filters, and reports false; true when every parameter is known.
 func knownParams(w http.ResponseWriter, r *http.Request, known ...string) bool {
-	for k := range r.URL.Query() {
+	for _, k := range slices.Sorted(maps.Keys(r.URL.Query())) {
 		if !slices.Contains(known, k) {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter " + k + ": unknown; this endpoint takes " + strings.Join(known, ", ")})
+			writeJSON(w, http.StatusBadRequest, map[string]any{
+				"error":  fmt.Sprintf("query parameter %q: unknown; this endpoint takes %s", k, strings.Join(known, ", ")),
+				"fields": []FieldError{{Field: k, Message: "is not a parameter of this endpoint"}}})
 			return false
 		}
 	}

@@ -75,13 +75,12 @@ var notificationParams = []string{"operation_id", "destination", "limit"}
 // An unknown, repeated or malformed parameter is a 400; without
 // Config.Notifications the log is empty.
 func (h *Handler) listNotifications(w http.ResponseWriter, r *http.Request) {
+	if !knownParams(w, r, notificationParams...) {
+		return
+	}
 	q := r.URL.Query()
 	for _, k := range slices.Sorted(maps.Keys(q)) {
 		switch {
-		case !slices.Contains(notificationParams, k):
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": fmt.Sprintf("unknown query parameter %q: want operation_id, destination or limit", k),
-				"fields": []FieldError{{Field: k, Message: "is not a parameter of this list"}}})
-			return
 		case len(q[k]) > 1:
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": fmt.Sprintf("query parameter %q given %d times: give it once", k, len(q[k])),
 				"fields": []FieldError{{Field: k, Message: "is given more than once"}}})
