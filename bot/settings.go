@@ -97,7 +97,8 @@ func queueFromSettings(c *settings.Cache, project string) flows.QueueConfig {
 	if retries == 0 {
 		retries = -1 // QueueConfig: negative means none
 	}
-	return flows.QueueConfig{Mode: c.Get(settings.QueueMode, project).String(), PipelineRetries: retries}
+	return flows.QueueConfig{Mode: c.Get(settings.QueueMode, project).String(), PipelineRetries: retries,
+		DeferCI: c.Get(settings.QueueDeferCI, project).String()}
 }
 
 func (a *App) buildSettings(ctx context.Context, poll flows.PollConfig) error {

@@ -15,9 +15,15 @@ import (
 )
 
 // commitMessage names the operation so that a repeated create step can
-// recognise its own commit on the branch.
-func commitMessage(op store.Operation) string {
-	return fmt.Sprintf("%s\n\n%s, requested by %s", op.Title, commitMarker(op), op.RequestedBy)
+// recognise its own commit on the branch. A change whose first pipeline
+// waits for the head of its merge queue (deferCI) carries
+// rules.SkipCIMarker as its last line.
+func commitMessage(op store.Operation, deferCI bool) string {
+	m := fmt.Sprintf("%s\n\n%s, requested by %s", op.Title, commitMarker(op), op.RequestedBy)
+	if deferCI {
+		m += "\n" + rules.SkipCIMarker
+	}
+	return m
 }
 
 // mrDescription is the merge request's description: the change's, then who
@@ -47,6 +53,10 @@ func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
 		target = proj.DefaultBranch
 	}
 	source := e.prefix + op.ID
+	deferCI, err := e.defersCI(ctx, op)
+	if err != nil {
+		return err
+	}
 	// fresh: the branch was created by this run, so it cannot hold our
 	// commit or be the source of an MR yet; the reads that make a repeated
 	// run idempotent are skipped (DESIGN §9: close to the minimum calls).
@@ -79,7 +89,7 @@ func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
 		if err != nil {
 			return err
 		}
-		c, err := e.gl.CreateCommit(ctx, proj.ID, platform.CommitParams{Branch: source, Message: commitMessage(op), Actions: actions})
+		c, err := e.gl.CreateCommit(ctx, proj.ID, platform.CommitParams{Branch: source, Message: commitMessage(op, deferCI), Actions: actions})
 		if err != nil {
 			if platform.IsRefused(err) {
 				return failTo(rules.CreateFailed, "committing the files: %s", failureDetail(rules.WordsOf(op.Platform), err))
@@ -111,7 +121,7 @@ func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
 		}
 		return err
 	}
-	if hp := headPipeline(mr); hp != nil && hp.Finished() && hp.Status != platform.PipelineSuccess {
+	if hp := headPipeline(mr); !deferCI && hp != nil && hp.Finished() && hp.Status != platform.PipelineSuccess {
 		// A /retry after a failed pipeline with no new push: run the
 		// pipeline of the head again.
 		if _, err := e.gl.CreateMergeRequestPipeline(ctx, proj.ID, mr.IID); err != nil {
@@ -121,11 +131,19 @@ func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
 	if mr.SHA != "" {
 		head = mr.SHA
 	}
-	_, err = e.Transition(ctx, op, rules.CreateMROpened, TransitionOpts{Source: "job:" + rules.KindCreateMR,
-		Payload: map[string]any{"mr_iid": mr.IID, "head_sha": head, "project_id": proj.ID},
+	// A deferred change does not wait for a pipeline here: its commit
+	// skipped CI, and the head of its merge queue runs the pipeline
+	// (runDeferredPipeline).
+	to, payload, detail := rules.CreateMROpened, map[string]any{"mr_iid": mr.IID, "head_sha": head, "project_id": proj.ID}, ""
+	if deferCI {
+		to, payload["ci_deferred"] = rules.CreateSucceeded, true
+		detail = "its " + rules.WordsOf(op.Platform).Pipeline + " runs when it reaches the head of the merge queue (queue.defer_ci)"
+	}
+	_, err = e.Transition(ctx, op, to, TransitionOpts{Source: "job:" + rules.KindCreateMR,
+		Payload: payload,
 		Update: func(o *store.Operation) {
 			o.ProjectID, o.TargetBranch, o.SourceBranch = proj.ID, target, source
-			o.MRIID, o.MRWebURL, o.HeadSHA, o.Detail = mr.IID, mr.WebURL, head, ""
+			o.MRIID, o.MRWebURL, o.HeadSHA, o.Detail = mr.IID, mr.WebURL, head, detail
 		}})
 	if isConflict(err) {
 		// Someone moved the change while this job opened its branch and

@@ -43,7 +43,7 @@ var ErrEarlyHook = errors.New("webhook came before the change entered the step t
 // dropped safely. It returns the outcome to record on the delivery.
 func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.HookEvent) (string, error) {
 	source := fmt.Sprintf("%s:%d", SourceWebhook, deliveryID)
-	if p := ev.Pipeline; p != nil && p.MRIID == 0 && p.Partial {
+	if p := ev.Pipeline; p != nil && p.MRIID == 0 && (p.Partial || (!p.Tag && strings.HasPrefix(p.Ref, e.prefix))) {
 		iid, op := e.requestOfBranch(ctx, ev.ProjectID, p.Ref)
 		if iid == 0 && op != nil && EarlyWaitAllowed(ctx) && opensRequest(*op) && hookDecides(op.Platform, p.Status) {
 			// A check of a change's source branch whose pull request
@@ -53,7 +53,9 @@ func (e *Engine) ApplyHook(ctx context.Context, deliveryID int64, ev platform.Ho
 		}
 		if iid > 0 {
 			// A check of a change's source branch whose payload names no
-			// pull request (a GitHub commit status): the change's.
+			// pull request (a GitHub commit status), or a GitLab pipeline
+			// of that branch (the deferred pipeline of a merge queue's
+			// head, runDeferredPipeline): the change's.
 			hook := *p
 			hook.MRIID = iid
 			ev.Pipeline = &hook

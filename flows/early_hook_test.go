@@ -73,7 +73,7 @@ func TestEarlyPipelineHook(t *testing.T) {
 			t.Parallel()
 			poll := flowtest.Poll
 			poll.ShortInterval = time.Second // the rebase poll comes within the snoozes
-			h := flowtest.New(t, &flowtest.Opts{Poll: poll, Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}})
+			h := flowtest.New(t, &flowtest.Opts{Poll: poll, Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}, Configure: noDeferCI})
 			id := tc.reach(t, h)
 			var hooks []gitlabfake.SentWebhook
 			for _, w := range h.TakeWebhooks(t) {

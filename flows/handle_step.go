@@ -500,6 +500,12 @@ func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
 	if mr.DetailedMergeStatus == "need_rebase" {
 		return e.startRebase(ctx, op, mr)
 	}
+	if deferred, err := e.pipelineDeferred(ctx, op, mr); err != nil || deferred {
+		if err != nil {
+			return err
+		}
+		return e.runDeferredPipeline(ctx, op, mr.SHA, "job:"+rules.KindHandle)
+	}
 	squash := mr.Squash
 	lease, err := e.claimMerge(ctx, op, mr.SHA)
 	if err != nil {
@@ -1000,6 +1006,14 @@ func (e handleWorker) pollRebase(ctx context.Context, op store.Operation) error 
 		_, err := e.Transition(ctx, op, rules.HandleRebasePending, TransitionOpts{Source: "job:" + rules.KindHandle,
 			Update: func(o *store.Operation) { o.Detail = "rebase still running after " + p.RebaseDeadline.String() }})
 		return err
+	}
+	if deferred, err := e.pipelineDeferred(ctx, op, mr); err != nil || deferred {
+		// The rebased head carries the deferred commit's [skip ci]: the
+		// head's pipeline is started here (its skipped one has no result).
+		if err != nil {
+			return err
+		}
+		return e.runDeferredPipeline(ctx, op, mr.SHA, "job:"+rules.KindHandle)
 	}
 	_, err = e.Transition(ctx, op, rules.HandleAwaitPipeline, TransitionOpts{Source: "job:" + rules.KindHandle,
 		Payload: map[string]any{"head_sha": mr.SHA, "rebased": true},

@@ -154,7 +154,7 @@ var personPhases = []personPhase{
 			h.GitLab.SetMergeBlock(h.Project.ID, op.MRIID, gitlabfake.MergeBlock{}) // GitLab is done checking
 		}},
 	{name: "rebase pending", find: findByReconciler, lostOnly: true,
-		opts: &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}},
+		opts: &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}, Configure: noDeferCI},
 		reach: func(t *testing.T, h *flowtest.Harness) (store.Operation, []gitlabfake.SentWebhook) {
 			op := h.ToMROpened(t, flowtest.Change("svc"))
 			h.GitLab.SetRebaseBehavior(h.Project.ID, op.MRIID, gitlabfake.RebaseBehavior{StuckForever: true})

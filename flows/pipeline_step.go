@@ -192,6 +192,15 @@ type pipelineWorker struct {
 // pipelineWorker is e's pipeline step (the MR pipeline of the head) worker.
 func (e *Engine) pipelineWorker() pipelineWorker { return pipelineWorker{Engine: e, gl: e.gl} }
 
+// deferredHead reports whether op's project defers the first pipeline of
+// a queued change (Engine.defersCI): the head's commit then carries
+// rules.SkipCIMarker. A project that cannot be read counts as not
+// deferring.
+func deferredHead(ctx context.Context, e *Engine, op store.Operation) bool {
+	d, err := e.defersCI(ctx, op)
+	return err == nil && d
+}
+
 // actionPipelineRetried is the action of the attempt event of a head
 // pipeline run again (retryHeadPipeline).
 const actionPipelineRetried = "pipeline_retried"
@@ -232,7 +241,14 @@ func (e *Engine) retryHeadPipeline(ctx context.Context, op store.Operation, head
 	if used >= retries {
 		return false, nil
 	}
-	pl, err := e.gl.CreateMergeRequestPipeline(ctx, op.ProjectID, op.MRIID)
+	var pl platform.Pipeline
+	if bp, ok := e.gl.(branchPipelines); ok && deferredHead(ctx, e, op) {
+		// The head's commit says [skip ci]: a merge request pipeline
+		// would be skipped (rules.SkipCIMarker).
+		pl, err = bp.CreateBranchPipeline(ctx, op.ProjectID, op.SourceBranch)
+	} else {
+		pl, err = e.gl.CreateMergeRequestPipeline(ctx, op.ProjectID, op.MRIID)
+	}
 	if platform.IsRefused(err) {
 		return false, nil // the platform will not run it again: blame the failure
 	}

@@ -23,11 +23,14 @@ type QueueConfig struct {
 	// (queue.pipeline_retries); a flaky job must not fail a change that
 	// waited its turn. Negative means none.
 	PipelineRetries int
+	// DeferCI is queue.defer_ci: rules.DeferCIAuto (the default when ""),
+	// DeferCIOn or DeferCIOff (rules.DefersCI).
+	DeferCI string
 }
 
 // DefaultQueueConfig is the queue's configuration when
 // EngineConfig.QueueFunc is nil.
-var DefaultQueueConfig = QueueConfig{Mode: rules.QueueAuto, PipelineRetries: 1}
+var DefaultQueueConfig = QueueConfig{Mode: rules.QueueAuto, PipelineRetries: 1, DeferCI: rules.DeferCIAuto}
 
 // Queues are the store's merge queue methods flows calls (part of Store).
 type Queues interface {
@@ -550,4 +553,79 @@ func (e handleWorker) pollTrain(ctx context.Context, op store.Operation) error {
 		d = p.ShortInterval // the merge request shows merged shortly
 	}
 	return snoozeFor(max(d, time.Second))
+}
+
+// branchPipelines is the pipeline of a branch that a deferred change's
+// head needs (GitLab's POST /projects/:id/pipeline, which runs whatever
+// the commit message says; platform/gitlab.Client.CreateBranchPipeline).
+// The GitHub adapter has none, so nothing is deferred there.
+type branchPipelines interface {
+	CreateBranchPipeline(ctx context.Context, projectID int64, ref string) (platform.Pipeline, error)
+}
+
+// defersCI reports whether op's first pipeline waits until op reaches the
+// head of its merge queue (queue.defer_ci, rules.DefersCI): its commit
+// then carries rules.SkipCIMarker and the head runs the pipeline
+// (runDeferredPipeline). It reads the project at most once per
+// projectReadTTL, shared by every change of the project.
+func (e *Engine) defersCI(ctx context.Context, op store.Operation) (bool, error) {
+	cfg := e.queueFor(op)
+	if _, ok := e.gl.(branchPipelines); !ok || cfg.DeferCI == rules.DeferCIOff || rules.WordsOf(op.Platform).OnGitHub() {
+		return false, nil
+	}
+	queued, err := e.needsQueue(ctx, op)
+	if err != nil || !queued {
+		return false, err
+	}
+	p, err := e.project(ctx, op.Project)
+	if err != nil {
+		return false, fmt.Errorf("reading the merge method of %s: %w", op.Project, err)
+	}
+	return rules.DefersCI(cfg.DeferCI, op.Platform, p.MergeMethod, queued, p.MergeTrains), nil
+}
+
+// pipelineDeferred reports whether op, at the head of its merge queue,
+// still needs the pipeline it deferred: its project defers (defersCI) and
+// mr's head has no pipeline that ran, none yet or only the skipped one its
+// commit's [skip ci] made (rules.SkipCIMarker; a rebase keeps the
+// message, so a rebased head is skipped too). The platform's state
+// decides, not a memory of ours: a head a person pushed has its own
+// pipeline, which the change waits for as before.
+func (e *Engine) pipelineDeferred(ctx context.Context, op store.Operation, mr platform.MergeRequest) (bool, error) {
+	if hp := headPipeline(mr); hp != nil && hp.Status != platform.PipelineSkipped {
+		return false, nil
+	}
+	return e.defersCI(ctx, op)
+}
+
+// runDeferredPipeline starts, for op at the head of its merge queue with
+// an up-to-date head, the pipeline its commit skipped (issue 22 point 2:
+// a queued change costs one pipeline) and moves it to wait for it in
+// HANDLE_AWAIT_PIPELINE, the pipeline's id recorded so that only its
+// result counts (the skipped pipelines of the head have lower ids). It is
+// a pipeline of the source branch created through the API: a merge
+// request pipeline would be skipped again, since GitLab honours the
+// commit's [skip ci] for those (rules.SkipCIMarker). A refusal (400: the
+// CI configuration's rules leave every job out for pipeline source "api")
+// fails the change with what to do; a transient error retries the job.
+func (e *Engine) runDeferredPipeline(ctx context.Context, op store.Operation, head, source string) error {
+	bp, ok := e.gl.(branchPipelines)
+	if !ok {
+		return fmt.Errorf("running the deferred pipeline of %s: the platform adapter has no branch pipelines", op.ID)
+	}
+	pl, err := bp.CreateBranchPipeline(ctx, op.ProjectID, op.SourceBranch)
+	if platform.IsRefused(err) {
+		return failTo(rules.HandleFailed, "GitLab refused to run the deferred pipeline of %s on branch %s: %s; let the CI configuration run for pipeline source \"api\", or set queue.defer_ci off for %s and /retry",
+			rules.WordsOf(op.Platform).Ref(op.MRIID), op.SourceBranch, failureDetail(rules.WordsOf(op.Platform), err), op.Project)
+	}
+	if err != nil {
+		return err
+	}
+	e.opLog(op).Info("merge queue: running the head's deferred pipeline", "pipeline_id", pl.ID, "head_sha", head)
+	_, err = e.Transition(ctx, op, rules.HandleAwaitPipeline, TransitionOpts{Source: source,
+		Payload: map[string]any{"head_sha": head, "pipeline_id": pl.ID, "deferred_pipeline": true},
+		Update: func(o *store.Operation) {
+			o.HeadSHA, o.PipelineID, o.PipelineURL, o.Detail = head, pl.ID, pl.WebURL, ""
+		}})
+	return err
 }

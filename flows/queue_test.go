@@ -43,6 +43,16 @@ func driveAll(t *testing.T, h *flowtest.Harness, ids []string, limit time.Durati
 	}
 }
 
+// noDeferCI configures the queue with queue.defer_ci off: the tests that
+// take changes to CREATE_MR_OPENED (their first pipeline's wait) or script
+// the pipelines in creation order are about the queue without deferred
+// pipelines (TestMergeQueueDefersCI is the one with them).
+func noDeferCI(cfg *flows.EngineConfig) {
+	cfg.QueueFunc = func(string) flows.QueueConfig {
+		return flows.QueueConfig{Mode: rules.QueueAuto, PipelineRetries: 1, DeferCI: rules.DeferCIOff}
+	}
+}
+
 // countSteps counts how often operation id entered step.
 func countSteps(t *testing.T, h *flowtest.Harness, id string, step rules.StepCode) int {
 	n := 0
@@ -148,7 +158,7 @@ func TestMergeQueueHeadPipelineFailure(t *testing.T) {
 			h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"},
 				Configure: func(cfg *flows.EngineConfig) {
 					cfg.QueueFunc = func(string) flows.QueueConfig {
-						return flows.QueueConfig{Mode: rules.QueueAuto, PipelineRetries: tc.retries}
+						return flows.QueueConfig{Mode: rules.QueueAuto, PipelineRetries: tc.retries, DeferCI: rules.DeferCIOff}
 					}
 				}})
 			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: tc.script})
@@ -224,7 +234,7 @@ func TestGitHubMergeQueueSerialisesStrictMerges(t *testing.T) {
 // all merge.
 func TestMergeQueueLeavers(t *testing.T) {
 	t.Parallel()
-	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}})
+	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}, Configure: noDeferCI})
 	var ids []string
 	for _, s := range []string{"svc-a", "svc-b", "svc-c", "svc-d"} {
 		op := h.ToMROpened(t, flowtest.Change(s))
@@ -305,7 +315,7 @@ func TestMergeTrain(t *testing.T) {
 // so no more.
 func TestMergeQueueFreeze(t *testing.T) {
 	t.Parallel()
-	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}})
+	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}, Configure: noDeferCI})
 	var ids []string
 	for _, s := range []string{"svc-a", "svc-b", "svc-c"} {
 		op := h.ToMROpened(t, flowtest.Change(s))
@@ -487,5 +497,87 @@ func TestMergeQueueSaysWhereAChangeStands(t *testing.T) {
 		if places > 2*rules.QueueRefreshPlaces {
 			t.Errorf("%s wrote %d place updates, want at most %d", id, places, 2*rules.QueueRefreshPlaces)
 		}
+	}
+}
+
+// TestMergeQueueDefersCI (issue 22 point 2, queue.defer_ci): on a project
+// whose merge method needs an up-to-date merge request and merges with a
+// merge commit (rebase_merge; never ff, rules.DefersCI), a queued change's
+// commit says [skip ci], so its merge request's first pipeline is skipped
+// (gitlabfake models GitLab's skip rule), and it runs one pipeline: at the
+// head, created through POST /projects/:id/pipeline on its branch (which
+// ignores the marker) after the rebase, or at once when it is up to date.
+// K changes cost K pipelines that ran, one rebase at most each, and every
+// one merges. With queue.defer_ci off the same burst runs two pipelines
+// for every change but the first (its own, and its rebased head's). A
+// head pipeline that fails is retried the same way (a merge request
+// pipeline would be skipped again) and the change then merges.
+func TestMergeQueueDefersCI(t *testing.T) {
+	t.Parallel()
+	const k = 5
+	for _, tc := range []struct {
+		name      string
+		deferCI   string
+		script    []string
+		pipelines int // that ran, for the k changes
+		retried   bool
+	}{
+		{name: "auto", deferCI: rules.DeferCIAuto, pipelines: k},
+		{name: "off", deferCI: rules.DeferCIOff, pipelines: 2*k - 1},
+		{name: "head pipeline retried", deferCI: rules.DeferCIAuto, script: []string{"failed", "success"}, pipelines: k + 1, retried: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "rebase_merge"},
+				Configure: func(cfg *flows.EngineConfig) {
+					cfg.QueueFunc = func(string) flows.QueueConfig {
+						return flows.QueueConfig{Mode: rules.QueueAuto, PipelineRetries: 1, DeferCI: tc.deferCI}
+					}
+				}})
+			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: tc.script})
+			var ids []string
+			for i := range k {
+				ids = append(ids, h.Submit(t, flowtest.Change(fmt.Sprintf("svc-%d", i))).ID)
+			}
+			h.WorkUntilIdle(t)
+			for _, id := range ids {
+				if res := h.Decide(t, id, rules.DecisionApproved); res != rules.ResultAccepted {
+					t.Fatalf("approving %s: %s", id, res)
+				}
+			}
+			ops := driveAll(t, h, ids, 2*time.Hour)
+			for _, op := range ops {
+				if op.Status != store.StatusMerged && op.Status != store.StatusValidated {
+					t.Errorf("%s (!%d) ended at %s (%s), want merged", op.ID, op.MRIID, rules.StepCode(op.Step), op.Detail)
+				}
+				if n := countSteps(t, h, op.ID, rules.HandleRebasing); n > 1 {
+					t.Errorf("%s (!%d) was rebased %d times, want at most once", op.ID, op.MRIID, n)
+				}
+				if tc.deferCI != rules.DeferCIOff && countSteps(t, h, op.ID, rules.CreateMROpened) > 0 {
+					t.Errorf("%s waited for a first pipeline (CREATE_MR_OPENED), want it deferred", op.ID)
+				}
+			}
+			if got := h.GitLab.MRPipelineCount(h.Project.ID); got != tc.pipelines {
+				t.Errorf("%d pipelines ran for the %d merge requests, want %d", got, k, tc.pipelines)
+			}
+			skipped := h.GitLab.SkippedPipelineCount(h.Project.ID)
+			switch {
+			case tc.deferCI == rules.DeferCIOff && skipped > 0:
+				t.Errorf("%d pipelines skipped with queue.defer_ci off, want none", skipped)
+			case tc.deferCI != rules.DeferCIOff && skipped < k:
+				t.Errorf("%d pipelines skipped, want at least one per change (its merge request's first)", skipped)
+			}
+			retried := 0
+			for _, id := range ids {
+				for _, ev := range h.Events(t, id) {
+					if ev.Type == store.EventAttempt && strings.Contains(string(ev.Payload), "pipeline_retried") {
+						retried++
+					}
+				}
+			}
+			if want := map[bool]int{true: 1}[tc.retried]; retried != want {
+				t.Errorf("%d head pipelines run again, want %d", retried, want)
+			}
+		})
 	}
 }

@@ -403,7 +403,7 @@ func TestPipelineWaitRules(t *testing.T) {
 
 func TestHandleRules(t *testing.T) {
 	t.Parallel()
-	ff := &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}}
+	ff := &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}, Configure: noDeferCI}
 	// behind opens the MR, then moves main so that the MR needs a rebase
 	// (merge method ff) before the handle phase starts.
 	behind := func(t *testing.T, h *flowtest.Harness) store.Operation {
@@ -513,7 +513,7 @@ func TestHandleRules(t *testing.T) {
 				}
 			}},
 		{name: "rebase rounds are bounded: HANDLE_FAILED once merge.max_rounds are used", want: rules.HandleFailed,
-			opts: &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}, Poll: withMaxRounds(1)},
+			opts: &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}, Poll: withMaxRounds(1), Configure: noDeferCI},
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				op := behind(t, h)
 				h.TakeWebhooks(t)

@@ -62,6 +62,7 @@ const (
 	GitLabBudgetReserve   = "gitlab.budget_reserve"
 	QueueMode             = "queue.mode"
 	QueuePipelineRetries  = "queue.pipeline_retries"
+	QueueDeferCI          = "queue.defer_ci"
 )
 
 const (
@@ -183,6 +184,10 @@ var registry = []Def{
 		Doc: "the merge queue of each target branch: auto queues where the platform merges only an up-to-date merge request (GitLab merge methods ff and rebase_merge; every GitHub branch), on always, off merges in parallel"},
 	{Key: QueuePipelineRetries, Kind: KindInt, Default: "1", Unit: "retries", Min: 0,
 		Doc: "runs again of a failed pipeline of the merge queue's head before the change is blamed"},
+	// The values of queue.defer_ci are flows/rules.DeferCIModes (a test
+	// keeps them equal).
+	{Key: QueueDeferCI, Kind: KindEnum, Default: "auto", Unit: "enum", Enum: []string{"auto", "on", "off"},
+		Doc: "GitLab: a queued change's first pipeline runs when it reaches the head of the merge queue (its commit skips CI until then), so it costs one pipeline: auto where the merge method is rebase_merge, on wherever it queues (never under ff, whose fast-forward would carry the [skip ci] onto the target branch and skip its deploy), off runs it when the merge request opens"},
 	{Key: ReconcileMinAge, Kind: KindDuration, Default: "10m", Unit: "duration", GlobalOnly: true,
 		Doc: "the reconciler looks at MERGED changes last changed at least this long ago"},
 	{Key: ReconcileMaxAge, Kind: KindDuration, Default: "24h", Unit: "duration", GlobalOnly: true,

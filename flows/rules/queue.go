@@ -89,3 +89,59 @@ func QueueETA(ahead int, avg time.Duration) string {
 // farther back it keeps what it said when it joined, so that a long queue
 // costs no write per change per turn.
 const QueueRefreshPlaces = 3
+
+// The values of queue.defer_ci (DeferCIModes).
+const (
+	// DeferCIAuto defers where the merge method needs an up-to-date merge
+	// request and merges with a merge commit (GitLab rebase_merge): there
+	// the head is rebased and tested again anyway, so a pipeline before
+	// the head is one too many.
+	DeferCIAuto = "auto"
+	// DeferCIOn defers wherever the change waits in a merge queue.
+	DeferCIOn = "on"
+	// DeferCIOff runs a change's first pipeline when its merge request is
+	// opened, as without a queue.
+	DeferCIOff = "off"
+)
+
+// DeferCIModes are the values of queue.defer_ci.
+var DeferCIModes = []string{DeferCIAuto, DeferCIOn, DeferCIOff}
+
+// DefersCI reports whether a change's first pipeline waits until the
+// change reaches the head of its merge queue (issue 22 point 2,
+// queue.defer_ci mode), so that a queued change costs one pipeline
+// instead of two. It applies on GitLab only, to a change that waits in a
+// queue (queued: NeedsQueue) of a project without merge trains (a train
+// runs its own pipeline on every car, and GitLab adds only a merge request
+// whose pipeline passed); auto needs merge method ff or rebase_merge. On
+// GitHub the first checks always run: a workflow run skipped by a commit
+// message cannot be started again for the same head through the API.
+//
+// Never under merge method ff, whatever the mode: a fast-forward puts the
+// change's own commit, [skip ci] in its message, at the head of the target
+// branch, and GitLab would skip the target branch's pipeline too, the
+// deploy that confirms the change. rebase_merge and merge put a merge
+// commit there, whose message is the merge request's.
+func DefersCI(mode, platform, mergeMethod string, queued, mergeTrains bool) bool {
+	if WordsOf(platform).OnGitHub() || !queued || mergeTrains || mergeMethod == "ff" {
+		return false
+	}
+	switch mode {
+	case DeferCIOff:
+		return false
+	case DeferCIOn:
+		return true
+	}
+	return mergeMethod == "rebase_merge"
+}
+
+// SkipCIMarker is the line a deferred change's commit message carries so
+// that GitLab creates no running pipeline for it (a pipeline of status
+// skipped): GitLab skips a pipeline whose commit message matches
+// /\[(ci[ _-]skip|skip[ _-]ci)\]/i, for pushes, merge request pipelines
+// and rebases alike, except pipelines created through POST
+// /projects/:id/pipeline, triggers, schedules and the web form, which
+// ignore it (lib/gitlab/ci/pipeline/chain/skip.rb, doc/ci/pipelines
+// "Skip a pipeline"). So the head's pipeline of a deferred change is
+// created through POST /projects/:id/pipeline.
+const SkipCIMarker = "[skip ci] changebot runs this change's pipeline when it reaches the head of the merge queue"

@@ -28,3 +28,29 @@ func TestQueueETA(t *testing.T) {
 		}
 	}
 }
+
+func TestDefersCI(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		mode, plat, method  string
+		queued, mergeTrains bool
+		want                bool
+	}{
+		{"auto, rebase_merge, queued", DeferCIAuto, PlatformGitLab, "rebase_merge", true, false, true},
+		{"empty mode is auto", "", PlatformGitLab, "rebase_merge", true, false, true},
+		{"auto, ff: the marker would skip the target's deploy", DeferCIAuto, PlatformGitLab, "ff", true, false, false},
+		{"on, ff: the marker would skip the target's deploy", DeferCIOn, PlatformGitLab, "ff", true, false, false},
+		{"auto, merge method merge (queue.mode on)", DeferCIAuto, PlatformGitLab, "merge", true, false, false},
+		{"on, merge method merge (queue.mode on)", DeferCIOn, PlatformGitLab, "merge", true, false, true},
+		{"off", DeferCIOff, PlatformGitLab, "rebase_merge", true, false, false},
+		{"not queued (queue.mode off)", DeferCIOn, PlatformGitLab, "rebase_merge", false, false, false},
+		{"merge trains run their own pipelines", DeferCIOn, PlatformGitLab, "rebase_merge", true, true, false},
+		{"GitHub never", DeferCIOn, PlatformGitHub, "", true, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := DefersCI(c.mode, c.plat, c.method, c.queued, c.mergeTrains); got != c.want {
+				t.Errorf("DefersCI = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -205,7 +205,7 @@ func next(steps ...StepCode) []StepCode { return steps }
 // catalogue is the one step table (DESIGN §2).
 var catalogue = []Step{
 	{Code: CreateStarted, Name: "CREATE_STARTED", Phase: PhaseCreate, Status: StatusMRCreating,
-		Job: job(KindCreateMR, CreateFailed), Resume: CreateStarted, Next: next(CreateMROpened, CreateRefused),
+		Job: job(KindCreateMR, CreateFailed), Resume: CreateStarted, Next: next(CreateMROpened, CreateSucceeded, CreateRefused),
 		Hint: hintKeepWaiting},
 	{Code: CreateSucceeded, Name: "CREATE_SUCCEEDED", Phase: PhaseCreate, Status: StatusMRCreated,
 		Job: job(KindHandle, HandleFailed), MRFirstJob: job(KindRequestApproval, ApprovalSendPending),

@@ -53,6 +53,7 @@ const (
 	epMergeRequestPipelinesList    = "merge_request_pipelines_list"
 	epMergeRequestPipelineNew      = "merge_request_pipeline_create"
 	epPipelinesList                = "pipelines_list"
+	epPipelineCreate               = "pipeline_create"
 	epNoteCreate                   = "note_create"
 	epNoteUpdate                   = "note_update"
 	epNoteGet                      = "note_get"

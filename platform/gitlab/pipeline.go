@@ -49,6 +49,32 @@ func (c *Client) CreateMergeRequestPipeline(ctx context.Context, projectID, iid 
 	return toPipelineInfo(p), nil
 }
 
+// CreateBranchPipeline starts a pipeline on branch ref at its head (POST
+// /projects/:id/pipeline?ref=, 201 with the Pipeline entity of
+// doc/api/pipelines.md "Create a new pipeline", the shape of fixture
+// api-mr-pipeline-create.json). Unlike a merge request pipeline it runs
+// when the head commit's message says [skip ci]: GitLab ignores the
+// marker for pipelines created through this endpoint
+// (lib/api/ci/pipelines.rb passes ignore_skip_ci), which is how the head
+// of a merge queue gets the pipeline its deferred commit skipped
+// (rules.SkipCIMarker). GitLab counts a pipeline of the merge request's
+// source branch at its head sha as the merge request's head pipeline. A
+// 400 is GitLab refusing to create it (the CI configuration's rules keep
+// every job out for source "api", or the project has no CI); it is a
+// *platform.Error.
+func (c *Client) CreateBranchPipeline(ctx context.Context, projectID int64, ref string) (platform.Pipeline, error) {
+	p, err := call(ctx, c, epPipelineCreate, func(o gl.RequestOptionFunc) (*gl.Pipeline, *gl.Response, error) {
+		return c.robot.Pipelines.CreatePipeline(projectID, &gl.CreatePipelineOptions{Ref: gl.Ptr(ref)}, o)
+	})
+	if err != nil {
+		return platform.Pipeline{}, fmt.Errorf("creating a pipeline for branch %q of project %d: %w", ref, projectID, err)
+	}
+	if pl := toPipeline(p); pl != nil {
+		return *pl, nil
+	}
+	return platform.Pipeline{}, fmt.Errorf("creating a pipeline for branch %q of project %d: empty answer", ref, projectID)
+}
+
 // Pipelines lists the project's pipelines for ref and sha, newest first, at
 // most the newest 100 (GET /projects/:id/pipelines?ref=&sha=&order_by=id
 // &sort=desc, doc/api/pipelines.md "List project pipelines"). An empty ref or

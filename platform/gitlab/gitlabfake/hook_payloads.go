@@ -48,7 +48,7 @@ func (s *Server) emitMRHook(mr *mergeRequest, u *user, action string, x hookExtr
 func (s *Server) emitPipelineHook(pl *pipeline) {
 	p := pl.p
 	stage, job := "deploy", "deploy"
-	if pl.mr != nil {
+	if pl.mr != nil || pl.branchOf != nil {
 		stage, job = "test", "test"
 	}
 	var finished any
@@ -70,7 +70,7 @@ func (s *Server) emitPipelineHook(pl *pipeline) {
 	if pl.status == "failed" {
 		build["failure_reason"] = "script_failure"
 	}
-	if pl.mr == nil {
+	if pl.mr == nil && pl.branchOf == nil {
 		build["environment"] = map[string]any{"name": "production", "action": "start", "deployment_tier": "production"}
 	}
 	payload := map[string]any{

@@ -3,6 +3,7 @@ package gitlabfake
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 )
@@ -41,11 +42,16 @@ func (s *Server) SetPipelineScript(projectID int64, script PipelineScript) {
 const nullSHA = "0000000000000000000000000000000000000000"
 
 type pipeline struct {
-	id, iid                             int64
-	p                                   *project
-	sha, before, ref, source            string
-	status, outcome                     string
-	mr                                  *mergeRequest // nil unless source merge_request_event
+	id, iid                  int64
+	p                        *project
+	sha, before, ref, source string
+	status, outcome          string
+	mr                       *mergeRequest // nil unless source merge_request_event
+	// branchOf is the open merge request whose source branch a branch
+	// pipeline (source api) runs on: GitLab counts such a pipeline at the
+	// head sha as the merge request's head pipeline, and lists it among
+	// the merge request's pipelines. Its outcome is the next MR outcome.
+	branchOf                            *mergeRequest
 	user                                *user
 	jobID                               int64
 	created, updated, started, finished time.Time
@@ -54,9 +60,18 @@ type pipeline struct {
 
 type pipelineSpec struct {
 	sha, before, ref, source string
-	mr                       *mergeRequest
+	mr, branchOf             *mergeRequest
 	user                     *user
+	// ignoreSkip: created through POST /projects/:id/pipeline, which runs
+	// whatever the commit message says (skipPattern).
+	ignoreSkip bool
 }
+
+// skipPattern is GitLab's: a pipeline whose commit message matches is
+// created with status skipped and runs nothing, except one created
+// through the API, a trigger, a schedule or the web form
+// (lib/gitlab/ci/pipeline/chain/skip.rb SKIP_PATTERN).
+var skipPattern = regexp.MustCompile(`(?i)\[(ci[ _-]skip|skip[ _-]ci)\]`)
 
 func nextOutcome(outcomes []string, n *int) string {
 	if len(outcomes) == 0 {
@@ -74,9 +89,16 @@ var waitingStatus = map[string]bool{"manual": true, "scheduled": true, "waiting_
 // startPipeline creates a pending pipeline that turns "running" right away
 // and reaches its scripted outcome after PipelineScript.Duration, emitting a
 // Pipeline Hook at each of those two changes.
+//
+// A pipeline whose commit message matches skipPattern (and not created
+// through the API) is skipped instead: status "skipped", finished at once,
+// one Pipeline Hook, and no scripted outcome used.
 func (s *Server) startPipeline(p *project, spec pipelineSpec) *pipeline {
+	if c := p.repo.commits[spec.sha]; c != nil && !spec.ignoreSkip && skipPattern.MatchString(c.message) {
+		return s.skipPipeline(p, spec)
+	}
 	outcome := nextOutcome(p.script.Deploy, &p.deployRun)
-	if spec.mr != nil {
+	if spec.mr != nil || spec.branchOf != nil {
 		outcome = nextOutcome(p.script.MR, &p.mrRuns)
 	}
 	s.ids.pipeline++
@@ -86,7 +108,7 @@ func (s *Server) startPipeline(p *project, spec pipelineSpec) *pipeline {
 	pl := &pipeline{
 		id: s.ids.pipeline, iid: p.pipeIID, p: p, sha: spec.sha, before: cmpOr(spec.before, nullSHA),
 		ref: spec.ref, source: spec.source, status: "pending", outcome: outcome, mr: spec.mr,
-		user: spec.user, jobID: s.ids.job, created: now, updated: now,
+		branchOf: spec.branchOf, user: spec.user, jobID: s.ids.job, created: now, updated: now,
 	}
 	p.pipelines = append(p.pipelines, pl)
 	dur := p.script.Duration
@@ -110,6 +132,40 @@ func (s *Server) startPipeline(p *project, spec pipelineSpec) *pipeline {
 	return pl
 }
 
+// skipPipeline records the skipped pipeline of spec (startPipeline): GitLab
+// saves it with status skipped, which counts as finished, and sends its
+// Pipeline Hook.
+func (s *Server) skipPipeline(p *project, spec pipelineSpec) *pipeline {
+	s.ids.pipeline++
+	s.ids.job++
+	p.pipeIID++
+	now := s.now()
+	pl := &pipeline{
+		id: s.ids.pipeline, iid: p.pipeIID, p: p, sha: spec.sha, before: cmpOr(spec.before, nullSHA),
+		ref: spec.ref, source: spec.source, status: "skipped", outcome: "skipped", mr: spec.mr,
+		branchOf: spec.branchOf, user: spec.user, jobID: s.ids.job, created: now, updated: now, finished: now,
+	}
+	p.pipelines = append(p.pipelines, pl)
+	s.schedule(0, func() { s.emitPipelineHook(pl) })
+	return pl
+}
+
+// SkippedPipelineCount is how many pipelines of the project were skipped
+// because their commit message said so (skipPattern).
+func (s *Server) SkippedPipelineCount(projectID int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	if p := s.projects[projectID]; p != nil {
+		for _, pl := range p.pipelines {
+			if pl.status == "skipped" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // startMRPipeline starts a detached MR pipeline for the MR head
 // (ref refs/merge-requests/<iid>/head, source merge_request_event).
 func (s *Server) startMRPipeline(mr *mergeRequest, by *user) *pipeline {
@@ -119,12 +175,13 @@ func (s *Server) startMRPipeline(mr *mergeRequest, by *user) *pipeline {
 	})
 }
 
-// headPipeline is the newest MR pipeline for the MR's current head, nil if
-// none.
+// headPipeline is the newest pipeline of the MR (an MR pipeline, or a
+// branch pipeline of its source branch: GitLab's diff_head_pipeline) for
+// its current head, nil if none.
 func (s *Server) headPipeline(mr *mergeRequest) *pipeline {
 	ps := mr.p.pipelines
 	for i := len(ps) - 1; i >= 0; i-- {
-		if ps[i].mr == mr && ps[i].sha == mr.sha {
+		if (ps[i].mr == mr || ps[i].branchOf == mr) && ps[i].sha == mr.sha {
 			return ps[i]
 		}
 	}
@@ -191,7 +248,7 @@ func (s *Server) listMRPipelines(rc *reqCtx) {
 	items := []any{}
 	ps := mr.p.pipelines
 	for i := len(ps) - 1; i >= 0; i-- {
-		if ps[i].mr == mr {
+		if ps[i].mr == mr || ps[i].branchOf == mr {
 			items = append(items, s.pipelineJSON(ps[i], false))
 		}
 	}
@@ -210,6 +267,40 @@ func (s *Server) createMRPipeline(rc *reqCtx) {
 		return
 	}
 	rc.writeJSON(http.StatusCreated, s.pipelineJSON(s.startMRPipeline(mr, rc.user), true))
+}
+
+// createPipeline serves POST /projects/:id/pipeline (ref, in the JSON body
+// as client-go sends it or the query string): a pipeline of source "api"
+// at the branch's head, 201 with the Pipeline entity (doc/api/pipelines.md
+// "Create a new pipeline"; the shape of fixture api-mr-pipeline-create.json).
+// It runs whatever the head commit's message says (GitLab passes
+// ignore_skip_ci). On the source branch of an open MR it is that MR's head
+// pipeline and takes the next MR outcome. 400 "Reference not found" for a
+// missing branch; Developer needed.
+func (s *Server) createPipeline(rc *reqCtx) {
+	p := s.project(rc)
+	if p == nil || !rc.requireAccess(p, AccessDeveloper) {
+		return
+	}
+	ref := rc.get("ref")
+	if ref == "" {
+		rc.missing("ref")
+		return
+	}
+	sha, ok := p.repo.branches[ref]
+	if !ok {
+		rc.fail(http.StatusBadRequest, map[string]any{"base": []string{"Reference not found"}})
+		return
+	}
+	var of *mergeRequest
+	for _, mr := range p.sortedMRs() {
+		if mr.state == stateOpened && mr.sourceBranch == ref {
+			of = mr
+			break
+		}
+	}
+	pl := s.startPipeline(p, pipelineSpec{sha: sha, ref: ref, source: "api", branchOf: of, user: rc.user, ignoreSkip: true})
+	rc.writeJSON(http.StatusCreated, s.pipelineJSON(pl, true))
 }
 
 // listPipelines serves GET /projects/:id/pipelines (ref, sha, status,
@@ -291,9 +382,13 @@ func (s *Server) playJob(rc *reqCtx) {
 	rc.fail(http.StatusNotFound, "404 Job Not Found")
 }
 
-// MRPipelineCount is how many merge request pipelines the project has run
-// (source merge_request_event): one per push to a merge request's source
-// branch, rebase or pipeline created through the API.
+// MRPipelineCount is how many pipelines the project has run for merge
+// requests: merge request pipelines (source merge_request_event: one per
+// push to a merge request's source branch, rebase or pipeline created
+// through the merge request API) and pipelines of a merge request's
+// source branch created through POST /projects/:id/pipeline. A pipeline
+// skipped by its commit's [skip ci] ran nothing and is not counted
+// (SkippedPipelineCount).
 func (s *Server) MRPipelineCount(projectID int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -303,7 +398,7 @@ func (s *Server) MRPipelineCount(projectID int64) int {
 	}
 	n := 0
 	for _, pl := range p.pipelines {
-		if pl.mr != nil {
+		if (pl.mr != nil || pl.branchOf != nil) && pl.status != "skipped" {
 			n++
 		}
 	}

@@ -64,6 +64,7 @@ func buildRoutes() []route {
 		{"GET", "/projects/:id/repository/merge_base", (*Server).mergeBase},
 		{"GET", "/projects/:id/pipelines", (*Server).listPipelines},
 		{"GET", "/projects/:id/pipelines/:pipeline_id", (*Server).getPipeline},
+		{"POST", "/projects/:id/pipeline", (*Server).createPipeline},
 		{"POST", "/projects/:id/jobs/:job_id/play", (*Server).playJob},
 		{"POST", "/projects/:id/merge_requests", (*Server).createMR},
 		{"GET", "/projects/:id/merge_requests", (*Server).listMRs},
