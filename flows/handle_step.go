@@ -511,7 +511,15 @@ func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
 	if err != nil {
 		return err
 	}
-	res, err := e.gl.Merge(ctx, op.ProjectID, op.MRIID, platform.MergeParams{SHA: mr.SHA, Squash: squash})
+	params := platform.MergeParams{SHA: mr.SHA, Squash: squash}
+	if squash && deferredHead(ctx, e.Engine, op) {
+		// The squash commit lands on the target branch: it gets the
+		// change's message without the [skip ci] line, whatever the
+		// project's squash template copies, so that the target's
+		// pipeline (the deploy) runs (rules.SkipCIMarker).
+		params.CommitMessage = commitMessage(op, false)
+	}
+	res, err := e.gl.Merge(ctx, op.ProjectID, op.MRIID, params)
 	switch {
 	case err == nil && res.State == platform.MRStateMerged:
 		return e.finishMerged(ctx, op, res, "job:"+rules.KindHandle)
