@@ -506,6 +506,14 @@ func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
 		}
 		return e.runDeferredPipeline(ctx, op, mr.SHA, "job:"+rules.KindHandle)
 	}
+	if hp := headPipeline(mr); hp != nil && hp.Finished() && hp.Status != platform.PipelineSuccess {
+		// Only a /retry or /resume brings a change here with its head's
+		// pipeline failed (or skipped): the merge would be refused, so the
+		// head's pipeline runs again first.
+		return e.startHeadPipeline(ctx, op, mr.SHA, "job:"+rules.KindHandle, "pipeline_rerun", func() (platform.Pipeline, error) {
+			return e.rerunHeadPipeline(ctx, op)
+		})
+	}
 	squash := mr.Squash
 	lease, err := e.claimMerge(ctx, op, mr.SHA)
 	if err != nil {

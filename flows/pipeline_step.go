@@ -241,14 +241,7 @@ func (e *Engine) retryHeadPipeline(ctx context.Context, op store.Operation, head
 	if used >= retries {
 		return false, nil
 	}
-	var pl platform.Pipeline
-	if bp, ok := e.gl.(branchPipelines); ok && deferredHead(ctx, e, op) {
-		// The head's commit says [skip ci]: a merge request pipeline
-		// would be skipped (rules.SkipCIMarker).
-		pl, err = bp.CreateBranchPipeline(ctx, op.ProjectID, op.SourceBranch)
-	} else {
-		pl, err = e.gl.CreateMergeRequestPipeline(ctx, op.ProjectID, op.MRIID)
-	}
+	pl, err := e.rerunHeadPipeline(ctx, op)
 	if platform.IsRefused(err) {
 		return false, nil // the platform will not run it again: blame the failure
 	}

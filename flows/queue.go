@@ -601,29 +601,56 @@ func (e *Engine) pipelineDeferred(ctx context.Context, op store.Operation, mr pl
 // runDeferredPipeline starts, for op at the head of its merge queue with
 // an up-to-date head, the pipeline its commit skipped (issue 22 point 2:
 // a queued change costs one pipeline) and moves it to wait for it in
-// HANDLE_AWAIT_PIPELINE, the pipeline's id recorded so that only its
-// result counts (the skipped pipelines of the head have lower ids). It is
-// a pipeline of the source branch created through the API: a merge
-// request pipeline would be skipped again, since GitLab honours the
-// commit's [skip ci] for those (rules.SkipCIMarker). A refusal (400: the
-// CI configuration's rules leave every job out for pipeline source "api")
-// fails the change with what to do; a transient error retries the job.
+// HANDLE_AWAIT_PIPELINE (startHeadPipeline). It is a pipeline of the
+// source branch created through the API: a merge request pipeline would be
+// skipped again, since GitLab honours the commit's [skip ci] for those
+// (rules.SkipCIMarker).
 func (e *Engine) runDeferredPipeline(ctx context.Context, op store.Operation, head, source string) error {
 	bp, ok := e.gl.(branchPipelines)
 	if !ok {
 		return fmt.Errorf("running the deferred pipeline of %s: the platform adapter has no branch pipelines", op.ID)
 	}
-	pl, err := bp.CreateBranchPipeline(ctx, op.ProjectID, op.SourceBranch)
+	return e.startHeadPipeline(ctx, op, head, source, "deferred_pipeline", func() (platform.Pipeline, error) {
+		return bp.CreateBranchPipeline(ctx, op.ProjectID, op.SourceBranch)
+	})
+}
+
+// rerunHeadPipeline runs the pipeline of op's head again: a merge request
+// pipeline, and where GitLab answers that one skipped (the head's commit
+// says [skip ci]: a deferred change, also one whose project turned
+// queue.defer_ci off since) a pipeline of its branch, which runs whatever
+// the message says (rules.SkipCIMarker). The platform's answer decides,
+// not the setting, so a change committed under either keeps a way out.
+func (e *Engine) rerunHeadPipeline(ctx context.Context, op store.Operation) (platform.Pipeline, error) {
+	pl, err := e.gl.CreateMergeRequestPipeline(ctx, op.ProjectID, op.MRIID)
+	if err != nil || pl.Status != platform.PipelineSkipped {
+		return pl, err
+	}
+	if bp, ok := e.gl.(branchPipelines); ok {
+		return bp.CreateBranchPipeline(ctx, op.ProjectID, op.SourceBranch)
+	}
+	return pl, nil
+}
+
+// startHeadPipeline starts a pipeline of op's head with start and moves op
+// to wait for it in HANDLE_AWAIT_PIPELINE, the pipeline's id recorded so
+// that only its result counts (older pipelines of the head, skipped or
+// failed, have lower ids); action names it in the event. A refusal (400:
+// the CI configuration's rules leave every job out for pipeline source
+// "api") fails the change with what to do; a transient error retries the
+// job.
+func (e *Engine) startHeadPipeline(ctx context.Context, op store.Operation, head, source, action string, start func() (platform.Pipeline, error)) error {
+	pl, err := start()
 	if platform.IsRefused(err) {
-		return failTo(rules.HandleFailed, "GitLab refused to run the deferred pipeline of %s on branch %s: %s; let the CI configuration run for pipeline source \"api\", or set queue.defer_ci off for %s and /retry",
-			rules.WordsOf(op.Platform).Ref(op.MRIID), op.SourceBranch, failureDetail(rules.WordsOf(op.Platform), err), op.Project)
+		return failTo(rules.HandleFailed, "%s refused to run a %s for %s on branch %s: %s; where the CI configuration keeps pipelines of source \"api\" out, set queue.defer_ci off for %s and /retry",
+			rules.WordsOf(op.Platform).Platform, rules.WordsOf(op.Platform).Pipeline, rules.WordsOf(op.Platform).Ref(op.MRIID), op.SourceBranch, failureDetail(rules.WordsOf(op.Platform), err), op.Project)
 	}
 	if err != nil {
 		return err
 	}
-	e.opLog(op).Info("merge queue: running the head's deferred pipeline", "pipeline_id", pl.ID, "head_sha", head)
+	e.opLog(op).Info("merge queue: running the head's pipeline", "action", action, "pipeline_id", pl.ID, "head_sha", head)
 	_, err = e.Transition(ctx, op, rules.HandleAwaitPipeline, TransitionOpts{Source: source,
-		Payload: map[string]any{"head_sha": head, "pipeline_id": pl.ID, "deferred_pipeline": true},
+		Payload: map[string]any{"head_sha": head, "pipeline_id": pl.ID, action: true},
 		Update: func(o *store.Operation) {
 			o.HeadSHA, o.PipelineID, o.PipelineURL, o.Detail = head, pl.ID, pl.WebURL, ""
 		}})

@@ -581,3 +581,57 @@ func TestMergeQueueDefersCI(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeQueueRetryAfterTheHeadPipelineFailed (issue 22 point 3): a
+// change whose pipeline failed at the head of the queue, retried with
+// /retry, gets a new pipeline of its head before any merge call (the
+// merge would be refused), and merges once it passes: under
+// queue.defer_ci (its commit says [skip ci], so a merge request pipeline
+// would be skipped and a pipeline of its branch runs instead), also after
+// the project turned queue.defer_ci off, and without it.
+func TestMergeQueueRetryAfterTheHeadPipelineFailed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name               string
+		method             string
+		deferCI, retryWith string
+	}{
+		{"deferred", "rebase_merge", rules.DeferCIAuto, rules.DeferCIAuto},
+		{"deferred, then queue.defer_ci off", "rebase_merge", rules.DeferCIAuto, rules.DeferCIOff},
+		{"not deferred (ff)", "ff", rules.DeferCIAuto, rules.DeferCIAuto},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mode := tc.deferCI
+			h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: tc.method},
+				Configure: func(cfg *flows.EngineConfig) {
+					cfg.QueueFunc = func(string) flows.QueueConfig {
+						return flows.QueueConfig{Mode: rules.QueueAuto, PipelineRetries: -1, DeferCI: mode}
+					}
+				}})
+			// The first pipeline that runs fails (deferred: the head's;
+			// ff: the merge request's own), the next passes. gitlabfake
+			// refuses a merge over a failed head pipeline (405
+			// ci_must_pass), as GitLab does when pipelines must succeed.
+			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed", "success"}})
+			op := h.Submit(t, flowtest.Change("svc-a"))
+			h.WorkUntilIdle(t)
+			if res := h.Decide(t, op.ID, rules.DecisionApproved); res != rules.ResultAccepted {
+				t.Fatalf("approving: %s", res)
+			}
+			ops := driveAll(t, h, []string{op.ID}, time.Hour)
+			failed := rules.StepCode(ops[0].Step)
+			if failed != rules.HandleFailed && failed != rules.CreatePipelineFailed {
+				t.Fatalf("at %s (%s), want the pipeline failed", failed, ops[0].Detail)
+			}
+			mode = tc.retryWith
+			if _, err := h.Engine.Act(t.Context(), op.ID, rules.ActionRetry, rules.ActionParams{Actor: "olivia", Source: "api"}); err != nil {
+				t.Fatal(err)
+			}
+			ops = driveAll(t, h, []string{op.ID}, time.Hour)
+			if ops[0].Status != store.StatusMerged && ops[0].Status != store.StatusValidated {
+				t.Fatalf("after /retry at %s (%s), want merged", rules.StepCode(ops[0].Step), ops[0].Detail)
+			}
+		})
+	}
+}
