@@ -642,7 +642,7 @@ func (e *Engine) rerunHeadPipeline(ctx context.Context, op store.Operation) (pla
 func (e *Engine) startHeadPipeline(ctx context.Context, op store.Operation, head, source, action string, start func() (platform.Pipeline, error)) error {
 	pl, err := start()
 	if platform.IsRefused(err) {
-		return failTo(rules.HandleFailed, "%s refused to run a %s for %s on branch %s: %s; where the CI configuration keeps pipelines of source \"api\" out, set queue.defer_ci off for %s and /retry",
+		return failTo(rules.HandleFailed, "%s refused to run a %s for %s on branch %s: %s; where the CI configuration keeps pipelines of source \"api\" out, let it run them, or set queue.defer_ci off for %s, /cancel and submit the change again (its commit skips CI)",
 			rules.WordsOf(op.Platform).Platform, rules.WordsOf(op.Platform).Pipeline, rules.WordsOf(op.Platform).Ref(op.MRIID), op.SourceBranch, failureDetail(rules.WordsOf(op.Platform), err), op.Project)
 	}
 	if err != nil {
