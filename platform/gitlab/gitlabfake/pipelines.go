@@ -101,16 +101,7 @@ func (s *Server) startPipeline(p *project, spec pipelineSpec) *pipeline {
 	if spec.mr != nil || spec.branchOf != nil {
 		outcome = nextOutcome(p.script.MR, &p.mrRuns)
 	}
-	s.ids.pipeline++
-	s.ids.job++
-	p.pipeIID++
-	now := s.now()
-	pl := &pipeline{
-		id: s.ids.pipeline, iid: p.pipeIID, p: p, sha: spec.sha, before: cmpOr(spec.before, nullSHA),
-		ref: spec.ref, source: spec.source, status: "pending", outcome: outcome, mr: spec.mr,
-		branchOf: spec.branchOf, user: spec.user, jobID: s.ids.job, created: now, updated: now,
-	}
-	p.pipelines = append(p.pipelines, pl)
+	pl := s.addPipeline(p, spec, "pending", outcome)
 	dur := p.script.Duration
 	s.schedule(0, func() {
 		pl.status, pl.started, pl.updated = "running", s.now(), s.now()
@@ -136,17 +127,25 @@ func (s *Server) startPipeline(p *project, spec pipelineSpec) *pipeline {
 // saves it with status skipped, which counts as finished, and sends its
 // Pipeline Hook.
 func (s *Server) skipPipeline(p *project, spec pipelineSpec) *pipeline {
+	pl := s.addPipeline(p, spec, "skipped", "skipped")
+	pl.finished = pl.created
+	s.schedule(0, func() { s.emitPipelineHook(pl) })
+	return pl
+}
+
+// addPipeline records a new pipeline of spec in status, to end in
+// outcome, with the next ids.
+func (s *Server) addPipeline(p *project, spec pipelineSpec, status, outcome string) *pipeline {
 	s.ids.pipeline++
 	s.ids.job++
 	p.pipeIID++
 	now := s.now()
 	pl := &pipeline{
 		id: s.ids.pipeline, iid: p.pipeIID, p: p, sha: spec.sha, before: cmpOr(spec.before, nullSHA),
-		ref: spec.ref, source: spec.source, status: "skipped", outcome: "skipped", mr: spec.mr,
-		branchOf: spec.branchOf, user: spec.user, jobID: s.ids.job, created: now, updated: now, finished: now,
+		ref: spec.ref, source: spec.source, status: status, outcome: outcome, mr: spec.mr,
+		branchOf: spec.branchOf, user: spec.user, jobID: s.ids.job, created: now, updated: now,
 	}
 	p.pipelines = append(p.pipelines, pl)
-	s.schedule(0, func() { s.emitPipelineHook(pl) })
 	return pl
 }
 
