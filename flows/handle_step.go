@@ -500,10 +500,11 @@ func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
 	if mr.DetailedMergeStatus == "need_rebase" {
 		return e.startRebase(ctx, op, mr)
 	}
-	if deferred, err := e.pipelineDeferred(ctx, op, mr); err != nil || deferred {
-		if err != nil {
-			return err
-		}
+	defers, err := e.defersCI(ctx, op)
+	if err != nil {
+		return err
+	}
+	if pipelineDeferred(defers, mr) {
 		return e.runDeferredPipeline(ctx, op, mr.SHA, "job:"+rules.KindHandle)
 	}
 	if hp := headPipeline(mr); hp != nil && hp.Finished() && hp.Status != platform.PipelineSuccess {
@@ -520,7 +521,7 @@ func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
 		return err
 	}
 	params := platform.MergeParams{SHA: mr.SHA, Squash: squash}
-	if squash && deferredHead(ctx, e.Engine, op) {
+	if squash && defers {
 		// The squash commit lands on the target branch: it gets the
 		// change's message without the [skip ci] line, whatever the
 		// project's squash template copies, so that the target's
@@ -1023,12 +1024,11 @@ func (e handleWorker) pollRebase(ctx context.Context, op store.Operation) error 
 			Update: func(o *store.Operation) { o.Detail = "rebase still running after " + p.RebaseDeadline.String() }})
 		return err
 	}
-	if deferred, err := e.pipelineDeferred(ctx, op, mr); err != nil || deferred {
+	if defers, err := e.defersCI(ctx, op); err != nil {
+		return err
+	} else if pipelineDeferred(defers, mr) {
 		// The rebased head carries the deferred commit's [skip ci]: the
 		// head's pipeline is started here (its skipped one has no result).
-		if err != nil {
-			return err
-		}
 		return e.runDeferredPipeline(ctx, op, mr.SHA, "job:"+rules.KindHandle)
 	}
 	_, err = e.Transition(ctx, op, rules.HandleAwaitPipeline, TransitionOpts{Source: "job:" + rules.KindHandle,

@@ -192,15 +192,6 @@ type pipelineWorker struct {
 // pipelineWorker is e's pipeline step (the MR pipeline of the head) worker.
 func (e *Engine) pipelineWorker() pipelineWorker { return pipelineWorker{Engine: e, gl: e.gl} }
 
-// deferredHead reports whether op's project defers the first pipeline of
-// a queued change (Engine.defersCI): the head's commit then carries
-// rules.SkipCIMarker. A project that cannot be read counts as not
-// deferring.
-func deferredHead(ctx context.Context, e *Engine, op store.Operation) bool {
-	d, err := e.defersCI(ctx, op)
-	return err == nil && d
-}
-
 // actionPipelineRetried is the action of the attempt event of a head
 // pipeline run again (retryHeadPipeline).
 const actionPipelineRetried = "pipeline_retried"

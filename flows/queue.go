@@ -564,38 +564,34 @@ type branchPipelines interface {
 }
 
 // defersCI reports whether op's first pipeline waits until op reaches the
-// head of its merge queue (queue.defer_ci, rules.DefersCI): its commit
-// then carries rules.SkipCIMarker and the head runs the pipeline
-// (runDeferredPipeline). It reads the project at most once per
+// head of its merge queue (queue.defer_ci, rules.DefersCI, which also
+// says whether op queues at all, rules.NeedsQueue): its commit then
+// carries rules.SkipCIMarker and the head runs the pipeline
+// (runDeferredPipeline). One read of the project, at most once per
 // projectReadTTL, shared by every change of the project.
 func (e *Engine) defersCI(ctx context.Context, op store.Operation) (bool, error) {
 	cfg := e.queueFor(op)
-	if _, ok := e.gl.(branchPipelines); !ok || cfg.DeferCI == rules.DeferCIOff || rules.WordsOf(op.Platform).OnGitHub() {
+	if _, ok := e.gl.(branchPipelines); !ok || cfg.DeferCI == rules.DeferCIOff {
 		return false, nil
-	}
-	queued, err := e.needsQueue(ctx, op)
-	if err != nil || !queued {
-		return false, err
 	}
 	p, err := e.project(ctx, op.Project)
 	if err != nil {
 		return false, fmt.Errorf("reading the merge method of %s: %w", op.Project, err)
 	}
+	queued := rules.NeedsQueue(cfg.Mode, op.Platform, p.MergeMethod)
 	return rules.DefersCI(cfg.DeferCI, op.Platform, p.MergeMethod, queued, p.MergeTrains), nil
 }
 
-// pipelineDeferred reports whether op, at the head of its merge queue,
-// still needs the pipeline it deferred: its project defers (defersCI) and
-// mr's head has no pipeline that ran, none yet or only the skipped one its
-// commit's [skip ci] made (rules.SkipCIMarker; a rebase keeps the
-// message, so a rebased head is skipped too). The platform's state
-// decides, not a memory of ours: a head a person pushed has its own
-// pipeline, which the change waits for as before.
-func (e *Engine) pipelineDeferred(ctx context.Context, op store.Operation, mr platform.MergeRequest) (bool, error) {
-	if hp := headPipeline(mr); hp != nil && hp.Status != platform.PipelineSkipped {
-		return false, nil
-	}
-	return e.defersCI(ctx, op)
+// pipelineDeferred reports whether a change of a project that defers
+// (defersCI: defers) still needs, at the head of its merge queue, the
+// pipeline it deferred: mr's head has no pipeline that ran, none yet or
+// only the skipped one its commit's [skip ci] made (rules.SkipCIMarker; a
+// rebase keeps the message, so a rebased head is skipped too). The
+// platform's state decides, not a memory of ours: a head a person pushed
+// has its own pipeline, which the change waits for as before.
+func pipelineDeferred(defers bool, mr platform.MergeRequest) bool {
+	hp := headPipeline(mr)
+	return defers && (hp == nil || hp.Status == platform.PipelineSkipped)
 }
 
 // runDeferredPipeline starts, for op at the head of its merge queue with

@@ -43,6 +43,24 @@ func driveAll(t *testing.T, h *flowtest.Harness, ids []string, limit time.Durati
 	}
 }
 
+// submitApproved submits k changes (svc-0 … svc-<k-1>) to h's project,
+// works their first jobs and approves each, returning their ids: the
+// burst of approved changes the queue tests start from.
+func submitApproved(t *testing.T, h *flowtest.Harness, k int) []string {
+	t.Helper()
+	var ids []string
+	for i := range k {
+		ids = append(ids, h.Submit(t, flowtest.Change(fmt.Sprintf("svc-%d", i))).ID)
+	}
+	h.WorkUntilIdle(t)
+	for _, id := range ids {
+		if res := h.Decide(t, id, rules.DecisionApproved); res != rules.ResultAccepted {
+			t.Fatalf("approving %s: %s", id, res)
+		}
+	}
+	return ids
+}
+
 // noDeferCI configures the queue with queue.defer_ci off: the tests that
 // take changes to CREATE_MR_OPENED (their first pipeline's wait) or script
 // the pipelines in creation order are about the queue without deferred
@@ -94,17 +112,7 @@ func TestMergeQueueSerialisesUpToDateMerges(t *testing.T) {
 						cfg.QueueFunc = func(string) flows.QueueConfig { return flows.QueueConfig{Mode: tc.mode, PipelineRetries: 1} }
 					}
 				}})
-			var ids []string
-			for i := range k {
-				op := h.Submit(t, flowtest.Change(fmt.Sprintf("svc-%d", i)))
-				ids = append(ids, op.ID)
-			}
-			h.WorkUntilIdle(t)
-			for _, id := range ids {
-				if res := h.Decide(t, id, rules.DecisionApproved); res != rules.ResultAccepted {
-					t.Fatalf("approving %s: %s", id, res)
-				}
-			}
+			ids := submitApproved(t, h, k)
 			ops := driveAll(t, h, ids, 2*time.Hour)
 			queued := 0
 			for _, op := range ops {
@@ -443,16 +451,7 @@ func TestMergeQueueSaysWhereAChangeStands(t *testing.T) {
 	t.Parallel()
 	const k = 6
 	h := flowtest.New(t, &flowtest.Opts{Project: gitlabfake.ProjectSpec{MergeMethod: "ff"}})
-	var ids []string
-	for i := range k {
-		ids = append(ids, h.Submit(t, flowtest.Change(fmt.Sprintf("svc-%d", i))).ID)
-	}
-	h.WorkUntilIdle(t)
-	for _, id := range ids {
-		if res := h.Decide(t, id, rules.DecisionApproved); res != rules.ResultAccepted {
-			t.Fatalf("approving %s: %s", id, res)
-		}
-	}
+	ids := submitApproved(t, h, k)
 	withETA := regexp.MustCompile(`^(1st|2nd|3rd) in the merge queue for main, behind ![0-9]+(, ![0-9]+)*; (about [0-9]+ min|under a minute)$`)
 	seen := map[string]bool{}
 	end := h.Now().Add(2 * time.Hour)
@@ -535,16 +534,7 @@ func TestMergeQueueDefersCI(t *testing.T) {
 					}
 				}})
 			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: tc.script})
-			var ids []string
-			for i := range k {
-				ids = append(ids, h.Submit(t, flowtest.Change(fmt.Sprintf("svc-%d", i))).ID)
-			}
-			h.WorkUntilIdle(t)
-			for _, id := range ids {
-				if res := h.Decide(t, id, rules.DecisionApproved); res != rules.ResultAccepted {
-					t.Fatalf("approving %s: %s", id, res)
-				}
-			}
+			ids := submitApproved(t, h, k)
 			ops := driveAll(t, h, ids, 2*time.Hour)
 			for _, op := range ops {
 				if op.Status != store.StatusMerged && op.Status != store.StatusValidated {
@@ -614,21 +604,17 @@ func TestMergeQueueRetryAfterTheHeadPipelineFailed(t *testing.T) {
 			// refuses a merge over a failed head pipeline (405
 			// ci_must_pass), as GitLab does when pipelines must succeed.
 			h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed", "success"}})
-			op := h.Submit(t, flowtest.Change("svc-a"))
-			h.WorkUntilIdle(t)
-			if res := h.Decide(t, op.ID, rules.DecisionApproved); res != rules.ResultAccepted {
-				t.Fatalf("approving: %s", res)
-			}
-			ops := driveAll(t, h, []string{op.ID}, time.Hour)
+			ids := submitApproved(t, h, 1)
+			ops := driveAll(t, h, ids, time.Hour)
 			failed := rules.StepCode(ops[0].Step)
 			if failed != rules.HandleFailed && failed != rules.CreatePipelineFailed {
 				t.Fatalf("at %s (%s), want the pipeline failed", failed, ops[0].Detail)
 			}
 			mode = tc.retryWith
-			if _, err := h.Engine.Act(t.Context(), op.ID, rules.ActionRetry, rules.ActionParams{Actor: "olivia", Source: "api"}); err != nil {
+			if _, err := h.Engine.Act(t.Context(), ids[0], rules.ActionRetry, rules.ActionParams{Actor: "olivia", Source: "api"}); err != nil {
 				t.Fatal(err)
 			}
-			ops = driveAll(t, h, []string{op.ID}, time.Hour)
+			ops = driveAll(t, h, ids, time.Hour)
 			if ops[0].Status != store.StatusMerged && ops[0].Status != store.StatusValidated {
 				t.Fatalf("after /retry at %s (%s), want merged", rules.StepCode(ops[0].Step), ops[0].Detail)
 			}
