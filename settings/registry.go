@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -322,6 +323,29 @@ func (e *ProjectScopeError) Error() string {
 // Is makes errors.Is(err, ErrProjectScope) true.
 func (e *ProjectScopeError) Is(target error) bool { return target == ErrProjectScope }
 
+// projectPathPattern is the shape of a project's path as GitLab (a group,
+// its subgroups and the project: doc/user/reserved_names.md, "path can
+// contain only letters, digits, '_', '-' and '.'") and GitHub (owner/repo)
+// show it: two or more segments of those characters, none empty.
+var projectPathPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$`)
+
+// projectPath reports whether project is shaped as a project's path
+// (projectPathPattern, and no segment "." or ".."): a scope of another
+// shape ("platform", "platform/config/", "../x", "a/b?x=1") names no
+// project a change could have, so its value would never be used.
+func projectPath(project string) bool {
+	project = strings.TrimSpace(project)
+	if !projectPathPattern.MatchString(project) {
+		return false
+	}
+	for _, seg := range strings.Split(project, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
 // numericID reports whether project is a numeric project id.
 func numericID(project string) bool {
 	_, err := strconv.ParseInt(strings.TrimSpace(project), 10, 64)
@@ -385,7 +409,10 @@ func CheckScope(key, project string) error {
 // checkScope is CheckScope for d. A global-only key read for a project is
 // its global value, which is right: only writes refuse a project there.
 func (d Def) checkScope(project string) error {
-	if d.GlobalOnly || Scope(project) == scopeGlobal || numericID(project) == d.ScopeByID {
+	if d.GlobalOnly || Scope(project) == scopeGlobal {
+		return nil
+	}
+	if d.ScopeByID && numericID(project) || !d.ScopeByID && !numericID(project) && projectPath(project) {
 		return nil
 	}
 	// A change's settings are looked up by the project's path as the
