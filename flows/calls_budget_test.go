@@ -53,7 +53,7 @@ func happyPathBudget(reviewers int) map[string]float64 {
 		epBranch:     1, // the target branch exists
 		epTree:       1, // create step: create or update, per file
 		epMR:         3, // the MR pipeline's webhook (is it the head's?), approve (head sha), merge (mergeable, rebase)
-		epApprovals:  1, // approve: who approved already
+		epApprovals:  0, // none: a first round approves without reading (approvalsReadFirst)
 		epNotes:      1, // the first note write: a note of an earlier attempt, by marker
 		epNoteUpdate: 2, // the note's edits when merged and when validated (they count as the note)
 	} {

@@ -166,7 +166,14 @@ func (e handleWorker) approve(ctx context.Context, op store.Operation) error {
 	if done {
 		return err
 	}
-	approved, readErr := e.readApprovals(ctx, op)
+	attempts, err := e.approveAttempts(ctx, op)
+	if err != nil {
+		return err
+	}
+	approved, readErr := map[int64]bool{}, error(nil)
+	if approvalsReadFirst(rules.WordsOf(op.Platform), op.Rounds, attempts) {
+		approved, readErr = e.readApprovals(ctx, op)
+	}
 	switch {
 	case errors.Is(readErr, platform.ErrRateLimited):
 		// Assuming "none approved" here would send approvals GitLab
@@ -179,19 +186,14 @@ func (e handleWorker) approve(ctx context.Context, op store.Operation) error {
 	}
 	p := e.pollFor(op)
 	backoff := approveBackoff(p)
-	var attempts *approveAttempts
 	var wait time.Duration
+	approvedNow := false
 	for i := range e.gl.ReviewerCount() {
 		u, err := e.gl.Reviewer(ctx, i)
 		if err == nil && approved[u.ID] {
 			continue
 		}
 		if err == nil {
-			if attempts == nil {
-				if attempts, err = e.approveAttempts(ctx, op); err != nil {
-					return err
-				}
-			}
 			// A call GitLab already answered is not made again while only
 			// the read that follows it is missing (approveReadHeld): the
 			// approvals read above is that read.
@@ -233,6 +235,7 @@ func (e handleWorker) approve(ctx context.Context, op store.Operation) error {
 		}
 		switch {
 		case err == nil:
+			approvedNow = true
 		case errors.Is(err, platform.ErrHeadMoved):
 			return e.shaMismatch(ctx, op)
 		case errors.Is(err, platform.ErrForbidden):
@@ -243,11 +246,6 @@ func (e handleWorker) approve(ctx context.Context, op store.Operation) error {
 			d, _ := platform.RateLimitWait(err)
 			wait = minWait(wait, d)
 		case platform.IsTransient(err):
-			if attempts == nil {
-				if attempts, err = e.approveAttempts(ctx, op); err != nil {
-					return err
-				}
-			}
 			n := attempts.failures(i, mr.SHA) + 1
 			if err := e.recordApproveFailure(ctx, op, i, name, mr.SHA, n, err); err != nil {
 				return err
@@ -275,6 +273,11 @@ func (e handleWorker) approve(ctx context.Context, op store.Operation) error {
 		}
 	}
 	if wait > 0 {
+		if approvedNow && !approvalsReadFirst(rules.WordsOf(op.Platform), op.Rounds, attempts) {
+			if err := e.approvePartial(ctx, op, mr.SHA); err != nil {
+				return err
+			}
+		}
 		return snoozeFor(wait)
 	}
 	_, err = e.Transition(ctx, op, rules.HandleApproved, TransitionOpts{Source: "job:" + rules.KindHandle,
@@ -332,7 +335,12 @@ type approveAttempt struct {
 
 // approveAttempts are the failed approve calls recorded since the
 // operation last moved, and the refused ones still to be read.
-type approveAttempts struct{ list, refusals []approveAttempt }
+type approveAttempts struct {
+	list, refusals []approveAttempt
+	// approvedBefore: a run of the step approved as some reviewers and then
+	// waited (an "approve_partial" attempt, see approvePartial).
+	approvedBefore bool
+}
 
 // refused returns the status of reviewer's refused approve at sha whose
 // approvals read is still to be made, 0 when there is none.
@@ -391,6 +399,8 @@ func (e handleWorker) approveAttempts(ctx context.Context, op store.Operation) (
 				out.list = append(out.list, a)
 			case "approve_refused":
 				out.refusals = append(out.refusals, a)
+			case "approve_partial":
+				out.approvedBefore = true
 			}
 		}
 	}
@@ -428,6 +438,33 @@ func (e handleWorker) recordApproveFailure(ctx context.Context, op store.Operati
 		Payload: map[string]any{"action": "approve", "reviewer": i, "username": name, "head_sha": sha, "attempt": n,
 			"status": platform.StatusOf(cause), "detail": failureDetail(rules.WordsOf(op.Platform), cause)}})
 	return err
+}
+
+// approvalsReadFirst reports whether the approve step reads who approved
+// before approving. On GitLab the first round of a change with no approve
+// attempt recorded since it last moved does not: no robot can have approved
+// its head yet but a run of this step that stopped before recording its
+// move, and GitLab answers such a repeated approve 401, which the step
+// already settles by reading the approvals then (issue 24 point 3: no read
+// that a write's answer gives). A later round (the head moved and GitLab may
+// have kept the approvals), a recorded attempt or refusal (its read decides
+// whether a reviewer was denied), and GitHub, where a second approving
+// review is accepted as another review rather than refused, read first.
+func approvalsReadFirst(w rules.Words, rounds int, a *approveAttempts) bool {
+	return w.OnGitHub() || rounds > 0 || len(a.list) > 0 || len(a.refusals) > 0 || a.approvedBefore
+}
+
+// approvePartial records that this run of the approve step approved as some
+// reviewers and waits before approving as the others (a 429 spends no
+// attempt and records none): the next run then reads the approvals first
+// instead of approving again as those reviewers (approvalsReadFirst).
+func (e handleWorker) approvePartial(ctx context.Context, op store.Operation, sha string) error {
+	_, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: store.EventAttempt, Actor: ActorBot, Source: "job:" + rules.KindHandle,
+		Payload: map[string]any{"action": "approve_partial", "head_sha": sha}})
+	if err != nil {
+		return fmt.Errorf("recording the approvals given before waiting: %w", err)
+	}
+	return nil
 }
 
 // readApprovals reads the ids of the users who approved the change's MR.
