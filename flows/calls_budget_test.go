@@ -54,7 +54,7 @@ func happyPathBudget(reviewers int) map[string]float64 {
 		epTree:       1, // create step: create or update, per file
 		epMR:         3, // the MR pipeline's webhook (is it the head's?), approve (head sha), merge (mergeable, rebase)
 		epApprovals:  0, // none: a first round approves without reading (approvalsReadFirst)
-		epNotes:      1, // the first note write: a note of an earlier attempt, by marker
+		epNotes:      0, // none: the first note is created at once (store.NoteClaim.TakenOver)
 		epNoteUpdate: 2, // the note's edits when merged and when validated (they count as the note)
 	} {
 		b[ep] = n

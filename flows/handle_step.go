@@ -571,7 +571,7 @@ func (e handleWorker) merge(ctx context.Context, op store.Operation) error {
 		return e.finishMerged(ctx, op, res, "job:"+rules.KindHandle)
 	case err == nil:
 		return e.mergeLeftOpen(ctx, op, res, lease)
-	case platform.IsRefused(err), errors.Is(err, platform.ErrRateLimited):
+	case platform.NotApplied(err):
 		// GitLab refused, or never processed the call: nothing merged.
 		e.releaseMerge(ctx, op, lease, fmt.Sprintf("%s answered %d", rules.WordsOf(op.Platform).Platform, platform.StatusOf(err)))
 	default:

@@ -790,8 +790,15 @@ func (e *Engine) refreshNoteOnce(ctx context.Context, opID string, force bool) (
 		return false, ErrNoteBusy
 	}
 	wctx, stop := e.keepNoteClaim(ctx, op, claim)
-	noteID, err := e.renderNote(wctx, op, view, force, upToDate)
+	noteID, err := e.renderNote(wctx, op, view, force, claim.TakenOver, upToDate)
 	stop()
+	if errors.Is(err, errNoteCreateUnknown) {
+		// The create may have posted the note: the claim is kept, so
+		// that the refresh that takes it over once it expired (the
+		// backstop, noteBackstopAfter) looks for the note by its marker
+		// before creating one.
+		return false, fmt.Errorf("refreshing status note of %s: %w", opID, err)
+	}
 	if err != nil || noteID == 0 {
 		// Nothing to record: release on a fresh context, the claim must
 		// not outlive a cancelled job.
@@ -851,7 +858,7 @@ func (e *Engine) keepNoteClaim(ctx context.Context, op store.Operation, claim st
 // may have written it meanwhile), renders view and writes it to GitLab. It
 // returns the note id, or 0 when the note already shows view (and not
 // force).
-func (e *Engine) renderNote(ctx context.Context, op store.Operation, view templates.StatusView, force bool,
+func (e *Engine) renderNote(ctx context.Context, op store.Operation, view templates.StatusView, force, takenOver bool,
 	upToDate func() (store.StatusNote, bool, error)) (int64, error) {
 	rec, ok, err := upToDate()
 	if err != nil || (ok && !force) {
@@ -861,11 +868,21 @@ func (e *Engine) renderNote(ctx context.Context, op store.Operation, view templa
 	if err != nil {
 		return 0, fmt.Errorf("rendering status comment: %w", err)
 	}
-	return e.writeNote(ctx, op, rec, body)
+	return e.writeNote(ctx, op, rec, body, takenOver)
 }
 
-// writeNote edits the recorded note, or finds ours by marker, or creates one.
-func (e *Engine) writeNote(ctx context.Context, op store.Operation, rec store.StatusNote, body string) (int64, error) {
+// errNoteCreateUnknown wraps a note create that failed in a way that may
+// have posted the note (not platform.NotApplied): see writeNote.
+var errNoteCreateUnknown = errors.New("the status comment may have been created")
+
+// writeNote edits the recorded note, or creates one. Without a recorded
+// note it looks for ours by its marker first only when the note's claim
+// was taken over (store.NoteClaim.TakenOver): every refresh that got as far
+// as creating a note either recorded it or, when the create's outcome is
+// unknown (errNoteCreateUnknown), kept its claim until it expired, so on a
+// claim of a free MR no note of ours can be there (issue 24 point 3: the
+// first note costs one call, not a list and a create).
+func (e *Engine) writeNote(ctx context.Context, op store.Operation, rec store.StatusNote, body string, takenOver bool) (int64, error) {
 	if rec.NoteID != 0 {
 		n, err := e.gl.UpdateNote(ctx, op.ProjectID, op.MRIID, rec.NoteID, body)
 		if err == nil {
@@ -875,7 +892,7 @@ func (e *Engine) writeNote(ctx context.Context, op store.Operation, rec store.St
 			return 0, err
 		}
 		// Deleted by someone: recreate below.
-	} else {
+	} else if takenOver {
 		n, err := e.gl.FindNote(ctx, op.ProjectID, op.MRIID, templates.Marker(op.ID))
 		if err == nil {
 			if _, err := e.gl.UpdateNote(ctx, op.ProjectID, op.MRIID, n.ID, body); err != nil {
@@ -888,6 +905,9 @@ func (e *Engine) writeNote(ctx context.Context, op store.Operation, rec store.St
 		}
 	}
 	n, err := e.gl.CreateNote(ctx, op.ProjectID, op.MRIID, body)
+	if err != nil && !platform.NotApplied(err) {
+		return 0, fmt.Errorf("%w: %w", errNoteCreateUnknown, err)
+	}
 	if err != nil {
 		return 0, err
 	}

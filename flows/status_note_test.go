@@ -11,6 +11,8 @@ import (
 
 	"changebot/flows/flowtest"
 	"changebot/flows/rules"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/templates"
 )
 
 // TestStatusNoteRefreshHoldsNothingAcrossGitLab (issue 9, defect 15): a
@@ -109,5 +111,53 @@ func TestStatusNoteRefreshJobWaitsForTheClaim(t *testing.T) {
 	rec, err := h.Store.GetStatusNote(ctx, h.Store.DB(), op.Platform, op.ProjectID, h.Op(t, op.ID).MRIID)
 	if err != nil || rec.RenderedSeq != last[len(last)-1].Seq {
 		t.Fatalf("note record %+v (%v), want it to show event %d", rec, err, last[len(last)-1].Seq)
+	}
+}
+
+// TestStatusNoteFirstWriteLooksOnlyAfterAnUnknownCreate (issue 24 point 3):
+// the first status note of a change is created without listing the MR's
+// notes, and a create whose answer was lost after GitLab posted the note
+// (a 502 after the effect) keeps the note's claim: the refresh that takes
+// it over once it expired lists the notes, finds ours by its marker and
+// edits it, so the MR holds one status note.
+func TestStatusNoteFirstWriteLooksOnlyAfterAnUnknownCreate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		lost      bool
+		wantLists int
+	}{
+		{name: "created", lost: false, wantLists: 0},
+		{name: "answer lost after the create", lost: true, wantLists: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := flowtest.New(t, nil)
+			if tc.lost {
+				h.GitLab.InjectFault(gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/merge_requests/*/notes",
+					Status: 502, Times: 1, AfterEffect: true})
+			}
+			op := h.ToMROpened(t, flowtest.Change("svc"))
+			h.RunFor(t, time.Minute) // the refresh, its backstop past the claim's lease
+			lists := h.GitLab.CallCount("GET", "/api/v4/projects/*/merge_requests/*/notes")
+			creates := h.GitLab.CallCount("POST", "/api/v4/projects/*/merge_requests/*/notes")
+			if lists != tc.wantLists {
+				t.Errorf("notes listed %d times, want %d", lists, tc.wantLists)
+			}
+			if creates != 1 {
+				t.Errorf("notes created %d times, want 1 (one status note on the MR)", creates)
+			}
+			o := h.Op(t, op.ID)
+			mr, _ := h.GitLab.MergeRequest(o.ProjectID, o.MRIID)
+			ours := 0
+			for _, n := range mr.Notes {
+				if strings.Contains(n.Body, templates.Marker(op.ID)) {
+					ours++
+				}
+			}
+			if ours != 1 {
+				t.Errorf("status notes on the MR: %d, want 1", ours)
+			}
+		})
 	}
 }

@@ -228,6 +228,14 @@ func IsRefused(err error) bool {
 	return errors.As(err, &pe) && !pe.Retryable()
 }
 
+// NotApplied reports whether a failed write certainly changed nothing: the
+// platform refused it (IsRefused), or never processed it (a 429, or a call
+// the adapter held back: ErrRateLimited). Any other failure (a 5xx, a
+// timeout, a lost answer) may have taken effect.
+func NotApplied(err error) bool {
+	return IsRefused(err) || errors.Is(err, ErrRateLimited)
+}
+
 // Project is a GitLab project as the flows need it.
 type Project struct {
 	ID                int64

@@ -262,8 +262,10 @@ type StatusNoteQueries interface {
 	// same note is stored, and reports whether it wrote.
 	StatusNoteSave(ctx context.Context, n StatusNote, at time.Time) (bool, error)
 	// StatusNoteClaim writes claim c until until unless a claim of its MR
-	// is live at now, and reports whether it did.
-	StatusNoteClaim(ctx context.Context, c NoteClaim, until, now time.Time) (bool, error)
+	// is live at now, and reports whether it did (claimed) and whether it
+	// replaced an expired claim that was neither recorded nor released
+	// (takenOver, see NoteClaim.TakenOver).
+	StatusNoteClaim(ctx context.Context, c NoteClaim, until, now time.Time) (claimed, takenOver bool, err error)
 	// StatusNoteRenew moves claim c's end to until while c holds the MR,
 	// and reports whether it did.
 	StatusNoteRenew(ctx context.Context, c NoteClaim, until time.Time) (bool, error)

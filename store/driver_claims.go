@@ -44,7 +44,9 @@ func (s *DriverStore) SaveStatusNote(ctx context.Context, db DBTX, n StatusNote)
 
 // ClaimStatusNote claims the status note of MR !iid of projectID until
 // lease from now (store clock), with a new random token. ok is false, and
-// nothing is written, while another claim on it is live. One statement.
+// nothing is written, while another claim on it is live. c.TakenOver tells
+// whether it replaced an expired claim (NoteClaim.TakenOver). One
+// statement on PostgreSQL; on SQLite two when there is a claim to replace.
 func (s *DriverStore) ClaimStatusNote(ctx context.Context, platform string, projectID, iid int64, lease time.Duration) (c NoteClaim, ok bool, err error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
@@ -56,7 +58,7 @@ func (s *DriverStore) ClaimStatusNote(ctx context.Context, platform string, proj
 		return NoteClaim{}, false, err
 	}
 	now := s.Now()
-	ok, err = x.StatusNoteClaim(ctx, c, now.Add(lease), now)
+	ok, c.TakenOver, err = x.StatusNoteClaim(ctx, c, now.Add(lease), now)
 	if err != nil {
 		return NoteClaim{}, false, fmt.Errorf("claiming status note of !%d: %w", iid, err)
 	}

@@ -46,4 +46,11 @@ type NoteClaim struct {
 	// Token identifies this claim; a claim taken over after it expired
 	// has another.
 	Token string
+	// TakenOver reports that this claim replaced an expired one that was
+	// neither recorded nor released: its refresh stopped midway (a crash,
+	// or a note create whose outcome is unknown, which keeps its claim), so
+	// the MR may hold a note the store does not know. A claim taken on a
+	// free MR (every refresh that finished recorded or released its claim)
+	// is not: a first note can then be created without looking for one.
+	TakenOver bool
 }

@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"changebot/store"
 	"changebot/store/postgres/internal/dbsqlc"
@@ -26,10 +29,13 @@ func (x executor) StatusNoteSave(ctx context.Context, n store.StatusNote, at tim
 }
 
 // StatusNoteClaim implements store.StatusNoteQueries.
-func (x executor) StatusNoteClaim(ctx context.Context, c store.NoteClaim, until, now time.Time) (bool, error) {
-	n, err := queries.StatusNoteClaim(ctx, x.q, &dbsqlc.StatusNoteClaimParams{Platform: c.Platform, ProjectID: c.ProjectID,
+func (x executor) StatusNoteClaim(ctx context.Context, c store.NoteClaim, until, now time.Time) (claimed, takenOver bool, err error) {
+	takenOver, err = queries.StatusNoteClaim(ctx, x.q, &dbsqlc.StatusNoteClaimParams{Platform: c.Platform, ProjectID: c.ProjectID,
 		MrIid: c.MRIID, Token: c.Token, ClaimedUntil: until, Now: now})
-	return n == 1, err
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil // a live claim holds the MR
+	}
+	return err == nil, takenOver, err
 }
 
 // StatusNoteRenew implements store.StatusNoteQueries.

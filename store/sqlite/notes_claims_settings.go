@@ -13,15 +13,23 @@ import (
 )
 
 // StatusNoteClaim implements store.StatusNoteQueries.
-func (x executor) StatusNoteClaim(ctx context.Context, c store.NoteClaim, until, now time.Time) (bool, error) {
+func (x executor) StatusNoteClaim(ctx context.Context, c store.NoteClaim, until, now time.Time) (claimed, takenOver bool, err error) {
 	// Hand-written: sqlc v1.31.1's SQLite engine leaves a parameter in an
 	// upsert's DO UPDATE ... WHERE clause unbound (it stays "@now" in the
-	// generated statement), so this one statement is not generated.
+	// generated statement). SQLite has no way to tell an upsert's insert
+	// from its update, so a free MR is claimed by the insert and an
+	// expired claim replaced by the update (one writer at a time: nothing
+	// comes between them that matters).
 	n, err := affected(x.exec(ctx, `INSERT INTO status_note_claims (platform, project_id, mr_iid, token, claimed_until)
-		VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (platform, project_id, mr_iid) DO UPDATE SET token = excluded.token, claimed_until = excluded.claimed_until
-		WHERE status_note_claims.claimed_until <= ?`, c.Platform, c.ProjectID, c.MRIID, c.Token, until, now))
-	return n == 1, err
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (platform, project_id, mr_iid) DO NOTHING`,
+		c.Platform, c.ProjectID, c.MRIID, c.Token, until))
+	if err != nil || n == 1 {
+		return n == 1, false, err
+	}
+	n, err = affected(x.exec(ctx, `UPDATE status_note_claims SET token = ?, claimed_until = ?
+		WHERE platform = ? AND project_id = ? AND mr_iid = ? AND claimed_until <= ?`,
+		c.Token, until, c.Platform, c.ProjectID, c.MRIID, now))
+	return n == 1, n == 1, err
 }
 
 // StatusNoteGet implements store.StatusNoteQueries.

@@ -497,8 +497,8 @@ func testStatusNoteClaimRenewal(t *testing.T, open Open) {
 	s := open(t)(Opts{NowFunc: func() time.Time { return now }})
 	ctx := context.Background()
 	c, ok, err := s.ClaimStatusNote(ctx, store.PlatformGitLab, 7, 1, 5*time.Second)
-	if err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
+	if err != nil || !ok || c.TakenOver {
+		t.Fatalf("claim of a free MR: %v %v, taken over %v; want claimed, not taken over", ok, err, c.TakenOver)
 	}
 	now = now.Add(4 * time.Second)
 	if ok, err := s.RenewStatusNote(ctx, c, 5*time.Second); err != nil || !ok {
@@ -509,11 +509,19 @@ func testStatusNoteClaimRenewal(t *testing.T, open Open) {
 		t.Fatalf("a renewed claim was taken over: %v %v", ok, err)
 	}
 	now = now.Add(2 * time.Second) // the holder stopped renewing: it died
-	if _, ok, err := s.ClaimStatusNote(ctx, store.PlatformGitLab, 7, 1, 5*time.Second); err != nil || !ok {
-		t.Fatalf("an expired claim was not taken over: %v %v", ok, err)
+	c2, ok, err := s.ClaimStatusNote(ctx, store.PlatformGitLab, 7, 1, 5*time.Second)
+	if err != nil || !ok || !c2.TakenOver {
+		t.Fatalf("an expired claim: %v %v, taken over %v; want claimed and taken over", ok, err, c2.TakenOver)
 	}
 	if ok, err := s.RenewStatusNote(ctx, c, 5*time.Second); err != nil || ok {
 		t.Fatalf("the stale holder renewed a claim taken over: %v %v", ok, err)
+	}
+	// Released, the MR is free again: the next claim takes over nothing.
+	if err := s.ReleaseStatusNote(ctx, s.DB(), c2); err != nil {
+		t.Fatal(err)
+	}
+	if c3, ok, err := s.ClaimStatusNote(ctx, store.PlatformGitLab, 7, 1, 5*time.Second); err != nil || !ok || c3.TakenOver {
+		t.Fatalf("claim after a release: %v %v, taken over %v; want claimed, not taken over", ok, err, c3.TakenOver)
 	}
 }
 

@@ -33,12 +33,15 @@ WHERE status_notes.rendered_seq <= excluded.rendered_seq
     OR status_notes.note_id <> excluded.note_id
     OR status_notes.operation_id <> excluded.operation_id;
 
--- name: StatusNoteClaim :execrows
+-- name: StatusNoteClaim :one
+-- No row while a live claim holds the MR; taken_over when the row was an
+-- expired claim (xmax is set on an updated row, 0 on an inserted one).
 INSERT INTO status_note_claims (platform, project_id, mr_iid, token, claimed_until)
 VALUES (@platform, @project_id, @mr_iid, @token, @claimed_until)
 ON CONFLICT (platform, project_id, mr_iid) DO UPDATE
 SET token = excluded.token, claimed_until = excluded.claimed_until
-WHERE status_note_claims.claimed_until <= @now;
+WHERE status_note_claims.claimed_until <= @now
+RETURNING (xmax <> 0)::boolean AS taken_over;
 
 -- name: StatusNoteRenew :execrows
 UPDATE status_note_claims SET claimed_until = @claimed_until

@@ -122,12 +122,13 @@ func (q *Queries) CommitClaimSeed(ctx context.Context, db DBTX, arg *CommitClaim
 	return err
 }
 
-const statusNoteClaim = `-- name: StatusNoteClaim :execrows
+const statusNoteClaim = `-- name: StatusNoteClaim :one
 INSERT INTO status_note_claims (platform, project_id, mr_iid, token, claimed_until)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (platform, project_id, mr_iid) DO UPDATE
 SET token = excluded.token, claimed_until = excluded.claimed_until
 WHERE status_note_claims.claimed_until <= $6
+RETURNING (xmax <> 0)::boolean AS taken_over
 `
 
 type StatusNoteClaimParams struct {
@@ -139,8 +140,10 @@ type StatusNoteClaimParams struct {
 	Now          time.Time
 }
 
-func (q *Queries) StatusNoteClaim(ctx context.Context, db DBTX, arg *StatusNoteClaimParams) (int64, error) {
-	result, err := db.Exec(ctx, statusNoteClaim,
+// No row while a live claim holds the MR; taken_over when the row was an
+// expired claim (xmax is set on an updated row, 0 on an inserted one).
+func (q *Queries) StatusNoteClaim(ctx context.Context, db DBTX, arg *StatusNoteClaimParams) (bool, error) {
+	row := db.QueryRow(ctx, statusNoteClaim,
 		arg.Platform,
 		arg.ProjectID,
 		arg.MrIid,
@@ -148,10 +151,9 @@ func (q *Queries) StatusNoteClaim(ctx context.Context, db DBTX, arg *StatusNoteC
 		arg.ClaimedUntil,
 		arg.Now,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var taken_over bool
+	err := row.Scan(&taken_over)
+	return taken_over, err
 }
 
 const statusNoteCurrent = `-- name: StatusNoteCurrent :one
