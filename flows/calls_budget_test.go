@@ -31,11 +31,12 @@ const (
 	epCurrentUser  = "GET /user"
 )
 
-// minimumCalls is the least a change can cost GitLab (issue 12): create
-// the branch, commit, open the MR, approve once per reviewer robot, merge,
-// create the status note. Edits of the note count as the note.
+// minimumCalls is the least a change can cost GitLab (issue 12): commit
+// on a new branch (one call: start_branch creates the branch), open the
+// MR, approve once per reviewer robot, merge, create the status note.
+// Edits of the note count as the note.
 func minimumCalls(reviewers int) map[string]float64 {
-	return map[string]float64{epBranchCreate: 1, epCommitCreate: 1, epMRCreate: 1, epApprove: float64(reviewers),
+	return map[string]float64{epCommitCreate: 1, epMRCreate: 1, epApprove: float64(reviewers),
 		epMerge: 1, epNoteCreate: 1}
 }
 
@@ -49,13 +50,14 @@ func happyPathBudget(reviewers int) map[string]float64 {
 		// The submit check's reads (its 422 or 503); the create step
 		// shares the project's when less than a minute old
 		// (projectReadTTL), as here: 2 per change otherwise.
-		epProject:    1, // id, default branch, squash option
-		epBranch:     1, // the target branch exists
-		epTree:       1, // create step: create or update, per file
-		epMR:         3, // the MR pipeline's webhook (is it the head's?), approve (head sha), merge (mergeable, rebase)
-		epApprovals:  0, // none: a first round approves without reading (approvalsReadFirst)
-		epNotes:      0, // none: the first note is created at once (store.NoteClaim.TakenOver)
-		epNoteUpdate: 2, // the note's edits when merged and when validated (they count as the note)
+		epProject:      1, // id, default branch, squash option
+		epBranch:       1, // the target branch exists
+		epTree:         1, // create step: create or update, per file
+		epBranchCreate: 0, // none: the commit creates the branch (start_branch)
+		epMR:           3, // the MR pipeline's webhook (is it the head's?), approve (head sha), merge (mergeable, rebase)
+		epApprovals:    0, // none: a first round approves without reading (approvalsReadFirst)
+		epNotes:        0, // none: the first note is created at once (store.NoteClaim.TakenOver)
+		epNoteUpdate:   2, // the note's edits when merged and when validated (they count as the note)
 	} {
 		b[ep] = n
 	}

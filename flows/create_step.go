@@ -62,17 +62,27 @@ func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
 	// run idempotent are skipped (DESIGN §9: close to the minimum calls).
 	// The branch is created without reading first: only a repeated run
 	// finds it there (GitLab answers 400 "Branch already exists") and then
-	// reads it.
-	branch, err := e.gl.CreateBranch(ctx, proj.ID, source, target)
-	fresh := err == nil
-	if errors.Is(err, platform.ErrAlreadyExists) {
-		branch, err = e.gl.Branch(ctx, proj.ID, source)
-	}
+	// reads it. Where the platform creates a branch with its first commit
+	// in one call (GitLab's start_branch), a first run makes that call.
+	head, made, err := e.branchWithCommit(ctx, op, proj.ID, source, target, deferCI)
 	if err != nil {
-		return notFoundIs(err, rules.WordsOf(op.Platform), rules.CreateFailed, "target branch %q not found", target)
+		return err
 	}
-	head := branch.CommitSHA
-	committed := false
+	fresh, committed := made == branchCreated, made == branchCreated
+	if !fresh {
+		branch, err := platform.Branch{}, platform.ErrAlreadyExists
+		if made != branchExists {
+			branch, err = e.gl.CreateBranch(ctx, proj.ID, source, target)
+			fresh = err == nil
+		}
+		if errors.Is(err, platform.ErrAlreadyExists) {
+			branch, err = e.gl.Branch(ctx, proj.ID, source)
+		}
+		if err != nil {
+			return notFoundIs(err, rules.WordsOf(op.Platform), rules.CreateFailed, "target branch %q not found", target)
+		}
+		head = branch.CommitSHA
+	}
 	if !fresh {
 		// Our commit anywhere on the branch, not only at its tip: after a
 		// failed pipeline a developer may have pushed a fix on top, and
@@ -151,6 +161,61 @@ func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
 		return e.cleanUpIfCancelled(ctx, op.ID, proj.ID, source, mr)
 	}
 	return err
+}
+
+// branchCommitter is the platform that creates a branch with its first
+// commit in one call (gitlab.Client.CreateBranchWithCommit: POST
+// .../repository/commits with start_branch); GitHub's adapter is not one.
+type branchCommitter interface {
+	CreateBranchWithCommit(ctx context.Context, projectID int64, start string, p platform.CommitParams) (platform.Commit, error)
+}
+
+// What branchWithCommit made of the change's branch.
+type branchMade int
+
+const (
+	// branchNotMade: the platform cannot, or refused the commit; the
+	// caller creates the branch and commits on it.
+	branchNotMade branchMade = iota
+	// branchCreated: the branch and its commit (head) are there.
+	branchCreated
+	// branchExists: the branch was there already (a repeated run); the
+	// caller reads what it holds.
+	branchExists
+)
+
+// branchWithCommit creates the change's branch source from target with its
+// commit in one call where the platform can (branchCommitter). It answers
+// branchNotMade, and no error, when the platform cannot and when the
+// platform refused a commit whose create-or-update actions came from the
+// target's tree (the target may have moved since the listing: the caller
+// commits on the branch once it is created, as without this call), and for
+// a change that opened its merge request before. A target branch that does
+// not exist fails the change in CREATE_FAILED.
+func (e createWorker) branchWithCommit(ctx context.Context, op store.Operation, projectID int64, source, target string, deferCI bool) (head string, made branchMade, err error) {
+	bc, ok := e.gl.(branchCommitter)
+	if !ok || op.MRIID != 0 {
+		// A change that opened its MR before (a /retry) most likely
+		// has its branch: the caller reads it as it always did.
+		return "", branchNotMade, nil
+	}
+	actions, err := e.commitActions(ctx, projectID, target, op.Files)
+	if err != nil {
+		return "", branchNotMade, err
+	}
+	c, err := bc.CreateBranchWithCommit(ctx, projectID, target, platform.CommitParams{Branch: source, Message: commitMessage(op, deferCI), Actions: actions})
+	switch {
+	case err == nil:
+		return c.SHA, branchCreated, nil
+	case errors.Is(err, platform.ErrAlreadyExists):
+		return "", branchExists, nil
+	case errors.Is(err, platform.ErrNotFound):
+		return "", branchNotMade, failTo(rules.CreateFailed, "target branch %q not found", target)
+	case platform.IsRefused(err):
+		e.opLog(op).Info("the commit creating the branch was refused; committing on a created branch instead", "err", err)
+		return "", branchNotMade, nil
+	}
+	return "", branchNotMade, err
 }
 
 // squashByDefault reports whether the project squashes merge requests

@@ -74,10 +74,12 @@ func calls(h *flowtest.Harness, method, pattern, user string, ok bool) int {
 
 // branchCreates lists the robot's branch creates gitlabfake answered with
 // status.
-func branchCreates(h *flowtest.Harness, status int) []gitlabfake.Call {
+// postsAnswered returns the POST calls to path pattern that GitLab answered
+// with status.
+func postsAnswered(h *flowtest.Harness, pattern string, status int) []gitlabfake.Call {
 	var out []gitlabfake.Call
 	for _, c := range h.GitLab.Calls() {
-		if c.Method == http.MethodPost && matches(pathBranches, c.Path) && c.Status == status {
+		if c.Method == http.MethodPost && matches(pattern, c.Path) && c.Status == status {
 			out = append(out, c)
 		}
 	}
@@ -265,20 +267,33 @@ func TestCreateRules(t *testing.T) {
 		}
 	}
 	onlyOne := func(t *testing.T, h *flowtest.Harness, _ string) {
-		// The branch is created without a read first: the retry's create
-		// is answered 400 "Branch already exists" and makes nothing.
-		wantCalls(t, h, http.MethodPost, pathBranches, flowtest.Robot, false, 2)
-		if n := len(branchCreates(h, http.StatusBadRequest)); n != 1 {
-			t.Fatalf("%d branch creates answered 400 (already exists), want the retry's 1", n)
+		// The branch is created by its commit without a read first: the
+		// retry's commit is answered 400 "A branch called ... already
+		// exists" and makes nothing; the retry reads the branch and finds
+		// its commit there.
+		wantCalls(t, h, http.MethodPost, pathBranches, flowtest.Robot, false, 0)
+		wantCalls(t, h, http.MethodPost, pathCommits, flowtest.Robot, false, 2)
+		if n := len(postsAnswered(h, pathCommits, http.StatusBadRequest)); n != 1 {
+			t.Fatalf("%d commits answered 400 (the branch exists), want the retry's 1", n)
 		}
-		wantCalls(t, h, http.MethodPost, pathCommits, flowtest.Robot, false, 1)
 		wantCalls(t, h, http.MethodPost, pathMRs, flowtest.Robot, false, 1)
 	}
 	runRules(t, []rule{
-		{name: "branch created but the answer lost: the retry uses it", want: rules.CreateMROpened,
-			run: lostAnswer(http.MethodPost, pathBranches), check: onlyOne},
-		{name: "commit made but the answer lost: the retry finds it at the tip", want: rules.CreateMROpened,
+		{name: "branch and commit made in one call but the answer lost: the retry finds them", want: rules.CreateMROpened,
 			run: lostAnswer(http.MethodPost, pathCommits), check: onlyOne},
+		{name: "the commit creating the branch refused for a file: the branch is created and committed on", want: rules.CreateMROpened,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				// GitLab's answer when the target moved between the tree
+				// listing and the commit (a file the listing did not have).
+				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathCommits, Status: http.StatusBadRequest,
+					Body: "A file with this name already exists", Times: 1})
+				return h.ToMROpened(t, flowtest.Change("svc")).ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, _ string) {
+				wantCalls(t, h, http.MethodPost, pathBranches, flowtest.Robot, false, 1)
+				wantCalls(t, h, http.MethodPost, pathCommits, flowtest.Robot, false, 2)
+				wantCalls(t, h, http.MethodPost, pathMRs, flowtest.Robot, false, 1)
+			}},
 		{name: "MR opened but the answer lost: the retry finds the open MR", want: rules.CreateMROpened,
 			run: lostAnswer(http.MethodPost, pathMRs), check: onlyOne},
 		{name: "retry after a failed pipeline with no push: same commit, a new pipeline", want: rules.HandleMerged,

@@ -207,6 +207,12 @@ func (c *Client) translate(endpoint string, err error, resp *gl.Response, rec *r
 //     for this source branch: !<iid>" is ErrAlreadyExists;
 //   - branch create: 400 "Branch already exists" is ErrAlreadyExists (other
 //     400s, such as "Branch name is invalid", are ErrInvalid);
+//   - commit create on a new branch (start_branch): 400 "A branch called
+//     '<b>' already exists. Switch to that branch in order to make changes"
+//     is ErrAlreadyExists (Commits::CreateService#validate_branch_existence!;
+//     the file actions' 400s, such as "A file with this name already
+//     exists", are ErrInvalid), and 400 "You can only create or edit files
+//     when you are on a branch" (no such start branch) is ErrNotFound;
 //   - everything else: platform.KindOf(status).
 func kindOf(endpoint string, status int, msg string) error {
 	switch {
@@ -218,6 +224,11 @@ func kindOf(endpoint string, status int, msg string) error {
 		return platform.ErrAlreadyExists
 	case endpoint == epBranchCreate && status == http.StatusBadRequest && strings.Contains(strings.ToLower(msg), "already exists"):
 		return platform.ErrAlreadyExists
+	case endpoint == epCommitCreate && status == http.StatusBadRequest && strings.HasPrefix(msg, "A branch called ") &&
+		strings.Contains(msg, " already exists"):
+		return platform.ErrAlreadyExists
+	case endpoint == epCommitCreate && status == http.StatusBadRequest && msg == "You can only create or edit files when you are on a branch":
+		return platform.ErrNotFound // the start branch does not exist (validate_on_branch!)
 	}
 	return platform.KindOf(status)
 }

@@ -440,3 +440,43 @@ func TestConformanceFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceBranchWithCommit: one POST .../repository/commits with
+// start_branch creates the branch and its commit; on a branch that exists
+// GitLab answers 400 "A branch called '<b>' already exists. Switch to that
+// branch in order to make changes" (Commits::CreateService), which is
+// platform.ErrAlreadyExists, while a refused file action is not.
+func TestConformanceBranchWithCommit(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := t.Context()
+	pid := f.project.ID
+	main, err := f.c.Branch(ctx, pid, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const branch = "changebot/op_01WITHCOMMIT"
+	params := platform.CommitParams{Branch: branch, Message: "Apply op_01WITHCOMMIT",
+		Actions: []platform.FileAction{{Action: "create", FilePath: "services/new.yaml", Content: "replicas: 3\n"}}}
+	commit, err := f.c.CreateBranchWithCommit(ctx, pid, "main", params)
+	if err != nil || len(commit.ParentIDs) != 1 || commit.ParentIDs[0] != main.CommitSHA {
+		t.Fatalf("CreateBranchWithCommit = %+v, %v; want one commit on main's head %s", commit, err, main.CommitSHA)
+	}
+	if b, err := f.c.Branch(ctx, pid, branch); err != nil || b.CommitSHA != commit.SHA {
+		t.Fatalf("the new branch = %+v, %v; want its tip at %s", b, err, commit.SHA)
+	}
+	if n := f.srv.CallCount("POST", "/api/v4/projects/*/repository/branches"); n != 0 {
+		t.Errorf("branch creates: %d, want 0 (the commit created the branch)", n)
+	}
+	_, err = f.c.CreateBranchWithCommit(ctx, pid, "main", params)
+	requireStatus(t, err, 400, "A branch called '"+branch+"' already exists")
+	if !errors.Is(err, platform.ErrAlreadyExists) {
+		t.Errorf("on an existing branch err = %v; want ErrAlreadyExists", err)
+	}
+	params.Branch = "changebot/op_01OTHER"
+	params.Actions[0].FilePath = "README.md" // exists on main: create is refused
+	_, err = f.c.CreateBranchWithCommit(ctx, pid, "main", params)
+	if errors.Is(err, platform.ErrAlreadyExists) || !platform.IsRefused(err) {
+		t.Errorf("create of an existing file err = %v; want a refusal that is not ErrAlreadyExists", err)
+	}
+}

@@ -61,6 +61,25 @@ func (c *Client) CreateBranch(ctx context.Context, projectID int64, name, ref st
 // apply (for example creating a file that exists) and 403 when the robot may
 // not push (GITLAB-FACTS.md §2.2).
 func (c *Client) CreateCommit(ctx context.Context, projectID int64, p platform.CommitParams) (platform.Commit, error) {
+	return c.createCommit(ctx, projectID, p, "")
+}
+
+// CreateBranchWithCommit creates branch p.Branch from the head of branch
+// start with one commit of p.Actions, in one call: POST
+// /projects/:id/repository/commits with start_branch (doc/api/commits.md),
+// where a CreateBranch and a CreateCommit take two. GitLab refuses it when
+// p.Branch exists, 400 "A branch called '<b>' already exists. Switch to
+// that branch in order to make changes" (Commits::CreateService
+// #validate_branch_existence!), which matches platform.ErrAlreadyExists;
+// a start branch that does not exist answers 400 "You can only create or
+// edit files when you are on a branch"; the rest as CreateCommit.
+func (c *Client) CreateBranchWithCommit(ctx context.Context, projectID int64, start string, p platform.CommitParams) (platform.Commit, error) {
+	return c.createCommit(ctx, projectID, p, start)
+}
+
+// createCommit is CreateCommit, creating the branch from start when start
+// is not "".
+func (c *Client) createCommit(ctx context.Context, projectID int64, p platform.CommitParams, start string) (platform.Commit, error) {
 	if len(p.Actions) == 0 {
 		return platform.Commit{}, fmt.Errorf("committing to branch %q of project %d: no file actions", p.Branch, projectID)
 	}
@@ -68,6 +87,9 @@ func (c *Client) CreateCommit(ctx context.Context, projectID int64, p platform.C
 		Branch:        gl.Ptr(p.Branch),
 		CommitMessage: gl.Ptr(p.Message),
 		Actions:       make([]*gl.CommitActionOptions, 0, len(p.Actions)),
+	}
+	if start != "" {
+		opt.StartBranch = gl.Ptr(start)
 	}
 	for _, a := range p.Actions {
 		act := gl.FileActionValue(a.Action)

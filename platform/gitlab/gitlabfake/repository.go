@@ -319,9 +319,13 @@ type fileAction struct {
 }
 
 // createCommit serves POST /projects/:id/repository/commits (branch,
-// commit_message, actions[], start_branch, start_sha): 201 with the commit
-// (fixture api-commit-create.json); 400 with the Files::MultiService message
-// on a bad action; 403 "You are not allowed to push into this branch".
+// commit_message, actions[], start_branch, start_sha, force): 201 with the
+// commit (fixture api-commit-create.json); 400 with the Files::MultiService
+// message on a bad action; 403 "You are not allowed to push into this
+// branch"; 400 "A branch called '<b>' already exists. Switch to that branch
+// in order to make changes" when a start_branch other than branch, or a
+// start_sha, is given for a branch that exists without force
+// (Commits::CreateService#validate_branch_existence!, different_branch?).
 func (s *Server) createCommit(rc *reqCtx) {
 	p := s.project(rc)
 	if p == nil || !rc.requireAccess(p, AccessDeveloper) {
@@ -332,6 +336,7 @@ func (s *Server) createCommit(rc *reqCtx) {
 		CommitMessage string       `json:"commit_message"`
 		StartBranch   string       `json:"start_branch"`
 		StartSHA      string       `json:"start_sha"`
+		Force         bool         `json:"force"`
 		Actions       []fileAction `json:"actions"`
 	}
 	if err := json.Unmarshal(rc.body, &req); err != nil {
@@ -354,7 +359,12 @@ func (s *Server) createCommit(rc *reqCtx) {
 		return
 	}
 	parent, exists := p.repo.branches[req.Branch]
-	if !exists {
+	different := req.StartSHA != "" || (req.StartBranch != "" && req.StartBranch != req.Branch)
+	if exists && different && !req.Force {
+		rc.fail(http.StatusBadRequest, fmt.Sprintf("A branch called '%s' already exists. Switch to that branch in order to make changes", req.Branch))
+		return
+	}
+	if !exists || different { // force: the branch starts again at the start
 		start := cmpOr(req.StartSHA, req.StartBranch)
 		if parent = p.repo.resolve(start); start == "" || parent == "" {
 			rc.fail(http.StatusBadRequest, "You can only create or edit files when you are on a branch")
