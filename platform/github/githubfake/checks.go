@@ -181,6 +181,7 @@ func (s *Server) finishLater(r *repo, run *workflowRun, jobs []*checkRun) {
 		s.touchPulls(r, run.sha)
 		s.emitCheckSuite(r, run)
 		s.emitWorkflowRun(r, run, "completed")
+		s.groupDone(r, run)
 	})
 }
 

@@ -14,7 +14,9 @@
 // the first read after a change, as GitHub answers while it computes),
 // reviews, issue comments, scripted CI (one workflow run per pushed head:
 // check runs and commit statuses with scripted outcomes, re-runs of failed
-// jobs), merges with GitHub's 405/409 rules, asynchronous update-branch,
+// jobs), merges with GitHub's 405/409 rules, merge queues (POST /graphql:
+// enqueuePullRequest, mergeQueueEntry, mergeQueue; merge_group webhooks;
+// merge_queue.go), asynchronous update-branch,
 // injected faults and rate limits (primary and secondary), and per-endpoint
 // call counts. Tests and `changebot demo` start one with New and point the
 // GitHub adapter (platform/github) and the bot's webhook endpoint at it.

@@ -63,6 +63,12 @@ type repo struct {
 	statuses map[string][]*status   // sha → statuses, oldest first
 	ci       CIScript
 	ciCount  int
+	// mergeQueues are the branches that require a merge queue
+	// (SetMergeQueue); queues their entries, first first; enqueued the
+	// head shas of every accepted enqueuePullRequest, by pull request.
+	mergeQueues map[string]bool
+	queues      map[string][]*queueEntry
+	enqueued    map[int64][]string
 }
 
 // commit is a git commit.

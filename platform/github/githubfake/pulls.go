@@ -505,6 +505,10 @@ func (s *Server) mergePull(rc *reqCtx) {
 		rc.fail(http.StatusMethodNotAllowed, names[method]+" are not allowed on this repository.")
 		return
 	}
+	if refusal := r.queueRefusal(pr.base); refusal != "" {
+		rc.fail(http.StatusMethodNotAllowed, refusal)
+		return
+	}
 	if _, _, refusal := s.mergeState(r, pr); refusal != "" {
 		rc.fail(http.StatusMethodNotAllowed, refusal)
 		return

@@ -633,6 +633,7 @@ func matchRoute(pattern, escaped string) (map[string]string, bool) {
 
 // routes lists every endpoint; the first match wins.
 var routes = []route{
+	{method: "POST", pattern: "/graphql", h: (*Server).graphql},
 	{method: "GET", pattern: "/user", h: (*Server).getAuthenticatedUser},
 	{method: "GET", pattern: "/user/{id}", h: (*Server).getUserByID},
 	{method: "GET", pattern: "/users/{login}", h: (*Server).getUser},
