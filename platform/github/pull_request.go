@@ -365,20 +365,3 @@ func (c *Client) Rebase(ctx context.Context, projectID, iid int64) error {
 
 // errNoHead reports a pull request without a head sha.
 var errNoHead = errors.New("pull request has no head sha")
-
-// errNoMergeTrains answers the merge train calls: GitHub has none (its
-// merge queue is enqueued through GraphQL, which this adapter does not
-// call; docs/github.md). Projects on GitHub never report
-// platform.Project.MergeTrains, so the flows never ask.
-var errNoMergeTrains = &platform.Error{Status: http.StatusNotImplemented, Kind: platform.ErrNotMergeable,
-	Message: "GitHub has no GitLab merge trains"}
-
-// AddToMergeTrain is not supported on GitHub (errNoMergeTrains).
-func (c *Client) AddToMergeTrain(ctx context.Context, projectID, iid int64, sha string, squash bool) error {
-	return fmt.Errorf("adding pull request #%d to a merge train: %w", iid, errNoMergeTrains)
-}
-
-// MergeTrainCar is not supported on GitHub (errNoMergeTrains).
-func (c *Client) MergeTrainCar(ctx context.Context, projectID, iid int64) (platform.TrainCar, error) {
-	return platform.TrainCar{}, fmt.Errorf("reading the merge train car of pull request #%d: %w", iid, errNoMergeTrains)
-}
