@@ -366,6 +366,7 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 	case h.Action == "update" && h.TargetChanged:
 	case h.Action == "update" && h.DraftChanged && !h.Draft:
 	case h.Action == "update" && h.OldRev != "":
+	case h.Action == "update" && h.QueueChanged:
 	default:
 		return OutcomeNoChange, nil
 	}
@@ -385,6 +386,9 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 		}
 		if h.DraftChanged && !h.Draft {
 			return e.applyReadyHook(ctx, op, source)
+		}
+		if h.QueueChanged {
+			return e.applyQueueHook(ctx, op)
 		}
 		return e.applyHeadPush(ctx, op)
 	}
@@ -407,6 +411,22 @@ func (e *Engine) applyHeadPush(ctx context.Context, op store.Operation) (string,
 		return "", ErrEarlyHook
 	}
 	if rules.StepCode(op.Step) != rules.HandleRebasing {
+		return OutcomeNoChange, nil
+	}
+	if _, err := e.st.WakeStep(ctx, e.st.DB(), op.ID, op.Step, []string{rules.KindHandle}); err != nil {
+		return "", err
+	}
+	return OutcomeNoChange, nil
+}
+
+// applyQueueHook applies a hook saying the change's entry in the
+// platform's merge queue changed (QueueChanged: GitHub's merge_group, or
+// pull_request dequeued): a change in HANDLE_IN_TRAIN polls its entry now
+// instead of at its next interval, so a dequeued pull request fails
+// without waiting for the poll (issue 22 point 4). No call, no write but
+// the poll's due time; the merge itself comes as its own closed webhook.
+func (e *Engine) applyQueueHook(ctx context.Context, op store.Operation) (string, error) {
+	if rules.StepCode(op.Step) != rules.HandleInTrain {
 		return OutcomeNoChange, nil
 	}
 	if _, err := e.st.WakeStep(ctx, e.st.DB(), op.ID, op.Step, []string{rules.KindHandle}); err != nil {

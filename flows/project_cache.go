@@ -26,6 +26,14 @@ type projectReads struct {
 	// branches holds when a target branch was last seen to exist, by
 	// "<project id>/<branch>" (a submit's check, issue 22 point 1).
 	branches map[string]time.Time
+	// queues holds whether a target branch requires a merge queue (a
+	// GitHub branch rule), by "<project id>/<branch>".
+	queues map[string]cachedQueue
+}
+
+type cachedQueue struct {
+	on bool
+	at time.Time
 }
 
 type cachedProject struct {
@@ -86,4 +94,30 @@ func (e *Engine) branchExists(ctx context.Context, projectID int64, branch strin
 	}
 	r.branches[key] = e.now()
 	return nil
+}
+
+// mergeQueue reports whether branch of projectID requires a merge queue
+// as the platform answered within projectReadTTL, or reads it once
+// (mq.MergeQueue) and keeps a successful answer: every change of the
+// branch, and every poll of theirs, shares one read per projectReadTTL.
+func (e *Engine) mergeQueue(ctx context.Context, mq branchMergeQueues, projectID int64, branch string) (bool, error) {
+	key := fmt.Sprintf("%d/%s", projectID, branch)
+	r := &e.reads
+	r.mu.Lock()
+	c, ok := r.queues[key]
+	r.mu.Unlock()
+	if ok && e.now().Sub(c.at) < projectReadTTL {
+		return c.on, nil
+	}
+	on, err := mq.MergeQueue(ctx, projectID, branch)
+	if err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.queues == nil {
+		r.queues = map[string]cachedQueue{}
+	}
+	r.queues[key] = cachedQueue{on: on, at: e.now()}
+	return on, nil
 }

@@ -482,19 +482,41 @@ func (e *Engine) queueApplies(ctx context.Context, projectID int64, branch strin
 // a merge queue is moved to its front.
 var ErrNotQueued = errors.New("change is not waiting in a merge queue")
 
-// mergeTrains reports whether op's project merges through GitLab's merge
-// trains (platform.Project.MergeTrains, read at most once per
-// projectReadTTL): then the train is the queue, and the change is added to
-// it instead of merged (issue 22 point 4). queue.mode off merges directly.
+// mergeTrains reports whether op's target branch merges through the
+// platform's own queue: GitLab's merge trains (platform.Project.MergeTrains,
+// a project setting) or a GitHub branch that requires a merge queue
+// (branchMergeQueues, per branch). Either answer is read at most once per
+// projectReadTTL. Then that queue is the queue, and the change is added
+// to it instead of merged (issue 22 point 4). queue.mode off merges
+// directly.
 func (e *Engine) mergeTrains(ctx context.Context, op store.Operation) (bool, error) {
-	if e.queueFor(op).Mode == rules.QueueOff || rules.WordsOf(op.Platform).OnGitHub() {
+	if e.queueFor(op).Mode == rules.QueueOff {
 		return false, nil
+	}
+	if rules.WordsOf(op.Platform).OnGitHub() {
+		mq, ok := e.gl.(branchMergeQueues)
+		if !ok {
+			return false, nil
+		}
+		q, err := e.mergeQueue(ctx, mq, op.ProjectID, op.TargetBranch)
+		if err != nil {
+			return false, fmt.Errorf("reading whether %s of %s requires a merge queue: %w", op.TargetBranch, op.Project, err)
+		}
+		return q, nil
 	}
 	p, err := e.project(ctx, op.Project)
 	if err != nil {
 		return false, fmt.Errorf("reading whether %s has merge trains: %w", op.Project, err)
 	}
 	return p.MergeTrains, nil
+}
+
+// branchMergeQueues is how the GitHub adapter says whether a branch
+// requires a merge queue (platform/github.Client.MergeQueue, GraphQL
+// repository.mergeQueue). GitLab's adapter has none: its merge trains are
+// a project setting.
+type branchMergeQueues interface {
+	MergeQueue(ctx context.Context, projectID int64, branch string) (bool, error)
 }
 
 // joinTrain adds the approved merge request, read open at head mr.SHA, to
@@ -515,14 +537,14 @@ func (e handleWorker) joinTrain(ctx context.Context, op store.Operation, mr plat
 	case err == nil:
 		_, err = e.Transition(ctx, op, rules.HandleInTrain, TransitionOpts{Source: "job:" + rules.KindHandle,
 			Payload: map[string]any{"head_sha": mr.SHA, "merge_train": op.TargetBranch},
-			Update:  func(o *store.Operation) { o.Detail = "on the merge train of " + op.TargetBranch }})
+			Update:  func(o *store.Operation) { o.Detail = "on the " + w.Train + " of " + op.TargetBranch }})
 		return err
 	case errors.Is(err, platform.ErrHeadMoved):
 		e.releaseMerge(ctx, op, lease, w.Platform+" answered 409: the head moved")
 		return e.shaMismatch(ctx, op)
 	case platform.IsRefused(err):
 		e.releaseMerge(ctx, op, lease, fmt.Sprintf("%s answered %d", w.Platform, platform.StatusOf(err)))
-		return failTo(rules.HandleNotMergeable, "%s refused to add %s to the merge train of %s: %s", w.Platform, w.Ref(op.MRIID), op.TargetBranch, failureDetail(w, err))
+		return failTo(rules.HandleNotMergeable, "%s refused to add %s to the %s of %s: %s", w.Platform, w.Ref(op.MRIID), w.Train, op.TargetBranch, failureDetail(w, err))
 	}
 	return err
 }
@@ -542,8 +564,8 @@ func (e handleWorker) pollTrain(ctx context.Context, op store.Operation) error {
 	w := rules.WordsOf(op.Platform)
 	switch {
 	case errors.Is(err, platform.ErrNotFound):
-		return failTo(rules.HandleFailed, "%s removed %s from the merge train of %s (its train pipeline did not succeed, or a person took it off): fix it and comment /retry",
-			w.Platform, w.Ref(op.MRIID), op.TargetBranch)
+		return failTo(rules.HandleFailed, "%s removed %s from the %s of %s (its %s did not succeed, or a person took it off): fix it and comment /retry",
+			w.Platform, w.Ref(op.MRIID), w.Train, op.TargetBranch, w.TrainPipeline)
 	case err != nil:
 		return err
 	}

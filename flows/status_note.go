@@ -371,7 +371,7 @@ func transitionWords(w rules.Words, ev store.Event, pl map[string]any, by string
 	case rules.HandleQueued:
 		return fmt.Sprintf("queued%s: position %d", suffix(" for ", pl["queue"]), intOf(pl["position"]))
 	case rules.HandleInTrain:
-		return "added to the merge train" + suffix(" of ", pl["merge_train"])
+		return "added to the " + w.Train + suffix(" of ", pl["merge_train"])
 	case rules.Closed:
 		return "closed" + by
 	case rules.ClosedByPerson:

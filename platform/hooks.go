@@ -131,6 +131,14 @@ type MergeRequestHook struct {
 	// events); on GitHub pull_request "edited" with changes.base
 	// (docs.github.com "Webhook events and payloads", pull_request edited).
 	TargetChanged bool
+	// QueueChanged reports that the merge request's entry in the
+	// platform's own merge queue changed, on an "update": on GitHub a
+	// merge_group webhook of the group testing it (checks_requested,
+	// destroyed; its head_ref gh-readonly-queue/<base>/pr-<number>-<sha>
+	// names the pull request) or pull_request "dequeued" (docs.github.com
+	// "Webhook events and payloads", merge_group and pull_request). It
+	// says only "look now": the entry is read from the platform.
+	QueueChanged bool
 }
 
 // PipelineHook is a Pipeline Hook (fixture webhook-pipeline-mr-success.json).

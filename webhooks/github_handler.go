@@ -26,7 +26,7 @@ const (
 // answered 200 {"result":"ignored"}, counted, and not stored.
 var GitHubEvents = []string{
 	"pull_request", "pull_request_review", "issue_comment", "check_suite", "check_run", "status",
-	"workflow_run", "push",
+	"workflow_run", "push", "merge_group",
 }
 
 // SignatureVerifier checks an X-Hub-Signature-256 header against the raw

@@ -86,7 +86,8 @@ const (
 	// branch (issue 22): the change ahead leaving the head wakes it.
 	WaitQueue Wait = "turn in the merge queue"
 	// WaitTrain: GitLab's merge train merging the merge request (its
-	// train pipeline, the cars ahead of it).
+	// train pipeline, the cars ahead of it), or GitHub's merge queue
+	// merging the pull request (its merge group checks).
 	WaitTrain Wait = "merge train"
 )
 
@@ -272,12 +273,18 @@ var catalogue = []Step{
 	// GitLab runs the train pipeline and merges it. The Merge Request Hook
 	// "merge" or the step's poll records the merge; a car GitLab removed
 	// (its train pipeline failed, or a person took it off) fails the
-	// change in HANDLE_FAILED; /retry approves and adds it again.
+	// change in HANDLE_FAILED; /retry approves and adds it again. On
+	// GitHub the same step is the pull request enqueued in the merge queue
+	// its target branch requires (GraphQL enqueuePullRequest): GitHub runs
+	// the merge_group checks and merges it, or dequeues it (HANDLE_FAILED).
 	{Code: HandleInTrain, Name: "HANDLE_IN_TRAIN", Phase: PhaseHandle, Status: StatusMerging,
 		Job: job(KindHandle, HandleFailed), Resume: HandleInTrain, Wait: WaitTrain,
 		Next: next(HandleAwaitPipeline, HandleRetargeted),
 		hintIn: func(w Words) string {
-			return "Keep waiting: on the merge train of the target branch; " + w.Platform + " merges it once its train " + w.Pipeline + " passes."
+			if w.OnGitHub() {
+				return "Keep waiting: in the merge queue of the target branch; GitHub merges it once its merge group checks pass."
+			}
+			return "Keep waiting: on the merge train of the target branch; GitLab merges it once its train pipeline passes."
 		}},
 	{Code: HandleMerged, Name: "HANDLE_MERGED", Phase: PhaseHandle, Status: StatusMerged,
 		Job: job(KindAwaitDeploy, DeployPending), Wait: WaitDeploy, Next: next(CalledBack),

@@ -26,6 +26,12 @@ type Words struct {
 	// PipelineHook is a CI webhook in the timeline: "pipeline webhook" or
 	// "checks webhook".
 	PipelineHook string
+	// Train is the platform's own merge queue of a branch: "merge train"
+	// (GitLab) or "merge queue" (GitHub, a branch rule).
+	Train string
+	// TrainPipeline is the CI that queue runs before it merges: "train
+	// pipeline" or "merge group checks" (merge_group).
+	TrainPipeline string
 	// mark prefixes a request's number: "!" or "#".
 	mark string
 }
@@ -33,9 +39,9 @@ type Words struct {
 // The two platforms' words (WordsOf).
 var (
 	gitlabWords = Words{Platform: "GitLab", MR: "merge request", Pipeline: "pipeline", NewRun: "a new pipeline", Deploy: "deploy pipeline",
-		PipelineCheck: "pipeline check", PipelineHook: "pipeline webhook", mark: "!"}
+		PipelineCheck: "pipeline check", PipelineHook: "pipeline webhook", Train: "merge train", TrainPipeline: "train pipeline", mark: "!"}
 	githubWords = Words{Platform: "GitHub", MR: "pull request", Pipeline: "checks", NewRun: "a re-run of the checks", Deploy: "deploy run",
-		PipelineCheck: "checks poll", PipelineHook: "checks webhook", mark: "#"}
+		PipelineCheck: "checks poll", PipelineHook: "checks webhook", Train: "merge queue", TrainPipeline: "merge group checks", mark: "#"}
 )
 
 // WordsOf returns the vocabulary of platform (PlatformGitLab, also

@@ -42,6 +42,7 @@ const (
 	EventStatus            = "status"
 	EventWorkflowRun       = "workflow_run"
 	EventPush              = "push"
+	EventMergeGroup        = "merge_group"
 )
 
 // ErrBadSignature is wrapped by VerifySignature's error when the signature
@@ -102,7 +103,7 @@ func SignatureHeader(secret string, body []byte) string {
 //     has no merged action), closed → close, every other action → update
 //     (synchronize carries OldRev = before; ready_for_review and
 //     converted_to_draft set DraftChanged; edited with changes.base sets
-//     TargetChanged). State is opened, closed or
+//     TargetChanged; dequeued sets QueueChanged). State is opened, closed or
 //     merged; DetailedMergeStatus comes from mergeable_state
 //     (MergeStatusOf).
 //   - pull_request_review: submitted with state approved → HookMergeRequest
@@ -120,6 +121,10 @@ func SignatureHeader(secret string, body []byte) string {
 //     repository's default branch when it is among branches[], else the
 //     first); Status is mapped by checkRunStatus or commitStatus.
 //   - push: HookPush with the envelope.
+//   - merge_group: HookMergeRequest action "update" with QueueChanged for
+//     the pull request its head_ref names
+//     (refs/heads/gh-readonly-queue/<base>/pr-<number>-<sha>: IID, SHA,
+//     TargetBranch); a head_ref not of that shape is HookOther.
 //   - anything else (ping, installation, deployment_status, …): HookOther
 //     with the envelope as far as the payload has it.
 //
@@ -153,6 +158,8 @@ func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 		ev, err = decodeCheck(eventHeader, body)
 	case EventPush:
 		ev, err = decodePush(body)
+	case EventMergeGroup:
+		ev, err = decodeMergeGroup(body)
 	default:
 		ev, err = decodeEnvelope(platform.HookOther, body)
 	}
@@ -226,6 +233,7 @@ func decodePullRequest(body []byte) (platform.HookEvent, error) {
 		}
 		h.DraftChanged = a == "ready_for_review" || a == "converted_to_draft"
 		h.TargetChanged = a == "edited" && e.GetChanges().GetBase() != nil
+		h.QueueChanged = a == "dequeued"
 	}
 	ev := envelope(platform.HookMergeRequest, e.GetRepo(), e.GetSender())
 	ev.MergeRequest = h
@@ -514,4 +522,50 @@ func malformedHook(event string, err error) error {
 		event = event[:40] + "…"
 	}
 	return platform.MalformedHook("GitHub "+strconv.Quote(event), err)
+}
+
+// queueRefPrefix starts the full ref of a merge group's temporary branch,
+// refs/heads/gh-readonly-queue/<base>/pr-<number>-<head sha>
+// (docs.github.com "Managing a merge queue").
+const queueRefPrefix = "refs/heads/gh-readonly-queue/"
+
+// parseQueueRef reads the base branch, pull request number and head sha
+// from a merge group's head_ref; ok is false for any other ref.
+func parseQueueRef(ref string) (base string, number int64, sha string, ok bool) {
+	rest, found := strings.CutPrefix(ref, queueRefPrefix)
+	i := strings.LastIndex(rest, "/pr-")
+	if !found || i <= 0 {
+		return "", 0, "", false
+	}
+	base = rest[:i]
+	num, sha, found := strings.Cut(rest[i+len("/pr-"):], "-")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if !found || err != nil || n <= 0 || sha == "" {
+		return "", 0, "", false
+	}
+	return base, n, sha, true
+}
+
+// decodeMergeGroup reads a merge_group delivery as an "update" of the pull
+// request its group tests (DecodeHook).
+func decodeMergeGroup(body []byte) (platform.HookEvent, error) {
+	e, err := parse[gh.MergeGroupEvent](EventMergeGroup, body)
+	if err != nil {
+		return platform.HookEvent{}, err
+	}
+	var m missing
+	m.need(e.Action != nil, "action")
+	m.object(e.MergeGroup != nil, e.GetMergeGroup().GetHeadRef() != "", "merge_group", "head_ref")
+	m.object(e.Repo != nil, e.GetRepo().GetID() != 0, "repository", "id")
+	if err := m.err(); err != nil {
+		return platform.HookEvent{}, err
+	}
+	base, n, sha, ok := parseQueueRef(e.GetMergeGroup().GetHeadRef())
+	if !ok {
+		return envelope(platform.HookOther, e.GetRepo(), e.GetSender()), nil
+	}
+	ev := envelope(platform.HookMergeRequest, e.GetRepo(), e.GetSender())
+	ev.MergeRequest = &platform.MergeRequestHook{Action: "update", IID: n, SHA: sha, TargetBranch: base,
+		State: platform.MRStateOpened, QueueChanged: true}
+	return ev, nil
 }
