@@ -140,7 +140,7 @@ func TestDecodeHookFixtures(t *testing.T) {
 		{file: "webhook-ping-repo.json", event: "ping", kind: platform.HookOther, project: 186853261, path: "Octocoders/Hello-World", user: "Codertocat"},
 		{file: "webhook-ping-app.json", event: "ping", kind: platform.HookOther},
 	}
-	covered := map[string]bool{}
+	covered := map[string]bool{"webhook-merge_group-checks_requested.json": true} // TestDecodeMergeQueueHooks
 	for _, tt := range tests {
 		covered[tt.file] = true
 		t.Run(tt.file, func(t *testing.T) {
@@ -252,5 +252,34 @@ func TestDecodeHookMalformed(t *testing.T) {
 				t.Errorf("dismissed review = %+v user %+v; want action unapproved by r", *ev.MergeRequest, ev.User)
 			}
 		})
+	}
+}
+
+// TestDecodeMergeQueueHooks (issue 22 point 4): merge_group (GitHub's
+// documentation example) decodes to an "update" with QueueChanged for the
+// pull request its head_ref names, with its head sha and base; a head_ref
+// not of the gh-readonly-queue shape is HookOther; pull_request dequeued
+// sets QueueChanged.
+func TestDecodeMergeQueueHooks(t *testing.T) {
+	t.Parallel()
+	body := fixture.GitHub(t, "webhook-merge_group-checks_requested.json")
+	ev, err := DecodeHook(EventMergeGroup, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := ev.MergeRequest
+	if ev.Kind != platform.HookMergeRequest || h == nil || h.Action != "update" || !h.QueueChanged || h.IID != 104 ||
+		h.SHA != "929f8209d40f77f4abc622a499c93a83babdbe64" || h.TargetBranch != "main" || ev.ProjectID != 17273051 {
+		t.Fatalf("merge_group decoded as %+v %+v; want an update of #104 at 929f820… into main with QueueChanged", ev, h)
+	}
+	other := strings.Replace(string(body), "gh-readonly-queue/main/pr-104-", "feature/", 1)
+	if ev, err := DecodeHook(EventMergeGroup, []byte(other)); err != nil || ev.Kind != platform.HookOther {
+		t.Errorf("merge_group of another ref: %+v, %v; want HookOther", ev, err)
+	}
+	dequeued := strings.Replace(string(fixture.GitHub(t, "webhook-pull_request-edited.json")), `"action": "edited"`, `"action": "dequeued"`, 1)
+	dequeued = strings.Replace(dequeued, `"action":"edited"`, `"action":"dequeued"`, 1)
+	ev, err = DecodeHook(EventPullRequest, []byte(dequeued))
+	if err != nil || ev.MergeRequest == nil || !ev.MergeRequest.QueueChanged || ev.MergeRequest.Action != "update" || ev.MergeRequest.TargetChanged {
+		t.Errorf("pull_request dequeued: %+v, %v; want an update with QueueChanged", ev.MergeRequest, err)
 	}
 }

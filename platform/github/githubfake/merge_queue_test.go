@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"changebot/internal/fixture"
 )
 
 const (
@@ -87,8 +89,14 @@ func TestMergeQueue(t *testing.T) {
 		} `json:"merge_group"`
 		Reason string `json:"reason"`
 	}
-	if err := json.Unmarshal(rv.first(t, "merge_group", "checks_requested", ""), &group); err != nil {
+	requested := rv.first(t, "merge_group", "checks_requested", "")
+	if err := json.Unmarshal(requested, &group); err != nil {
 		t.Fatal(err)
+	}
+	// The shape of GitHub's documentation example (no real capture found).
+	if diff := fixture.Diff(t, fixture.GitHub(t, "webhook-merge_group-checks_requested.json"), requested,
+		fixture.Check{Exceptions: fixture.Merge(notModelled, hookEnvelope), Match: fixture.Anywhere}); len(diff) > 0 {
+		t.Errorf("merge_group checks_requested differs from webhook-merge_group-checks_requested.json:\n  %s", strings.Join(diff, "\n  "))
 	}
 	if want := "refs/heads/gh-readonly-queue/main/pr-1-" + head1; group.MergeGroup.HeadRef != want || group.MergeGroup.BaseRef != "refs/heads/main" || group.MergeGroup.HeadSHA != snap.MergeCommitSHA {
 		t.Errorf("checks_requested merge_group %+v, want head_ref %s, base_ref refs/heads/main, head_sha %s", group.MergeGroup, want, snap.MergeCommitSHA)
