@@ -51,7 +51,7 @@ func TestGitHubMergeQueueEndToEnd(t *testing.T) {
 	}
 
 	// The pull request's own checks pass, its merge group's fail.
-	f := g.addRepo("merge-queue-fails", githubfake.RepoSpec{CI: &githubfake.CIScript{Outcomes: []string{"success", "failure"}}})
+	f := g.addRepo("merge-queue-fails", githubfake.RepoSpec{CI: &githubfake.CIScript{MergeGroups: []string{"failure"}}})
 	g.GitHub.SetMergeQueue(f.ID, "main", true)
 	op := g.submitTo(t, f)
 	v := g.wait(t, op, "HANDLE_FAILED", 60*time.Second)

@@ -64,7 +64,7 @@ func TestMergeQueueGraphQL(t *testing.T) {
 		t.Errorf("REST merges %d, want only the refused one", n)
 	}
 
-	f.srv.SetCIScript(f.repo.ID, githubfake.CIScript{Outcomes: []string{"failure"}}) // the group's checks fail (the fake enqueues whatever the head's checks say)
+	f.srv.SetCIScript(f.repo.ID, githubfake.CIScript{MergeGroups: []string{"failure"}}) // the group's checks fail, the head's pass
 	_, mr2 := change(t, f, "second")
 	f.env.WaitIdle(t)
 	mr2, _ = f.c.MergeRequest(ctx, f.repo.ID, mr2.IID, false)

@@ -3,6 +3,7 @@ package githubfake
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -19,6 +20,11 @@ type CIScript struct {
 	// "success", "failure" or "cancelled"; the last repeats; default
 	// success.
 	Outcomes []string
+	// MergeGroups, when set, are the conclusions of successive merge
+	// group runs (SetMergeQueue), the last repeating, so a test fails a
+	// group's checks and not the pull request's; empty means groups take
+	// their outcome from Outcomes like every run.
+	MergeGroups []string
 }
 
 type checkRun struct {
@@ -108,6 +114,17 @@ func (s *Server) touchPulls(r *repo, sha string) {
 	}
 }
 
+// nextOutcomeOf consumes the script's next outcome for run: a merge
+// group's from MergeGroups when set, else nextOutcome.
+func (r *repo) nextOutcomeOf(run *workflowRun) string {
+	if n := len(r.ci.MergeGroups); n > 0 && strings.HasPrefix(run.branch, queueBranchPrefix) {
+		o := r.ci.MergeGroups[min(r.groupCount, n-1)]
+		r.groupCount++
+		return o
+	}
+	return r.nextOutcome()
+}
+
 // nextOutcome consumes the script's next outcome.
 func (r *repo) nextOutcome() string {
 	o := "success"
@@ -159,7 +176,7 @@ func (s *Server) newJob(r *repo, run *workflowRun, name string) *checkRun {
 // next outcome.
 func (s *Server) finishLater(r *repo, run *workflowRun, jobs []*checkRun) {
 	s.schedule(s.opts.CIDuration, func() {
-		outcome := r.nextOutcome()
+		outcome := r.nextOutcomeOf(run)
 		for _, j := range jobs {
 			j.status, j.conclusion, j.completed = "completed", outcome, s.now().UTC()
 			s.emitCheckRun(r, j)

@@ -63,6 +63,8 @@ type repo struct {
 	statuses map[string][]*status   // sha → statuses, oldest first
 	ci       CIScript
 	ciCount  int
+	// groupCount counts the merge group runs (CIScript.MergeGroups).
+	groupCount int
 	// mergeQueues are the branches that require a merge queue
 	// (SetMergeQueue); queues their entries, first first; enqueued the
 	// head shas of every accepted enqueuePullRequest, by pull request.

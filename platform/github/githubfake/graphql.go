@@ -30,13 +30,21 @@ func (s *Server) graphql(rc *reqCtx) {
 	q, _ := rc.body["query"].(string)
 	vars, _ := rc.body["variables"].(map[string]any)
 	str := func(k string) string { v, _ := vars[k].(string); return v }
+	count := func(field string) {
+		if s.gqlCalls == nil {
+			s.gqlCalls = map[string]int{}
+		}
+		s.gqlCalls[field]++
+	}
 	switch {
 	case strings.Contains(q, "enqueuePullRequest("):
+		count("enqueuePullRequest")
 		in, _ := vars["input"].(map[string]any)
 		id, _ := in["pullRequestId"].(string)
 		oid, _ := in["expectedHeadOid"].(string)
 		s.gqlEnqueue(rc, id, oid)
 	case strings.Contains(q, "mergeQueueEntry") && strings.Contains(q, "pullRequest("):
+		count("mergeQueueEntry")
 		r := s.gqlRepo(rc, str("owner"), str("name"))
 		if r == nil {
 			return
@@ -58,6 +66,7 @@ func (s *Server) graphql(rc *reqCtx) {
 		rc.json(http.StatusOK, map[string]any{"data": map[string]any{"repository": map[string]any{
 			"pullRequest": map[string]any{"merged": pr.merged, "state": state, "mergeQueueEntry": entry}}}})
 	case strings.Contains(q, "mergeQueue("):
+		count("mergeQueue")
 		r := s.gqlRepo(rc, str("owner"), str("name"))
 		if r == nil {
 			return
@@ -127,4 +136,13 @@ func gqlError(rc *reqCtx, typ string, path []any, msg string) {
 		e["path"] = path
 	}
 	rc.json(http.StatusOK, map[string]any{"data": nil, "errors": []any{e}})
+}
+
+// GraphQLCalls is how many POST /graphql documents asked for field
+// ("mergeQueue", "mergeQueueEntry" or "enqueuePullRequest"), whatever
+// their answer.
+func (s *Server) GraphQLCalls(field string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gqlCalls[field]
 }

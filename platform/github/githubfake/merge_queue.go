@@ -20,13 +20,16 @@ import (
 //
 // Deliberate differences: the queue builds one entry at a time (GitHub's
 // build concurrency 1, groups of one pull request); the group's checks are
-// the repository's CI script (one workflow run, its next outcome), so a
-// test makes them fail with CIScript.Outcomes.
+// the repository's CI script (one workflow run, its next outcome, or the
+// next of CIScript.MergeGroups), so a test makes them fail.
 
 // mergeQueueRefusal is the 405 message of a REST merge on a branch that
 // requires a merge queue, as bots quote it (cncf/prow-github-actions#166,
 // NixOS/nixpkgs-merge-bot#202).
 const mergeQueueRefusal = "Changes must be made through the merge queue"
+
+// queueBranchPrefix starts the name of a merge group's temporary branch.
+const queueBranchPrefix = "gh-readonly-queue/"
 
 // queueEntry is one pull request in a branch's merge queue.
 type queueEntry struct {
@@ -120,7 +123,7 @@ func (s *Server) buildQueue(r *repo, base string) {
 	}
 	msg := fmt.Sprintf("Merge pull request #%d from %s/%s", e.pr.number, r.Owner, e.pr.head)
 	c := s.putCommit(s.mergedTree(baseSHA, e.headSHA), []string{baseSHA, e.headSHA}, msg, "github-merge-queue[bot]")
-	e.groupRef = fmt.Sprintf("gh-readonly-queue/%s/pr-%d-%s", base, e.pr.number, e.headSHA)
+	e.groupRef = fmt.Sprintf("%s%s/pr-%d-%s", queueBranchPrefix, base, e.pr.number, e.headSHA)
 	e.groupSHA, e.groupBase, e.state = c.sha, baseSHA, "AWAITING_CHECKS"
 	r.refs[e.groupRef] = c.sha
 	s.emitMergeGroup(r, e, "checks_requested", "")

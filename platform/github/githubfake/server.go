@@ -95,6 +95,7 @@ type Server struct {
 	before      func(method, path string)
 	reqLimit    RequestLimit
 	windows     map[string]*requestWindow
+	gqlCalls    map[string]int // GraphQLCalls
 }
 
 type idCounters struct {
