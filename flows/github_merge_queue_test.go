@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"changebot/flows"
 	"changebot/flows/flowtest"
 	"changebot/flows/rules"
 	"changebot/platform/github/githubfake"
@@ -65,5 +66,26 @@ func TestGitHubMergeQueue(t *testing.T) {
 	// branch for projectReadTTL.
 	if n := h.GitHub.GraphQLCalls("mergeQueue"); n < 1 || n > 2 {
 		t.Errorf("%d reads of whether main requires a merge queue, want 1 or 2 for four changes", n)
+	}
+}
+
+// TestGitHubMergeQueueWhateverQueueMode: queue.mode off does not make
+// changebot merge through REST into a branch that requires a merge queue
+// (GitHub would answer 405): the change is enqueued and merged by GitHub.
+func TestGitHubMergeQueueWhateverQueueMode(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, &flowtest.Opts{Platform: "github", Configure: func(cfg *flows.EngineConfig) {
+		cfg.QueueFunc = func(string) flows.QueueConfig {
+			return flows.QueueConfig{Mode: rules.QueueOff, PipelineRetries: 1, DeferCI: rules.DeferCIOff}
+		}
+	}})
+	h.GitHub.SetMergeQueue(h.Repo.ID, "main", true)
+	op := h.ToMROpened(t, flowtest.Change("svc-off"))
+	ops := driveAll(t, h, []string{op.ID}, time.Hour)
+	if ops[0].Status != store.StatusMerged && ops[0].Status != store.StatusValidated {
+		t.Fatalf("ended at %s (%s), want merged by the queue", rules.StepCode(ops[0].Step), ops[0].Detail)
+	}
+	if n, _ := h.GitHub.EnqueueCount(h.Repo.ID, ops[0].MRIID); n != 1 || merges(h, http.StatusMethodNotAllowed) != 0 {
+		t.Errorf("enqueued %d times, %d refused REST merges; want 1 and 0", n, merges(h, http.StatusMethodNotAllowed))
 	}
 }

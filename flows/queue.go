@@ -487,12 +487,10 @@ var ErrNotQueued = errors.New("change is not waiting in a merge queue")
 // a project setting) or a GitHub branch that requires a merge queue
 // (branchMergeQueues, per branch). Either answer is read at most once per
 // projectReadTTL. Then that queue is the queue, and the change is added
-// to it instead of merged (issue 22 point 4). queue.mode off merges
-// directly.
+// to it instead of merged (issue 22 point 4). On GitLab queue.mode off
+// merges directly; a GitHub branch that requires a merge queue takes no
+// other merge (the REST merge answers 405), so queue.mode does not apply.
 func (e *Engine) mergeTrains(ctx context.Context, op store.Operation) (bool, error) {
-	if e.queueFor(op).Mode == rules.QueueOff {
-		return false, nil
-	}
 	if rules.WordsOf(op.Platform).OnGitHub() {
 		mq, ok := e.gl.(branchMergeQueues)
 		if !ok {
@@ -503,6 +501,9 @@ func (e *Engine) mergeTrains(ctx context.Context, op store.Operation) (bool, err
 			return false, fmt.Errorf("reading whether %s of %s requires a merge queue: %w", op.TargetBranch, op.Project, err)
 		}
 		return q, nil
+	}
+	if e.queueFor(op).Mode == rules.QueueOff {
+		return false, nil
 	}
 	p, err := e.project(ctx, op.Project)
 	if err != nil {

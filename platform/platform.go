@@ -250,13 +250,18 @@ type Project struct {
 	// MergeTrains is GitLab's merge_trains_enabled (Premium): merge
 	// requests are merged by adding them to the merge train of their
 	// target branch, which GitLab runs and merges (issue 22 point 4).
+	// Never set on GitHub, whose merge queues are per branch
+	// (platform/github.Client.MergeQueue).
 	MergeTrains bool
 }
 
 // TrainCar is a merge request's place on a GitLab merge train (GET
 // /projects/:id/merge_trains/merge_requests/:iid): Status is GitLab's car
 // state (idle, stale, fresh, merging, merged, skip_merged) and the
-// pipeline its train pipeline.
+// pipeline its train pipeline. On GitHub it is a pull request's merge
+// queue entry: Status its state in lower case (queued, awaiting_checks,
+// mergeable, unmergeable, locked) or merged, PipelineStatus its merge
+// group checks (platform/github.Client.MergeTrainCar).
 type TrainCar struct {
 	Status         string
 	PipelineID     int64
