@@ -60,6 +60,9 @@ type Options struct {
 //     runs can be re-run (rerun-failed-jobs), and re-requesting a check
 //     suite of another App re-queues its runs, which then complete with
 //     the scripted outcome;
+//   - a merge queue builds one entry at a time, each merge group holding
+//     one pull request, and POST /graphql answers only the documents
+//     listed on graphql (merge_queue.go, graphql.go);
 //   - rate-limit headers are sent on every answer with a fixed limit of
 //     5,000 that no call consumes: limits happen only when injected.
 type Server struct {
