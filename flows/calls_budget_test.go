@@ -54,7 +54,7 @@ func happyPathBudget(reviewers int) map[string]float64 {
 		epBranch:       1, // the target branch exists
 		epTree:         1, // create step: create or update, per file
 		epBranchCreate: 0, // none: the commit creates the branch (start_branch)
-		epMR:           3, // the MR pipeline's webhook (is it the head's?), approve (head sha), merge (mergeable, rebase)
+		epMR:           2, // approve (head sha; it confirms the pipeline webhook, pipelineHookTrusted), merge (mergeable, rebase)
 		epApprovals:    0, // none: a first round approves without reading (approvalsReadFirst)
 		epNotes:        0, // none: the first note is created at once (store.NoteClaim.TakenOver)
 		epNoteUpdate:   2, // the note's edits when merged and when validated (they count as the note)

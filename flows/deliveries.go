@@ -146,6 +146,21 @@ func hookDecides(platformName, status string) bool {
 	return pipe.Finished() || waitsForPerson(rules.WordsOf(platformName), status) != ""
 }
 
+// pipelineHookTrusted reports whether a GitLab merge request pipeline
+// webhook p is believed without reading the merge request (issue 24 point
+// 3): it reports a success, of a whole pipeline (not one GitHub check), at
+// the head sha the change already knows, of a pipeline no older than the
+// one it waits for. A merged-results pipeline (another sha), a failure and
+// a pipeline waiting for a person are read first, as before. What the read
+// would catch here (the head moved on, the MR merged or closed, a newer
+// pipeline at the same head) the approve step's read catches before any
+// write: it approves only when the MR's head pipeline is this one and passed
+// (pipelineConfirmed), else the change waits for its pipeline again.
+func pipelineHookTrusted(op store.Operation, p *platform.PipelineHook) bool {
+	return !rules.WordsOf(op.Platform).OnGitHub() && !p.Partial && p.Status == platform.PipelineSuccess &&
+		op.HeadSHA != "" && p.SHA == op.HeadSHA && p.ID > 0 && p.ID >= op.PipelineID
+}
+
 // earlyPipelineHook reports whether a pipeline webhook at sha, of a status
 // that decides (hookDecides), came early for op (ErrEarlyHook): op is in
 // the step right before its pipeline wait, and in the handle phase sha is
@@ -200,11 +215,21 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 		e.postponePoll(ctx, op)
 		return OutcomeNoChange, nil
 	}
+	if pipelineHookTrusted(op, p) {
+		// A success at the head the change knows is taken on the
+		// webhook's word: the approve step's read of the MR, which comes
+		// next and before any write, confirms it (pipelineConfirmed).
+		if err := e.pipelineFinished(ctx, op, p.SHA, pipe, source, false); err != nil && !isConflict(err) {
+			return "", err
+		}
+		return OutcomeApplied, nil
+	}
 	// Only the MR can tell whether this is the pipeline of its current
 	// head: a merged-results pipeline runs on another sha, and a late
 	// pipeline of an old head carries the sha we last saw while the head
-	// has moved on (issue 4 point 4). One read per finished MR pipeline, and
-	// per pipeline that starts waiting for a person (issue 10 point 8); on
+	// has moved on (issue 4 point 4). One read per finished MR pipeline
+	// but a success at the known head (pipelineHookTrusted), and per
+	// pipeline that starts waiting for a person (issue 10 point 8); on
 	// GitHub one per finished check of the head sha.
 	mr, err := e.gl.MergeRequest(ctx, op.ProjectID, op.MRIID, false)
 	if err != nil {
@@ -247,7 +272,7 @@ func (e *Engine) applyMRPipeline(ctx context.Context, ev platform.HookEvent, sou
 		return OutcomeApplied, nil
 	}
 	head := mr.SHA
-	if err := e.pipelineFinished(ctx, op, head, pipe, source); err != nil && !isConflict(err) {
+	if err := e.pipelineFinished(ctx, op, head, pipe, source, true); err != nil && !isConflict(err) {
 		return "", err
 	}
 	return OutcomeApplied, nil
@@ -361,13 +386,7 @@ func (e *Engine) mergeInFlight(ctx context.Context, projectID int64, branch stri
 // HANDLE_RETARGETED once the platform confirms it (applyRetargetHook).
 func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
-	switch {
-	case h.Action == "merge", h.Action == "close", h.Action == "approved", h.Action == "approval", h.Action == "unapproved", h.Action == "unapproval":
-	case h.Action == "update" && h.TargetChanged:
-	case h.Action == "update" && h.DraftChanged && !h.Draft:
-	case h.Action == "update" && h.OldRev != "":
-	case h.Action == "update" && h.QueueChanged:
-	default:
+	if !h.MovesChanges() {
 		return OutcomeNoChange, nil
 	}
 	op, err := e.st.FindOperationByMR(ctx, e.st.DB(), e.platform, ev.ProjectID, h.IID)

@@ -170,6 +170,17 @@ func (e handleWorker) approve(ctx context.Context, op store.Operation) error {
 	if err != nil {
 		return err
 	}
+	if attempts.pipelineUnconfirmed && !pipelineConfirmed(op, mr) {
+		// The pipeline webhook that moved the change is not the merge
+		// request's head pipeline, or that one has not passed: wait for
+		// the head's pipeline, whose poll reads the MR. The webhook's
+		// pipeline id is forgotten: it must not make the head's own
+		// pipeline look older than the one waited for.
+		_, err := e.Transition(ctx, op, rules.HandleAwaitPipeline, TransitionOpts{Source: "job:" + rules.KindHandle,
+			Payload: map[string]any{"reason": "pipeline_not_confirmed", "unconfirmed_pipeline_id": op.PipelineID, "head_sha": mr.SHA},
+			Update:  func(o *store.Operation) { o.PipelineID, o.PipelineURL = 0, "" }})
+		return err
+	}
 	approved, readErr := map[int64]bool{}, error(nil)
 	if approvalsReadFirst(rules.WordsOf(op.Platform), op.Rounds, attempts) {
 		approved, readErr = e.readApprovals(ctx, op)
@@ -340,6 +351,9 @@ type approveAttempts struct {
 	// approvedBefore: a run of the step approved as some reviewers and then
 	// waited (an "approve_partial" attempt, see approvePartial).
 	approvedBefore bool
+	// pipelineUnconfirmed: the newest pipeline decision of the change was
+	// taken on its webhook's word (pipelineHookTrusted).
+	pipelineUnconfirmed bool
 }
 
 // refused returns the status of reviewer's refused approve at sha whose
@@ -388,6 +402,10 @@ func (e handleWorker) approveAttempts(ctx context.Context, op store.Operation) (
 		switch ev.Type {
 		case store.EventTransition:
 			out.list, out.refusals = out.list[:0], out.refusals[:0] // a new step: a fresh budget
+			var decided map[string]any
+			if json.Unmarshal(ev.Payload, &decided) == nil && decided["pipeline_status"] != nil {
+				out.pipelineUnconfirmed = decided[pipelineUnconfirmed] == true
+			}
 		case store.EventAttempt:
 			var a approveAttempt
 			if json.Unmarshal(ev.Payload, &a) != nil {
@@ -438,6 +456,15 @@ func (e handleWorker) recordApproveFailure(ctx context.Context, op store.Operati
 		Payload: map[string]any{"action": "approve", "reviewer": i, "username": name, "head_sha": sha, "attempt": n,
 			"status": platform.StatusOf(cause), "detail": failureDetail(rules.WordsOf(op.Platform), cause)}})
 	return err
+}
+
+// pipelineConfirmed reports whether merge request mr, read before
+// approving, confirms a pipeline success taken on its webhook's word
+// (pipelineHookTrusted): its head pipeline is the change's pipeline and
+// passed, at the change's head.
+func pipelineConfirmed(op store.Operation, mr platform.MergeRequest) bool {
+	hp := headPipeline(mr)
+	return hp != nil && hp.ID == op.PipelineID && hp.Status == platform.PipelineSuccess && mr.SHA == op.HeadSHA
 }
 
 // approvalsReadFirst reports whether the approve step reads who approved

@@ -44,7 +44,7 @@ func (e pipelineWorker) awaitPipeline(ctx context.Context, op store.Operation) e
 		return e.closedByPerson(ctx, op, mr.ClosedBy.Username, "job:"+rules.KindAwaitPipeline)
 	}
 	if p := headPipeline(mr); p != nil && p.Finished() {
-		return e.pipelineFinished(ctx, op, mr.SHA, *p, "job:"+rules.KindAwaitPipeline)
+		return e.pipelineFinished(ctx, op, mr.SHA, *p, "job:"+rules.KindAwaitPipeline, true)
 	}
 	waiting := ""
 	if hp := headPipeline(mr); hp != nil {
@@ -123,8 +123,15 @@ func headPipeline(mr platform.MergeRequest) *platform.Pipeline {
 	return nil
 }
 
-// pipelineFinished applies a finished pipeline of head to op.
-func (e *Engine) pipelineFinished(ctx context.Context, op store.Operation, head string, p platform.Pipeline, source string) error {
+// pipelineUnconfirmed is the payload key of a pipeline's transition whose
+// success was taken on its webhook's word (pipelineHookTrusted): the approve
+// step confirms it on the merge request before approving.
+const pipelineUnconfirmed = "pipeline_unconfirmed"
+
+// pipelineFinished applies a finished pipeline of head to op; confirmed is
+// false when the pipeline's state comes from its webhook alone, not from a
+// read of the merge request (pipelineUnconfirmed).
+func (e *Engine) pipelineFinished(ctx context.Context, op store.Operation, head string, p platform.Pipeline, source string, confirmed bool) error {
 	step := rules.StepCode(op.Step)
 	if !rules.WaitsForPipeline(step) || p.ID < op.PipelineID {
 		// Not waiting, or a pipeline older than the one the change waits
@@ -136,6 +143,9 @@ func (e *Engine) pipelineFinished(ctx context.Context, op store.Operation, head 
 		o.HeadSHA, o.PipelineID, o.PipelineURL = head, p.ID, p.WebURL
 	}
 	payload := map[string]any{"pipeline_id": p.ID, "pipeline_status": p.Status, "head_sha": head}
+	if !confirmed {
+		payload[pipelineUnconfirmed] = true
+	}
 	var to rules.StepCode
 	switch {
 	case p.Status == platform.PipelineSuccess && rules.InCreatePhase(step):

@@ -204,3 +204,20 @@ type NoteHook struct {
 	// AuthorID is object_attributes.author_id.
 	AuthorID int64
 }
+
+// MovesChanges reports whether changebot acts on a merge request webhook of
+// this action and these changes (flows' applyMergeRequestHook): a merge, a
+// close, an approval given or taken back, or an update that retargets the
+// merge request, marks it ready, moves its head (OldRev) or changes its
+// entry in the platform's merge queue (QueueChanged). Any other (an open,
+// a reopen, an edit of the title, description, labels or assignees) moves
+// no change: the intake does not store it (issue 24 point 4).
+func (h *MergeRequestHook) MovesChanges() bool {
+	switch h.Action {
+	case "merge", "close", "approved", "approval", "unapproved", "unapproval":
+		return true
+	case "update":
+		return h.TargetChanged || (h.DraftChanged && !h.Draft) || h.OldRev != "" || h.QueueChanged
+	}
+	return false
+}

@@ -336,6 +336,19 @@ func (p Pipeline) Finished() bool {
 	return false
 }
 
+// InProgress reports that the pipeline is on its way and waits for nobody:
+// GitLab's created, pending, preparing and running (doc/api/pipelines.md).
+// Its webhook tells nothing a change waits for: neither a result nor a
+// person's part (manual, scheduled, waiting_for_resource wait for one). An
+// unknown status is not in progress.
+func (p Pipeline) InProgress() bool {
+	switch p.Status {
+	case "created", "pending", "preparing", "running":
+		return true
+	}
+	return false
+}
+
 // MergeRequest is a merge request as GET /projects/:id/merge_requests/:iid
 // returns it (fixtures api-mr-get.json, api-mr-get-doc.json).
 type MergeRequest struct {

@@ -187,7 +187,15 @@ func (h *GitLabHandler) tokenOK(got string) bool {
 // hasCommand nil keeps every note.
 func ignoreReason(ev platform.HookEvent, hasCommand func(body string) bool) string {
 	switch ev.Kind {
-	case platform.HookMergeRequest, platform.HookPipeline:
+	case platform.HookMergeRequest:
+		if ev.MergeRequest != nil && !ev.MergeRequest.MovesChanges() {
+			return IgnoredMergeRequestUnused
+		}
+		return ""
+	case platform.HookPipeline:
+		if ev.Pipeline != nil && (platform.Pipeline{Status: ev.Pipeline.Status}).InProgress() {
+			return IgnoredPipelineInProgress
+		}
 		return ""
 	case platform.HookNote:
 		switch {

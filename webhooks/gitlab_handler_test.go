@@ -43,7 +43,9 @@ type reply struct {
 // checking the answer, what reached the store and what was counted.
 func TestGitLabIntake(t *testing.T) {
 	t.Parallel()
-	mrOpen := readFixture(t, "webhook-merge_request-open.json")
+	// A stored Merge Request Hook: a push (an open moves no change and is
+	// not stored).
+	mrOpen := readFixture(t, "webhook-merge_request-update-push.json")
 	noteMR := commandNote(t)
 	noteEdited := []byte(strings.Replace(string(noteMR), `"action": "create"`, `"action": "update"`, 1))
 	noteNoCommand := readFixture(t, "webhook-note-mr.json") // "This MR needs work."
@@ -174,7 +176,7 @@ func TestGitLabIntake(t *testing.T) {
 		},
 		{
 			name: "wrong type named by its JSON path, not Go's struct",
-			send: []delivery{{event: evMR, token: secretA, body: []byte(strings.Replace(string(mrOpen), `"iid": 1,`, `"iid": "abc",`, 1))}},
+			send: []delivery{{event: evMR, token: secretA, body: []byte(strings.Replace(string(mrOpen), `"iid": 2,`, `"iid": "abc",`, 1))}},
 			want: []reply{{400, `{"error":"malformed \"Merge Request Hook\" payload: ` +
 				`field object_attributes.iid must be an integer, not a string"}`, false}},
 			event:      evMR,
@@ -263,6 +265,31 @@ func TestGitLabIntake(t *testing.T) {
 			wantStored: 1,
 			event:      "Confidential Note Hook",
 			wantCounts: map[string]float64{OutcomeAccepted: 1},
+		},
+		{
+			name:       "MR opened ignored",
+			send:       []delivery{{event: evMR, token: secretA, body: readFixture(t, "webhook-merge_request-open.json")}},
+			want:       []reply{ignored},
+			event:      evMR,
+			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredMergeRequestUnused,
+		},
+		{
+			name:       "MR title edit ignored",
+			send:       []delivery{{event: evMR, token: secretA, body: readFixture(t, "webhook-merge_request-update-edit.json")}},
+			want:       []reply{ignored},
+			event:      evMR,
+			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredMergeRequestUnused,
+		},
+		{
+			name: "running pipeline ignored",
+			send: []delivery{{event: evPipeline, token: secretA,
+				body: []byte(strings.Replace(string(readFixture(t, "webhook-pipeline-mr-success.json")), `"status": "success"`, `"status": "running"`, 1))}},
+			want:       []reply{ignored},
+			event:      evPipeline,
+			wantCounts: map[string]float64{OutcomeIgnored: 1},
+			ignored:    IgnoredPipelineInProgress,
 		},
 		{
 			name:       "pipeline accepted",
@@ -407,7 +434,7 @@ func TestGitLabIntake(t *testing.T) {
 func TestGitLabStoredDelivery(t *testing.T) {
 	t.Parallel()
 	noteMR := commandNote(t)
-	mrOpen := readFixture(t, "webhook-merge_request-open.json")
+	mrOpen := readFixture(t, "webhook-merge_request-update-push.json")
 	longKey := strings.Repeat("k", maxIdempotencyKeyLen+1)
 	longSum := sha256.Sum256([]byte(longKey))
 	bodySum := sha256.Sum256(append([]byte(evMR+"\n"), mrOpen...))
@@ -418,8 +445,8 @@ func TestGitLabStoredDelivery(t *testing.T) {
 		wantPID int64
 	}{
 		{name: "Idempotency-Key", d: delivery{event: evNote, token: secretA, idemKey: "0f1e-uuid", body: noteMR}, wantKey: "idem:0f1e-uuid", wantPID: 5},
-		{name: "body hash", d: delivery{event: evMR, token: secretA, body: mrOpen}, wantKey: "sha256:" + hex.EncodeToString(bodySum[:]), wantPID: 1},
-		{name: "oversized Idempotency-Key is hashed", d: delivery{event: evMR, token: secretA, idemKey: longKey, body: mrOpen}, wantKey: "idem-sha256:" + hex.EncodeToString(longSum[:]), wantPID: 1},
+		{name: "body hash", d: delivery{event: evMR, token: secretA, body: mrOpen}, wantKey: "sha256:" + hex.EncodeToString(bodySum[:]), wantPID: 2},
+		{name: "oversized Idempotency-Key is hashed", d: delivery{event: evMR, token: secretA, idemKey: longKey, body: mrOpen}, wantKey: "idem-sha256:" + hex.EncodeToString(longSum[:]), wantPID: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -454,7 +481,7 @@ func TestGitLabStoreOutlivesClient(t *testing.T) {
 	e := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/webhooks/gitlab", strings.NewReader(string(readFixture(t, "webhook-merge_request-open.json"))))
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/webhooks/gitlab", strings.NewReader(string(readFixture(t, "webhook-merge_request-update-push.json"))))
 	r.Header.Set("X-Gitlab-Event", evMR)
 	r.Header.Set("X-Gitlab-Token", secretA)
 	w := httptest.NewRecorder()
@@ -471,7 +498,7 @@ func TestGitLabStoreOutlivesClient(t *testing.T) {
 func TestGitLabAnswerShape(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	w := e.send(delivery{event: evMR, token: secretA, idemKey: "shape", body: readFixture(t, "webhook-merge_request-open.json")})
+	w := e.send(delivery{event: evMR, token: secretA, idemKey: "shape", body: readFixture(t, "webhook-merge_request-update-push.json")})
 	var got map[string]any
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)

@@ -189,7 +189,7 @@ func TestIntakeGroupCommitConcurrent(t *testing.T) {
 			st, db := e.open(t)
 			g := newGatedStore(st, "")
 			h := newGroupHandler(t, g)
-			body := readFixture(t, "webhook-merge_request-open.json")
+			body := readFixture(t, "webhook-merge_request-update-push.json")
 			const senders, shared, unique = 12, 10, 4
 			var rest []string
 			for s := range senders {
@@ -275,7 +275,7 @@ func TestIntakeGroupCommitFailedFlush(t *testing.T) {
 			st, db := e.open(t)
 			g := newGatedStore(st, "poison")
 			h := newGroupHandler(t, g)
-			body := readFixture(t, "webhook-merge_request-open.json")
+			body := readFixture(t, "webhook-merge_request-update-push.json")
 			rest := []string{"a", "b", "poison", "c", "a", "d"}
 			got := sendAll(t, h, g, body, "first", rest)
 			results := map[string][]string{}
@@ -355,7 +355,7 @@ func TestIntakeClosedRefuses(t *testing.T) {
 	if err := e.h.(*GitLabHandler).Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	w := e.send(delivery{event: evMR, token: secretA, idemKey: "after-close", body: readFixture(t, "webhook-merge_request-open.json")})
+	w := e.send(delivery{event: evMR, token: secretA, idemKey: "after-close", body: readFixture(t, "webhook-merge_request-update-push.json")})
 	if w.Code != http.StatusServiceUnavailable {
 		t.Errorf("answer %d %s, want 503", w.Code, w.Body)
 	}

@@ -161,7 +161,7 @@ func benchDelivery(body []byte) delivery {
 
 func benchmarkIntake(b *testing.B, t benchTarget, senders int) {
 	h := t.h
-	body := readFixture(b, "webhook-merge_request-open.json")
+	body := readFixture(b, "webhook-merge_request-update-push.json")
 	var left atomic.Int64
 	left.Store(int64(b.N))
 	latencies := make([][]time.Duration, senders)
@@ -195,7 +195,7 @@ func benchmarkIntake(b *testing.B, t benchTarget, senders int) {
 // time.
 func benchmarkIntakeRate(b *testing.B, t benchTarget, rate float64) {
 	h := t.h
-	body := readFixture(b, "webhook-merge_request-open.json")
+	body := readFixture(b, "webhook-merge_request-update-push.json")
 	interval := time.Duration(float64(time.Second) / rate)
 	latencies := make([]time.Duration, b.N)
 	var wg sync.WaitGroup

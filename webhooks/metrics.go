@@ -51,6 +51,13 @@ const (
 	// IgnoredNoCommand: a note whose body holds no command for the bot
 	// (GitLabConfig.NoteHasCommand).
 	IgnoredNoCommand = "no_command"
+	// IgnoredMergeRequestUnused: a Merge Request Hook whose action and
+	// changes move no change (platform.MergeRequestHook.MovesChanges: an
+	// open, a reopen, an edit of the title or labels).
+	IgnoredMergeRequestUnused = "merge_request_unused"
+	// IgnoredPipelineInProgress: a Pipeline Hook of a pipeline on its way
+	// (platform.Pipeline.InProgress: created, pending, preparing, running).
+	IgnoredPipelineInProgress = "pipeline_in_progress"
 )
 
 // Callback results that are not an acceptor's answer: the result label of
@@ -165,7 +172,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.deliveries.WithLabelValues(e, o)
 		}
 	}
-	for _, r := range []string{IgnoredEventNotUsed, IgnoredNotOnMergeRequest, IgnoredSystemNote, IgnoredEditedNote, IgnoredNoCommand} {
+	for _, r := range []string{IgnoredEventNotUsed, IgnoredNotOnMergeRequest, IgnoredSystemNote, IgnoredEditedNote, IgnoredNoCommand, IgnoredMergeRequestUnused, IgnoredPipelineInProgress} {
 		m.ignored.WithLabelValues(r)
 	}
 	for _, h := range []string{handlerGitLab, handlerGitHub, KindApproval, KindDeploy} {
