@@ -33,6 +33,14 @@ type intakeCloser interface {
 // 12). On SQLite nil: the intake stores a batch with its jobs in one
 // transaction, which costs no network round trip, and a second write
 // transaction per batch would queue on SQLite's one writer.
+// isReviewer reports whether username is one of the adapter's reviewer
+// robots (webhooks.GitLabConfig.IsReviewer), asking it without a call; an
+// adapter that cannot tell says no.
+func (a *App) isReviewer(username string) bool {
+	r, ok := a.gitlab.(interface{ IsReviewer(string) bool })
+	return ok && r.IsReviewer(username)
+}
+
 func (a *App) intakeDispatcher() *webhooks.Dispatcher {
 	if a.db.Engine() != config.EnginePostgres {
 		return nil
@@ -50,7 +58,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 		var gl *webhooks.GitLabHandler
 		gl, err = webhooks.NewGitLabHandler(webhooks.GitLabConfig{Secrets: a.cfg.WebhookSecrets,
 			MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Dispatcher: a.intakeDispatcher(), Decode: gitlab.DecodeHook, Logger: a.log, Metrics: wm,
-			NoteHasCommand: commands.MayHoldCommand})
+			NoteHasCommand: commands.MayHoldCommand, IsReviewer: a.isReviewer})
 		hook = gl
 	}
 	if err != nil {

@@ -59,6 +59,16 @@ func (o *UserOnce) Get(ctx context.Context, read func(context.Context) (User, er
 	}
 }
 
+// Cached returns the account if it was read already; it never reads.
+func (o *UserOnce) Cached() (User, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.user == nil {
+		return User{}, false
+	}
+	return *o.user, true
+}
+
 // Accounts are an adapter's robot account and its reviewer robots', each
 // read once and cached (UserOnce). Build it with NewAccounts.
 type Accounts struct {
@@ -91,6 +101,20 @@ func (a *Accounts) Reviewer(ctx context.Context, i int, read func(ctx context.Co
 		return User{}, fmt.Errorf("reading reviewer %d: %w", i, err)
 	}
 	return u, nil
+}
+
+// IsReviewer reports whether username is one of the reviewer robots read so
+// far (Reviewer); it makes no call, so a reviewer not read yet is not one.
+func (a *Accounts) IsReviewer(username string) bool {
+	if username == "" {
+		return false
+	}
+	for i := range a.reviewers {
+		if u, ok := a.reviewers[i].Cached(); ok && u.Username == username {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseBaseURL parses an adapter's base URL and refuses what cannot be an

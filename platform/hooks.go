@@ -213,11 +213,25 @@ type NoteHook struct {
 // a reopen, an edit of the title, description, labels or assignees) moves
 // no change: the intake does not store it (issue 24 point 4).
 func (h *MergeRequestHook) MovesChanges() bool {
+	if h.Approval() {
+		return true
+	}
 	switch h.Action {
-	case "merge", "close", "approved", "approval", "unapproved", "unapproval":
+	case "merge", "close":
 		return true
 	case "update":
 		return h.TargetChanged || (h.DraftChanged && !h.Draft) || h.OldRev != "" || h.QueueChanged
+	}
+	return false
+}
+
+// Approval reports whether the webhook is an approval given or taken back:
+// GitLab's approved, approval, unapproved or unapproval (GITLAB-FACTS
+// §1.3; Free sends approved, Premium approval until the last required one).
+func (h *MergeRequestHook) Approval() bool {
+	switch h.Action {
+	case "approved", "approval", "unapproved", "unapproval":
+		return true
 	}
 	return false
 }

@@ -76,6 +76,12 @@ type GitLabConfig struct {
 	// commands, DESIGN §8). A note it answers false for is answered
 	// ignored and not stored. Nil stores every note on a merge request.
 	NoteHasCommand func(body string) bool
+	// IsReviewer reports whether a username is one of the bot's reviewer
+	// robots (bot wires the adapter's gitlab.Client.IsReviewer, which makes
+	// no call). Their approvals are the bot's own and move no change: a
+	// Merge Request Hook of one is answered ignored and not stored. Nil
+	// stores them.
+	IsReviewer func(username string) bool
 }
 
 // NewGitLabHandler returns the handler of POST /webhooks/gitlab. It checks,
@@ -87,7 +93,10 @@ type GitLabConfig struct {
 // body; a decoder error not wrapping platform.ErrMalformedHook answers 500).
 // Events that cannot move any change answer 200 {"result":"ignored"}, are
 // not stored and are counted in changebot_webhook_ignored_total by Ignored*
-// reason: kinds other than merge request, pipeline and note; notes on
+// reason: kinds other than merge request, pipeline and note; merge request
+// webhooks the flows do not act on (platform.MergeRequestHook.MovesChanges)
+// and approvals by the bot's reviewer robots (GitLabConfig.IsReviewer);
+// pipelines still in progress (platform.Pipeline.InProgress); notes on
 // anything but a merge request; system notes; edited notes (a command runs
 // once per note id, never on an edit: DESIGN §1); and notes without a
 // command (GitLabConfig.NoteHasCommand; issue 12). Every other delivery is
@@ -126,7 +135,10 @@ func NewGitLabHandler(cfg GitLabConfig) (*GitLabHandler, error) {
 		logger: cfg.Logger, metrics: cfg.Metrics, noteHasCommand: cfg.NoteHasCommand,
 	}, hookRules{
 		handler: handlerGitLab, eventHeader: headerGitLabEvent, label: eventLabel,
-		beforeBody: h.headersOK, ignoreReason: ignoreReason,
+		beforeBody: h.headersOK,
+		ignoreReason: func(ev platform.HookEvent, hasCommand func(string) bool) string {
+			return ignoreReason(ev, hasCommand, cfg.IsReviewer)
+		},
 		dedupeKey: func(q *hookRequest) string {
 			return GitLabDedupeKey(q.r.Header.Get(headerIdempotencyKey), q.event, q.body)
 		},
@@ -184,12 +196,15 @@ func (h *GitLabHandler) tokenOK(got string) bool {
 
 // ignoreReason returns why ev cannot move any change (an Ignored*
 // reason), "" when it may. It reads the event only: no database, no GitLab.
-// hasCommand nil keeps every note.
-func ignoreReason(ev platform.HookEvent, hasCommand func(body string) bool) string {
+// hasCommand nil keeps every note; isReviewer nil keeps every approval.
+func ignoreReason(ev platform.HookEvent, hasCommand, isReviewer func(string) bool) string {
 	switch ev.Kind {
 	case platform.HookMergeRequest:
-		if ev.MergeRequest != nil && !ev.MergeRequest.MovesChanges() {
+		switch mr := ev.MergeRequest; {
+		case mr != nil && !mr.MovesChanges():
 			return IgnoredMergeRequestUnused
+		case mr != nil && isReviewer != nil && mr.Approval() && isReviewer(ev.User.Username):
+			return IgnoredReviewerApproval
 		}
 		return ""
 	case platform.HookPipeline:

@@ -567,3 +567,42 @@ func TestNewMetricsTwice(t *testing.T) {
 		t.Errorf("%d pre-initialised series, want at least 21", n)
 	}
 }
+
+// TestGitLabReviewerApprovalsIgnored: an approval given or taken back by
+// one of the bot's reviewer robots (GitLabConfig.IsReviewer) is the bot's
+// own and is answered ignored without a write; the same approval by anyone
+// else is stored, and so is every approval when IsReviewer is nil.
+func TestGitLabReviewerApprovalsIgnored(t *testing.T) {
+	t.Parallel()
+	unapproved := readFixture(t, "webhook-merge_request-unapproved.json") // by real6543
+	approved := []byte(strings.Replace(string(unapproved), `"action": "unapproved"`, `"action": "approved"`, 1))
+	reviewer := func(u string) bool { return u == "real6543" }
+	tests := []struct {
+		name       string
+		isReviewer func(string) bool
+		body       []byte
+		wantStored int
+	}{
+		{name: "approval by a reviewer robot", isReviewer: reviewer, body: approved, wantStored: 0},
+		{name: "approval taken back by a reviewer robot", isReviewer: reviewer, body: unapproved, wantStored: 0},
+		{name: "approval by a person", isReviewer: func(string) bool { return false }, body: approved, wantStored: 1},
+		{name: "no reviewer check", body: approved, wantStored: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, func(c *GitLabConfig) { c.IsReviewer = tt.isReviewer })
+			w := e.send(delivery{event: evMR, token: secretA, body: tt.body})
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			calls, _ := e.store.snapshot()
+			if len(calls) != tt.wantStored {
+				t.Fatalf("stored %d deliveries, want %d (answer %s)", len(calls), tt.wantStored, w.Body)
+			}
+			if tt.wantStored == 0 && !strings.Contains(w.Body.String(), "ignored") {
+				t.Errorf("answer %s, want ignored", w.Body)
+			}
+		})
+	}
+}

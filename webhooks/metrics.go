@@ -58,6 +58,9 @@ const (
 	// IgnoredPipelineInProgress: a Pipeline Hook of a pipeline on its way
 	// (platform.Pipeline.InProgress: created, pending, preparing, running).
 	IgnoredPipelineInProgress = "pipeline_in_progress"
+	// IgnoredReviewerApproval: a Merge Request Hook of an approval given or
+	// taken back by one of the bot's reviewer robots (GitLabConfig.IsReviewer).
+	IgnoredReviewerApproval = "reviewer_approval"
 )
 
 // Callback results that are not an acceptor's answer: the result label of
@@ -172,7 +175,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.deliveries.WithLabelValues(e, o)
 		}
 	}
-	for _, r := range []string{IgnoredEventNotUsed, IgnoredNotOnMergeRequest, IgnoredSystemNote, IgnoredEditedNote, IgnoredNoCommand, IgnoredMergeRequestUnused, IgnoredPipelineInProgress} {
+	for _, r := range []string{IgnoredEventNotUsed, IgnoredNotOnMergeRequest, IgnoredSystemNote, IgnoredEditedNote, IgnoredNoCommand, IgnoredMergeRequestUnused, IgnoredPipelineInProgress, IgnoredReviewerApproval} {
 		m.ignored.WithLabelValues(r)
 	}
 	for _, h := range []string{handlerGitLab, handlerGitHub, KindApproval, KindDeploy} {

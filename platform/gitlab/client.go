@@ -314,6 +314,10 @@ func (c *Client) Reviewer(ctx context.Context, i int) (platform.User, error) {
 	return c.accounts.Reviewer(ctx, i, func(ctx context.Context, i int) (platform.User, error) { return c.readUser(ctx, c.reviewers[i]) })
 }
 
+// IsReviewer reports whether username is one of the reviewer robots, as
+// far as they have been read (platform.Accounts.IsReviewer: no call).
+func (c *Client) IsReviewer(username string) bool { return c.accounts.IsReviewer(username) }
+
 func (c *Client) readUser(ctx context.Context, api *gl.Client) (platform.User, error) {
 	u, err := call(ctx, c, epUserGet, func(o gl.RequestOptionFunc) (*gl.User, *gl.Response, error) {
 		return api.Users.CurrentUser(o)
