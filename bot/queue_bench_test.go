@@ -41,7 +41,8 @@ const queueBenchPipeline = 400 * time.Millisecond
 //     (one per push to a change's branch: its commit, each rebase, each
 //     retry), per change;
 //
-//   - gitlab-calls/change and tx/change as BenchmarkChanges200 counts them.
+//   - gitlab-calls/change and tx/change as BenchmarkChanges200 counts them;
+//     with CHANGEBOT_BENCH_TRACE=1 the log lists the statements per change.
 //
 //     go test ./bot/ -run '^$' -bench MergeQueue -benchtime 1x -v
 func BenchmarkMergeQueue(b *testing.B) {
@@ -165,6 +166,9 @@ func benchmarkMergeQueue(b *testing.B, platform string, k int) {
 	b.ReportMetric(per(fake.calls()-calls0), "platform-calls/change")
 	b.ReportMetric(float64(counter.tx.Load()-tx0)/float64(n), "tx/change")
 	b.Logf("where a change's time goes (median over the changes, seconds at each step):\n%s", formatSteps(steps))
+	if os.Getenv("CHANGEBOT_BENCH_TRACE") != "" {
+		b.Logf("statements per change (whole run):\n%s", counter.report(n))
+	}
 	b.Logf("K=%d: first submit to last VALIDATED %s (target %s)", k, (elapsed / time.Duration(b.N)).Round(time.Millisecond),
 		time.Duration(k)*(queueBenchPipeline+time.Second))
 }
