@@ -428,6 +428,21 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to rules.St
 			return err
 		}
 	}
+	if poll := rules.MustStep(from).JobFor(op.ApprovalFirst).Kind; from != to && slices.Contains(backgroundKinds, poll) {
+		// Leaving a wait retires its scheduled poll in the same
+		// transaction: run later, it would only find the change moved on
+		// (a job fetched and an operation read for nothing, issue 24).
+		withPoll := guard
+		guard = func(ctx context.Context, tx store.Tx, cur store.Operation, b store.Binding) error {
+			if withPoll != nil {
+				if err := withPoll(ctx, tx, cur, b); err != nil {
+					return err
+				}
+			}
+			_, err := e.st.RetireStepJobs(ctx, tx, op.ID, int(from), []string{poll})
+			return err
+		}
+	}
 	p := store.TransitionParams{
 		OperationID: op.ID, ExpectStep: op.Step, ToStep: int(to), ToStatus: ts.Status,
 		Update: update, Guard: guard,

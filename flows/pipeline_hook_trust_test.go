@@ -80,3 +80,36 @@ func TestPipelineSuccessHookConfirmedBeforeApproving(t *testing.T) {
 		})
 	}
 }
+
+// TestLeavingAWaitRetiresItsPoll (issue 24): a change that leaves a wait
+// (the pipeline's, the deploy's) on a webhook retires the wait's scheduled
+// poll in the same transaction: no poll job is left to run later only to
+// find the change moved on.
+func TestLeavingAWaitRetiresItsPoll(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	op := h.ToMROpened(t, flowtest.Change("svc"))
+	if n := len(h.Jobs(t, rules.KindAwaitPipeline)); n != 1 {
+		t.Fatalf("pipeline polls while waiting: %d, want 1", n)
+	}
+	h.DeliverWebhooks(t)
+	h.WorkUntilIdle(t)
+	h.RequireStep(t, op.ID, rules.HandleMerged)
+	if j := h.Jobs(t, rules.KindAwaitPipeline); len(j) != 0 {
+		t.Errorf("pipeline polls left after the pipeline's webhook: %d, want 0", len(j))
+	}
+	if n := len(h.Jobs(t, rules.KindAwaitDeploy)); n != 1 {
+		t.Fatalf("deploy polls while waiting: %d, want 1", n)
+	}
+	h.DeliverWebhooks(t) // the deploy pipeline on the target
+	h.WorkUntilIdle(t)
+	h.RequireStep(t, op.ID, rules.CalledBack)
+	if j := h.Jobs(t, rules.KindAwaitDeploy); len(j) != 0 {
+		t.Errorf("deploy polls left after the deploy's webhook: %d, want 0", len(j))
+	}
+	for _, w := range h.RunFor(t, 10*time.Minute) {
+		if w.Kind == rules.KindAwaitPipeline || w.Kind == rules.KindAwaitDeploy {
+			t.Errorf("a poll ran after its wait ended: %v", w)
+		}
+	}
+}
