@@ -52,7 +52,7 @@ func happyPathBudget(reviewers int) map[string]float64 {
 		// (projectReadTTL), as here: 2 per change otherwise.
 		epProject:      1, // id, default branch, squash option
 		epBranch:       1, // the target branch exists
-		epTree:         1, // create step: create or update, per file
+		epTree:         0, // none: one file's create or update is guessed (guessedFile); several are listed once
 		epBranchCreate: 0, // none: the commit creates the branch (start_branch)
 		epMR:           2, // approve (head sha; it confirms the pipeline webhook, pipelineHookTrusted), merge (mergeable, rebase)
 		epApprovals:    0, // none: a first round approves without reading (approvalsReadFirst)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"changebot/flows/rules"
@@ -185,11 +186,13 @@ const (
 )
 
 // branchWithCommit creates the change's branch source from target with its
-// commit in one call where the platform can (branchCommitter). It answers
-// branchNotMade, and no error, when the platform cannot and when the
-// platform refused a commit whose create-or-update actions came from the
-// target's tree (the target may have moved since the listing: the caller
-// commits on the branch once it is created, as without this call), and for
+// commit in one call where the platform can (branchCommitter). A single
+// file submitted without an action gets a guessed one, and the other when
+// GitLab refuses the guess (guessedFile); several are decided from one
+// listing of the target's tree. It answers branchNotMade, and no error,
+// when the platform cannot and when the platform refused the commit (the
+// target may have moved since the listing: the caller commits on the
+// branch once it is created, as without this call), and for
 // a change that opened its merge request before. A target branch that does
 // not exist fails the change in CREATE_FAILED.
 func (e createWorker) branchWithCommit(ctx context.Context, op store.Operation, projectID int64, source, target string, deferCI bool) (head string, made branchMade, err error) {
@@ -199,11 +202,25 @@ func (e createWorker) branchWithCommit(ctx context.Context, op store.Operation, 
 		// has its branch: the caller reads it as it always did.
 		return "", branchNotMade, nil
 	}
-	actions, err := e.commitActions(ctx, projectID, target, op.Files)
-	if err != nil {
+	var actions []platform.FileAction
+	guess, guessed := guessedFile(op.Files)
+	if guessed {
+		// One file without an action: guessed (create, unless a change
+		// of the project last needed update) instead of listing the tree;
+		// GitLab's refusal of a wrong guess tells the other.
+		actions = fileActions(op.Files, map[string]bool{op.Files[guess].Path: e.guesses.exists(projectID)})
+	} else if actions, err = e.commitActions(ctx, projectID, target, op.Files); err != nil {
 		return "", branchNotMade, err
 	}
-	c, err := bc.CreateBranchWithCommit(ctx, projectID, target, platform.CommitParams{Branch: source, Message: commitMessage(op, deferCI), Actions: actions})
+	params := platform.CommitParams{Branch: source, Message: commitMessage(op, deferCI), Actions: actions}
+	c, err := bc.CreateBranchWithCommit(ctx, projectID, target, params)
+	if guessed && platform.IsRefused(err) && !errors.Is(err, platform.ErrAlreadyExists) && !errors.Is(err, platform.ErrNotFound) {
+		params.Actions[guess].Action = otherAction(params.Actions[guess].Action)
+		c, err = bc.CreateBranchWithCommit(ctx, projectID, target, params)
+	}
+	if guessed && err == nil {
+		e.guesses.remember(projectID, params.Actions[guess].Action == "update")
+	}
 	switch {
 	case err == nil:
 		return c.SHA, branchCreated, nil
@@ -253,6 +270,12 @@ func (e createWorker) commitActions(ctx context.Context, projectID int64, ref st
 			return nil, fmt.Errorf("listing the files under %q: %w", dir, err)
 		}
 	}
+	return fileActions(files, existing), nil
+}
+
+// fileActions turns files into commit actions, choosing update for a file
+// submitted without an action that existing holds and create otherwise.
+func fileActions(files []store.File, existing map[string]bool) []platform.FileAction {
 	out := make([]platform.FileAction, 0, len(files))
 	for _, f := range files {
 		action := f.Action
@@ -264,8 +287,50 @@ func (e createWorker) commitActions(ctx context.Context, projectID int64, ref st
 		}
 		out = append(out, platform.FileAction{Action: action, FilePath: f.Path, Content: f.Content})
 	}
-	return out, nil
+	return out
 }
+
+// guessedFile returns the index of the one file submitted without an
+// action, and false when there is none or more than one: a single file's
+// create-or-update is guessed and, when GitLab refuses the guess ("A file
+// with this name already exists" / "doesn't exist"), the other action is
+// tried, two calls at worst, as many as a tree listing and the commit
+// (issue 24 point 3). With several such files a refusal would not say
+// which one, so the tree is listed.
+func guessedFile(files []store.File) (int, bool) {
+	at := -1
+	for i, f := range files {
+		if f.Action != "" {
+			continue
+		}
+		if at >= 0 {
+			return -1, false
+		}
+		at = i
+	}
+	return at, at >= 0
+}
+
+// otherAction is the action to try after GitLab refused a guessed one.
+func otherAction(action string) string {
+	if action == "update" {
+		return "create"
+	}
+	return "update"
+}
+
+// actionGuesses remembers per project whether the last guessed file that
+// GitLab took was an update (the file existed): a rollout that updates one
+// file in many changes guesses right after its first. Bounded by the
+// projects the bot serves; a replica that restarts guesses create again.
+type actionGuesses struct{ m sync.Map }
+
+func (g *actionGuesses) exists(projectID int64) bool {
+	v, ok := g.m.Load(projectID)
+	return ok && v.(bool)
+}
+
+func (g *actionGuesses) remember(projectID int64, existed bool) { g.m.Store(projectID, existed) }
 
 // commonDir is the deepest directory holding every one of paths ("" for
 // the repository root): "a/b" for "a/b/c.yaml" and "a/b/d/e.yaml".

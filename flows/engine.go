@@ -254,6 +254,9 @@ type Engine struct {
 	// reads shares recent project reads between the submit check and the
 	// create steps (projectReadTTL).
 	reads projectReads
+	// guesses remembers, per project id, the file action that last fitted
+	// a change's one file submitted without an action (actionGuesses).
+	guesses actionGuesses
 	// jobs is the job panic guard the step runner runs each step under.
 	jobs *guard.Jobs
 }

@@ -57,6 +57,7 @@ const (
 	pathCommits  = "/api/v4/projects/*/repository/commits"
 	pathBranches = "/api/v4/projects/*/repository/branches"
 	pathPipeline = "/api/v4/projects/*/merge_requests/*/pipelines"
+	pathTree     = "/api/v4/projects/*/repository/tree"
 )
 
 // calls counts the calls gitlabfake answered with method and path, by user
@@ -281,15 +282,57 @@ func TestCreateRules(t *testing.T) {
 	runRules(t, []rule{
 		{name: "branch and commit made in one call but the answer lost: the retry finds them", want: rules.CreateMROpened,
 			run: lostAnswer(http.MethodPost, pathCommits), check: onlyOne},
-		{name: "the commit creating the branch refused for a file: the branch is created and committed on", want: rules.CreateMROpened,
+		{name: "one file created without a tree listing", want: rules.CreateMROpened,
+			run: func(t *testing.T, h *flowtest.Harness) string { return h.ToMROpened(t, flowtest.Change("svc")).ID },
+			check: func(t *testing.T, h *flowtest.Harness, _ string) {
+				wantCalls(t, h, http.MethodGet, pathTree, flowtest.Robot, false, 0)
+				wantCalls(t, h, http.MethodPost, pathCommits, flowtest.Robot, false, 1)
+			}},
+		{name: "one file that exists: the guess refused, the other action taken", want: rules.CreateMROpened,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				p := flowtest.Change("svc")
+				p.Files[0].Path = "README.md" // on the target: create is refused, update fits
+				return h.ToMROpened(t, p).ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, _ string) {
+				wantCalls(t, h, http.MethodGet, pathTree, flowtest.Robot, false, 0)
+				wantCalls(t, h, http.MethodPost, pathCommits, flowtest.Robot, false, 2)
+				if n := len(postsAnswered(h, pathCommits, http.StatusBadRequest)); n != 1 {
+					t.Fatalf("%d commits refused, want the wrong guess's 1", n)
+				}
+				wantCalls(t, h, http.MethodPost, pathBranches, flowtest.Robot, false, 0)
+			}},
+		{name: "a second change of the project's existing file guesses update at once", want: rules.CreateMROpened,
+			run: func(t *testing.T, h *flowtest.Harness) string {
+				for _, subject := range []string{"svc-a", "svc-b"} {
+					p := flowtest.Change(subject)
+					p.Files[0].Path = "README.md"
+					h.ToMROpened(t, p)
+				}
+				p := flowtest.Change("svc-c")
+				p.Files[0].Path = "README.md"
+				return h.ToMROpened(t, p).ID
+			},
+			check: func(t *testing.T, h *flowtest.Harness, _ string) {
+				// The first change's create is refused (2 calls); the
+				// next two update at once (1 call each).
+				wantCalls(t, h, http.MethodPost, pathCommits, flowtest.Robot, false, 4)
+				if n := len(postsAnswered(h, pathCommits, http.StatusBadRequest)); n != 1 {
+					t.Fatalf("%d commits refused, want the first change's 1", n)
+				}
+			}},
+		{name: "two files, the commit creating the branch refused: the branch is created and committed on", want: rules.CreateMROpened,
 			run: func(t *testing.T, h *flowtest.Harness) string {
 				// GitLab's answer when the target moved between the tree
 				// listing and the commit (a file the listing did not have).
 				h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: pathCommits, Status: http.StatusBadRequest,
 					Body: "A file with this name already exists", Times: 1})
-				return h.ToMROpened(t, flowtest.Change("svc")).ID
+				p := flowtest.Change("svc")
+				p.Files = append(p.Files, store.File{Path: "services/svc-extra.yaml", Content: "x: 1\n"})
+				return h.ToMROpened(t, p).ID
 			},
 			check: func(t *testing.T, h *flowtest.Harness, _ string) {
+				wantCalls(t, h, http.MethodGet, pathTree, flowtest.Robot, false, 2) // the target's, then the branch's
 				wantCalls(t, h, http.MethodPost, pathBranches, flowtest.Robot, false, 1)
 				wantCalls(t, h, http.MethodPost, pathCommits, flowtest.Robot, false, 2)
 				wantCalls(t, h, http.MethodPost, pathMRs, flowtest.Robot, false, 1)

@@ -58,10 +58,11 @@ func TestResumeKeepsOneJobPerStep(t *testing.T) {
 		together bool
 	}{
 		{"job retrying after a 503", func(t *testing.T, h *flowtest.Harness, op store.Operation) {
-			// The create job's first call, the tree listing that decides
-			// create or update (the project read is the submit check's,
-			// shared when under a minute old).
-			h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodGet, PathPattern: "/api/v4/projects/*/repository/tree", Status: 503, Times: 1})
+			// The create job's first call, the commit that creates the
+			// branch (the project read is the submit check's, shared when
+			// under a minute old; one file's action is guessed, no tree
+			// listing).
+			h.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: "/api/v4/projects/*/repository/commits", Status: 503, Times: 1})
 			w := h.WorkUntilIdle(t)
 			if len(w) != 1 || w[0].Err == nil || len(h.Jobs(t, rules.KindCreateMR)) != 1 {
 				t.Fatalf("the create job did not fail transiently: %v", w)
