@@ -47,6 +47,9 @@ type SentWebhook struct {
 	Duplicate bool
 	// Err is the transport error text, "" when an answer came back.
 	Err string
+	// Answer is the receiver's answer body (its first 8 KiB), as GitLab
+	// shows it in the webhook's recent events.
+	Answer []byte
 }
 
 // WebhookChaos makes delivery unreliable the way GitLab's can be
@@ -267,7 +270,7 @@ func (s *Server) send(ev *hookEvent) SentWebhook {
 		s.log.Debug("webhook delivery failed", "event", ev.event, "error", err)
 		return rec
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 8<<10))
+	rec.Answer, _ = io.ReadAll(io.LimitReader(resp.Body, 8<<10))
 	_ = resp.Body.Close()
 	rec.Status = resp.StatusCode
 	s.log.Debug("webhook delivered", "event", ev.event, "status", resp.StatusCode)
