@@ -431,10 +431,12 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to rules.St
 			return err
 		}
 	}
-	if poll := rules.MustStep(from).JobFor(op.ApprovalFirst).Kind; from != to && slices.Contains(backgroundKinds, poll) {
+	if poll := rules.MustStep(from).JobFor(op.ApprovalFirst).Kind; from != to && slices.Contains(backgroundKinds, poll) && workingKind(ctx) != poll {
 		// Leaving a wait retires its scheduled poll in the same
 		// transaction: run later, it would only find the change moved on
 		// (a job fetched and an operation read for nothing, issue 24).
+		// Not when a poll job moves the change: the step's one poll is
+		// the job being worked, its own row.
 		withPoll := guard
 		guard = func(ctx context.Context, tx store.Tx, cur store.Operation, b store.Binding) error {
 			if withPoll != nil {

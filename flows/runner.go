@@ -79,6 +79,7 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		log.Warn("stale job: the step has no job of this kind")
 		return nil
 	}
+	ctx = context.WithValue(ctx, workingKindKey{}, kind)
 	background := slices.Contains(backgroundKinds, kind)
 	if background {
 		ctx = platform.WithPriority(ctx, platform.PriorityBackground)
@@ -339,4 +340,14 @@ func (e *Engine) noteDetail(ctx context.Context, op store.Operation, kind string
 	if werr != nil && !isConflict(werr) {
 		e.opLog(op).Warn("recording the retry failed", "err", werr)
 	}
+}
+
+// workingKindKey is the context key of the kind of the step job being
+// worked (runStep).
+type workingKindKey struct{}
+
+// workingKind returns the kind of the step job ctx works, "" outside one.
+func workingKind(ctx context.Context) string {
+	k, _ := ctx.Value(workingKindKey{}).(string)
+	return k
 }
