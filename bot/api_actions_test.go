@@ -44,8 +44,8 @@ func TestChangeWithoutMergeRequestCanBeCancelledAndResubmitted(t *testing.T) {
 		return `{"subject_id":"svc","target_key":"prod","project":"` + project + `","title":"t","requested_by":"alice","files":[{"path":"a.yaml","content":"a: 1\n"}]}`
 	}
 	// The submission's checks pass (issue 9 defect 16); the create step
-	// then meets a branch GitLab refuses to create.
-	env.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: "/api/v4/projects/*/repository/branches", Status: 403})
+	// then meets a commit GitLab refuses (the robot may not push).
+	env.GitLab.InjectFault(gitlabfake.Fault{Method: http.MethodPost, PathPattern: "/api/v4/projects/*/repository/commits", Status: 403})
 	code, body := post("/api/v1/changes", demo.APIToken, change(demo.Project))
 	if code != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", code, body)

@@ -372,14 +372,14 @@ func testEndToEndReachesValidated(t *testing.T, engine string) {
 		return m
 	}
 	t.Logf("GitLab calls of one happy-path change: %d of its own %v, %d for the status note %v", len(own), describe(own), len(noteCalls), describe(noteCalls))
-	if len(own) > 19 {
-		t.Errorf("%d GitLab calls for one change besides its status note, budget 19", len(own))
+	if len(own) > 14 {
+		t.Errorf("%d GitLab calls for one change besides its status note, budget 14", len(own))
 	}
-	if n := env.GitLab.CallCount("GET", "/api/v4/projects/*/merge_requests/*"); n != 3 {
-		t.Errorf("%d reads of the MR, want 3: the pipeline hook's, the approve step's and the merge step's (issue 12: no repeated read within a step)", n)
+	if n := env.GitLab.CallCount("GET", "/api/v4/projects/*/merge_requests/*"); n != 2 {
+		t.Errorf("%d reads of the MR, want 2: the approve step's (it confirms the pipeline webhook's success) and the merge step's (issue 12: no repeated read within a step)", n)
 	}
-	// The note: one list to find an earlier one, one post, then at most one
-	// edit per transition after the MR exists (CREATE_SUCCEEDED to CALLED_BACK).
+	// The note: one post (no list on a first note), then at most one edit
+	// per transition after the MR exists (CREATE_SUCCEEDED to CALLED_BACK).
 	posts, lists, edits := 0, 0, 0
 	for _, c := range noteCalls {
 		switch c.Method {
@@ -391,8 +391,8 @@ func testEndToEndReachesValidated(t *testing.T, engine string) {
 			edits++
 		}
 	}
-	if posts != 1 || lists > 1 || edits > 5 || posts+lists+edits != len(noteCalls) {
-		t.Errorf("status note calls %v: want one post, at most one list and at most 5 edits", describe(noteCalls))
+	if posts != 1 || lists != 0 || edits > 5 || posts+lists+edits != len(noteCalls) {
+		t.Errorf("status note calls %v: want one post, no list and at most 5 edits", describe(noteCalls))
 	}
 	if n := env.GitLab.CallCount("GET", "/api/v4/projects/*/pipelines"); n != 0 {
 		t.Errorf("%d deploy pipeline polls although the webhook arrived", n)

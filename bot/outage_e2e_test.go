@@ -26,10 +26,11 @@ func TestGitLabOutageIsVisibleAndRecoversQuickly(t *testing.T) {
 	}
 	// After the submission's own GitLab checks (an outage then answers 503
 	// and creates nothing), before the create step (after approval): its
-	// first call is the branch create (it shares the submit check's read of
-	// the project when that is under a minute old), or the project read.
+	// first call is the commit that creates the branch (it shares the
+	// submit check's read of the project when that is under a minute old),
+	// or the project read.
 	env.GitLab.InjectFault(gitlabfake.Fault{Method: "GET", PathPattern: "/api/v4/projects/*", Status: 500})
-	env.GitLab.InjectFault(gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/repository/branches", Status: 500})
+	env.GitLab.InjectFault(gitlabfake.Fault{Method: "POST", PathPattern: "/api/v4/projects/*/repository/commits", Status: 500})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		v, err := demo.GetChange(ctx, env, opID)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -190,11 +191,13 @@ const (
 // file submitted without an action gets a guessed one, and the other when
 // GitLab refuses the guess (guessedFile); several are decided from one
 // listing of the target's tree. It answers branchNotMade, and no error,
-// when the platform cannot and when the platform refused the commit (the
-// target may have moved since the listing: the caller commits on the
-// branch once it is created, as without this call), and for
+// when the platform cannot and when the platform refused the commit for its
+// files (fileRefused: the target may have moved since the listing; the
+// caller commits on the branch once it is created, as without this call),
+// and for
 // a change that opened its merge request before. A target branch that does
-// not exist fails the change in CREATE_FAILED.
+// not exist, or another refusal (the robot may not push), fails the change
+// in CREATE_FAILED.
 func (e createWorker) branchWithCommit(ctx context.Context, op store.Operation, projectID int64, source, target string, deferCI bool) (head string, made branchMade, err error) {
 	bc, ok := e.gl.(branchCommitter)
 	if !ok || op.MRIID != 0 {
@@ -214,7 +217,7 @@ func (e createWorker) branchWithCommit(ctx context.Context, op store.Operation, 
 	}
 	params := platform.CommitParams{Branch: source, Message: commitMessage(op, deferCI), Actions: actions}
 	c, err := bc.CreateBranchWithCommit(ctx, projectID, target, params)
-	if guessed && platform.IsRefused(err) && !errors.Is(err, platform.ErrAlreadyExists) && !errors.Is(err, platform.ErrNotFound) {
+	if guessed && fileRefused(err) {
 		params.Actions[guess].Action = otherAction(params.Actions[guess].Action)
 		c, err = bc.CreateBranchWithCommit(ctx, projectID, target, params)
 	}
@@ -228,11 +231,22 @@ func (e createWorker) branchWithCommit(ctx context.Context, op store.Operation, 
 		return "", branchExists, nil
 	case errors.Is(err, platform.ErrNotFound):
 		return "", branchNotMade, failTo(rules.CreateFailed, "target branch %q not found", target)
-	case platform.IsRefused(err):
-		e.opLog(op).Info("the commit creating the branch was refused; committing on a created branch instead", "err", err)
+	case fileRefused(err):
+		e.opLog(op).Info("the commit creating the branch was refused for its files; committing on a created branch instead", "err", err)
 		return "", branchNotMade, nil
+	case platform.IsRefused(err):
+		return "", branchNotMade, failTo(rules.CreateFailed, "committing the files: %s", failureDetail(rules.WordsOf(op.Platform), err))
 	}
 	return "", branchNotMade, err
+}
+
+// fileRefused reports whether GitLab refused a commit for its file actions
+// (400 with the Files::MultiService message, such as "A file with this name
+// already exists"), not for its branch (platform.ErrAlreadyExists,
+// ErrNotFound) nor for the robot's rights (403).
+func fileRefused(err error) bool {
+	return platform.StatusOf(err) == http.StatusBadRequest && platform.IsRefused(err) &&
+		!errors.Is(err, platform.ErrAlreadyExists) && !errors.Is(err, platform.ErrNotFound)
 }
 
 // squashByDefault reports whether the project squashes merge requests

@@ -79,8 +79,9 @@ type hookWriter interface {
 // asks GitLab for a test event (merge request events, or push events in a
 // project without merge requests): when the bot refuses its secret, the
 // secret is written and the test repeated. It reports whether the test
-// arrived: GitLab's answer (the bot answered 2xx) and the delivery the
-// bot stored. It returns an error when a webhook could not be set up or
+// arrived: GitLab's answer (the bot answered 2xx, so it took the secret)
+// and the delivery the bot stored, if any (a test event of a merge
+// request's open, or a push, moves no change and is not stored). It returns an error when a webhook could not be set up or
 // its test did not arrive. On GitHub (CHANGEBOT_PLATFORM github) it is
 // runGitHubSetup.
 func RunSetup(ctx context.Context, cfg config.Config, o SetupOpts) ([]SetupResult, error) {
@@ -256,8 +257,10 @@ func (s *setup) test(ctx context.Context, owner platform.HookOwner, id int64) er
 	switch got := s.deliveries.after(ctx, before, "Merge Request Hook"); {
 	case got != "":
 		line += " and stored it as " + got
-	case trigger == platform.TriggerPush:
-		line += " (push events are acknowledged, not stored)"
+	default:
+		// GitLab's test events (a merge request's open, a push) move no
+		// change: the bot checks their secret, answers and stores nothing.
+		line += " (a test event moves no change: acknowledged, not stored)"
 	}
 	fmt.Fprintln(s.out, line)
 	return nil
