@@ -182,7 +182,8 @@ func (e handleWorker) approve(ctx context.Context, op store.Operation) error {
 		return err
 	}
 	approved, readErr := map[int64]bool{}, error(nil)
-	if approvalsReadFirst(rules.WordsOf(op.Platform), op.Rounds, attempts) {
+	readFirst := approvalsReadFirst(rules.WordsOf(op.Platform), op.Rounds, attempts, repeatedRun(ctx))
+	if readFirst {
 		approved, readErr = e.readApprovals(ctx, op)
 	}
 	switch {
@@ -284,7 +285,7 @@ func (e handleWorker) approve(ctx context.Context, op store.Operation) error {
 		}
 	}
 	if wait > 0 {
-		if approvedNow && !approvalsReadFirst(rules.WordsOf(op.Platform), op.Rounds, attempts) {
+		if approvedNow && !readFirst {
 			if err := e.approvePartial(ctx, op, mr.SHA); err != nil {
 				return err
 			}
@@ -468,17 +469,18 @@ func pipelineConfirmed(op store.Operation, mr platform.MergeRequest) bool {
 }
 
 // approvalsReadFirst reports whether the approve step reads who approved
-// before approving. On GitLab the first round of a change with no approve
-// attempt recorded since it last moved does not: no robot can have approved
-// its head yet but a run of this step that stopped before recording its
-// move, and GitLab answers such a repeated approve 401, which the step
-// already settles by reading the approvals then (issue 24 point 3: no read
-// that a write's answer gives). A later round (the head moved and GitLab may
-// have kept the approvals), a recorded attempt or refusal (its read decides
-// whether a reviewer was denied), and GitHub, where a second approving
-// review is accepted as another review rather than refused, read first.
-func approvalsReadFirst(w rules.Words, rounds int, a *approveAttempts) bool {
-	return w.OnGitHub() || rounds > 0 || len(a.list) > 0 || len(a.refusals) > 0 || a.approvedBefore
+// before approving. On GitLab the first run of the first round of a change
+// with no approve attempt recorded since it last moved does not: no robot
+// can have approved its head yet (issue 24 point 3: no read that a write's
+// answer gives). It reads first, so that it makes at most one approve call
+// per reviewer and head sha, in a later round (the head moved and GitLab may
+// have kept the approvals), after a recorded attempt or refusal (its read
+// decides whether a reviewer was denied) or a partial run (approvePartial),
+// in a repeated run of its job (repeated: a run that failed or was killed
+// may have approved), and on GitHub, where a second approving review is
+// accepted as another review rather than refused.
+func approvalsReadFirst(w rules.Words, rounds int, a *approveAttempts, repeated bool) bool {
+	return w.OnGitHub() || rounds > 0 || repeated || len(a.list) > 0 || len(a.refusals) > 0 || a.approvedBefore
 }
 
 // approvePartial records that this run of the approve step approved as some

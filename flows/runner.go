@@ -79,7 +79,7 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		log.Warn("stale job: the step has no job of this kind")
 		return nil
 	}
-	ctx = context.WithValue(ctx, workingKindKey{}, kind)
+	ctx = context.WithValue(ctx, workingKindKey{}, workingJob{kind: kind, attempt: attempt})
 	background := slices.Contains(backgroundKinds, kind)
 	if background {
 		ctx = platform.WithPriority(ctx, platform.PriorityBackground)
@@ -342,12 +342,28 @@ func (e *Engine) noteDetail(ctx context.Context, op store.Operation, kind string
 	}
 }
 
-// workingKindKey is the context key of the kind of the step job being
-// worked (runStep).
+// workingKindKey is the context key of the step job being worked
+// (runStep): a workingJob.
 type workingKindKey struct{}
+
+// workingJob is the step job a context works: its kind and River's attempt
+// number (1 on its first run and after a snooze, more after a failed or
+// rescued run: a replica killed in the middle of it).
+type workingJob struct {
+	kind    string
+	attempt int
+}
 
 // workingKind returns the kind of the step job ctx works, "" outside one.
 func workingKind(ctx context.Context) string {
-	k, _ := ctx.Value(workingKindKey{}).(string)
-	return k
+	j, _ := ctx.Value(workingKindKey{}).(workingJob)
+	return j.kind
+}
+
+// repeatedRun reports whether ctx works a step job that ran before and
+// did not finish (River's attempt above 1): whatever that run did on the
+// platform may have happened.
+func repeatedRun(ctx context.Context) bool {
+	j, _ := ctx.Value(workingKindKey{}).(workingJob)
+	return j.attempt > 1
 }
