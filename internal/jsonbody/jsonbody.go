@@ -217,7 +217,137 @@ func DecodeStrict(body []byte, v any, disallowUnknown bool) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return ErrTrailingData
 	}
-	return CheckDuplicates(body)
+	if err := CheckDuplicates(body); err != nil {
+		return err
+	}
+	if disallowUnknown {
+		return checkKeyCase(body, reflect.TypeOf(v))
+	}
+	return nil
+}
+
+// KeyCaseError is an object key that names a field only in another case
+// ("Subject_ID" for subject_id): encoding/json matches keys to fields
+// without regard to case, so such a key would fill the field, or replace
+// the one written right. Path is its JSON path, Want the field's name.
+type KeyCaseError struct{ Path, Want string }
+
+// Error implements error.
+func (e *KeyCaseError) Error() string {
+	return fmt.Sprintf("unknown field %q: field names are case-sensitive (did you mean %q?)", cut(e.Path), e.Want)
+}
+
+// checkKeyCase walks body (which decoded into a value of type t) beside t
+// and returns a *KeyCaseError for the first object key that is not a field
+// name of its struct as written but matches one in another case. Maps take
+// any key; an interface or json.RawMessage takes anything.
+func checkKeyCase(body []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	return keyCase(dec, t, "")
+}
+
+var rawMessage = reflect.TypeOf(json.RawMessage(nil))
+
+func keyCase(dec *json.Decoder, t reflect.Type, path string) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil // decoded before: nothing to say
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	switch {
+	case d == '{' && t != nil && t.Kind() == reflect.Struct && t != rawMessage:
+		names := fieldNames(t)
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil
+			}
+			key, _ := k.(string)
+			ft, exact := names[key]
+			if !exact {
+				for name := range names {
+					if strings.EqualFold(name, key) {
+						return &KeyCaseError{Path: join(path, key), Want: name}
+					}
+				}
+			}
+			if err := keyCase(dec, ft, join(path, key)); err != nil {
+				return err
+			}
+		}
+	case d == '{':
+		var vt reflect.Type
+		if t != nil && t.Kind() == reflect.Map {
+			vt = t.Elem()
+		}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil
+			}
+			key, _ := k.(string)
+			if err := keyCase(dec, vt, join(path, key)); err != nil {
+				return err
+			}
+		}
+	case d == '[':
+		var et reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && t != rawMessage {
+			et = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := keyCase(dec, et, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	}
+	_, _ = dec.Token() // the closing delimiter
+	return nil
+}
+
+// fieldNames are the JSON names of struct type t's fields as encoding/json
+// reads them (the tag's name, else the Go name; embedded structs' fields
+// promoted; "-" and unexported fields left out), with their types.
+func fieldNames(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" && !strings.HasPrefix(tag, "-,") {
+			continue
+		}
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			et := ft
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				for n, typ := range fieldNames(et) {
+					if _, ok := out[n]; !ok {
+						out[n] = typ
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = ft
+	}
+	return out
 }
 
 // Describe says why decoding body failed with err, in one sentence

@@ -145,6 +145,9 @@ func TestDecodeStrict(t *testing.T) {
 		{"wrong type", `{"a":"1"}`, true, "field a must be an integer, not a string"},
 		{"empty", ``, true, "the body is empty"},
 		{"ends early", `{"a":1`, true, "malformed JSON: the body ends early"},
+		{"a key in another case refused", `{"A":1}`, true, `unknown field "A": field names are case-sensitive (did you mean "a"?)`},
+		{"a key twice in two cases refused", `{"a":1,"A":2}`, true, `unknown field "A": field names are case-sensitive (did you mean "a"?)`},
+		{"a key in another case allowed without the unknown-field check", `{"A":1}`, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,6 +187,36 @@ func BenchmarkCheckDuplicates(b *testing.B) {
 	for b.Loop() {
 		if err := CheckDuplicates(body); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestDecodeStrictKeyCaseNested: a key in another case is found at any
+// depth, named with its JSON path; maps and raw values take any key.
+func TestDecodeStrictKeyCaseNested(t *testing.T) {
+	t.Parallel()
+	type file struct {
+		Path string `json:"path"`
+	}
+	type body struct {
+		Files  []file            `json:"files"`
+		Labels map[string]string `json:"labels"`
+		Ext    json.RawMessage   `json:"ext"`
+	}
+	tests := []struct{ body, want string }{
+		{`{"files":[{"path":"a"},{"PATH":"b"}]}`, `unknown field "files[1].PATH": field names are case-sensitive (did you mean "path"?)`},
+		{`{"Files":[]}`, `unknown field "Files": field names are case-sensitive (did you mean "files"?)`},
+		{`{"labels":{"Path":"x"},"ext":{"Files":1}}`, ""},
+	}
+	for _, tt := range tests {
+		var v body
+		err := DecodeStrict([]byte(tt.body), &v, true)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.body, got, tt.want)
 		}
 	}
 }
