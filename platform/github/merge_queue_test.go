@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"changebot/platform"
 	"changebot/platform/github"
@@ -20,7 +21,9 @@ import (
 // refusal, and the next call goes through.
 func TestMergeQueueGraphQL(t *testing.T) {
 	t.Parallel()
-	f := newFakeEnv(t, githubfake.Options{}, githubfake.RepoSpec{}, github.Config{})
+	// The checks take 2 s, so that the entry is read while its group's
+	// checks run (with instant checks the group may merge first).
+	f := newFakeEnv(t, githubfake.Options{CIDuration: 2 * time.Second}, githubfake.RepoSpec{}, github.Config{})
 	f.srv.SetMergeQueue(f.repo.ID, "main", true)
 	ctx := t.Context()
 	for branch, want := range map[string]bool{"main": true, "release": false} {
