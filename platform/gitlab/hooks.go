@@ -120,7 +120,8 @@ type noteBody struct {
 // integer, not a string"), when object_kind is missing (for the used
 // kinds) or contradicts the header, or when the id a used event is about (object_attributes.iid of a
 // merge request, object_attributes.id of a pipeline or note) is missing
-// ("object_attributes is missing" when the whole object is). Its text says
+// ("object_attributes is missing" when the whole object is), or when the
+// project (project.id) of such an event is missing. Its text says
 // it once (platform.MalformedHook): `malformed "Merge Request Hook"
 // payload: object_attributes.iid is missing`. Error texts never contain
 // the body.
@@ -157,6 +158,11 @@ func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 	}
 	if err != nil {
 		return platform.HookEvent{}, malformedHook(eventHeader, jsonbody.Readable(err, body))
+	}
+	if ev.ProjectID == 0 && (kind == platform.HookMergeRequest || kind == platform.HookPipeline || kind == platform.HookNote) {
+		// Every change is found by its project: a used event without one
+		// could only be stored as project 0 and never move anything.
+		return platform.HookEvent{}, malformedHook(eventHeader, errors.New("project.id is missing"))
 	}
 	return ev, nil
 }

@@ -360,6 +360,13 @@ func TestDecodeHookEvents(t *testing.T) {
 			wantMsg: `malformed "Pipeline Hook" payload: object_attributes is missing`},
 		{name: "note without object_attributes", header: "Note Hook", body: `{"object_kind":"note"}`, wantError: true,
 			wantMsg: `malformed "Note Hook" payload: object_attributes is missing`},
+		// They were stored as project 0, where no change can be found.
+		{name: "merge request without project", header: "Merge Request Hook", body: `{"object_kind":"merge_request","object_attributes":{"iid":3,"action":"open"}}`, wantError: true,
+			wantMsg: `malformed "Merge Request Hook" payload: project.id is missing`},
+		{name: "pipeline without project", header: "Pipeline Hook", body: `{"object_kind":"pipeline","object_attributes":{"id":8,"status":"success"}}`, wantError: true,
+			wantMsg: `malformed "Pipeline Hook" payload: project.id is missing`},
+		{name: "note without project", header: "Note Hook", body: `{"object_kind":"note","object_attributes":{"id":5,"noteable_type":"MergeRequest","note":"/retry"},"merge_request":{"iid":3}}`, wantError: true,
+			wantMsg: `malformed "Note Hook" payload: project.id is missing`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
