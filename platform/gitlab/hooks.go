@@ -146,6 +146,7 @@ func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 	}
 	var ev platform.HookEvent
 	var err error
+	used := true // an event that can move a change
 	switch kind {
 	case platform.HookMergeRequest:
 		ev, err = decodeMergeRequestHook(eventHeader, objectKind, body)
@@ -155,11 +156,12 @@ func DecodeHook(eventHeader string, body []byte) (platform.HookEvent, error) {
 		ev, err = decodeNoteHook(eventHeader, objectKind, body)
 	default:
 		ev, err = decodeOtherHook(kind, objectKind, checked, body)
+		used = false
 	}
 	if err != nil {
 		return platform.HookEvent{}, malformedHook(eventHeader, jsonbody.Readable(err, body))
 	}
-	if ev.ProjectID == 0 && (kind == platform.HookMergeRequest || kind == platform.HookPipeline || kind == platform.HookNote) {
+	if used && ev.ProjectID == 0 {
 		// Every change is found by its project: a used event without one
 		// could only be stored as project 0 and never move anything.
 		return platform.HookEvent{}, malformedHook(eventHeader, errors.New("project.id is missing"))
