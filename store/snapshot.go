@@ -134,6 +134,9 @@ var CopyTables = []Table{
 		"updated_at", KindTime, "turn_avg_ms", KindInt)},
 	{Name: "merge_queue_fronts", Key: []string{"operation_id"}, Columns: cols(
 		"operation_id", KindText, "moved_by", KindText, "reason", KindText, "moved_at", KindTime)},
+	{Name: "repo_policies", Key: []string{"platform", "project_id", "branch"}, Columns: cols(
+		"platform", KindText, "project_id", KindInt, "branch", KindText, "sha", KindText, "body", KindText,
+		"read_at", KindTime)},
 }
 
 // IgnoredTables are the tables of an installation that a copy leaves

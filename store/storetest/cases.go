@@ -28,6 +28,7 @@ var cases = []struct {
 	{"AccountWaits", testAccountWaits},
 	{"MergeQueues", testMergeQueues},
 	{"NotificationDeliveries", testNotificationDeliveries},
+	{"RepoPolicies", testRepoPolicies},
 	{"AccountBudget", testAccountBudget},
 	{"AccountBudgetConcurrent", testAccountBudgetConcurrent},
 	{"StatusNoteClaims", testStatusNoteClaims},
