@@ -64,7 +64,15 @@ const (
 	QueueMode             = "queue.mode"
 	QueuePipelineRetries  = "queue.pipeline_retries"
 	QueueDeferCI          = "queue.defer_ci"
+	PolicyAllowOverride   = "policy.allow_override"
 )
+
+// OverridableKeys are the keys of a repository's .changebot.yml that
+// policy.allow_override may let replace the server's setting of the same
+// name (issue 25 point 2: server settings win, except keys the server
+// lists as overridable per project).
+var OverridableKeys = []string{ApprovalProvider, ApprovalApprovers, ApprovalRequired, QueueMode, QueueDeferCI,
+	QueuePipelineRetries, MergeMaxRounds}
 
 const (
 	scopeGlobal         = "global"
@@ -109,6 +117,10 @@ type Def struct {
 	Unit string
 	// Enum lists the accepted values of a KindEnum setting.
 	Enum []string
+	// Items, when set, makes a KindString setting a comma-separated list
+	// of these words only (each at most once; spaces around a word are
+	// ignored).
+	Items []string
 	// Min is the smallest accepted KindInt value.
 	Min int
 	// Allowed, when set, lists the only KindInt values an operator or the
@@ -189,6 +201,8 @@ var registry = []Def{
 	// keeps them equal).
 	{Key: QueueDeferCI, Kind: KindEnum, Default: "auto", Unit: "enum", Enum: []string{"auto", "on", "off"},
 		Doc: "GitLab: a queued change's first pipeline runs when it reaches the head of the merge queue (its commit skips CI until then), so it costs one pipeline: auto where the merge method is rebase_merge, on wherever it queues (never under ff, whose fast-forward would carry the [skip ci] onto the target branch and skip its deploy), off runs it when the merge request opens"},
+	{Key: PolicyAllowOverride, Kind: KindString, Default: "", Unit: "keys", Items: OverridableKeys,
+		Doc: "comma-separated keys of the repository's `.changebot.yml` whose value there replaces this server's setting of the same name for the project's changes (any of `approval.provider`, `approval.approvers`, `approval.required`, `queue.mode`, `queue.defer_ci`, `queue.pipeline_retries`, `merge.max_rounds`); the file's other values are shown, never applied"},
 	{Key: ReconcileMinAge, Kind: KindDuration, Default: "10m", Unit: "duration", GlobalOnly: true,
 		Doc: "the reconciler looks at MERGED changes last changed at least this long ago"},
 	{Key: ReconcileMaxAge, Kind: KindDuration, Default: "24h", Unit: "duration", GlobalOnly: true,
@@ -465,6 +479,9 @@ func (d Def) want() string {
 		}
 		return fmt.Sprintf("a whole number of at least %d", d.Min)
 	case KindString:
+		if len(d.Items) > 0 {
+			return "a comma-separated list of " + `"` + strings.Join(d.Items, `", "`) + `"`
+		}
 		return fmt.Sprintf("a string of at most %d bytes", maxStringSetting)
 	default:
 		return durationExampleText
@@ -564,7 +581,28 @@ func (d Def) stringValue(s string) (Value, error) {
 	if len(s) > maxStringSetting {
 		return Value{}, d.invalid(strconv.Quote(fmt.Sprintf("%d bytes", len(s))))
 	}
+	if len(d.Items) > 0 {
+		seen := map[string]bool{}
+		for _, w := range SplitList(s) {
+			if !slices.Contains(d.Items, w) || seen[w] {
+				return Value{}, d.invalid(strconv.Quote(s))
+			}
+			seen[w] = true
+		}
+	}
 	return d.value(s), nil
+}
+
+// SplitList splits a comma-separated setting into its words, spaces
+// trimmed and empty words dropped ("a, b,,c" is a, b, c).
+func SplitList(s string) []string {
+	var out []string
+	for _, w := range strings.Split(s, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func (d Def) intValue(i int64, got string) (Value, error) {

@@ -55,6 +55,12 @@ func TestParse(t *testing.T) {
 		{"string ok", ApprovalApprovers, `"carol, dave"`, false, func(v Value) bool { return v.String() == "carol, dave" }},
 		{"string empty", ApprovalApprovers, `""`, false, func(v Value) bool { return v.String() == "" }},
 		{"string not string", ApprovalApprovers, `["carol"]`, true, nil},
+		{"list ok", PolicyAllowOverride, `"queue.mode, approval.required"`, false, func(v Value) bool {
+			return slices.Equal(SplitList(v.String()), []string{"queue.mode", "approval.required"})
+		}},
+		{"list empty", PolicyAllowOverride, `""`, false, func(v Value) bool { return v.String() == "" }},
+		{"list unknown key", PolicyAllowOverride, `"queue.mode, admission.max_active"`, true, nil},
+		{"list key twice", PolicyAllowOverride, `"queue.mode,queue.mode"`, true, nil},
 		{"int ok", AdmissionMaxActive, `250`, false, func(v Value) bool { return v.Int() == 250 }},
 		{"int zero below min", AdmissionMaxActive, `0`, true, nil},
 		{"int zero allowed", PollShortCount, `0`, false, func(v Value) bool { return v.Int() == 0 }},
