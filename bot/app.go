@@ -189,8 +189,11 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		ApprovalPolicyFunc: approvalPolicyFunc(a.settingText, a.cfg.Platform),
 		PollFunc:           func(project string) flows.PollConfig { return pollFromSettings(a.settings, project) },
 		QueueFunc:          func(project string) flows.QueueConfig { return queueFromSettings(a.settings, project) },
-		StepHookFunc:       opts.StepHookFunc,
-		EventJobsFunc:      notifications.Jobs,
+		AllowOverrideFunc: func(project string) []string {
+			return settings.SplitList(a.settingText(settings.PolicyAllowOverride, project))
+		},
+		StepHookFunc:  opts.StepHookFunc,
+		EventJobsFunc: notifications.Jobs,
 	})
 	if err != nil {
 		return err

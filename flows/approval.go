@@ -20,7 +20,7 @@ func (e *Engine) requestApproval(ctx context.Context, op store.Operation) error 
 	if done, err := e.deferredChecks(ctx, op, "job:"+rules.KindRequestApproval); done {
 		return err
 	}
-	if e.policy(op.Project).Provider == rules.ProviderGitLab && op.MRIID > 0 {
+	if e.policyFor(op).Provider == rules.ProviderGitLab && op.MRIID > 0 {
 		return e.requestGitLabApproval(ctx, op)
 	}
 	ext := map[string]any{}

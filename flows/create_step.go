@@ -55,7 +55,16 @@ func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
 		target = proj.DefaultBranch
 	}
 	source := e.prefix + op.ID
-	deferCI, err := e.defersCI(ctx, op)
+	// The change starts from the target branch as it is now: the
+	// branch's .changebot.yml (or its last valid one) governs it from
+	// here (issue 25 point 2), before anything is opened.
+	at := op
+	at.ProjectID, at.TargetBranch = proj.ID, target
+	gov, err := e.readPolicy(ctx, at, proj.ID, target)
+	if err != nil {
+		return err
+	}
+	deferCI, err := e.defersCI(ctx, at)
 	if err != nil {
 		return err
 	}
@@ -147,6 +156,9 @@ func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
 	// skipped CI, and the head of its merge queue runs the pipeline
 	// (runDeferredPipeline).
 	to, payload, detail := rules.CreateMROpened, map[string]any{"mr_iid": mr.IID, "head_sha": head, "project_id": proj.ID}, ""
+	if gov.Blob != "" || gov.Invalid != nil {
+		payload["policy"] = gov.payload()
+	}
 	if deferCI {
 		to, payload["ci_deferred"] = rules.CreateSucceeded, true
 		detail = "its " + rules.WordsOf(op.Platform).Pipeline + " runs when it reaches the head of the merge queue (queue.defer_ci)"

@@ -66,6 +66,8 @@ type Store interface {
 	RecordStatusNote(ctx context.Context, c store.NoteClaim, n store.StatusNote) (bool, error)
 	ReleaseStatusNote(ctx context.Context, db store.DBTX, c store.NoteClaim) error
 	ReadHistory(ctx context.Context, id string) (store.History, error)
+	SaveRepoPolicy(ctx context.Context, db store.DBTX, p store.RepoPolicy) (bool, error)
+	RepoPolicy(ctx context.Context, db store.DBTX, platform string, projectID int64, branch string) (store.RepoPolicy, error)
 	CountActive(ctx context.Context, db store.DBTX) (int, error)
 	// Claims are the commit gate's rows (commitgate.DBStore).
 	commitgate.Claims
@@ -213,6 +215,11 @@ type EngineConfig struct {
 	// project's path as the platform answered it (as PollFunc); nil means
 	// the external approval system everywhere.
 	ApprovalPolicyFunc func(project string) ApprovalPolicy
+	// AllowOverrideFunc, when set, lists the keys of a repository's
+	// `.changebot.yml` whose values replace the server's settings for the
+	// project (its path, as PollFunc; runtime setting
+	// policy.allow_override); nil lets none.
+	AllowOverrideFunc func(project string) []string
 	Logger             *slog.Logger
 	Metrics            *Metrics
 	NowFunc            func() time.Time
@@ -254,6 +261,9 @@ type Engine struct {
 	// reads shares recent project reads between the submit check and the
 	// create steps (projectReadTTL).
 	reads projectReads
+	// policies are the repository policies of the target branches this
+	// replica has met (repo_policy.go).
+	policies repoPolicies
 	// guesses remembers, per project id, the file action that last fitted
 	// a change's one file submitted without an action (actionGuesses).
 	guesses actionGuesses
@@ -312,15 +322,17 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 
 // pollFor returns the polling schedule that applies to op now:
 // EngineConfig.PollFunc for op's project when set (runtime settings), else
-// the static schedule. Every wait reads it when it schedules its next poll.
+// the static schedule, with the branch's `.changebot.yml` merge.max_rounds
+// where the server allows it. Every wait reads it when it schedules its
+// next poll.
 func (e *Engine) pollFor(op store.Operation) PollConfig {
-	if e.cfg.PollFunc == nil {
-		return e.poll
+	p := e.poll
+	if e.cfg.PollFunc != nil {
+		if q := e.cfg.PollFunc(op.Project); q != (PollConfig{}) {
+			p = q
+		}
 	}
-	if p := e.cfg.PollFunc(op.Project); p != (PollConfig{}) {
-		return p
-	}
-	return e.poll
+	return e.applyPollPolicy(op, p)
 }
 
 // Platform is the platform this engine acts on (EngineConfig.Platform):

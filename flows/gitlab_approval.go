@@ -28,6 +28,18 @@ type ApprovalPolicy struct {
 	Required int
 }
 
+// policyFor is the approval policy of op: its project's, with the values
+// of its branch's `.changebot.yml` the server allows laid over it.
+func (e *Engine) policyFor(op store.Operation) ApprovalPolicy {
+	p := e.applyApprovalPolicy(op, e.policy(op.Project))
+	if p.Required < 1 {
+		p.Required = 1
+	}
+	return p
+}
+
+// policy is the approval policy of project from the server's settings
+// (EngineConfig.ApprovalPolicyFunc); see policyFor.
 func (e *Engine) policy(project string) ApprovalPolicy {
 	p := ApprovalPolicy{Provider: rules.ProviderExternal, Required: 1}
 	if e.cfg.ApprovalPolicyFunc != nil {
@@ -44,7 +56,7 @@ func (e *Engine) policy(project string) ApprovalPolicy {
 // before the change started waiting (while its pipeline ran, or while it
 // was APPROVAL_SENDING) were recorded and are counted once SENT is written.
 func (e *Engine) requestGitLabApproval(ctx context.Context, op store.Operation) error {
-	required := e.policy(op.Project).Required
+	required := e.policyFor(op).Required
 	_, err := e.Transition(ctx, op, rules.ApprovalSent, TransitionOpts{Source: "job:" + rules.KindRequestApproval,
 		Payload: map[string]any{"provider": rules.ProviderGitLab, "required": required},
 		Update:  func(o *store.Operation) { o.TicketID = rules.GitLabTicket }})
@@ -72,7 +84,7 @@ func (e *Engine) advanceIfApproved(ctx context.Context, id, actor, source string
 		return nil
 	}
 	count, err := e.st.CountGitLabApprovals(ctx, e.st.DB(), op.ID)
-	if err != nil || count < e.policy(op.Project).Required {
+	if err != nil || count < e.policyFor(op).Required {
 		return err
 	}
 	_, err = e.Transition(ctx, op, rules.HandleStarted, TransitionOpts{Actor: actor, Source: source, IgnoreVersion: true,
@@ -97,7 +109,7 @@ func earlyApproval(op store.Operation) bool {
 // The robot, the reviewer robots and the change's requester never count as
 // approvers (nobody approves their own change).
 func (e *Engine) IsApprover(ctx context.Context, op store.Operation, user platform.User) (bool, error) {
-	p := e.policy(op.Project)
+	p := e.policyFor(op)
 	if p.Provider != rules.ProviderGitLab || user.Username == op.RequestedBy {
 		return false, nil
 	}
@@ -159,7 +171,7 @@ func (e *Engine) isRobot(ctx context.Context, u platform.User) (bool, error) {
 // user requested it, or user is not an approver.
 func (e *Engine) DecideInGitLab(ctx context.Context, op store.Operation, user platform.User, decision, source string) error {
 	awaiting := op.TicketID == rules.GitLabTicket && rules.AwaitingApproval(rules.StepCode(op.Step))
-	early := e.policy(op.Project).Provider == rules.ProviderGitLab && earlyApproval(op) && decision != rules.GitLabReject
+	early := e.policyFor(op).Provider == rules.ProviderGitLab && earlyApproval(op) && decision != rules.GitLabReject
 	if !awaiting && !early {
 		return notApplicable("this change does not wait for an approval in %s (it is %s)", rules.WordsOf(op.Platform).Platform, op.Status)
 	}
@@ -197,7 +209,7 @@ func (e *Engine) DecideInGitLab(ctx context.Context, op store.Operation, user pl
 	if !added {
 		return nil // this approver was already counted
 	}
-	required := e.policy(op.Project).Required
+	required := e.policyFor(op).Required
 	if _, err := e.st.AppendEvent(ctx, op.ID, store.EventParams{Type: EventApproval, Actor: user.Username, Source: source,
 		Payload: map[string]any{"approvals": count, "required": required}}); err != nil {
 		return err

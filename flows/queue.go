@@ -42,12 +42,15 @@ type Queues interface {
 	MoveToQueueFront(ctx context.Context, operationID, by, reason string) error
 }
 
-// queueFor returns the queue configuration of op's project.
+// queueFor returns the queue configuration of op's project: the
+// runtime settings, with the values of the branch's `.changebot.yml` the
+// server allows (policy.allow_override) laid over them.
 func (e *Engine) queueFor(op store.Operation) QueueConfig {
 	c := DefaultQueueConfig
 	if e.cfg.QueueFunc != nil {
 		c = e.cfg.QueueFunc(op.Project)
 	}
+	c = e.applyQueuePolicy(op, c)
 	if c.Mode == "" {
 		c.Mode = rules.QueueAuto
 	}

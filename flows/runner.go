@@ -79,6 +79,7 @@ func (e *Engine) runStep(ctx context.Context, kind string, a OperationArgs, atte
 		log.Warn("stale job: the step has no job of this kind")
 		return nil
 	}
+	e.knowPolicy(ctx, op)
 	ctx = context.WithValue(ctx, workingKindKey{}, workingJob{kind: kind, attempt: attempt})
 	background := slices.Contains(backgroundKinds, kind)
 	if background {

@@ -39,6 +39,7 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 		PipelineURL: op.PipelineURL, TicketID: op.TicketID, HistoryURL: e.changeURL(op.ID), PageURL: e.pageURL(op.ID),
 		ApprovalInGitLab: op.TicketID == rules.GitLabTicket,
 		Platform:         store.PlatformOr(op.Platform),
+		Policy:           policyView(events),
 	}
 	var gitlabApprovers []string
 	var deployPipeline int64
@@ -101,7 +102,7 @@ func (e *Engine) StatusView(op store.Operation, events []store.Event) templates.
 // the approvals given so far; the requester, who never approves their own
 // change, is not named.
 func (e *Engine) approvalNeed(op store.Operation, given []string) *templates.ApprovalNeed {
-	p := e.policy(op.Project)
+	p := e.policyFor(op)
 	need := &templates.ApprovalNeed{Required: p.Required, Groups: p.ApproverGroups, Given: given}
 	for _, u := range p.Approvers {
 		if u != op.RequestedBy {

@@ -332,7 +332,14 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 	if p.ApprovalFirstFunc != nil {
 		p.ApprovalFirst = p.ApprovalFirstFunc(p.Project)
 	}
-	if e.policy(p.Project).Provider == rules.ProviderGitLab {
+	branch := p.TargetBranch
+	if branch == "" {
+		branch = proj.DefaultBranch
+	}
+	// The approval provider of the branch's policy this replica knows (a
+	// change of the branch read its .changebot.yml), where the server
+	// lets the file set it.
+	if e.policyFor(store.Operation{Project: p.Project, ProjectID: proj.ID, TargetBranch: branch}).Provider == rules.ProviderGitLab {
 		// In-GitLab approval implies the MR exists before approval.
 		p.ApprovalFirst = false
 	}

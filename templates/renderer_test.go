@@ -210,6 +210,15 @@ func statusCases() []struct {
 	closed.Timeline = append(timeline(4), TimelineEntry{At: at(35), What: "cancelled by alice: wrong file", StepName: "CLOSED", Status: "CLOSED", Actor: "alice", Source: "comment by @alice"})
 	closed.Seq = 5
 
+	// A branch whose .changebot.yml is invalid: the last valid file
+	// governs, and the comment says so (issue 25 point 2).
+	policyInvalid := base()
+	policyInvalid.Policy = &PolicyView{Blob: "1f0e9d8c", InvalidBlob: "ab12cd34", Problem: "line 3 `queue.mode`: must be one of auto, on, off (not always)", More: 1}
+	policyNone := base()
+	policyNone.Policy = &PolicyView{InvalidBlob: "ab12cd34", Problem: "line 1 `version`: must be 1"}
+	policyValid := base()
+	policyValid.Policy = &PolicyView{Blob: "1f0e9d8c"}
+
 	rejected := base()
 	rejected.MR, rejected.PipelineURL = MRView{}, ""
 	rejected.Status, rejected.StepCode, rejected.StepName = "REJECTED", 10403, "APPROVAL_REJECTED"
@@ -295,6 +304,9 @@ func statusCases() []struct {
 		{name: "closed", view: closed},
 		{name: "rejected", view: rejected},
 		{name: "user_text_escaped", view: hostile},
+		{name: "policy_invalid_last_valid_governs", view: policyInvalid},
+		{name: "policy_invalid_none_valid", view: policyNone},
+		{name: "policy_valid", view: policyValid},
 	}
 }
 

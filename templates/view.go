@@ -64,6 +64,9 @@ type StatusView struct {
 	// pipeline that confirmed it once known, else the merge commit's
 	// pipelines; "" before the merge.
 	DeployURL string
+	// Policy is the repository policy file that governs the change, nil
+	// when its target branch holds none (issue 25 point 2).
+	Policy *PolicyView
 	// Timeline lists the change's events, oldest first, each saying what
 	// happened, except the bookkeeping that is no step of the change
 	// (merge-gate claims, a refusal's follow-up read) and the retried
@@ -194,6 +197,22 @@ func (a ApprovalNeed) Who(platform string) []string {
 // Missing is how many approvals are still needed (Required less those
 // given), never below 0.
 func (a ApprovalNeed) Missing() int { return max(a.Required-len(a.Given), 0) }
+
+// PolicyView is the status comment's line about the target branch's
+// `.changebot.yml`: which file governs the change, and, when the branch's
+// current file is invalid, that it does not and its first problem.
+type PolicyView struct {
+	// Blob is the governing file's git blob id (short), "" when no valid
+	// file was ever read and the server's settings govern.
+	Blob string
+	// InvalidBlob is the branch's current, invalid file's blob id
+	// (short), "" when the current file is the governing one.
+	InvalidBlob string
+	// Problem is the invalid file's first problem ("line 3 `queue.mode`:
+	// must be one of auto, on, off"); More counts the others.
+	Problem string
+	More    int
+}
 
 // MRView identifies a merge request in the status comment.
 type MRView struct {
