@@ -27,6 +27,7 @@ type Store interface {
 	AccountWaits
 	Queues
 	Notifications
+	Rollouts
 }
 
 // Handles are the store's handles, transactions and clock.

@@ -78,6 +78,7 @@ type Executor interface {
 	QueueQueries
 	OverviewQueries
 	NotificationQueries
+	RolloutQueries
 }
 
 // OperationQueries are the queries of operations, bindings and deploy

@@ -28,6 +28,8 @@ var cases = []struct {
 	{"AccountWaits", testAccountWaits},
 	{"MergeQueues", testMergeQueues},
 	{"NotificationDeliveries", testNotificationDeliveries},
+	{"Rollouts", testRollouts},
+	{"RolloutNoticeConcurrent", testRolloutNoticeConcurrent},
 	{"AccountBudget", testAccountBudget},
 	{"AccountBudgetConcurrent", testAccountBudgetConcurrent},
 	{"StatusNoteClaims", testStatusNoteClaims},
