@@ -191,6 +191,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		QueueFunc:          func(project string) flows.QueueConfig { return queueFromSettings(a.settings, project) },
 		StepHookFunc:       opts.StepHookFunc,
 		EventJobsFunc:      notifications.Jobs,
+		RolloutNotice:      notifications.RolloutNotice(),
 	})
 	if err != nil {
 		return err
