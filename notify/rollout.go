@@ -1,9 +1,7 @@
 package notify
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +35,8 @@ type RolloutSummary struct {
 	Failed      int `json:"failed"`
 	NeedsPerson int `json:"needs_person"`
 	// Attention are changes that failed, then changes that wait for a
-	// person, each group oldest update first, at most the limit asked;
+	// person, each group oldest update first (as the store lists them:
+	// RolloutReadParams), at most the limit asked;
 	// More counts those left out.
 	Attention []RolloutChange `json:"attention"`
 	More      int             `json:"more"`
@@ -64,13 +63,16 @@ type RolloutChange struct {
 }
 
 // RolloutReadParams is what ReadRollout needs to read for a summary of
-// rollout id listing at most limit changes: the attention steps
-// (rules.AttentionSteps).
+// rollout id listing at most limit changes: those at a failed step, then
+// those at a step that waits for a person (rules.StepsOf).
 func RolloutReadParams(id string, limit int) store.RolloutReadParams {
-	steps := rules.AttentionSteps()
-	p := store.RolloutReadParams{ID: id, ListSteps: make([]int, len(steps)), ListLimit: limit}
-	for i, s := range steps {
-		p.ListSteps[i] = int(s)
+	p := store.RolloutReadParams{ID: id, ListLimit: limit}
+	for _, st := range []rules.Standing{rules.StandingFailed, rules.StandingNeedsPerson} {
+		var steps []int
+		for _, s := range rules.StepsOf(st) {
+			steps = append(steps, int(s))
+		}
+		p.Lists = append(p.Lists, steps)
 	}
 	return p
 }
@@ -99,20 +101,8 @@ func SummarizeRollout(r store.Rollout) RolloutSummary {
 		}
 		s.Attention = append(s.Attention, c)
 	}
-	// Failed first; the store's order (oldest update first) within each.
-	slices.SortStableFunc(s.Attention, func(a, b RolloutChange) int {
-		return cmp.Compare(failedFirst(a), failedFirst(b))
-	})
 	s.More = s.Failed + s.NeedsPerson - len(s.Attention)
 	return s
-}
-
-// failedFirst sorts a failed change before one that waits for a person.
-func failedFirst(c RolloutChange) int {
-	if c.Standing == rules.StandingFailed {
-		return 0
-	}
-	return 1
 }
 
 // RolloutEvent is the event a summary of a rollout in state tells, and
@@ -151,7 +141,7 @@ func (r *Router) RolloutNotice() *store.RolloutNotice {
 		return nil
 	}
 	p := RolloutReadParams("", MaxRolloutListed)
-	return &store.RolloutNotice{ListSteps: p.ListSteps, ListLimit: p.ListLimit, Decide: r.decideRollout}
+	return &store.RolloutNotice{Lists: p.Lists, ListLimit: p.ListLimit, Decide: r.decideRollout}
 }
 
 // decideRollout is RolloutNotice's Decide.

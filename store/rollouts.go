@@ -35,8 +35,9 @@ type RolloutCount struct {
 type Rollout struct {
 	ID     string
 	Counts []RolloutCount
-	// Listed are up to the asked limit of the rollout's changes at one of
-	// the asked steps, oldest update first.
+	// Listed are up to the asked limit of the rollout's changes at the
+	// asked steps: those of the first group of steps, oldest update first,
+	// then those of the next group, and so on.
 	Listed []Operation
 }
 
@@ -74,11 +75,12 @@ func (r Rollout) LastUpdatedAt() time.Time {
 }
 
 // RolloutReadParams select a rollout (ID) and the changes of it to list:
-// those at one of ListSteps, at most ListLimit (none when either is
-// empty or 0).
+// those at one of the steps of Lists, group by group (one statement per
+// group that the limit still leaves room for), at most ListLimit in all
+// (none when Lists is empty or ListLimit 0).
 type RolloutReadParams struct {
 	ID        string
-	ListSteps []int
+	Lists     [][]int
 	ListLimit int
 }
 
@@ -94,8 +96,8 @@ type RolloutMark struct {
 // RolloutNotice is how ApplyTransition tells a rollout's state
 // (TransitionParams.Rollout). When the operation as written has a
 // RolloutID, the move locks the rollout's row (inserting it the first
-// time), reads the rollout as the move leaves it (ListSteps, ListLimit as
-// in RolloutReadParams) and calls Decide with it, the mark as the last
+// time), reads the rollout as the move leaves it (Lists, ListLimit as in
+// RolloutReadParams) and calls Decide with it, the mark as the last
 // summary left it, and the operation and event the move wrote. Decide
 // returns the state to record and the jobs that tell it: when state is
 // neither "" nor the mark's, the store sets the mark to it (Notices+1) and
@@ -103,7 +105,7 @@ type RolloutMark struct {
 // nothing and drops jobs. The row's lock orders the moves of one rollout,
 // so two replicas never record, and never tell, one state twice.
 type RolloutNotice struct {
-	ListSteps []int
+	Lists     [][]int
 	ListLimit int
 	Decide    func(r Rollout, last RolloutMark, op Operation, ev Event) (state string, jobs []river.InsertManyParams)
 }
@@ -153,10 +155,19 @@ func readRollout(ctx context.Context, x Executor, p RolloutReadParams) (Rollout,
 		return Rollout{}, err
 	}
 	r := Rollout{ID: p.ID, Counts: counts}
-	if len(p.ListSteps) > 0 && p.ListLimit > 0 {
-		if r.Listed, err = x.RolloutListAtSteps(ctx, p.ID, p.ListSteps, p.ListLimit); err != nil {
+	for _, steps := range p.Lists {
+		left := p.ListLimit - len(r.Listed)
+		if left <= 0 || len(counts) == 0 {
+			break
+		}
+		if len(steps) == 0 {
+			continue
+		}
+		ops, err := x.RolloutListAtSteps(ctx, p.ID, steps, left)
+		if err != nil {
 			return Rollout{}, fmt.Errorf("listing its changes: %w", err)
 		}
+		r.Listed = append(r.Listed, ops...)
 	}
 	return r, nil
 }
@@ -180,7 +191,7 @@ func (s *DriverStore) noticeRollout(ctx context.Context, x Executor, n *RolloutN
 	}
 	// Read after the lock: on PostgreSQL (READ COMMITTED) each statement
 	// sees what committed before it, so the previous holder's move is in.
-	r, err := readRollout(ctx, x, RolloutReadParams{ID: op.RolloutID, ListSteps: n.ListSteps, ListLimit: n.ListLimit})
+	r, err := readRollout(ctx, x, RolloutReadParams{ID: op.RolloutID, Lists: n.Lists, ListLimit: n.ListLimit})
 	if err != nil {
 		return nil, fmt.Errorf("reading rollout %q: %w", op.RolloutID, err)
 	}

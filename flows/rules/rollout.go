@@ -111,13 +111,13 @@ func RolloutToldStates() []RolloutState {
 	return []RolloutState{RolloutNeedsPerson, RolloutFailed, RolloutMerged, RolloutDone}
 }
 
-// AttentionSteps lists the steps whose changes need someone (StandingOf is
-// StandingFailed or StandingNeedsPerson), in the step table's order: the
-// changes a rollout's progress lists.
-func AttentionSteps() []StepCode {
+// StepsOf lists the steps whose standing is st (StandingOf), in the step
+// table's order: a rollout's progress lists the changes at the steps of
+// StandingFailed, then those of StandingNeedsPerson.
+func StepsOf(st Standing) []StepCode {
 	var out []StepCode
 	for _, s := range Catalogue() {
-		if st := StandingOf(s.Code); st == StandingFailed || st == StandingNeedsPerson {
+		if StandingOf(s.Code) == st {
 			out = append(out, s.Code)
 		}
 	}

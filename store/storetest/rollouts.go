@@ -28,7 +28,7 @@ func (rolloutArgs) Kind() string { return "test_rollout_notice" }
 // state is one rolloutArgs job numbered by the mark. seen, when set,
 // receives each rollout Decide was given.
 func allAt(seen func(store.Rollout)) *store.RolloutNotice {
-	return &store.RolloutNotice{ListSteps: []int{10402}, ListLimit: 10,
+	return &store.RolloutNotice{Lists: [][]int{{10402}}, ListLimit: 10,
 		Decide: func(r store.Rollout, last store.RolloutMark, op store.Operation, _ store.Event) (string, []river.InsertManyParams) {
 			if seen != nil {
 				seen(r)
@@ -110,7 +110,7 @@ func testRollouts(t *testing.T, open Open) {
 		return moved
 	}
 	ops[0] = move(ops[0], 10402, store.StatusApprovalSent)
-	r, err := s.ReadRollout(ctx, s.DB(), store.RolloutReadParams{ID: "ro-1", ListSteps: []int{10402}, ListLimit: 10})
+	r, err := s.ReadRollout(ctx, s.DB(), store.RolloutReadParams{ID: "ro-1", Lists: [][]int{{10401}, {10402}}, ListLimit: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +122,13 @@ func testRollouts(t *testing.T, open Open) {
 	if fmt.Sprint(got) != fmt.Sprint(want) || r.Total() != 3 {
 		t.Fatalf("rollout counts %v (total %d), want %v", got, r.Total(), want)
 	}
-	if len(r.Listed) != 1 || r.Listed[0].ID != ops[0].ID {
-		t.Fatalf("rollout listed %+v at 10402, want only %s", r.Listed, ops[0].ID)
+	// The first group first, oldest update first, cut at the limit.
+	if len(r.Listed) != 2 || r.Listed[0].ID != ops[1].ID || r.Listed[1].ID != ops[2].ID {
+		t.Fatalf("rollout listed %+v, want %s and %s (10401, oldest first; the limit leaves 10402 out)", r.Listed, ops[1].ID, ops[2].ID)
+	}
+	r, err = s.ReadRollout(ctx, s.DB(), store.RolloutReadParams{ID: "ro-1", Lists: [][]int{{10402}, {10401}}, ListLimit: 10})
+	if err != nil || len(r.Listed) != 3 || r.Listed[0].ID != ops[0].ID {
+		t.Fatalf("rollout listed %+v (%v), want %s first, then the two at 10401", r.Listed, err, ops[0].ID)
 	}
 	first := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 	if !r.FirstCreatedAt().Equal(first) || !r.LastUpdatedAt().Equal(now) {
