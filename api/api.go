@@ -101,6 +101,9 @@ type Config struct {
 	// Notifications is the log of outgoing notifications that GET
 	// /api/v1/notifications reads; nil answers an empty log.
 	Notifications Notifications
+	// Rollouts reads a rollout's progress for GET /api/v1/rollouts/{id}
+	// and its page; nil knows no rollout (404).
+	Rollouts Rollouts
 	// Refusals counts the approval callbacks refused for a bad signature,
 	// which the hints of changes waiting in APPROVAL_SENT mention; nil
 	// counts none.
@@ -185,6 +188,7 @@ func (h *Handler) Mount(root *mux.Router) {
 	v1.Handle("/queues/{project}/{branch:.+}/unfreeze", h.auth(RoleOperator, TextInput(h.cfg.MaxBodyBytes, true, h.freezeQueue(false)))).Methods(http.MethodPost)
 	v1.Handle("/queues/{project}/{branch:.+}", h.auth("", http.HandlerFunc(h.getQueue))).Methods(http.MethodGet)
 	v1.Handle("/notifications", h.auth("", http.HandlerFunc(h.listNotifications))).Methods(http.MethodGet)
+	v1.Handle("/rollouts/{id}", h.auth("", http.HandlerFunc(h.getRollout))).Methods(http.MethodGet)
 	v1.Handle("/settings", h.auth("", http.HandlerFunc(h.listSettings))).Methods(http.MethodGet)
 	v1.Handle("/settings/{key}", h.auth("", http.HandlerFunc(h.getSetting))).Methods(http.MethodGet)
 	v1.Handle("/settings/{key}", h.auth(RoleOperator, TextInput(h.cfg.MaxBodyBytes, true, http.HandlerFunc(h.putSetting)))).Methods(http.MethodPut)

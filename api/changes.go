@@ -30,6 +30,7 @@ type changeRequest struct {
 	Description  jsonText      `json:"description"`
 	Files        []fileRequest `json:"files"`
 	RequestedBy  jsonText      `json:"requested_by"`
+	RolloutID    jsonText      `json:"rollout_id"`
 }
 
 // fileRequest is one entry of changeRequest.Files.
@@ -82,7 +83,7 @@ func (req changeRequest) submission() (Submission, []FieldError) {
 		SubjectID: str("subject_id", req.SubjectID), TargetKey: str("target_key", req.TargetKey),
 		Project: string(req.Project), TargetBranch: str("target_branch", req.TargetBranch),
 		Title: str("title", req.Title), Description: str("description", req.Description),
-		RequestedBy: str("requested_by", req.RequestedBy),
+		RequestedBy: str("requested_by", req.RequestedBy), RolloutID: str("rollout_id", req.RolloutID),
 	}
 	for i, f := range req.Files {
 		content := fmt.Sprintf("files[%d].content", i)

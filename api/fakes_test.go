@@ -152,7 +152,8 @@ func (f *fakeChanges) Submit(_ context.Context, s Submission) (Change, bool, err
 	}
 	f.submitted = append(f.submitted, s)
 	id := f.addLocked(Change{SubjectID: s.SubjectID, TargetKey: s.TargetKey, Project: s.Project, Title: s.Title,
-		RequestedBy: s.RequestedBy, Status: rules.StatusApprovalSending, Step: int(rules.ApprovalSending), SubmittedBy: s.SubmittedBy})
+		RequestedBy: s.RequestedBy, Status: rules.StatusApprovalSending, Step: int(rules.ApprovalSending), SubmittedBy: s.SubmittedBy,
+		RolloutID: s.RolloutID})
 	if s.IdempotencyKey != "" {
 		f.byKey[s.IdempotencyKey] = id
 	}
@@ -246,6 +247,7 @@ func (f *fakeChanges) ListChanges(_ context.Context, p ListParams) ([]Change, er
 			p.SubjectID != "" && c.SubjectID != p.SubjectID,
 			p.TargetKey != "" && c.TargetKey != p.TargetKey,
 			p.RequestedBy != "" && c.RequestedBy != p.RequestedBy,
+			p.RolloutID != "" && c.RolloutID != p.RolloutID,
 			!p.UpdatedAfter.IsZero() && !c.UpdatedAt.After(p.UpdatedAfter),
 			!p.UpdatedBefore.IsZero() && !c.UpdatedAt.Before(p.UpdatedBefore),
 			!p.StuckAt.IsZero() && !c.StepStartedAt.Before(p.StuckAt.Add(-24*time.Hour)),
@@ -529,6 +531,7 @@ type apiSetup struct {
 	settings *fakeSettings
 	queues   *fakeQueues
 	refusals *CallbackRefusals
+	rollouts *fakeRollouts
 	srv      *httptest.Server
 }
 
@@ -545,7 +548,8 @@ func setup(t *testing.T, platform string) *apiSetup {
 	s.queues = newFakeQueues(s.changes)
 	s.clock = &fakeClock{now: s.changes.now}
 	s.refusals = NewCallbackRefusals(func() time.Time { return s.changes.now })
-	h, err := New(Config{Engine: s.changes, Store: s.changes, Settings: s.settings, Queues: s.queues, Refusals: s.refusals,
+	s.rollouts = &fakeRollouts{views: map[string]RolloutView{}}
+	h, err := New(Config{Engine: s.changes, Store: s.changes, Settings: s.settings, Queues: s.queues, Refusals: s.refusals, Rollouts: s.rollouts,
 		Tokens: []Token{{Role: RoleSubmitter, Token: submitterToken}, {Role: RoleSubmitter, Token: otherToken},
 			{Role: RoleOperator, Token: operatorToken}, {Role: RoleViewer, Token: viewerToken}},
 		ExternalURL: externalURL, MaxBodyBytes: 1 << 20, NowFunc: s.clock.Now})

@@ -25,7 +25,7 @@ const (
 
 // ListFilters are the query parameters GET /api/v1/changes knows.
 var ListFilters = []string{"status", "step", "active", "project", "subject_id", "target_key", "requested_by",
-	"updated_after", "updated_before", "stuck", "limit", "cursor"}
+	"rollout_id", "updated_after", "updated_before", "stuck", "limit", "cursor"}
 
 // FilterError is a bad query parameter of the list API: Param names it,
 // Reason says what is wrong. The API answers it with a 400. Flag, when
@@ -93,7 +93,7 @@ func ParseListQuery(q url.Values, now time.Time) (ListQuery, error) {
 		p.Steps, lq.None = activeSteps(p.Steps, active)
 	}
 	p.Project, p.SubjectID = q.Get("project"), q.Get("subject_id")
-	p.TargetKey, p.RequestedBy = q.Get("target_key"), q.Get("requested_by")
+	p.TargetKey, p.RequestedBy, p.RolloutID = q.Get("target_key"), q.Get("requested_by"), q.Get("rollout_id")
 	var err error
 	if p.UpdatedAfter, err = parseTimeParam(q, "updated_after"); err != nil {
 		return ListQuery{}, err
@@ -199,19 +199,21 @@ func decodeCursor(c string) (string, bool) {
 
 // ChangeListItem is one change of GET /api/v1/changes.
 type ChangeListItem struct {
-	OperationID  string    `json:"operation_id"`
-	Title        string    `json:"title"`
-	SubjectID    string    `json:"subject_id"`
-	TargetKey    string    `json:"target_key"`
-	Project      string    `json:"project"`
-	Status       string    `json:"status"`
-	Step         StepView  `json:"step"`
-	Hint         string    `json:"hint"`
-	Terminal     bool      `json:"terminal"`
-	MergeRequest *MRView   `json:"merge_request"`
-	RequestedBy  string    `json:"requested_by"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	OperationID  string   `json:"operation_id"`
+	Title        string   `json:"title"`
+	SubjectID    string   `json:"subject_id"`
+	TargetKey    string   `json:"target_key"`
+	Project      string   `json:"project"`
+	Status       string   `json:"status"`
+	Step         StepView `json:"step"`
+	Hint         string   `json:"hint"`
+	Terminal     bool     `json:"terminal"`
+	MergeRequest *MRView  `json:"merge_request"`
+	RequestedBy  string   `json:"requested_by"`
+	// RolloutID is the change's rollout; absent for none.
+	RolloutID string    `json:"rollout_id,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ChangeListPage is the body of GET /api/v1/changes.
@@ -250,7 +252,7 @@ func NewChangeListItem(op Change, externalURL string) ChangeListItem {
 	st := rules.MustStep(rules.StepCode(op.Step))
 	it := ChangeListItem{OperationID: op.ID, Title: op.Title, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
 		Status: op.Status, Step: StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal,
-		RequestedBy: op.RequestedBy, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+		RequestedBy: op.RequestedBy, RolloutID: op.RolloutID, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 	if op.MRIID > 0 {
 		it.MergeRequest = &MRView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
 	} else {

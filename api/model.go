@@ -25,6 +25,8 @@ type Change struct {
 	// SubmittedBy is the id of the API token that submitted the change
 	// (tokenID; its submitted event's submitted_by), "" when none did.
 	SubmittedBy string
+	// RolloutID is the rollout the change was submitted in ("" for none).
+	RolloutID string
 	// Files are the submitted files (read by one change, not by a list).
 	Files []File
 }
@@ -77,6 +79,8 @@ type Submission struct {
 	IdempotencyKey string
 	// SubmittedBy is the submitting token's id (tokenID), never the token.
 	SubmittedBy string
+	// RolloutID is the request's rollout_id ("" for none).
+	RolloutID string
 }
 
 // FieldError is one field problem of a submission (openapi.json
@@ -89,10 +93,12 @@ type FieldError struct {
 // ListParams are the filters of one page of changes (ParseListQuery);
 // zero values do not filter.
 type ListParams struct {
-	Statuses                    []string
-	Steps                       []int
-	Project, SubjectID          string
-	TargetKey, RequestedBy      string
+	Statuses               []string
+	Steps                  []int
+	Project, SubjectID     string
+	TargetKey, RequestedBy string
+	// RolloutID keeps the changes of one rollout.
+	RolloutID                   string
 	UpdatedAfter, UpdatedBefore time.Time
 	// StuckAt, when set, keeps only the changes stuck at that moment: in a
 	// step past its deadline (the step table's, from the settings).

@@ -194,6 +194,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		},
 		StepHookFunc:  opts.StepHookFunc,
 		EventJobsFunc: notifications.Jobs,
+		RolloutNotice: notifications.RolloutNotice(),
 	})
 	if err != nil {
 		return err

@@ -81,7 +81,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 	}
 	handler, err := api.New(api.Config{Engine: backend.Engine{Flows: a.engine, Settings: a.settings},
 		Store: backend.Store{Store: a.store, Settings: a.settings, BudgetLeft: a.budgetLeft}, Settings: backend.Settings{Cache: a.settings},
-		Queues: backend.Queues{Flows: a.engine, Store: a.store}, Notifications: backend.Notifications{Store: a.store}, Refusals: a.refusals,
+		Queues: backend.Queues{Flows: a.engine, Store: a.store}, Notifications: backend.Notifications{Store: a.store}, Rollouts: backend.Rollouts{Store: a.store}, Refusals: a.refusals,
 		Tokens: a.cfg.APITokens, ExternalURL: a.cfg.ExternalURL, MaxBodyBytes: a.cfg.MaxBodyBytes, SessionTTL: a.cfg.WebSessionTTL,
 		Logger: a.log, NowFunc: a.now})
 	if err != nil {

@@ -233,6 +233,11 @@ type EngineConfig struct {
 	// the event appended (store.TransitionParams.EventJobsFunc): the
 	// notifications of issue 25 (notify.Router.Jobs); nil enqueues none.
 	EventJobsFunc func(op store.Operation, ev store.Event) []river.InsertManyParams
+	// RolloutNotice, when set, tells the state of a rollout in the
+	// transaction of every move Transition makes of one of its changes
+	// (store.TransitionParams.Rollout): the rollout summaries of issue 25
+	// (notify.Router.RolloutNotice); nil tells none.
+	RolloutNotice *store.RolloutNotice
 	// JobTimeout is how long one job may run (River's JobTimeout); 0 means
 	// DefaultJobTimeout. A merge claim in the commit gate older than this,
 	// on a merge request GitLab still shows open, was left by a replica
@@ -469,7 +474,7 @@ func (e *Engine) Transition(ctx context.Context, op store.Operation, to rules.St
 		p.ExpectVersion = op.Version
 	}
 	p.Jobs = append(e.followUps(op, to, op.Version+1, o.Delay), o.Jobs...)
-	p.EventJobsFunc = e.cfg.EventJobsFunc
+	p.EventJobsFunc, p.Rollout = e.cfg.EventJobsFunc, e.cfg.RolloutNotice
 	next, _, err := e.st.ApplyTransition(ctx, p)
 	if err != nil {
 		e.m.transitions.WithLabelValues(flowName(op), from.String(), to.String(), "conflict").Inc()

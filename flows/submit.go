@@ -44,6 +44,12 @@ type SubmitParams struct {
 	// IdempotencyKey, when set, makes a repeated submission return the
 	// first one's operation.
 	IdempotencyKey string
+	// RolloutID, when set, makes the change one of a rollout (issue 25
+	// point 3): the changes submitted with one rollout_id are read and
+	// notified as one (store.ReadRollout, notify.Router.RolloutNotice).
+	// Optional; the text rules of subject_id, at most
+	// store.MaxRolloutIDChars characters.
+	RolloutID string
 	// ApprovalFirst is the flow order, read from the runtime setting
 	// flow.approval_first at submit time and stored on the operation.
 	ApprovalFirst bool
@@ -186,6 +192,7 @@ func (p SubmitParams) Validate() error {
 	}
 	text("subject_id", p.SubjectID, true, maxIDChars)
 	text("target_key", p.TargetKey, true, maxIDChars)
+	text("rollout_id", p.RolloutID, false, store.MaxRolloutIDChars)
 	text("project", p.Project, true, 0)
 	if !bad["project"] {
 		if msg := projectProblem(p.Platform, p.Project); msg != "" {
@@ -351,7 +358,7 @@ func (e *Engine) Submit(ctx context.Context, p SubmitParams) (store.Operation, b
 		ID: NewOperationID(), Platform: e.platform, SubjectID: p.SubjectID, TargetKey: p.TargetKey, Project: p.Project, ProjectID: proj.ID,
 		TargetBranch: p.TargetBranch, Title: p.Title, Description: p.Description, Files: p.Files,
 		RequestedBy: p.RequestedBy, ApprovalFirst: p.ApprovalFirst, Step: int(first),
-		Status: rules.MustStep(first).Status, IdempotencyKey: p.IdempotencyKey,
+		Status: rules.MustStep(first).Status, IdempotencyKey: p.IdempotencyKey, RolloutID: p.RolloutID,
 	}
 	op, created, err := e.st.CreateOperation(ctx, store.CreateParams{
 		Operation: op,
@@ -429,6 +436,7 @@ func (p SubmitParams) differences(op store.Operation) []string {
 		{"subject_id", p.SubjectID, op.SubjectID}, {"target_key", p.TargetKey, op.TargetKey},
 		{"title", p.Title, op.Title},
 		{"description", p.Description, op.Description}, {"requested_by", p.RequestedBy, op.RequestedBy},
+		{"rollout_id", p.RolloutID, op.RolloutID},
 	} {
 		if f.got != f.want {
 			out = append(out, f.name)

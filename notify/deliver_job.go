@@ -97,11 +97,12 @@ func (r *Router) Destinations() []Destination { return r.dests }
 
 // Jobs returns the notification jobs of the move that wrote op and
 // appended event e: one per destination that wants the move's event for
-// op's project, none for an event that is not a transition or for a move
-// that raises no event (MoveEvent). It is meant for
+// op's project, none for an event that is not a transition, for a move
+// that raises no event (MoveEvent) or for a change of a rollout (its
+// rollout's summary tells it instead: RolloutNotice). It is meant for
 // store.TransitionParams.EventJobsFunc: the jobs commit with the move.
 func (r *Router) Jobs(op store.Operation, e store.Event) []river.InsertManyParams {
-	if r == nil || len(r.dests) == 0 || e.Type != store.EventTransition {
+	if r == nil || len(r.dests) == 0 || e.Type != store.EventTransition || op.RolloutID != "" {
 		return nil
 	}
 	ev, ok := MoveEvent(rules.StepCode(e.FromStep), rules.StepCode(e.ToStep))

@@ -41,8 +41,8 @@ func ParseEvent(s string) (Event, error) {
 // EventFor returns the event a move to step to raises, and false when it
 // raises none (the steps the bot works through on its own). It is the one
 // mapping of steps to events, derived from the step table's rows: the
-// steps that wait for a person (approval, the parked pending phase, a
-// person's close, retarget or draft) are EventNeedsPerson, the other
+// steps that wait for a person (rules.NeedsPerson: approval, the parked
+// pending phase, a person's close, retarget or draft) are EventNeedsPerson, the other
 // steps of a failed status EventFailed, HANDLE_MERGED EventMerged and the
 // steps of status VALIDATED EventApplied. An unknown step raises none.
 func EventFor(to rules.StepCode) (Event, bool) {
@@ -51,8 +51,7 @@ func EventFor(to rules.StepCode) (Event, bool) {
 		return "", false
 	}
 	switch {
-	case to == rules.ApprovalSent, to == rules.ClosedByPerson, to == rules.HandleRetargeted, to == rules.HandleDraft,
-		s.Phase == rules.PhasePending:
+	case rules.NeedsPerson(to):
 		return EventNeedsPerson, true
 	case rules.Failed(s.Status):
 		return EventFailed, true

@@ -49,6 +49,10 @@ type Payload struct {
 	RequestedBy  string     `json:"requested_by"`
 	// OccurredAt is when the move committed (the event's time, UTC).
 	OccurredAt time.Time `json:"occurred_at"`
+	// Rollout is set on a rollout's summary (RolloutNotice): the
+	// rollout's progress as the move left it; the other fields are the
+	// change whose move changed the rollout's state. Absent otherwise.
+	Rollout *RolloutSummary `json:"rollout,omitempty"`
 }
 
 // PayloadMR is the merge request of a Payload.
@@ -98,10 +102,14 @@ func Verify(secret string, timestamp int64, body []byte, signature string) bool 
 	return hmac.Equal([]byte(Sign(secret, timestamp, body)), []byte(signature))
 }
 
-// SlackText is the one-line message of p for a Slack destination, for
-// example "changebot: change op_… (Raise replicas) in group/repo failed at
+// SlackText is the one-line message of p for a Slack destination: for a
+// rollout's summary "changebot: rollout <id> <state>: " and RolloutText,
+// else, for example "changebot: change op_… (Raise replicas) in group/repo failed at
 // CREATE_PIPELINE_FAILED: pipeline failed — !12 https://…".
 func SlackText(p Payload) string {
+	if p.Rollout != nil {
+		return fmt.Sprintf("changebot: rollout %s %s: %s", oneLine(p.Rollout.ID, 100), rolloutVerb(p.Rollout.State), RolloutText(*p.Rollout))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "changebot: change %s", p.OperationID)
 	if p.Title != "" {
@@ -130,6 +138,21 @@ func slackVerb(ev Event) string {
 		return "was applied"
 	}
 	return string(ev)
+}
+
+// rolloutVerb says what a rollout's told state means in a sentence.
+func rolloutVerb(state rules.RolloutState) string {
+	switch state {
+	case rules.RolloutFailed:
+		return "stopped on failures"
+	case rules.RolloutNeedsPerson:
+		return "needs a person"
+	case rules.RolloutMerged:
+		return "is all merged"
+	case rules.RolloutDone:
+		return "is done"
+	}
+	return string(state)
 }
 
 // oneLine is s on one line, at most n runes.

@@ -28,6 +28,7 @@ type Store interface {
 	Queues
 	Notifications
 	RepoPolicies
+	Rollouts
 }
 
 // Handles are the store's handles, transactions and clock.

@@ -79,6 +79,7 @@ type Executor interface {
 	OverviewQueries
 	NotificationQueries
 	RepoPolicyQueries
+	RolloutQueries
 }
 
 // OperationQueries are the queries of operations, bindings and deploy

@@ -343,7 +343,9 @@ func takeBinding(ctx context.Context, x Executor, op Operation, now time.Time) e
 // that the operation is still at ExpectStep and ExpectVersion and still
 // owns its binding, runs Guard, updates the operation (step, status,
 // version+1 and the fields Update sets), sets the binding's status, appends
-// the event and enqueues Jobs. Errors: ErrNotFound, ErrStepMismatch,
+// the event and enqueues Jobs; a move to another step of a change with a
+// rollout then locks the rollout's row and tells its state (p.Rollout,
+// RolloutNotice: operation, binding, rollout is the one lock order). Errors: ErrNotFound, ErrStepMismatch,
 // ErrVersionConflict, ErrBindingNotOwned (all wrapped), or Guard's error; on
 // any error nothing is written.
 func (s *DriverStore) ApplyTransition(ctx context.Context, p TransitionParams) (Operation, Event, error) {
@@ -393,6 +395,13 @@ func (s *DriverStore) ApplyTransition(ctx context.Context, p TransitionParams) (
 		jobs := p.Jobs
 		if p.EventJobsFunc != nil {
 			jobs = append(slices.Clip(jobs), p.EventJobsFunc(op, ev)...)
+		}
+		if fromStep != op.Step {
+			more, err := s.noticeRollout(ctx, x, p.Rollout, op, ev)
+			if err != nil {
+				return err
+			}
+			jobs = append(slices.Clip(jobs), more...)
 		}
 		return enqueue(ctx, x, jobs)
 	})

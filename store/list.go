@@ -18,6 +18,8 @@ type ListParams struct {
 	Project string
 	// SubjectID, TargetKey and RequestedBy: exact matches.
 	SubjectID, TargetKey, RequestedBy string
+	// RolloutID: only the changes of this rollout (exact match).
+	RolloutID string
 	// UpdatedAfter and UpdatedBefore bound updated_at, both exclusive;
 	// zero times do not bound.
 	UpdatedAfter, UpdatedBefore time.Time

@@ -83,7 +83,7 @@ func cols(spec ...any) []Column {
 // which is gone; the next refresh claims again), the token counter of
 // commit claims (each engine's Import moves its own past the copied
 // tokens) and River's tables (jobs travel through River's API:
-// Snapshot.Jobs). Schema as of PostgreSQL migration 0019 and SQLite 0007.
+// Snapshot.Jobs). Schema as of PostgreSQL migration 0023 and SQLite 0011.
 var CopyTables = []Table{
 	{Name: "operations", Key: []string{"id"}, Columns: cols(
 		"id", KindText, "platform", KindText, "subject_id", KindText, "target_key", KindText, "project", KindText,
@@ -92,7 +92,7 @@ var CopyTables = []Table{
 		"step", KindInt, "status", KindText, "version", KindInt, "ticket_id", KindText, "mr_iid", KindInt,
 		"mr_web_url", KindText, "head_sha", KindText, "pipeline_id", KindInt, "pipeline_url", KindText,
 		"merge_commit_sha", KindText, "rounds", KindInt, "detail", KindText, "idempotency_key", KindNullText,
-		"step_started_at", KindTime, "created_at", KindTime, "updated_at", KindTime)},
+		"rollout_id", KindText, "step_started_at", KindTime, "created_at", KindTime, "updated_at", KindTime)},
 	{Name: "bindings", Key: []string{"subject_id", "target_key"}, Columns: cols(
 		"subject_id", KindText, "target_key", KindText, "operation_id", KindText, "status", KindText,
 		"version", KindInt, "updated_at", KindTime)},
@@ -137,6 +137,10 @@ var CopyTables = []Table{
 	{Name: "repo_policies", Key: []string{"platform", "project_id", "branch"}, Columns: cols(
 		"platform", KindText, "project_id", KindInt, "branch", KindText, "sha", KindText, "body", KindText,
 		"read_at", KindTime)},
+	// The state each rollout last notified: carried, so that the target
+	// does not tell a rollout's state again.
+	{Name: "rollouts", Key: []string{"rollout_id"}, Columns: cols(
+		"rollout_id", KindText, "state", KindText, "notices", KindInt, "updated_at", KindTime)},
 }
 
 // IgnoredTables are the tables of an installation that a copy leaves

@@ -104,9 +104,13 @@ type Operation struct {
 	Rounds         int    // merge/rebase rounds or retries used in the current phase
 	Detail         string // the last failure reason, shown to people
 	IdempotencyKey string
-	StepStartedAt  time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// RolloutID groups the changes submitted with one rollout_id (issue 25
+	// point 3; column operations.rollout_id); "" for none. Their progress is
+	// read as one (ReadRollout) and notified as one (TransitionParams.Rollout).
+	RolloutID     string
+	StepStartedAt time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 // Binding is the relation (subject_id, target_key) and the operation that

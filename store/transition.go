@@ -32,6 +32,9 @@ type TransitionParams struct {
 	// appended (its sequence number and time): the notifications of a
 	// move (issue 25 point 3).
 	EventJobsFunc func(op Operation, ev Event) []river.InsertManyParams
+	// Rollout, when set, tells the state of the rollout of a change that
+	// has a RolloutID, in the same transaction (RolloutNotice).
+	Rollout *RolloutNotice
 	// KeepStepClock keeps step_started_at (a same-step bookkeeping write).
 	KeepStepClock bool
 }

@@ -51,7 +51,7 @@ func (e Engine) Platform() string { return e.Flows.Platform() }
 func (e Engine) params(s api.Submission) flows.SubmitParams {
 	p := flows.SubmitParams{SubjectID: s.SubjectID, TargetKey: s.TargetKey, Project: s.Project, TargetBranch: s.TargetBranch,
 		Title: s.Title, Description: s.Description, RequestedBy: s.RequestedBy, IdempotencyKey: s.IdempotencyKey,
-		SubmittedBy: s.SubmittedBy, Platform: e.Flows.Platform()}
+		SubmittedBy: s.SubmittedBy, Platform: e.Flows.Platform(), RolloutID: s.RolloutID}
 	for _, f := range s.Files {
 		p.Files = append(p.Files, store.File{Path: f.Path, Content: f.Content, Action: f.Action})
 	}
@@ -191,7 +191,7 @@ var _ api.Store = Store{}
 // threshold at that moment (flows.StuckBounds).
 func (s Store) ListChanges(ctx context.Context, p api.ListParams) ([]api.Change, error) {
 	sp := store.ListParams{Statuses: p.Statuses, Steps: p.Steps, Project: p.Project, SubjectID: p.SubjectID, TargetKey: p.TargetKey,
-		RequestedBy: p.RequestedBy, UpdatedAfter: p.UpdatedAfter, UpdatedBefore: p.UpdatedBefore, Before: p.Before, Limit: p.Limit}
+		RequestedBy: p.RequestedBy, RolloutID: p.RolloutID, UpdatedAfter: p.UpdatedAfter, UpdatedBefore: p.UpdatedBefore, Before: p.Before, Limit: p.Limit}
 	if !p.StuckAt.IsZero() {
 		get := func(key string) time.Duration { return s.Settings.Get(key, "").Duration() }
 		sp.StuckOnly, sp.Stuck = true, flows.StuckBounds(p.StuckAt, flows.StuckLimits{
@@ -450,7 +450,8 @@ func ChangeOf(op store.Operation) api.Change {
 	return api.Change{ID: op.ID, Platform: op.Platform, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
 		Title: op.Title, RequestedBy: op.RequestedBy, Status: op.Status, Step: op.Step, Detail: op.Detail,
 		ProjectID: op.ProjectID, MRIID: op.MRIID, MRWebURL: op.MRWebURL, ApprovalFirst: op.ApprovalFirst,
-		StepStartedAt: op.StepStartedAt, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, Files: filesOf(op.Files)}
+		StepStartedAt: op.StepStartedAt, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, Files: filesOf(op.Files),
+		RolloutID: op.RolloutID}
 }
 
 // heldReason says, for people (the API's 409), that the binding already

@@ -33,7 +33,7 @@ func (x executor) OperationList(ctx context.Context, p store.ListParams) ([]stor
 		add("(lower(project) = lower(?) OR CAST(project_id AS TEXT) = ?)", p.Project, p.Project)
 	}
 	for _, f := range [][2]string{{"subject_id", p.SubjectID},
-		{"target_key", p.TargetKey}, {"requested_by", p.RequestedBy}} {
+		{"target_key", p.TargetKey}, {"requested_by", p.RequestedBy}, {"rollout_id", p.RolloutID}} {
 		if f[1] != "" {
 			add(f[0]+" = ?", f[1])
 		}

@@ -29,6 +29,8 @@ var cases = []struct {
 	{"MergeQueues", testMergeQueues},
 	{"NotificationDeliveries", testNotificationDeliveries},
 	{"RepoPolicies", testRepoPolicies},
+	{"Rollouts", testRollouts},
+	{"RolloutNoticeConcurrent", testRolloutNoticeConcurrent},
 	{"AccountBudget", testAccountBudget},
 	{"AccountBudgetConcurrent", testAccountBudgetConcurrent},
 	{"StatusNoteClaims", testStatusNoteClaims},

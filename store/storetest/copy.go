@@ -58,6 +58,7 @@ func FillInstallation(t *testing.T, s store.Store) {
 	now := s.Now()
 	a := newOp("op_copy_a", "svc-a")
 	a.IdempotencyKey = "idem-a"
+	a.RolloutID = "ro-copy" // its rollout and the rollout's mark travel with it
 	create(t, s, a)
 	b := newOp("op_copy_b", "svc-b")
 	b.ApprovalFirst = false
@@ -67,7 +68,10 @@ func FillInstallation(t *testing.T, s store.Store) {
 		ToStatus: store.StatusApprovalSent, Update: func(op *store.Operation) { op.MRIID = 7; op.ProjectID = 42 },
 		Event: store.EventParams{Type: store.EventTransition, Actor: "changebot", Source: "job:x",
 			Payload: map[string]any{"zeta": 1.5, "a": []any{"é", map[string]any{"y": 2, "b": nil}}, "long_key_first": "x"}},
-		Jobs: []river.InsertManyParams{stepJob(a.ID, 10402, 2, now.Add(time.Hour))}}); err != nil {
+		Jobs: []river.InsertManyParams{stepJob(a.ID, 10402, 2, now.Add(time.Hour))},
+		Rollout: &store.RolloutNotice{Decide: func(store.Rollout, store.RolloutMark, store.Operation, store.Event) (string, []river.InsertManyParams) {
+			return "needs_person", nil
+		}}}); err != nil {
 		t.Fatalf("ApplyTransition: %v", err)
 	}
 	if _, err := s.AppendEvent(ctx, b.ID, store.EventParams{Type: store.EventRefused, Actor: "bob", Source: "command:5"},

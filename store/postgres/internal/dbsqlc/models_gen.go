@@ -156,6 +156,14 @@ type Operations struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	Platform       string
+	RolloutID      string
+}
+
+type Rollouts struct {
+	RolloutID string
+	State     string
+	Notices   int64
+	UpdatedAt time.Time
 }
 
 type Settings struct {

@@ -40,11 +40,11 @@ SELECT id FROM operations WHERE id > @after ORDER BY id LIMIT @max;
 INSERT INTO operations (
     id, platform, subject_id, target_key, project, project_id, target_branch, source_branch, title,
     description, files, requested_by, approval_first, step, status, version, idempotency_key,
-    step_started_at, created_at, updated_at
+    rollout_id, step_started_at, created_at, updated_at
 ) VALUES (
     @id, @platform, @subject_id, @target_key, @project, @project_id, @target_branch, @source_branch, @title,
     @description, @files, @requested_by, @approval_first, @step, @status, 1,
-    sqlc.narg('idempotency_key'), @now, @now, @now
+    sqlc.narg('idempotency_key'), @rollout_id, @now, @now, @now
 );
 
 -- name: OperationUpdate :exec
@@ -81,6 +81,7 @@ WHERE (cardinality(@statuses::text[]) = 0 OR status = ANY(@statuses::text[]))
     AND (@subject_id::text = '' OR subject_id = @subject_id::text)
     AND (@target_key::text = '' OR target_key = @target_key::text)
     AND (@requested_by::text = '' OR requested_by = @requested_by::text)
+    AND (@rollout_id::text = '' OR rollout_id = @rollout_id::text)
     AND (sqlc.narg(updated_after)::timestamptz IS NULL OR updated_at > sqlc.narg(updated_after)::timestamptz)
     AND (sqlc.narg(updated_before)::timestamptz IS NULL OR updated_at < sqlc.narg(updated_before)::timestamptz)
     -- stuck_steps[i] is stuck once its step started before

@@ -22,7 +22,7 @@ func (q *Queries) OperationExists(ctx context.Context, db DBTX, id string) (bool
 }
 
 const operationGet = `-- name: OperationGet :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations WHERE id = $1
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations WHERE id = $1
 `
 
 func (q *Queries) OperationGet(ctx context.Context, db DBTX, id string) (Operations, error) {
@@ -58,12 +58,13 @@ func (q *Queries) OperationGet(ctx context.Context, db DBTX, id string) (Operati
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Platform,
+		&i.RolloutID,
 	)
 	return i, err
 }
 
 const operationGetByIdempotencyKey = `-- name: OperationGetByIdempotencyKey :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations WHERE idempotency_key = $1
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations WHERE idempotency_key = $1
 `
 
 func (q *Queries) OperationGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKey *string) (Operations, error) {
@@ -99,12 +100,13 @@ func (q *Queries) OperationGetByIdempotencyKey(ctx context.Context, db DBTX, ide
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Platform,
+		&i.RolloutID,
 	)
 	return i, err
 }
 
 const operationGetForUpdate = `-- name: OperationGetForUpdate :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations WHERE id = $1 FOR UPDATE
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) OperationGetForUpdate(ctx context.Context, db DBTX, id string) (Operations, error) {
@@ -140,6 +142,7 @@ func (q *Queries) OperationGetForUpdate(ctx context.Context, db DBTX, id string)
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Platform,
+		&i.RolloutID,
 	)
 	return i, err
 }
@@ -148,11 +151,11 @@ const operationInsert = `-- name: OperationInsert :exec
 INSERT INTO operations (
     id, platform, subject_id, target_key, project, project_id, target_branch, source_branch, title,
     description, files, requested_by, approval_first, step, status, version, idempotency_key,
-    step_started_at, created_at, updated_at
+    rollout_id, step_started_at, created_at, updated_at
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8, $9,
     $10, $11, $12, $13, $14, $15, 1,
-    $16, $17, $17, $17
+    $16, $17, $18, $18, $18
 )
 `
 
@@ -173,6 +176,7 @@ type OperationInsertParams struct {
 	Step           int
 	Status         string
 	IdempotencyKey *string
+	RolloutID      string
 	Now            time.Time
 }
 
@@ -194,28 +198,30 @@ func (q *Queries) OperationInsert(ctx context.Context, db DBTX, arg *OperationIn
 		arg.Step,
 		arg.Status,
 		arg.IdempotencyKey,
+		arg.RolloutID,
 		arg.Now,
 	)
 	return err
 }
 
 const operationList = `-- name: OperationList :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
 WHERE (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
     AND (cardinality($2::int[]) = 0 OR step = ANY($2::int[]))
     AND ($3::text = '' OR lower(project) = lower($3::text) OR project_id::text = $3::text)
     AND ($4::text = '' OR subject_id = $4::text)
     AND ($5::text = '' OR target_key = $5::text)
     AND ($6::text = '' OR requested_by = $6::text)
-    AND ($7::timestamptz IS NULL OR updated_at > $7::timestamptz)
-    AND ($8::timestamptz IS NULL OR updated_at < $8::timestamptz)
+    AND ($7::text = '' OR rollout_id = $7::text)
+    AND ($8::timestamptz IS NULL OR updated_at > $8::timestamptz)
+    AND ($9::timestamptz IS NULL OR updated_at < $9::timestamptz)
     -- stuck_steps[i] is stuck once its step started before
     -- stuck_started_before[i]; a step not listed gives NULL (not stuck).
-    AND (NOT $9::bool OR step_started_at <
-        ($10::timestamptz[])[array_position($11::int[], step)])
-    AND ($12::text = '' OR id < $12::text)
+    AND (NOT $10::bool OR step_started_at <
+        ($11::timestamptz[])[array_position($12::int[], step)])
+    AND ($13::text = '' OR id < $13::text)
 ORDER BY id DESC
-LIMIT $13
+LIMIT $14
 `
 
 type OperationListParams struct {
@@ -225,6 +231,7 @@ type OperationListParams struct {
 	SubjectID          string
 	TargetKey          string
 	RequestedBy        string
+	RolloutID          string
 	UpdatedAfter       *time.Time
 	UpdatedBefore      *time.Time
 	StuckOnly          bool
@@ -246,6 +253,7 @@ func (q *Queries) OperationList(ctx context.Context, db DBTX, arg *OperationList
 		arg.SubjectID,
 		arg.TargetKey,
 		arg.RequestedBy,
+		arg.RolloutID,
 		arg.UpdatedAfter,
 		arg.UpdatedBefore,
 		arg.StuckOnly,
@@ -291,6 +299,7 @@ func (q *Queries) OperationList(ctx context.Context, db DBTX, arg *OperationList
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Platform,
+			&i.RolloutID,
 		); err != nil {
 			return nil, err
 		}
@@ -303,7 +312,7 @@ func (q *Queries) OperationList(ctx context.Context, db DBTX, arg *OperationList
 }
 
 const operationListByStatus = `-- name: OperationListByStatus :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
 WHERE status = ANY($1::text[])
     AND updated_at >= $2::timestamptz
     AND updated_at < $3::timestamptz
@@ -362,6 +371,7 @@ func (q *Queries) OperationListByStatus(ctx context.Context, db DBTX, arg *Opera
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Platform,
+			&i.RolloutID,
 		); err != nil {
 			return nil, err
 		}
@@ -403,7 +413,7 @@ func (q *Queries) OperationListIDs(ctx context.Context, db DBTX, arg *OperationL
 }
 
 const operationListMergedByProject = `-- name: OperationListMergedByProject :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
 WHERE platform = $1 AND project_id = $2 AND status = $3 AND merge_commit_sha <> ''
 ORDER BY updated_at
 LIMIT $4
@@ -460,6 +470,7 @@ func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Platform,
+			&i.RolloutID,
 		); err != nil {
 			return nil, err
 		}
@@ -472,7 +483,7 @@ func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg
 }
 
 const operationNewestOfMR = `-- name: OperationNewestOfMR :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
 WHERE platform = $1 AND project_id = $2 AND mr_iid = $3
 ORDER BY created_at DESC
 LIMIT 1
@@ -517,6 +528,7 @@ func (q *Queries) OperationNewestOfMR(ctx context.Context, db DBTX, arg *Operati
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Platform,
+		&i.RolloutID,
 	)
 	return i, err
 }

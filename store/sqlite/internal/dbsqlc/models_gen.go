@@ -160,6 +160,14 @@ type Operations struct {
 	CreatedAt      dbtime.Time
 	UpdatedAt      dbtime.Time
 	Platform       string
+	RolloutID      string
+}
+
+type Rollouts struct {
+	RolloutID string
+	State     string
+	Notices   int64
+	UpdatedAt dbtime.Time
 }
 
 type Settings struct {
