@@ -147,6 +147,12 @@ func FillInstallation(t *testing.T, s store.Store) {
 	if err := s.MoveToQueueFront(ctx, b.ID, "token:ops", "hotfix"); err != nil {
 		t.Fatalf("MoveToQueueFront: %v", err)
 	}
+	// The branch's last valid .changebot.yml travels: the target's changes
+	// keep it while the branch's file is invalid.
+	if _, err := s.SaveRepoPolicy(ctx, s.DB(), store.RepoPolicy{Platform: store.PlatformGitLab, ProjectID: 42,
+		Branch: "main", SHA: "1f0e9d8c", Body: "version: 1\n"}); err != nil {
+		t.Fatalf("SaveRepoPolicy: %v", err)
+	}
 }
 
 // RunCopy checks Export and Import between two implementations: an
