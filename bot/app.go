@@ -192,8 +192,12 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		AllowOverrideFunc: func(project string) []string {
 			return settings.SplitList(a.settingText(settings.PolicyAllowOverride, project))
 		},
-		StepHookFunc:  opts.StepHookFunc,
-		EventJobsFunc: notifications.Jobs,
+		StepHookFunc: opts.StepHookFunc,
+		// The file's routes come from the engine being built: the func
+		// runs only once it is.
+		EventJobsFunc: func(op store.Operation, e store.Event) []river.InsertManyParams {
+			return notifications.JobsRouted(op, e, a.engine.FileRoutes(op))
+		},
 		RolloutNotice: notifications.RolloutNotice(),
 	})
 	if err != nil {

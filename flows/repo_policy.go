@@ -222,7 +222,21 @@ const (
 	keyQueueDeferCI      = "queue.defer_ci"
 	keyQueueRetries      = "queue.pipeline_retries"
 	keyMergeMaxRounds    = "merge.max_rounds"
+	keyNotify            = "notify"
 )
+
+// FileRoutes are the notification routes of the `.changebot.yml` that
+// governs op's branch, when the server lets the project's file set them
+// (policy.allow_override lists `notify`); nil otherwise. They are read
+// from this replica's memory, without I/O, as the move's notifications
+// are made in its transaction (notify.Router.JobsRouted).
+func (e *Engine) FileRoutes(op store.Operation) []repoconfig.Route {
+	routes := e.governing(op).Policy.Notify
+	if len(routes) == 0 || !e.overrides(op.Project, keyNotify) {
+		return nil
+	}
+	return routes
+}
 
 // applyQueuePolicy lays the governing file's queue values the server
 // allows over c.

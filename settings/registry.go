@@ -72,7 +72,12 @@ const (
 // name (issue 25 point 2: server settings win, except keys the server
 // lists as overridable per project).
 var OverridableKeys = []string{ApprovalProvider, ApprovalApprovers, ApprovalRequired, QueueMode, QueueDeferCI,
-	QueuePipelineRetries, MergeMaxRounds}
+	QueuePipelineRetries, MergeMaxRounds, NotifyRoutes}
+
+// NotifyRoutes is the `.changebot.yml` key of its notification routes, in
+// OverridableKeys: no setting of its own, the server's destinations'
+// event lists (notifications in the config file) are what it replaces.
+const NotifyRoutes = "notify"
 
 const (
 	scopeGlobal         = "global"
@@ -202,7 +207,7 @@ var registry = []Def{
 	{Key: QueueDeferCI, Kind: KindEnum, Default: "auto", Unit: "enum", Enum: []string{"auto", "on", "off"},
 		Doc: "GitLab: a queued change's first pipeline runs when it reaches the head of the merge queue (its commit skips CI until then), so it costs one pipeline: auto where the merge method is rebase_merge, on wherever it queues (never under ff, whose fast-forward would carry the [skip ci] onto the target branch and skip its deploy), off runs it when the merge request opens"},
 	{Key: PolicyAllowOverride, Kind: KindString, Default: "", Unit: "keys", Items: OverridableKeys,
-		Doc: "comma-separated keys of the repository's `.changebot.yml` whose value there replaces this server's setting of the same name for the project's changes (any of `approval.provider`, `approval.approvers`, `approval.required`, `queue.mode`, `queue.defer_ci`, `queue.pipeline_retries`, `merge.max_rounds`); the file's other values are shown, never applied"},
+		Doc: "comma-separated keys of the repository's `.changebot.yml` whose value there replaces this server's setting of the same name for the project's changes (any of `approval.provider`, `approval.approvers`, `approval.required`, `queue.mode`, `queue.defer_ci`, `queue.pipeline_retries`, `merge.max_rounds`, and `notify`: the file's routes replace the event lists of the destinations they name); the file's other values are shown, never applied"},
 	{Key: ReconcileMinAge, Kind: KindDuration, Default: "10m", Unit: "duration", GlobalOnly: true,
 		Doc: "the reconciler looks at MERGED changes last changed at least this long ago"},
 	{Key: ReconcileMaxAge, Kind: KindDuration, Default: "24h", Unit: "duration", GlobalOnly: true,
