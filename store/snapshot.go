@@ -92,7 +92,7 @@ var CopyTables = []Table{
 		"step", KindInt, "status", KindText, "version", KindInt, "ticket_id", KindText, "mr_iid", KindInt,
 		"mr_web_url", KindText, "head_sha", KindText, "pipeline_id", KindInt, "pipeline_url", KindText,
 		"merge_commit_sha", KindText, "rounds", KindInt, "detail", KindText, "idempotency_key", KindNullText,
-		"step_started_at", KindTime, "created_at", KindTime, "updated_at", KindTime)},
+		"adopted", KindBool, "step_started_at", KindTime, "created_at", KindTime, "updated_at", KindTime)},
 	{Name: "bindings", Key: []string{"subject_id", "target_key"}, Columns: cols(
 		"subject_id", KindText, "target_key", KindText, "operation_id", KindText, "status", KindText,
 		"version", KindInt, "updated_at", KindTime)},

@@ -104,9 +104,15 @@ type Operation struct {
 	Rounds         int    // merge/rebase rounds or retries used in the current phase
 	Detail         string // the last failure reason, shown to people
 	IdempotencyKey string
-	StepStartedAt  time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// Adopted marks a change that carries a merge request a developer
+	// opened (issue 25 point 1; column operations.adopted): it has no
+	// Files, its create step records that merge request instead of opening
+	// one, and letting it go (a /cancel, the label removed) leaves the
+	// merge request open and its branch in place.
+	Adopted       bool
+	StepStartedAt time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 // Binding is the relation (subject_id, target_key) and the operation that

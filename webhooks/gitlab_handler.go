@@ -201,7 +201,7 @@ func ignoreReason(ev platform.HookEvent, hasCommand, isReviewer func(string) boo
 	switch ev.Kind {
 	case platform.HookMergeRequest:
 		switch mr := ev.MergeRequest; {
-		case mr != nil && !mr.MovesChanges():
+		case mr != nil && !mr.MovesChanges() && !mr.MayAdopt():
 			return IgnoredMergeRequestUnused
 		case mr != nil && isReviewer != nil && mr.Approval() && isReviewer(ev.User.Username):
 			return IgnoredReviewerApproval

@@ -156,6 +156,7 @@ type Operations struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	Platform       string
+	Adopted        bool
 }
 
 type Settings struct {

@@ -160,6 +160,7 @@ type Operations struct {
 	CreatedAt      dbtime.Time
 	UpdatedAt      dbtime.Time
 	Platform       string
+	Adopted        bool
 }
 
 type Settings struct {

@@ -70,7 +70,7 @@ func (q *Queries) OperationExists(ctx context.Context, db DBTX, id string) (bool
 }
 
 const operationGet = `-- name: OperationGet :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations WHERE id = ?1
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, adopted FROM operations WHERE id = ?1
 `
 
 func (q *Queries) OperationGet(ctx context.Context, db DBTX, id string) (Operations, error) {
@@ -106,12 +106,13 @@ func (q *Queries) OperationGet(ctx context.Context, db DBTX, id string) (Operati
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Platform,
+		&i.Adopted,
 	)
 	return i, err
 }
 
 const operationGetByIdempotencyKey = `-- name: OperationGetByIdempotencyKey :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations WHERE idempotency_key = ?1
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, adopted FROM operations WHERE idempotency_key = ?1
 `
 
 func (q *Queries) OperationGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKey *string) (Operations, error) {
@@ -147,6 +148,7 @@ func (q *Queries) OperationGetByIdempotencyKey(ctx context.Context, db DBTX, ide
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Platform,
+		&i.Adopted,
 	)
 	return i, err
 }
@@ -155,11 +157,11 @@ const operationInsert = `-- name: OperationInsert :exec
 INSERT INTO operations (
     id, platform, subject_id, target_key, project, project_id, target_branch, source_branch, title,
     description, files, requested_by, approval_first, step, status, version, idempotency_key,
-    step_started_at, created_at, updated_at
+    mr_iid, mr_web_url, head_sha, adopted, step_started_at, created_at, updated_at
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
     ?10, ?11, ?12, ?13, ?14, ?15, 1,
-    ?16, ?17, ?18, ?19
+    ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23
 )
 `
 
@@ -180,6 +182,10 @@ type OperationInsertParams struct {
 	Step           int
 	Status         string
 	IdempotencyKey *string
+	MrIid          int64
+	MrWebUrl       string
+	HeadSha        string
+	Adopted        bool
 	StepStartedAt  dbtime.Time
 	CreatedAt      dbtime.Time
 	UpdatedAt      dbtime.Time
@@ -203,6 +209,10 @@ func (q *Queries) OperationInsert(ctx context.Context, db DBTX, arg *OperationIn
 		arg.Step,
 		arg.Status,
 		arg.IdempotencyKey,
+		arg.MrIid,
+		arg.MrWebUrl,
+		arg.HeadSha,
+		arg.Adopted,
 		arg.StepStartedAt,
 		arg.CreatedAt,
 		arg.UpdatedAt,
@@ -243,7 +253,7 @@ func (q *Queries) OperationListIDs(ctx context.Context, db DBTX, arg *OperationL
 }
 
 const operationListMergedByProject = `-- name: OperationListMergedByProject :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, adopted FROM operations
 WHERE platform = ?1 AND project_id = ?2 AND status = ?3 AND merge_commit_sha <> ''
 ORDER BY updated_at
 LIMIT ?4
@@ -300,6 +310,7 @@ func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Platform,
+			&i.Adopted,
 		); err != nil {
 			return nil, err
 		}
@@ -315,7 +326,7 @@ func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg
 }
 
 const operationNewestOfMR = `-- name: OperationNewestOfMR :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, adopted FROM operations
 WHERE platform = ?1 AND project_id = ?2 AND mr_iid = ?3
 ORDER BY created_at DESC
 LIMIT 1
@@ -360,6 +371,7 @@ func (q *Queries) OperationNewestOfMR(ctx context.Context, db DBTX, arg *Operati
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Platform,
+		&i.Adopted,
 	)
 	return i, err
 }
