@@ -65,6 +65,9 @@ type AppOpts struct {
 	// Now is the clock of the list API's stuck=true (tests move it past a
 	// deadline); nil means time.Now.
 	Now func() time.Time
+	// AdoptBindings derives an adopted merge request's binding
+	// (flows.AdoptConfig.Bindings); nil refuses every adoption with a reply.
+	AdoptBindings flows.BindingDeriver
 }
 
 // App is one running replica: HTTP intake plus job workers.
@@ -191,6 +194,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		QueueFunc:          func(project string) flows.QueueConfig { return queueFromSettings(a.settings, project) },
 		StepHookFunc:       opts.StepHookFunc,
 		EventJobsFunc:      notifications.Jobs,
+		Adopt:              flows.AdoptConfig{Projects: a.cfg.AdoptProjects, Label: a.cfg.AdoptLabel, Bindings: opts.AdoptBindings},
 	})
 	if err != nil {
 		return err
