@@ -1,0 +1,190 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"changebot/api"
+	"changebot/demo"
+	"changebot/flows"
+	"changebot/platform/gitlab/gitlabfake"
+	"changebot/store"
+	"changebot/templates"
+)
+
+// staticBindings is a flows.BindingDeriver answering one binding for every
+// merge request (the repository's path rules are another package's).
+type staticBindings struct{ subject, target string }
+
+func (b staticBindings) AdoptBinding(context.Context, int64, int64, string) (flows.AdoptedBinding, error) {
+	return flows.AdoptedBinding{SubjectID: b.subject, TargetKey: b.target, OK: true}, nil
+}
+
+// adoptEnv is a GitLab test environment where adoption is on for the demo
+// project, with developer dana (Developer) and a running bot.
+func adoptEnv(t *testing.T) (*demo.Env, *App) {
+	t.Helper()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	env.Config.AdoptProjects = []string{demo.Project}
+	env.Config.AdoptLabel = "changebot"
+	env.GitLab.AddMember(env.Project.ID, "dana", gitlabfake.AccessDeveloper)
+	app, _ := startBotWithOpts(t, env, demo.Poll, &AppOpts{AdoptBindings: staticBindings{"payments-api", "prod/eu-west-1"}})
+	return env, app
+}
+
+// openDeveloperMR makes dana open a merge request changing one file, with
+// labels.
+func openDeveloperMR(t *testing.T, env *demo.Env, branch string, labels ...string) int64 {
+	t.Helper()
+	iid := env.GitLab.OpenMRAsUser(gitlabfake.DeveloperMR{ProjectID: env.Project.ID, Username: "dana",
+		SourceBranch: branch, TargetBranch: env.Project.DefaultBranch, Title: "Raise payments-api replicas to 7",
+		Files: map[string]string{"services/payments-api/prod.yaml": "replicas: 7\n"}, Labels: labels})
+	if iid == 0 {
+		t.Fatal("the fake GitLab opened no merge request")
+	}
+	return iid
+}
+
+// waitAdopted waits for the change of MR !iid, 30 s at most.
+func waitAdopted(t *testing.T, app *App, projectID, iid int64) store.Operation {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		op, err := app.Store().FindOperationByMR(context.Background(), app.Store().DB(), store.PlatformGitLab, projectID, iid)
+		if err == nil {
+			return op
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("!%d was never adopted", iid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// statusNotes are the bodies of the robot's status comments on a merge request.
+func statusNotes(snap gitlabfake.MRSnapshot) []string {
+	var out []string
+	for _, n := range snap.Notes {
+		if _, ok := templates.ParseMarker(n.Body); ok {
+			out = append(out, n.Body)
+		}
+	}
+	return out
+}
+
+// TestAdoptLabelledMergeRequestReachesValidated is issue 25's acceptance on
+// GitLab: a merge request a developer opened with the label becomes a change
+// that goes to VALIDATED as an API change does (one merge, both reviewer
+// robots' approvals, one status comment), and the robot pushes nothing to
+// the developer's branch.
+func TestAdoptLabelledMergeRequestReachesValidated(t *testing.T) {
+	t.Parallel()
+	env, app := adoptEnv(t)
+	iid := openDeveloperMR(t, env, "dana/replicas", "changebot")
+	before, _ := env.GitLab.MergeRequest(env.Project.ID, iid)
+	op := waitAdopted(t, app, env.Project.ID, iid)
+	if !op.Adopted || op.RequestedBy != "dana" || op.SourceBranch != "dana/replicas" || op.HeadSHA != before.SHA || len(op.Files) != 0 {
+		t.Fatalf("adopted change %+v, want adopted, requested by dana, branch dana/replicas at %s, no files", op, before.SHA)
+	}
+	view, err := demo.FollowChange(context.Background(), env, op.ID, 60*time.Second, func(api.ChangeView) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if view.MergeRequest == nil || view.MergeRequest.IID != iid {
+		t.Fatalf("the change shows merge request %+v, want !%d", view.MergeRequest, iid)
+	}
+	snap, _ := env.GitLab.MergeRequest(env.Project.ID, iid)
+	if snap.State != "merged" || len(snap.Approvals) != 2 {
+		t.Fatalf("MR state %s approvals %v, want merged with both reviewer robots' approvals", snap.State, snap.Approvals)
+	}
+	if n := env.GitLab.CallCount("PUT", "/api/v4/projects/*/merge_requests/*/merge"); n != 1 {
+		t.Errorf("merge calls = %d, want 1", n)
+	}
+	if n := env.GitLab.CallCount("POST", "/api/v4/projects/*/merge_requests"); n != 0 {
+		t.Errorf("%d merge requests opened by the robot, want none", n)
+	}
+	if n := env.GitLab.CallCount("POST", "/api/v4/projects/*/repository/commits"); n != 0 {
+		t.Errorf("%d commits pushed by the robot, want none", n)
+	}
+	if snap.SHA != before.SHA {
+		t.Errorf("the developer's head moved from %s to %s", before.SHA, snap.SHA)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		snap, _ = env.GitLab.MergeRequest(env.Project.ID, iid)
+		notes := statusNotes(snap)
+		if len(notes) > 1 {
+			t.Fatalf("%d status notes, want 1", len(notes))
+		}
+		if len(notes) == 1 && strings.Contains(notes[0], "<sub>VALIDATED · step") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status note never showed VALIDATED: %q", notes)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAdoptUnlabelledMergeRequestLeftAlone: a developer's merge request
+// without the label gets no change and no comment.
+func TestAdoptUnlabelledMergeRequestLeftAlone(t *testing.T) {
+	t.Parallel()
+	env, app := adoptEnv(t)
+	iid := openDeveloperMR(t, env, "dana/unlabelled", "documentation")
+	flushHooks(t, env)
+	// The open hook is applied by a job: give it time to do anything.
+	time.Sleep(time.Second)
+	_, err := app.Store().FindOperationByMR(context.Background(), app.Store().DB(), store.PlatformGitLab, env.Project.ID, iid)
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("FindOperationByMR: %v, want no change", err)
+	}
+	snap, _ := env.GitLab.MergeRequest(env.Project.ID, iid)
+	for _, n := range snap.Notes {
+		if !n.System {
+			t.Errorf("comment %q on an unlabelled merge request", n.Body)
+		}
+	}
+}
+
+// TestAdoptLabelRemovedLetsGo: taking the label off ends the adopted change
+// in CLOSED, with the merge request still open and its branch in place.
+func TestAdoptLabelRemovedLetsGo(t *testing.T) {
+	t.Parallel()
+	env, app := adoptEnv(t)
+	// A pipeline that waits, so the change is in progress when let go.
+	env.GitLab.SetPipelineScript(env.Project.ID, gitlabfake.PipelineScript{MR: []string{"running"}})
+	iid := openDeveloperMR(t, env, "dana/letgo", "changebot")
+	op := waitAdopted(t, app, env.Project.ID, iid)
+	env.GitLab.SetLabelsAsUser(env.Project.ID, iid, "dana", nil, []string{"changebot"})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cur, err := app.Store().GetOperation(context.Background(), app.Store().DB(), op.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.Status == store.StatusClosed {
+			if !strings.Contains(cur.Detail, "let go") {
+				t.Errorf("detail %q, want it to say the robot let go", cur.Detail)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the change is %s (%s), want CLOSED after the label was removed", cur.Status, cur.Detail)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	snap, _ := env.GitLab.MergeRequest(env.Project.ID, iid)
+	if snap.State != "opened" {
+		t.Errorf("merge request %s, want it left open", snap.State)
+	}
+	if !env.GitLab.HasBranch(env.Project.ID, "dana/letgo") {
+		t.Error("the developer's branch was deleted")
+	}
+}
