@@ -188,3 +188,77 @@ func TestAdoptLabelRemovedLetsGo(t *testing.T) {
 		t.Error("the developer's branch was deleted")
 	}
 }
+
+// robotName is the demo robot's username (GET /user).
+func robotName(t *testing.T, app *App) string {
+	t.Helper()
+	u, err := app.gitlab.CurrentUser(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
+}
+
+// waitComments waits until MR !iid holds want comments that are not system
+// notes nor dana's, 30 s at most, and returns them.
+func waitComments(t *testing.T, env *demo.Env, iid int64, want int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, _ := env.GitLab.MergeRequest(env.Project.ID, iid)
+		var got []string
+		for _, n := range snap.Notes {
+			if !n.System && n.Author != "dana" && n.Author != "eve" {
+				got = append(got, n.Body)
+			}
+		}
+		if len(got) >= want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAdoptMergeCommand: "@<robot> merge" from a non-member is refused with
+// exactly one reply naming why, and nothing else happens; from a developer
+// it adopts the merge request.
+func TestAdoptMergeCommand(t *testing.T) {
+	t.Parallel()
+	env, app := adoptEnv(t)
+	robot := robotName(t, app)
+	iid := openDeveloperMR(t, env, "dana/command")
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, "eve", "@"+robot+" merge")
+	flushHooks(t, env)
+	replies := waitComments(t, env, iid, 1)
+	time.Sleep(500 * time.Millisecond) // a second reply would come now
+	replies = waitComments(t, env, iid, 1)
+	if len(replies) != 1 || !strings.Contains(replies[0], "access level 30 (Developer)") {
+		t.Fatalf("replies to a non-member's merge: %q, want one naming the access needed", replies)
+	}
+	if _, err := app.Store().FindOperationByMR(context.Background(), app.Store().DB(), store.PlatformGitLab, env.Project.ID, iid); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("FindOperationByMR after a refused merge: %v, want no change", err)
+	}
+	env.GitLab.AddNoteAsUser(env.Project.ID, iid, "dana", "@"+robot+" merge")
+	op := waitAdopted(t, app, env.Project.ID, iid)
+	if !op.Adopted || op.RequestedBy != "dana" {
+		t.Fatalf("change %+v, want adopted for dana", op)
+	}
+	// The label added afterwards adopts nothing more.
+	env.GitLab.SetLabelsAsUser(env.Project.ID, iid, "dana", []string{"changebot"}, nil)
+	if _, err := demo.FollowChange(context.Background(), env, op.ID, 60*time.Second, func(api.ChangeView) {}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := app.Store().ListEvents(context.Background(), app.Store().DB(), op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitted := 0
+	for _, ev := range events {
+		if ev.Type == store.EventSubmitted {
+			submitted++
+		}
+	}
+	if submitted != 1 {
+		t.Errorf("%d submitted events, want 1", submitted)
+	}
+}

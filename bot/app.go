@@ -194,13 +194,15 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		QueueFunc:          func(project string) flows.QueueConfig { return queueFromSettings(a.settings, project) },
 		StepHookFunc:       opts.StepHookFunc,
 		EventJobsFunc:      notifications.Jobs,
-		Adopt:              flows.AdoptConfig{Projects: a.cfg.AdoptProjects, Label: a.cfg.AdoptLabel, Bindings: opts.AdoptBindings},
+		Adopt: flows.AdoptConfig{Projects: a.cfg.AdoptProjects, Label: a.cfg.AdoptLabel, Bindings: opts.AdoptBindings,
+			ApprovalFirstFunc: func(project string) bool { return a.settings.Get(settings.FlowApprovalFirst, project).Bool() }},
 	})
 	if err != nil {
 		return err
 	}
 	executor := commands.NewExecutor(commands.ExecutorConfig{
 		Flow: routing.NewCommandFlow(a.engine, a.store), Notes: routing.NewNoteStore(a.store).On(a.cfg.Platform), Access: a.gitlab,
+		Adopter:  routing.NewAdopter(a.engine),
 		Renderer: renderer, Platform: a.cfg.Platform, Operators: a.cfg.Operators, BotUsers: a.cfg.BotUsers, Logger: a.log,
 		RateLimitFunc: func() int { return a.settings.Get(settings.CommandsRateLimit, "").Int() },
 	})

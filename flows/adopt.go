@@ -33,6 +33,10 @@ type AdoptConfig struct {
 	// repository's path rules; nil refuses every adoption (no binding can
 	// be derived).
 	Bindings BindingDeriver
+	// ApprovalFirstFunc decides the flow order of an adopted change for
+	// its project's path (setting flow.approval_first, as for an API
+	// change); nil means the merge request first.
+	ApprovalFirstFunc func(project string) bool
 }
 
 // BindingDeriver derives the binding (subject and target) an adopted merge
@@ -56,6 +60,12 @@ type AdoptedBinding struct {
 	// Reason says why not when !OK ("paths map to two bindings: …").
 	Reason string
 }
+
+// AdoptConfig returns the engine's adoption configuration.
+func (e *Engine) AdoptConfig() AdoptConfig { return e.cfg.Adopt }
+
+// LabelOrDefault is the opt-in label: Label, else DefaultAdoptLabel.
+func (c AdoptConfig) LabelOrDefault() string { return c.label() }
 
 // label is the opt-in label (Label, else DefaultAdoptLabel).
 func (c AdoptConfig) label() string {
@@ -82,9 +92,6 @@ type AdoptParams struct {
 	// Source is the event source recorded ("webhook:<delivery id>",
 	// "command:<note id>").
 	Source string
-	// ApprovalFirstFunc, when set, decides the flow order for the
-	// project's path (setting flow.approval_first), as in SubmitParams.
-	ApprovalFirstFunc func(project string) bool
 }
 
 // How a merge request was opted in, recorded as "via" on the submitted
@@ -115,8 +122,18 @@ func refuseAdopt(format string, args ...any) error {
 	return &AdoptRefusedError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// AdoptConfig returns the engine's adoption configuration.
-func (e *Engine) AdoptConfig() AdoptConfig { return e.cfg.Adopt }
+// AdoptsIn reports whether adoption is on in project projectID (its path as
+// the platform answers it, read within projectReadTTL).
+func (e *Engine) AdoptsIn(ctx context.Context, projectID int64) (bool, error) {
+	if len(e.cfg.Adopt.Projects) == 0 {
+		return false, nil
+	}
+	proj, err := e.project(ctx, strconv.FormatInt(projectID, 10))
+	if err != nil {
+		return false, fmt.Errorf("reading project %d: %w", projectID, err)
+	}
+	return e.cfg.Adopt.Allows(proj.PathWithNamespace), nil
+}
 
 // Adopt makes the open merge request p names, opened by a developer, a
 // change (issue 25 point 1): it reads the merge request, its project and
@@ -176,7 +193,7 @@ func (e *Engine) Adopt(ctx context.Context, p AdoptParams) (store.Operation, boo
 // createAdopted creates the change of an adoptable merge request mr (see
 // Adopt) with binding b.
 func (e *Engine) createAdopted(ctx context.Context, p AdoptParams, proj platform.Project, mr platform.MergeRequest, b AdoptedBinding) (store.Operation, bool, error) {
-	approvalFirst := p.ApprovalFirstFunc != nil && p.ApprovalFirstFunc(proj.PathWithNamespace)
+	approvalFirst := e.cfg.Adopt.ApprovalFirstFunc != nil && e.cfg.Adopt.ApprovalFirstFunc(proj.PathWithNamespace)
 	if e.policy(proj.PathWithNamespace).Provider == rules.ProviderGitLab {
 		approvalFirst = false
 	}

@@ -181,13 +181,13 @@ func (h *MergeRequestHook) LabelRemoved(label string) bool {
 	return h.LabelsChanged && !h.HasLabel(label) && containsFold(h.LabelsBefore, label)
 }
 
-// MayAdopt reports whether the hook may start or end an adoption (issue 25
-// point 1): it changes labels, opens or reopens a labelled merge request,
-// or requests reviewers. The intake stores such hooks even when
-// MovesChanges is false; flows decide with the configured label and
-// projects.
-func (h *MergeRequestHook) MayAdopt() bool {
-	return h.LabelsChanged || len(h.ReviewersAdded) > 0 || ((h.Action == "open" || h.Action == "reopen") && len(h.Labels) > 0)
+// MayAdopt reports whether the hook may start or end an adoption by label
+// (issue 25 point 1): it shows label newly (LabelAdded), takes it off
+// (LabelRemoved), or requests reviewers (the robot may be one). The intake
+// stores such hooks of the projects where adoption is on even when
+// MovesChanges is false.
+func (h *MergeRequestHook) MayAdopt(label string) bool {
+	return h.LabelAdded(label) || h.LabelRemoved(label) || len(h.ReviewersAdded) > 0
 }
 
 func containsFold(list []string, s string) bool {
