@@ -170,6 +170,7 @@ func (h *Handler) Mount(root *mux.Router) {
 	// itself looks for routes of the path.
 	v1.NotFoundHandler, v1.MethodNotAllowedHandler = fallback, fallback
 	v1.HandleFunc("/openapi.json", serveOpenAPI).Methods(http.MethodGet)
+	v1.HandleFunc("/schema/changebot.yml", serveChangebotSchema).Methods(http.MethodGet)
 	v1.Handle("/changes", h.auth(RoleSubmitter, http.HandlerFunc(h.submitChange))).Methods(http.MethodPost)
 	v1.Handle("/changes", h.auth("", http.HandlerFunc(h.serveChangeList))).Methods(http.MethodGet)
 	v1.Handle("/changes/{id}", h.auth("", http.HandlerFunc(h.getChange))).Methods(http.MethodGet)

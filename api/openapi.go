@@ -4,6 +4,8 @@ import (
 	_ "embed"
 	"net/http"
 	"slices"
+
+	"changebot/repoconfig"
 )
 
 // openAPIDocument is the OpenAPI 3.1 document of the HTTP interface
@@ -24,4 +26,12 @@ func OpenAPIDocument() []byte { return slices.Clone(openAPIDocument) }
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(openAPIDocument)
+}
+
+// serveChangebotSchema answers GET /api/v1/schema/changebot.yml with the
+// JSON Schema of .changebot.yml (repoconfig.Schema); no token is needed: it
+// is public documentation, like the OpenAPI document.
+func serveChangebotSchema(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/schema+json")
+	_, _ = w.Write(repoconfig.Schema())
 }

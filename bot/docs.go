@@ -7,13 +7,15 @@ import (
 	"changebot/commands"
 	"changebot/config"
 	"changebot/flows/rules"
+	"changebot/repoconfig"
 )
 
 // ReadmeSections returns the generated parts of README.md, keyed by the
 // name of their markers (<!-- BEGIN name --> ... <!-- END name -->): the
 // command table (from the command registry), the configuration table (from
-// config.Reference), the settings table (SettingsReference) and the step
-// table (rules.Catalogue). A test keeps README.md equal to them.
+// config.Reference), the settings table (SettingsReference), the step
+// table (rules.Catalogue) and the keys of .changebot.yml (repoconfig.KeysTable,
+// from its schema). A test keeps README.md equal to them.
 func ReadmeSections() map[string]string {
 	var cfg strings.Builder
 	cfg.WriteString("| environment | YAML key | default | secret | meaning |\n| --- | --- | --- | --- | --- |\n")
@@ -42,6 +44,7 @@ func ReadmeSections() map[string]string {
 		"config":   cfg.String(),
 		"settings": set.String(),
 		"steps":    stepTable(),
+		"keys":     repoconfig.KeysTable(),
 	}
 }
 

@@ -19,6 +19,7 @@ var readmeSectionFiles = map[string]string{
 	"config":   "../docs/configuration.md",
 	"settings": "../docs/configuration.md",
 	"steps":    "../docs/states.md",
+	"keys":     "../docs/changebot-yml.md",
 }
 
 // TestReadmeGeneratedSections keeps the command, configuration, settings

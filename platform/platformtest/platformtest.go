@@ -52,6 +52,8 @@ type Adapter interface {
 	UpdateNote(ctx context.Context, projectID, iid, noteID int64, body string) (platform.Note, error)
 	Note(ctx context.Context, projectID, iid, noteID int64) (platform.Note, error)
 	FindNote(ctx context.Context, projectID, iid int64, marker string) (platform.Note, error)
+	FileAt(ctx context.Context, projectID int64, path, ref string) ([]byte, error)
+	ChangedPaths(ctx context.Context, projectID, iid int64) ([]string, error)
 }
 
 // Env is one fresh adapter+fake pair with one project, built per test by
@@ -111,6 +113,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("RetryFailedPipeline", func(t *testing.T) { t.Parallel(); retryFailedPipeline(t, h.Setup(t)) })
 	t.Run("NotMergeable", func(t *testing.T) { t.Parallel(); notMergeable(t, h.Setup(t)) })
 	t.Run("RateLimited", func(t *testing.T) { t.Parallel(); rateLimited(t, h.Setup(t)) })
+	t.Run("Files", func(t *testing.T) { t.Parallel(); files(t, h.Setup(t)) })
 }
 
 const statusMarker = "<!-- changebot:status op_01CONFORMANCE -->"

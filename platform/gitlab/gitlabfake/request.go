@@ -82,6 +82,7 @@ func buildRoutes() []route {
 		{"DELETE", mr + "/notes/:note_id", (*Server).deleteNote},
 		{"GET", mr + "/pipelines", (*Server).listMRPipelines},
 		{"POST", mr + "/pipelines", (*Server).createMRPipeline},
+		{"GET", mr + "/diffs", (*Server).listMRDiffs},
 		{"POST", "/projects/:id/merge_trains/merge_requests/:iid", (*Server).addToTrain},
 		{"GET", "/projects/:id/merge_trains/merge_requests/:iid", (*Server).getTrainCar},
 	}
