@@ -9,29 +9,33 @@ import (
 
 	"changebot/api"
 	"changebot/demo"
-	"changebot/flows"
 	"changebot/platform/gitlab/gitlabfake"
 	"changebot/store"
 	"changebot/templates"
 )
 
-// staticBindings is a flows.BindingDeriver answering one binding for every
-// merge request (the repository's path rules are another package's).
-type staticBindings struct{ subject, target string }
-
-func (b staticBindings) AdoptBinding(context.Context, int64, int64, string) (flows.AdoptedBinding, error) {
-	return flows.AdoptedBinding{SubjectID: b.subject, TargetKey: b.target, OK: true}, nil
-}
+// adoptPolicy is the demo project's .changebot.yml: services/<name>/prod.yaml
+// is binding <name> / prod/eu-west-1 (docs/changebot-yml.md).
+const adoptPolicy = `version: 1
+paths:
+  - match: "services/*/prod.yaml"
+    subject: "{1}"
+    target: "prod/eu-west-1"
+`
 
 // adoptEnv is a GitLab test environment where adoption is on for the demo
-// project, with developer dana (Developer) and a running bot.
+// project, whose default branch holds adoptPolicy, with developer dana
+// (Developer) and a running bot.
 func adoptEnv(t *testing.T) (*demo.Env, *App) {
 	t.Helper()
 	env := newTestEnv(t, true, 200*time.Millisecond)
 	env.Config.AdoptProjects = []string{demo.Project}
 	env.Config.AdoptLabel = "changebot"
 	env.GitLab.AddMember(env.Project.ID, "dana", gitlabfake.AccessDeveloper)
-	app, _ := startBotWithOpts(t, env, demo.Poll, &AppOpts{AdoptBindings: staticBindings{"payments-api", "prod/eu-west-1"}})
+	if env.GitLab.Push(env.Project.ID, env.Project.DefaultBranch, "dana", "Add the path rules", map[string]string{".changebot.yml": adoptPolicy}) == "" {
+		t.Fatal("pushing .changebot.yml failed")
+	}
+	app, _ := startBotWithOpts(t, env, demo.Poll, &AppOpts{})
 	return env, app
 }
 
@@ -39,9 +43,15 @@ func adoptEnv(t *testing.T) (*demo.Env, *App) {
 // labels.
 func openDeveloperMR(t *testing.T, env *demo.Env, branch string, labels ...string) int64 {
 	t.Helper()
+	return openDeveloperMRWith(t, env, branch, "services/payments-api/prod.yaml", labels...)
+}
+
+// openDeveloperMRWith is openDeveloperMR changing path.
+func openDeveloperMRWith(t *testing.T, env *demo.Env, branch, path string, labels ...string) int64 {
+	t.Helper()
 	iid := env.GitLab.OpenMRAsUser(gitlabfake.DeveloperMR{ProjectID: env.Project.ID, Username: "dana",
 		SourceBranch: branch, TargetBranch: env.Project.DefaultBranch, Title: "Raise payments-api replicas to 7",
-		Files: map[string]string{"services/payments-api/prod.yaml": "replicas: 7\n"}, Labels: labels})
+		Files: map[string]string{path: "replicas: 7\n"}, Labels: labels})
 	if iid == 0 {
 		t.Fatal("the fake GitLab opened no merge request")
 	}
@@ -91,6 +101,9 @@ func TestAdoptLabelledMergeRequestReachesValidated(t *testing.T) {
 	op := waitAdopted(t, app, env.Project.ID, iid)
 	if !op.Adopted || op.RequestedBy != "dana" || op.SourceBranch != "dana/replicas" || op.HeadSHA != before.SHA || len(op.Files) != 0 {
 		t.Fatalf("adopted change %+v, want adopted, requested by dana, branch dana/replicas at %s, no files", op, before.SHA)
+	}
+	if op.SubjectID != "payments-api" || op.TargetKey != "prod/eu-west-1" {
+		t.Fatalf("binding %s / %s, want payments-api / prod/eu-west-1 from .changebot.yml", op.SubjectID, op.TargetKey)
 	}
 	view, err := demo.FollowChange(context.Background(), env, op.ID, 60*time.Second, func(api.ChangeView) {})
 	if err != nil {
@@ -260,5 +273,24 @@ func TestAdoptMergeCommand(t *testing.T) {
 	}
 	if submitted != 1 {
 		t.Errorf("%d submitted events, want 1", submitted)
+	}
+}
+
+// TestAdoptUnboundPathsRefusedOnce: a labelled merge request whose paths no
+// rule of .changebot.yml matches is refused with one reply naming the path,
+// and no change is created.
+func TestAdoptUnboundPathsRefusedOnce(t *testing.T) {
+	t.Parallel()
+	env, app := adoptEnv(t)
+	iid := openDeveloperMRWith(t, env, "dana/stray", "docs/notes.md", "changebot")
+	flushHooks(t, env)
+	replies := waitComments(t, env, iid, 1)
+	time.Sleep(500 * time.Millisecond)
+	replies = waitComments(t, env, iid, 1)
+	if len(replies) != 1 || !strings.Contains(replies[0], "docs/notes.md") {
+		t.Fatalf("replies %q, want one naming docs/notes.md", replies)
+	}
+	if _, err := app.Store().FindOperationByMR(context.Background(), app.Store().DB(), store.PlatformGitLab, env.Project.ID, iid); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("FindOperationByMR: %v, want no change", err)
 	}
 }

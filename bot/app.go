@@ -66,7 +66,8 @@ type AppOpts struct {
 	// deadline); nil means time.Now.
 	Now func() time.Time
 	// AdoptBindings derives an adopted merge request's binding
-	// (flows.AdoptConfig.Bindings); nil refuses every adoption with a reply.
+	// (flows.AdoptConfig.Bindings); nil means the repository's path rules
+	// (flows.RepoBindings over the platform adapter).
 	AdoptBindings flows.BindingDeriver
 }
 
@@ -184,6 +185,10 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	if err != nil {
 		return err
 	}
+	bindings := opts.AdoptBindings
+	if files, ok := a.gitlab.(flows.RepoFiles); ok && bindings == nil {
+		bindings = flows.RepoBindings{Files: files}
+	}
 	a.engine, err = flows.NewEngine(flows.EngineConfig{
 		Store: a.store, Adapter: a.gitlab, Platform: a.cfg.Platform, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approval.New(a.cfg.ApprovalURL, nil),
@@ -194,7 +199,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		QueueFunc:          func(project string) flows.QueueConfig { return queueFromSettings(a.settings, project) },
 		StepHookFunc:       opts.StepHookFunc,
 		EventJobsFunc:      notifications.Jobs,
-		Adopt: flows.AdoptConfig{Projects: a.cfg.AdoptProjects, Label: a.cfg.AdoptLabel, Bindings: opts.AdoptBindings,
+		Adopt: flows.AdoptConfig{Projects: a.cfg.AdoptProjects, Label: a.cfg.AdoptLabel, Bindings: bindings,
 			ApprovalFirstFunc: func(project string) bool { return a.settings.Get(settings.FlowApprovalFirst, project).Bool() }},
 	})
 	if err != nil {
