@@ -294,3 +294,27 @@ func TestAdoptUnboundPathsRefusedOnce(t *testing.T) {
 		t.Fatalf("FindOperationByMR: %v, want no change", err)
 	}
 }
+
+// TestAdoptReviewRequestAnsweredOnce: the robot requested as a reviewer on a
+// merge request not opted in answers once how to opt in, and never again
+// for that merge request; another reviewer requested gets no answer.
+func TestAdoptReviewRequestAnsweredOnce(t *testing.T) {
+	t.Parallel()
+	env, app := adoptEnv(t)
+	robot := robotName(t, app)
+	iid := openDeveloperMR(t, env, "dana/review")
+	env.GitLab.RequestReviewAsUser(env.Project.ID, iid, "dana", "alice")
+	env.GitLab.RequestReviewAsUser(env.Project.ID, iid, "dana", robot)
+	replies := waitComments(t, env, iid, 1)
+	if len(replies) != 1 || !strings.Contains(replies[0], "`changebot`") || !strings.Contains(replies[0], "@"+robot+" merge") {
+		t.Fatalf("replies %q, want one saying how to opt in", replies)
+	}
+	// Taken off and requested again: still the one answer.
+	env.GitLab.RemoveReviewAsUser(env.Project.ID, iid, "dana", robot)
+	env.GitLab.RequestReviewAsUser(env.Project.ID, iid, "dana", robot)
+	flushHooks(t, env)
+	time.Sleep(time.Second)
+	if replies := waitComments(t, env, iid, 1); len(replies) != 1 {
+		t.Fatalf("replies %q, want still one", replies)
+	}
+}

@@ -39,7 +39,7 @@ func (s *Server) emitMRHook(mr *mergeRequest, u *user, action string, x hookExtr
 		"object_kind": "merge_request", "event_type": "merge_request",
 		"user": s.userHook(u), "project": s.projectHook(mr.p), "repository": s.repositoryHook(mr.p),
 		"object_attributes": attrs, "labels": s.labelsHook(mr.p, mr.labels), "changes": changes,
-		"assignees": []any{}, "reviewers": []any{},
+		"assignees": []any{}, "reviewers": s.reviewersHook(mr),
 	})
 }
 

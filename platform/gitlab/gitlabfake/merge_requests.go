@@ -45,6 +45,7 @@ type mergeRequest struct {
 	created, updated             time.Time
 	mergedAt, closedAt, editedAt time.Time
 	labels                       []string // titles, in the order added
+	reviewers                    []*user  // RequestReviewAsUser
 }
 
 // MRSnapshot is the state of a merge request for assertions
