@@ -83,7 +83,7 @@ func cols(spec ...any) []Column {
 // which is gone; the next refresh claims again), the token counter of
 // commit claims (each engine's Import moves its own past the copied
 // tokens) and River's tables (jobs travel through River's API:
-// Snapshot.Jobs). Schema as of PostgreSQL migration 0019 and SQLite 0007.
+// Snapshot.Jobs). Schema as of PostgreSQL migration 0019 and SQLite 0007, with operations.adopted of PostgreSQL 0024 and SQLite 0012.
 var CopyTables = []Table{
 	{Name: "operations", Key: []string{"id"}, Columns: cols(
 		"id", KindText, "platform", KindText, "subject_id", KindText, "target_key", KindText, "project", KindText,
