@@ -242,9 +242,9 @@ func TestAdoptMergeCommand(t *testing.T) {
 	iid := openDeveloperMR(t, env, "dana/command")
 	env.GitLab.AddNoteAsUser(env.Project.ID, iid, "eve", "@"+robot+" merge")
 	flushHooks(t, env)
-	replies := waitComments(t, env, iid, 1)
+	waitComments(t, env, iid, 1)
 	time.Sleep(500 * time.Millisecond) // a second reply would come now
-	replies = waitComments(t, env, iid, 1)
+	replies := waitComments(t, env, iid, 1)
 	if len(replies) != 1 || !strings.Contains(replies[0], "access level 30 (Developer)") {
 		t.Fatalf("replies to a non-member's merge: %q, want one naming the access needed", replies)
 	}
@@ -284,9 +284,9 @@ func TestAdoptUnboundPathsRefusedOnce(t *testing.T) {
 	env, app := adoptEnv(t)
 	iid := openDeveloperMRWith(t, env, "dana/stray", "docs/notes.md", "changebot")
 	flushHooks(t, env)
+	waitComments(t, env, iid, 1)
+	time.Sleep(500 * time.Millisecond) // a second reply would come now
 	replies := waitComments(t, env, iid, 1)
-	time.Sleep(500 * time.Millisecond)
-	replies = waitComments(t, env, iid, 1)
 	if len(replies) != 1 || !strings.Contains(replies[0], "docs/notes.md") {
 		t.Fatalf("replies %q, want one naming docs/notes.md", replies)
 	}
