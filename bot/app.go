@@ -65,6 +65,10 @@ type AppOpts struct {
 	// Now is the clock of the list API's stuck=true (tests move it past a
 	// deadline); nil means time.Now.
 	Now func() time.Time
+	// AdoptBindings derives an adopted merge request's binding
+	// (flows.AdoptConfig.Bindings); nil means the repository's path rules
+	// (flows.RepoBindings over the platform adapter).
+	AdoptBindings flows.BindingDeriver
 }
 
 // App is one running replica: HTTP intake plus job workers.
@@ -181,6 +185,10 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 	if err != nil {
 		return err
 	}
+	bindings := opts.AdoptBindings
+	if files, ok := a.gitlab.(flows.RepoFiles); ok && bindings == nil {
+		bindings = flows.RepoBindings{Files: files}
+	}
 	a.engine, err = flows.NewEngine(flows.EngineConfig{
 		Store: a.store, Adapter: a.gitlab, Platform: a.cfg.Platform, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approval.New(a.cfg.ApprovalURL, nil),
@@ -199,12 +207,15 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 			return notifications.JobsRouted(op, e, a.engine.FileRoutes(op))
 		},
 		RolloutNotice: notifications.RolloutNotice(),
+		Adopt: flows.AdoptConfig{Projects: a.cfg.AdoptProjects, Label: a.cfg.AdoptLabel, Bindings: bindings,
+			ApprovalFirstFunc: func(project string) bool { return a.settings.Get(settings.FlowApprovalFirst, project).Bool() }},
 	})
 	if err != nil {
 		return err
 	}
 	executor := commands.NewExecutor(commands.ExecutorConfig{
 		Flow: routing.NewCommandFlow(a.engine, a.store), Notes: routing.NewNoteStore(a.store).On(a.cfg.Platform), Access: a.gitlab,
+		Adopter:  routing.NewAdopter(a.engine),
 		Renderer: renderer, Platform: a.cfg.Platform, Operators: a.cfg.Operators, BotUsers: a.cfg.BotUsers, Logger: a.log,
 		RateLimitFunc: func() int { return a.settings.Get(settings.CommandsRateLimit, "").Int() },
 	})

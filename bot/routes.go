@@ -17,6 +17,7 @@ import (
 	"changebot/config"
 	"changebot/flows"
 	"changebot/internal/guard"
+	"changebot/platform"
 	"changebot/platform/gitlab"
 	"changebot/webhooks"
 )
@@ -58,7 +59,7 @@ func (a *App) routes(fm *flows.Metrics) (http.Handler, error) {
 		var gl *webhooks.GitLabHandler
 		gl, err = webhooks.NewGitLabHandler(webhooks.GitLabConfig{Secrets: a.cfg.WebhookSecrets,
 			MaxBodyBytes: a.cfg.MaxBodyBytes, Store: a.store, Dispatcher: a.intakeDispatcher(), Decode: gitlab.DecodeHook, Logger: a.log, Metrics: wm,
-			NoteHasCommand: commands.MayHoldCommand, IsReviewer: a.isReviewer})
+			NoteHasCommand: commands.MayHoldCommand, IsReviewer: a.isReviewer, MayAdopt: a.mayAdopt})
 		hook = gl
 	}
 	if err != nil {
@@ -182,4 +183,13 @@ func (a *App) budgetLeft() map[string]float64 {
 		return nil
 	}
 	return a.calls.Left()
+}
+
+// mayAdopt reports whether a merge request webhook of ev's project may adopt
+// or let go of a developer's merge request (webhooks.GitLabConfig.MayAdopt):
+// adoption is on there and the hook touches the adoption label or requests
+// reviewers. It makes no call.
+func (a *App) mayAdopt(ev platform.HookEvent) bool {
+	adopt := a.engine.AdoptConfig()
+	return ev.MergeRequest != nil && adopt.Allows(ev.ProjectPath) && ev.MergeRequest.MayAdopt(adopt.LabelOrDefault())
 }

@@ -84,6 +84,17 @@ type Flow interface {
 	FreezeQueue(ctx context.Context, operationID string, frozen bool, actor, reason string) (QueueState, error)
 }
 
+// Adopter adopts a developer's merge request for the "merge" command
+// (flows.Engine.Adopt behind routing's adapter).
+type Adopter interface {
+	// AdoptsIn reports whether adoption is on in project projectID.
+	AdoptsIn(ctx context.Context, projectID int64) (bool, error)
+	// Adopt adopts merge request iid for by from source ("command:<note
+	// id>"); refusal, when not "", is the reply saying why it was not
+	// adopted (nothing was created).
+	Adopt(ctx context.Context, projectID, iid int64, by, source string) (refusal string, err error)
+}
+
 // NoteStore records which notes ran (once per note id) and per-user
 // activity. The delivery router implements it over the store.
 type NoteStore interface {
@@ -120,6 +131,10 @@ type ExecutorConfig struct {
 	Notes    NoteStore
 	Access   Access
 	Renderer Replier
+	// Adopter adopts a developer's merge request on "@robot merge" (issue
+	// 25 point 1); nil: the command is answered as on any merge request
+	// without a change.
+	Adopter Adopter
 	// Platform is the installation's platform, "gitlab" (also "") or
 	// "github": the replies speak its words (templates' Platform).
 	Platform string
@@ -309,6 +324,15 @@ func (x *Executor) run(ctx context.Context, ev platform.HookEvent, invs []Invoca
 	if len(known) == 0 {
 		return OutcomeRan, nil
 	}
+	if !found && x.cfg.Adopter != nil && slices.ContainsFunc(known, func(inv Invocation) bool { return rules.AdoptCommand(inv.Name) }) {
+		on, err := x.cfg.Adopter.AdoptsIn(ctx, ev.ProjectID)
+		if err != nil {
+			return "", err
+		}
+		if on {
+			return x.runMerge(ctx, ev, reply)
+		}
+	}
 	if !found {
 		names := make([]string, len(known))
 		for i, k := range known {
@@ -441,8 +465,40 @@ func stateRefusal(c Change, cmd Command) string {
 		return "/resume applies to a waiting or interrupted change; this one is " + state
 	case NameCancel:
 		return "/cancel applies to a change in progress; this one is " + state
+	case NameMerge:
+		return "merge hands over a merge request no change carries; this one's change is " + state
 	}
 	return ""
+}
+
+// runMerge runs "@robot merge" on a merge request no change carries, in a
+// project where adoption is on: a commenter without write access (GitLab
+// Developer, access level 30, or GitHub's write permission: MemberAccess)
+// gets one reply refusing it, naming why, and nothing else happens;
+// otherwise the merge request is adopted (Adopter.Adopt), and a refused
+// adoption is answered with its reason.
+func (x *Executor) runMerge(ctx context.Context, ev platform.HookEvent, reply func(string, any) error) (string, error) {
+	cmd, _ := lookupOn(x.cfg.Platform, NameMerge)
+	a, err := x.cfg.Access.MemberAccess(ctx, ev.ProjectID, ev.User.ID)
+	if err != nil {
+		return "", fmt.Errorf("reading access of %s: %w", ev.User.Username, err)
+	}
+	if a < accessDeveloper {
+		reason := fmt.Sprintf("merge needs access level %d (%s) or more on the project", accessDeveloper, accessName(accessDeveloper))
+		if x.cfg.Platform == "github" {
+			reason = fmt.Sprintf("merge needs %s permission on the repository or more", githubPermission(accessDeveloper))
+		}
+		return OutcomeRan, reply(templates.ReplyRefused, templates.RefusedReply{Name: cmd.Name, Because: templates.BecauseAccess,
+			Who: cmd.WhoText, Reason: reason, Platform: x.cfg.Platform})
+	}
+	refusal, err := x.cfg.Adopter.Adopt(ctx, ev.ProjectID, ev.Note.MRIID, ev.User.Username, fmt.Sprintf("command:%d", ev.Note.ID))
+	if err != nil {
+		return "", err
+	}
+	if refusal != "" {
+		return OutcomeRan, x.cfg.Flow.Reply(ctx, ev.ProjectID, ev.Note.MRIID, refusal)
+	}
+	return OutcomeRan, nil
 }
 
 func (x *Executor) robotName(ctx context.Context) string {

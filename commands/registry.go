@@ -50,6 +50,8 @@ const (
 	// target branch.
 	NameFreeze   = rules.CommandFreeze
 	NameUnfreeze = rules.CommandUnfreeze
+	// NameMerge adopts a developer's merge request (issue 25 point 1).
+	NameMerge = rules.CommandMerge
 )
 
 // Command is one entry of the command registry: what a person types, what it
@@ -126,6 +128,13 @@ func freeze(frozen bool) Handler {
 	}
 }
 
+// adoptedAlready is the handler of "merge" on a merge request a change
+// carries already: nothing to adopt (the executor's runMerge adopts one no
+// change carries).
+func adoptedAlready(_ context.Context, r *Request) error {
+	return &rules.NotApplicableError{Reason: "merge hands over a merge request no change carries; this one's change is " + r.Change.Status}
+}
+
 func help(ctx context.Context, r *Request) error {
 	return r.Reply(templates.ReplyHelp, templates.HelpReply{Commands: helpOf(r.Usable(ctx)), BotUsername: r.BotUsername})
 }
@@ -163,6 +172,10 @@ func runOf(name string) (who []Role, changesState bool, run Handler) {
 		return []Role{RoleOperator}, false, freeze(false)
 	case NameHelp:
 		return []Role{RoleAnyone}, false, help
+	case NameMerge:
+		// Run by the executor where no change exists (runMerge); on a
+		// change it refuses as not applicable.
+		return []Role{RoleDeveloper}, true, adoptedAlready
 	}
 	return nil, false, nil
 }

@@ -108,6 +108,12 @@ type Config struct {
 	// BotUsers are other bot accounts whose notes are ignored (the robot and
 	// the reviewer robots are always ignored).
 	BotUsers []string
+	// AdoptProjects are the projects ("group/repo", "owner/name") where
+	// developers' merge requests may be adopted (issue 25 point 1); empty:
+	// nowhere.
+	AdoptProjects []string
+	// AdoptLabel is the label that opts a merge request in.
+	AdoptLabel string
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 	// LogFormat is text or json.
@@ -256,6 +262,12 @@ var configFields = []configField{
 	{Var: Var{Env: "CHANGEBOT_BOT_USERS", YAML: "bot_users",
 		Description: "Other bot accounts whose notes are ignored, comma-separated (the robot and the reviewer robots are always ignored)."},
 		setList: func(c *Config, v []string) { c.BotUsers = trimAt(v) }},
+	{Var: Var{Env: "CHANGEBOT_ADOPT_PROJECTS", YAML: "adopt_projects",
+		Description: "Projects where changebot adopts merge requests that developers open, comma-separated paths (group/repo, or owner/name on GitHub). A merge request there opts in by the label CHANGEBOT_ADOPT_LABEL or a `@<robot> merge` comment from someone with write access. Empty: nowhere (docs/adoption.md)."},
+		setList: func(c *Config, v []string) { c.AdoptProjects = v }},
+	{Var: Var{Env: "CHANGEBOT_ADOPT_LABEL", YAML: "adopt_label", Default: "changebot",
+		Description: "The label that opts a developer's merge request in, in the projects of CHANGEBOT_ADOPT_PROJECTS; removing it lets the change go without closing the merge request."},
+		set: func(c *Config, v string) error { c.AdoptLabel = v; return nil }},
 	{Var: Var{Env: "CHANGEBOT_LOG_LEVEL", YAML: "log_level", Default: "info",
 		Description: "Log level: debug, info, warn or error."},
 		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(v); return nil }},

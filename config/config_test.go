@@ -120,7 +120,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Errorf("unset lists should stay nil: %v", c)
 	}
 	if !reflect.DeepEqual(Default(), Config{Listen: ":8080", Platform: PlatformGitLab, LogLevel: "info", LogFormat: "json",
-		Workers: 20, MaxBodyBytes: 5 << 20, ShutdownGrace: 20 * time.Second, ShutdownDelay: 10 * time.Second, WebSessionTTL: 12 * time.Hour}) {
+		Workers: 20, MaxBodyBytes: 5 << 20, ShutdownGrace: 20 * time.Second, ShutdownDelay: 10 * time.Second, WebSessionTTL: 12 * time.Hour,
+		AdoptLabel: "changebot"}) {
 		t.Errorf("Default() = %v", Default())
 	}
 }
@@ -153,6 +154,7 @@ func TestLoadConfigSources(t *testing.T) {
 					ExternalURL:    "https://changebot.example",
 					Operators:      []string{"alice", "bob"},
 					BotUsers:       []string{"renovate-bot"},
+					AdoptLabel:     "changebot",
 					LogLevel:       "debug",
 					LogFormat:      "text",
 					Workers:        7,

@@ -251,7 +251,9 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p rules.ActionP
 				return op, ferr
 			}
 			return op, notApplicable("%s is already merged; the change can no longer be cancelled", rules.WordsOf(op.Platform).Ref(op.MRIID))
-		case err == nil && mr.State != platform.MRStateClosed:
+		case err == nil && mr.State != platform.MRStateClosed && !op.Adopted:
+			// An adopted change's merge request is the developer's: it
+			// stays open (issue 25 point 4).
 			if _, err := e.gl.CloseMergeRequest(ctx, op.ProjectID, op.MRIID); err != nil {
 				return op, err
 			}
@@ -274,6 +276,10 @@ func (e *Engine) Cancel(ctx context.Context, op store.Operation, p rules.ActionP
 		o.Jobs = append(o.Jobs, e.cancelCleanupJob(op))
 	}
 	o.Update = func(x *store.Operation) { x.Detail = byActor("cancelled", p) }
+	if op.Adopted {
+		o.Payload["let_go"] = true
+		o.Update = func(x *store.Operation) { x.Detail = byActor(letGoDetail(op.Platform), p) }
+	}
 	return e.Transition(ctx, op, rules.Closed, o)
 }
 
@@ -289,7 +295,7 @@ func (e *Engine) cancelUnmerged(ctx context.Context, op store.Operation, p rules
 		return op, notApplicable("%s is merged; the change can no longer be cancelled", w.Ref(op.MRIID))
 	}
 	state := mr.State
-	if mr.State != platform.MRStateClosed {
+	if mr.State != platform.MRStateClosed && !op.Adopted {
 		if _, err := e.gl.CloseMergeRequest(ctx, op.ProjectID, op.MRIID); err != nil {
 			return op, err
 		}

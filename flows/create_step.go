@@ -43,6 +43,10 @@ func (e createWorker) mrDescription(op store.Operation) string {
 // idempotent against what GitLab already has (DESIGN §3 step 4), then
 // CREATE_MR_OPENED and the pipeline wait.
 func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
+	if op.Adopted {
+		// A developer's merge request: nothing to open or push.
+		return e.adoptedMR(ctx, op)
+	}
 	if done, err := e.deferredChecks(ctx, op, "job:"+rules.KindCreateMR); done {
 		return err
 	}

@@ -386,6 +386,11 @@ func (e *Engine) mergeInFlight(ctx context.Context, projectID int64, branch stri
 // HANDLE_RETARGETED once the platform confirms it (applyRetargetHook).
 func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
+	if e.cfg.Adopt.Allows(ev.ProjectPath) && h.MayAdopt(e.cfg.Adopt.label()) {
+		if outcome, done, err := e.applyAdoptHook(ctx, ev, source); done || err != nil {
+			return outcome, err
+		}
+	}
 	if !h.MovesChanges() {
 		return OutcomeNoChange, nil
 	}

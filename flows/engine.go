@@ -243,6 +243,9 @@ type EngineConfig struct {
 	// on a merge request GitLab still shows open, was left by a replica
 	// that died between its claim and its merge call, and is taken over.
 	JobTimeout time.Duration
+	// Adopt turns on adopting developers' merge requests in the projects
+	// it lists (issue 25 point 1); the zero value adopts nothing.
+	Adopt AdoptConfig
 }
 
 // DefaultJobTimeout is EngineConfig.JobTimeout's default.

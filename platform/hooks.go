@@ -3,6 +3,7 @@ package platform
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrMalformedHook reports a webhook body the bot cannot read: not a JSON
@@ -139,6 +140,63 @@ type MergeRequestHook struct {
 	// "Webhook events and payloads", merge_group and pull_request). It
 	// says only "look now": the entry is read from the platform.
 	QueueChanged bool
+	// Labels are the titles of the merge request's labels when the hook
+	// was built: GitLab's top-level "labels" (fixture
+	// webhook-merge_request-open.json), GitHub's pull_request.labels[].name.
+	Labels []string
+	// LabelsChanged reports that this hook added or removed a label, with
+	// LabelsBefore the titles before it: GitLab's changes.labels
+	// {"previous", "current"} (fixture webhook-merge_request-open.json,
+	// doc/user/project/integrations/webhook_events.md), GitHub's
+	// pull_request "labeled"/"unlabeled" (LabelsBefore is Labels without,
+	// or with, the hook's label).
+	LabelsChanged bool
+	LabelsBefore  []string
+	// ReviewersAdded are the usernames this hook requested as reviewers
+	// (GitLab changes.reviewers current minus previous; GitHub
+	// pull_request "review_requested" requested_reviewer.login).
+	ReviewersAdded []string
+}
+
+// HasLabel reports whether the merge request carries label (compared
+// without regard to case, as both platforms match label names).
+func (h *MergeRequestHook) HasLabel(label string) bool {
+	return containsFold(h.Labels, label)
+}
+
+// LabelAdded reports whether this hook shows label newly on the merge
+// request: added by this hook, or present on an open or reopen.
+func (h *MergeRequestHook) LabelAdded(label string) bool {
+	if !h.HasLabel(label) {
+		return false
+	}
+	if h.LabelsChanged {
+		return !containsFold(h.LabelsBefore, label)
+	}
+	return h.Action == "open" || h.Action == "reopen"
+}
+
+// LabelRemoved reports whether this hook took label off the merge request.
+func (h *MergeRequestHook) LabelRemoved(label string) bool {
+	return h.LabelsChanged && !h.HasLabel(label) && containsFold(h.LabelsBefore, label)
+}
+
+// MayAdopt reports whether the hook may start or end an adoption by label
+// (issue 25 point 1): it shows label newly (LabelAdded), takes it off
+// (LabelRemoved), or requests reviewers (the robot may be one). The intake
+// stores such hooks of the projects where adoption is on even when
+// MovesChanges is false.
+func (h *MergeRequestHook) MayAdopt(label string) bool {
+	return h.LabelAdded(label) || h.LabelRemoved(label) || len(h.ReviewersAdded) > 0
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // PipelineHook is a Pipeline Hook (fixture webhook-pipeline-mr-success.json).

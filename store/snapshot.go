@@ -83,7 +83,7 @@ func cols(spec ...any) []Column {
 // which is gone; the next refresh claims again), the token counter of
 // commit claims (each engine's Import moves its own past the copied
 // tokens) and River's tables (jobs travel through River's API:
-// Snapshot.Jobs). Schema as of PostgreSQL migration 0023 and SQLite 0011.
+// Snapshot.Jobs). Schema as of PostgreSQL migration 0024 and SQLite 0012.
 var CopyTables = []Table{
 	{Name: "operations", Key: []string{"id"}, Columns: cols(
 		"id", KindText, "platform", KindText, "subject_id", KindText, "target_key", KindText, "project", KindText,
@@ -92,7 +92,7 @@ var CopyTables = []Table{
 		"step", KindInt, "status", KindText, "version", KindInt, "ticket_id", KindText, "mr_iid", KindInt,
 		"mr_web_url", KindText, "head_sha", KindText, "pipeline_id", KindInt, "pipeline_url", KindText,
 		"merge_commit_sha", KindText, "rounds", KindInt, "detail", KindText, "idempotency_key", KindNullText,
-		"rollout_id", KindText, "step_started_at", KindTime, "created_at", KindTime, "updated_at", KindTime)},
+		"rollout_id", KindText, "adopted", KindBool, "step_started_at", KindTime, "created_at", KindTime, "updated_at", KindTime)},
 	{Name: "bindings", Key: []string{"subject_id", "target_key"}, Columns: cols(
 		"subject_id", KindText, "target_key", KindText, "operation_id", KindText, "status", KindText,
 		"version", KindInt, "updated_at", KindTime)},

@@ -107,7 +107,13 @@ type Operation struct {
 	// RolloutID groups the changes submitted with one rollout_id (issue 25
 	// point 3; column operations.rollout_id); "" for none. Their progress is
 	// read as one (ReadRollout) and notified as one (TransitionParams.Rollout).
-	RolloutID     string
+	RolloutID string
+	// Adopted marks a change that carries a merge request a developer
+	// opened (issue 25 point 1; column operations.adopted): it has no
+	// Files, its create step records that merge request instead of opening
+	// one, and letting it go (a /cancel, the label removed) leaves the
+	// merge request open and its branch in place.
+	Adopted       bool
 	StepStartedAt time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time

@@ -82,6 +82,11 @@ type GitLabConfig struct {
 	// Merge Request Hook of one is answered ignored and not stored. Nil
 	// stores them.
 	IsReviewer func(username string) bool
+	// MayAdopt reports whether a Merge Request Hook that moves no change
+	// may adopt or let go of a developer's merge request (bot wires the
+	// adoption projects and label: platform.MergeRequestHook.MayAdopt);
+	// such a hook is stored. Nil stores none.
+	MayAdopt func(ev platform.HookEvent) bool
 }
 
 // NewGitLabHandler returns the handler of POST /webhooks/gitlab. It checks,
@@ -137,7 +142,7 @@ func NewGitLabHandler(cfg GitLabConfig) (*GitLabHandler, error) {
 		handler: handlerGitLab, eventHeader: headerGitLabEvent, label: eventLabel,
 		beforeBody: h.headersOK,
 		ignoreReason: func(ev platform.HookEvent, hasCommand func(string) bool) string {
-			return ignoreReason(ev, hasCommand, cfg.IsReviewer)
+			return ignoreReason(ev, hasCommand, cfg.IsReviewer, cfg.MayAdopt)
 		},
 		dedupeKey: func(q *hookRequest) string {
 			return GitLabDedupeKey(q.r.Header.Get(headerIdempotencyKey), q.event, q.body)
@@ -196,12 +201,13 @@ func (h *GitLabHandler) tokenOK(got string) bool {
 
 // ignoreReason returns why ev cannot move any change (an Ignored*
 // reason), "" when it may. It reads the event only: no database, no GitLab.
-// hasCommand nil keeps every note; isReviewer nil keeps every approval.
-func ignoreReason(ev platform.HookEvent, hasCommand, isReviewer func(string) bool) string {
+// hasCommand nil keeps every note; isReviewer nil keeps every approval;
+// mayAdopt nil keeps no hook that moves no change.
+func ignoreReason(ev platform.HookEvent, hasCommand, isReviewer func(string) bool, mayAdopt func(platform.HookEvent) bool) string {
 	switch ev.Kind {
 	case platform.HookMergeRequest:
 		switch mr := ev.MergeRequest; {
-		case mr != nil && !mr.MovesChanges():
+		case mr != nil && !mr.MovesChanges() && (mayAdopt == nil || !mayAdopt(ev)):
 			return IgnoredMergeRequestUnused
 		case mr != nil && isReviewer != nil && mr.Approval() && isReviewer(ev.User.Username):
 			return IgnoredReviewerApproval

@@ -21,6 +21,10 @@ const (
 	// change's target branch, not on the change (QueueCommand).
 	CommandFreeze   = "freeze"
 	CommandUnfreeze = "unfreeze"
+	// CommandMerge ("@robot merge") asks the robot to adopt a merge
+	// request a developer opened (issue 25 point 1): it applies only to a
+	// merge request no change carries (AdoptCommand).
+	CommandMerge = "merge"
 )
 
 // CommandDoc is what a person reads about one command: Usage ("/retry"),
@@ -62,6 +66,11 @@ var gitlabCommands = []CommandDoc{
 		WhoText:     "operators only"},
 	{Name: CommandHelp, Usage: "/help", Description: "List the commands you may run now, on this change, in its current state.",
 		WhoText: "anyone"},
+	{Name: CommandMerge, Usage: "@changebot merge",
+		Description: "Hand a merge request you opened over to changebot (in a project where adoption is on): it becomes a change " +
+			"like any other, approved, tested on its head, queued and merged; removing the label or /cancel lets it go " +
+			"without closing it.",
+		WhoText: "project members with Developer access or more"},
 }
 
 // githubCommandTexts are the descriptions and who-texts of the commands
@@ -93,6 +102,12 @@ var githubCommandTexts = map[string]struct{ Description, WhoText string }{
 			"are the reason, recorded with the freeze.",
 	},
 	CommandUnfreeze: {Description: "Unfreeze the merge queue of this pull request's base branch: the first change waiting moves on."},
+	CommandMerge: {
+		Description: "Hand a pull request you opened over to changebot (in a repository where adoption is on): it becomes a change " +
+			"like any other, approved, checked on its head, queued and merged; removing the label or /cancel lets it go " +
+			"without closing it.",
+		WhoText: "collaborators with write permission or more",
+	},
 }
 
 // CommandDocs returns every command in the words of platform ("gitlab",
@@ -132,9 +147,16 @@ func CommandApplies(name string, step Step, awaitsPlatformApproval bool) bool {
 		return step.Cancellable()
 	case CommandApprove, CommandReject:
 		return awaitsPlatformApproval
+	case CommandMerge:
+		// It adopts a merge request no change carries yet.
+		return false
 	}
 	return true
 }
+
+// AdoptCommand reports whether command name adopts a merge request rather
+// than acting on its change: "merge", run where no change carries it.
+func AdoptCommand(name string) bool { return name == CommandMerge }
 
 // QueueCommand reports whether command name acts on the merge queue of
 // the change's target branch rather than on the change: /freeze and

@@ -234,10 +234,33 @@ func decodePullRequest(body []byte) (platform.HookEvent, error) {
 		h.DraftChanged = a == "ready_for_review" || a == "converted_to_draft"
 		h.TargetChanged = a == "edited" && e.GetChanges().GetBase() != nil
 		h.QueueChanged = a == "dequeued"
+		labelChange(h, a, e.GetLabel().GetName())
+		if a == "review_requested" && e.GetRequestedReviewer().GetLogin() != "" {
+			h.ReviewersAdded = []string{e.GetRequestedReviewer().GetLogin()}
+		}
 	}
 	ev := envelope(platform.HookMergeRequest, e.GetRepo(), e.GetSender())
 	ev.MergeRequest = h
 	return ev, nil
+}
+
+// labelChange records on h a pull_request "labeled" or "unlabeled" of
+// label (docs.github.com "Webhook events and payloads", pull_request: the
+// payload's label, and pull_request.labels as they are after it): the
+// labels before are h.Labels without, or with, label.
+func labelChange(h *platform.MergeRequestHook, action, label string) {
+	if label == "" || (action != "labeled" && action != "unlabeled") {
+		return
+	}
+	h.LabelsChanged = true
+	for _, l := range h.Labels {
+		if !strings.EqualFold(l, label) {
+			h.LabelsBefore = append(h.LabelsBefore, l)
+		}
+	}
+	if action == "unlabeled" {
+		h.LabelsBefore = append(h.LabelsBefore, label)
+	}
 }
 
 // prHook is the pull request part of a HookMergeRequest.
@@ -253,6 +276,9 @@ func prHook(pr *gh.PullRequest) *platform.MergeRequestHook {
 		Title:               pr.GetTitle(),
 		AuthorID:            pr.GetUser().GetID(),
 		Draft:               pr.GetDraft(),
+	}
+	for _, l := range pr.Labels {
+		h.Labels = append(h.Labels, l.GetName())
 	}
 	if h.State == platform.MRStateMerged {
 		// merge_commit_sha of an open pull request is the test merge, not

@@ -423,7 +423,7 @@ func TestCallsFromFixtures(t *testing.T) {
 		{
 			name:   "member access",
 			route:  "GET /projects/42/members/all/9",
-			answer: answer{body: `{"id":9,"username":"dev","access_level":30}`},
+			answer: answer{fixture: "api-project-member-all-get.json"},
 			run: func(t *testing.T, c *Client) (any, error) {
 				return c.MemberAccess(t.Context(), 42, 9)
 			},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
@@ -218,8 +219,47 @@ func decodeMergeRequestHook(eventHeader, objectKind string, body []byte) (platfo
 			Draft:               oa.Draft,
 			DraftChanged:        e.Changes.Draft.Previous != e.Changes.Draft.Current,
 			TargetChanged:       e.Changes.TargetBranch.Previous != e.Changes.TargetBranch.Current,
+			Labels:              labelTitles(e.Labels),
+			LabelsChanged:       labelsChanged(e.Changes.Labels),
+			LabelsBefore:        labelTitles(e.Changes.Labels.Previous),
+			ReviewersAdded:      reviewersAdded(e.Changes.Reviewers),
 		},
 	}, nil
+}
+
+// labelTitles are the titles of labels.
+func labelTitles(labels []*gl.EventLabel) []string {
+	var out []string
+	for _, l := range labels {
+		if l != nil {
+			out = append(out, l.Title)
+		}
+	}
+	return out
+}
+
+// labelsChanged reports whether changes.labels is present with another
+// set of titles than before (fixture webhook-merge_request-open.json).
+func labelsChanged(c gl.EventChangesLabels) bool {
+	if c.Previous == nil && c.Current == nil {
+		return false
+	}
+	before, after := labelTitles(c.Previous), labelTitles(c.Current)
+	slices.Sort(before)
+	slices.Sort(after)
+	return !slices.Equal(before, after)
+}
+
+// reviewersAdded are the usernames in changes.reviewers.current that
+// changes.reviewers.previous lacks.
+func reviewersAdded(c gl.MergeEventChangesReviewers) []string {
+	var out []string
+	for _, r := range c.Current {
+		if r != nil && !slices.ContainsFunc(c.Previous, func(p *gl.EventUser) bool { return p != nil && p.Username == r.Username }) {
+			out = append(out, r.Username)
+		}
+	}
+	return out
 }
 
 // decodePipelineHook reads a Pipeline Hook (fixture

@@ -50,6 +50,9 @@ var wantFixtureEvents = map[string]platform.HookEvent{
 			ID: 99, IID: 1, Action: "open", State: "opened", SHA: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7",
 			SourceBranch: "ms-viewport", TargetBranch: "master", DetailedMergeStatus: "mergeable",
 			Title: "MS-Viewport", AuthorID: 51,
+			// changes.labels: API before, Platform after (the top-level
+			// labels still say API in the docs' example).
+			Labels: []string{"API"}, LabelsChanged: true, LabelsBefore: []string{"API"},
 		},
 	},
 	"webhook-merge_request-open-gitlabcom.json": {
@@ -59,6 +62,7 @@ var wantFixtureEvents = map[string]platform.HookEvent{
 			ID: 405095454, IID: 3, Action: "open", State: "opened", SHA: "2f7670508b771e7e77839402be8b34b13787aba8",
 			SourceBranch: "real6543-main-patch-42541", TargetBranch: "main", DetailedMergeStatus: "checking",
 			Title: "Edit README.md for more text to read", AuthorID: 4575606,
+			Labels: []string{"documentation"},
 		},
 	},
 	"webhook-merge_request-update-push.json": {
@@ -77,6 +81,7 @@ var wantFixtureEvents = map[string]platform.HookEvent{
 			ID: 405095454, IID: 3, Action: "update", State: "opened", SHA: "2f7670508b771e7e77839402be8b34b13787aba8",
 			SourceBranch: "real6543-main-patch-42541", TargetBranch: "main", DetailedMergeStatus: "mergeable",
 			Title: "Edit README for more text to read", AuthorID: 4575606,
+			Labels: []string{"documentation"},
 		},
 	},
 	"webhook-merge_request-unapproved.json": {
@@ -86,6 +91,7 @@ var wantFixtureEvents = map[string]platform.HookEvent{
 			ID: 405095454, IID: 3, Action: "unapproved", State: "opened", SHA: "2f7670508b771e7e77839402be8b34b13787aba8",
 			SourceBranch: "real6543-main-patch-42541", TargetBranch: "main", DetailedMergeStatus: "mergeable",
 			Title: "Edit README for more text to read", AuthorID: 4575606,
+			Labels: []string{"good first issue"},
 		},
 	},
 	"webhook-merge_request-merge.json": {

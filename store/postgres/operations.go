@@ -21,7 +21,7 @@ func fromRow(r dbsqlc.Operations) (store.Operation, error) {
 		Description: r.Description, RequestedBy: r.RequestedBy, ApprovalFirst: r.ApprovalFirst, Step: r.Step,
 		Status: r.Status, Version: r.Version, TicketID: r.TicketID, MRIID: r.MrIid, MRWebURL: r.MrWebUrl,
 		HeadSHA: r.HeadSha, PipelineID: r.PipelineID, PipelineURL: r.PipelineUrl, MergeCommitSHA: r.MergeCommitSha,
-		Rounds: r.Rounds, Detail: r.Detail, IdempotencyKey: store.TextOf(r.IdempotencyKey), RolloutID: r.RolloutID,
+		Rounds: r.Rounds, Detail: r.Detail, IdempotencyKey: store.TextOf(r.IdempotencyKey), RolloutID: r.RolloutID, Adopted: r.Adopted,
 		StepStartedAt: r.StepStartedAt.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	files, err := store.DecodeFiles(op.ID, r.Files)
 	if err != nil {
@@ -147,7 +147,7 @@ func (x executor) OperationListWatched(ctx context.Context, p store.WatchParams)
 const stuckColumns = `o.id, o.platform, o.subject_id, o.target_key, o.project, o.project_id, o.target_branch,
 	o.source_branch, o.title, o.description, o.files, o.requested_by, o.approval_first, o.step, o.status,
 	o.version, o.ticket_id, o.mr_iid, o.mr_web_url, o.head_sha, o.pipeline_id, o.pipeline_url,
-	o.merge_commit_sha, o.rounds, o.detail, coalesce(o.idempotency_key, ''), o.rollout_id, o.step_started_at,
+	o.merge_commit_sha, o.rounds, o.detail, coalesce(o.idempotency_key, ''), o.rollout_id, o.adopted, o.step_started_at,
 	o.created_at, o.updated_at`
 
 // scanOperation reads one row of stuckColumns.
@@ -158,7 +158,7 @@ func scanOperation(row pgx.CollectableRow) (store.Operation, error) {
 		&op.SourceBranch, &op.Title, &op.Description, &files, &op.RequestedBy, &op.ApprovalFirst,
 		&op.Step, &op.Status, &op.Version, &op.TicketID, &op.MRIID, &op.MRWebURL, &op.HeadSHA,
 		&op.PipelineID, &op.PipelineURL, &op.MergeCommitSHA, &op.Rounds, &op.Detail,
-		&op.IdempotencyKey, &op.RolloutID, &op.StepStartedAt, &op.CreatedAt, &op.UpdatedAt)
+		&op.IdempotencyKey, &op.RolloutID, &op.Adopted, &op.StepStartedAt, &op.CreatedAt, &op.UpdatedAt)
 	if err != nil {
 		return store.Operation{}, err
 	}
@@ -231,7 +231,7 @@ func (x executor) OperationInsert(ctx context.Context, op store.Operation) error
 		SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project, ProjectID: op.ProjectID,
 		TargetBranch: op.TargetBranch, SourceBranch: op.SourceBranch, Title: op.Title, Description: op.Description,
 		Files: files, RequestedBy: op.RequestedBy, ApprovalFirst: op.ApprovalFirst, Step: op.Step, Status: op.Status,
-		IdempotencyKey: store.NullText(op.IdempotencyKey), RolloutID: op.RolloutID, Now: op.CreatedAt})
+		IdempotencyKey: store.NullText(op.IdempotencyKey), RolloutID: op.RolloutID, MrIid: op.MRIID, MrWebUrl: op.MRWebURL, HeadSha: op.HeadSHA, Adopted: op.Adopted, Now: op.CreatedAt})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		return fmt.Errorf("%w: %w", store.ErrUniqueViolation, err)

@@ -17,7 +17,7 @@ import (
 const opColumns = `id, platform, subject_id, target_key, project, project_id, target_branch, source_branch,
 	title, description, files, requested_by, approval_first, step, status, version, ticket_id,
 	mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail,
-	coalesce(idempotency_key, ''), rollout_id, step_started_at, created_at, updated_at`
+	coalesce(idempotency_key, ''), rollout_id, adopted, step_started_at, created_at, updated_at`
 
 // scanOperation reads one row of opColumns from rows.
 func scanOperation(rows *sql.Rows) (store.Operation, error) {
@@ -27,7 +27,7 @@ func scanOperation(rows *sql.Rows) (store.Operation, error) {
 		&op.SourceBranch, &op.Title, &op.Description, &files, &op.RequestedBy, &op.ApprovalFirst,
 		&op.Step, &op.Status, &op.Version, &op.TicketID, &op.MRIID, &op.MRWebURL, &op.HeadSHA,
 		&op.PipelineID, &op.PipelineURL, &op.MergeCommitSHA, &op.Rounds, &op.Detail,
-		&op.IdempotencyKey, &op.RolloutID, tm{&op.StepStartedAt}, tm{&op.CreatedAt}, tm{&op.UpdatedAt})
+		&op.IdempotencyKey, &op.RolloutID, &op.Adopted, tm{&op.StepStartedAt}, tm{&op.CreatedAt}, tm{&op.UpdatedAt})
 	if err != nil {
 		return store.Operation{}, err
 	}
@@ -62,7 +62,7 @@ func fromRow(r dbsqlc.Operations) (store.Operation, error) {
 		Step: r.Step, Status: r.Status, Version: r.Version, TicketID: r.TicketID, MRIID: r.MrIid,
 		MRWebURL: r.MrWebUrl, HeadSHA: r.HeadSha, PipelineID: r.PipelineID, PipelineURL: r.PipelineUrl,
 		MergeCommitSHA: r.MergeCommitSha, Rounds: r.Rounds, Detail: r.Detail,
-		IdempotencyKey: store.TextOf(r.IdempotencyKey), RolloutID: r.RolloutID,
+		IdempotencyKey: store.TextOf(r.IdempotencyKey), RolloutID: r.RolloutID, Adopted: r.Adopted,
 		StepStartedAt: r.StepStartedAt.Time, CreatedAt: r.CreatedAt.Time, UpdatedAt: r.UpdatedAt.Time}
 	files, err := store.DecodeFiles(op.ID, []byte(r.Files))
 	if err != nil {
@@ -187,7 +187,7 @@ func (x executor) OperationInsert(ctx context.Context, op store.Operation) error
 		SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project, ProjectID: op.ProjectID,
 		TargetBranch: op.TargetBranch, SourceBranch: op.SourceBranch, Title: op.Title, Description: op.Description,
 		Files: string(files), RequestedBy: op.RequestedBy, ApprovalFirst: op.ApprovalFirst, Step: op.Step, Status: op.Status,
-		IdempotencyKey: store.NullText(op.IdempotencyKey), RolloutID: op.RolloutID, StepStartedAt: dbtime.Of(op.StepStartedAt), CreatedAt: dbtime.Of(op.CreatedAt),
+		IdempotencyKey: store.NullText(op.IdempotencyKey), RolloutID: op.RolloutID, MrIid: op.MRIID, MrWebUrl: op.MRWebURL, HeadSha: op.HeadSHA, Adopted: op.Adopted, StepStartedAt: dbtime.Of(op.StepStartedAt), CreatedAt: dbtime.Of(op.CreatedAt),
 		UpdatedAt: dbtime.Of(op.UpdatedAt)})
 	if isUnique(err) {
 		return fmt.Errorf("%w: %w", store.ErrUniqueViolation, err)

@@ -21,6 +21,7 @@ var cases = []struct {
 	run  func(t *testing.T, open Open)
 }{
 	{"CreateOperationBindingRules", testCreateOperationBindingRules},
+	{"AdoptedMergeRequests", testAdoptedMergeRequests},
 	{"IdempotencyKeyReturnsExisting", testIdempotencyKeyReturnsExisting},
 	{"ConcurrentTransitionsOneWinner", testConcurrentTransitionsOneWinner},
 	{"StrangeTextNeverBlocksAWrite", testStrangeTextNeverBlocksAWrite},

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1" // #nosec G505 -- git object ids, not security
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"path"
 	"slices"
@@ -71,6 +72,8 @@ type repo struct {
 	mergeQueues map[string]bool
 	queues      map[string][]*queueEntry
 	enqueued    map[int64][]string
+	// labels are the label ids by lower-case name (labelJSON).
+	labels map[string]int64
 }
 
 // commit is a git commit.
@@ -838,4 +841,25 @@ func paginate[T any](rc *reqCtx, items []T, def int) []T {
 		rc.w.Header().Set("Link", strings.Join(links, ", "))
 	}
 	return items[start:end]
+}
+
+// PushFiles pushes one commit by login on branch setting files (path ->
+// content), as a person pushing by hand, and returns its sha ("" when the
+// repository, the branch or the user does not exist). Pull requests from or
+// into branch react as to any push (moveRef).
+func (s *Server) PushFiles(repoID int64, branch, login, message string, files map[string]string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[repoID]
+	if r == nil || r.refs[branch] == "" || s.byLogin[login] == nil {
+		return ""
+	}
+	tip := r.refs[branch]
+	tree := maps.Clone(s.objects.trees[s.objects.commits[tip].tree])
+	for path, content := range files {
+		tree[path] = s.objects.putBlob(content)
+	}
+	c := s.putCommit(s.objects.putTree(tree), []string{tip}, message, login)
+	s.moveRef(r, branch, c.sha, s.byLogin[login])
+	return c.sha
 }

@@ -177,7 +177,7 @@ func (s *Server) pullJSON(r *repo, pr *pull, full bool) map[string]any {
 		"review_comments_url": api + "/comments", "review_comment_url": s.repoAPI(r) + "/pulls/comments{/number}",
 		"comments_url": issue + "/comments", "statuses_url": s.repoAPI(r) + "/statuses/" + head,
 		"number": pr.number, "state": pr.state, "locked": false, "title": pr.title, "user": s.userJSON(pr.author),
-		"body": pr.body, "labels": []any{}, "milestone": nil, "active_lock_reason": nil,
+		"body": pr.body, "labels": s.labelsJSON(r, pr), "milestone": nil, "active_lock_reason": nil,
 		"created_at": ts(pr.created), "updated_at": ts(pr.updated), "closed_at": ts(pr.closedAt), "merged_at": ts(pr.mergedAt),
 		"merge_commit_sha": mergeCommit, "assignee": nil, "assignees": []any{}, "requested_reviewers": []any{},
 		"requested_teams": []any{}, "head": s.branchRefJSON(r, pr.head, head), "base": s.branchRefJSON(r, pr.base, r.refs[pr.base]),

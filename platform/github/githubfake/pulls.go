@@ -27,6 +27,7 @@ type pull struct {
 	conflict       bool   // SetConflict
 	block          string // BlockMerge message
 	mergeableKnown bool
+	labels         []string // names, in the order added (SetLabelsAs)
 }
 
 type review struct {

@@ -102,7 +102,7 @@ type Server struct {
 }
 
 type idCounters struct {
-	user, repo, pull, review, comment, check, suite, run, commit, delivery, token int64
+	user, repo, pull, review, comment, check, suite, run, commit, delivery, token, label int64
 }
 
 // token is what an Authorization header may carry.

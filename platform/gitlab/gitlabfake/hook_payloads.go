@@ -38,8 +38,8 @@ func (s *Server) emitMRHook(mr *mergeRequest, u *user, action string, x hookExtr
 	s.emit(EventMergeRequest, mr.p, map[string]any{
 		"object_kind": "merge_request", "event_type": "merge_request",
 		"user": s.userHook(u), "project": s.projectHook(mr.p), "repository": s.repositoryHook(mr.p),
-		"object_attributes": attrs, "labels": []any{}, "changes": changes,
-		"assignees": []any{}, "reviewers": []any{},
+		"object_attributes": attrs, "labels": s.labelsHook(mr.p, mr.labels), "changes": changes,
+		"assignees": []any{}, "reviewers": s.reviewersHook(mr),
 	})
 }
 
@@ -170,7 +170,7 @@ func (s *Server) mrHookAttrs(mr *mergeRequest) map[string]any {
 		"time_estimate": 0, "total_time_spent": 0, "time_change": 0,
 		"human_total_time_spent": nil, "human_time_change": nil, "human_time_estimate": nil,
 		"blocking_discussions_resolved": true, "first_contribution": false,
-		"labels": []any{}, "approval_rules": []any{},
+		"labels": s.labelsHook(p, mr.labels), "approval_rules": []any{},
 		"url": s.mrURL(mr), "source": s.projectHook(p), "target": s.projectHook(p),
 		"last_commit": s.commitHook(p, mr.sha),
 	}

@@ -44,6 +44,8 @@ type mergeRequest struct {
 	mergedBy, closedBy, editedBy *user
 	created, updated             time.Time
 	mergedAt, closedAt, editedAt time.Time
+	labels                       []string // titles, in the order added
+	reviewers                    []*user  // RequestReviewAsUser
 }
 
 // MRSnapshot is the state of a merge request for assertions
@@ -439,7 +441,7 @@ func (s *Server) mrJSON(mr *mergeRequest, viewer *user, withRebase bool) map[str
 		"target_branch": mr.targetBranch, "source_branch": mr.sourceBranch,
 		"user_notes_count": mr.userNotes(), "upvotes": 0, "downvotes": 0,
 		"author": s.userBasic(mr.author), "assignee": nil, "assignees": []any{}, "reviewers": []any{},
-		"source_project_id": p.id, "target_project_id": p.id, "labels": []any{},
+		"source_project_id": p.id, "target_project_id": p.id, "labels": append([]string{}, mr.labels...),
 		"draft": mr.block.Draft, "work_in_progress": mr.block.Draft, "milestone": nil,
 		"merge_when_pipeline_succeeds": false,
 		"merge_status":                 s.mergeStatus(mr), "detailed_merge_status": s.detailedStatus(mr),

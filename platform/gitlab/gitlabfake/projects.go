@@ -82,6 +82,7 @@ type project struct {
 	deployRun int
 	checklist []ChecklistItem
 	mergeTime time.Duration          // SetMergeDuration
+	labels    map[string]label       // by lower-case title (labelsHook)
 	trains    map[string][]*trainCar // by target branch, first car first
 	cars      map[int64]*trainCar    // by MR iid: every car, merged ones kept
 }

@@ -90,6 +90,7 @@ type Server struct {
 }
 
 type idCounters struct {
+	label                                               int64
 	user, project, mr, pipeline, note, commit, job, car int64
 }
 

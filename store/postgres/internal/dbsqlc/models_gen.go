@@ -157,6 +157,16 @@ type Operations struct {
 	UpdatedAt      time.Time
 	Platform       string
 	RolloutID      string
+	Adopted        bool
+}
+
+type RepoPolicies struct {
+	Platform  string
+	ProjectID int64
+	Branch    string
+	Sha       string
+	Body      string
+	ReadAt    time.Time
 }
 
 type Rollouts struct {

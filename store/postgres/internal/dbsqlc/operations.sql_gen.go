@@ -22,7 +22,7 @@ func (q *Queries) OperationExists(ctx context.Context, db DBTX, id string) (bool
 }
 
 const operationGet = `-- name: OperationGet :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations WHERE id = $1
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations WHERE id = $1
 `
 
 func (q *Queries) OperationGet(ctx context.Context, db DBTX, id string) (Operations, error) {
@@ -59,12 +59,13 @@ func (q *Queries) OperationGet(ctx context.Context, db DBTX, id string) (Operati
 		&i.UpdatedAt,
 		&i.Platform,
 		&i.RolloutID,
+		&i.Adopted,
 	)
 	return i, err
 }
 
 const operationGetByIdempotencyKey = `-- name: OperationGetByIdempotencyKey :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations WHERE idempotency_key = $1
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations WHERE idempotency_key = $1
 `
 
 func (q *Queries) OperationGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKey *string) (Operations, error) {
@@ -101,12 +102,13 @@ func (q *Queries) OperationGetByIdempotencyKey(ctx context.Context, db DBTX, ide
 		&i.UpdatedAt,
 		&i.Platform,
 		&i.RolloutID,
+		&i.Adopted,
 	)
 	return i, err
 }
 
 const operationGetForUpdate = `-- name: OperationGetForUpdate :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations WHERE id = $1 FOR UPDATE
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) OperationGetForUpdate(ctx context.Context, db DBTX, id string) (Operations, error) {
@@ -143,6 +145,7 @@ func (q *Queries) OperationGetForUpdate(ctx context.Context, db DBTX, id string)
 		&i.UpdatedAt,
 		&i.Platform,
 		&i.RolloutID,
+		&i.Adopted,
 	)
 	return i, err
 }
@@ -151,11 +154,11 @@ const operationInsert = `-- name: OperationInsert :exec
 INSERT INTO operations (
     id, platform, subject_id, target_key, project, project_id, target_branch, source_branch, title,
     description, files, requested_by, approval_first, step, status, version, idempotency_key,
-    rollout_id, step_started_at, created_at, updated_at
+    rollout_id, mr_iid, mr_web_url, head_sha, adopted, step_started_at, created_at, updated_at
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8, $9,
     $10, $11, $12, $13, $14, $15, 1,
-    $16, $17, $18, $18, $18
+    $16, $17, $18, $19, $20, $21, $22, $22, $22
 )
 `
 
@@ -177,6 +180,10 @@ type OperationInsertParams struct {
 	Status         string
 	IdempotencyKey *string
 	RolloutID      string
+	MrIid          int64
+	MrWebUrl       string
+	HeadSha        string
+	Adopted        bool
 	Now            time.Time
 }
 
@@ -199,13 +206,17 @@ func (q *Queries) OperationInsert(ctx context.Context, db DBTX, arg *OperationIn
 		arg.Status,
 		arg.IdempotencyKey,
 		arg.RolloutID,
+		arg.MrIid,
+		arg.MrWebUrl,
+		arg.HeadSha,
+		arg.Adopted,
 		arg.Now,
 	)
 	return err
 }
 
 const operationList = `-- name: OperationList :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations
 WHERE (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
     AND (cardinality($2::int[]) = 0 OR step = ANY($2::int[]))
     AND ($3::text = '' OR lower(project) = lower($3::text) OR project_id::text = $3::text)
@@ -300,6 +311,7 @@ func (q *Queries) OperationList(ctx context.Context, db DBTX, arg *OperationList
 			&i.UpdatedAt,
 			&i.Platform,
 			&i.RolloutID,
+			&i.Adopted,
 		); err != nil {
 			return nil, err
 		}
@@ -312,7 +324,7 @@ func (q *Queries) OperationList(ctx context.Context, db DBTX, arg *OperationList
 }
 
 const operationListByStatus = `-- name: OperationListByStatus :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations
 WHERE status = ANY($1::text[])
     AND updated_at >= $2::timestamptz
     AND updated_at < $3::timestamptz
@@ -372,6 +384,7 @@ func (q *Queries) OperationListByStatus(ctx context.Context, db DBTX, arg *Opera
 			&i.UpdatedAt,
 			&i.Platform,
 			&i.RolloutID,
+			&i.Adopted,
 		); err != nil {
 			return nil, err
 		}
@@ -413,7 +426,7 @@ func (q *Queries) OperationListIDs(ctx context.Context, db DBTX, arg *OperationL
 }
 
 const operationListMergedByProject = `-- name: OperationListMergedByProject :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations
 WHERE platform = $1 AND project_id = $2 AND status = $3 AND merge_commit_sha <> ''
 ORDER BY updated_at
 LIMIT $4
@@ -471,6 +484,7 @@ func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg
 			&i.UpdatedAt,
 			&i.Platform,
 			&i.RolloutID,
+			&i.Adopted,
 		); err != nil {
 			return nil, err
 		}
@@ -483,7 +497,7 @@ func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg
 }
 
 const operationNewestOfMR = `-- name: OperationNewestOfMR :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations
 WHERE platform = $1 AND project_id = $2 AND mr_iid = $3
 ORDER BY created_at DESC
 LIMIT 1
@@ -529,6 +543,7 @@ func (q *Queries) OperationNewestOfMR(ctx context.Context, db DBTX, arg *Operati
 		&i.UpdatedAt,
 		&i.Platform,
 		&i.RolloutID,
+		&i.Adopted,
 	)
 	return i, err
 }

@@ -35,7 +35,7 @@ func (q *Queries) DeployConfirmationRecord(ctx context.Context, db DBTX, arg *De
 }
 
 const operationListWatched = `-- name: OperationListWatched :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations
 WHERE status = ANY($1::text[]) AND step = ANY($2::int[]) AND mr_iid > 0 AND id > $3
 ORDER BY id
 LIMIT $4
@@ -93,6 +93,7 @@ func (q *Queries) OperationListWatched(ctx context.Context, db DBTX, arg *Operat
 			&i.UpdatedAt,
 			&i.Platform,
 			&i.RolloutID,
+			&i.Adopted,
 		); err != nil {
 			return nil, err
 		}
@@ -105,7 +106,7 @@ func (q *Queries) OperationListWatched(ctx context.Context, db DBTX, arg *Operat
 }
 
 const reconcileCandidates = `-- name: ReconcileCandidates :many
-SELECT o.id, o.subject_id, o.target_key, o.project, o.project_id, o.target_branch, o.source_branch, o.title, o.description, o.files, o.requested_by, o.approval_first, o.step, o.status, o.version, o.ticket_id, o.mr_iid, o.mr_web_url, o.head_sha, o.pipeline_id, o.pipeline_url, o.merge_commit_sha, o.rounds, o.detail, o.idempotency_key, o.step_started_at, o.created_at, o.updated_at, o.platform, o.rollout_id, EXISTS (
+SELECT o.id, o.subject_id, o.target_key, o.project, o.project_id, o.target_branch, o.source_branch, o.title, o.description, o.files, o.requested_by, o.approval_first, o.step, o.status, o.version, o.ticket_id, o.mr_iid, o.mr_web_url, o.head_sha, o.pipeline_id, o.pipeline_url, o.merge_commit_sha, o.rounds, o.detail, o.idempotency_key, o.step_started_at, o.created_at, o.updated_at, o.platform, o.rollout_id, o.adopted, EXISTS (
     SELECT 1 FROM deploy_confirmations d
     WHERE d.project_id = o.project_id AND d.target_branch = o.target_branch
         AND d.mr_iid >= o.mr_iid AND d.confirmed_at >= o.updated_at
@@ -174,6 +175,7 @@ func (q *Queries) ReconcileCandidates(ctx context.Context, db DBTX, arg *Reconci
 			&i.Operations.UpdatedAt,
 			&i.Operations.Platform,
 			&i.Operations.RolloutID,
+			&i.Operations.Adopted,
 			&i.Watermarked,
 		); err != nil {
 			return nil, err

@@ -161,6 +161,16 @@ type Operations struct {
 	UpdatedAt      dbtime.Time
 	Platform       string
 	RolloutID      string
+	Adopted        bool
+}
+
+type RepoPolicies struct {
+	Platform  string
+	ProjectID int64
+	Branch    string
+	Sha       string
+	Body      string
+	ReadAt    string
 }
 
 type Rollouts struct {

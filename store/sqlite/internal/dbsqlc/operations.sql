@@ -29,11 +29,11 @@ SELECT id FROM operations WHERE id > @after ORDER BY id LIMIT @max;
 INSERT INTO operations (
     id, platform, subject_id, target_key, project, project_id, target_branch, source_branch, title,
     description, files, requested_by, approval_first, step, status, version, idempotency_key,
-    rollout_id, step_started_at, created_at, updated_at
+    rollout_id, mr_iid, mr_web_url, head_sha, adopted, step_started_at, created_at, updated_at
 ) VALUES (
     @id, @platform, @subject_id, @target_key, @project, @project_id, @target_branch, @source_branch, @title,
     @description, @files, @requested_by, @approval_first, @step, @status, 1,
-    sqlc.narg('idempotency_key'), @rollout_id, @step_started_at, @created_at, @updated_at
+    sqlc.narg('idempotency_key'), @rollout_id, @mr_iid, @mr_web_url, @head_sha, @adopted, @step_started_at, @created_at, @updated_at
 );
 
 -- name: OperationUpdate :exec

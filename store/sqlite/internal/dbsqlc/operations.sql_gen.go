@@ -70,7 +70,7 @@ func (q *Queries) OperationExists(ctx context.Context, db DBTX, id string) (bool
 }
 
 const operationGet = `-- name: OperationGet :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations WHERE id = ?1
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations WHERE id = ?1
 `
 
 func (q *Queries) OperationGet(ctx context.Context, db DBTX, id string) (Operations, error) {
@@ -107,12 +107,13 @@ func (q *Queries) OperationGet(ctx context.Context, db DBTX, id string) (Operati
 		&i.UpdatedAt,
 		&i.Platform,
 		&i.RolloutID,
+		&i.Adopted,
 	)
 	return i, err
 }
 
 const operationGetByIdempotencyKey = `-- name: OperationGetByIdempotencyKey :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations WHERE idempotency_key = ?1
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations WHERE idempotency_key = ?1
 `
 
 func (q *Queries) OperationGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKey *string) (Operations, error) {
@@ -149,6 +150,7 @@ func (q *Queries) OperationGetByIdempotencyKey(ctx context.Context, db DBTX, ide
 		&i.UpdatedAt,
 		&i.Platform,
 		&i.RolloutID,
+		&i.Adopted,
 	)
 	return i, err
 }
@@ -157,11 +159,11 @@ const operationInsert = `-- name: OperationInsert :exec
 INSERT INTO operations (
     id, platform, subject_id, target_key, project, project_id, target_branch, source_branch, title,
     description, files, requested_by, approval_first, step, status, version, idempotency_key,
-    rollout_id, step_started_at, created_at, updated_at
+    rollout_id, mr_iid, mr_web_url, head_sha, adopted, step_started_at, created_at, updated_at
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
     ?10, ?11, ?12, ?13, ?14, ?15, 1,
-    ?16, ?17, ?18, ?19, ?20
+    ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24
 )
 `
 
@@ -183,6 +185,10 @@ type OperationInsertParams struct {
 	Status         string
 	IdempotencyKey *string
 	RolloutID      string
+	MrIid          int64
+	MrWebUrl       string
+	HeadSha        string
+	Adopted        bool
 	StepStartedAt  dbtime.Time
 	CreatedAt      dbtime.Time
 	UpdatedAt      dbtime.Time
@@ -207,6 +213,10 @@ func (q *Queries) OperationInsert(ctx context.Context, db DBTX, arg *OperationIn
 		arg.Status,
 		arg.IdempotencyKey,
 		arg.RolloutID,
+		arg.MrIid,
+		arg.MrWebUrl,
+		arg.HeadSha,
+		arg.Adopted,
 		arg.StepStartedAt,
 		arg.CreatedAt,
 		arg.UpdatedAt,
@@ -247,7 +257,7 @@ func (q *Queries) OperationListIDs(ctx context.Context, db DBTX, arg *OperationL
 }
 
 const operationListMergedByProject = `-- name: OperationListMergedByProject :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations
 WHERE platform = ?1 AND project_id = ?2 AND status = ?3 AND merge_commit_sha <> ''
 ORDER BY updated_at
 LIMIT ?4
@@ -305,6 +315,7 @@ func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg
 			&i.UpdatedAt,
 			&i.Platform,
 			&i.RolloutID,
+			&i.Adopted,
 		); err != nil {
 			return nil, err
 		}
@@ -320,7 +331,7 @@ func (q *Queries) OperationListMergedByProject(ctx context.Context, db DBTX, arg
 }
 
 const operationNewestOfMR = `-- name: OperationNewestOfMR :one
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations
 WHERE platform = ?1 AND project_id = ?2 AND mr_iid = ?3
 ORDER BY created_at DESC
 LIMIT 1
@@ -366,6 +377,7 @@ func (q *Queries) OperationNewestOfMR(ctx context.Context, db DBTX, arg *Operati
 		&i.UpdatedAt,
 		&i.Platform,
 		&i.RolloutID,
+		&i.Adopted,
 	)
 	return i, err
 }

@@ -100,7 +100,7 @@ func (q *Queries) RolloutGetForUpdate(ctx context.Context, db DBTX, rolloutID st
 }
 
 const rolloutListAtSteps = `-- name: RolloutListAtSteps :many
-SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id FROM operations
+SELECT id, subject_id, target_key, project, project_id, target_branch, source_branch, title, description, files, requested_by, approval_first, step, status, version, ticket_id, mr_iid, mr_web_url, head_sha, pipeline_id, pipeline_url, merge_commit_sha, rounds, detail, idempotency_key, step_started_at, created_at, updated_at, platform, rollout_id, adopted FROM operations
 WHERE rollout_id = ?1 AND step IN (/*SLICE:steps*/?)
 ORDER BY updated_at, id
 LIMIT ?3
@@ -166,6 +166,7 @@ func (q *Queries) RolloutListAtSteps(ctx context.Context, db DBTX, arg *RolloutL
 			&i.UpdatedAt,
 			&i.Platform,
 			&i.RolloutID,
+			&i.Adopted,
 		); err != nil {
 			return nil, err
 		}

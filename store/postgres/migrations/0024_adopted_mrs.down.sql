@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS operations_adopted_mr;
+ALTER TABLE operations DROP COLUMN IF EXISTS adopted;
