@@ -67,7 +67,7 @@ type AppOpts struct {
 	Now func() time.Time
 	// AdoptBindings derives an adopted merge request's binding
 	// (flows.AdoptConfig.Bindings); nil means the repository's path rules
-	// (flows.RepoBindings over the platform adapter).
+	// (the engine's own, over the platform adapter).
 	AdoptBindings flows.BindingDeriver
 }
 
@@ -186,9 +186,6 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		return err
 	}
 	bindings := opts.AdoptBindings
-	if files, ok := a.gitlab.(flows.RepoFiles); ok && bindings == nil {
-		bindings = flows.RepoBindings{Files: files}
-	}
 	a.engine, err = flows.NewEngine(flows.EngineConfig{
 		Store: a.store, Adapter: a.gitlab, Platform: a.cfg.Platform, Renderer: renderer, Metrics: fm, Logger: a.log,
 		Approvals:   approval.New(a.cfg.ApprovalURL, nil),

@@ -29,9 +29,9 @@ type AdoptConfig struct {
 	// Label is the label that opts a merge request in (adopt.label); ""
 	// means DefaultAdoptLabel.
 	Label string
-	// Bindings derives the binding of a merge request from the
-	// repository's path rules; nil refuses every adoption (no binding can
-	// be derived).
+	// Bindings derives the binding of a merge request; nil means the path
+	// rules of the `.changebot.yml` that governs its target branch (the
+	// last valid one while the branch's is invalid) over its changed paths.
 	Bindings BindingDeriver
 	// ApprovalFirstFunc decides the flow order of an adopted change for
 	// its project's path (setting flow.approval_first, as for an API
@@ -177,10 +177,11 @@ func (e *Engine) Adopt(ctx context.Context, p AdoptParams) (store.Operation, boo
 	if mr.Author.Username == robot.Username || (robot.ID != 0 && mr.Author.ID == robot.ID) {
 		return store.Operation{}, false, refuseAdopt("%s was opened by the robot itself", w.MRRef(p.IID))
 	}
-	if e.cfg.Adopt.Bindings == nil {
-		return store.Operation{}, false, refuseAdopt("no path rules are configured to tell which binding %s changes", w.MRRef(p.IID))
+	var bindings BindingDeriver = repoBindings{e}
+	if e.cfg.Adopt.Bindings != nil {
+		bindings = e.cfg.Adopt.Bindings
 	}
-	b, err := e.cfg.Adopt.Bindings.AdoptBinding(ctx, p.ProjectID, p.IID, mr.TargetBranch)
+	b, err := bindings.AdoptBinding(ctx, p.ProjectID, p.IID, mr.TargetBranch)
 	if err != nil {
 		return store.Operation{}, false, fmt.Errorf("deriving the binding of %s: %w", w.MRRef(p.IID), err)
 	}
@@ -194,7 +195,7 @@ func (e *Engine) Adopt(ctx context.Context, p AdoptParams) (store.Operation, boo
 // Adopt) with binding b.
 func (e *Engine) createAdopted(ctx context.Context, p AdoptParams, proj platform.Project, mr platform.MergeRequest, b AdoptedBinding) (store.Operation, bool, error) {
 	approvalFirst := e.cfg.Adopt.ApprovalFirstFunc != nil && e.cfg.Adopt.ApprovalFirstFunc(proj.PathWithNamespace)
-	if e.policy(proj.PathWithNamespace).Provider == rules.ProviderGitLab {
+	if e.policyFor(store.Operation{Project: proj.PathWithNamespace, ProjectID: proj.ID, TargetBranch: mr.TargetBranch}).Provider == rules.ProviderGitLab {
 		approvalFirst = false
 	}
 	first := rules.CreateStarted

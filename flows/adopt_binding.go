@@ -5,45 +5,50 @@ import (
 	"errors"
 	"fmt"
 
-	"changebot/platform"
 	"changebot/repoconfig"
+	"changebot/store"
 )
 
-// RepoFiles is what RepoBindings reads on the platform: a file at a ref and
-// the paths a merge request changes (both adapters and both fakes).
-type RepoFiles interface {
-	FileAt(ctx context.Context, projectID int64, path, ref string) ([]byte, error)
+// changedPaths is the platform read of the paths a merge request changes
+// (platform/gitlab and platform/github ChangedPaths; both fakes).
+type changedPaths interface {
 	ChangedPaths(ctx context.Context, projectID, iid int64) ([]string, error)
 }
 
-// RepoBindings is the BindingDeriver of the repository's own path rules
-// (issue 25 point 2): `.changebot.yml` read from the merge request's
-// target branch (repoconfig.Parse), and its paths rules over the paths the
-// merge request changes (repoconfig.Policy.Binding). Two reads per
-// adoption.
-type RepoBindings struct{ Files RepoFiles }
+// repoBindings is the engine's BindingDeriver (AdoptConfig.Bindings nil):
+// the path rules of the policy that governs the merge request's target
+// branch (readPolicy: the branch's `.changebot.yml`, or its last valid one
+// while the branch's is invalid) over the paths the merge request changes
+// (repoconfig.Policy.Binding). At most two reads per adoption, one of them
+// shared by the branch's changes for a minute.
+type repoBindings struct{ e *Engine }
 
-// AdoptBinding implements BindingDeriver. No file on the target branch, an
-// invalid one, and changed paths that give no single binding answer OK
-// false with the reason; failed reads are errors.
-func (r RepoBindings) AdoptBinding(ctx context.Context, projectID, iid int64, targetBranch string) (AdoptedBinding, error) {
-	data, err := r.Files.FileAt(ctx, projectID, repoconfig.FileName, targetBranch)
-	if errors.Is(err, platform.ErrNotFound) {
+// AdoptBinding implements BindingDeriver. No valid policy for the branch
+// and changed paths that give no single binding answer OK false with the
+// reason; failed reads are errors.
+func (r repoBindings) AdoptBinding(ctx context.Context, projectID, iid int64, targetBranch string) (AdoptedBinding, error) {
+	paths, ok := r.e.gl.(changedPaths)
+	if _, files := r.e.gl.(policyFiles); !ok || !files {
+		return AdoptedBinding{Reason: "this platform adapter cannot read the repository's path rules"}, nil
+	}
+	at := store.Operation{Platform: r.e.platform, ProjectID: projectID, TargetBranch: targetBranch}
+	g, err := r.e.readPolicy(ctx, at, projectID, targetBranch)
+	if err != nil {
+		return AdoptedBinding{}, err
+	}
+	if g.Blob == "" {
+		if g.Invalid != nil {
+			return AdoptedBinding{Reason: fmt.Sprintf("%s on %s is not valid (%v), and no valid one was read before it",
+				repoconfig.FileName, targetBranch, g.Invalid)}, nil
+		}
 		return AdoptedBinding{Reason: fmt.Sprintf("%s has no %s, whose path rules tell which binding a change of these paths is",
 			targetBranch, repoconfig.FileName)}, nil
 	}
-	if err != nil {
-		return AdoptedBinding{}, fmt.Errorf("reading %s on %s: %w", repoconfig.FileName, targetBranch, err)
-	}
-	pol, err := repoconfig.Parse(data)
-	if err != nil {
-		return AdoptedBinding{Reason: fmt.Sprintf("%s on %s is not valid: %v", repoconfig.FileName, targetBranch, err)}, nil
-	}
-	paths, err := r.Files.ChangedPaths(ctx, projectID, iid)
+	changed, err := paths.ChangedPaths(ctx, projectID, iid)
 	if err != nil {
 		return AdoptedBinding{}, fmt.Errorf("listing the changed paths: %w", err)
 	}
-	subject, target, err := pol.Binding(paths)
+	subject, target, err := g.Policy.Binding(changed)
 	var none *repoconfig.NoBindingError
 	if errors.As(err, &none) {
 		return AdoptedBinding{Reason: none.Error()}, nil
