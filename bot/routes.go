@@ -188,8 +188,12 @@ func (a *App) budgetLeft() map[string]float64 {
 // mayAdopt reports whether a merge request webhook of ev's project may adopt
 // or let go of a developer's merge request (webhooks.GitLabConfig.MayAdopt):
 // adoption is on there and the hook touches the adoption label or requests
-// reviewers. It makes no call.
+// reviewers; or whether it may bring a developer's .changebot.yml to check
+// (an open, a reopen, a new head). It makes no call.
 func (a *App) mayAdopt(ev platform.HookEvent) bool {
 	adopt := a.engine.AdoptConfig()
+	if h := ev.MergeRequest; h != nil && h.MayChangePolicy() && a.engine.DevelopersRequest(h) {
+		return true // its .changebot.yml, if it changes it, is checked
+	}
 	return ev.MergeRequest != nil && adopt.Allows(ev.ProjectPath) && ev.MergeRequest.MayAdopt(adopt.LabelOrDefault())
 }

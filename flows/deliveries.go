@@ -386,6 +386,11 @@ func (e *Engine) mergeInFlight(ctx context.Context, projectID int64, branch stri
 // HANDLE_RETARGETED once the platform confirms it (applyRetargetHook).
 func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
+	if e.DevelopersRequest(h) && h.MayChangePolicy() {
+		if _, err := e.checkPolicyFile(ctx, ev); err != nil {
+			return "", err
+		}
+	}
 	if e.cfg.Adopt.Allows(ev.ProjectPath) && h.MayAdopt(e.cfg.Adopt.label()) {
 		if outcome, done, err := e.applyAdoptHook(ctx, ev, source); done || err != nil {
 			return outcome, err
@@ -417,6 +422,15 @@ func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEven
 		return e.applyHeadPush(ctx, op)
 	}
 	return e.applyApprovalHook(ctx, op, ev, source)
+}
+
+// DevelopersRequest reports whether h is of a merge request a person
+// opened, not one of the robot's own (whose source branch is the engine's
+// prefix and an operation id): an API change's `.changebot.yml` is
+// checked when it is submitted, a developer's on its merge request. It
+// makes no call.
+func (e *Engine) DevelopersRequest(h *platform.MergeRequestHook) bool {
+	return h != nil && !strings.HasPrefix(h.SourceBranch, e.prefix)
 }
 
 // applyHeadPush applies a Merge Request Hook saying the head moved (an

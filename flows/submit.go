@@ -16,6 +16,7 @@ import (
 	"changebot/flows/rules"
 	"changebot/internal/textcheck"
 	"changebot/platform"
+	"changebot/repoconfig"
 	"changebot/store"
 )
 
@@ -162,7 +163,9 @@ func textProblem(s string) string {
 // they would read as other text than they are), lengths,
 // requested_by as a username of p.Platform (GitLab's or GitHub's rules),
 // project as one of p.Platform (on GitHub "owner/name" or a numeric id),
-// file paths and actions.
+// file paths and actions, and a `.changebot.yml` at the repository's root
+// against its schema (repoconfig.Parse: every problem with its line and
+// key).
 func (p SubmitParams) Validate() error {
 	var errs []FieldError
 	bad := map[string]bool{}
@@ -224,6 +227,12 @@ func (p SubmitParams) Validate() error {
 		seen[f.Path] = true
 		if msg := textProblem(f.Content); msg != "" {
 			add(fmt.Sprintf("files[%d].content", i), msg+"; binary files are not supported")
+		} else if f.Path == repoconfig.FileName && f.Action != "delete" {
+			// The repository's policy file: a change must not bring an
+			// invalid one to the target branch (issue 25 point 2).
+			if _, err := repoconfig.Parse([]byte(f.Content)); err != nil {
+				add(fmt.Sprintf("files[%d].content", i), "is not a valid "+repoconfig.FileName+": "+strings.TrimPrefix(err.Error(), "invalid "+repoconfig.FileName+": "))
+			}
 		}
 		switch f.Action {
 		case "", "create", "update", "delete":

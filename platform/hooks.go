@@ -263,6 +263,13 @@ type NoteHook struct {
 	AuthorID int64
 }
 
+// MayChangePolicy reports whether the hook may bring a new
+// `.changebot.yml` to check (issue 25 point 2): the merge request opened,
+// reopened, or its head moved (an update with OldRev).
+func (h *MergeRequestHook) MayChangePolicy() bool {
+	return h.Action == "open" || h.Action == "reopen" || (h.Action == "update" && h.OldRev != "")
+}
+
 // MovesChanges reports whether changebot acts on a merge request webhook of
 // this action and these changes (flows' applyMergeRequestHook): a merge, a
 // close, an approval given or taken back, or an update that retargets the
