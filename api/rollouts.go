@@ -89,3 +89,30 @@ func (h *Handler) readRollout(ctx context.Context, id string) (RolloutView, int,
 	}
 	return v, http.StatusOK, ""
 }
+
+// rolloutPage is the data of rollout.html.
+type rolloutPage struct {
+	webPage
+	// Missing says why there is no rollout to show (the page answers its
+	// status then).
+	Missing string
+	Rollout RolloutView
+}
+
+// webRollout serves /ui/rollouts/{id}: a rollout's progress, as GET
+// /api/v1/rollouts/{id} reads it; refreshed while it is not done.
+func (h *Handler) webRollout(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	v, status, msg := h.readRollout(r.Context(), id)
+	if status == http.StatusServiceUnavailable {
+		http.Error(w, "could not read the rollout, try again", status)
+		return
+	}
+	p := rolloutPage{webPage: h.page(r, "Rollout "+id), Missing: msg, Rollout: v}
+	if status == http.StatusNotFound {
+		p.Title = "No such rollout"
+	} else if v.State != "done" {
+		p.Refresh = webRefreshSeconds
+	}
+	h.render(w, status, "rollout.html", p)
+}

@@ -90,3 +90,50 @@ func TestSubmitRolloutID(t *testing.T) {
 		t.Fatalf("GET the change: %d %s, want its rollout_id", code, one)
 	}
 }
+
+// TestRolloutPage: /ui/rollouts/{id} shows a rollout's state, its counts
+// and the changes that need someone, linked to their pages; a change of a
+// rollout links to it, one without shows no rollout; an unknown id is a
+// 404 page saying so.
+func TestRolloutPage(t *testing.T) {
+	t.Parallel()
+	s := setup(t, "")
+	inRollout := s.changes.add(Change{SubjectID: "svc", TargetKey: "prod", Project: "g/r", Status: rules.StatusCreateFailed,
+		Step: int(rules.CreatePipelineFailed), Detail: "the pipeline failed", RolloutID: "ro-7"})
+	alone := s.changes.add(Change{SubjectID: "other", TargetKey: "prod", Project: "g/r", Status: rules.StatusMerging, Step: int(rules.HandleStarted)})
+	at := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	s.rollouts.views["ro-7"] = RolloutView{RolloutID: "ro-7", State: string(rules.RolloutFailed), Total: 3,
+		Counts: map[string]int{rules.StatusValidated: 2, rules.StatusCreateFailed: 1}, Applied: 2, Failed: 1, More: 4,
+		Attention: []RolloutChangeView{{OperationID: inRollout, SubjectID: "svc", TargetKey: "prod", Standing: "failed",
+			Status: rules.StatusCreateFailed, Step: StepView{Code: int(rules.CreatePipelineFailed), Name: "CREATE_PIPELINE_FAILED"}, Detail: "the pipeline failed"}},
+		FirstCreatedAt: at, LastUpdatedAt: at}
+	viewer := s.login(t, viewerToken)
+	tests := []struct {
+		name, path string
+		code       int
+		want, not  []string
+	}{
+		{"the rollout", "/ui/rollouts/ro-7", 200, []string{"<strong>failed</strong>: 2 of 3 applied, 1 failed", "<code>VALIDATED</code></td><td>2",
+			`<a href="/ui/changes/` + inRollout + `">`, "CREATE_PIPELINE_FAILED", "the pipeline failed", "…and 4 more", `http-equiv="refresh"`}, nil},
+		{"a change of the rollout", "/ui/changes/" + inRollout, 200, []string{`<a href="/ui/rollouts/ro-7">ro-7</a>`}, nil},
+		{"a change of none", "/ui/changes/" + alone, 200, nil, []string{`id="rollout"`}},
+		{"an unknown rollout", "/ui/rollouts/ro-none", 404, []string{`id="missing"`, "no change was submitted with rollout_id ro-none"}, []string{`id="counts"`}},
+	}
+	for _, tc := range tests {
+		code, body := s.page(t, viewer, tc.path)
+		if code != tc.code {
+			t.Errorf("%s: status %d, want %d\n%s", tc.name, code, tc.code, body)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: the page lacks %q\n%s", tc.name, w, body)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(body, w) {
+				t.Errorf("%s: the page shows %q", tc.name, w)
+			}
+		}
+	}
+}

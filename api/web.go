@@ -162,6 +162,7 @@ func (h *Handler) webRoutes(r *mux.Router) {
 	r.Handle("/ui/bulk", h.webAuth(h.webBulkForm)).Methods(http.MethodGet)
 	r.Handle("/ui/bulk", post(h.webBulk)).Methods(http.MethodPost)
 	r.Handle("/ui/changes/{id}", h.webAuth(h.webChange)).Methods(http.MethodGet)
+	r.Handle("/ui/rollouts/{id}", h.webAuth(h.webRollout)).Methods(http.MethodGet)
 	r.Handle("/ui/changes/{id}/{action:retry|resume|cancel}", post(h.webAct)).Methods(http.MethodPost)
 }
 
@@ -344,7 +345,9 @@ type changeDetail struct {
 	templates.StatusView
 	State   string
 	Project string
-	Events  []eventRow
+	// RolloutID is the change's rollout, linked to its page ("" for none).
+	RolloutID string
+	Events    []eventRow
 	// InStep is how long the change has been in its current step.
 	InStep string
 	// Checks is the "why is this not moving" checklist (rules.Checklist);
@@ -399,7 +402,7 @@ func (h *Handler) webChange(w http.ResponseWriter, r *http.Request) {
 		v.Hint = apiHint(rules.MustStep(rules.StepCode(op.Step)), op.Platform, h.cfg.ExternalURL+"/api/v1/changes/"+op.ID)
 	}
 	v.Hint = h.cfg.Refusals.ApprovalHint(op.Status, v.Hint)
-	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project, Files: FileViews(op.Files, true),
+	d := changeDetail{StatusView: v, State: stateWords(v), Project: op.Project, RolloutID: op.RolloutID, Files: FileViews(op.Files, true),
 		Actions: changeActions(rules.StepCode(op.Step)), InStep: durationWords(h.now().Sub(op.StepStartedAt))}
 	if done := r.URL.Query().Get("done"); slices.Contains([]string{"retry", "resume", "cancel"}, done) {
 		d.Done = done

@@ -34,6 +34,7 @@ Usage:
   changebot settings get [<key>] [-project P] [-json]       show runtime settings as a table (needs DATABASE_URL)
   changebot settings set [-project P] [-by u] <key> [--] <json>  change one, audited, seen by every replica within 5s
   changebot list    [filters] [-stuck] [-json]               list changes, newest first (filters of GET /api/v1/changes)
+  changebot rollout <rollout id> [-json]                    print a rollout's progress (-json: as GET /api/v1/rollouts/{id})
   changebot history <operation id> [-json [-stored]]        print a change's events (-json: as the events API)
   changebot replay  <operation id> [-at RFC3339 time]       rebuild a change's state from its events
   changebot verify  [<operation id>...]                     check hash chains and that replay equals the stored state
@@ -93,6 +94,8 @@ func Main(args []string, stdout, stderr io.Writer, b Bot) int {
 		err = cmdHistory(ctx, args[1:], stdout, true)
 	case "list":
 		err = cmdList(ctx, args[1:], stdout)
+	case "rollout":
+		err = cmdRollout(ctx, args[1:], stdout)
 	case "verify":
 		err = cmdVerify(ctx, args[1:], stdout)
 	case "copy":

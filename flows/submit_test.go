@@ -52,6 +52,10 @@ func TestSubmitValidation(t *testing.T) {
 			[]string{"files[0].content"}},
 		{"deleting .changebot.yml is fine", func(p *SubmitParams) { p.Files[0] = store.File{Path: ".changebot.yml", Action: "delete"} }, nil},
 		{"a .changebot.yml below the root is any file", func(p *SubmitParams) { p.Files[0] = store.File{Path: "sub/.changebot.yml", Content: "not: [yaml"} }, nil},
+		{"rollout_id of 255 runes is fine", func(p *SubmitParams) { p.RolloutID = strings.Repeat("r", 255) }, nil},
+		{"rollout_id of 256 runes", func(p *SubmitParams) { p.RolloutID = strings.Repeat("r", 256) }, []string{"rollout_id"}},
+		{"newline in rollout_id", func(p *SubmitParams) { p.RolloutID = "ro\n1" }, []string{"rollout_id"}},
+		{"bidi override in rollout_id", func(p *SubmitParams) { p.RolloutID = "ro\u202E" }, []string{"rollout_id"}},
 		{"emoji with a zero-width joiner in title is fine", func(p *SubmitParams) { p.Title = "deploy \U0001F469\u200D\U0001F4BB" }, nil},
 	}
 	for _, tt := range tests {
@@ -181,6 +185,25 @@ func TestProjectFollowsThePlatform(t *testing.T) {
 			t.Errorf("%q on %s: %v, want one project problem", tt.project, tt.platform, err)
 		case ve.Fields[0].Message != `must be a GitHub repository as "owner/name" or a numeric id`:
 			t.Errorf("%q on %s: %q, want it to say owner/name or a numeric id", tt.project, tt.platform, ve.Fields[0].Message)
+		}
+	}
+}
+
+// TestSubmitDifferencesRolloutID: a repeat of an Idempotency-Key with
+// another rollout_id (or none) differs in rollout_id; the same one does
+// not.
+func TestSubmitDifferencesRolloutID(t *testing.T) {
+	t.Parallel()
+	op := store.Operation{SubjectID: "s", TargetKey: "k", Project: "g/r", Title: "t", RequestedBy: "alice", RolloutID: "ro-1"}
+	p := SubmitParams{SubjectID: "s", TargetKey: "k", Project: "g/r", Title: "t", RequestedBy: "alice"}
+	tests := []struct {
+		rollout string
+		want    []string
+	}{{"ro-1", nil}, {"ro-2", []string{"rollout_id"}}, {"", []string{"rollout_id"}}}
+	for _, tt := range tests {
+		p.RolloutID = tt.rollout
+		if got := p.differences(op); !slices.Equal(got, tt.want) {
+			t.Errorf("rollout_id %q against ro-1: differences %v, want %v", tt.rollout, got, tt.want)
 		}
 	}
 }
