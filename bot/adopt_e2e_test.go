@@ -200,6 +200,19 @@ func TestAdoptLabelRemovedLetsGo(t *testing.T) {
 	if !env.GitLab.HasBranch(env.Project.ID, "dana/letgo") {
 		t.Error("the developer's branch was deleted")
 	}
+	// The one status comment says the robot let go.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		notes := statusNotes(snap)
+		if len(notes) == 1 && strings.Contains(notes[0], "let go (the merge request stays open") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status comments %q, want one saying the robot let go", notes)
+		}
+		time.Sleep(100 * time.Millisecond)
+		snap, _ = env.GitLab.MergeRequest(env.Project.ID, iid)
+	}
 }
 
 // robotName is the demo robot's username (GET /user).
