@@ -160,3 +160,23 @@ func TestGitHubAdoptRules(t *testing.T) {
 		t.Fatalf("FindOperationByMR of the unlabelled pull request: %v, want no change", err)
 	}
 }
+
+// TestGitHubAdoptReviewRequestAnsweredOnce: the robot requested as a
+// reviewer of a pull request not opted in answers once how to opt in, also
+// when requested again.
+func TestGitHubAdoptReviewRequestAnsweredOnce(t *testing.T) {
+	t.Parallel()
+	env, _ := adoptGitHubEnv(t)
+	n := openDeveloperPull(t, env, "dev/review")
+	env.GitHub.RequestReviewAs(env.Repo.ID, n, demo.Developer, demo.Robot)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(robotComments(env, n)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	env.GitHub.RequestReviewAs(env.Repo.ID, n, demo.Developer, demo.Robot)
+	time.Sleep(time.Second)
+	got := robotComments(env, n)
+	if len(got) != 1 || !strings.Contains(got[0].Body, "pull request") || !strings.Contains(got[0].Body, "@"+demo.Robot+" merge") {
+		t.Fatalf("robot comments %+v, want one saying how to hand the pull request over", got)
+	}
+}
