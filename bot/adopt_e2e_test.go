@@ -112,6 +112,22 @@ func TestAdoptLabelledMergeRequestReachesValidated(t *testing.T) {
 	if view.MergeRequest == nil || view.MergeRequest.IID != iid {
 		t.Fatalf("the change shows merge request %+v, want !%d", view.MergeRequest, iid)
 	}
+	// MR first: the developer's pipeline on its head, then the approval
+	// system's request carrying the merge request, then the merge.
+	events, err := app.Store().ListEvents(context.Background(), app.Store().DB(), op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path []string
+	for _, ev := range events {
+		if ev.Type == store.EventSubmitted || ev.Type == store.EventTransition {
+			path = append(path, flowsStepName(ev.ToStep))
+		}
+	}
+	wantPath := "CREATE_STARTED,CREATE_MR_OPENED,CREATE_SUCCEEDED,APPROVAL_SENDING,APPROVAL_SENT,HANDLE_STARTED,HANDLE_APPROVED,HANDLE_MERGED,CALLED_BACK"
+	if strings.Join(path, ",") != wantPath {
+		t.Fatalf("state path %v, want %s", path, wantPath)
+	}
 	snap, _ := env.GitLab.MergeRequest(env.Project.ID, iid)
 	if snap.State != "merged" || len(snap.Approvals) != 2 {
 		t.Fatalf("MR state %s approvals %v, want merged with both reviewer robots' approvals", snap.State, snap.Approvals)

@@ -199,8 +199,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 		QueueFunc:          func(project string) flows.QueueConfig { return queueFromSettings(a.settings, project) },
 		StepHookFunc:       opts.StepHookFunc,
 		EventJobsFunc:      notifications.Jobs,
-		Adopt: flows.AdoptConfig{Projects: a.cfg.AdoptProjects, Label: a.cfg.AdoptLabel, Bindings: bindings,
-			ApprovalFirstFunc: func(project string) bool { return a.settings.Get(settings.FlowApprovalFirst, project).Bool() }},
+		Adopt:              flows.AdoptConfig{Projects: a.cfg.AdoptProjects, Label: a.cfg.AdoptLabel, Bindings: bindings},
 	})
 	if err != nil {
 		return err
