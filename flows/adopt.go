@@ -310,8 +310,14 @@ func (e *Engine) applyAdoptHook(ctx context.Context, ev platform.HookEvent, sour
 		}
 		_, err = e.LetGo(ctx, op, rules.ActionParams{Actor: ev.User.Username, Source: source, Command: "unlabel"})
 		var na *rules.NotApplicableError
-		if errors.As(err, &na) || isConflict(err) {
+		if errors.As(err, &na) {
+			// Merged or finished meanwhile: nothing to let go of.
 			return OutcomeNoChange, true, nil
+		}
+		if isConflict(err) {
+			// The change moved while letting go: the delivery is applied
+			// again and lets go of it where it is now.
+			return "", true, fmt.Errorf("letting go of %s: %w", op.ID, err)
 		}
 		if err != nil {
 			return "", true, err
