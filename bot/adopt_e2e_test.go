@@ -112,6 +112,22 @@ func TestAdoptLabelledMergeRequestReachesValidated(t *testing.T) {
 	if view.MergeRequest == nil || view.MergeRequest.IID != iid {
 		t.Fatalf("the change shows merge request %+v, want !%d", view.MergeRequest, iid)
 	}
+	// MR first: the developer's pipeline on its head, then the approval
+	// system's request carrying the merge request, then the merge.
+	events, err := app.Store().ListEvents(context.Background(), app.Store().DB(), op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path []string
+	for _, ev := range events {
+		if ev.Type == store.EventSubmitted || ev.Type == store.EventTransition {
+			path = append(path, flowsStepName(ev.ToStep))
+		}
+	}
+	wantPath := "CREATE_STARTED,CREATE_MR_OPENED,CREATE_SUCCEEDED,APPROVAL_SENDING,APPROVAL_SENT,HANDLE_STARTED,HANDLE_APPROVED,HANDLE_MERGED,CALLED_BACK"
+	if strings.Join(path, ",") != wantPath {
+		t.Fatalf("state path %v, want %s", path, wantPath)
+	}
 	snap, _ := env.GitLab.MergeRequest(env.Project.ID, iid)
 	if snap.State != "merged" || len(snap.Approvals) != 2 {
 		t.Fatalf("MR state %s approvals %v, want merged with both reviewer robots' approvals", snap.State, snap.Approvals)
@@ -199,6 +215,19 @@ func TestAdoptLabelRemovedLetsGo(t *testing.T) {
 	}
 	if !env.GitLab.HasBranch(env.Project.ID, "dana/letgo") {
 		t.Error("the developer's branch was deleted")
+	}
+	// The one status comment says the robot let go.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		notes := statusNotes(snap)
+		if len(notes) == 1 && strings.Contains(notes[0], "let go (the merge request stays open") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status comments %q, want one saying the robot let go", notes)
+		}
+		time.Sleep(100 * time.Millisecond)
+		snap, _ = env.GitLab.MergeRequest(env.Project.ID, iid)
 	}
 }
 

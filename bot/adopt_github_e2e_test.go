@@ -15,10 +15,11 @@ import (
 )
 
 // adoptGitHubEnv is a GitHub test environment where adoption is on for the
-// demo repository, whose default branch holds adoptPolicy, and a running bot.
-func adoptGitHubEnv(t *testing.T) (*demo.Env, *App) {
+// demo repository, whose default branch holds adoptPolicy, checks take ci,
+// and a running bot.
+func adoptGitHubEnv(t *testing.T, ci time.Duration) (*demo.Env, *App) {
 	t.Helper()
-	env := newGitHubTestEnv(t, true, 200*time.Millisecond)
+	env := newGitHubTestEnv(t, true, ci)
 	env.Config.AdoptProjects = []string{demo.Project}
 	if env.GitHub.PushFiles(env.Repo.ID, env.Repo.DefaultBranch, demo.Developer, "Add the path rules",
 		map[string]string{".changebot.yml": adoptPolicy}) == "" {
@@ -78,7 +79,7 @@ func robotComments(env *demo.Env, n int64) []githubfake.Comment {
 // comment, and the robot opens nothing and pushes nothing.
 func TestGitHubAdoptLabelledPullRequestReachesValidated(t *testing.T) {
 	t.Parallel()
-	env, app := adoptGitHubEnv(t)
+	env, app := adoptGitHubEnv(t, 200*time.Millisecond)
 	n := openDeveloperPull(t, env, "dev/replicas", "changebot")
 	before, _ := env.GitHub.PullRequest(env.Repo.ID, n)
 	op := waitAdoptedOn(t, app, store.PlatformGitHub, env.Repo.ID, n)
@@ -124,7 +125,9 @@ func TestGitHubAdoptLabelledPullRequestReachesValidated(t *testing.T) {
 // label of an adopted one lets it go with the pull request open.
 func TestGitHubAdoptRules(t *testing.T) {
 	t.Parallel()
-	env, app := adoptGitHubEnv(t)
+	// Checks that outlast the test: the adopted change is in progress when
+	// its label is removed.
+	env, app := adoptGitHubEnv(t, time.Hour)
 	ctx := context.Background()
 	alone := openDeveloperPull(t, env, "dev/alone")
 	env.GitHub.AddComment(env.Repo.ID, alone, demo.Reporter, "@"+demo.Robot+" merge")
@@ -158,5 +161,25 @@ func TestGitHubAdoptRules(t *testing.T) {
 	}
 	if _, err := app.Store().FindOperationByMR(ctx, app.Store().DB(), store.PlatformGitHub, env.Repo.ID, alone); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("FindOperationByMR of the unlabelled pull request: %v, want no change", err)
+	}
+}
+
+// TestGitHubAdoptReviewRequestAnsweredOnce: the robot requested as a
+// reviewer of a pull request not opted in answers once how to opt in, also
+// when requested again.
+func TestGitHubAdoptReviewRequestAnsweredOnce(t *testing.T) {
+	t.Parallel()
+	env, _ := adoptGitHubEnv(t, 200*time.Millisecond)
+	n := openDeveloperPull(t, env, "dev/review")
+	env.GitHub.RequestReviewAs(env.Repo.ID, n, demo.Developer, demo.Robot)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(robotComments(env, n)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	env.GitHub.RequestReviewAs(env.Repo.ID, n, demo.Developer, demo.Robot)
+	time.Sleep(time.Second)
+	got := robotComments(env, n)
+	if len(got) != 1 || !strings.Contains(got[0].Body, "pull request") || !strings.Contains(got[0].Body, "@"+demo.Robot+" merge") {
+		t.Fatalf("robot comments %+v, want one saying how to hand the pull request over", got)
 	}
 }

@@ -204,8 +204,7 @@ func (a *App) build(ctx context.Context, opts *AppOpts) error {
 			return notifications.JobsRouted(op, e, a.engine.FileRoutes(op))
 		},
 		RolloutNotice: notifications.RolloutNotice(),
-		Adopt: flows.AdoptConfig{Projects: a.cfg.AdoptProjects, Label: a.cfg.AdoptLabel, Bindings: bindings,
-			ApprovalFirstFunc: func(project string) bool { return a.settings.Get(settings.FlowApprovalFirst, project).Bool() }},
+		Adopt:         flows.AdoptConfig{Projects: a.cfg.AdoptProjects, Label: a.cfg.AdoptLabel, Bindings: bindings},
 	})
 	if err != nil {
 		return err

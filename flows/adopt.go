@@ -33,10 +33,6 @@ type AdoptConfig struct {
 	// rules of the `.changebot.yml` that governs its target branch (the
 	// last valid one while the branch's is invalid) over its changed paths.
 	Bindings BindingDeriver
-	// ApprovalFirstFunc decides the flow order of an adopted change for
-	// its project's path (setting flow.approval_first, as for an API
-	// change); nil means the merge request first.
-	ApprovalFirstFunc func(project string) bool
 }
 
 // BindingDeriver derives the binding (subject and target) an adopted merge
@@ -194,14 +190,13 @@ func (e *Engine) Adopt(ctx context.Context, p AdoptParams) (store.Operation, boo
 // createAdopted creates the change of an adoptable merge request mr (see
 // Adopt) with binding b.
 func (e *Engine) createAdopted(ctx context.Context, p AdoptParams, proj platform.Project, mr platform.MergeRequest, b AdoptedBinding) (store.Operation, bool, error) {
-	approvalFirst := e.cfg.Adopt.ApprovalFirstFunc != nil && e.cfg.Adopt.ApprovalFirstFunc(proj.PathWithNamespace)
-	if e.policyFor(store.Operation{Project: proj.PathWithNamespace, ProjectID: proj.ID, TargetBranch: mr.TargetBranch}).Provider == rules.ProviderGitLab {
-		approvalFirst = false
-	}
+	// The merge request exists already: an adopted change is always MR
+	// first (its pipeline on the head, then the approval, whose request
+	// carries the merge request: mr_iid, mr_web_url and head_sha), whatever
+	// flow.approval_first says; an approval request of a change with an
+	// iid is read as MR first (requestApproval).
+	const approvalFirst = false
 	first := rules.CreateStarted
-	if approvalFirst {
-		first = rules.ApprovalSending
-	}
 	op := store.Operation{
 		ID: NewOperationID(), Platform: e.platform, SubjectID: b.SubjectID, TargetKey: b.TargetKey,
 		Project: proj.PathWithNamespace, ProjectID: proj.ID, TargetBranch: mr.TargetBranch, SourceBranch: mr.SourceBranch,
@@ -316,8 +311,14 @@ func (e *Engine) applyAdoptHook(ctx context.Context, ev platform.HookEvent, sour
 		}
 		_, err = e.LetGo(ctx, op, rules.ActionParams{Actor: ev.User.Username, Source: source, Command: "unlabel"})
 		var na *rules.NotApplicableError
-		if errors.As(err, &na) || isConflict(err) {
+		if errors.As(err, &na) {
+			// Merged or finished meanwhile: nothing to let go of.
 			return OutcomeNoChange, true, nil
+		}
+		if isConflict(err) {
+			// The change moved while letting go: the delivery is applied
+			// again and lets go of it where it is now.
+			return "", true, fmt.Errorf("letting go of %s: %w", op.ID, err)
 		}
 		if err != nil {
 			return "", true, err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -281,5 +282,69 @@ func TestDecodeMergeQueueHooks(t *testing.T) {
 	ev, err = DecodeHook(EventPullRequest, []byte(dequeued))
 	if err != nil || ev.MergeRequest == nil || !ev.MergeRequest.QueueChanged || ev.MergeRequest.Action != "update" || ev.MergeRequest.TargetChanged {
 		t.Errorf("pull_request dequeued: %+v, %v; want an update with QueueChanged", ev.MergeRequest, err)
+	}
+}
+
+// TestDecodeLabelAndReviewHooks: pull_request labeled and unlabeled
+// (docs.github.com "Webhook events and payloads", pull_request: the
+// payload's label and pull_request.labels after the change) and
+// review_requested (requested_reviewer) are updates carrying what adoption
+// reads; the payloads are the edited fixture with the action, label and
+// labels of those docs.
+func TestDecodeLabelAndReviewHooks(t *testing.T) {
+	t.Parallel()
+	base := map[string]any{}
+	if err := json.Unmarshal(fixture.GitHub(t, "webhook-pull_request-edited.json"), &base); err != nil {
+		t.Fatal(err)
+	}
+	label := func(name string) map[string]any {
+		return map[string]any{"id": 208045946, "node_id": "MDU6TGFiZWwyMDgwNDU5NDY=", "url": "https://api.github.com/repos/o/r/labels/" + name,
+			"name": name, "description": nil, "color": "f29513", "default": true}
+	}
+	tests := []struct {
+		name, action string
+		extra        map[string]any
+		labels       []any
+		want         platform.MergeRequestHook
+	}{
+		{"labeled", "labeled", map[string]any{"label": label("changebot")}, []any{label("docs"), label("changebot")},
+			platform.MergeRequestHook{Labels: []string{"docs", "changebot"}, LabelsChanged: true, LabelsBefore: []string{"docs"}}},
+		{"unlabeled", "unlabeled", map[string]any{"label": label("changebot")}, []any{label("docs")},
+			platform.MergeRequestHook{Labels: []string{"docs"}, LabelsChanged: true, LabelsBefore: []string{"docs", "changebot"}}},
+		{"review_requested", "review_requested", map[string]any{"requested_reviewer": map[string]any{"login": "changebot", "id": 7, "type": "User"}}, []any{},
+			platform.MergeRequestHook{ReviewersAdded: []string{"changebot"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := map[string]any{}
+			for k, v := range base {
+				p[k] = v
+			}
+			delete(p, "changes")
+			p["action"] = tc.action
+			pr := map[string]any{}
+			for k, v := range base["pull_request"].(map[string]any) {
+				pr[k] = v
+			}
+			pr["labels"] = tc.labels
+			p["pull_request"] = pr
+			for k, v := range tc.extra {
+				p[k] = v
+			}
+			body, err := json.Marshal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, err := DecodeHook(EventPullRequest, body)
+			if err != nil || ev.MergeRequest == nil || ev.MergeRequest.Action != "update" {
+				t.Fatalf("DecodeHook: %+v, %v; want an update", ev.MergeRequest, err)
+			}
+			h := ev.MergeRequest
+			got := platform.MergeRequestHook{Labels: h.Labels, LabelsChanged: h.LabelsChanged, LabelsBefore: h.LabelsBefore, ReviewersAdded: h.ReviewersAdded}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

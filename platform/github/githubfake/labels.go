@@ -110,3 +110,19 @@ func (s *Server) labelsJSON(r *repo, pr *pull) []any {
 	}
 	return out
 }
+
+// RequestReviewAs makes login request reviewer's review of pull request
+// number, as POST /repos/{o}/{r}/pulls/{n}/requested_reviewers does
+// (docs.github.com "Review requests"): the pull_request "review_requested"
+// webhook with requested_reviewer (docs.github.com "Webhook events and
+// payloads", pull_request review_requested). Every request sends it, as
+// GitHub does when a review is requested again.
+func (s *Server) RequestReviewAs(repoID, number int64, login, reviewer string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[repoID]
+	if r == nil || r.pulls[number] == nil || s.byLogin[login] == nil || s.byLogin[reviewer] == nil {
+		return
+	}
+	s.emitPull(r, r.pulls[number], "review_requested", s.byLogin[login], map[string]any{"requested_reviewer": s.userJSON(s.byLogin[reviewer])})
+}

@@ -130,3 +130,15 @@ func (s *Server) labelsHook(p *project, titles []string) []any {
 	}
 	return out
 }
+
+// labelList splits a comma-separated label list as the merge request API
+// takes it (labels, add_labels, remove_labels), dropping empty names.
+func labelList(v string) []string {
+	var out []string
+	for _, l := range strings.Split(v, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}

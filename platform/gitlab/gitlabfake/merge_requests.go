@@ -226,7 +226,7 @@ func (s *Server) createMR(rc *reqCtx) {
 		id: s.ids.mr, iid: p.nextIID, p: p, title: rc.get("title"), description: rc.get("description"),
 		state: stateOpened, sourceBranch: src, targetBranch: tgt, author: rc.user,
 		sha: p.repo.branches[src], startSHA: p.repo.branches[tgt], removeSource: remove, squash: squash,
-		created: now, updated: now,
+		created: now, updated: now, labels: labelList(rc.get("labels")),
 	}
 	p.mrs[mr.iid] = mr
 	s.mrByID[mr.id] = mr
@@ -308,6 +308,14 @@ func (s *Server) updateMR(rc *reqCtx) {
 	title, hasTitle := rc.str("title")
 	desc, hasDesc := rc.str("description")
 	target, hasTarget := rc.str("target_branch")
+	addLabels, removeLabels := labelList(rc.get("add_labels")), labelList(rc.get("remove_labels"))
+	if event == "" && !hasTitle && !hasDesc && !hasTarget && len(addLabels)+len(removeLabels) > 0 {
+		// add_labels and remove_labels alone (doc/api/merge_requests.md
+		// "Update MR"): one update hook with changes.labels.
+		s.changeLabels(mr, rc.user, addLabels, removeLabels)
+		rc.writeJSON(http.StatusOK, s.mrJSON(mr, rc.user, false))
+		return
+	}
 	if event == "" && !hasTitle && !hasDesc && !hasTarget {
 		rc.writeJSON(http.StatusBadRequest, map[string]any{"error": "title, description, state_event, target_branch are missing, at least one parameter must be provided"})
 		return
