@@ -64,9 +64,11 @@ func (e createWorker) createMR(ctx context.Context, op store.Operation) error {
 	// here (issue 25 point 2), before anything is opened.
 	at := op
 	at.ProjectID, at.TargetBranch = proj.ID, target
-	gov, err := e.readPolicy(ctx, at, proj.ID, target)
-	if err != nil {
-		return err
+	var gov Governing
+	if e.policyMatters(at) {
+		if gov, err = e.readPolicy(ctx, at, proj.ID, target); err != nil {
+			return err
+		}
 	}
 	deferCI, err := e.defersCI(ctx, at)
 	if err != nil {

@@ -158,6 +158,15 @@ func (e *Engine) readPolicy(ctx context.Context, op store.Operation, projectID i
 	return g, nil
 }
 
+// policyMatters reports whether op's project lets its `.changebot.yml`
+// govern anything: the server lists keys it may set
+// (policy.allow_override) or adopts developers' merge requests there
+// (whose bindings come from its path rules). Elsewhere the file is never
+// read: a change costs no call for a policy that could not apply.
+func (e *Engine) policyMatters(op store.Operation) bool {
+	return (e.cfg.AllowOverrideFunc != nil && len(e.cfg.AllowOverrideFunc(op.Project)) > 0) || e.cfg.Adopt.Allows(op.Project)
+}
+
 // lastValid is the last valid policy stored for the branch, or none.
 func (e *Engine) lastValid(ctx context.Context, op store.Operation, projectID int64, branch string) Governing {
 	row, err := e.repoStore().RepoPolicy(ctx, e.st.DB(), store.PlatformOr(op.Platform), projectID, branch)
@@ -185,7 +194,7 @@ func (e *Engine) knowPolicy(ctx context.Context, op store.Operation) {
 	if op.ProjectID == 0 || op.TargetBranch == "" {
 		return
 	}
-	if _, ok := e.gl.(policyFiles); !ok {
+	if _, ok := e.gl.(policyFiles); !ok || !e.policyMatters(op) {
 		return
 	}
 	k := policyKey{op.ProjectID, op.TargetBranch}

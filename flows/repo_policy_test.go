@@ -59,7 +59,7 @@ func statusNoteOf(t *testing.T, h *flowtest.Harness, op store.Operation) string 
 // .changebot.yml governs the changes that start from it, but only in the
 // keys the server allows (policy.allow_override): with queue.mode "off"
 // allowed, changes to a fast-forward project merge without waiting in a
-// queue; not allowed, the server's auto queues them. Once the branch's file
+// queue; with only another key allowed, the server's auto queues them. Once the branch's file
 // becomes invalid, a change started after it keeps the last valid policy
 // (it still does not queue), and its status comment says the branch's
 // file is invalid, at which line and key, and which blob governs.
@@ -74,7 +74,7 @@ func TestRepoPolicyGoverns(t *testing.T) {
 		comment string
 	}{
 		{name: "allowed", allow: []string{"queue.mode"}, queued: false},
-		{name: "not allowed", allow: nil, queued: true},
+		{name: "another key allowed", allow: []string{"merge.max_rounds"}, queued: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -140,5 +140,22 @@ func TestRepoPolicyGoverns(t *testing.T) {
 				t.Errorf("the first change's status comment does not name its policy:\n%s", note)
 			}
 		})
+	}
+}
+
+// TestRepoPolicyNotReadWhereNothingApplies: in a project whose server lets
+// its .changebot.yml set nothing (no policy.allow_override, no adoption)
+// the file is never read, so a change costs no call for it, and the status
+// comment names no policy.
+func TestRepoPolicyNotReadWhereNothingApplies(t *testing.T) {
+	t.Parallel()
+	h := flowtest.New(t, nil)
+	h.GitLab.Push(h.Project.ID, "main", flowtest.Requester, "Add the policy", map[string]string{".changebot.yml": "version: 1\nqueue:\n  mode: \"off\"\n"})
+	op := h.ToMROpened(t, flowtest.Change("svc"))
+	if n := h.GitLab.CallCount("GET", "/api/v4/projects/*/repository/files/*/raw"); n != 0 {
+		t.Errorf("%d reads of a repository file, want none", n)
+	}
+	if blob, _ := policyBlobOf(t, h, op.ID); blob != "" {
+		t.Errorf("the change recorded policy %q, want none", blob)
 	}
 }
