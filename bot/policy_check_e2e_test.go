@@ -10,6 +10,15 @@ import (
 	"changebot/platform/gitlab/gitlabfake"
 )
 
+// allowOverride lets every project's .changebot.yml set queue.mode, so
+// that the file governs something and is checked.
+func allowOverride(env *demo.Env) {
+	if env.Config.Settings == nil {
+		env.Config.Settings = map[string]string{}
+	}
+	env.Config.Settings["policy.allow_override"] = "queue.mode"
+}
+
 // policyComments are the robot's validation comments of .changebot.yml on
 // merge request iid.
 func policyComments(env *demo.Env, iid int64) []string {
@@ -44,13 +53,14 @@ func waitPolicyComment(t *testing.T, env *demo.Env, iid int64, want string) stri
 }
 
 // TestPolicyFileCheckedOnMergeRequest is issue 25's acceptance on GitLab:
-// a developer's merge request that changes .changebot.yml into an invalid
+// in a project whose file governs something, a developer's merge request that changes .changebot.yml into an invalid
 // file gets one comment naming the key and the line; the developer's push
 // that fixes it turns the same comment into "valid"; a merge request that
 // does not touch the file gets no comment.
 func TestPolicyFileCheckedOnMergeRequest(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, true, 200*time.Millisecond)
+	allowOverride(env)
 	env.GitLab.AddMember(env.Project.ID, "dana", gitlabfake.AccessDeveloper)
 	startBotWithOpts(t, env, demo.Poll, &AppOpts{})
 
@@ -79,6 +89,7 @@ func TestPolicyFileCheckedOnMergeRequest(t *testing.T) {
 func TestPolicyFileCheckedOnPullRequest(t *testing.T) {
 	t.Parallel()
 	env := newGitHubTestEnv(t, true, 200*time.Millisecond)
+	allowOverride(env)
 	startBotWithOpts(t, env, demo.Poll, &AppOpts{})
 	n := env.GitHub.OpenPullAsUser(githubfake.DeveloperPull{RepoID: env.Repo.ID, Login: demo.Developer, Head: "dev/policy",
 		Base: env.Repo.DefaultBranch, Title: "A bad policy",
@@ -107,5 +118,25 @@ func TestPolicyFileCheckedOnPullRequest(t *testing.T) {
 			t.Fatal("no validation comment on the pull request")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPolicyFileNotCheckedWhereItGovernsNothing: without allowed keys or
+// adoption the file governs nothing, so a merge request changing it is not
+// read nor commented on.
+func TestPolicyFileNotCheckedWhereItGovernsNothing(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, true, 200*time.Millisecond)
+	env.GitLab.AddMember(env.Project.ID, "dana", gitlabfake.AccessDeveloper)
+	startBotWithOpts(t, env, demo.Poll, &AppOpts{})
+	iid := env.GitLab.OpenMRAsUser(gitlabfake.DeveloperMR{ProjectID: env.Project.ID, Username: "dana",
+		SourceBranch: "dana/policy", TargetBranch: env.Project.DefaultBranch, Title: "Queue always",
+		Files: map[string]string{".changebot.yml": "version: 1\nqueue:\n  mode: always\n"}})
+	time.Sleep(time.Second) // what the checked case needs to comment
+	if got := policyComments(env, iid); len(got) != 0 {
+		t.Errorf("got %q, want no comment", got)
+	}
+	if n := env.GitLab.CallCount("GET", "/api/v4/projects/*/merge_requests/*/diffs"); n != 0 {
+		t.Errorf("%d reads of the changed paths, want none", n)
 	}
 }

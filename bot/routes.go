@@ -192,7 +192,7 @@ func (a *App) budgetLeft() map[string]float64 {
 // (an open, a reopen, a new head). It makes no call.
 func (a *App) mayAdopt(ev platform.HookEvent) bool {
 	adopt := a.engine.AdoptConfig()
-	if h := ev.MergeRequest; h != nil && h.MayChangePolicy() && a.engine.DevelopersRequest(h) {
+	if h := ev.MergeRequest; h != nil && h.MayChangePolicy() && a.engine.DevelopersRequest(h) && a.engine.PolicyMatters(ev.ProjectPath) {
 		return true // its .changebot.yml, if it changes it, is checked
 	}
 	return ev.MergeRequest != nil && adopt.Allows(ev.ProjectPath) && ev.MergeRequest.MayAdopt(adopt.LabelOrDefault())

@@ -386,7 +386,7 @@ func (e *Engine) mergeInFlight(ctx context.Context, projectID int64, branch stri
 // HANDLE_RETARGETED once the platform confirms it (applyRetargetHook).
 func (e *Engine) applyMergeRequestHook(ctx context.Context, ev platform.HookEvent, source string) (string, error) {
 	h := ev.MergeRequest
-	if e.DevelopersRequest(h) && h.MayChangePolicy() {
+	if e.DevelopersRequest(h) && h.MayChangePolicy() && e.PolicyMatters(ev.ProjectPath) {
 		if _, err := e.checkPolicyFile(ctx, ev); err != nil {
 			return "", err
 		}

@@ -163,8 +163,13 @@ func (e *Engine) readPolicy(ctx context.Context, op store.Operation, projectID i
 // (policy.allow_override) or adopts developers' merge requests there
 // (whose bindings come from its path rules). Elsewhere the file is never
 // read: a change costs no call for a policy that could not apply.
-func (e *Engine) policyMatters(op store.Operation) bool {
-	return (e.cfg.AllowOverrideFunc != nil && len(e.cfg.AllowOverrideFunc(op.Project)) > 0) || e.cfg.Adopt.Allows(op.Project)
+func (e *Engine) policyMatters(op store.Operation) bool { return e.PolicyMatters(op.Project) }
+
+// PolicyMatters is policyMatters for project (its path): also where a
+// developer's merge request's `.changebot.yml` is checked. It makes no
+// call.
+func (e *Engine) PolicyMatters(project string) bool {
+	return (e.cfg.AllowOverrideFunc != nil && len(e.cfg.AllowOverrideFunc(project)) > 0) || e.cfg.Adopt.Allows(project)
 }
 
 // lastValid is the last valid policy stored for the branch, or none.
