@@ -220,9 +220,9 @@ type EngineConfig struct {
 	// project (its path, as PollFunc; runtime setting
 	// policy.allow_override); nil lets none.
 	AllowOverrideFunc func(project string) []string
-	Logger             *slog.Logger
-	Metrics            *Metrics
-	NowFunc            func() time.Time
+	Logger            *slog.Logger
+	Metrics           *Metrics
+	NowFunc           func() time.Time
 	// StepHookFunc, when set, is called with the job kind at the start of
 	// every step job, inside the runner's panic recovery. It exists for
 	// tests (inject a panic into one kind of step and check that the change

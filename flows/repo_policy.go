@@ -3,9 +3,9 @@ package flows
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"crypto/sha1" //nolint:gosec // git's blob id is SHA-1; it names the file, it protects nothing
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"

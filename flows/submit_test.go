@@ -47,8 +47,12 @@ func TestSubmitValidation(t *testing.T) {
 		{"bidi override in a path", func(p *SubmitParams) { p.Files[0].Path = "a\u202Eb" }, []string{"files[0].path"}},
 		{"multi-line description is fine", func(p *SubmitParams) { p.Description = "line 1\n\tline 2\r\n" }, nil},
 		{"multi-line content is fine", func(p *SubmitParams) { p.Files[0].Content = "a:\n\tb\n" }, nil},
-		{"valid .changebot.yml", func(p *SubmitParams) { p.Files[0] = store.File{Path: ".changebot.yml", Content: "version: 1\nqueue:\n  mode: \"on\"\n"} }, nil},
-		{"invalid .changebot.yml", func(p *SubmitParams) { p.Files[0] = store.File{Path: ".changebot.yml", Content: "version: 1\nqueue:\n  mode: always\n"} },
+		{"valid .changebot.yml", func(p *SubmitParams) {
+			p.Files[0] = store.File{Path: ".changebot.yml", Content: "version: 1\nqueue:\n  mode: \"on\"\n"}
+		}, nil},
+		{"invalid .changebot.yml", func(p *SubmitParams) {
+			p.Files[0] = store.File{Path: ".changebot.yml", Content: "version: 1\nqueue:\n  mode: always\n"}
+		},
 			[]string{"files[0].content"}},
 		{"deleting .changebot.yml is fine", func(p *SubmitParams) { p.Files[0] = store.File{Path: ".changebot.yml", Action: "delete"} }, nil},
 		{"a .changebot.yml below the root is any file", func(p *SubmitParams) { p.Files[0] = store.File{Path: "sub/.changebot.yml", Content: "not: [yaml"} }, nil},
