@@ -196,6 +196,10 @@ func (p SubmitParams) Validate() error {
 	text("subject_id", p.SubjectID, true, maxIDChars)
 	text("target_key", p.TargetKey, true, maxIDChars)
 	text("rollout_id", p.RolloutID, false, store.MaxRolloutIDChars)
+	if !bad["rollout_id"] && strings.ContainsAny(p.RolloutID, "/?#") {
+		// It is a path segment of GET /api/v1/rollouts/{id} and the page.
+		add("rollout_id", "must not contain '/', '?' or '#' (it is read back at /api/v1/rollouts/<rollout_id>)")
+	}
 	text("project", p.Project, true, 0)
 	if !bad["project"] {
 		if msg := projectProblem(p.Platform, p.Project); msg != "" {

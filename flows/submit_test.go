@@ -58,6 +58,7 @@ func TestSubmitValidation(t *testing.T) {
 		{"a .changebot.yml below the root is any file", func(p *SubmitParams) { p.Files[0] = store.File{Path: "sub/.changebot.yml", Content: "not: [yaml"} }, nil},
 		{"rollout_id of 255 runes is fine", func(p *SubmitParams) { p.RolloutID = strings.Repeat("r", 255) }, nil},
 		{"rollout_id of 256 runes", func(p *SubmitParams) { p.RolloutID = strings.Repeat("r", 256) }, []string{"rollout_id"}},
+		{"slash in rollout_id", func(p *SubmitParams) { p.RolloutID = "fleet/tls" }, []string{"rollout_id"}},
 		{"newline in rollout_id", func(p *SubmitParams) { p.RolloutID = "ro\n1" }, []string{"rollout_id"}},
 		{"bidi override in rollout_id", func(p *SubmitParams) { p.RolloutID = "ro\u202E" }, []string{"rollout_id"}},
 		{"emoji with a zero-width joiner in title is fine", func(p *SubmitParams) { p.Title = "deploy \U0001F469\u200D\U0001F4BB" }, nil},
