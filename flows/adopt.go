@@ -250,6 +250,16 @@ func (e createWorker) adoptedMR(ctx context.Context, op store.Operation) error {
 	if mr.State != platform.MRStateOpened {
 		return failTo(rules.CreateFailed, "%s is %s, not open", w.MRRef(op.MRIID), mr.State)
 	}
+	if hp := headPipeline(mr); op.PipelineID != 0 && hp != nil && hp.Finished() && hp.Status != platform.PipelineSuccess {
+		// A /retry after a failed pipeline with no new push (the change
+		// waited for a pipeline before): run the head's pipeline again, as
+		// for the robot's own merge requests. The first create step of an
+		// adoption runs none: a developer's failed pipeline fails the
+		// change, for them to fix.
+		if _, err := e.gl.CreateMergeRequestPipeline(ctx, op.ProjectID, mr.IID); err != nil {
+			return err
+		}
+	}
 	_, err = e.Transition(ctx, op, rules.CreateMROpened, TransitionOpts{Source: "job:" + rules.KindCreateMR,
 		Payload: map[string]any{"mr_iid": mr.IID, "head_sha": mr.SHA, "project_id": op.ProjectID, "adopted": true},
 		Update: func(o *store.Operation) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"changebot/flows"
 	"changebot/flows/flowtest"
@@ -152,5 +153,33 @@ func TestAdoptCreatesOnceAndRecordsTheMergeRequest(t *testing.T) {
 	// Let go, it may be adopted again.
 	if _, created, err := h.Engine.Adopt(context.Background(), p); err != nil || !created {
 		t.Fatalf("Adopt after letting go = created %v, %v; want a new change", created, err)
+	}
+}
+
+// TestAdoptRetryRunsThePipelineAgain: an adopted change whose pipeline
+// failed, /retry-ed without a new push, runs the head's pipeline again (as
+// a robot's merge request does) and goes on once it passes; its first
+// create step runs none of its own.
+func TestAdoptRetryRunsThePipelineAgain(t *testing.T) {
+	t.Parallel()
+	h, _ := adoptHarness(t, []string{flowtest.ProjectPath}, bound)
+	h.GitLab.SetPipelineScript(h.Project.ID, gitlabfake.PipelineScript{MR: []string{"failed", "success"}})
+	iid := devMR(t, h, "dana", "dana/flaky")
+	op, _, err := h.Engine.Adopt(context.Background(), flows.AdoptParams{ProjectID: h.Project.ID, IID: iid, By: "dana",
+		Via: flows.AdoptViaLabel, Source: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.RunUntil(t, op.ID, rules.CreatePipelineFailed, time.Hour)
+	runs := func() int { return h.GitLab.CallCount("POST", "/api/v4/projects/*/merge_requests/*/pipelines") }
+	if n := runs(); n != 0 {
+		t.Fatalf("%d pipelines started by the robot before the retry, want none", n)
+	}
+	if _, err := h.Engine.Act(context.Background(), op.ID, rules.ActionRetry, rules.ActionParams{Actor: "dana", Source: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	h.RunUntil(t, op.ID, rules.ApprovalSent, time.Hour) // past its passed pipeline (MR first)
+	if n := runs(); n != 1 {
+		t.Errorf("%d pipelines started by the retry, want 1", n)
 	}
 }
