@@ -211,7 +211,10 @@ type ChangeListItem struct {
 	MergeRequest *MRView  `json:"merge_request"`
 	RequestedBy  string   `json:"requested_by"`
 	// RolloutID is the change's rollout; absent for none.
-	RolloutID string    `json:"rollout_id,omitempty"`
+	RolloutID string `json:"rollout_id,omitempty"`
+	// Adopted is true for a change that carries a merge request a
+	// developer opened (docs/adoption.md); absent otherwise.
+	Adopted   bool      `json:"adopted,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -252,7 +255,7 @@ func NewChangeListItem(op Change, externalURL string) ChangeListItem {
 	st := rules.MustStep(rules.StepCode(op.Step))
 	it := ChangeListItem{OperationID: op.ID, Title: op.Title, SubjectID: op.SubjectID, TargetKey: op.TargetKey, Project: op.Project,
 		Status: op.Status, Step: StepView{Code: op.Step, Name: st.Name}, Hint: st.HintOn(op.Platform), Terminal: st.Terminal,
-		RequestedBy: op.RequestedBy, RolloutID: op.RolloutID, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+		RequestedBy: op.RequestedBy, RolloutID: op.RolloutID, Adopted: op.Adopted, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 	if op.MRIID > 0 {
 		it.MergeRequest = &MRView{ProjectID: op.ProjectID, IID: op.MRIID, WebURL: op.MRWebURL}
 	} else {

@@ -27,6 +27,8 @@ type Change struct {
 	SubmittedBy string
 	// RolloutID is the rollout the change was submitted in ("" for none).
 	RolloutID string
+	// Adopted marks a change carrying a developer's merge request.
+	Adopted bool
 	// Files are the submitted files (read by one change, not by a list).
 	Files []File
 }

@@ -112,6 +112,9 @@ func TestAdoptLabelledMergeRequestReachesValidated(t *testing.T) {
 	if view.MergeRequest == nil || view.MergeRequest.IID != iid {
 		t.Fatalf("the change shows merge request %+v, want !%d", view.MergeRequest, iid)
 	}
+	if !view.Adopted {
+		t.Errorf("GET /api/v1/changes/%s does not say the change is adopted", op.ID)
+	}
 	// MR first: the developer's pipeline on its head, then the approval
 	// system's request carrying the merge request, then the merge.
 	events, err := app.Store().ListEvents(context.Background(), app.Store().DB(), op.ID)

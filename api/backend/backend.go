@@ -451,7 +451,7 @@ func ChangeOf(op store.Operation) api.Change {
 		Title: op.Title, RequestedBy: op.RequestedBy, Status: op.Status, Step: op.Step, Detail: op.Detail,
 		ProjectID: op.ProjectID, MRIID: op.MRIID, MRWebURL: op.MRWebURL, ApprovalFirst: op.ApprovalFirst,
 		StepStartedAt: op.StepStartedAt, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, Files: filesOf(op.Files),
-		RolloutID: op.RolloutID}
+		RolloutID: op.RolloutID, Adopted: op.Adopted}
 }
 
 // heldReason says, for people (the API's 409), that the binding already
