@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
-	"changebot/flows/rules"
 	"changebot/platform"
 	"changebot/store"
 )
@@ -102,27 +101,7 @@ func (r *Router) Destinations() []Destination { return r.dests }
 // rollout's summary tells it instead: RolloutNotice). It is meant for
 // store.TransitionParams.EventJobsFunc: the jobs commit with the move.
 func (r *Router) Jobs(op store.Operation, e store.Event) []river.InsertManyParams {
-	if r == nil || len(r.dests) == 0 || e.Type != store.EventTransition || op.RolloutID != "" {
-		return nil
-	}
-	ev, ok := MoveEvent(rules.StepCode(e.FromStep), rules.StepCode(e.ToStep))
-	if !ok {
-		return nil
-	}
-	var jobs []river.InsertManyParams
-	var p *Payload
-	for _, d := range r.dests {
-		if !d.Wants(ev, op.Project, op.ProjectID) {
-			continue
-		}
-		if p == nil {
-			v := NewPayload(ev, op, e)
-			p = &v
-		}
-		jobs = append(jobs, river.InsertManyParams{Args: DeliverArgs{Destination: d.Name, Payload: *p},
-			InsertOpts: &river.InsertOpts{Queue: QueueNotifications, MaxAttempts: MaxAttempts}})
-	}
-	return jobs
+	return r.JobsRouted(op, e, nil)
 }
 
 // DeliveryLog is what the worker needs of the store: the delivery log's

@@ -16,11 +16,9 @@ import (
 // the destination's projects (a destination that does not serve the
 // project takes nothing from the file), and a route naming no configured
 // destination is ignored. Destinations the file does not name keep the
-// server's routing. With no routes it is Jobs.
+// server's routing; with no routes every destination routes as the server
+// says (Jobs).
 func (r *Router) JobsRouted(op store.Operation, e store.Event, routes []repoconfig.Route) []river.InsertManyParams {
-	if len(routes) == 0 {
-		return r.Jobs(op, e)
-	}
 	if r == nil || len(r.dests) == 0 || e.Type != store.EventTransition || op.RolloutID != "" {
 		return nil
 	}
