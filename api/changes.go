@@ -288,6 +288,14 @@ func (h *Handler) getChange(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
+// unknownParam is knownParams' error for parameter k.
+func unknownParam(k string, known []string) string {
+	if len(known) == 0 {
+		return fmt.Sprintf("query parameter %q: unknown; this endpoint takes no query parameters", k)
+	}
+	return fmt.Sprintf("query parameter %q: unknown; this endpoint takes %s", k, strings.Join(known, ", "))
+}
+
 // knownParams answers 400 naming the first query parameter of r (in
 // sorted order) that is not one of known, as the list does for its
 // filters, and reports false; true when every parameter is known.
@@ -295,7 +303,7 @@ func knownParams(w http.ResponseWriter, r *http.Request, known ...string) bool {
 	for _, k := range slices.Sorted(maps.Keys(r.URL.Query())) {
 		if !slices.Contains(known, k) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{
-				"error":  fmt.Sprintf("query parameter %q: unknown; this endpoint takes %s", k, strings.Join(known, ", ")),
+				"error":  unknownParam(k, known),
 				"fields": []FieldError{{Field: k, Message: "is not a parameter of this endpoint"}}})
 			return false
 		}

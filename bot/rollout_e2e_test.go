@@ -123,4 +123,10 @@ func TestRolloutThroughTheBot(t *testing.T) {
 		!strings.Contains(stderr.String(), "no change was submitted with rollout_id ro-none") {
 		t.Errorf("changebot rollout of an unknown id: exit %d, stderr %q", code, stderr.String())
 	}
+	stderr.Reset()
+	// The changes of no rollout are no rollout: an empty id is a usage error.
+	if code := cliMain([]string{"rollout", "", "-config", cfg}, &stdout, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "the rollout id is empty") {
+		t.Errorf("changebot rollout '': exit %d, stderr %q; want the usage error", code, stderr.String())
+	}
 }

@@ -29,6 +29,9 @@ func cmdRollout(ctx context.Context, args []string, stdout io.Writer) (err error
 		return usagef("want one rollout id, got %d argument(s): usage: changebot rollout <rollout id> [-json]", fs.NArg())
 	}
 	id := fs.Arg(0)
+	if strings.TrimSpace(id) == "" {
+		return usagef("the rollout id is empty: usage: changebot rollout <rollout id> [-json]")
+	}
 	o, err := openStore(ctx, *path)
 	if err != nil {
 		return err

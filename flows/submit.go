@@ -196,9 +196,13 @@ func (p SubmitParams) Validate() error {
 	text("subject_id", p.SubjectID, true, maxIDChars)
 	text("target_key", p.TargetKey, true, maxIDChars)
 	text("rollout_id", p.RolloutID, false, store.MaxRolloutIDChars)
-	if !bad["rollout_id"] && strings.ContainsAny(p.RolloutID, "/?#") {
+	switch {
+	case bad["rollout_id"] || p.RolloutID == "":
+	case strings.TrimSpace(p.RolloutID) == "":
+		add("rollout_id", "is blank; leave it out for a change of no rollout")
+	case strings.ContainsAny(p.RolloutID, "/?#") || p.RolloutID == "." || p.RolloutID == "..":
 		// It is a path segment of GET /api/v1/rollouts/{id} and the page.
-		add("rollout_id", "must not contain '/', '?' or '#' (it is read back at /api/v1/rollouts/<rollout_id>)")
+		add("rollout_id", "must not contain '/', '?' or '#', nor be '.' or '..' (it is read back at /api/v1/rollouts/<rollout_id>)")
 	}
 	text("project", p.Project, true, 0)
 	if !bad["project"] {

@@ -50,8 +50,11 @@ type RolloutSummary struct {
 type RolloutChange struct {
 	OperationID string `json:"operation_id"`
 	Project     string `json:"project"`
-	SubjectID   string `json:"subject_id"`
-	TargetKey   string `json:"target_key"`
+	// ProjectID is the platform's project id (the API's merge_request
+	// shows it; the notification's payload names the project by path).
+	ProjectID int64  `json:"-"`
+	SubjectID string `json:"subject_id"`
+	TargetKey string `json:"target_key"`
 	// Standing is failed or needs_person.
 	Standing rules.Standing `json:"standing"`
 	Status   string         `json:"status"`
@@ -94,7 +97,7 @@ func SummarizeRollout(r store.Rollout) RolloutSummary {
 	s.Failed, s.NeedsPerson = standings[rules.StandingFailed], standings[rules.StandingNeedsPerson]
 	for _, op := range r.Listed {
 		step := rules.StepCode(op.Step)
-		c := RolloutChange{OperationID: op.ID, Project: op.Project, SubjectID: op.SubjectID, TargetKey: op.TargetKey,
+		c := RolloutChange{OperationID: op.ID, Project: op.Project, ProjectID: op.ProjectID, SubjectID: op.SubjectID, TargetKey: op.TargetKey,
 			Standing: rules.StandingOf(step), Status: op.Status, Step: step.String(), StepCode: op.Step, Detail: op.Detail}
 		if op.MRIID > 0 {
 			c.MergeRequest = &PayloadMR{IID: op.MRIID, WebURL: op.MRWebURL}

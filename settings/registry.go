@@ -586,10 +586,16 @@ func (d Def) stringValue(s string) (Value, error) {
 	if len(s) > maxStringSetting {
 		return Value{}, d.invalid(strconv.Quote(fmt.Sprintf("%d bytes", len(s))))
 	}
-	if len(d.Items) > 0 {
+	if len(d.Items) > 0 && strings.TrimSpace(s) != "" {
 		seen := map[string]bool{}
-		for _, w := range SplitList(s) {
-			if !slices.Contains(d.Items, w) || seen[w] {
+		for _, w := range strings.Split(s, ",") {
+			w = strings.TrimSpace(w)
+			switch {
+			case w == "":
+				return Value{}, &InvalidValueError{Key: d.Key, Want: d.want() + ", without an empty item", Got: strconv.Quote(s)}
+			case seen[w]:
+				return Value{}, &InvalidValueError{Key: d.Key, Want: d.want() + ", each once", Got: strconv.Quote(s) + " (" + w + " twice)"}
+			case !slices.Contains(d.Items, w):
 				return Value{}, d.invalid(strconv.Quote(s))
 			}
 			seen[w] = true

@@ -61,6 +61,7 @@ func TestParse(t *testing.T) {
 		{"list empty", PolicyAllowOverride, `""`, false, func(v Value) bool { return v.String() == "" }},
 		{"list unknown key", PolicyAllowOverride, `"queue.mode, admission.max_active"`, true, nil},
 		{"list key twice", PolicyAllowOverride, `"queue.mode,queue.mode"`, true, nil},
+		{"list empty item", PolicyAllowOverride, `"queue.mode,,notify"`, true, nil},
 		{"int ok", AdmissionMaxActive, `250`, false, func(v Value) bool { return v.Int() == 250 }},
 		{"int zero below min", AdmissionMaxActive, `0`, true, nil},
 		{"int zero allowed", PollShortCount, `0`, false, func(v Value) bool { return v.Int() == 0 }},

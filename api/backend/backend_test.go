@@ -13,6 +13,7 @@ import (
 	"changebot/api"
 	"changebot/flows"
 	"changebot/flows/rules"
+	"changebot/notify"
 	"changebot/retention"
 	"changebot/store"
 )
@@ -295,5 +296,16 @@ func TestQueuesReadTheirChanges(t *testing.T) {
 	}
 	if _, err := q.MoveToFront(ctx, "op_x", "api:0123456789abcdef", ""); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("MoveToFront(op_x) = %v, want api.ErrNotFound", err)
+	}
+}
+
+// TestRolloutViewMergeRequestProject: a rollout's listed change shows its
+// merge request with the project's id, as GET /api/v1/changes/{id} does.
+func TestRolloutViewMergeRequestProject(t *testing.T) {
+	t.Parallel()
+	v := RolloutViewOf(notify.RolloutSummary{ID: "ro", Attention: []notify.RolloutChange{{OperationID: "op_1", ProjectID: 101,
+		StepCode: int(rules.CreatePipelineFailed), MergeRequest: &notify.PayloadMR{IID: 12, WebURL: "https://gl/mr/12"}}}})
+	if len(v.Attention) != 1 || v.Attention[0].MergeRequest == nil || v.Attention[0].MergeRequest.ProjectID != 101 || v.Attention[0].MergeRequest.IID != 12 {
+		t.Fatalf("attention %+v, want merge request !12 of project 101", v.Attention)
 	}
 }

@@ -43,7 +43,7 @@ func RolloutViewOf(s notify.RolloutSummary) api.RolloutView {
 			Standing: string(c.Standing), Status: c.Status, Step: api.StepView{Code: c.StepCode, Name: rules.StepCode(c.StepCode).String()},
 			Detail: c.Detail}
 		if c.MergeRequest != nil {
-			cv.MergeRequest = &api.MRView{IID: c.MergeRequest.IID, WebURL: c.MergeRequest.WebURL}
+			cv.MergeRequest = &api.MRView{ProjectID: c.ProjectID, IID: c.MergeRequest.IID, WebURL: c.MergeRequest.WebURL}
 		}
 		v.Attention = append(v.Attention, cv)
 	}
